@@ -1,0 +1,1 @@
+"""Runnable programs: the demo, examples and benchmarks (`python -m loomwork.apps.<name>`)."""

@@ -1,0 +1,1 @@
+"""loomwork.autodiff (see the README's architecture section)."""

@@ -1,0 +1,1 @@
+"""loomwork.geometry (see the README's architecture section)."""

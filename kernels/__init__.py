@@ -1,0 +1,1 @@
+"""The kernel layer: types, front end, IR, code generation, builds, devices and launches."""

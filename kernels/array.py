@@ -1,0 +1,464 @@
+"""`array`: a typed, strided view of device memory, 1-D to 4-D, and the functions that make one.
+
+An array is a pointer, a shape, byte strides, a dtype and a device, plus whatever keeps the memory
+alive (`_owner`). On the CPU the memory is a NumPy buffer, so `.numpy()` is a zero-copy view.
+The same class spelled without data (`wp.array(dtype=float, ndim=2)`, `wp.array2d[float]`) is the
+annotation of a kernel parameter.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from . import types as T
+from .device import Device, get_device
+from .errors import DeviceError
+
+MAX_DIMS = 4
+
+
+class ArrayDesc(ctypes.Structure):
+    """What a kernel receives for an array argument; mirrors `lw::array_t<T>` in the native header."""
+
+    _fields_ = [
+        ("data", ctypes.c_uint64),
+        ("grad", ctypes.c_uint64),
+        ("shape", ctypes.c_int32 * MAX_DIMS),
+        ("strides", ctypes.c_int64 * MAX_DIMS),
+    ]
+
+
+class _Interface:
+    """Holds an `__array_interface__` dict (and the memory's owner) for NumPy to view."""
+
+    def __init__(self, iface: dict, owner: Any) -> None:
+        self.__array_interface__ = iface
+        self._owner = owner
+
+
+def _typestr(st: type[T.ScalarType]) -> str:
+    return st.np_dtype.str
+
+
+def _normalize_shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, int | np.integer):
+        shape = (int(shape),)
+    shape = tuple(int(s) for s in shape)
+    if not 1 <= len(shape) <= MAX_DIMS:
+        raise ValueError(f"arrays have 1 to {MAX_DIMS} dimensions, got shape {shape}")
+    if any(s < 0 for s in shape):
+        raise ValueError(f"array shape {shape} has a negative extent")
+    if any(s >= 2**31 for s in shape):
+        raise ValueError(f"array shape {shape} has an extent of 2^31 or more")
+    return shape
+
+
+def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, acc = [], itemsize
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+class array:  # noqa: N801 - Warp's public name
+    """A typed n-dimensional array (1-D to 4-D) on a device; see the module docstring."""
+
+    _default_ndim: int | None = None
+
+    def __init__(
+        self,
+        data: Any = None,
+        dtype: Any = Any,
+        shape: Any = None,
+        strides: Any = None,
+        ptr: int | None = None,
+        capacity: int | None = None,
+        device: Any = None,
+        copy: bool = True,
+        owner: Any = None,
+        requires_grad: bool = False,
+        ndim: int | None = None,
+        pinned: bool = False,
+    ) -> None:
+        ndim = ndim if ndim is not None else self._default_ndim
+        self._desc: bytes | None = None
+        self._grad: array | None = None
+        self.requires_grad = False
+        self.device: Device = get_device(device)
+        self._owner: Any = owner
+        self.pinned = pinned
+        self.dtype = T.normalize_dtype(float if dtype is Any and data is None else dtype) if (
+            dtype is not Any or data is None
+        ) else None
+        if data is not None:
+            self._init_from_data(data, shape, copy)
+        elif ptr is not None:
+            if shape is None:
+                raise ValueError("wp.array(ptr=...) needs a shape")
+            self._init_view(ptr, _normalize_shape(shape), strides, owner)
+        elif shape is not None:
+            self._init_new(_normalize_shape(shape), zero=True)
+        else:  # an annotation, or an empty array
+            self.ptr = None
+            self.ndim = ndim or 1
+            self.shape = (0,) * self.ndim
+            self.strides = (0,) * self.ndim
+            self.size = 0
+            self.capacity = 0
+        if ndim is not None and ndim != self.ndim:
+            raise ValueError(f"array built with ndim={ndim} has shape {self.shape}")
+        if requires_grad:
+            self.requires_grad = True
+            if self.ptr is not None or self.size == 0:
+                self._grad = zeros_like(self, requires_grad=False) if self.ptr is not None else None
+
+    # -- construction helpers ------------------------------------------------------------
+
+    def _check_cpu(self, what: str) -> None:
+        if not self.device.is_cpu:
+            raise DeviceError(f"{what} on device {self.device} is not supported yet")
+
+    def _init_new(self, shape: tuple[int, ...], zero: bool) -> None:
+        self._check_cpu("allocation")
+        itemsize = T.type_size(self.dtype)
+        nbytes = max(int(np.prod(shape)) * itemsize, 1)
+        buf = np.zeros(nbytes, dtype=np.uint8) if zero else np.empty(nbytes, dtype=np.uint8)
+        self._owner = buf
+        self._init_view(buf.ctypes.data, shape, None, buf)
+        self.capacity = nbytes
+
+    def _init_view(self, ptr: int, shape: tuple[int, ...], strides: Any, owner: Any) -> None:
+        itemsize = T.type_size(self.dtype)
+        self.ptr = int(ptr)
+        self.shape = shape
+        self.ndim = len(shape)
+        self.strides = tuple(int(s) for s in strides) if strides is not None else _contiguous_strides(
+            shape, itemsize
+        )
+        self.size = int(np.prod(shape))
+        self.capacity = self.size * itemsize
+        self._owner = owner
+
+    def _init_from_data(self, data: Any, shape: Any, copy: bool) -> None:
+        if isinstance(data, array):
+            src = data.numpy()
+            if self.dtype is None:
+                self.dtype = data.dtype
+        else:
+            src = data if isinstance(data, np.ndarray) else _as_numpy(data, self.dtype)
+        if self.dtype is None:
+            self.dtype = T.dtype_from_numpy(src.dtype)
+        st = T.elem_scalar(self.dtype)
+        inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
+        src = _strip_inner(src, inner, self.dtype)
+        if shape is not None:
+            src = src.reshape(_normalize_shape(shape) + inner)
+        outer = src.shape[: src.ndim - len(inner)] or (1,)
+        src = src.reshape(outer + inner)
+        _normalize_shape(outer)
+        if not copy and src.dtype == st.np_dtype and isinstance(data, np.ndarray) and self.device.is_cpu:
+            item_strides = src.strides[len(outer):]
+            expect = _contiguous_strides(inner, st.size)[:len(inner)] if inner else ()
+            if item_strides == expect:
+                self._init_view(src.ctypes.data, outer, src.strides[: len(outer)], src)
+                return
+        self._init_new(outer, zero=False)
+        self.numpy()[...] = src.astype(st.np_dtype, copy=False)
+
+    # -- the array as a value -------------------------------------------------------------
+
+    def __class_getitem__(cls, dtype: Any) -> array:
+        return cls(dtype=dtype)
+
+    @property
+    def is_contiguous(self) -> bool:
+        return self.strides == _contiguous_strides(self.shape, T.type_size(self.dtype))
+
+    @property
+    def grad(self) -> array | None:
+        return self._grad
+
+    @grad.setter
+    def grad(self, g: array | None) -> None:
+        if g is not None and (not isinstance(g, array) or g.shape != self.shape or g.dtype != self.dtype):
+            raise ValueError(f"gradient must be an array of shape {self.shape} and dtype {T.type_name(self.dtype)}")
+        self._grad = g
+        self._desc = None
+
+    def _desc_bytes(self) -> bytes:
+        """The packed `ArrayDesc` passed to kernels (cached: the metadata never changes)."""
+        d = self._desc
+        if d is None:
+            desc = ArrayDesc()
+            desc.data = self.ptr or 0
+            desc.grad = (self._grad.ptr or 0) if self._grad is not None else 0
+            for i, (s, st) in enumerate(zip(self.shape, self.strides, strict=True)):
+                desc.shape[i] = s
+                desc.strides[i] = st
+            d = self._desc = bytes(desc)
+        return d
+
+    @property
+    def __array_interface__(self) -> dict:
+        self._check_cpu("__array_interface__")
+        st = T.elem_scalar(self.dtype)
+        inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
+        inner_strides = _contiguous_strides(inner, st.size) if inner else ()
+        return {
+            "version": 3,
+            "shape": self.shape + inner,
+            "strides": self.strides + inner_strides,
+            "typestr": _typestr(st),
+            "data": (self.ptr or 0, False),
+        }
+
+    def numpy(self) -> np.ndarray:
+        """A NumPy view of the data (zero-copy on the CPU); vectors add trailing dimensions."""
+        if self.ptr is None:
+            inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
+            return np.zeros(self.shape + inner, dtype=T.elem_scalar(self.dtype).np_dtype)
+        return np.asarray(_Interface(self.__array_interface__, self))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.numpy()
+        return a.astype(dtype) if dtype is not None else a
+
+    def list(self) -> list:
+        """The elements as a Python list (vectors and matrices as their types)."""
+        flat = self.numpy().reshape((self.size,) + (self.dtype._shape_ if T.is_composite(self.dtype) else ()))
+        if T.is_composite(self.dtype):
+            return [self.dtype(x) for x in flat]
+        return flat.tolist()
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"array(shape={self.shape}, dtype={T.type_name(self.dtype)}, device={self.device})"
+
+    def __str__(self) -> str:
+        return str(self.numpy()) if self.ptr is not None else repr(self)
+
+    # -- views ----------------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> Any:
+        if not isinstance(key, tuple):
+            key = (key,)
+        if len(key) > self.ndim:
+            raise IndexError(f"too many indices ({len(key)}) for an array of {self.ndim} dimensions")
+        if all(isinstance(k, int | np.integer) for k in key) and len(key) == self.ndim:
+            self._check_cpu("element access")
+            v = self.numpy()[key]
+            return self.dtype(v) if T.is_composite(self.dtype) else v.item()
+        ptr, shape, strides = self.ptr or 0, [], []
+        for dim, k in enumerate(key + (slice(None),) * (self.ndim - len(key))):
+            n, s = self.shape[dim], self.strides[dim]
+            if isinstance(k, int | np.integer):
+                k = int(k)
+                if not -n <= k < n:
+                    raise IndexError(f"index {k} is out of bounds for dimension {dim} of size {n}")
+                ptr += (k % n) * s
+            elif isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                ptr += start * s
+                shape.append(len(range(start, stop, step)))
+                strides.append(s * step)
+            else:
+                raise IndexError(f"arrays are indexed by ints and slices, got {type(k).__name__}")
+        if not shape:
+            shape, strides = [1], [T.type_size(self.dtype)]
+        view = array(ptr=ptr, dtype=self.dtype, shape=tuple(shape), strides=tuple(strides),
+                     device=self.device, owner=self)
+        return view
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._check_cpu("element assignment")
+        self.numpy()[key] = np.asarray(value)
+
+    def reshape(self, shape: Any) -> array:
+        """A view with a new shape (contiguous arrays only); one extent may be -1."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if -1 in shape:
+            known = int(np.prod([s for s in shape if s != -1]))
+            shape = tuple(self.size // max(known, 1) if s == -1 else s for s in shape)
+        shape = _normalize_shape(shape)
+        if int(np.prod(shape)) != self.size:
+            raise ValueError(f"cannot reshape an array of {self.size} elements to {shape}")
+        if not self.is_contiguous:
+            raise ValueError("reshape needs a contiguous array; call .contiguous() first")
+        return array(ptr=self.ptr, dtype=self.dtype, shape=shape, device=self.device, owner=self)
+
+    def flatten(self) -> array:
+        return self.reshape((self.size,))
+
+    def contiguous(self) -> array:
+        return self if self.is_contiguous else self.clone()
+
+    # -- in-place operations ----------------------------------------------------------------
+
+    def fill_(self, value: Any) -> array:
+        """Set every element to `value` (a scalar, or a vector/matrix for such dtypes)."""
+        self._check_cpu("fill_")
+        if self.size:
+            v = np.asarray(value.numpy_value() if isinstance(value, T._CompositeMixin) else value)
+            self.numpy()[...] = v
+        return self
+
+    fill = fill_
+
+    def zero_(self) -> array:
+        """Set every element to zero."""
+        return self.fill_(0)
+
+    def assign(self, src: Any) -> array:
+        """Copy the values of `src` (an array, NumPy array or sequence of matching shape) into this array."""
+        self._check_cpu("assign")
+        values = src.numpy() if isinstance(src, array) else np.asarray(src)
+        dst = self.numpy()
+        if values.size != dst.size:
+            raise ValueError(f"assign: source has {values.size} values, array has {dst.size}")
+        dst[...] = values.reshape(dst.shape)
+        return self
+
+    def clone(self, device: Any = None, requires_grad: bool | None = None) -> array:
+        """A contiguous copy, on `device` (default: the same device)."""
+        rg = self.requires_grad if requires_grad is None else requires_grad
+        return array(self.numpy(), dtype=self.dtype, device=device or self.device, requires_grad=rg)
+
+    def to(self, device: Any) -> array:
+        """This array on `device` (itself when already there)."""
+        return self if get_device(device) == self.device else self.clone(device=device)
+
+
+def _as_numpy(data: Any, dtype: Any) -> np.ndarray:
+    st = T.elem_scalar(dtype).np_dtype if dtype is not None else None
+    if isinstance(data, T._CompositeMixin):
+        return data.numpy_value()
+    if isinstance(data, list | tuple) and data and isinstance(data[0], T._CompositeMixin):
+        return np.stack([d.numpy_value() for d in data])
+    return np.asarray(data, dtype=st)
+
+
+def _strip_inner(src: np.ndarray, inner: tuple[int, ...], dtype: Any) -> np.ndarray:
+    if not inner:
+        return src
+    k = len(inner)
+    if src.shape[src.ndim - k:] == inner:
+        return src
+    n = int(np.prod(inner))
+    if src.size % n == 0 and src.size:
+        return src.reshape((-1,) + inner)
+    raise ValueError(f"data of shape {src.shape} does not hold whole values of {T.type_name(dtype)}")
+
+
+class array1d(array):  # noqa: N801
+    _default_ndim = 1
+
+
+class array2d(array):  # noqa: N801
+    _default_ndim = 2
+
+
+class array3d(array):  # noqa: N801
+    _default_ndim = 3
+
+
+class array4d(array):  # noqa: N801
+    _default_ndim = 4
+
+
+# --------------------------------------------------------------------------------------------
+# creation functions
+
+
+def empty(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
+          pinned: bool = False) -> array:
+    """A new array whose contents are unspecified."""
+    a = array(dtype=dtype, device=device, pinned=pinned)
+    a._init_new(_normalize_shape(shape), zero=False)
+    if requires_grad:
+        a.requires_grad = True
+        a._grad = zeros_like(a)
+    return a
+
+
+def zeros(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
+          pinned: bool = False) -> array:
+    """A new array filled with zeros."""
+    return array(dtype=dtype, shape=shape, device=device, requires_grad=requires_grad, pinned=pinned)
+
+
+def full(shape: Any = 0, value: Any = 0, dtype: Any = Any, device: Any = None, requires_grad: bool = False,
+         pinned: bool = False) -> array:
+    """A new array with every element set to `value` (dtype inferred from it when not given)."""
+    if dtype is Any:
+        dtype = T.python_value_type(value) or float
+        if isinstance(value, int) and not isinstance(value, builtins.bool):
+            dtype = T.int32 if -(2**31) <= value < 2**31 else T.int64
+    a = empty(shape, dtype, device, requires_grad, pinned)
+    return a.fill_(value)
+
+
+def ones(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
+         pinned: bool = False) -> array:
+    """A new array filled with ones."""
+    return full(shape, 1, dtype, device, requires_grad, pinned)
+
+
+def empty_like(src: array, device: Any = None, requires_grad: bool | None = None) -> array:
+    rg = src.requires_grad if requires_grad is None else requires_grad
+    return empty(src.shape, src.dtype, device or src.device, rg)
+
+
+def zeros_like(src: array, device: Any = None, requires_grad: bool | None = None) -> array:
+    rg = src.requires_grad if requires_grad is None else requires_grad
+    return zeros(src.shape, src.dtype, device or src.device, rg)
+
+
+def ones_like(src: array, device: Any = None, requires_grad: bool | None = None) -> array:
+    rg = src.requires_grad if requires_grad is None else requires_grad
+    return ones(src.shape, src.dtype, device or src.device, rg)
+
+
+def full_like(src: array, value: Any, device: Any = None, requires_grad: bool | None = None) -> array:
+    rg = src.requires_grad if requires_grad is None else requires_grad
+    return full(src.shape, value, src.dtype, device or src.device, rg)
+
+
+def clone(src: array, device: Any = None, requires_grad: bool | None = None) -> array:
+    """A contiguous copy of `src`."""
+    return src.clone(device=device, requires_grad=requires_grad)
+
+
+def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, count: int = 0) -> None:
+    """Copy `count` elements (default: all of `src`) from `src` to `dest`, at flat element offsets."""
+    if not isinstance(dest, array) or not isinstance(src, array):
+        raise TypeError("wp.copy takes two arrays")
+    if T.type_size(dest.dtype) != T.type_size(src.dtype):
+        raise TypeError(f"wp.copy: element sizes differ ({T.type_name(src.dtype)} -> {T.type_name(dest.dtype)})")
+    dest._check_cpu("copy")
+    src._check_cpu("copy")
+    count = count or src.size - src_offset
+    if src_offset + count > src.size or dest_offset + count > dest.size or min(count, src_offset, dest_offset) < 0:
+        raise ValueError(
+            f"wp.copy: {count} elements from offset {src_offset} of {src.size} to offset {dest_offset} of {dest.size}"
+            " is out of range"
+        )
+    d = dest.numpy().reshape((dest.size,) + dest.numpy().shape[dest.ndim:])
+    s = src.numpy().reshape((src.size,) + src.numpy().shape[src.ndim:])
+    d[dest_offset:dest_offset + count] = s[src_offset:src_offset + count].reshape(d[:count].shape)
+    if not dest.is_contiguous:
+        dest.numpy()[...] = d.reshape(dest.numpy().shape)
+
+
+def from_numpy(arr: Any, dtype: Any = None, shape: Any = None, device: Any = None,
+               requires_grad: bool = False) -> array:
+    """A new array holding a copy of NumPy array `arr` (dtype inferred when not given)."""
+    a = np.asarray(arr)
+    return array(a, dtype=dtype if dtype is not None else Any, shape=shape, device=device,
+                 requires_grad=requires_grad)

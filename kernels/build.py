@@ -1,0 +1,214 @@
+"""Native builds: the system C++ compiler for the CPU, NVRTC for CUDA, and the on-disk cache.
+
+Every artifact lives in `<cache>/<name>-<hash>/`, where the hash covers everything that affects
+the binary (source text, native header, flags, compiler identity). A build is written into a
+private temporary folder and renamed into place, so a concurrent process sees a finished build or
+none, and a failed build leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from functools import cache
+from pathlib import Path
+
+from .errors import CompileError
+
+NATIVE_DIR = Path(__file__).parent / "native"
+
+
+@cache
+def header_hash() -> str:
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(NATIVE_DIR)):
+        h.update(name.encode())
+        h.update((NATIVE_DIR / name).read_bytes())
+    return h.hexdigest()
+
+
+@cache
+def find_compiler() -> str:
+    """The C++ compiler: $CXX, else g++, else clang++."""
+    cxx = os.environ.get("CXX")
+    candidates = [cxx] if cxx else ["g++", "clang++", "c++"]
+    for c in candidates:
+        path = shutil.which(c)
+        if path:
+            return path
+    raise CompileError(
+        "no C++ compiler found: loomwork compiles CPU kernels with the system compiler. "
+        "Install one (Debian/Ubuntu: 'apt install g++'; Fedora: 'dnf install gcc-c++'; "
+        "macOS: 'xcode-select --install') or point the CXX environment variable at it."
+        + (f" (CXX={cxx!r} was not found)" if cxx else "")
+    )
+
+
+@cache
+def compiler_identity() -> str:
+    """Identifies the compiler binary and the machine without running anything."""
+    path = os.path.realpath(find_compiler())
+    st = os.stat(path)
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}:{platform.machine()}:{_cpu_model()}"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "flags")):
+                    return hashlib.sha256(line.encode()).hexdigest()[:12]
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def cpu_flags(debug: bool, fast_math: bool) -> list[str]:
+    flags = ["-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-w"]
+    if debug:
+        flags += ["-O1", "-g"]
+    else:
+        flags += ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math"]
+    if fast_math:
+        flags.append("-ffast-math")
+    return flags
+
+
+def content_hash(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Move a finished build folder into place; if another process got there first, keep theirs."""
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        if not final.exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _new_tmp(cache_dir: Path, stem: str) -> Path:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".tmp-{stem}-", dir=cache_dir))
+
+
+def build_cpu(source: str, name: str, cache_dir: str, debug: bool, fast_math: bool, verbose: bool,
+              what: str) -> Path:
+    """Compile `source` to a shared library (or find it cached) and return its path."""
+    flags = cpu_flags(debug, fast_math)
+    digest = content_hash(source, header_hash(), " ".join(flags), compiler_identity())
+    folder = Path(cache_dir) / f"{name}-{digest}"
+    lib = folder / "module.so"
+    if lib.exists():
+        return lib
+    t0 = time.perf_counter()
+    tmp = _new_tmp(Path(cache_dir), name)
+    try:
+        (tmp / "module.cpp").write_text(source)
+        cmd = [find_compiler(), *flags, f"-I{NATIVE_DIR}", "module.cpp", "-o", "module.so"]
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(
+                f"the C++ compiler failed on {what}:\n{_trim(proc.stderr)}\n"
+                f"command: {' '.join(cmd)}\n(set wp.config.print_source = True to see the generated code)"
+            )
+        _publish(tmp, folder)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    if verbose:
+        print(f"loomwork: built {what} for cpu in {(time.perf_counter() - t0) * 1e3:.0f} ms", file=sys.stderr)
+    return lib
+
+
+def _trim(text: str, limit: int = 4000) -> str:
+    return text if len(text) <= limit else text[:limit] + "\n... (truncated)"
+
+
+# -- CUDA through NVRTC ---------------------------------------------------------------------------
+
+
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        try:
+            from cuda import nvrtc  # older cuda-python layout
+        except ImportError:
+            raise CompileError(
+                "compiling CUDA kernels needs NVRTC: pip install cuda-python nvidia-cuda-nvrtc"
+            ) from None
+    return nvrtc
+
+
+def nvrtc_available() -> bool:
+    try:
+        _nvrtc()
+        return True
+    except CompileError:
+        return False
+
+
+def build_cuda(source: str, name: str, cache_dir: str, arch: int, debug: bool, fast_math: bool,
+               verbose: bool, what: str) -> Path:
+    """Compile `source` with NVRTC to a cubin for sm_`arch` (or find it cached) and return its path."""
+    nvrtc = _nvrtc()
+    opts = [f"--gpu-architecture=sm_{arch}", "--std=c++17", f"--include-path={NATIVE_DIR}", "-default-device", "-w"]
+    if debug:
+        opts.append("--device-debug")
+    if fast_math:
+        opts.append("--use_fast_math")
+    err, version_major, version_minor = nvrtc.nvrtcVersion()
+    digest = content_hash(source, header_hash(), " ".join(opts), f"nvrtc{version_major}.{version_minor}")
+    folder = Path(cache_dir) / f"{name}-cuda-{digest}"
+    out = folder / f"module.sm_{arch}.cubin"
+    if out.exists():
+        return out
+    t0 = time.perf_counter()
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"module.cu", 0, [], [])
+    _nvrtc_check(nvrtc, err, "nvrtcCreateProgram")
+    try:
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(f"NVRTC failed to compile {what} for sm_{arch}:\n{_trim(_nvrtc_log(nvrtc, prog))}")
+        err, size = nvrtc.nvrtcGetCUBINSize(prog)
+        _nvrtc_check(nvrtc, err, "nvrtcGetCUBINSize")
+        binary = b" " * size
+        (err,) = nvrtc.nvrtcGetCUBIN(prog, binary)
+        _nvrtc_check(nvrtc, err, "nvrtcGetCUBIN")
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    tmp = _new_tmp(Path(cache_dir), name)
+    try:
+        (tmp / "module.cu").write_text(source)
+        (tmp / out.name).write_bytes(binary)
+        _publish(tmp, folder)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    if verbose:
+        print(f"loomwork: built {what} for sm_{arch} in {(time.perf_counter() - t0) * 1e3:.0f} ms", file=sys.stderr)
+    return out
+
+
+def _nvrtc_log(nvrtc, prog) -> str:
+    err, n = nvrtc.nvrtcGetProgramLogSize(prog)
+    log = b" " * n
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    return log.decode(errors="replace").rstrip("\x00 \n")
+
+
+def _nvrtc_check(nvrtc, err, call: str) -> None:
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"{call} failed: {err}")

@@ -1,0 +1,309 @@
+"""Builtins as data: one `Overload` record per signature.
+
+Overload resolution, error messages ("no overload of length() takes (mat33f); these do: ..."),
+Python-scope evaluation and documentation all read the same table. A parameter is a pattern over
+types with named type variables (`T` the scalar, `N` a vector length, ...) that must agree across
+the arguments of one call.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import types as T
+from .ir import ArrayType
+
+# -- parameter patterns ---------------------------------------------------------------------
+
+
+class Pattern(ABC):
+    @abstractmethod
+    def match(self, t: Any, b: dict) -> bool:
+        """Whether type `t` fits, recording type-variable bindings in `b`."""
+
+    @staticmethod
+    def bind(b: dict, key: str | int | None, value: Any) -> bool:
+        if key is None or isinstance(key, int):
+            return key is None or key == value
+        if key in b:
+            return b[key] == value
+        b[key] = value
+        return True
+
+
+_KINDS: dict[str, Callable[[Any], bool]] = {
+    "any": lambda t: True,
+    "numeric": lambda t: t is not T.bool_,
+    "float": lambda t: t.is_float,
+    "int": lambda t: t.is_int,
+    "bool": lambda t: t is T.bool_,
+}
+
+
+@dataclass(frozen=True)
+class Scalar(Pattern):
+    kind: str = "numeric"
+    var: str = "T"
+
+    def match(self, t: Any, b: dict) -> bool:
+        return T.is_scalar(t) and _KINDS[self.kind](t) and self.bind(b, self.var, t)
+
+    def __str__(self) -> str:
+        return {"numeric": "Scalar", "float": "Float", "int": "Int", "bool": "bool", "any": "Scalar"}[self.kind]
+
+
+@dataclass(frozen=True)
+class Vec(Pattern):
+    kind: str = "numeric"
+    var: str = "T"
+    n: str | int = "N"
+
+    def match(self, t: Any, b: dict) -> bool:
+        return (T.is_vector(t) and _KINDS[self.kind](t._wp_scalar_type_) and self.bind(b, self.var, t._wp_scalar_type_)
+                and self.bind(b, self.n, t._length_))
+
+    def __str__(self) -> str:
+        return f"vec{self.n if isinstance(self.n, int) else ''}({'Float' if self.kind == 'float' else 'Scalar'})"
+
+
+@dataclass(frozen=True)
+class Mat(Pattern):
+    kind: str = "numeric"
+    var: str = "T"
+    rows: str | int = "R"
+    cols: str | int = "C"
+
+    def match(self, t: Any, b: dict) -> bool:
+        return (T.is_matrix(t) and _KINDS[self.kind](t._wp_scalar_type_) and self.bind(b, self.var, t._wp_scalar_type_)
+                and self.bind(b, self.rows, t._shape_[0]) and self.bind(b, self.cols, t._shape_[1]))
+
+    def __str__(self) -> str:
+        return "mat(Scalar)"
+
+
+@dataclass(frozen=True)
+class Exact(Pattern):
+    type: Any
+
+    def match(self, t: Any, b: dict) -> bool:
+        return t == self.type
+
+    def __str__(self) -> str:
+        return T.type_name(self.type)
+
+
+@dataclass(frozen=True)
+class Arr(Pattern):
+    var: str = "T"
+
+    def match(self, t: Any, b: dict) -> bool:
+        return isinstance(t, ArrayType) and self.bind(b, self.var, t.dtype)
+
+    def __str__(self) -> str:
+        return "array"
+
+
+# -- the records ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Overload:
+    """One signature of a builtin: how to match it, its result type and its native symbol."""
+
+    name: str
+    params: tuple[Pattern, ...]
+    ret: Callable[[dict], Any]
+    native: str
+    group: str
+    doc: str
+    differentiable: bool = True
+
+    def signature(self) -> str:
+        return f"{self.name}({', '.join(map(str, self.params))})"
+
+    def match(self, arg_types: list[Any]) -> dict | None:
+        if len(arg_types) != len(self.params):
+            return None
+        b: dict = {}
+        for p, t in zip(self.params, arg_types, strict=True):
+            if not p.match(t, b):
+                return None
+        return b
+
+
+class Builtin:
+    """The public object behind a builtin name (`wp.sin`); kernels resolve it by argument types."""
+
+    def __init__(self, name: str, group: str, doc: str, py: Callable | None = None) -> None:
+        self.name = name
+        self.group = group
+        self.__doc__ = doc
+        self.overloads: list[Overload] = []
+        self._py = py
+
+    def __repr__(self) -> str:
+        return f"<loomwork builtin {self.name}>"
+
+    def __call__(self, *args: Any) -> Any:
+        if self._py is None:
+            raise TypeError(f"wp.{self.name}() is a kernel builtin: call it inside a @wp.kernel or @wp.func")
+        vals = [a.numpy_value() if isinstance(a, T._CompositeMixin) else a for a in args]
+        r = self._py(*vals)
+        if isinstance(args[0], T._CompositeMixin) and np.ndim(r) == len(args[0]._shape_) and np.ndim(r) > 0:
+            return type(args[0])(r)
+        return r.item() if isinstance(r, np.generic) else r
+
+
+BUILTINS: dict[str, Builtin] = {}
+
+
+def _ret(spec: Any) -> Callable[[dict], Any]:
+    if callable(spec) and not isinstance(spec, type):
+        return spec
+    if isinstance(spec, str):
+        return lambda b: b[spec]
+    return lambda b: spec
+
+
+def add(name: str, params: tuple, ret: Any, native: str | None = None, *, group: str, doc: str,
+        differentiable: bool = True, py: Callable | None = None) -> None:
+    bi = BUILTINS.get(name)
+    if bi is None:
+        bi = BUILTINS[name] = Builtin(name, group, doc, py)
+    bi.overloads.append(Overload(name, tuple(params), _ret(ret), native or f"lw::{name}", group, doc, differentiable))
+
+
+def vec_ret(b: dict) -> Any:
+    return T.vector(b["N"], b["T"])
+
+
+def mat_ret(b: dict) -> Any:
+    return T.matrix((b["R"], b["C"]), b["T"])
+
+
+S, F, I = Scalar(), Scalar("float"), Scalar("int")
+V, VF, M = Vec(), Vec("float"), Mat()
+
+# operators (also reachable as wp.add, wp.mul, ...)
+for op, doc in (("add", "a + b"), ("sub", "a - b")):
+    add(op, (S, S), "T", group="Operators", doc=doc)
+    add(op, (V, V), vec_ret, group="Operators", doc=doc)
+    add(op, (M, M), mat_ret, group="Operators", doc=doc)
+add("mul", (S, S), "T", group="Operators", doc="a * b; matrix products for matrices and vectors")
+add("mul", (V, S), vec_ret, group="Operators", doc="")
+add("mul", (S, V), vec_ret, group="Operators", doc="")
+add("mul", (M, S), mat_ret, group="Operators", doc="")
+add("mul", (S, M), mat_ret, group="Operators", doc="")
+add("mul", (Mat(cols="K"), Vec(n="K")), lambda b: T.vector(b["R"], b["T"]), group="Operators", doc="")
+add("mul", (Vec(n="K"), Mat(rows="K")), lambda b: T.vector(b["C"], b["T"]), group="Operators", doc="")
+add("mul", (Mat(cols="K"), Mat(rows="K", cols="C2")), lambda b: T.matrix((b["R"], b["C2"]), b["T"]),
+    group="Operators", doc="")
+add("div", (S, S), "T", group="Operators", doc="a / b (integers truncate; integer division by zero gives 0)")
+add("div", (V, S), vec_ret, group="Operators", doc="")
+add("div", (S, V), vec_ret, group="Operators", doc="")
+add("div", (M, S), mat_ret, group="Operators", doc="")
+add("floordiv", (S, S), "T", group="Operators", doc="a // b, rounded toward negative infinity")
+add("mod", (S, S), "T", group="Operators", doc="a % b with the sign of a (C semantics, like Warp)")
+add("neg", (S,), "T", group="Operators", doc="-a")
+add("neg", (V,), vec_ret, group="Operators", doc="")
+add("neg", (M,), mat_ret, group="Operators", doc="")
+add("pos", (S,), "T", group="Operators", doc="+a")
+add("pos", (V,), vec_ret, group="Operators", doc="")
+for op, sym in (("bit_and", "&"), ("bit_or", "|"), ("bit_xor", "^"), ("lshift", "<<"), ("rshift", ">>")):
+    add(op, (I, I), "T", group="Operators", doc=f"a {sym} b on integers", differentiable=False)
+add("invert", (I,), "T", group="Operators", doc="~a on integers", differentiable=False)
+for op, sym in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")):
+    add(op, (S, S), T.bool_, group="Operators", doc=f"a {sym} b", differentiable=False)
+for op, sym in (("eq", "=="), ("ne", "!=")):
+    add(op, (Scalar("any"), Scalar("any")), T.bool_, group="Operators", doc=f"a {sym} b", differentiable=False)
+    add(op, (V, V), T.bool_, group="Operators", doc="", differentiable=False)
+    add(op, (M, M), T.bool_, group="Operators", doc="", differentiable=False)
+add("truth", (Scalar("any"),), T.bool_, group="Operators", doc="a != 0", differentiable=False)
+
+# scalar math
+_unary_float = {
+    "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "exp": np.exp, "log": np.log,
+    "log2": np.log2, "log10": np.log10, "cbrt": np.cbrt, "degrees": np.degrees, "radians": np.radians,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+}
+for _name, _py in _unary_float.items():
+    add(_name, (F,), "T", group="Scalar Math", doc=f"{_name}(x) of a float", py=_py)
+for _name, _py in (("floor", np.floor), ("ceil", np.ceil), ("trunc", np.trunc),
+                   ("round", lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5)),
+                   ("frac", lambda x: x - np.trunc(x))):
+    add(_name, (F,), "T", group="Scalar Math", doc=f"{_name}(x) of a float", differentiable=_name == "frac",
+        py=_py)
+add("atan2", (F, F), "T", group="Scalar Math", doc="the angle of (x, y): atan2(y, x)", py=np.arctan2)
+add("pow", (F, F), "T", group="Scalar Math", doc="x raised to the power y", py=np.power)
+add("min", (S, S), "T", group="Scalar Math", doc="the smaller of a and b (componentwise for vectors)", py=np.minimum)
+add("min", (V, V), vec_ret, group="Scalar Math", doc="")
+add("max", (S, S), "T", group="Scalar Math", doc="the larger of a and b (componentwise for vectors)", py=np.maximum)
+add("max", (V, V), vec_ret, group="Scalar Math", doc="")
+add("clamp", (S, S, S), "T", group="Scalar Math", doc="x limited to [lo, hi]", py=np.clip)
+add("abs", (S,), "T", group="Scalar Math", doc="|x| (componentwise for vectors); its gradient at 0 is 1",
+    py=np.abs)
+add("abs", (V,), vec_ret, group="Scalar Math", doc="")
+add("sign", (S,), "T", group="Scalar Math", doc="-1 where x < 0, else 1", py=lambda x: np.where(x < 0, -1, 1))
+add("step", (S,), "T", group="Scalar Math", doc="1 where x < 0, else 0", differentiable=False,
+    py=lambda x: np.where(x < 0, 1, 0))
+add("nonzero", (S,), "T", group="Scalar Math", doc="1 where x != 0, else 0", differentiable=False,
+    py=lambda x: np.where(x != 0, 1, 0))
+for _name, _py in (("isnan", np.isnan), ("isinf", np.isinf), ("isfinite", np.isfinite)):
+    add(_name, (F,), T.bool_, group="Scalar Math", doc=f"{_name}(x)", differentiable=False, py=_py)
+add("lerp", (F, F, F), "T", group="Scalar Math", doc="a + (b - a) * t", py=lambda a, b, t: a + (b - a) * t)
+add("lerp", (VF, VF, F), vec_ret, group="Scalar Math", doc="")
+add("smoothstep", (F, F, F), "T", group="Scalar Math", doc="Hermite interpolation of x between edges a and b",
+    py=lambda a, b, x: (lambda t: t * t * (3 - 2 * t))(np.clip((x - a) / (b - a), 0, 1)))
+
+# vector math
+add("dot", (V, V), "T", group="Vector Math", doc="the dot product of two vectors", py=np.dot)
+add("cross", (Vec(n=3), Vec(n=3)), vec_ret, group="Vector Math", doc="the cross product of two 3-vectors",
+    py=np.cross)
+add("length", (VF,), "T", group="Vector Math", doc="the Euclidean length of a vector", py=np.linalg.norm)
+add("length_sq", (V,), "T", group="Vector Math", doc="the squared length of a vector",
+    py=lambda v: np.dot(v, v))
+add("normalize", (VF,), vec_ret, group="Vector Math", doc="the vector scaled to length 1 (zero stays zero)",
+    py=lambda v: v / np.linalg.norm(v) if np.linalg.norm(v) > 0 else v * 0)
+add("cw_mul", (V, V), vec_ret, group="Vector Math", doc="componentwise product", py=np.multiply)
+add("cw_div", (V, V), vec_ret, group="Vector Math", doc="componentwise quotient", py=np.divide)
+add("transpose", (M,), lambda b: T.matrix((b["C"], b["R"]), b["T"]), group="Vector Math",
+    doc="the transpose of a matrix", py=np.transpose)
+
+# special forms: the front end handles their arguments itself (arrays, indices, launch state)
+SPECIAL_FORMS = {
+    "tid": "the index of the current thread; `i, j = wp.tid()` for multi-dimensional launches",
+    "atomic_add": "atomically add to array[indices]; returns the previous value",
+    "atomic_sub": "atomically subtract from array[indices]; returns the previous value",
+    "atomic_min": "atomically take the minimum with array[indices]; returns the previous value",
+    "atomic_max": "atomically take the maximum with array[indices]; returns the previous value",
+}
+for _name, _doc in SPECIAL_FORMS.items():
+    BUILTINS[_name] = Builtin(_name, "Utility" if _name == "tid" else "Atomics", _doc)
+
+# Python builtins and `math` functions that kernels may call, and the builtin each means
+PYTHON_ALIASES = {
+    "min": "min", "max": "max", "abs": "abs", "pow": "pow", "round": "round",
+    "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan",
+    "atan2": "atan2", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "exp": "exp", "log": "log",
+    "log2": "log2", "log10": "log10", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "isnan": "isnan",
+    "isinf": "isinf", "isfinite": "isfinite", "degrees": "degrees", "radians": "radians", "cbrt": "cbrt",
+}
+
+
+def candidates(name: str) -> list[Overload]:
+    return BUILTINS[name].overloads
+
+
+def resolve(name: str, arg_types: list[Any]) -> tuple[Overload, dict] | None:
+    """The first overload of builtin `name` that accepts `arg_types`, with its type bindings."""
+    for ov in BUILTINS[name].overloads:
+        b = ov.match(arg_types)
+        if b is not None:
+            return ov, b
+    return None

@@ -1,0 +1,279 @@
+"""Code generation: typed IR -> C++ source, one emitter for both targets.
+
+A module's source holds its user-function instances, then for every kernel an argument struct,
+a body function (one thread's work) and two thin entry layers chosen by the preprocessor: the CPU
+entry runs a range of launch indices (the runtime's thread pool hands out ranges), the CUDA entry
+is a grid-stride loop. g++ and NVRTC compile the very same text.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any
+
+from . import ir
+from . import types as T
+from .ir import ArrayType, Const, Var
+
+HEADER_NAME = "loomwork.h"
+
+
+def ctype(t: Any) -> str:
+    """The C++ spelling of a kernel type."""
+    if isinstance(t, ArrayType):
+        return f"lw::array_t<{ctype(t.dtype)}>"
+    if t is None:
+        return "void"
+    return t.cname
+
+
+def literal(value: Any, t: Any) -> str:
+    """A C++ literal of `value` as type `t`, exact for every finite float."""
+    if T.is_composite(t):
+        st = t._wp_scalar_type_
+        flat = value.numpy_value().reshape(-1) if isinstance(value, T._CompositeMixin) else [value]
+        return f"lw::make<{t.cname}>({', '.join(literal(x, st) for x in flat)})"
+    if t is T.bool_:
+        return "true" if value else "false"
+    if t.is_float:
+        v = float(value)
+        if t is T.float64:
+            if not math.isfinite(v):
+                return f"lw::f64_bits({struct.unpack('<Q', struct.pack('<d', v))[0]}ULL)"
+            return repr(v)
+        v32 = float(T.float32.np_dtype.type(v))
+        if not math.isfinite(v32):
+            text = f"lw::f32_bits({struct.unpack('<I', struct.pack('<f', v32))[0]}u)"
+        else:
+            text = repr(v32) + "f" if ("." in repr(v32) or "e" in repr(v32)) else repr(v32) + ".0f"
+        return f"lw::half({text})" if t is T.float16 else text
+    v = int(value)
+    suffix = {T.int64: "LL", T.uint64: "ULL", T.uint32: "u"}.get(t)
+    if suffix:
+        return f"{v}{suffix}"
+    if t is T.int32:
+        return str(v) if v != -(2**31) else "(-2147483647 - 1)"
+    return f"(({t.cname}){v})"
+
+
+class Emitter:
+    """Writes C++ for IR functions. `debug` adds bounds checks that report to `lw_error`."""
+
+    def __init__(self, debug: bool) -> None:
+        self.debug = debug
+        self.lines: list[str] = []
+        self.depth = 0
+        self.loops = 0
+
+    def out(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def op(self, o: Any) -> str:
+        if isinstance(o, Const):
+            return literal(o.value, o.type)
+        return o.name
+
+    # -- functions ---------------------------------------------------------------------------
+
+    def function(self, fn: ir.Function) -> None:
+        params = ", ".join(f"{ctype(p.type)} {p.name}" for p in fn.params)
+        self.out(f"static LW_DEVICE {ctype(fn.ret)} {fn.name}({params})")
+        self.out("{")
+        self.depth += 1
+        self.declare(fn)
+        self.block(fn.body)
+        if fn.ret is not None:
+            self.out(f"return {ctype(fn.ret)}{{}};")
+        self.depth -= 1
+        self.out("}")
+        self.out("")
+
+    def declare(self, fn: ir.Function) -> None:
+        params = set(fn.params)
+        for v in fn.locals:
+            if v not in params:
+                self.out(f"{ctype(v.type)} {v.name}{{}};")
+
+    def kernel(self, fn: ir.Function) -> None:
+        k = fn.name
+        fields = "".join(f" {ctype(p.type)} {p.name};" for p in fn.params) or " char lw_unused;"
+        self.out(f"struct {k}_args {{{fields} }};")
+        params = "".join(f", {ctype(p.type)} {p.name}" for p in fn.params)
+        self.out(f"static LW_FORCE_INLINE void {k}_body(const lw::launch_t& L, int64_t lw_idx{params})")
+        self.out("{")
+        self.depth += 1
+        if fn.tid_count > 1:
+            self.out("int32_t lw_tid[4];")
+            self.out("lw::tid_split(L, lw_idx, lw_tid);")
+        self.declare(fn)
+        self.block(fn.body)
+        self.depth -= 1
+        self.out("}")
+        call_args = "".join(f", A.{p.name}" for p in fn.params)
+        self.lines += [
+            "#if !LW_CUDA",
+            f"LW_EXPORT void {k}_cpu(const void* blob, long long begin, long long end)",
+            "{",
+            "    lw::launch_t L;",
+            "    __builtin_memcpy(&L, blob, sizeof(L));",
+            f"    {k}_args A;",
+            "    __builtin_memcpy(&A, (const char*)blob + sizeof(L), sizeof(A));",
+            f"    for (long long i = begin; i < end; ++i) {k}_body(L, i{call_args});",
+            "}",
+            "#else",
+            f'extern "C" __global__ void {k}_cuda(lw::launch_t L, {k}_args A)',
+            "{",
+            "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < L.size;",
+            "         i += (int64_t)blockDim.x * gridDim.x)",
+            f"        {k}_body(L, i{call_args});",
+            "}",
+            "#endif",
+            "",
+        ]
+
+    # -- statements ------------------------------------------------------------------------
+
+    def block(self, body: tuple[ir.Stmt, ...]) -> None:
+        for s in body:
+            getattr(self, f"s_{type(s).__name__}")(s)
+
+    def s_Assign(self, s: ir.Assign) -> None:
+        self.out(f"{s.dest.name} = {self.expr(s.expr)};")
+
+    def s_Store(self, s: ir.Store) -> None:
+        self.out(f"{self.element(s.array, s.indices, s.site)} = {self.op(s.value)};")
+
+    def s_Atomic(self, s: ir.Atomic) -> None:
+        call = f"lw::atomic_{s.op}(&{self.element(s.array, s.indices, s.site)}, {self.op(s.value)})"
+        self.out(f"{s.dest.name} = {call};" if s.dest is not None else f"{call};")
+
+    def s_SetComponent(self, s: ir.SetComponent) -> None:
+        t = s.var.type
+        idx = [self.op(i) for i in s.indices]
+        if T.is_matrix(t) and len(idx) == 1:
+            self.out(f"lw::set_row({s.var.name}, {idx[0]}, {self.op(s.value)});")
+        elif T.is_matrix(t):
+            self.out(f"{s.var.name}({idx[0]}, {idx[1]}) = {self.op(s.value)};")
+        else:
+            self.out(f"{s.var.name}.c[{idx[0]}] = {self.op(s.value)};")
+
+    def s_Eval(self, s: ir.Eval) -> None:
+        self.out(f"{self.expr(s.expr)};")
+
+    def s_If(self, s: ir.If) -> None:
+        self.out(f"if ({self.op(s.cond)}) {{")
+        self.nested(s.body)
+        if s.orelse:
+            self.out("} else {")
+            self.nested(s.orelse)
+        self.out("}")
+
+    def s_For(self, s: ir.For) -> None:
+        n = self.loops = self.loops + 1
+        t = ctype(s.var.type)
+        i, e, st = f"lw_i{n}", f"lw_e{n}", f"lw_s{n}"
+        if isinstance(s.step, Const):
+            cond = f"{i} < {e}" if s.step.value > 0 else f"{i} > {e}"
+        else:
+            cond = f"({st} > 0) ? ({i} < {e}) : ({i} > {e})"
+        self.out(f"for ({t} {i} = {self.op(s.start)}, {e} = {self.op(s.stop)}, {st} = {self.op(s.step)}; "
+                 f"{cond}; {i} += {st}) {{")
+        self.depth += 1
+        self.out(f"{s.var.name} = {i};")
+        self.depth -= 1
+        self.nested(s.body)
+        self.out("}")
+
+    def s_While(self, s: ir.While) -> None:
+        self.out("for (;;) {")
+        self.nested(s.cond_body)
+        self.depth += 1
+        self.out(f"if (!{self.op(s.cond)}) break;")
+        self.depth -= 1
+        self.nested(s.body)
+        self.out("}")
+
+    def s_Break(self, s: ir.Break) -> None:
+        self.out("break;")
+
+    def s_Continue(self, s: ir.Continue) -> None:
+        self.out("continue;")
+
+    def s_Return(self, s: ir.Return) -> None:
+        self.out("return;" if s.value is None else f"return {self.op(s.value)};")
+
+    def nested(self, body: tuple[ir.Stmt, ...]) -> None:
+        self.depth += 1
+        self.block(body)
+        self.depth -= 1
+
+    # -- expressions -------------------------------------------------------------------------
+
+    def element(self, arr: Any, indices: tuple, site: int) -> str:
+        idx = ", ".join(self.op(i) for i in indices)
+        if self.debug:
+            return f"lw::at_checked(&lw_error, {site}, {self.op(arr)}, {idx})"
+        return f"lw::at({self.op(arr)}, {idx})"
+
+    def expr(self, e: ir.Expr) -> str:
+        if isinstance(e, ir.Copy):
+            return self.op(e.value)
+        if isinstance(e, ir.Call):
+            args = ", ".join(self.op(a) for a in e.args)
+            return f"{e.target.native}({args})"
+        if isinstance(e, ir.Load):
+            return self.element(e.array, e.indices, e.site)
+        if isinstance(e, ir.View):
+            idx = [self.op(i) for i in e.indices]
+            if self.debug:
+                idx = [f"lw::checked(&lw_error, -1, {i}, {self.op(e.array)}.shape[{d}])" for d, i in enumerate(idx)]
+            return f"lw::subview({self.op(e.array)}, {len(idx)}, {', '.join(idx)})"
+        if isinstance(e, ir.Extract):
+            t = e.value.type
+            idx = [self.op(i) for i in e.indices]
+            if T.is_matrix(t):
+                if len(idx) == 1:
+                    return f"lw::row({self.op(e.value)}, {idx[0]})"
+                return f"{self.op(e.value)}({idx[0]}, {idx[1]})"
+            return f"{self.op(e.value)}.c[{idx[0]}]"
+        if isinstance(e, ir.Shape):
+            return f"{self.op(e.array)}.shape[{e.dim}]"
+        if isinstance(e, ir.Construct):
+            t = e.type
+            if T.is_scalar(t):
+                return f"lw::cast<{t.cname}>({self.op(e.args[0])})"
+            if not e.args:
+                return f"lw::zero<{t.cname}>()"
+            if len(e.args) == 1 and T.is_composite(e.args[0].type):
+                return f"lw::convert<{t.cname}>({self.op(e.args[0])})"
+            if len(e.args) == 1 and t._length_ > 1:
+                return f"lw::splat<{t.cname}>({self.op(e.args[0])})"
+            return f"lw::make<{t.cname}>({', '.join(self.op(a) for a in e.args)})"
+        if isinstance(e, ir.Tid):
+            return "(int32_t)lw_idx" if e.count == 1 else f"lw_tid[{e.dim}]"
+        raise TypeError(f"codegen: unknown IR expression {type(e).__name__}")
+
+
+def module_source(functions: list[ir.Function], kernels: list[ir.Function], debug: bool) -> str:
+    """The complete C++ source of a module (user functions first, in dependency order)."""
+    em = Emitter(debug)
+    em.lines += [
+        "// generated by loomwork: do not edit",
+        f'#include "{HEADER_NAME}"',
+        "#if LW_CUDA",
+        "__device__ lw::error_t lw_error;",
+        "#else",
+        "static lw::error_t lw_error;",
+        'LW_EXPORT lw::error_t* lw_module_error() { return &lw_error; }',
+        "#endif",
+        "",
+    ]
+    for fn in functions:
+        em.function(fn)
+    for k in kernels:
+        em.kernel(k)
+    return "\n".join(em.lines) + "\n"
+
+
+__all__ = ["module_source", "ctype", "literal", "Var"]

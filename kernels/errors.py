@@ -1,0 +1,54 @@
+"""The exception hierarchy. Each class also subclasses Python's own, so `except TypeError` works."""
+
+from __future__ import annotations
+
+
+class LoomworkError(Exception):
+    """Base of every error loomwork raises."""
+
+
+class KernelError(LoomworkError):
+    """An error in a kernel or function's source, raised while it is compiled."""
+
+
+class KernelSyntaxError(KernelError, SyntaxError):
+    """A Python construct the kernel language does not support."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class KernelTypeError(KernelError, TypeError):
+    """Operands or arguments of the wrong type inside a kernel."""
+
+
+class KernelNameError(KernelError, NameError):
+    """A name a kernel reads that is neither a local, an argument nor a known global."""
+
+
+class KernelAttributeError(KernelError, AttributeError):
+    """An attribute that a type (or module) in a kernel does not have."""
+
+
+class KernelIndexError(KernelError, IndexError):
+    """A constant index out of a vector's or matrix's range."""
+
+
+class CompileError(LoomworkError, RuntimeError):
+    """The native compiler rejected generated code, or none was found."""
+
+
+class LaunchError(LoomworkError, TypeError):
+    """A launch with the wrong number or types of arguments."""
+
+
+class LaunchValueError(LoomworkError, ValueError):
+    """A launch with well-typed but unusable values (bad dimensions, shapes)."""
+
+
+class KernelRuntimeError(LoomworkError, IndexError):
+    """A fault detected while a kernel ran (debug mode: an out-of-bounds array index)."""
+
+
+class DeviceError(LoomworkError, RuntimeError):
+    """A device that does not exist or cannot be used here, or data on the wrong device."""

@@ -1,0 +1,914 @@
+"""The front end: a kernel's or function's Python AST -> typed IR (`ir.Function`).
+
+One handler per AST node type (`_stmt_<Node>` / `_expr_<Node>`); anything without a handler is
+rejected with a message naming the construct and a caret under its source span. Names resolve
+through locals, then the function's closure, its globals and Python's builtins; Python objects
+(modules, types, builtins, user functions) live at compile time as `PyObj` and are never code.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins as pybuiltins
+import inspect
+import linecache
+import math
+import textwrap
+import types as pytypes
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import builtins as B
+from . import ir
+from . import types as T
+from .array import array as array_cls
+from .errors import (
+    KernelAttributeError,
+    KernelError,
+    KernelIndexError,
+    KernelNameError,
+    KernelSyntaxError,
+    KernelTypeError,
+)
+from .ir import ArrayType, Const, Operand, Var
+
+if TYPE_CHECKING:
+    from .module import BuildContext, Function
+
+_OPS = {
+    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+    ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "mul", ast.BitAnd: "bit_and", ast.BitOr: "bit_or",
+    ast.BitXor: "bit_xor", ast.LShift: "lshift", ast.RShift: "rshift",
+}
+_CMP = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_PY_FOLD = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "pow": lambda a, b: a**b,
+}
+_UNSUPPORTED_HINT = {
+    "ListComp": "list comprehensions", "SetComp": "set comprehensions", "DictComp": "dict comprehensions",
+    "GeneratorExp": "generator expressions", "Lambda": "lambdas", "Try": "exceptions (try)",
+    "TryStar": "exceptions (try)", "Raise": "exceptions (raise)", "With": "with blocks",
+    "AsyncFunctionDef": "async functions", "FunctionDef": "nested function definitions",
+    "ClassDef": "class definitions", "Global": "global declarations", "Nonlocal": "nonlocal declarations",
+    "Import": "imports", "ImportFrom": "imports", "Delete": "del", "List": "lists", "Dict": "dicts",
+    "Set": "sets", "Yield": "generators (yield)", "YieldFrom": "generators (yield)", "Await": "await",
+    "Starred": "starred expressions", "JoinedStr": "f-strings", "Slice": "slices",
+    "NamedExpr": "assignment expressions (:=)", "Assert": "assert", "Match": "match statements",
+}
+
+
+@dataclass(frozen=True)
+class PyObj:
+    """A Python object known at compile time (a module, type, builtin or function)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class ShapeOf:
+    """`array.shape`, waiting for its `[dim]`."""
+
+    array: Operand
+
+
+class Source:
+    """A Python function's parsed source and the location data error messages need."""
+
+    def __init__(self, func: Any) -> None:
+        self.func = func
+        self.filename = inspect.getsourcefile(func) or "<unknown>"
+        lines, first = inspect.getsourcelines(func)
+        text = "".join(lines)
+        dedented = textwrap.dedent(text)
+        self.indent = _indent_removed(text, dedented)
+        self.first_line = first
+        tree = ast.parse(dedented)
+        self.node = next(n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+
+    def location(self, node: ast.AST) -> tuple[int, str]:
+        line = getattr(node, "lineno", 1) + self.first_line - 1
+        text = linecache.getline(self.filename, line).rstrip("\n")
+        col = getattr(node, "col_offset", 0) + self.indent
+        end_line = getattr(node, "end_lineno", None)
+        end = getattr(node, "end_col_offset", None)
+        end_col = end + self.indent if end is not None and end_line == node.lineno else len(text)
+        caret = " " * col + "^" * max(1, end_col - col)
+        return line, f"    {text}\n    {caret}" if text else ""
+
+    def line(self, node: ast.AST) -> int:
+        return getattr(node, "lineno", 1) + self.first_line - 1
+
+
+def _indent_removed(text: str, dedented: str) -> int:
+    for a, b in zip(text.splitlines(), dedented.splitlines(), strict=False):
+        if a.strip():
+            return len(a) - len(b)
+    return 0
+
+
+class Builder:
+    """Builds the typed IR of one kernel, or of one instance of a user function."""
+
+    def __init__(self, source: Source, qualname: str, cname: str, arg_types: dict[str, Any],
+                 is_kernel: bool, ctx: BuildContext) -> None:
+        self.src = source
+        self.qualname = qualname
+        self.cname = cname
+        self.is_kernel = is_kernel
+        self.ctx = ctx
+        self.blocks: list[list[ir.Stmt]] = [[]]
+        self.vars: dict[str, Var] = {}
+        self.locals: list[Var] = []
+        self.params = tuple(Var(f"v_{n}", t) for n, t in arg_types.items())
+        self.vars.update({n: p for n, p in zip(arg_types, self.params, strict=True)})
+        self.ret_type: Any = None
+        self.returns = False
+        self.loop_depth = 0
+        self.tid_count = 0
+        self.ntemps = 0
+        self.cur_line = source.first_line
+        func = source.func
+        closure = {}
+        if func.__closure__:
+            closure = {n: c.cell_contents for n, c in zip(func.__code__.co_freevars, func.__closure__, strict=True)
+                       if _cell_filled(c)}
+        self.closure = closure
+
+    # -- entry ---------------------------------------------------------------------------
+
+    def build(self) -> ir.Function:
+        node = self.src.node
+        if isinstance(node, ast.AsyncFunctionDef):
+            self.error(node, KernelSyntaxError, "async functions are not supported")
+        for stmt in node.body:
+            self.stmt(stmt)
+        return ir.Function(
+            name=self.cname, params=self.params, ret=self.ret_type, locals=tuple(self.locals),
+            body=tuple(self.blocks[0]), is_kernel=self.is_kernel, tid_count=self.tid_count,
+        )
+
+    # -- errors --------------------------------------------------------------------------
+
+    def error(self, node: ast.AST, cls: type[KernelError], msg: str) -> None:
+        line, snippet = self.src.location(node)
+        kind = "kernel" if self.is_kernel else "function"
+        text = f"{msg}\n  in {kind} '{self.qualname}' at {self.src.filename}:{line}\n{snippet}"
+        raise cls(text)
+
+    # -- emission helpers ------------------------------------------------------------------
+
+    def emit(self, stmt: ir.Stmt) -> None:
+        self.blocks[-1].append(stmt)
+
+    def temp(self, t: Any) -> Var:
+        self.ntemps += 1
+        v = Var(f"t{self.ntemps}", t)
+        self.locals.append(v)
+        return v
+
+    def assign_temp(self, expr: ir.Expr, t: Any) -> Var:
+        v = self.temp(t)
+        self.emit(ir.Assign(v, expr, line=self.cur_line))
+        return v
+
+    def sub_block(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
+        self.blocks.append([])
+        for s in stmts:
+            self.stmt(s)
+        return tuple(self.blocks.pop())
+
+    # -- statements ------------------------------------------------------------------------
+
+    def stmt(self, node: ast.stmt) -> None:
+        self.cur_line = self.src.line(node)
+        handler = getattr(self, f"_stmt_{type(node).__name__}", None)
+        if handler is None:
+            self.unsupported(node)
+        handler(node)
+
+    def unsupported(self, node: ast.AST) -> None:
+        what = _UNSUPPORTED_HINT.get(type(node).__name__, f"'{type(node).__name__}'")
+        self.error(node, KernelSyntaxError, f"{what} are not supported in kernels" if what[-1] == "s"
+                   else f"{what} is not supported in kernels")
+
+    def _stmt_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def _stmt_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring
+        value = self.expr(node.value, allow_void=True)
+        if isinstance(value, PyObj | ShapeOf):
+            self.error(node, KernelSyntaxError, "this expression has no effect")
+
+    def _stmt_Assign(self, node: ast.Assign) -> None:
+        if len(node.targets) != 1:
+            self.error(node, KernelSyntaxError, "chained assignment (a = b = c) is not supported")
+        target = node.targets[0]
+        if isinstance(target, ast.Tuple):
+            self.assign_tuple(target, node.value)
+            return
+        value = self.value(node.value)
+        self.assign_to(target, value, node)
+
+    def _stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if not isinstance(node.target, ast.Name) or node.value is None:
+            self.error(node, KernelSyntaxError, "annotated assignment needs a plain name and a value")
+        t = self.annotation_type(node.annotation, node)
+        value = self.convert(self.value(node.value), t, node.value)
+        self.assign_to(node.target, value, node, declared=t)
+
+    def assign_tuple(self, target: ast.Tuple, value_node: ast.expr) -> None:
+        names = target.elts
+        if isinstance(value_node, ast.Call) and self.is_special(value_node.func, "tid"):
+            if value_node.args or value_node.keywords:
+                self.error(value_node, KernelTypeError, "wp.tid() takes no arguments")
+            if not self.is_kernel:
+                self.error(value_node, KernelSyntaxError, "wp.tid() can only be used in kernels")
+            if not 1 <= len(names) <= 4:
+                self.error(target, KernelTypeError, "wp.tid() unpacks into 1 to 4 indices")
+            self.check_tid_count(len(names), value_node)
+            for d, name in enumerate(names):
+                self.assign_to(name, self.assign_temp(ir.Tid(d, len(names)), T.int32), value_node)
+            return
+        if isinstance(value_node, ast.Tuple):
+            if len(value_node.elts) != len(names):
+                self.error(value_node, KernelTypeError,
+                           f"cannot unpack {len(value_node.elts)} values into {len(names)} names")
+            values = [self.materialize(self.value(v)) for v in value_node.elts]
+            copies = [self.assign_temp(ir.Copy(v), v.type) for v in values]
+            for name, v in zip(names, copies, strict=True):
+                self.assign_to(name, v, value_node)
+            return
+        value = self.value(value_node)
+        if T.is_vector(value.type) and value.type._length_ == len(names):
+            for i, name in enumerate(names):
+                self.assign_to(name, self.assign_temp(ir.Extract(value, (Const(i, T.int32),)),
+                                                      value.type._wp_scalar_type_), value_node)
+            return
+        self.error(value_node, KernelSyntaxError, "tuple assignment needs wp.tid(), a tuple or a vector on the right")
+
+    def check_tid_count(self, n: int, node: ast.AST) -> None:
+        if self.tid_count and self.tid_count != n and n > 1 and self.tid_count > 1:
+            self.error(node, KernelTypeError, f"wp.tid() unpacked into {n} indices here but {self.tid_count} before")
+        self.tid_count = max(self.tid_count, n)
+
+    def assign_to(self, target: ast.expr, value: Operand, node: ast.AST, declared: Any = None) -> None:
+        if isinstance(target, ast.Name):
+            name = target.id
+            existing = self.vars.get(name)
+            if existing is None:
+                value = self.materialize(value)
+                var = Var(f"v_{name}", declared or value.type)
+                if var in self.locals:  # a name reused after a scope: same C++ variable
+                    pass
+                else:
+                    self.locals.append(var)
+                self.vars[name] = var
+            else:
+                var = existing
+                value = self.convert(value, var.type, target, what=f"variable '{name}'")
+            self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
+            return
+        if isinstance(target, ast.Subscript):
+            self.store_subscript(target, value)
+            return
+        if isinstance(target, ast.Attribute):
+            base = self.expr(target.value)
+            if isinstance(base, Var) and T.is_vector(base.type):
+                idx = _SWIZZLE.get(target.attr)
+                if idx is None or idx >= base.type._length_:
+                    self.error(target, KernelAttributeError,
+                               f"{T.type_name(base.type)} has no component '{target.attr}'")
+                if base not in self.locals and base not in self.params:
+                    self.error(target, KernelSyntaxError, "only local vectors can be modified in place")
+                value = self.convert(value, base.type._wp_scalar_type_, target)
+                self.emit(ir.SetComponent(base, (Const(idx, T.int32),), value, line=self.cur_line))
+                return
+            self.error(target, KernelSyntaxError, "only components of local vectors can be assigned as attributes")
+        self.error(target, KernelSyntaxError, f"cannot assign to {type(target).__name__}")
+
+    def store_subscript(self, target: ast.Subscript, value: Operand) -> None:
+        base = self.expr(target.value)
+        indices = self.indices(target.slice)
+        if isinstance(base, Operand) and isinstance(base.type, ArrayType):
+            if len(indices) != base.type.ndim:
+                self.error(target, KernelSyntaxError,
+                           f"storing into a {base.type.ndim}-D array needs {base.type.ndim} indices, "
+                           f"got {len(indices)}")
+            value = self.convert(value, base.type.dtype, target, what="array element")
+            self.emit(ir.Store(base, indices, value, self.site(target, base), line=self.cur_line))
+            return
+        if isinstance(base, Var) and T.is_composite(base.type):
+            self.check_component_indices(base.type, indices, target)
+            t = self.component_type(base.type, len(indices))
+            value = self.convert(value, t, target)
+            self.emit(ir.SetComponent(base, indices, value, line=self.cur_line))
+            return
+        self.error(target, KernelSyntaxError, "only arrays and local vectors/matrices can be assigned by index")
+
+    def _stmt_AugAssign(self, node: ast.AugAssign) -> None:
+        op = _OPS.get(type(node.op))
+        if op is None:
+            self.unsupported(node.op)
+        target = node.target
+        if isinstance(target, ast.Subscript):
+            base = self.expr(target.value)
+            if isinstance(base, Operand) and isinstance(base.type, ArrayType) and op in ("add", "sub"):
+                indices = self.indices(target.slice)
+                if len(indices) != base.type.ndim:
+                    self.error(target, KernelSyntaxError,
+                               f"a {base.type.ndim}-D array needs {base.type.ndim} indices, got {len(indices)}")
+                value = self.convert(self.value(node.value), base.type.dtype, node.value, what="array element")
+                self.emit(ir.Atomic(op, base, indices, value, None, self.site(target, base), line=self.cur_line))
+                return
+        current = self.value(target)
+        result = self.binop(op, current, self.value(node.value), node)
+        self.assign_to(target, result, node)
+
+    def _stmt_If(self, node: ast.If) -> None:
+        cond = self.condition(node.test)
+        body = self.sub_block(node.body)
+        orelse = self.sub_block(node.orelse)
+        self.emit(ir.If(cond, body, orelse, line=self.src.line(node)))
+
+    def _stmt_For(self, node: ast.For) -> None:
+        if node.orelse:
+            self.error(node, KernelSyntaxError, "for ... else is not supported in kernels")
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(self.expr_or_none(it.func), PyObj)
+                and self.expr(it.func).value is range):
+            self.error(it, KernelSyntaxError, "kernels loop only over range(...)")
+        if not isinstance(node.target, ast.Name):
+            self.error(node.target, KernelSyntaxError, "the loop variable must be a plain name")
+        if it.keywords or not 1 <= len(it.args) <= 3:
+            self.error(it, KernelTypeError, "range() takes 1 to 3 positional arguments")
+        args = [self.value(a) for a in it.args]
+        for a, n in zip(args, it.args, strict=True):
+            if not T.is_int(a.type):
+                self.error(n, KernelTypeError, f"range() takes integers, got {T.type_name(a.type)}")
+        t = T.int64 if any(a.type in (T.int64, T.uint64) and not getattr(a, "weak", False) for a in args) else T.int32
+        args = [self.convert(a, t, n) for a, n in zip(args, it.args, strict=True)]
+        if len(args) == 1:
+            start, stop, step = Const(0, t), args[0], Const(1, t)
+        elif len(args) == 2:
+            start, stop, step = args[0], args[1], Const(1, t)
+        else:
+            start, stop, step = args
+        if isinstance(step, Const) and step.value == 0:
+            self.error(it.args[2], KernelTypeError, "range() step must not be zero")
+        name = node.target.id
+        var = self.vars.get(name)
+        if var is None:
+            var = Var(f"v_{name}", t)
+            self.vars[name] = var
+            self.locals.append(var)
+        elif var.type != t:
+            self.error(node.target, KernelTypeError, f"loop variable '{name}' was {T.type_name(var.type)} before")
+        self.loop_depth += 1
+        body = self.sub_block(node.body)
+        self.loop_depth -= 1
+        self.emit(ir.For(var, start, stop, step, body, line=self.src.line(node)))
+
+    def _stmt_While(self, node: ast.While) -> None:
+        if node.orelse:
+            self.error(node, KernelSyntaxError, "while ... else is not supported in kernels")
+        self.blocks.append([])
+        cond = self.condition(node.test)
+        cond_body = tuple(self.blocks.pop())
+        self.loop_depth += 1
+        body = self.sub_block(node.body)
+        self.loop_depth -= 1
+        self.emit(ir.While(cond_body, cond, body, line=self.src.line(node)))
+
+    def _stmt_Break(self, node: ast.Break) -> None:
+        if not self.loop_depth:
+            self.error(node, KernelSyntaxError, "'break' outside a loop")
+        self.emit(ir.Break(line=self.cur_line))
+
+    def _stmt_Continue(self, node: ast.Continue) -> None:
+        if not self.loop_depth:
+            self.error(node, KernelSyntaxError, "'continue' outside a loop")
+        self.emit(ir.Continue(line=self.cur_line))
+
+    def _stmt_Return(self, node: ast.Return) -> None:
+        if node.value is None:
+            if self.ret_type not in (None, type(None)) and not self.is_kernel:
+                self.error(node, KernelTypeError, f"'return' without a value in a function returning "
+                           f"{T.type_name(self.ret_type)}")
+            self.emit(ir.Return(None, line=self.cur_line))
+            self.returns = self.returns or False
+            return
+        if self.is_kernel:
+            self.error(node, KernelSyntaxError, "kernels cannot return a value; write results to an array")
+        value = self.value(node.value)
+        if self.ret_type is None:
+            if self.returns_void:
+                self.error(node, KernelTypeError, "this function returns a value here and nothing elsewhere")
+            value = self.materialize(value)
+            self.ret_type = value.type
+        else:
+            value = self.convert(value, self.ret_type, node.value, what="return value")
+        self.returns = True
+        self.emit(ir.Return(value, line=self.cur_line))
+
+    @property
+    def returns_void(self) -> bool:
+        return _has_bare_return(self.blocks[0])
+
+    # -- expressions ---------------------------------------------------------------------
+
+    def expr(self, node: ast.expr, allow_void: bool = False) -> Any:
+        handler = getattr(self, f"_expr_{type(node).__name__}", None)
+        if handler is None:
+            self.unsupported(node)
+        r = handler(node)
+        if r is None and not allow_void:
+            self.error(node, KernelTypeError, "this call returns nothing, so its value cannot be used")
+        return r
+
+    def expr_or_none(self, node: ast.expr) -> Any:
+        try:
+            return self.expr(node)
+        except KernelError:
+            return None
+
+    def value(self, node: ast.expr) -> Operand:
+        """Evaluate `node` to a runtime operand (rejecting modules, types, shapes...)."""
+        r = self.expr(node)
+        if isinstance(r, PyObj):
+            self.error(node, KernelTypeError, f"{_describe(r.value)} is not a value a kernel can use")
+        if isinstance(r, ShapeOf):
+            self.error(node, KernelTypeError, "use array.shape[i] to read one extent")
+        return r
+
+    def _expr_Constant(self, node: ast.Constant) -> Any:
+        v = node.value
+        if isinstance(v, bool):
+            return Const(v, T.bool_)
+        if isinstance(v, int):
+            return Const(v, T.int32 if -(2**31) <= v < 2**31 else T.int64, weak=True)
+        if isinstance(v, float):
+            return Const(v, T.float32, weak=True)
+        if v is None:
+            return PyObj(None)
+        self.error(node, KernelTypeError, f"constants of type {type(v).__name__} are not supported in kernels")
+
+    def _expr_Name(self, node: ast.Name) -> Any:
+        var = self.vars.get(node.id)
+        if var is not None:
+            return var
+        for scope in (self.closure, self.src.func.__globals__, pybuiltins.__dict__):
+            if node.id in scope:
+                return self.from_python(scope[node.id], node)
+        self.error(node, KernelNameError, f"name '{node.id}' is not defined")
+
+    def from_python(self, obj: Any, node: ast.AST) -> Any:
+        if isinstance(obj, bool | int | float) and not isinstance(obj, T.ScalarType):
+            return Const(obj, T.python_value_type(obj), weak=not isinstance(obj, bool))
+        t = T.python_value_type(obj)
+        if t is not None:
+            value = obj.value if isinstance(obj, T.ScalarType) else obj
+            return Const(value, t)
+        if isinstance(obj, array_cls) and obj.ptr is not None:
+            self.error(node, KernelTypeError, "arrays from Python scope must be passed to the kernel as arguments")
+        return PyObj(obj)
+
+    def _expr_Attribute(self, node: ast.Attribute) -> Any:
+        base = self.expr(node.value)
+        if isinstance(base, PyObj):
+            try:
+                obj = getattr(base.value, node.attr)
+            except AttributeError:
+                self.error(node, KernelAttributeError, f"{_describe(base.value)} has no attribute '{node.attr}'")
+            return self.from_python(obj, node)
+        if isinstance(base, Operand):
+            t = base.type
+            if isinstance(t, ArrayType):
+                if node.attr == "shape":
+                    return ShapeOf(base)
+                if node.attr == "ndim":
+                    return Const(t.ndim, T.int32)
+                self.error(node, KernelAttributeError, f"arrays in kernels have no attribute '{node.attr}'")
+            if T.is_vector(t):
+                idx = _SWIZZLE.get(node.attr)
+                if idx is not None and idx < t._length_:
+                    return self.assign_temp(ir.Extract(base, (Const(idx, T.int32),)), t._wp_scalar_type_)
+            self.error(node, KernelAttributeError, f"{T.type_name(t)} has no attribute '{node.attr}'")
+        self.error(node, KernelAttributeError, f"no attribute '{node.attr}' here")
+
+    def _expr_Subscript(self, node: ast.Subscript) -> Any:
+        base = self.expr(node.value)
+        if isinstance(base, ShapeOf):
+            idx = self.expr(node.slice)
+            if not isinstance(idx, Const) or not T.is_int(idx.type):
+                self.error(node.slice, KernelTypeError, "array.shape takes a constant integer index")
+            nd = base.array.type.ndim
+            if not -nd <= idx.value < nd:
+                self.error(node.slice, KernelIndexError, f"shape index {idx.value} out of range for a {nd}-D array")
+            return self.assign_temp(ir.Shape(base.array, idx.value % nd), T.int32)
+        if not isinstance(base, Operand):
+            self.error(node.value, KernelTypeError, f"{_describe(getattr(base, 'value', base))} cannot be indexed")
+        indices = self.indices(node.slice)
+        t = base.type
+        if isinstance(t, ArrayType):
+            if len(indices) > t.ndim:
+                self.error(node, KernelIndexError, f"{len(indices)} indices for a {t.ndim}-D array")
+            for i in indices:
+                if isinstance(i, Const) and i.value < 0:
+                    self.error(node.slice, KernelIndexError, "negative array indices are not supported in kernels")
+            if len(indices) == t.ndim:
+                return self.assign_temp(ir.Load(base, indices, self.site(node, base)), t.dtype)
+            return self.assign_temp(ir.View(base, indices), ArrayType(t.dtype, t.ndim - len(indices)))
+        if T.is_composite(t):
+            self.check_component_indices(t, indices, node)
+            return self.assign_temp(ir.Extract(base, indices), self.component_type(t, len(indices)))
+        self.error(node.value, KernelTypeError, f"values of type {T.type_name(t)} cannot be indexed")
+
+    def indices(self, node: ast.expr) -> tuple[Operand, ...]:
+        elts = node.elts if isinstance(node, ast.Tuple) else [node]
+        out = []
+        for e in elts:
+            if isinstance(e, ast.Slice):
+                self.error(e, KernelSyntaxError, "slices are not supported in kernels")
+            v = self.value(e)
+            if not T.is_int(v.type):
+                self.error(e, KernelTypeError, f"indices must be integers, got {T.type_name(v.type)}")
+            out.append(v)
+        return tuple(out)
+
+    def check_component_indices(self, t: Any, indices: tuple, node: ast.AST) -> None:
+        shape = t._shape_
+        if len(indices) > len(shape):
+            self.error(node, KernelIndexError, f"{len(indices)} indices for {T.type_name(t)}")
+        for i, n in zip(indices, shape, strict=False):
+            if isinstance(i, Const) and not 0 <= i.value < n:
+                self.error(node, KernelIndexError, f"index {i.value} out of range for {T.type_name(t)} (size {n})")
+
+    @staticmethod
+    def component_type(t: Any, nidx: int) -> Any:
+        if T.is_matrix(t) and nidx == 1:
+            return T.vector(t._shape_[1], t._wp_scalar_type_)
+        return t._wp_scalar_type_
+
+    def _expr_Tuple(self, node: ast.Tuple) -> Any:
+        self.error(node, KernelSyntaxError, "tuples are only supported on the left of an assignment")
+
+    def _expr_BinOp(self, node: ast.BinOp) -> Operand:
+        op = _OPS.get(type(node.op))
+        if op is None:
+            self.unsupported(node.op)
+        return self.binop(op, self.value(node.left), self.value(node.right), node)
+
+    def binop(self, op: str, a: Operand, b: Operand, node: ast.AST) -> Operand:
+        if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak and op in _PY_FOLD:
+            v = _PY_FOLD[op](a.value, b.value)
+            return Const(v, T.python_value_type(v) if isinstance(v, int | float) else a.type, weak=True)
+        if op == "pow" and T.is_float(getattr(a, "type", None)) and isinstance(b, Const) and b.weak:
+            b = Const(float(b.value), a.type)
+        return self.call_builtin(op, [a, b], node)
+
+    def _expr_UnaryOp(self, node: ast.UnaryOp) -> Operand:
+        v = self.value(node.operand)
+        if isinstance(node.op, ast.Not):
+            return self.call_builtin("invert", [self.truth(v, node.operand)], node)
+        if isinstance(v, Const) and v.weak and isinstance(node.op, ast.USub | ast.UAdd):
+            return Const(-v.value if isinstance(node.op, ast.USub) else v.value, v.type, weak=True)
+        name = {ast.USub: "neg", ast.UAdd: "pos", ast.Invert: "invert"}[type(node.op)]
+        return self.call_builtin(name, [v], node)
+
+    def _expr_Compare(self, node: ast.Compare) -> Operand:
+        left = self.value(node.left)
+        right = self.value(node.comparators[0])
+        first = self.compare(node.ops[0], left, right, node)
+        if len(node.ops) == 1:
+            return first
+        res = self.temp(T.bool_)
+        self.emit(ir.Assign(res, ir.Copy(first), line=self.cur_line))
+        self._compare_rest(res, node, 1, right)
+        return res
+
+    def _compare_rest(self, res: Var, node: ast.Compare, i: int, left: Operand) -> None:
+        """`a < b < c`: each further comparison runs only while the previous ones held."""
+        if i == len(node.ops):
+            return
+        self.blocks.append([])
+        right = self.value(node.comparators[i])
+        self.emit(ir.Assign(res, ir.Copy(self.compare(node.ops[i], left, right, node)), line=self.cur_line))
+        self._compare_rest(res, node, i + 1, right)
+        self.emit_if_popped(res)
+
+    def emit_if_popped(self, cond: Operand, negate: bool = False) -> None:
+        block = tuple(self.blocks.pop())
+        self.emit(ir.If(cond, (), block, line=self.cur_line) if negate else ir.If(cond, block, (), line=self.cur_line))
+
+    def compare(self, op: ast.cmpop, left: Operand, right: Operand, node: ast.AST) -> Operand:
+        name = _CMP.get(type(op))
+        if name is None:
+            self.error(node, KernelSyntaxError, f"'{type(op).__name__}' comparisons are not supported in kernels")
+        return self.call_builtin(name, [left, right], node)
+
+    def _expr_BoolOp(self, node: ast.BoolOp) -> Operand:
+        is_and = isinstance(node.op, ast.And)
+        res = self.temp(T.bool_)
+        first = self.truth(self.value(node.values[0]), node.values[0])
+        self.emit(ir.Assign(res, ir.Copy(first), line=self.cur_line))
+        self._bool_rest(res, node.values[1:], is_and)
+        return res
+
+    def _bool_rest(self, res: Var, values: list[ast.expr], is_and: bool) -> None:
+        if not values:
+            return
+        self.blocks.append([])
+        v = self.truth(self.value(values[0]), values[0])
+        self.emit(ir.Assign(res, ir.Copy(v), line=self.cur_line))
+        self._bool_rest(res, values[1:], is_and)
+        self.emit_if_popped(res, negate=not is_and)
+
+    def _expr_IfExp(self, node: ast.IfExp) -> Operand:
+        cond = self.condition(node.test)
+        self.blocks.append([])
+        a = self.value(node.body)
+        body = self.blocks.pop()
+        self.blocks.append([])
+        b = self.value(node.orelse)
+        orelse = self.blocks.pop()
+        a, b = self.unify([a, b], node)
+        if a.type != b.type:
+            self.error(node, KernelTypeError, f"the two branches have different types: {T.type_name(a.type)} "
+                       f"and {T.type_name(b.type)}")
+        res = self.temp(a.type)
+        body.append(ir.Assign(res, ir.Copy(a), line=self.cur_line))
+        orelse.append(ir.Assign(res, ir.Copy(b), line=self.cur_line))
+        self.emit(ir.If(cond, tuple(body), tuple(orelse), line=self.cur_line))
+        return res
+
+    def condition(self, node: ast.expr) -> Operand:
+        return self.truth(self.value(node), node)
+
+    def truth(self, v: Operand, node: ast.AST) -> Operand:
+        if v.type == T.bool_:
+            return v
+        if isinstance(v, Const):
+            return Const(bool(v.value), T.bool_)
+        if not T.is_scalar(v.type):
+            self.error(node, KernelTypeError, f"a {T.type_name(v.type)} has no truth value; compare it explicitly")
+        return self.call_builtin("truth", [v], node)
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def is_special(self, func_node: ast.expr, name: str) -> bool:
+        f = self.expr_or_none(func_node)
+        return isinstance(f, PyObj) and isinstance(f.value, B.Builtin) and f.value.name == name
+
+    def _expr_Call(self, node: ast.Call) -> Any:
+        f = self.expr(node.func)
+        if not isinstance(f, PyObj):
+            self.error(node.func, KernelTypeError, "this value is not callable")
+        obj = f.value
+        from .module import Function, Kernel
+
+        if isinstance(obj, B.Builtin):
+            if obj.name in B.SPECIAL_FORMS:
+                return self.special_form(obj.name, node)
+            self.no_keywords(node, obj.name)
+            return self.call_builtin(obj.name, [self.value(a) for a in node.args], node)
+        if isinstance(obj, Function):
+            return self.call_function(obj, node)
+        if isinstance(obj, Kernel):
+            self.error(node, KernelTypeError, f"kernel '{obj.key}' cannot be called from a kernel; "
+                       "make it a @wp.func")
+        if isinstance(obj, type) and (issubclass(obj, T.ScalarType) or obj in (int, float, bool)):
+            self.no_keywords(node, obj.__name__)
+            return self.cast(T.scalar_type(obj), node)
+        if T.is_composite(obj):
+            self.no_keywords(node, obj.__name__)
+            return self.construct(obj, node)
+        if obj is len:
+            if len(node.args) != 1:
+                self.error(node, KernelTypeError, "len() takes one argument")
+            v = self.value(node.args[0])
+            if isinstance(v.type, ArrayType):
+                return self.assign_temp(ir.Shape(v, 0), T.int32)
+            if T.is_composite(v.type):
+                return Const(v.type._shape_[0], T.int32)
+            self.error(node, KernelTypeError, f"len() of {T.type_name(v.type)}")
+        if obj is range:
+            self.error(node, KernelSyntaxError, "range() can only be used as a for-loop iterable")
+        alias = _python_alias(obj)
+        if alias is not None:
+            self.no_keywords(node, alias)
+            return self.call_builtin(alias, [self.value(a) for a in node.args], node)
+        self.error(node.func, KernelTypeError, f"cannot call {_describe(obj)} from a kernel; "
+                   "kernels call builtins and @wp.func functions")
+
+    def no_keywords(self, node: ast.Call, name: str) -> None:
+        if node.keywords:
+            self.error(node, KernelTypeError, f"{name}() takes no keyword arguments in kernels")
+
+    def unify(self, args: list[Operand], node: ast.AST) -> list[Operand]:
+        """Give weak (literal) constants the scalar type of the first strongly typed argument."""
+        target = None
+        for a in args:
+            if not (isinstance(a, Const) and a.weak) and not isinstance(a.type, ArrayType):
+                target = T.elem_scalar(a.type)
+                break
+        if target is None or target is T.bool_:
+            return args
+        out = []
+        for a in args:
+            if isinstance(a, Const) and a.weak:
+                if T.is_int(a.type) or target.is_float:
+                    a = Const(_coerce(a.value, target), target)
+            out.append(a)
+        return out
+
+    def call_builtin(self, name: str, args: list[Operand], node: ast.AST) -> Operand:
+        args = self.unify(args, node)
+        found = B.resolve(name, [a.type for a in args])
+        if found is None:
+            got = ", ".join(T.type_name(a.type) for a in args)
+            cands = "\n".join(f"      {ov.signature()}" for ov in B.candidates(name))
+            hint = ""
+            ts = [T.elem_scalar(a.type) for a in args if not isinstance(a.type, ArrayType)]
+            if len(set(ts)) > 1:
+                hint = ("\n  (operands of different scalar types: convert one explicitly, "
+                        "e.g. float(i) or wp.float64(x))")
+            self.error(node, KernelTypeError, f"no overload of {name}() takes ({got}); these do:\n{cands}{hint}")
+        ov, bindings = found
+        return self.assign_temp(ir.Call(ov, tuple(args)), ov.ret(bindings))
+
+    def call_function(self, fn: Function, node: ast.Call) -> Any:
+        args = [self.value(a) for a in node.args]
+        kwargs = {k.arg: self.value(k.value) for k in node.keywords}
+        if None in kwargs:
+            self.error(node, KernelSyntaxError, "**kwargs are not supported in kernels")
+        inst, err = self.ctx.instantiate(fn, args, kwargs)
+        if inst is None:
+            self.error(node, KernelTypeError, err)
+        ordered = inst.bind_args(args, kwargs)
+        ordered = [self.convert(a, p.type, node) for a, p in zip(ordered, inst.ir.params, strict=True)]
+        call = ir.Call(inst, tuple(ordered))
+        if inst.ir.ret is None:
+            self.emit(ir.Eval(call, line=self.cur_line))
+            return None
+        return self.assign_temp(call, inst.ir.ret)
+
+    def cast(self, t: Any, node: ast.Call) -> Operand:
+        if len(node.args) != 1:
+            if not node.args:
+                return Const(_coerce(0, t), t)
+            self.error(node, KernelTypeError, f"{t.__name__}() takes one argument")
+        v = self.value(node.args[0])
+        if isinstance(v, Const):
+            return Const(_coerce(v.value, t), t)
+        if not T.is_scalar(v.type):
+            self.error(node, KernelTypeError, f"cannot convert {T.type_name(v.type)} to {t.__name__}")
+        if t is T.bool_:
+            return self.truth(v, node)
+        if v.type == t:
+            return v
+        return self.assign_temp(ir.Construct(t, (v,)), t)
+
+    def construct(self, t: Any, node: ast.Call) -> Operand:
+        st = t._wp_scalar_type_
+        n = t._length_
+        args = [self.value(a) for a in node.args]
+        if not args:
+            return self.assign_temp(ir.Construct(t, ()), t)
+        if len(args) == 1 and T.is_composite(args[0].type):
+            if args[0].type._shape_ != t._shape_:
+                self.error(node, KernelTypeError, f"cannot convert {T.type_name(args[0].type)} to {T.type_name(t)}")
+            return args[0] if args[0].type == t else self.assign_temp(ir.Construct(t, (args[0],)), t)
+        if T.is_matrix(t) and len(args) == t._shape_[0] and all(T.is_vector(a.type) for a in args):
+            self.error(node, KernelTypeError, f"{T.type_name(t)}() takes {n} scalars (row-major), not row vectors")
+        if len(args) not in (1, n):
+            self.error(node, KernelTypeError, f"{T.type_name(t)}() takes 0, 1 or {n} scalar arguments, got {len(args)}")
+        args = [self.convert(a, st, node) for a in args]
+        return self.assign_temp(ir.Construct(t, tuple(args)), t)
+
+    def special_form(self, name: str, node: ast.Call) -> Any:
+        if name == "tid":
+            if node.args or node.keywords:
+                self.error(node, KernelTypeError, "wp.tid() takes no arguments")
+            if not self.is_kernel:
+                self.error(node, KernelSyntaxError, "wp.tid() can only be used in kernels, not in functions")
+            self.check_tid_count(1, node)
+            return self.assign_temp(ir.Tid(0, 1), T.int32)
+        # atomics: atomic_op(array, i[, j, ...], value)
+        self.no_keywords(node, f"wp.{name}")
+        if len(node.args) < 3:
+            self.error(node, KernelTypeError, f"wp.{name}(array, index..., value) takes an array, indices and a value")
+        arr = self.value(node.args[0])
+        if not isinstance(arr.type, ArrayType):
+            self.error(node.args[0], KernelTypeError, f"wp.{name}() needs an array first, got {T.type_name(arr.type)}")
+        idx_nodes = node.args[1:-1]
+        if len(idx_nodes) != arr.type.ndim:
+            self.error(node, KernelTypeError, f"wp.{name}() on a {arr.type.ndim}-D array takes {arr.type.ndim} "
+                       f"indices, got {len(idx_nodes)}")
+        indices = tuple(self.indices(i)[0] for i in idx_nodes)
+        dtype = arr.type.dtype
+        op = name.split("_", 1)[1]
+        if op in ("min", "max") and not (T.is_scalar(dtype) or T.is_vector(dtype)) or dtype is T.bool_ or (
+                dtype is T.float16 and op != "add" and op != "sub"):
+            self.error(node, KernelTypeError, f"wp.{name}() does not support arrays of {T.type_name(dtype)}")
+        value = self.convert(self.value(node.args[-1]), dtype, node.args[-1], what=f"wp.{name}() value")
+        dest = self.temp(dtype)
+        self.emit(ir.Atomic(op, arr, indices, value, dest, self.site(node, arr), line=self.cur_line))
+        return dest
+
+    # -- types ---------------------------------------------------------------------------------
+
+    def materialize(self, v: Operand) -> Operand:
+        """A weak literal gets its default type (int32 / float32) when stored to a variable."""
+        if isinstance(v, Const) and v.weak:
+            return Const(v.value, v.type)
+        return v
+
+    def convert(self, v: Operand, t: Any, node: ast.AST, what: str = "value") -> Operand:
+        """`v` as type `t`: only weak literals convert implicitly; anything else must match."""
+        if v.type == t:
+            return v
+        if isinstance(v, Const) and v.weak and T.is_scalar(t) and t is not T.bool_:
+            if T.is_int(v.type) or t.is_float:
+                return Const(_coerce(v.value, t), t)
+        if isinstance(v.type, ArrayType) and isinstance(t, ArrayType) and v.type == t:
+            return v
+        self.error(node, KernelTypeError, f"{what} expects {T.type_name(t)}, got {T.type_name(v.type)}")
+
+    def annotation_type(self, ann: ast.expr, node: ast.AST) -> Any:
+        obj = self.expr(ann)
+        if isinstance(obj, PyObj):
+            try:
+                return arg_type(obj.value)
+            except TypeError as e:
+                self.error(ann, KernelTypeError, str(e))
+        self.error(ann, KernelTypeError, "not a type")
+
+    def site(self, node: ast.AST, arr: Operand) -> int:
+        line, _ = self.src.location(node)
+        return self.ctx.add_site(self.qualname, ast.unparse(node), self.src.filename, line)
+
+
+_SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
+
+
+def _cell_filled(c: Any) -> bool:
+    try:
+        c.cell_contents  # noqa: B018
+        return True
+    except ValueError:
+        return False
+
+
+def _has_bare_return(block: list) -> bool:
+    for s in block:
+        if isinstance(s, ir.Return) and s.value is None:
+            return True
+        for sub in ("body", "orelse", "cond_body"):
+            if hasattr(s, sub) and _has_bare_return(list(getattr(s, sub))):
+                return True
+    return False
+
+
+def _coerce(value: Any, t: Any) -> Any:
+    if t.is_float:
+        return float(value)
+    if t is T.bool_:
+        return bool(value)
+    return int(T._py_value(t, value))
+
+
+def _python_alias(obj: Any) -> str | None:
+    if isinstance(obj, pytypes.BuiltinFunctionType):
+        name = obj.__name__
+        if getattr(obj, "__module__", None) in ("math", "builtins") or obj is getattr(math, name, None):
+            return B.PYTHON_ALIASES.get(name)
+    return None
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, pytypes.ModuleType):
+        return f"module '{obj.__name__}'"
+    if isinstance(obj, type):
+        return f"type '{obj.__name__}'"
+    if callable(obj):
+        return f"'{getattr(obj, '__qualname__', getattr(obj, '__name__', repr(obj)))}'"
+    return f"'{type(obj).__name__}' object"
+
+
+def arg_type(ann: Any) -> Any:
+    """The kernel type an annotation names (an array annotation, a scalar, vector or matrix type)."""
+    if isinstance(ann, array_cls):
+        if ann.dtype is None:
+            raise TypeError("array annotations need a dtype, e.g. wp.array(dtype=float)")
+        return ArrayType(ann.dtype, ann.ndim)
+    if isinstance(ann, type) and issubclass(ann, array_cls):
+        raise TypeError(f"{ann.__name__} needs a dtype, e.g. {ann.__name__}(dtype=float)")
+    if T.is_composite(ann):
+        return ann
+    try:
+        return T.scalar_type(ann)
+    except TypeError:
+        raise TypeError(f"{ann!r} is not a type kernels understand") from None

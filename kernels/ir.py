@@ -1,0 +1,305 @@
+"""The typed intermediate representation between the Python front end and code generation.
+
+Three-address form with structured control flow: every expression's operands are variables or
+constants, every statement is one step, and `if`/`for`/`while` keep their nesting so code
+generation (and the adjoint pass) can walk the tree. Nodes are frozen dataclasses; `dump()`
+prints a function readably (`wp.config.print_ir`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .types import type_name
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """The type of an array value inside a kernel: element dtype and number of dimensions."""
+
+    dtype: Any
+    ndim: int
+
+    @property
+    def __name__(self) -> str:  # lets type_name() print it
+        return f"array(dtype={type_name(self.dtype)}, ndim={self.ndim})"
+
+    def __str__(self) -> str:
+        return self.__name__
+
+
+@dataclass(frozen=True)
+class Var:
+    """A local variable or temporary; `name` is unique within its function."""
+
+    name: str
+    type: Any
+
+    def __str__(self) -> str:
+        return f"%{self.name}"
+
+
+@dataclass(frozen=True)
+class Const:
+    """A compile-time constant. `weak` marks a bare Python literal whose type may still adapt."""
+
+    value: Any
+    type: Any
+    weak: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.value!r}:{type_name(self.type)}"
+
+
+Operand = Var | Const
+
+
+# -- expressions (the right-hand sides of Assign) ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """A builtin overload or a user function instance applied to operands."""
+
+    target: Any  # builtins.Overload or module.FuncInstance
+    args: tuple[Operand, ...]
+
+    def __str__(self) -> str:
+        return f"{self.target.name}({', '.join(map(str, self.args))})"
+
+
+@dataclass(frozen=True)
+class Load:
+    """Read `array[indices]` (all dimensions indexed)."""
+
+    array: Operand
+    indices: tuple[Operand, ...]
+    site: int
+
+    def __str__(self) -> str:
+        return f"load {self.array}[{', '.join(map(str, self.indices))}]"
+
+
+@dataclass(frozen=True)
+class View:
+    """The sub-array `array[indices]` with fewer indices than dimensions."""
+
+    array: Operand
+    indices: tuple[Operand, ...]
+
+    def __str__(self) -> str:
+        return f"view {self.array}[{', '.join(map(str, self.indices))}]"
+
+
+@dataclass(frozen=True)
+class Extract:
+    """A component of a vector (`v[i]`), an element (`m[i, j]`) or row (`m[i]`) of a matrix."""
+
+    value: Operand
+    indices: tuple[Operand, ...]
+
+    def __str__(self) -> str:
+        return f"extract {self.value}[{', '.join(map(str, self.indices))}]"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """`array.shape[dim]`."""
+
+    array: Operand
+    dim: int
+
+    def __str__(self) -> str:
+        return f"shape {self.array}[{self.dim}]"
+
+
+@dataclass(frozen=True)
+class Construct:
+    """A value of `type` from components, a broadcast scalar, nothing (zeros) or a conversion."""
+
+    type: Any
+    args: tuple[Operand, ...]
+
+    def __str__(self) -> str:
+        return f"{type_name(self.type)}({', '.join(map(str, self.args))})"
+
+
+@dataclass(frozen=True)
+class Tid:
+    """Component `dim` of the thread index for a launch unpacked into `count` indices."""
+
+    dim: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"tid[{self.dim}/{self.count}]"
+
+
+@dataclass(frozen=True)
+class Copy:
+    """The value of another operand (assignment between variables)."""
+
+    value: Operand
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+Expr = Call | Load | View | Extract | Shape | Construct | Tid | Copy
+
+
+# -- statements ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stmt:
+    line: int = field(default=0, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Assign(Stmt):
+    dest: Var
+    expr: Expr
+
+    def __str__(self) -> str:
+        return f"{self.dest} = {self.expr}"
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    array: Operand
+    indices: tuple[Operand, ...]
+    value: Operand
+    site: int
+
+    def __str__(self) -> str:
+        return f"store {self.array}[{', '.join(map(str, self.indices))}] = {self.value}"
+
+
+@dataclass(frozen=True)
+class Atomic(Stmt):
+    """`dest = op(&array[indices], value)`, returning the previous value."""
+
+    op: str  # "add", "sub", "min", "max"
+    array: Operand
+    indices: tuple[Operand, ...]
+    value: Operand
+    dest: Var | None
+    site: int
+
+    def __str__(self) -> str:
+        lhs = f"{self.dest} = " if self.dest is not None else ""
+        return f"{lhs}atomic_{self.op} {self.array}[{', '.join(map(str, self.indices))}], {self.value}"
+
+
+@dataclass(frozen=True)
+class SetComponent(Stmt):
+    """`var[indices] = value` on a local vector or matrix."""
+
+    var: Var
+    indices: tuple[Operand, ...]
+    value: Operand
+
+    def __str__(self) -> str:
+        return f"{self.var}[{', '.join(map(str, self.indices))}] = {self.value}"
+
+
+@dataclass(frozen=True)
+class Eval(Stmt):
+    """A call kept for its side effects only."""
+
+    expr: Call
+
+    def __str__(self) -> str:
+        return str(self.expr)
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Operand
+    body: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """`for var in range(start, stop, step)`; the bounds are evaluated once, before the loop."""
+
+    var: Var
+    start: Operand
+    stop: Operand
+    step: Operand
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class While(Stmt):
+    """Run `cond_body`, test `cond`, run `body`; repeat while `cond` holds."""
+
+    cond_body: tuple[Stmt, ...]
+    cond: Operand
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class Break(Stmt):
+    def __str__(self) -> str:
+        return "break"
+
+
+@dataclass(frozen=True)
+class Continue(Stmt):
+    def __str__(self) -> str:
+        return "continue"
+
+
+@dataclass(frozen=True)
+class Return(Stmt):
+    value: Operand | None = None
+
+    def __str__(self) -> str:
+        return "return" if self.value is None else f"return {self.value}"
+
+
+@dataclass(frozen=True)
+class Function:
+    """A typed function body: a kernel (`is_kernel`) or an instance of a user function."""
+
+    name: str
+    params: tuple[Var, ...]
+    ret: Any
+    locals: tuple[Var, ...]
+    body: tuple[Stmt, ...]
+    is_kernel: bool
+    tid_count: int = 0
+
+    def dump(self) -> str:
+        lines = [
+            f"{'kernel' if self.is_kernel else 'func'} {self.name}("
+            + ", ".join(f"{p}: {type_name(p.type)}" for p in self.params)
+            + f") -> {type_name(self.ret)}"
+        ]
+        _dump_block(self.body, 1, lines)
+        return "\n".join(lines)
+
+
+def _dump_block(body: tuple[Stmt, ...], depth: int, out: list[str]) -> None:
+    pad = "    " * depth
+    for s in body:
+        if isinstance(s, If):
+            out.append(f"{pad}if {s.cond}:")
+            _dump_block(s.body, depth + 1, out)
+            if s.orelse:
+                out.append(f"{pad}else:")
+                _dump_block(s.orelse, depth + 1, out)
+        elif isinstance(s, For):
+            out.append(f"{pad}for {s.var} in range({s.start}, {s.stop}, {s.step}):")
+            _dump_block(s.body, depth + 1, out)
+        elif isinstance(s, While):
+            out.append(f"{pad}while:")
+            _dump_block(s.cond_body, depth + 2, out)
+            out.append(f"{pad}    test {s.cond}")
+            _dump_block(s.body, depth + 1, out)
+        else:
+            out.append(f"{pad}{s}")

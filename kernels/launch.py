@@ -1,0 +1,224 @@
+"""`wp.launch`: check and pack a kernel's arguments, then run its grid.
+
+Arguments are packed into one byte string laid out like the native `launch_t` followed by the
+kernel's argument struct. The packing plan (a `struct.Struct` and one converter per parameter) is
+built once per loaded kernel, so a launch costs one `pack` and one ctypes call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Any
+
+import numpy as np
+
+from . import config
+from . import types as T
+from .array import MAX_DIMS, ArrayDesc, array
+from .device import get_device
+from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
+from .ir import ArrayType
+from .module import Kernel, LoadedKernel, LoadedModule
+from .runtime import cpu_runtime
+
+_LAUNCH_HEADER = "<q6i"  # size, ndim, dims[4], pad  (lw::launch_t)
+_SCALAR_CODES = {
+    T.bool_: "?", T.int8: "b", T.uint8: "B", T.int16: "h", T.uint16: "H", T.int32: "i", T.uint32: "I",
+    T.int64: "q", T.uint64: "Q", T.float16: "e", T.float32: "f", T.float64: "d",
+}
+_NULL_ARRAY = bytes(ctypes.sizeof(ArrayDesc))
+
+
+def _field_ctype(t: Any) -> Any:
+    if isinstance(t, ArrayType):
+        return ArrayDesc
+    if T.is_composite(t):
+        return t
+    return t._ctype
+
+
+class LaunchPlan:
+    """How to turn a kernel's Python arguments into the packed argument block."""
+
+    def __init__(self, k: Kernel) -> None:
+        names, types = k.signature()
+        fields = [(n, _field_ctype(t)) for n, t in zip(names, types, strict=True)] or [("unused", ctypes.c_char)]
+        layout = type("Args", (ctypes.Structure,), {"_fields_": fields})
+        fmt, pos = [_LAUNCH_HEADER], 0
+        for (n, _), t in zip(fields, types or [None], strict=True):
+            off = getattr(layout, n).offset
+            fmt.append("x" * (off - pos))
+            size = ctypes.sizeof(_field_ctype(t)) if t is not None else 1
+            fmt.append(f"{size}s" if t is None or not T.is_scalar(t) else _SCALAR_CODES[t])
+            pos = off + size
+        fmt.append("x" * (ctypes.sizeof(layout) - pos))
+        self.struct = struct.Struct("".join(fmt))
+        self.names, self.types = names, types
+        self.converters = [_converter(k, n, t) for n, t in zip(names, types, strict=True)]
+        self.empty = not names
+
+
+def _converter(k: Kernel, name: str, t: Any) -> Any:
+    """A function from a Python argument to the value `struct.pack` takes for parameter `name`."""
+    if isinstance(t, ArrayType):
+        def conv_array(v: Any) -> bytes:
+            if type(v) is array or isinstance(v, array):
+                if v.dtype != t.dtype or v.ndim != t.ndim:
+                    _bad_array(k, name, t, v)
+                if not v.device.is_cpu:
+                    raise DeviceError(f"kernel '{k.key}' argument '{name}': array is on {v.device}, launch is on cpu")
+                return v._desc_bytes()
+            if v is None:
+                return _NULL_ARRAY
+            return _foreign_array(k, name, t, v)
+        return conv_array
+    if T.is_composite(t):
+        def conv_composite(v: Any) -> bytes:
+            if type(v) is t:
+                return bytes(v)
+            try:
+                return bytes(t(v) if not isinstance(v, T._CompositeMixin) else t(v.numpy_value()))
+            except (TypeError, ValueError) as e:
+                raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {T.type_name(t)}, got "
+                                  f"{type(v).__name__}: {e}") from None
+        return conv_composite
+
+    def conv_scalar(v: Any) -> Any:
+        if isinstance(v, T.ScalarType):
+            v = v.value
+        if isinstance(v, np.generic | np.ndarray):
+            v = v.item() if np.size(v) == 1 else v
+        if t.is_float and isinstance(v, int | float) and not isinstance(v, bool):
+            return float(v)
+        if t.is_int and isinstance(v, int) and not isinstance(v, bool):
+            return v
+        if t is T.bool_ and isinstance(v, bool | int):
+            return bool(v)
+        raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {T.type_name(t)}, got "
+                          f"{type(v).__name__} ({v!r})")
+    return conv_scalar
+
+
+def _bad_array(k: Kernel, name: str, t: ArrayType, v: Any) -> None:
+    raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {t}, got an array of dtype "
+                      f"{T.type_name(v.dtype)} with {v.ndim} dimension(s)")
+
+
+def _foreign_array(k: Kernel, name: str, t: ArrayType, v: Any) -> bytes:
+    """NumPy arrays and other objects with `__array_interface__` / `__array__`, viewed without copying."""
+    if isinstance(v, T.ScalarType | int | float) or not (
+        hasattr(v, "__array_interface__") or hasattr(v, "__array__")
+    ):
+        raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {t}, got {type(v).__name__}")
+    if hasattr(v, "__cuda_array_interface__") and not hasattr(v, "__array_interface__"):
+        raise DeviceError(f"kernel '{k.key}' argument '{name}': a CUDA array was passed to a CPU launch")
+    a = np.asarray(v)
+    st = T.elem_scalar(t.dtype)
+    inner = t.dtype._shape_ if T.is_composite(t.dtype) else ()
+    if a.dtype != st.np_dtype:
+        raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {t}, got a {type(v).__name__} of dtype "
+                          f"{a.dtype} (convert it, e.g. with .astype(np.{st.np_dtype.name}))")
+    if a.ndim != t.ndim + len(inner) or a.shape[t.ndim:] != inner:
+        raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {t}, got a {type(v).__name__} of shape "
+                          f"{a.shape}" + (f" (a {T.type_name(t.dtype)} array needs trailing dimensions {inner})"
+                                          if inner else ""))
+    if inner and a.strides[t.ndim:] != tuple(np.cumprod((1,) + inner[:0:-1])[::-1] * st.size):
+        raise LaunchError(f"kernel '{k.key}' argument '{name}': the {T.type_name(t.dtype)} components must be "
+                          "contiguous")
+    desc = ArrayDesc()
+    desc.data = a.ctypes.data
+    for i in range(t.ndim):
+        desc.shape[i] = a.shape[i]
+        desc.strides[i] = a.strides[i]
+    return bytes(desc)
+
+
+def _dims(dim: Any) -> tuple[int, ...]:
+    if isinstance(dim, int) and not isinstance(dim, bool):
+        dims = (dim,)
+    else:
+        try:
+            dims = tuple(int(d) for d in dim)
+        except TypeError:
+            raise LaunchValueError(f"launch dim must be an int or a tuple of 1 to 4 ints, got {dim!r}") from None
+    if not 1 <= len(dims) <= MAX_DIMS or any(d < 0 for d in dims):
+        raise LaunchValueError(f"launch dim must be 1 to 4 non-negative ints, got {dim!r}")
+    if any(d >= 2**31 for d in dims):
+        raise LaunchValueError(f"each launch dimension must be below 2^31, got {dims}")
+    return dims
+
+
+def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_inputs: Any = (),
+           adj_outputs: Any = (), device: Any = None, stream: Any = None, adjoint: bool = False,
+           record_tape: bool = True, max_blocks: int = 0, block_dim: int = 256) -> None:
+    """Run `kernel` once for every index of the grid `dim` (an int, or a tuple of up to 4 ints).
+
+    `inputs` then `outputs` give the kernel's parameters in order: arrays (ours, NumPy or any
+    object with `__array_interface__`), scalars, vectors and matrices.
+    """
+    if not isinstance(kernel, Kernel):
+        raise LaunchError(f"wp.launch expects a @wp.kernel, got {type(kernel).__name__}")
+    if adjoint:
+        raise LaunchError(f"kernel '{kernel.key}': adjoint launches need reverse-mode support, "
+                          "which this build of loomwork does not have yet")
+    dims = _dims(dim)
+    dev = get_device(device)
+    if not dev.is_cpu:
+        raise DeviceError(f"kernel '{kernel.key}': launching on {dev} is not supported yet")
+    lm = kernel.module.load(dev)
+    lk = lm.kernels[kernel.key]
+    plan = lk.plan or _make_plan(lk)
+    params = [*inputs, *outputs]
+    if len(params) != len(plan.names):
+        sig = ", ".join(f"{n}: {T.type_name(t)}" for n, t in zip(plan.names, plan.types, strict=True))
+        raise LaunchError(f"kernel '{kernel.key}' takes {len(plan.names)} argument(s) ({sig}), "
+                          f"got {len(params)}")
+    if lk.tid_count > 1 and len(dims) != lk.tid_count:
+        raise LaunchValueError(f"kernel '{kernel.key}' unpacks wp.tid() into {lk.tid_count} indices but was "
+                               f"launched with dim={dims}")
+    size = 1
+    for d in dims:
+        size *= d
+    values = [c(v) for c, v in zip(plan.converters, params, strict=True)] if not plan.empty else [b"\0"]
+    padded = dims + (1,) * (MAX_DIMS - len(dims))
+    try:
+        blob = plan.struct.pack(size, len(dims), *padded, 0, *values)
+    except struct.error as e:
+        raise _pack_error(kernel, plan, values, e) from None
+    if size:
+        cpu_runtime().lw_launch(lk.fn_ptr, blob, size, config.cpu_serial_threshold)
+        if lm.debug:
+            _check_error(kernel, lm)
+
+
+def _make_plan(lk: LoadedKernel) -> LaunchPlan:
+    lk.plan = LaunchPlan(lk.kernel)
+    return lk.plan
+
+
+def _pack_error(k: Kernel, plan: LaunchPlan, values: list, e: Exception) -> Exception:
+    for n, t, v in zip(plan.names, plan.types, values, strict=True):
+        if T.is_scalar(t):
+            try:
+                struct.pack("<" + _SCALAR_CODES[t], v)
+            except struct.error:
+                return LaunchValueError(f"kernel '{k.key}' argument '{n}': {v!r} does not fit in {T.type_name(t)}")
+    return LaunchValueError(f"kernel '{k.key}': cannot pack arguments ({e})")
+
+
+def _check_error(k: Kernel, lm: LoadedModule) -> None:
+    err = lm.error
+    if err.code:
+        site = lm.sites[err.site] if 0 <= err.site < len(lm.sites) else ("?", "?", "?", 0)
+        index, extent = err.index, err.extent
+        err.code = 0
+        owner, text, filename, line = site
+        raise KernelRuntimeError(
+            f"kernel '{k.key}': index {index} is out of bounds for an extent of {extent} in `{text}` "
+            f"(in '{owner}' at {filename}:{line})"
+        )
+
+
+def synchronize() -> None:
+    """Wait for all outstanding work; CPU launches complete before `launch` returns."""

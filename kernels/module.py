@@ -1,0 +1,380 @@
+"""Kernels, user functions and modules: what `@wp.kernel` / `@wp.func` make, and how they are built.
+
+Kernels and functions are captured lazily: decoration only records them in the module of the
+Python file that defines them. The first launch (or `wp.load_module`) builds the whole module:
+front end for every kernel, one C++ source, one shared library, cached on disk by content hash.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import inspect
+import re
+import sys
+import time
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import build, codegen, config, ir
+from . import types as T
+from .errors import CompileError, KernelError, KernelTypeError
+from .frontend import Builder, Source, arg_type
+from .ir import ArrayType, Const
+
+_FUNCTION_GENERATION = [0]  # bumped whenever any @wp.func changes, so dependent modules rebuild
+
+
+def _sanitize(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+class Function:
+    """A `@wp.func`: callable from kernels and other functions, with overloads by argument types."""
+
+    def __init__(self, func: Any) -> None:
+        self.key = func.__qualname__
+        self.__name__ = func.__name__
+        self.__qualname__ = func.__qualname__
+        self.__doc__ = func.__doc__
+        self.__module__ = func.__module__
+        self.overloads: list[Any] = []
+        self.add_overload(func)
+
+    def add_overload(self, func: Any) -> None:
+        sig = _annotation_key(func)
+        self.overloads = [f for f in self.overloads if _annotation_key(f) != sig] + [func]
+        _FUNCTION_GENERATION[0] += 1
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Python scope: run the (last defined) Python body directly."""
+        return self.overloads[-1](*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<loomwork function {self.key}>"
+
+
+def _annotation_key(func: Any) -> tuple:
+    hints = _annotations(func)
+    return tuple((n, repr(hints.get(n))) for n in inspect.signature(func).parameters)
+
+
+def _annotations(func: Any) -> dict:
+    ann = dict(getattr(func, "__annotations__", {}))
+    for k, v in ann.items():
+        if isinstance(v, str):
+            ann[k] = eval(v, func.__globals__, _closure_dict(func))  # noqa: S307 - the user's own annotation
+    return ann
+
+
+def _closure_dict(func: Any) -> dict:
+    if not func.__closure__:
+        return {}
+    out = {}
+    for n, c in zip(func.__code__.co_freevars, func.__closure__, strict=True):
+        try:
+            out[n] = c.cell_contents
+        except ValueError:
+            pass
+    return out
+
+
+_functions: dict[tuple[str, str], Function] = {}
+
+
+def func(f: Any) -> Function:
+    """Decorator: make `f` a function kernels can call. Redefining a name with other argument
+    types adds an overload; with the same types, replaces it."""
+    key = (f.__module__, f.__qualname__)
+    fn = _functions.get(key)
+    if fn is None:
+        fn = _functions[key] = Function(f)
+    else:
+        fn.add_overload(f)
+    return fn
+
+
+@dataclass
+class FuncInstance:
+    """One overload of a Function compiled for concrete argument types."""
+
+    name: str
+    native: str
+    param_names: tuple[str, ...]
+    defaults: dict
+    ir: ir.Function | None = None
+
+    def bind_args(self, args: list, kwargs: dict) -> list:
+        out = list(args)
+        for n in self.param_names[len(args):]:
+            if n in kwargs:
+                out.append(kwargs[n])
+            else:
+                d = self.defaults[n]
+                out.append(Const(d, T.python_value_type(d), weak=isinstance(d, int | float)))
+        return out
+
+
+class BuildContext:
+    """State of one module build: function instances, bounds-check sites, the build options."""
+
+    def __init__(self, debug: bool) -> None:
+        self.debug = debug
+        self.instances: dict[tuple, FuncInstance] = {}
+        self.order: list[ir.Function] = []
+        self.sites: list[tuple[str, str, str, int]] = []
+        self.in_progress: set[tuple] = set()
+
+    def add_site(self, owner: str, text: str, filename: str, line: int) -> int:
+        self.sites.append((owner, text, filename, line))
+        return len(self.sites) - 1
+
+    def instantiate(self, fn: Function, args: list, kwargs: dict) -> tuple[FuncInstance | None, str]:
+        """The instance of `fn` that takes these arguments, building it on first use."""
+        errors = []
+        for pyf in reversed(fn.overloads):
+            sig = inspect.signature(pyf)
+            names = tuple(sig.parameters)
+            try:
+                bound = sig.bind(*args, **kwargs)
+            except TypeError as e:
+                errors.append(f"{fn.key}{sig}: {e}")
+                continue
+            hints = _annotations(pyf)
+            types: dict[str, Any] = {}
+            ok = True
+            for n, p in sig.parameters.items():
+                value = bound.arguments.get(n)
+                ann = hints.get(n, typing.Any)
+                if value is None:  # a default
+                    d = p.default
+                    value = Const(d, T.python_value_type(d), weak=isinstance(d, int | float))
+                if ann is typing.Any or ann is inspect.Parameter.empty:
+                    t = value.type if not (isinstance(value, Const) and value.weak) else value.type
+                else:
+                    t = arg_type(ann)
+                    if not _accepts(t, value):
+                        errors.append(f"{fn.key}{sig}: argument '{n}' expects {T.type_name(t)}, "
+                                      f"got {T.type_name(value.type)}")
+                        ok = False
+                        break
+                types[n] = t
+            if not ok:
+                continue
+            key = (id(pyf), tuple(types.items()))
+            inst = self.instances.get(key)
+            if inst is None:
+                if key in self.in_progress:
+                    return None, f"recursive call of {fn.key}: recursion is not supported in kernels"
+                self.in_progress.add(key)
+                cname = f"f_{_sanitize(fn.key)}_{len(self.instances)}"
+                defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not p.empty}
+                inst = FuncInstance(fn.key, cname, names, defaults)
+                builder = Builder(Source(pyf), fn.key, cname, types, is_kernel=False, ctx=self)
+                inst.ir = builder.build()
+                if config.print_ir:
+                    print(inst.ir.dump(), file=sys.stderr)
+                self.in_progress.discard(key)
+                self.instances[key] = inst
+                self.order.append(inst.ir)
+            return inst, ""
+        got = ", ".join(T.type_name(a.type) for a in args)
+        return None, f"no overload of {fn.key}() takes ({got}):\n    " + "\n    ".join(errors)
+
+
+def _accepts(t: Any, value: Any) -> bool:
+    if value.type == t:
+        return True
+    if isinstance(value, Const) and value.weak and T.is_scalar(t) and t is not T.bool_:
+        return T.is_int(value.type) or t.is_float
+    return False
+
+
+class Kernel:
+    """A `@wp.kernel`: a function run once per thread of a launch grid."""
+
+    def __init__(self, func: Any, key: str | None = None, enable_backward: bool | None = None,
+                 module: Module | None = None) -> None:
+        self.func = func
+        self.enable_backward = enable_backward
+        self.__name__ = func.__name__
+        self.__qualname__ = func.__qualname__
+        self.__doc__ = func.__doc__
+        self.module = module or get_module(func.__module__)
+        self.key = self.module.add_kernel(self, key or func.__qualname__)
+        self.cname = f"k_{_sanitize(self.key)}"
+        self._signature: tuple[tuple[str, ...], tuple[Any, ...]] | None = None
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        return self.signature()[0]
+
+    @property
+    def arg_types(self) -> tuple[Any, ...]:
+        return self.signature()[1]
+
+    def signature(self) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+        if self._signature is None:
+            hints = _annotations(self.func)
+            names, types = [], []
+            for n, p in inspect.signature(self.func).parameters.items():
+                if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                    raise KernelTypeError(f"kernel '{self.key}': parameter '{n}' must be a plain positional parameter")
+                if n not in hints:
+                    raise KernelTypeError(
+                        f"kernel '{self.key}' parameter '{n}' needs a type annotation, e.g. {n}: float "
+                        f"or {n}: wp.array(dtype=float) ({inspect.getsourcefile(self.func)}:"
+                        f"{self.func.__code__.co_firstlineno})"
+                    )
+                try:
+                    types.append(arg_type(hints[n]))
+                except TypeError as e:
+                    raise KernelTypeError(f"kernel '{self.key}' parameter '{n}': {e}") from None
+                names.append(n)
+            self._signature = (tuple(names), tuple(types))
+        return self._signature
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"kernel '{self.key}' is launched with wp.launch({self.__name__}, dim=..., inputs=[...])")
+
+    def __repr__(self) -> str:
+        return f"<loomwork kernel {self.key}>"
+
+
+def kernel(f: Any = None, *, enable_backward: bool | None = None, module: Any = None) -> Any:
+    """Decorator: make `f` a kernel launched with `wp.launch`. Usable as `@wp.kernel` or `@wp.kernel(...)`."""
+
+    def wrap(func: Any) -> Kernel:
+        return Kernel(func, enable_backward=enable_backward, module=get_module(module) if module else None)
+
+    return wrap(f) if f is not None else wrap
+
+
+@dataclass
+class LoadedKernel:
+    """A kernel ready to launch on the CPU: its range function and argument layout."""
+
+    kernel: Kernel
+    fn_ptr: int
+    tid_count: int
+    plan: Any = None
+
+
+@dataclass
+class LoadedModule:
+    lib: Any
+    kernels: dict[str, LoadedKernel]
+    sites: list[tuple[str, str, str, int]]
+    error: Any
+    debug: bool
+    path: Any
+    version: tuple = field(default=())
+
+
+class Module:
+    """All kernels of one Python module, built together into one native library."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.kernels: dict[str, Kernel] = {}
+        self.version = 0
+        self.loaded: dict[tuple, LoadedModule] = {}
+
+    def add_kernel(self, k: Kernel, key: str) -> str:
+        base, n = key, 1
+        while key in self.kernels:
+            key = f"{base}_{n}"
+            n += 1
+        self.kernels[key] = k
+        self.version += 1
+        return key
+
+    def options_key(self) -> tuple:
+        return (config.mode == "debug", bool(config.fast_math))
+
+    def load(self, device: Any) -> LoadedModule:
+        """Build (or find in the cache) and load this module for `device`; cached per options."""
+        version = (self.version, _FUNCTION_GENERATION[0])
+        key = (str(device),) + self.options_key()
+        lm = self.loaded.get(key)
+        if lm is not None and lm.version == version:
+            return lm
+        if not device.is_cpu:
+            raise CompileError(f"module '{self.name}': loading kernels on {device} is not supported yet")
+        t0 = time.perf_counter()
+        debug, fast_math = self.options_key()
+        ctx = BuildContext(debug)
+        kernel_irs = []
+        for k in list(self.kernels.values()):
+            k.signature()
+            builder = Builder(Source(k.func), k.key, k.cname, dict(zip(*k.signature(), strict=True)),
+                              is_kernel=True, ctx=ctx)
+            fn = builder.build()
+            if config.print_ir:
+                print(fn.dump(), file=sys.stderr)
+            kernel_irs.append(fn)
+        source = codegen.module_source(ctx.order, kernel_irs, debug)
+        if config.print_source:
+            print(source, file=sys.stderr)
+        what = f"module '{self.name}' (kernels: {', '.join(self.kernels)})"
+        name = _sanitize(self.name)[-40:]
+        lib_path = build.build_cpu(source, name, config.kernel_cache_dir, debug, fast_math, config.verbose, what)
+        if config.verify_cuda:
+            build.build_cuda(source, name, config.kernel_cache_dir, config.verify_cuda_arch, debug, fast_math,
+                             config.verbose, what)
+        lib = ctypes.CDLL(str(lib_path))
+        lib.lw_module_error.restype = ctypes.c_void_p
+        err = ErrorRecord.from_address(lib.lw_module_error())
+        loaded = {}
+        for k, fn in zip(self.kernels.values(), kernel_irs, strict=True):
+            ptr = ctypes.cast(getattr(lib, f"{k.cname}_cpu"), ctypes.c_void_p).value
+            loaded[k.key] = LoadedKernel(k, ptr, fn.tid_count)
+        lm = LoadedModule(lib, loaded, ctx.sites, err, debug, lib_path, version)
+        self.loaded[key] = lm
+        if config.verbose:
+            print(f"loomwork: module '{self.name}' ready in {(time.perf_counter() - t0) * 1e3:.1f} ms "
+                  f"({lib_path.parent.name})", file=sys.stderr)
+        return lm
+
+
+class ErrorRecord(ctypes.Structure):
+    """Mirrors `lw::error_t`: the first fault a debug-mode launch met."""
+
+    _fields_ = [("code", ctypes.c_int32), ("site", ctypes.c_int32), ("index", ctypes.c_int64),
+                ("extent", ctypes.c_int64)]
+
+
+_modules: dict[str, Module] = {}
+
+
+def get_module(name: Any) -> Module:
+    """The Module of a Python module name (or of a Python module object)."""
+    if not isinstance(name, str):
+        name = getattr(name, "__name__", str(name))
+    m = _modules.get(name)
+    if m is None:
+        m = _modules[name] = Module(name)
+    return m
+
+
+def load_module(module: Any = None, device: Any = None) -> None:
+    """Build a module now instead of at its first launch (default: the caller's module)."""
+    from .device import get_device
+
+    if module is None:
+        module = inspect.currentframe().f_back.f_globals["__name__"]
+    get_module(module).load(get_device(device))
+
+
+def force_load(device: Any = None, modules: list | None = None) -> None:
+    """Build every module with kernels now (or just `modules`)."""
+    from .device import get_device
+
+    for m in (modules or list(_modules.values())):
+        mod = m if isinstance(m, Module) else get_module(m)
+        if mod.kernels:
+            mod.load(get_device(device))
+
+
+__all__ = ["Kernel", "Function", "kernel", "func", "load_module", "force_load", "get_module", "KernelError",
+           "ArrayType"]

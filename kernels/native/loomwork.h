@@ -1,0 +1,665 @@
+// loomwork native runtime: the types and builtins generated kernels call, for both targets.
+// Self-contained (no standard headers) so NVRTC compiles it without a CUDA toolkit and g++ parses
+// it in a few milliseconds. Every operation is written once behind LW_FUNC.
+#pragma once
+
+#if defined(__CUDACC__)
+#define LW_CUDA 1
+#define LW_FUNC __host__ __device__ inline
+#define LW_DEVICE __device__ inline
+#define LW_FORCE_INLINE __device__ __forceinline__
+#else
+#define LW_CUDA 0
+#define LW_FUNC inline __attribute__((always_inline))
+#define LW_DEVICE inline
+#define LW_FORCE_INLINE inline __attribute__((always_inline))
+#define LW_EXPORT extern "C" __attribute__((visibility("default")))
+#endif
+
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+
+namespace lw {
+
+// ---------------------------------------------------------------------------------------------
+// launch bounds and the debug-mode error record (mirrored by kernels/launch.py)
+
+struct error_t {
+    int32_t code;   // 0: none, 1: index out of bounds
+    int32_t site;   // which indexing site (a table in the Python module maps it to a message)
+    int64_t index;
+    int64_t extent;
+};
+
+struct launch_t {
+    int64_t size;     // total threads
+    int32_t ndim;
+    int32_t dims[4];
+    int32_t pad;
+};
+
+// ---------------------------------------------------------------------------------------------
+// half precision (storage type; arithmetic goes through float)
+
+struct half {
+    uint16_t u;
+    half() = default;
+    LW_FUNC half(float f) : u(float_to_half(f)) {}
+    LW_FUNC half(double f) : u(float_to_half((float)f)) {}
+    LW_FUNC half(int32_t i) : u(float_to_half((float)i)) {}
+    LW_FUNC operator float() const { return half_to_float(u); }
+
+    static LW_FUNC uint16_t float_to_half(float f) {
+#if LW_CUDA && defined(__CUDA_ARCH__)
+        unsigned short h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+        return h;
+#else
+        uint32_t x = __builtin_bit_cast(uint32_t, f);
+        uint32_t sign = (x >> 16) & 0x8000u;
+        uint32_t absx = x & 0x7fffffffu;
+        if (absx >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
+        if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // overflow to inf
+        if (absx < 0x38800000u) {                                    // subnormal or zero
+            float a = __builtin_bit_cast(float, absx) * 16777216.0f;   // scale by 2^24
+            uint32_t m = (uint32_t)(a + 0.5f);
+            if (a + 0.5f == (float)m && (m & 1u)) m -= 1u;             // ties to even
+            return (uint16_t)(sign | m);
+        }
+        uint32_t mant = absx & 0x7fffffu;
+        uint32_t exp = (absx >> 23) - 112u;
+        uint32_t h = (exp << 10) | (mant >> 13);
+        uint32_t rest = mant & 0x1fffu;
+        if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h += 1u;
+        return (uint16_t)(sign | h);
+#endif
+    }
+    static LW_FUNC float half_to_float(uint16_t h) {
+#if LW_CUDA && defined(__CUDA_ARCH__)
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+        return f;
+#else
+        uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+        uint32_t exp = (h >> 10) & 0x1fu;
+        uint32_t mant = h & 0x3ffu;
+        if (exp == 0) {
+            float f = (float)mant * 5.9604644775390625e-08f;  // 2^-24
+            return sign ? -f : f;
+        }
+        uint32_t bits = exp == 31 ? (sign | 0x7f800000u | (mant << 13)) : (sign | ((exp + 112u) << 23) | (mant << 13));
+        return __builtin_bit_cast(float, bits);
+#endif
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// scalar math: one overload per float type; half goes through float
+
+#if LW_CUDA
+#define LW_MATH1(name, ff, fd)                                     \
+    LW_FUNC float name(float x) { return ::ff(x); }                \
+    LW_FUNC double name(double x) { return ::fd(x); }              \
+    LW_FUNC half name(half x) { return half(::ff((float)x)); }
+#define LW_MATH2(name, ff, fd)                                                 \
+    LW_FUNC float name(float x, float y) { return ::ff(x, y); }                \
+    LW_FUNC double name(double x, double y) { return ::fd(x, y); }             \
+    LW_FUNC half name(half x, half y) { return half(::ff((float)x, (float)y)); }
+#else
+#define LW_MATH1(name, ff, fd)                                          \
+    LW_FUNC float name(float x) { return __builtin_##ff(x); }           \
+    LW_FUNC double name(double x) { return __builtin_##fd(x); }         \
+    LW_FUNC half name(half x) { return half(__builtin_##ff((float)x)); }
+#define LW_MATH2(name, ff, fd)                                                      \
+    LW_FUNC float name(float x, float y) { return __builtin_##ff(x, y); }           \
+    LW_FUNC double name(double x, double y) { return __builtin_##fd(x, y); }        \
+    LW_FUNC half name(half x, half y) { return half(__builtin_##ff((float)x, (float)y)); }
+#endif
+
+LW_MATH1(sqrt, sqrtf, sqrt)
+LW_MATH1(sin, sinf, sin)
+LW_MATH1(cos, cosf, cos)
+LW_MATH1(tan, tanf, tan)
+LW_MATH1(asin, asinf, asin)
+LW_MATH1(acos, acosf, acos)
+LW_MATH1(atan, atanf, atan)
+LW_MATH1(sinh, sinhf, sinh)
+LW_MATH1(cosh, coshf, cosh)
+LW_MATH1(tanh, tanhf, tanh)
+LW_MATH1(exp, expf, exp)
+LW_MATH1(log, logf, log)
+LW_MATH1(log2, log2f, log2)
+LW_MATH1(log10, log10f, log10)
+LW_MATH1(floor, floorf, floor)
+LW_MATH1(ceil, ceilf, ceil)
+LW_MATH1(trunc, truncf, trunc)
+LW_MATH1(round, roundf, round)
+LW_MATH1(cbrt, cbrtf, cbrt)
+LW_MATH2(atan2, atan2f, atan2)
+LW_MATH2(pow, powf, pow)
+LW_MATH2(fmod, fmodf, fmod)
+
+template <typename T> LW_FUNC T add(T a, T b) { return a + b; }
+template <typename T> LW_FUNC T sub(T a, T b) { return a - b; }
+template <typename T> LW_FUNC T mul(T a, T b) { return a * b; }
+LW_FUNC half add(half a, half b) { return half((float)a + (float)b); }
+LW_FUNC half sub(half a, half b) { return half((float)a - (float)b); }
+LW_FUNC half mul(half a, half b) { return half((float)a * (float)b); }
+LW_FUNC half div(half a, half b) { return half((float)a / (float)b); }
+LW_FUNC float div(float a, float b) { return a / b; }
+LW_FUNC double div(double a, double b) { return a / b; }
+// integer division truncates (C semantics, like Warp); division by zero gives 0, never a trap
+template <typename T> LW_FUNC T div(T a, T b) { return b == T(0) ? T(0) : T(a / b); }
+template <typename T> LW_FUNC T floordiv(T a, T b) {
+    if (b == T(0)) return T(0);
+    T q = T(a / b);
+    return (T(q * b) != a && ((a < T(0)) != (b < T(0)))) ? T(q - T(1)) : q;
+}
+LW_FUNC float floordiv(float a, float b) { return floor(a / b); }
+LW_FUNC double floordiv(double a, double b) { return floor(a / b); }
+LW_FUNC half floordiv(half a, half b) { return half(floor((float)a / (float)b)); }
+template <typename T> LW_FUNC T mod(T a, T b) { return b == T(0) ? T(0) : T(a % b); }
+LW_FUNC float mod(float a, float b) { return fmod(a, b); }
+LW_FUNC double mod(double a, double b) { return fmod(a, b); }
+LW_FUNC half mod(half a, half b) { return half(fmod((float)a, (float)b)); }
+template <typename T> LW_FUNC T neg(T a) { return T(-a); }
+LW_FUNC half neg(half a) { half r = a; r.u ^= 0x8000u; return r; }
+template <typename T> LW_FUNC T pos(T a) { return a; }
+template <typename T> LW_FUNC T bit_and(T a, T b) { return T(a & b); }
+template <typename T> LW_FUNC T bit_or(T a, T b) { return T(a | b); }
+template <typename T> LW_FUNC T bit_xor(T a, T b) { return T(a ^ b); }
+template <typename T> LW_FUNC T lshift(T a, T b) { return T(a << b); }
+template <typename T> LW_FUNC T rshift(T a, T b) { return T(a >> b); }
+template <typename T> LW_FUNC T invert(T a) { return T(~a); }
+LW_FUNC bool invert(bool a) { return !a; }
+
+template <typename T> LW_FUNC bool lt(T a, T b) { return a < b; }
+template <typename T> LW_FUNC bool le(T a, T b) { return a <= b; }
+template <typename T> LW_FUNC bool gt(T a, T b) { return a > b; }
+template <typename T> LW_FUNC bool ge(T a, T b) { return a >= b; }
+template <typename T> LW_FUNC bool eq(T a, T b) { return a == b; }
+template <typename T> LW_FUNC bool ne(T a, T b) { return a != b; }
+LW_FUNC bool lt(half a, half b) { return (float)a < (float)b; }
+LW_FUNC bool le(half a, half b) { return (float)a <= (float)b; }
+LW_FUNC bool gt(half a, half b) { return (float)a > (float)b; }
+LW_FUNC bool ge(half a, half b) { return (float)a >= (float)b; }
+LW_FUNC bool eq(half a, half b) { return (float)a == (float)b; }
+LW_FUNC bool ne(half a, half b) { return (float)a != (float)b; }
+template <typename T> LW_FUNC bool truth(T a) { return a != T(0); }
+LW_FUNC bool truth(half a) { return (float)a != 0.0f; }
+
+template <typename T> LW_FUNC T min(T a, T b) { return b < a ? b : a; }
+template <typename T> LW_FUNC T max(T a, T b) { return a < b ? b : a; }
+LW_FUNC half min(half a, half b) { return (float)b < (float)a ? b : a; }
+LW_FUNC half max(half a, half b) { return (float)a < (float)b ? b : a; }
+template <typename T> LW_FUNC T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
+template <typename T> LW_FUNC T abs(T a) { return a < T(0) ? T(-a) : a; }
+#if LW_CUDA
+LW_FUNC float abs(float a) { return ::fabsf(a); }
+LW_FUNC double abs(double a) { return ::fabs(a); }
+#else
+LW_FUNC float abs(float a) { return __builtin_fabsf(a); }
+LW_FUNC double abs(double a) { return __builtin_fabs(a); }
+#endif
+LW_FUNC half abs(half a) { half r = a; r.u &= 0x7fffu; return r; }
+template <typename T> LW_FUNC T sign(T a) { return a < T(0) ? T(-1) : T(1); }
+LW_FUNC half sign(half a) { return half((float)a < 0.0f ? -1.0f : 1.0f); }
+template <typename T> LW_FUNC T step(T a) { return a < T(0) ? T(1) : T(0); }
+template <typename T> LW_FUNC T nonzero(T a) { return a == T(0) ? T(0) : T(1); }
+template <typename T> LW_FUNC T lerp(T a, T b, T t) { return a + (b - a) * t; }
+template <typename T> LW_FUNC T frac(T x) { return x - trunc(x); }
+template <typename T> LW_FUNC T rsqrt(T x) { return T(1) / sqrt(x); }
+template <typename T> LW_FUNC T degrees(T x) { return x * T(57.29577951308232); }
+template <typename T> LW_FUNC T radians(T x) { return x * T(0.017453292519943295); }
+template <typename T> LW_FUNC bool isnan(T x) { return x != x; }
+template <typename T> LW_FUNC bool isinf(T x) { return x == x && (x - x) != (x - x); }
+template <typename T> LW_FUNC bool isfinite(T x) { return (x - x) == (x - x); }
+LW_FUNC bool isnan(half x) { return isnan((float)x); }
+LW_FUNC bool isinf(half x) { return isinf((float)x); }
+LW_FUNC bool isfinite(half x) { return isfinite((float)x); }
+template <typename T> LW_FUNC T smoothstep(T a, T b, T x) {
+    T t = clamp((x - a) / (b - a), T(0), T(1));
+    return t * t * (T(3) - T(2) * t);
+}
+
+template <typename To, typename From> LW_FUNC To cast(From x) { return To(x); }
+template <typename To> LW_FUNC To cast(half x) { return To((float)x); }
+
+// literals that have no C++ spelling (inf, nan) come in as bit patterns
+#if LW_CUDA
+LW_FUNC float f32_bits(uint32_t u) { return __int_as_float((int)u); }
+LW_FUNC double f64_bits(uint64_t u) { return __longlong_as_double((long long)u); }
+#else
+LW_FUNC float f32_bits(uint32_t u) { return __builtin_bit_cast(float, u); }
+LW_FUNC double f64_bits(uint64_t u) { return __builtin_bit_cast(double, u); }
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// vectors and matrices
+
+template <int N, typename T> struct vec_t {
+    T c[N];
+    LW_FUNC T& operator[](int i) { return c[i]; }
+    LW_FUNC const T& operator[](int i) const { return c[i]; }
+};
+
+template <int R, int C, typename T> struct mat_t {
+    T c[R * C];  // row-major, like NumPy
+    LW_FUNC T& operator()(int i, int j) { return c[i * C + j]; }
+    LW_FUNC const T& operator()(int i, int j) const { return c[i * C + j]; }
+};
+
+template <int N, typename T> LW_FUNC vec_t<N, T> vec_fill(T s) {
+    vec_t<N, T> r;
+    for (int i = 0; i < N; ++i) r.c[i] = s;
+    return r;
+}
+template <typename V, typename... A> LW_FUNC V make(A... a) {
+    V r;
+    decltype(r.c[0] + r.c[0]) tmp[] = {a...};
+    for (int i = 0; i < (int)sizeof...(A); ++i) r.c[i] = tmp[i];
+    return r;
+}
+template <typename V> LW_FUNC V zero() {
+    V r;
+    for (int i = 0; i < (int)(sizeof(r.c) / sizeof(r.c[0])); ++i) r.c[i] = 0;
+    return r;
+}
+template <typename V, typename S> LW_FUNC V splat(S s) {
+    V r;
+    for (int i = 0; i < (int)(sizeof(r.c) / sizeof(r.c[0])); ++i) r.c[i] = s;
+    return r;
+}
+template <typename V, typename W> LW_FUNC V convert(const W& w) {
+    V r;
+    for (int i = 0; i < (int)(sizeof(r.c) / sizeof(r.c[0])); ++i) r.c[i] = decltype(r.c[0] + r.c[0])(w.c[i]);
+    return r;
+}
+
+#define LW_ELEMWISE2(name)                                                               \
+    template <int N, typename T> LW_FUNC vec_t<N, T> name(vec_t<N, T> a, vec_t<N, T> b) { \
+        vec_t<N, T> r;                                                                    \
+        for (int i = 0; i < N; ++i) r.c[i] = name(a.c[i], b.c[i]);                        \
+        return r;                                                                         \
+    }                                                                                     \
+    template <int R, int C, typename T>                                                   \
+    LW_FUNC mat_t<R, C, T> name(mat_t<R, C, T> a, mat_t<R, C, T> b) {                     \
+        mat_t<R, C, T> r;                                                                 \
+        for (int i = 0; i < R * C; ++i) r.c[i] = name(a.c[i], b.c[i]);                    \
+        return r;                                                                         \
+    }
+LW_ELEMWISE2(add)
+LW_ELEMWISE2(sub)
+LW_ELEMWISE2(min)
+LW_ELEMWISE2(max)
+
+#define LW_ELEMWISE1(name)                                                  \
+    template <int N, typename T> LW_FUNC vec_t<N, T> name(vec_t<N, T> a) {  \
+        vec_t<N, T> r;                                                      \
+        for (int i = 0; i < N; ++i) r.c[i] = name(a.c[i]);                  \
+        return r;                                                           \
+    }                                                                       \
+    template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> name(mat_t<R, C, T> a) { \
+        mat_t<R, C, T> r;                                                   \
+        for (int i = 0; i < R * C; ++i) r.c[i] = name(a.c[i]);              \
+        return r;                                                           \
+    }
+LW_ELEMWISE1(neg)
+LW_ELEMWISE1(abs)
+LW_ELEMWISE1(pos)
+
+template <int N, typename T> LW_FUNC vec_t<N, T> mul(vec_t<N, T> a, T s) {
+    vec_t<N, T> r;
+    for (int i = 0; i < N; ++i) r.c[i] = mul(a.c[i], s);
+    return r;
+}
+template <int N, typename T> LW_FUNC vec_t<N, T> mul(T s, vec_t<N, T> a) { return mul(a, s); }
+template <int N, typename T> LW_FUNC vec_t<N, T> div(vec_t<N, T> a, T s) {
+    vec_t<N, T> r;
+    for (int i = 0; i < N; ++i) r.c[i] = div(a.c[i], s);
+    return r;
+}
+template <int N, typename T> LW_FUNC vec_t<N, T> div(T s, vec_t<N, T> a) {
+    vec_t<N, T> r;
+    for (int i = 0; i < N; ++i) r.c[i] = div(s, a.c[i]);
+    return r;
+}
+template <int N, typename T> LW_FUNC vec_t<N, T> cw_mul(vec_t<N, T> a, vec_t<N, T> b) {
+    vec_t<N, T> r;
+    for (int i = 0; i < N; ++i) r.c[i] = mul(a.c[i], b.c[i]);
+    return r;
+}
+template <int N, typename T> LW_FUNC vec_t<N, T> cw_div(vec_t<N, T> a, vec_t<N, T> b) {
+    vec_t<N, T> r;
+    for (int i = 0; i < N; ++i) r.c[i] = div(a.c[i], b.c[i]);
+    return r;
+}
+template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> mul(mat_t<R, C, T> a, T s) {
+    mat_t<R, C, T> r;
+    for (int i = 0; i < R * C; ++i) r.c[i] = mul(a.c[i], s);
+    return r;
+}
+template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> mul(T s, mat_t<R, C, T> a) { return mul(a, s); }
+template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> div(mat_t<R, C, T> a, T s) {
+    mat_t<R, C, T> r;
+    for (int i = 0; i < R * C; ++i) r.c[i] = div(a.c[i], s);
+    return r;
+}
+template <int R, int C, typename T> LW_FUNC vec_t<R, T> mul(mat_t<R, C, T> m, vec_t<C, T> v) {
+    vec_t<R, T> r;
+    for (int i = 0; i < R; ++i) {
+        T s = T(0);
+        for (int j = 0; j < C; ++j) s = add(s, mul(m.c[i * C + j], v.c[j]));
+        r.c[i] = s;
+    }
+    return r;
+}
+template <int R, int C, typename T> LW_FUNC vec_t<C, T> mul(vec_t<R, T> v, mat_t<R, C, T> m) {
+    vec_t<C, T> r;
+    for (int j = 0; j < C; ++j) {
+        T s = T(0);
+        for (int i = 0; i < R; ++i) s = add(s, mul(v.c[i], m.c[i * C + j]));
+        r.c[j] = s;
+    }
+    return r;
+}
+template <int R, int K, int C, typename T> LW_FUNC mat_t<R, C, T> mul(mat_t<R, K, T> a, mat_t<K, C, T> b) {
+    mat_t<R, C, T> r;
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < C; ++j) {
+            T s = T(0);
+            for (int k = 0; k < K; ++k) s = add(s, mul(a.c[i * K + k], b.c[k * C + j]));
+            r.c[i * C + j] = s;
+        }
+    return r;
+}
+template <int R, int C, typename T> LW_FUNC mat_t<C, R, T> transpose(mat_t<R, C, T> a) {
+    mat_t<C, R, T> r;
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < C; ++j) r.c[j * R + i] = a.c[i * C + j];
+    return r;
+}
+template <int N, typename T> LW_FUNC bool eq(vec_t<N, T> a, vec_t<N, T> b) {
+    for (int i = 0; i < N; ++i)
+        if (!eq(a.c[i], b.c[i])) return false;
+    return true;
+}
+template <int N, typename T> LW_FUNC bool ne(vec_t<N, T> a, vec_t<N, T> b) { return !eq(a, b); }
+template <int R, int C, typename T> LW_FUNC bool eq(mat_t<R, C, T> a, mat_t<R, C, T> b) {
+    for (int i = 0; i < R * C; ++i)
+        if (!eq(a.c[i], b.c[i])) return false;
+    return true;
+}
+template <int R, int C, typename T> LW_FUNC bool ne(mat_t<R, C, T> a, mat_t<R, C, T> b) { return !eq(a, b); }
+
+template <int R, int C, typename T> LW_FUNC vec_t<C, T> row(const mat_t<R, C, T>& m, int64_t i) {
+    vec_t<C, T> r;
+    for (int j = 0; j < C; ++j) r.c[j] = m.c[i * C + j];
+    return r;
+}
+template <int R, int C, typename T> LW_FUNC void set_row(mat_t<R, C, T>& m, int64_t i, vec_t<C, T> v) {
+    for (int j = 0; j < C; ++j) m.c[i * C + j] = v.c[j];
+}
+
+template <int N, typename T> LW_FUNC T dot(vec_t<N, T> a, vec_t<N, T> b) {
+    T s = mul(a.c[0], b.c[0]);
+    for (int i = 1; i < N; ++i) s = add(s, mul(a.c[i], b.c[i]));
+    return s;
+}
+template <typename T> LW_FUNC vec_t<3, T> cross(vec_t<3, T> a, vec_t<3, T> b) {
+    vec_t<3, T> r;
+    r.c[0] = sub(mul(a.c[1], b.c[2]), mul(a.c[2], b.c[1]));
+    r.c[1] = sub(mul(a.c[2], b.c[0]), mul(a.c[0], b.c[2]));
+    r.c[2] = sub(mul(a.c[0], b.c[1]), mul(a.c[1], b.c[0]));
+    return r;
+}
+template <int N, typename T> LW_FUNC T length_sq(vec_t<N, T> a) { return dot(a, a); }
+template <int N, typename T> LW_FUNC T length(vec_t<N, T> a) { return sqrt(dot(a, a)); }
+template <int N, typename T> LW_FUNC vec_t<N, T> normalize(vec_t<N, T> a) {
+    T l = length(a);
+    return l > T(0) ? div(a, l) : zero<vec_t<N, T>>();
+}
+template <int N, typename T> LW_FUNC vec_t<N, T> lerp(vec_t<N, T> a, vec_t<N, T> b, T t) {
+    return add(a, mul(sub(b, a), t));
+}
+template <int N, typename T> LW_FUNC vec_t<N, T> clamp(vec_t<N, T> x, vec_t<N, T> lo, vec_t<N, T> hi) {
+    return min(max(x, lo), hi);
+}
+
+// ---------------------------------------------------------------------------------------------
+// arrays: a pointer, a gradient pointer, a shape and byte strides (mirrors kernels/array.py)
+
+template <typename T> struct array_t {
+    T* data;
+    T* grad;
+    int32_t shape[4];
+    int64_t strides[4];
+};
+
+template <typename T> LW_FUNC T& at(const array_t<T>& a, int64_t i) {
+    return *(T*)((char*)a.data + i * a.strides[0]);
+}
+template <typename T> LW_FUNC T& at(const array_t<T>& a, int64_t i, int64_t j) {
+    return *(T*)((char*)a.data + i * a.strides[0] + j * a.strides[1]);
+}
+template <typename T> LW_FUNC T& at(const array_t<T>& a, int64_t i, int64_t j, int64_t k) {
+    return *(T*)((char*)a.data + i * a.strides[0] + j * a.strides[1] + k * a.strides[2]);
+}
+template <typename T> LW_FUNC T& at(const array_t<T>& a, int64_t i, int64_t j, int64_t k, int64_t l) {
+    return *(T*)((char*)a.data + i * a.strides[0] + j * a.strides[1] + k * a.strides[2] + l * a.strides[3]);
+}
+// a view of `a` with its leading `n` dimensions indexed away
+template <typename T> LW_FUNC array_t<T> subview(const array_t<T>& a, int n, int64_t i, int64_t j = 0, int64_t k = 0) {
+    array_t<T> r;
+    int64_t idx[3] = {i, j, k};
+    char* p = (char*)a.data;
+    for (int d = 0; d < n; ++d) p += idx[d] * a.strides[d];
+    r.data = (T*)p;
+    r.grad = 0;
+    for (int d = 0; d < 4; ++d) {
+        r.shape[d] = d + n < 4 ? a.shape[d + n] : 0;
+        r.strides[d] = d + n < 4 ? a.strides[d + n] : 0;
+    }
+    return r;
+}
+
+// Debug mode: record the first out-of-bounds index and return a harmless index instead.
+#if LW_CUDA
+__device__ char lw_dummy_storage[256];
+#endif
+template <typename T> LW_FUNC int64_t check_index(error_t* err, int site, int64_t i, int64_t n, bool& bad) {
+    if (i >= 0 && i < n) return i;
+    if (err && err->code == 0) {
+#if LW_CUDA
+        if (atomicCAS((int*)&err->code, 0, 1) == 0) {
+#else
+        int32_t expected = 0;
+        if (__atomic_compare_exchange_n(&err->code, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+#endif
+            err->site = site;
+            err->index = i;
+            err->extent = n;
+        }
+    }
+    bad = true;
+    return 0;
+}
+template <typename T> LW_FUNC T& dummy_ref();
+LW_FUNC int64_t checked(error_t* err, int site, int64_t i, int64_t n) {
+    bool bad = false;
+    return check_index<int>(err, site, i, n, bad);
+}
+template <typename T> LW_FUNC T& at_checked(error_t* e, int site, const array_t<T>& a, int64_t i) {
+    bool bad = false;
+    i = check_index<T>(e, site, i, a.shape[0], bad);
+    return bad ? dummy_ref<T>() : at(a, i);
+}
+template <typename T> LW_FUNC T& at_checked(error_t* e, int site, const array_t<T>& a, int64_t i, int64_t j) {
+    bool bad = false;
+    i = check_index<T>(e, site, i, a.shape[0], bad);
+    j = check_index<T>(e, site, j, a.shape[1], bad);
+    return bad ? dummy_ref<T>() : at(a, i, j);
+}
+template <typename T>
+LW_FUNC T& at_checked(error_t* e, int site, const array_t<T>& a, int64_t i, int64_t j, int64_t k) {
+    bool bad = false;
+    i = check_index<T>(e, site, i, a.shape[0], bad);
+    j = check_index<T>(e, site, j, a.shape[1], bad);
+    k = check_index<T>(e, site, k, a.shape[2], bad);
+    return bad ? dummy_ref<T>() : at(a, i, j, k);
+}
+template <typename T>
+LW_FUNC T& at_checked(error_t* e, int site, const array_t<T>& a, int64_t i, int64_t j, int64_t k, int64_t l) {
+    bool bad = false;
+    i = check_index<T>(e, site, i, a.shape[0], bad);
+    j = check_index<T>(e, site, j, a.shape[1], bad);
+    k = check_index<T>(e, site, k, a.shape[2], bad);
+    l = check_index<T>(e, site, l, a.shape[3], bad);
+    return bad ? dummy_ref<T>() : at(a, i, j, k, l);
+}
+template <typename T> LW_FUNC T& dummy_ref() {
+#if LW_CUDA
+    return *(T*)lw_dummy_storage;
+#else
+    alignas(64) static thread_local char storage[256];
+    return *(T*)storage;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// atomics: return the previous value, like Warp
+
+#if LW_CUDA
+template <typename T> LW_DEVICE T atomic_add(T* p, T v) { return atomicAdd(p, v); }
+LW_DEVICE int64_t atomic_add(int64_t* p, int64_t v) {
+    return (int64_t)atomicAdd((unsigned long long*)p, (unsigned long long)v);
+}
+LW_DEVICE int32_t atomic_min(int32_t* p, int32_t v) { return atomicMin(p, v); }
+LW_DEVICE int32_t atomic_max(int32_t* p, int32_t v) { return atomicMax(p, v); }
+LW_DEVICE uint32_t atomic_min(uint32_t* p, uint32_t v) { return atomicMin(p, v); }
+LW_DEVICE uint32_t atomic_max(uint32_t* p, uint32_t v) { return atomicMax(p, v); }
+LW_DEVICE int64_t atomic_min(int64_t* p, int64_t v) { return atomicMin((long long*)p, (long long)v); }
+LW_DEVICE int64_t atomic_max(int64_t* p, int64_t v) { return atomicMax((long long*)p, (long long)v); }
+LW_DEVICE uint64_t atomic_min(uint64_t* p, uint64_t v) { return atomicMin(p, v); }
+LW_DEVICE uint64_t atomic_max(uint64_t* p, uint64_t v) { return atomicMax(p, v); }
+LW_DEVICE float atomic_min(float* p, float v) {
+    int* ip = (int*)p;
+    int old = *ip;
+    while (v < __int_as_float(old)) {
+        int prev = atomicCAS(ip, old, __float_as_int(v));
+        if (prev == old) break;
+        old = prev;
+    }
+    return __int_as_float(old);
+}
+LW_DEVICE float atomic_max(float* p, float v) {
+    int* ip = (int*)p;
+    int old = *ip;
+    while (v > __int_as_float(old)) {
+        int prev = atomicCAS(ip, old, __float_as_int(v));
+        if (prev == old) break;
+        old = prev;
+    }
+    return __int_as_float(old);
+}
+LW_DEVICE double atomic_min(double* p, double v) {
+    unsigned long long* ip = (unsigned long long*)p;
+    unsigned long long old = *ip;
+    while (v < __longlong_as_double((long long)old)) {
+        unsigned long long prev = atomicCAS(ip, old, (unsigned long long)__double_as_longlong(v));
+        if (prev == old) break;
+        old = prev;
+    }
+    return __longlong_as_double((long long)old);
+}
+LW_DEVICE double atomic_max(double* p, double v) {
+    unsigned long long* ip = (unsigned long long*)p;
+    unsigned long long old = *ip;
+    while (v > __longlong_as_double((long long)old)) {
+        unsigned long long prev = atomicCAS(ip, old, (unsigned long long)__double_as_longlong(v));
+        if (prev == old) break;
+        old = prev;
+    }
+    return __longlong_as_double((long long)old);
+}
+#else
+template <typename T> inline T atomic_add(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+template <typename T> inline T atomic_float_update(T* p, T v, int op) {
+    T old;
+    __atomic_load(p, &old, __ATOMIC_RELAXED);
+    for (;;) {
+        T next = op == 0 ? old + v : (op == 1 ? (v < old ? v : old) : (old < v ? v : old));
+        if (op != 0 && next == old) return old;
+        if (__atomic_compare_exchange(p, &old, &next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return old;
+    }
+}
+inline float atomic_add(float* p, float v) { return atomic_float_update(p, v, 0); }
+inline double atomic_add(double* p, double v) { return atomic_float_update(p, v, 0); }
+template <typename T> inline T atomic_min(T* p, T v) { return atomic_float_update(p, v, 1); }
+template <typename T> inline T atomic_max(T* p, T v) { return atomic_float_update(p, v, 2); }
+#endif
+
+LW_DEVICE half atomic_add(half* p, half v) {
+    // a compare-and-swap loop on the 32-bit word that holds the half
+    uint32_t* word = (uint32_t*)((uint64_t)p & ~(uint64_t)3);
+    int shift = ((uint64_t)p & 2) ? 16 : 0;
+#if LW_CUDA
+    uint32_t old = *word;
+    for (;;) {
+        half cur; cur.u = (uint16_t)(old >> shift);
+        uint32_t next = (old & ~(0xffffu << shift)) | ((uint32_t)half((float)cur + (float)v).u << shift);
+        uint32_t prev = atomicCAS((unsigned int*)word, old, next);
+        if (prev == old) return cur;
+        old = prev;
+    }
+#else
+    uint32_t old = __atomic_load_n(word, __ATOMIC_RELAXED);
+    for (;;) {
+        half cur; cur.u = (uint16_t)(old >> shift);
+        uint32_t next = (old & ~(0xffffu << shift)) | ((uint32_t)half((float)cur + (float)v).u << shift);
+        if (__atomic_compare_exchange_n(word, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return cur;
+    }
+#endif
+}
+template <typename T> LW_DEVICE T atomic_sub(T* p, T v) { return atomic_add(p, neg(v)); }
+
+// vectors and matrices: atomic per component; the previous value is assembled from the components
+template <int N, typename T> LW_DEVICE vec_t<N, T> atomic_add(vec_t<N, T>* p, vec_t<N, T> v) {
+    vec_t<N, T> r;
+    for (int i = 0; i < N; ++i) r.c[i] = atomic_add(&p->c[i], v.c[i]);
+    return r;
+}
+template <int N, typename T> LW_DEVICE vec_t<N, T> atomic_min(vec_t<N, T>* p, vec_t<N, T> v) {
+    vec_t<N, T> r;
+    for (int i = 0; i < N; ++i) r.c[i] = atomic_min(&p->c[i], v.c[i]);
+    return r;
+}
+template <int N, typename T> LW_DEVICE vec_t<N, T> atomic_max(vec_t<N, T>* p, vec_t<N, T> v) {
+    vec_t<N, T> r;
+    for (int i = 0; i < N; ++i) r.c[i] = atomic_max(&p->c[i], v.c[i]);
+    return r;
+}
+template <int R, int C, typename T> LW_DEVICE mat_t<R, C, T> atomic_add(mat_t<R, C, T>* p, mat_t<R, C, T> v) {
+    mat_t<R, C, T> r;
+    for (int i = 0; i < R * C; ++i) r.c[i] = atomic_add(&p->c[i], v.c[i]);
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// thread index: the launch's linear index split into its dimensions (row-major, last fastest)
+
+LW_FUNC void tid_split(const launch_t& L, int64_t idx, int32_t* out) {
+    for (int d = L.ndim - 1; d > 0; --d) {
+        out[d] = (int32_t)(idx % L.dims[d]);
+        idx /= L.dims[d];
+    }
+    out[0] = (int32_t)idx;
+}
+
+}  // namespace lw

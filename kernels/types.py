@@ -1,0 +1,450 @@
+"""Value types of the kernel language: scalars, vectors, matrices.
+
+Every type carries what the rest of the pipeline needs: its C++ name, its ctypes layout (to pack
+launch arguments) and its NumPy dtype (to view arrays). Vectors and matrices are ctypes arrays
+so a host-side value has exactly the layout the native code reads.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+from typing import Any
+
+import numpy as np
+
+# --------------------------------------------------------------------------------------------
+# scalars
+
+
+class ScalarType:
+    """Base of the scalar type classes (`float32`, `int64`, ...).
+
+    A scalar type is used as a class (an annotation, a dtype, a cast in kernels); an instance
+    holds one host-side value in `.value`.
+    """
+
+    cname: str = ""
+    np_dtype: np.dtype
+    _ctype: Any = None
+    is_float = False
+    is_int = False
+    is_signed = False
+    size = 0
+
+    def __init__(self, x: Any = 0) -> None:
+        self.value = _py_value(type(self), x)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.value!r})"
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        other_value = other.value if isinstance(other, ScalarType) else other
+        return self.value == other_value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def _py_value(t: type[ScalarType], x: Any) -> Any:
+    if isinstance(x, ScalarType):
+        x = x.value
+    if t.is_float:
+        return float(np.dtype(t.np_dtype).type(x))
+    if t is bool_:
+        return builtins.bool(x)
+    return int(np.array(x).astype(t.np_dtype))
+
+
+def _scalar(name: str, cname: str, np_dtype: Any, ctype: Any, kind: str) -> type[ScalarType]:
+    dt = np.dtype(np_dtype)
+    attrs = {
+        "cname": cname,
+        "np_dtype": dt,
+        "_ctype": ctype,
+        "is_float": kind == "f",
+        "is_int": kind in "iu",
+        "is_signed": kind in "if",
+        "size": dt.itemsize,
+        "__module__": "loomwork",
+    }
+    return type(name, (ScalarType,), attrs)
+
+
+bool_ = _scalar("bool", "bool", np.bool_, ctypes.c_bool, "b")
+int8 = _scalar("int8", "int8_t", np.int8, ctypes.c_int8, "i")
+uint8 = _scalar("uint8", "uint8_t", np.uint8, ctypes.c_uint8, "u")
+int16 = _scalar("int16", "int16_t", np.int16, ctypes.c_int16, "i")
+uint16 = _scalar("uint16", "uint16_t", np.uint16, ctypes.c_uint16, "u")
+int32 = _scalar("int32", "int32_t", np.int32, ctypes.c_int32, "i")
+uint32 = _scalar("uint32", "uint32_t", np.uint32, ctypes.c_uint32, "u")
+int64 = _scalar("int64", "int64_t", np.int64, ctypes.c_int64, "i")
+uint64 = _scalar("uint64", "uint64_t", np.uint64, ctypes.c_uint64, "u")
+float16 = _scalar("float16", "lw::half", np.float16, ctypes.c_uint16, "f")
+float32 = _scalar("float32", "float", np.float32, ctypes.c_float, "f")
+float64 = _scalar("float64", "double", np.float64, ctypes.c_double, "f")
+
+scalar_types: tuple[type[ScalarType], ...] = (
+    bool_, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, float32, float64,
+)
+int_types = tuple(t for t in scalar_types if t.is_int)
+float_types = (float16, float32, float64)
+
+_NP_TO_SCALAR = {t.np_dtype: t for t in scalar_types}
+
+
+# --------------------------------------------------------------------------------------------
+# vectors and matrices
+
+
+class _CompositeMixin:
+    """Host-side behaviour shared by vector and matrix values (ctypes arrays underneath)."""
+
+    _wp_scalar_type_: type[ScalarType]
+    _shape_: tuple[int, ...]
+    cname: str
+
+    def _init_from(self, args: tuple) -> None:
+        n = self._length_  # type: ignore[attr-defined]
+        if len(args) == 1 and not _is_number(args[0]):
+            flat = np.asarray(args[0], dtype=np.float64 if self._wp_scalar_type_.is_float else None)
+            flat = flat.reshape(-1)
+        elif len(args) == 1:
+            flat = [args[0]] * n
+        else:
+            flat = [a.value if isinstance(a, ScalarType) else a for a in args]
+            flat = [x for a in flat for x in (a if isinstance(a, _CompositeMixin) else (a,))]
+        if len(args) == 0:
+            return
+        if len(flat) != n:
+            raise ValueError(
+                f"{type(self).__name__} takes {n} components (or one value to broadcast), got {len(flat)}"
+            )
+        conv = self._wp_scalar_type_
+        for i, x in enumerate(flat):
+            ctypes.Array.__setitem__(self, i, _to_ctype_value(conv, x))
+
+    def _flat(self) -> list:
+        conv = self._wp_scalar_type_
+        raw = [ctypes.Array.__getitem__(self, i) for i in range(self._length_)]  # type: ignore
+        if conv is float16:
+            return [float(np.uint16(x).view(np.float16)) for x in raw]
+        return raw
+
+    def numpy_value(self) -> np.ndarray:
+        """The value as a NumPy array of the type's shape."""
+        return np.array(self._flat(), dtype=self._wp_scalar_type_.np_dtype).reshape(self._shape_)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.numpy_value()
+        return a.astype(dtype) if dtype is not None else a
+
+    def __len__(self) -> int:
+        return self._shape_[0]
+
+    def __iter__(self):
+        for i in range(self._shape_[0]):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        try:
+            return bool(np.array_equal(self.numpy_value(), np.asarray(other)))
+        except Exception:
+            return False
+
+    def __hash__(self) -> int:
+        return hash((type(self), tuple(self._flat())))
+
+    def _binary(self, other: Any, op: Any, reverse: bool = False) -> Any:
+        a = self.numpy_value()
+        b = np.asarray(other.numpy_value() if isinstance(other, _CompositeMixin) else other)
+        r = op(b, a) if reverse else op(a, b)
+        return type(self)(r.astype(a.dtype))
+
+    def __add__(self, o):
+        return self._binary(o, np.add)
+
+    def __sub__(self, o):
+        return self._binary(o, np.subtract)
+
+    def __rsub__(self, o):
+        return self._binary(o, np.subtract, True)
+
+    def __mul__(self, o):
+        return self._binary(o, np.multiply)
+
+    def __rmul__(self, o):
+        return self._binary(o, np.multiply, True)
+
+    def __truediv__(self, o):
+        return self._binary(o, np.divide)
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return type(self)(-self.numpy_value())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({np.array2string(self.numpy_value(), separator=', ')})"
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float | np.number | np.bool_ | ScalarType) and not isinstance(
+        x, _CompositeMixin
+    )
+
+
+def _to_ctype_value(t: type[ScalarType], x: Any) -> Any:
+    if isinstance(x, ScalarType):
+        x = x.value
+    if t is float16:
+        return int(np.array(x, dtype=np.float16).view(np.uint16))
+    return _py_value(t, x)
+
+
+class VectorType(_CompositeMixin):
+    """Marker base of every vector class."""
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return self._flat()[i]
+        n = self._length_  # type: ignore[attr-defined]
+        if not -n <= i < n:
+            raise IndexError(f"{type(self).__name__} index {i} out of range [0, {n})")
+        return self._flat()[i % n]
+
+    def __setitem__(self, i: int, v: Any) -> None:
+        n = self._length_  # type: ignore[attr-defined]
+        if not -n <= i < n:
+            raise IndexError(f"{type(self).__name__} index {i} out of range [0, {n})")
+        ctypes.Array.__setitem__(self, i % n, _to_ctype_value(self._wp_scalar_type_, v))
+
+    def _component(i: int):  # noqa: N805 - builds properties
+        def get(self):
+            return self[i]
+
+        def set_(self, v):
+            self[i] = v
+
+        return property(get, set_)
+
+    x = _component(0)
+    y = _component(1)
+    z = _component(2)
+    w = _component(3)
+    del _component
+
+
+class MatrixType(_CompositeMixin):
+    """Marker base of every matrix class; `m[i, j]` is an element, `m[i]` a row vector."""
+
+    def __getitem__(self, key: Any) -> Any:
+        rows, cols = self._shape_
+        if isinstance(key, tuple):
+            i, j = key
+            _check_range(i, rows, self)
+            _check_range(j, cols, self)
+            return self._flat()[(i % rows) * cols + (j % cols)]
+        _check_range(key, rows, self)
+        row = self._flat()[(key % rows) * cols : (key % rows + 1) * cols]
+        return vector(cols, self._wp_scalar_type_)(row)
+
+    def __setitem__(self, key: Any, v: Any) -> None:
+        rows, cols = self._shape_
+        if isinstance(key, tuple):
+            i, j = key
+            _check_range(i, rows, self)
+            _check_range(j, cols, self)
+            ctypes.Array.__setitem__(
+                self, (i % rows) * cols + (j % cols), _to_ctype_value(self._wp_scalar_type_, v)
+            )
+            return
+        _check_range(key, rows, self)
+        for j, x in enumerate(np.asarray(v).reshape(-1)):
+            ctypes.Array.__setitem__(self, (key % rows) * cols + j, _to_ctype_value(self._wp_scalar_type_, x))
+
+    def __matmul__(self, o):
+        a = self.numpy_value()
+        r = a @ (o.numpy_value() if isinstance(o, _CompositeMixin) else np.asarray(o))
+        return (matrix(r.shape, self._wp_scalar_type_) if r.ndim == 2 else vector(r.shape[0], self._wp_scalar_type_))(
+            r
+        )
+
+
+def _check_range(i: int, n: int, obj: Any) -> None:
+    if not -n <= i < n:
+        raise IndexError(f"{type(obj).__name__} index {i} out of range [0, {n})")
+
+
+_COMPOSITE_CACHE: dict[tuple, type] = {}
+_SUFFIX = {float16: "h", float32: "f", float64: "d", int8: "b", uint8: "ub", int16: "s", uint16: "us",
+           int32: "i", uint32: "ui", int64: "l", uint64: "ul"}
+
+
+def _composite_init(self, *args):
+    self._init_from(args)
+
+
+def vector(length: int, dtype: Any) -> type:
+    """The vector class of `length` components of scalar `dtype` (cached: same arguments, same class)."""
+    st = scalar_type(dtype)
+    if not isinstance(length, int) or length < 1:
+        raise ValueError(f"vector length must be a positive int, got {length!r}")
+    key = ("vec", length, st)
+    cls = _COMPOSITE_CACHE.get(key)
+    if cls is None:
+        name = f"vec{length}{_SUFFIX.get(st, st.__name__)}"
+        cls = type(name, (VectorType, st._ctype * length), {
+            "_wp_scalar_type_": st, "_shape_": (length,), "__init__": _composite_init,
+            "cname": f"lw::vec_t<{length}, {st.cname}>", "__module__": "loomwork",
+        })
+        _COMPOSITE_CACHE[key] = cls
+    return cls
+
+
+def matrix(shape: tuple[int, int], dtype: Any) -> type:
+    """The matrix class of `shape` = (rows, cols) with scalar `dtype` (cached)."""
+    st = scalar_type(dtype)
+    rows, cols = (int(s) for s in shape)
+    key = ("mat", rows, cols, st)
+    cls = _COMPOSITE_CACHE.get(key)
+    if cls is None:
+        name = f"mat{rows}{cols}{_SUFFIX.get(st, st.__name__)}"
+        cls = type(name, (MatrixType, st._ctype * (rows * cols)), {
+            "_wp_scalar_type_": st, "_shape_": (rows, cols), "__init__": _composite_init,
+            "cname": f"lw::mat_t<{rows}, {cols}, {st.cname}>", "__module__": "loomwork",
+        })
+        _COMPOSITE_CACHE[key] = cls
+    return cls
+
+
+
+
+# --------------------------------------------------------------------------------------------
+# type queries used across the pipeline
+
+
+def scalar_type(t: Any) -> type[ScalarType]:
+    """Normalize a scalar dtype spelling (Python `float`/`int`/`bool`, NumPy dtype, our class)."""
+    if isinstance(t, type) and issubclass(t, ScalarType):
+        return t
+    if t is builtins.float:
+        return float32
+    if t is builtins.int:
+        return int32
+    if t is builtins.bool:
+        return bool_
+    try:
+        dt = np.dtype(t)
+    except TypeError:
+        dt = None
+    if dt is not None and dt in _NP_TO_SCALAR:
+        return _NP_TO_SCALAR[dt]
+    raise TypeError(f"{t!r} is not a scalar type")
+
+
+def normalize_dtype(t: Any) -> type:
+    """Normalize any value dtype: a scalar spelling or a vector/matrix class."""
+    if is_composite(t):
+        return t
+    return scalar_type(t)
+
+
+def is_scalar(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, ScalarType)
+
+
+def is_vector(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, VectorType)
+
+
+def is_matrix(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, MatrixType)
+
+
+def is_composite(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, _CompositeMixin)
+
+
+def is_float(t: Any) -> bool:
+    return is_scalar(t) and t.is_float
+
+
+def is_int(t: Any) -> bool:
+    return is_scalar(t) and t.is_int
+
+
+def elem_scalar(t: Any) -> type[ScalarType]:
+    """The scalar type of a scalar, vector or matrix type."""
+    return t._wp_scalar_type_ if is_composite(t) else t
+
+
+def type_size(t: Any) -> int:
+    """Bytes one value of `t` occupies in memory."""
+    return ctypes.sizeof(t) if is_composite(t) else t.size
+
+
+def type_name(t: Any) -> str:
+    """A readable name for messages (`float32`, `vec3f`, `array(dtype=float32, ndim=2)`)."""
+    if t is None:
+        return "None"
+    if isinstance(t, type):
+        return t.__name__
+    return str(t)
+
+
+def dtype_to_numpy(t: Any) -> np.dtype:
+    """The NumPy dtype of a scalar type (of the scalar component for vectors and matrices)."""
+    return elem_scalar(normalize_dtype(t)).np_dtype
+
+
+def dtype_from_numpy(dt: Any) -> type[ScalarType]:
+    """The scalar type matching a NumPy dtype."""
+    try:
+        return _NP_TO_SCALAR[np.dtype(dt)]
+    except (KeyError, TypeError):
+        raise TypeError(f"NumPy dtype {dt!r} has no loomwork equivalent") from None
+
+
+def constant(x: Any) -> Any:
+    """Mark a module-level value as a compile-time constant of kernels that read it."""
+    if isinstance(x, builtins.bool | int | float | ScalarType | _CompositeMixin):
+        return x
+    raise TypeError(f"wp.constant takes a scalar, vector or matrix value, got {type(x).__name__}")
+
+
+def python_value_type(x: Any) -> type | None:
+    """The kernel type of a Python-scope value used as a constant, or None when it has none."""
+    if isinstance(x, builtins.bool | np.bool_):
+        return bool_
+    if isinstance(x, int):
+        return int32 if -(2**31) <= x < 2**31 else int64
+    if isinstance(x, float):
+        return float32
+    if isinstance(x, ScalarType):
+        return type(x)
+    if isinstance(x, np.number):
+        return dtype_from_numpy(x.dtype)
+    if isinstance(x, _CompositeMixin):
+        return type(x)
+    return None
+
+
+# the named vector and matrix types
+vec2h, vec3h, vec4h = (vector(n, float16) for n in (2, 3, 4))
+vec2f, vec3f, vec4f = (vector(n, float32) for n in (2, 3, 4))
+vec2d, vec3d, vec4d = (vector(n, float64) for n in (2, 3, 4))
+vec2i, vec3i, vec4i = (vector(n, int32) for n in (2, 3, 4))
+vec2, vec3, vec4 = vec2f, vec3f, vec4f
+mat22f, mat33f, mat44f = (matrix((n, n), float32) for n in (2, 3, 4))
+mat22d, mat33d, mat44d = (matrix((n, n), float64) for n in (2, 3, 4))
+mat22, mat33, mat44 = mat22f, mat33f, mat44f

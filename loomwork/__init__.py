@@ -1,0 +1,111 @@
+"""loomwork: differentiable parallel kernels in typed Python, JIT-compiled for CPUs and NVIDIA GPUs.
+
+`import loomwork as wp` gives NVIDIA Warp's public names. This file only re-exports.
+"""
+
+from . import types  # noqa: E402  (wp.types.vector / wp.types.matrix)
+from .kernels import config
+from .kernels.array import (
+    array,
+    array1d,
+    array2d,
+    array3d,
+    array4d,
+    clone,
+    copy,
+    empty,
+    empty_like,
+    from_numpy,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
+from .kernels.builtins import BUILTINS as _BUILTINS
+from .kernels.device import (
+    Device,
+    ScopedDevice,
+    get_cuda_device_count,
+    get_device,
+    get_devices,
+    is_cpu_available,
+    is_cuda_available,
+    set_device,
+)
+from .kernels.errors import (
+    CompileError,
+    DeviceError,
+    KernelError,
+    KernelRuntimeError,
+    KernelSyntaxError,
+    KernelTypeError,
+    LaunchError,
+)
+from .kernels.launch import launch, synchronize
+from .kernels.module import Function, Kernel, force_load, func, kernel, load_module
+from .kernels.types import bool_ as bool  # noqa: A004 - Warp's public name
+from .kernels.types import (
+    constant,
+    dtype_from_numpy,
+    dtype_to_numpy,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    mat22,
+    mat22d,
+    mat22f,
+    mat33,
+    mat33d,
+    mat33f,
+    mat44,
+    mat44d,
+    mat44f,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+    vec2,
+    vec2d,
+    vec2f,
+    vec2h,
+    vec2i,
+    vec3,
+    vec3d,
+    vec3f,
+    vec3h,
+    vec3i,
+    vec4,
+    vec4d,
+    vec4f,
+    vec4h,
+    vec4i,
+)
+
+__version__ = "0.1.0"
+
+pi = 3.141592653589793
+e = 2.718281828459045
+tau = 6.283185307179586
+inf = float("inf")
+nan = float("nan")
+
+globals().update({name: b for name, b in _BUILTINS.items()})
+
+__all__ = [
+    "config", "array", "array1d", "array2d", "array3d", "array4d", "clone", "copy", "empty", "empty_like",
+    "from_numpy", "full", "full_like", "ones", "ones_like", "zeros", "zeros_like", "Device", "ScopedDevice",
+    "get_cuda_device_count", "get_device", "get_devices", "is_cpu_available", "is_cuda_available", "set_device",
+    "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError", "KernelTypeError",
+    "LaunchError", "launch", "synchronize", "Function", "Kernel", "force_load", "func", "kernel", "load_module",
+    "constant", "dtype_from_numpy", "dtype_to_numpy", "bool", "float16", "float32", "float64", "int8", "int16",
+    "int32", "int64", "uint8", "uint16", "uint32", "uint64", "vec2", "vec2d", "vec2f", "vec2h", "vec2i", "vec3",
+    "vec3d", "vec3f", "vec3h", "vec3i", "vec4", "vec4d", "vec4f", "vec4h", "vec4i", "mat22", "mat22d", "mat22f",
+    "mat33", "mat33d", "mat33f", "mat44", "mat44d", "mat44f", "types", "pi", "e", "tau", "inf", "nan",
+    *_BUILTINS,
+]

@@ -1,0 +1,11 @@
+"""`wp.types`: the type factories and type classes under Warp's module name."""
+
+from loomwork.kernels.array import array  # noqa: F401
+from loomwork.kernels.types import (  # noqa: F401
+    MatrixType,
+    ScalarType,
+    VectorType,
+    matrix,
+    scalar_types,
+    vector,
+)

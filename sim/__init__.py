@@ -1,0 +1,1 @@
+"""loomwork.sim (see the README's architecture section)."""
