@@ -216,7 +216,8 @@ add("pos", (S,), "T", group="Operators", doc="+a")
 add("pos", (V,), vec_ret, group="Operators", doc="")
 for op, sym in (("bit_and", "&"), ("bit_or", "|"), ("bit_xor", "^"), ("lshift", "<<"), ("rshift", ">>")):
     add(op, (I, I), "T", group="Operators", doc=f"a {sym} b on integers", differentiable=False)
-add("invert", (I,), "T", group="Operators", doc="~a on integers", differentiable=False)
+add("invert", (I,), "T", group="Operators", doc="~a on integers; `not a` on bools", differentiable=False)
+add("invert", (Scalar("bool"),), T.bool_, group="Operators", doc="", differentiable=False)
 for op, sym in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")):
     add(op, (S, S), T.bool_, group="Operators", doc=f"a {sym} b", differentiable=False)
 for op, sym in (("eq", "=="), ("ne", "!=")):
@@ -263,7 +264,7 @@ add("smoothstep", (F, F, F), "T", group="Scalar Math", doc="Hermite interpolatio
 
 # vector math
 add("dot", (V, V), "T", group="Vector Math", doc="the dot product of two vectors", py=np.dot)
-add("cross", (Vec(n=3), Vec(n=3)), vec_ret, group="Vector Math", doc="the cross product of two 3-vectors",
+add("cross", (Vec(n=3), Vec(n=3)), lambda b: T.vector(3, b["T"]), group="Vector Math", doc="the cross product of two 3-vectors",
     py=np.cross)
 add("length", (VF,), "T", group="Vector Math", doc="the Euclidean length of a vector", py=np.linalg.norm)
 add("length_sq", (V,), "T", group="Vector Math", doc="the squared length of a vector",

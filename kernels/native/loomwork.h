@@ -145,9 +145,26 @@ LW_MATH2(atan2, atan2f, atan2)
 LW_MATH2(pow, powf, pow)
 LW_MATH2(fmod, fmodf, fmod)
 
-template <typename T> LW_FUNC T add(T a, T b) { return a + b; }
-template <typename T> LW_FUNC T sub(T a, T b) { return a - b; }
-template <typename T> LW_FUNC T mul(T a, T b) { return a * b; }
+// scalar_only<T>::type is T for built-in arithmetic types and absent otherwise, so the generic scalar
+// templates below never compete with the vector and matrix overloads
+template <typename T> struct scalar_only {};
+#define LW_SCALAR_ONLY(T) template <> struct scalar_only<T> { typedef T type; };
+LW_SCALAR_ONLY(bool)
+LW_SCALAR_ONLY(int8_t)
+LW_SCALAR_ONLY(uint8_t)
+LW_SCALAR_ONLY(int16_t)
+LW_SCALAR_ONLY(uint16_t)
+LW_SCALAR_ONLY(int32_t)
+LW_SCALAR_ONLY(uint32_t)
+LW_SCALAR_ONLY(int64_t)
+LW_SCALAR_ONLY(uint64_t)
+LW_SCALAR_ONLY(float)
+LW_SCALAR_ONLY(double)
+#undef LW_SCALAR_ONLY
+
+template <typename T> LW_FUNC typename scalar_only<T>::type add(T a, T b) { return T(a + b); }
+template <typename T> LW_FUNC typename scalar_only<T>::type sub(T a, T b) { return T(a - b); }
+template <typename T> LW_FUNC typename scalar_only<T>::type mul(T a, T b) { return T(a * b); }
 LW_FUNC half add(half a, half b) { return half((float)a + (float)b); }
 LW_FUNC half sub(half a, half b) { return half((float)a - (float)b); }
 LW_FUNC half mul(half a, half b) { return half((float)a * (float)b); }

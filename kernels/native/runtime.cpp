@@ -43,8 +43,7 @@ struct Pool {
         }
     }
 
-    void worker_main() {
-        unsigned long long seen = generation.load(std::memory_order_acquire);
+    void worker_main(unsigned long long seen) {
         for (;;) {
             unsigned long long g;
             int spins = 0;
@@ -69,8 +68,9 @@ struct Pool {
 
     void start(int n) {
         nthreads = n < 1 ? 1 : n;
+        unsigned long long g0 = generation.load();
         for (int i = 1; i < nthreads; ++i) {
-            workers.emplace_back([this] { worker_main(); });
+            workers.emplace_back([this, g0] { worker_main(g0); });
             workers.back().detach();
         }
     }
@@ -85,8 +85,9 @@ struct Pool {
         job.chunk = chunk;
         next_chunk.store(0, std::memory_order_relaxed);
         done.store(0, std::memory_order_relaxed);
-        generation.fetch_add(1, std::memory_order_acq_rel);
-        if (sleepers.load(std::memory_order_acquire) > 0) {
+        // seq_cst on both sides of the sleeper handshake: either we see the sleeper, or it sees the new job
+        generation.fetch_add(1, std::memory_order_seq_cst);
+        if (sleepers.load(std::memory_order_seq_cst) > 0) {
             std::lock_guard<std::mutex> lock(sleep_mutex);
             wake.notify_all();
         }

@@ -1,0 +1,22 @@
+"""Shared test setup: every module built by a test is also compiled by NVRTC, and a `device` fixture."""
+
+import pytest
+
+import loomwork as wp
+from loomwork.kernels import build
+
+# Every CUDA source must compile with NVRTC in every test run, GPU or not.
+wp.config.verify_cuda = build.nvrtc_available()
+
+
+def _devices() -> list:
+    params = [pytest.param("cpu", id="cpu")]
+    params.append(pytest.param("cuda:0", id="cuda", marks=pytest.mark.skipif(
+        not wp.is_cuda_available(), reason="no CUDA device on this machine (CUDA code is still compiled by NVRTC)")))
+    return params
+
+
+@pytest.fixture(params=_devices())
+def device(request) -> str:
+    """Runs a test on the CPU always, and on CUDA when a GPU is present."""
+    return request.param

@@ -1,0 +1,184 @@
+"""Arrays in Python scope: creation, NumPy views, slicing, in-place operations and errors."""
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+
+
+class ArrayInterfaceOnly:
+    """An object exposing only __array_interface__ (no __array__)."""
+
+    def __init__(self, a):
+        self._a = a
+        self.__array_interface__ = a.__array_interface__
+
+
+def test_from_list_numpy_and_interfaces():
+    """wp.array accepts lists, NumPy arrays and __array_interface__ objects, inferring dtype."""
+    assert wp.array([1.0, 2.0, 3.0], dtype=float).dtype is wp.float32
+    a = wp.array(np.arange(4, dtype=np.int64))
+    assert a.dtype is wp.int64 and a.shape == (4,)
+    b = wp.array(ArrayInterfaceOnly(np.ones((2, 3), dtype=np.float32)))
+    assert b.shape == (2, 3) and b.ndim == 2
+    np.testing.assert_array_equal(b.numpy(), np.ones((2, 3)))
+
+
+def test_copy_false_shares_memory():
+    """wp.array(np_array, copy=False) views the NumPy buffer; copy=True (default) does not."""
+    src = np.zeros(4, dtype=np.float32)
+    view = wp.array(src, dtype=float, copy=False)
+    view.fill_(2.0)
+    assert src[0] == 2.0
+    owned = wp.array(src, dtype=float)
+    owned.fill_(3.0)
+    assert src[0] == 2.0
+
+
+def test_numpy_is_zero_copy_on_cpu():
+    """.numpy() and np.array(w) see the same memory as the array."""
+    w = wp.zeros(3, dtype=float)
+    w.numpy()[1] = 5.0
+    assert w.numpy()[1] == 5.0
+    np.testing.assert_array_equal(np.array(w), [0.0, 5.0, 0.0])
+    assert w.__array_interface__["data"][0] == w.ptr
+
+
+def test_vector_arrays_add_trailing_dimensions():
+    """Arrays of vec3 view as (n, 3) NumPy arrays and accept (n, 3) data."""
+    data = np.arange(12, dtype=np.float32).reshape(4, 3)
+    a = wp.array(data, dtype=wp.vec3)
+    assert a.shape == (4,) and a.dtype is wp.vec3
+    np.testing.assert_array_equal(a.numpy(), data)
+    assert a[2] == wp.vec3(6.0, 7.0, 8.0)
+    m = wp.zeros(2, dtype=wp.mat22)
+    assert m.numpy().shape == (2, 2, 2)
+    assert wp.array([wp.vec2(1.0, 2.0), wp.vec2(3.0, 4.0)], dtype=wp.vec2).numpy()[1, 0] == 3.0
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+def test_creation_functions(ndim):
+    """zeros/ones/full/empty and the *_like forms give the requested shape, dtype and values."""
+    shape = tuple(range(2, 2 + ndim))
+    assert wp.zeros(shape, dtype=wp.float64).numpy().sum() == 0
+    assert np.all(wp.ones(shape, dtype=wp.int32).numpy() == 1)
+    f = wp.full(shape, 1.5, dtype=float)
+    assert np.all(f.numpy() == 1.5) and f.shape == shape and f.ndim == ndim
+    assert wp.empty(shape, dtype=wp.int16).shape == shape
+    assert np.all(wp.ones_like(f).numpy() == 1.0)
+    assert np.all(wp.zeros_like(f).numpy() == 0.0)
+    assert np.all(wp.full_like(f, 7.0).numpy() == 7.0)
+    assert wp.empty_like(f).shape == shape
+    c = wp.clone(f)
+    c.fill_(0.0)
+    assert np.all(f.numpy() == 1.5)
+
+
+def test_full_infers_dtype_from_value():
+    """wp.full without dtype takes int32 for ints, float32 for floats, the vector type for vectors."""
+    assert wp.full(3, 2).dtype is wp.int32
+    assert wp.full(3, 2.0).dtype is wp.float32
+    assert wp.full(3, wp.vec3(1.0, 2.0, 3.0)).dtype is wp.vec3
+
+
+def test_fill_forms_of_the_faq():
+    """The FAQ's wp.full, arr.fill_ and arr[:4].fill spellings."""
+    arr = wp.full(8, 1.23, dtype=float)
+    np.testing.assert_allclose(arr.numpy(), np.full(8, 1.23, dtype=np.float32))
+    arr.fill_(0.5)
+    assert np.all(arr.numpy() == 0.5)
+    arr[:4].fill(1.23)
+    np.testing.assert_allclose(arr.numpy(), np.array([1.23] * 4 + [0.5] * 4, dtype=np.float32))
+    arr.zero_()
+    assert not arr.numpy().any()
+
+
+def test_slicing_makes_strided_views():
+    """Slices with steps and integer indices give views that share memory."""
+    a = wp.array(np.arange(24, dtype=np.float32).reshape(4, 6))
+    v = a[1:3, ::2]
+    assert v.shape == (2, 3) and not v.is_contiguous
+    np.testing.assert_array_equal(v.numpy(), np.arange(24).reshape(4, 6)[1:3, ::2])
+    v.fill_(-1.0)
+    assert a.numpy()[1, 0] == -1.0 and a.numpy()[1, 1] == 5 + 2
+    row = a[2]
+    assert row.shape == (6,)
+    assert a[3, 5] == 23.0
+    with pytest.raises(IndexError, match="out of bounds"):
+        a[4]
+    with pytest.raises(IndexError, match="too many indices"):
+        a[0, 0, 0]
+
+
+def test_assign_copy_and_clone():
+    """assign copies values in; wp.copy copies elements with offsets and counts."""
+    a = wp.zeros(6, dtype=float)
+    a.assign(np.arange(6, dtype=np.float32))
+    np.testing.assert_array_equal(a.numpy(), np.arange(6))
+    b = wp.zeros(6, dtype=float)
+    wp.copy(b, a, dest_offset=2, src_offset=1, count=3)
+    np.testing.assert_array_equal(b.numpy(), [0, 0, 1, 2, 3, 0])
+    with pytest.raises(ValueError, match="out of range"):
+        wp.copy(b, a, dest_offset=5, count=3)
+    with pytest.raises(ValueError, match="assign"):
+        a.assign([1.0, 2.0])
+
+
+def test_properties_and_repr():
+    """shape, strides, size, ndim, dtype, device, ptr and len are those of the data."""
+    a = wp.zeros((3, 4), dtype=wp.float64)
+    assert a.shape == (3, 4) and a.strides == (32, 8) and a.size == 12 and a.ndim == 2
+    assert a.dtype is wp.float64 and str(a.device) == "cpu" and a.device == "cpu" and isinstance(a.ptr, int)
+    assert len(a) == 3
+    assert "float64" in repr(a)
+
+
+def test_reshape_flatten_and_list():
+    """reshape/flatten are views of contiguous arrays; .list() returns Python values."""
+    a = wp.array(np.arange(6, dtype=np.int32))
+    r = a.reshape((2, -1))
+    assert r.shape == (2, 3)
+    r.numpy()[1, 0] = 99
+    assert a.numpy()[3] == 99
+    assert a.reshape((3, 2)).flatten().shape == (6,)
+    assert wp.array([1, 2], dtype=wp.int32).list() == [1, 2]
+    with pytest.raises(ValueError, match="cannot reshape"):
+        a.reshape((4, 2))
+
+
+def test_annotation_forms():
+    """wp.array(dtype=..., ndim=...), wp.array2d(dtype=...) and wp.array[float] are annotations."""
+    assert wp.array(dtype=float, ndim=2).ndim == 2
+    assert wp.array2d(dtype=float).ndim == 2
+    ann = wp.array[float]
+    assert ann.dtype is wp.float32 and ann.ndim == 1
+    assert wp.array2d[wp.vec3].ndim == 2 and wp.array2d[wp.vec3].dtype is wp.vec3
+    assert wp.array3d(dtype=float).ndim == 3 and wp.array4d(dtype=float).ndim == 4
+
+
+def test_bad_shapes_and_devices_raise():
+    """Negative extents, too many dimensions and unknown devices raise clear errors."""
+    with pytest.raises(ValueError, match="negative"):
+        wp.zeros(-1)
+    with pytest.raises(ValueError, match="1 to 4 dimensions"):
+        wp.zeros((1, 1, 1, 1, 1))
+    with pytest.raises(wp.DeviceError, match="unknown device"):
+        wp.zeros(3, device="tpu")
+    with pytest.raises(ValueError, match="whole values"):
+        wp.array(np.zeros(4, dtype=np.float32), dtype=wp.vec3)
+
+
+def test_from_numpy():
+    """wp.from_numpy copies, infers the dtype, and accepts a vector dtype."""
+    src = np.ones((5, 3), dtype=np.float32)
+    a = wp.from_numpy(src, dtype=wp.vec3)
+    assert a.shape == (5,) and a.dtype is wp.vec3
+    b = wp.from_numpy(np.arange(3, dtype=np.float64))
+    assert b.dtype is wp.float64
+
+
+def test_requires_grad_allocates_gradient():
+    """requires_grad=True gives an array with a zeroed .grad of the same shape."""
+    a = wp.zeros(4, dtype=float, requires_grad=True)
+    assert a.requires_grad and a.grad is not None and a.grad.shape == (4,)
+    assert not a.grad.numpy().any()

@@ -1,0 +1,155 @@
+"""The build pipeline: lazy builds, the content-hashed cache, concurrency, and compiler failures."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+from loomwork.kernels import build
+
+PROGRAM = textwrap.dedent("""
+    import sys, numpy as np, loomwork as wp
+    VALUE = {value}
+
+    @wp.kernel
+    def fill(a: wp.array(dtype=float)):
+        a[wp.tid()] = float(VALUE)
+
+    a = wp.zeros(4, dtype=float)
+    wp.launch(fill, dim=4, inputs=[a])
+    assert (a.numpy() == VALUE).all(), a.numpy()
+    print("ok")
+""")
+
+
+def run_program(tmp_path, cache, value=3, env_extra=None, name="prog.py"):
+    script = tmp_path / name
+    script.write_text(PROGRAM.format(value=value))
+    env = dict(os.environ, LOOMWORK_CACHE_DIR=str(cache), **(env_extra or {}))
+    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+
+
+def module_folders(cache):
+    return sorted(p.name for p in cache.iterdir() if p.name.startswith("__main__-"))
+
+
+def test_cache_dir_from_environment_and_content_hash(tmp_path):
+    """LOOMWORK_CACHE_DIR picks the cache; an edit gives a new entry; a re-run reuses the old one."""
+    cache = tmp_path / "cache"
+    assert run_program(tmp_path, cache, 3).stdout.strip() == "ok"
+    first = module_folders(cache)
+    assert len(first) == 1 and (cache / first[0] / "module.so").exists()
+    assert run_program(tmp_path, cache, 3).returncode == 0
+    assert module_folders(cache) == first
+    assert run_program(tmp_path, cache, 4).returncode == 0
+    assert len(module_folders(cache)) == 2
+    assert not [p for p in cache.iterdir() if p.name.startswith(".tmp")]
+
+
+def test_concurrent_processes_build_the_same_module(tmp_path):
+    """Several processes building one module into an empty cache all succeed and leave one entry."""
+    cache = tmp_path / "cache"
+    results = [None] * 4
+
+    def worker(i):
+        results[i] = run_program(tmp_path, cache, 7, name="same.py")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        assert r.returncode == 0, r.stderr
+    assert len(module_folders(cache)) == 1
+    assert not [p for p in cache.iterdir() if p.name.startswith(".tmp")]
+
+
+def test_missing_compiler_names_what_to_install(tmp_path):
+    """With no usable C++ compiler, the error says what to install."""
+    r = run_program(tmp_path, tmp_path / "cache", env_extra={"CXX": "/nonexistent/g++"})
+    assert r.returncode != 0
+    assert "no C++ compiler found" in r.stderr and "apt install g++" in r.stderr
+
+
+def test_failed_build_leaves_nothing_in_the_cache(tmp_path):
+    """A compiler error raises CompileError with the compiler's message and caches nothing."""
+    with pytest.raises(wp.CompileError, match="the C\\+\\+ compiler failed on test module") as info:
+        build.build_cpu("this is not C++;", "broken", str(tmp_path), False, False, False, "test module")
+    assert "error" in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_nvrtc_compiles_cuda_source_without_a_gpu(tmp_path):
+    """The generated CUDA source compiles to a cubin with NVRTC, and NVRTC errors are CompileErrors."""
+    src = '#include "loomwork.h"\nextern "C" __global__ void k(float* x) { x[threadIdx.x] = lw::sqrt(2.0f); }\n'
+    cubin = build.build_cuda(src, "nvrtc_check", str(tmp_path), 75, False, False, False, "a test kernel")
+    assert cubin.exists() and cubin.stat().st_size > 0
+    with pytest.raises(wp.CompileError, match="NVRTC failed"):
+        build.build_cuda("garbage", "nvrtc_bad", str(tmp_path), 75, False, False, False, "a bad kernel")
+
+
+def test_test_suite_compiles_every_module_with_nvrtc():
+    """The suite runs with verify_cuda on: NVRTC must be installed (it is in the test extras)."""
+    assert build.nvrtc_available(), "install the test extras: pip install -e '.[test]'"
+    assert wp.config.verify_cuda
+
+
+def test_decoration_is_lazy_and_redefinition_rebuilds():
+    """@wp.kernel does no work; adding a kernel to a loaded module rebuilds it on the next launch."""
+    mod = f"test_build_lazy_{os.getpid()}"
+
+    def first(a: wp.array(dtype=float)):
+        a[0] = 1.0
+
+    k1 = wp.kernel(first, module=mod)
+    assert not k1.module.loaded
+    a = wp.zeros(1, dtype=float)
+    wp.launch(k1, dim=1, inputs=[a])
+    assert a.numpy()[0] == 1.0
+
+    def second(a: wp.array(dtype=float)):
+        a[0] = 2.0
+
+    k2 = wp.kernel(second, module=mod)
+    wp.launch(k2, dim=1, inputs=[a])
+    assert a.numpy()[0] == 2.0
+    wp.launch(k1, dim=1, inputs=[a])
+    assert a.numpy()[0] == 1.0
+
+
+def test_kernels_from_a_factory_close_over_constants():
+    """Kernels made by a Python factory capture their closure's constants, one kernel each."""
+
+    def make(k):
+        def add_k(a: wp.array(dtype=int)):
+            a[wp.tid()] = a[wp.tid()] + k
+
+        return wp.kernel(add_k, module="test_build_factory")
+
+    kernels = [make(k) for k in (1, 10, 100)]
+    a = wp.zeros(2, dtype=int)
+    for k in kernels:
+        wp.launch(k, dim=2, inputs=[a])
+    np.testing.assert_array_equal(a.numpy(), [111, 111])
+
+
+def test_print_source_and_ir(capsys):
+    """wp.config.print_ir / print_source show the typed IR and the generated C++."""
+    def shown(a: wp.array(dtype=float)):
+        a[0] = 2.0 * a[0]
+
+    k = wp.kernel(shown, module="test_build_print")
+    wp.config.print_ir = wp.config.print_source = True
+    try:
+        wp.launch(k, dim=1, inputs=[wp.zeros(1, dtype=float)])
+    finally:
+        wp.config.print_ir = wp.config.print_source = False
+    err = capsys.readouterr().err
+    assert "shown(%v_a: array(dtype=float32, ndim=1)) -> None" in err
+    assert "shown_cpu" in err and "__global__" in err

@@ -1,0 +1,267 @@
+"""Errors are part of the API: each names the kernel, the argument or the source line, with a caret."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+
+_ids = itertools.count()
+
+
+def fresh_kernel(fn):
+    """Make `fn` a kernel in a module of its own, so its error cannot break other tests' kernels."""
+    return wp.kernel(fn, module=f"test_errors_{next(_ids)}")
+
+
+def build_error(fn, exc_type):
+    k = fresh_kernel(fn)
+    with pytest.raises(exc_type) as info:
+        wp.launch(k, dim=1, inputs=[np.zeros(1, dtype=np.float32)])
+    return str(info.value)
+
+
+def test_unsupported_constructs_point_at_the_line():
+    """List comprehensions, lambdas, try, with, f-strings and slices are rejected with a caret."""
+
+    def comprehension(a: wp.array(dtype=float)):
+        b = [x for x in range(3)]  # noqa: F841
+
+    def uses_lambda(a: wp.array(dtype=float)):
+        f = lambda x: x  # noqa: E731, F841
+
+    def uses_try(a: wp.array(dtype=float)):
+        try:
+            a[0] = 1.0
+        except Exception:
+            pass
+
+    def uses_slice(a: wp.array(dtype=float)):
+        b = a[1:2]  # noqa: F841
+
+    def uses_fstring(a: wp.array(dtype=float)):
+        s = f"{a}"  # noqa: F841
+
+    cases = [(comprehension, "list comprehensions are not supported"),
+             (uses_lambda, "lambdas are not supported"),
+             (uses_try, "exceptions (try) is not supported"),
+             (uses_slice, "slices are not supported"),
+             (uses_fstring, "f-strings are not supported")]
+    for fn, text in cases:
+        msg = build_error(fn, wp.KernelSyntaxError)
+        assert text in msg, msg
+        assert f"kernel '{fn.__qualname__}'" in msg
+        assert "test_errors.py:" in msg and "^" in msg
+
+
+def test_syntax_errors_are_python_syntax_errors():
+    """KernelSyntaxError is also a SyntaxError."""
+
+    def uses_with(a: wp.array(dtype=float)):
+        with open("x"):
+            pass
+
+    build_error(uses_with, SyntaxError)
+
+
+def test_unknown_name_is_a_name_error():
+    """An undefined name raises NameError with the name and the caret under it."""
+
+    def unknown(a: wp.array(dtype=float)):
+        a[0] = undefined_thing  # noqa: F821
+
+    msg = build_error(unknown, NameError)
+    assert "name 'undefined_thing' is not defined" in msg
+    assert "^^^^^^^^^^^^^^^" in msg
+
+
+def test_type_mismatch_lists_the_overloads():
+    """Mixing float and int operands is a TypeError naming the candidates and suggesting a cast."""
+
+    def mixed(a: wp.array(dtype=float)):
+        i = wp.tid()
+        a[i] = a[i] + i
+
+    msg = build_error(mixed, TypeError)
+    assert "no overload of add() takes (float32, int32)" in msg
+    assert "add(Scalar, Scalar)" in msg and "float(i)" in msg
+
+
+def test_store_of_the_wrong_type():
+    """Storing a vec3 into a float array is a TypeError."""
+
+    def bad_store(a: wp.array(dtype=float)):
+        a[0] = wp.vec3(1.0)
+
+    assert "array element expects float32, got vec3f" in build_error(bad_store, wp.KernelTypeError)
+
+
+def test_variable_changing_type():
+    """A local assigned an int, then a vec3, is a TypeError."""
+
+    def retyped(a: wp.array(dtype=float)):
+        x = 1
+        x = wp.vec3(0.0)  # noqa: F841
+
+    assert "variable 'x' expects int32, got vec3f" in build_error(retyped, TypeError)
+
+
+def test_attribute_and_index_errors():
+    """A missing vector component is an AttributeError; a constant index past a vector's end an IndexError."""
+
+    def bad_attr(a: wp.array(dtype=float)):
+        v = wp.vec2(1.0)
+        a[0] = v.z
+
+    def bad_index(a: wp.array(dtype=float)):
+        v = wp.vec3(1.0)
+        a[0] = v[3]
+
+    assert "vec2f has no attribute 'z'" in build_error(bad_attr, AttributeError)
+    assert "index 3 out of range for vec3f" in build_error(bad_index, IndexError)
+
+
+def test_recursion_and_python_calls_are_rejected():
+    """Recursive @wp.func and calls to plain Python functions raise clear errors."""
+
+    @wp.func
+    def recurse(x: float):
+        return recurse(x)
+
+    def helper(x):
+        return x
+
+    def calls_recursive(a: wp.array(dtype=float)):
+        a[0] = recurse(1.0)
+
+    def calls_python(a: wp.array(dtype=float)):
+        a[0] = helper(1.0)
+
+    assert "recursion is not supported" in build_error(calls_recursive, TypeError)
+    assert "cannot call 'test_recursion_and_python_calls_are_rejected.<locals>.helper'" in build_error(
+        calls_python, TypeError)
+
+
+def test_kernel_return_value_and_loops_over_arrays():
+    """Kernels cannot return values, and loop only over range()."""
+
+    def returns(a: wp.array(dtype=float)):
+        return 1.0
+
+    def loops_over_array(a: wp.array(dtype=float)):
+        for x in a:
+            pass
+
+    assert "kernels cannot return a value" in build_error(returns, SyntaxError)
+    assert "kernels loop only over range" in build_error(loops_over_array, SyntaxError)
+
+
+def test_missing_annotation_names_the_parameter():
+    """A kernel parameter without a type annotation is reported by name."""
+
+    def unannotated(a):
+        pass
+
+    msg = build_error(unannotated, TypeError)
+    assert "parameter 'a' needs a type annotation" in msg
+
+
+def test_function_argument_mismatch():
+    """Calling a @wp.func with arguments no overload takes lists what each overload expects."""
+
+    @wp.func
+    def takes_vec(v: wp.vec3):
+        return v[0]
+
+    def caller(a: wp.array(dtype=float)):
+        a[0] = takes_vec(1.0)
+
+    msg = build_error(caller, TypeError)
+    assert "argument 'v' expects vec3f, got float32" in msg
+
+
+# -- launch-time errors ----------------------------------------------------------------------------
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), y: wp.array(dtype=float), s: float, n: int):
+    i = wp.tid()
+    y[i] = x[i] * s + float(n)
+
+
+@wp.kernel
+def grid2(out: wp.array2d(dtype=float)):
+    i, j = wp.tid()
+    out[i, j] = 1.0
+
+
+@wp.kernel
+def reads_past_end(x: wp.array(dtype=float), y: wp.array2d(dtype=float)):
+    i = wp.tid()
+    y[0, i] = x[i + 1]
+
+
+def test_wrong_argument_count_names_the_signature():
+    """Too few arguments: LaunchError with the kernel name and its parameters."""
+    with pytest.raises(wp.LaunchError, match=r"kernel 'scale' takes 4 argument\(s\) \(x: array\(dtype=float32"):
+        wp.launch(scale, dim=1, inputs=[np.zeros(1, np.float32)])
+
+
+def test_wrong_argument_types_name_the_argument():
+    """A float64 NumPy array, a float where an int goes, a scalar where an array goes: errors name the argument."""
+    x = np.zeros(4, np.float32)
+    with pytest.raises(TypeError, match="argument 'x' expects array\\(dtype=float32, ndim=1\\), got a ndarray of "
+                                        "dtype float64"):
+        wp.launch(scale, dim=4, inputs=[np.zeros(4), x, 1.0, 1])
+    with pytest.raises(TypeError, match="argument 'n' expects int32, got float"):
+        wp.launch(scale, dim=4, inputs=[x, x, 1.0, 1.5])
+    with pytest.raises(TypeError, match="argument 'y' expects array"):
+        wp.launch(scale, dim=4, inputs=[x, 3.0, 1.0, 1])
+    with pytest.raises(TypeError, match="argument 'x' expects .*got an array of dtype int32"):
+        wp.launch(scale, dim=4, inputs=[wp.zeros(4, dtype=int), x, 1.0, 1])
+    with pytest.raises(ValueError, match="argument 'n': 10000000000 does not fit in int32"):
+        wp.launch(scale, dim=4, inputs=[x, x, 1.0, 10**10])
+
+
+def test_bad_launch_dimensions():
+    """Negative or too many dimensions, and a grid that does not match wp.tid() unpacking, raise ValueError."""
+    x = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="non-negative"):
+        wp.launch(scale, dim=-1, inputs=[x, x, 1.0, 1])
+    with pytest.raises(ValueError, match="1 to 4"):
+        wp.launch(scale, dim=(1, 1, 1, 1, 1), inputs=[x, x, 1.0, 1])
+    with pytest.raises(ValueError, match="unpacks wp.tid\\(\\) into 2 indices but was launched with dim=\\(4,\\)"):
+        wp.launch(grid2, dim=4, inputs=[wp.zeros((2, 2), dtype=float)])
+
+
+def test_wrong_device_is_reported():
+    """Launching on a device that does not exist here raises DeviceError."""
+    if wp.is_cuda_available():
+        pytest.skip("this machine has a CUDA device")
+    x = np.zeros(4, np.float32)
+    with pytest.raises(wp.DeviceError, match="'cuda' is not available"):
+        wp.launch(scale, dim=4, inputs=[x, x, 1.0, 1], device="cuda")
+
+
+def test_calling_a_kernel_directly_explains_launch():
+    """kernel(...) in Python scope raises TypeError pointing at wp.launch."""
+    with pytest.raises(TypeError, match="wp.launch"):
+        scale(1, 2)
+
+
+def test_debug_mode_reports_out_of_bounds_index():
+    """In debug mode an out-of-bounds index raises, naming the kernel, index, extent and source line."""
+    wp.config.mode = "debug"
+    try:
+        x = np.zeros(8, np.float32)
+        y = wp.zeros((1, 8), dtype=float)
+        with pytest.raises(wp.KernelRuntimeError) as info:
+            wp.launch(reads_past_end, dim=8, inputs=[x, y])
+        msg = str(info.value)
+        assert "kernel 'reads_past_end'" in msg and "index 8 is out of bounds for an extent of 8" in msg
+        assert "`x[i + 1]`" in msg and "test_errors.py:" in msg
+        assert isinstance(info.value, IndexError)
+        wp.launch(reads_past_end, dim=7, inputs=[x, y])  # in range: no error, and the record was reset
+    finally:
+        wp.config.mode = "release"

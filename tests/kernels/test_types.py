@@ -1,0 +1,105 @@
+"""Host-side behaviour of scalar, vector and matrix types."""
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+
+
+def test_python_types_map_to_warp_defaults():
+    """Python float/int/bool mean float32/int32/bool, as in Warp."""
+    from loomwork.kernels.types import scalar_type
+
+    assert scalar_type(float) is wp.float32
+    assert scalar_type(int) is wp.int32
+    assert scalar_type(bool) is wp.bool
+    assert scalar_type(np.float64) is wp.float64
+
+
+@pytest.mark.parametrize("t", [wp.int8, wp.uint8, wp.int16, wp.uint16, wp.int32, wp.uint32, wp.int64,
+                               wp.uint64, wp.float16, wp.float32, wp.float64, wp.bool])
+def test_dtype_numpy_round_trip(t):
+    """dtype_to_numpy and dtype_from_numpy are inverses for every scalar type."""
+    assert wp.dtype_from_numpy(wp.dtype_to_numpy(t)) is t
+
+
+def test_dtype_from_numpy_rejects_unknown():
+    """A NumPy dtype without an equivalent raises TypeError."""
+    with pytest.raises(TypeError, match="no loomwork equivalent"):
+        wp.dtype_from_numpy(np.complex64)
+
+
+def test_scalar_instances_hold_converted_values():
+    """wp.float32(x).value rounds to float32; integer types wrap like NumPy."""
+    assert wp.float32(0.1).value == float(np.float32(0.1))
+    assert wp.int8(130).value == -126
+    assert float(wp.float16(1.0 / 3.0)) == float(np.float16(1.0 / 3.0))
+
+
+def test_vector_construction_and_access():
+    """Vectors build from components, a scalar, a sequence; support .x/.y/.z and indexing."""
+    v = wp.vec3(1.0, 2.0, 3.0)
+    assert (v.x, v.y, v.z) == (1.0, 2.0, 3.0)
+    assert wp.vec3(2.0) == wp.vec3(2.0, 2.0, 2.0)
+    assert wp.vec3([4, 5, 6])[2] == 6.0
+    assert wp.vec3() == wp.vec3(0.0, 0.0, 0.0)
+    v.y = 7.0
+    assert v[1] == 7.0
+    with pytest.raises(ValueError, match="takes 3 components"):
+        wp.vec3(1.0, 2.0)
+    with pytest.raises(IndexError):
+        v[3]
+
+
+def test_vector_arithmetic_matches_numpy():
+    """Host-side + - * / on vectors agree with NumPy."""
+    a, b = wp.vec3(1.0, 2.0, 3.0), wp.vec3(0.5, -1.0, 4.0)
+    np.testing.assert_allclose(np.array(a + b), np.array([1.5, 1.0, 7.0]))
+    np.testing.assert_allclose(np.array(a - b), np.array([0.5, 3.0, -1.0]))
+    np.testing.assert_allclose(np.array(a * 2.0), np.array([2.0, 4.0, 6.0]))
+    np.testing.assert_allclose(np.array(2.0 * a), np.array([2.0, 4.0, 6.0]))
+    np.testing.assert_allclose(np.array(a / 2.0), np.array([0.5, 1.0, 1.5]))
+    np.testing.assert_allclose(np.array(-a), -np.array([1.0, 2.0, 3.0]))
+
+
+def test_matrix_rows_elements_and_product():
+    """m[i, j] is an element, m[i] a row; @ is the matrix product."""
+    m = wp.mat22(1.0, 2.0, 3.0, 4.0)
+    assert m[0, 1] == 2.0
+    assert m[1] == wp.vec2(3.0, 4.0)
+    m[1, 0] = 5.0
+    assert m[1, 0] == 5.0
+    np.testing.assert_allclose(np.array(m @ wp.vec2(1.0, 1.0)), [3.0, 9.0])
+
+
+def test_vector_factory_is_cached():
+    """wp.types.vector(3, float32) is the very class wp.vec3."""
+    assert wp.types.vector(length=3, dtype=wp.float32) is wp.vec3
+    assert wp.types.matrix(shape=(3, 3), dtype=wp.float64) is wp.mat33d
+    assert wp.types.vector(2, wp.float64) is wp.vec2d
+
+
+def test_layouts_match_native_sizes():
+    """Vector and matrix values occupy exactly their components (no padding)."""
+    import ctypes
+
+    assert ctypes.sizeof(wp.vec3) == 12
+    assert ctypes.sizeof(wp.mat44d) == 128
+    assert ctypes.sizeof(wp.vec3h) == 6
+
+
+def test_constant_accepts_values_only():
+    """wp.constant returns scalar/vector values and rejects other objects."""
+    assert wp.constant(3) == 3
+    assert wp.constant(wp.vec2(1.0, 2.0)) == wp.vec2(1.0, 2.0)
+    with pytest.raises(TypeError):
+        wp.constant([1, 2])
+
+
+def test_builtins_evaluate_in_python_scope():
+    """Math builtins called outside kernels evaluate with NumPy semantics."""
+    assert wp.sqrt(4.0) == 2.0
+    assert wp.length(wp.vec3(3.0, 4.0, 0.0)) == pytest.approx(5.0)
+    assert wp.normalize(wp.vec2(3.0, 4.0)) == wp.vec2(0.6, 0.8)
+    with pytest.raises(TypeError, match="kernel builtin"):
+        wp.tid()
