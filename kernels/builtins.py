@@ -264,8 +264,8 @@ add("smoothstep", (F, F, F), "T", group="Scalar Math", doc="Hermite interpolatio
 
 # vector math
 add("dot", (V, V), "T", group="Vector Math", doc="the dot product of two vectors", py=np.dot)
-add("cross", (Vec(n=3), Vec(n=3)), lambda b: T.vector(3, b["T"]), group="Vector Math", doc="the cross product of two 3-vectors",
-    py=np.cross)
+add("cross", (Vec(n=3), Vec(n=3)), lambda b: T.vector(3, b["T"]), group="Vector Math",
+    doc="the cross product of two 3-vectors", py=np.cross)
 add("length", (VF,), "T", group="Vector Math", doc="the Euclidean length of a vector", py=np.linalg.norm)
 add("length_sq", (V,), "T", group="Vector Math", doc="the squared length of a vector",
     py=lambda v: np.dot(v, v))

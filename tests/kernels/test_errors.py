@@ -150,7 +150,7 @@ def test_kernel_return_value_and_loops_over_arrays():
         return 1.0
 
     def loops_over_array(a: wp.array(dtype=float)):
-        for x in a:
+        for _x in a:
             pass
 
     assert "kernels cannot return a value" in build_error(returns, SyntaxError)

@@ -166,7 +166,7 @@ def tid_4d(out: wp.array4d(dtype=int)):
 def rows_and_shapes(a: wp.array2d(dtype=float), sums: wp.array(dtype=float)):
     i = wp.tid()
     row = a[i]
-    s = float(0.0)
+    s = 0.0
     for j in range(a.shape[1]):
         s += row[j]
     sums[i] = s + float(len(a)) * 0.0 + float(row.shape[0])

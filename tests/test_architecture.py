@@ -1,0 +1,83 @@
+"""The repository's shape: layers import one way, optional frameworks stay optional, packaging works."""
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ["kernels", "autodiff", "geometry", "sim", "apps"]
+OPTIONAL = ["torch", "jax", "cupy", "cuda", "pxr", "trimesh", "pyvista", "PIL", "matplotlib"]
+
+
+def imported_layers(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level >= 2:
+                found.add(mod.split(".")[0])
+            elif mod.startswith("loomwork."):
+                found.add(mod.split(".")[1])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("loomwork."):
+                    found.add(alias.name.split(".")[1])
+    return found & set(LAYERS)
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_layers_import_downward_only(layer):
+    """kernels <- autodiff <- geometry <- sim <- apps: no module imports a layer above its own."""
+    allowed = set(LAYERS[: LAYERS.index(layer) + 1])
+    for path in (ROOT / layer).rglob("*.py"):
+        bad = imported_layers(path) - allowed
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)} from above its layer"
+
+
+def test_import_loads_no_optional_framework():
+    """`import loomwork` needs only NumPy: no torch, jax, cupy, cuda-python, usd, trimesh, pyvista, imaging."""
+    code = ("import sys, loomwork; bad = [m for m in sys.modules if m.split('.')[0] in "
+            f"{OPTIONAL!r}]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_public_names_are_exported_once():
+    """Every name in loomwork.__all__ exists, and none is listed twice."""
+    import loomwork
+
+    assert len(loomwork.__all__) == len(set(loomwork.__all__))
+    for name in loomwork.__all__:
+        assert hasattr(loomwork, name), name
+
+
+def test_non_editable_install_ships_the_native_files(tmp_path):
+    """`pip install .` lays out the package with its native headers, and a kernel runs from there."""
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(ROOT)], check=True, capture_output=True, text=True)
+    assert (target / "loomwork" / "kernels" / "native" / "loomwork.h").exists()
+    code = ("import numpy as np, loomwork as wp\n"
+            "@wp.kernel\n"
+            "def k(a: wp.array(dtype=float)):\n"
+            "    a[wp.tid()] = 2.0\n"
+            "a = wp.zeros(3, dtype=float); wp.launch(k, dim=3, inputs=[a]); print(wp.__file__, a.numpy().sum())\n")
+    script = tmp_path / "use.py"
+    script.write_text(code)
+    env = dict(os.environ, PYTHONPATH=str(target), LOOMWORK_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    path, total = out.stdout.split()
+    assert path.startswith(str(target)) and float(total) == 6.0
+
+
+def test_editable_install_points_at_the_source_tree():
+    """The test environment's loomwork is the working tree (pip install -e .)."""
+    import loomwork.kernels
+
+    assert Path(loomwork.kernels.__file__).resolve().parent == ROOT / "kernels"
