@@ -110,6 +110,7 @@ class array:  # noqa: N801 - Warp's public name
             self.strides = (0,) * self.ndim
             self.size = 0
             self.capacity = 0
+            self._inner_contiguous = True
         if ndim is not None and ndim != self.ndim:
             raise ValueError(f"array built with ndim={ndim} has shape {self.shape}")
         if requires_grad:
@@ -143,6 +144,7 @@ class array:  # noqa: N801 - Warp's public name
         self.size = int(np.prod(shape))
         self.capacity = self.size * itemsize
         self._owner = owner
+        self._inner_contiguous = self.strides[-1] == itemsize or shape[-1] <= 1
 
     def _init_from_data(self, data: Any, shape: Any, copy: bool) -> None:
         if isinstance(data, array):

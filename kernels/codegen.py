@@ -62,6 +62,7 @@ class Emitter:
 
     def __init__(self, debug: bool) -> None:
         self.debug = debug
+        self.in_kernel = False  # kernel bodies are templates on LW_C (all arrays innermost-contiguous)
         self.lines: list[str] = []
         self.depth = 0
         self.loops = 0
@@ -100,6 +101,7 @@ class Emitter:
         fields = "".join(f" {ctype(p.type)} {p.name};" for p in fn.params) or " char lw_unused;"
         self.out(f"struct {k}_args {{{fields} }};")
         params = "".join(f", {ctype(p.type)} {p.name}" for p in fn.params)
+        self.out("template <bool LW_C>")
         self.out(f"static LW_FORCE_INLINE void {k}_body(const lw::launch_t& L, int64_t lw_idx{params})")
         self.out("{")
         self.depth += 1
@@ -107,10 +109,19 @@ class Emitter:
             self.out("int32_t lw_tid[4];")
             self.out("lw::tid_split(L, lw_idx, lw_tid);")
         self.declare(fn)
+        self.in_kernel = True
         self.block(fn.body)
+        self.in_kernel = False
         self.depth -= 1
         self.out("}")
-        call_args = "".join(f", A.{p.name}" for p in fn.params)
+        args = "".join(f", A.{p.name}" for p in fn.params)
+        # CPU: a range of launch indices. When every array's innermost dimension is unit-stride the body
+        # is instantiated with that known (LW_C), and an int32 counter keeps the index affine, so
+        # unit-stride loops vectorize; otherwise the general body runs.
+        contig = " && ".join(
+            f"lw::inner_contiguous(A.{p.name}, {p.type.ndim})" for p in fn.params if isinstance(p.type, ArrayType)
+        ) or "true"
+        loop = "for ({t} i = ({t})begin; i < ({t})end; ++i) " + k + "_body<{c}>(L, i" + args + ");"
         self.lines += [
             "#if !LW_CUDA",
             f"LW_EXPORT void {k}_cpu(const void* blob, long long begin, long long end)",
@@ -119,14 +130,20 @@ class Emitter:
             "    __builtin_memcpy(&L, blob, sizeof(L));",
             f"    {k}_args A;",
             "    __builtin_memcpy(&A, (const char*)blob + sizeof(L), sizeof(A));",
-            f"    for (long long i = begin; i < end; ++i) {k}_body(L, i{call_args});",
+            f"    if (end <= 2147483647LL && {contig})",
+            "        " + loop.format(t="int32_t", c="true"),
+            "    else",
+            "        " + loop.format(t="long long", c="false"),
             "}",
-            "#else",
+            "#endif",
+        ]
+        self.lines += [
+            "#if LW_CUDA",
             f'extern "C" __global__ void {k}_cuda(lw::launch_t L, {k}_args A)',
             "{",
             "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < L.size;",
             "         i += (int64_t)blockDim.x * gridDim.x)",
-            f"        {k}_body(L, i{call_args});",
+            f"        {k}_body<false>(L, i{args});",
             "}",
             "#endif",
             "",
@@ -214,6 +231,8 @@ class Emitter:
         idx = ", ".join(self.op(i) for i in indices)
         if self.debug:
             return f"lw::at_checked(&lw_error, {site}, {self.op(arr)}, {idx})"
+        if self.in_kernel:
+            return f"lw::atc<LW_C>({self.op(arr)}, {idx})"
         return f"lw::at({self.op(arr)}, {idx})"
 
     def expr(self, e: ir.Expr) -> str:

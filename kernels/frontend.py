@@ -77,8 +77,14 @@ class Source:
 
     def __init__(self, func: Any) -> None:
         self.func = func
-        self.filename = inspect.getsourcefile(func) or "<unknown>"
-        lines, first = inspect.getsourcelines(func)
+        try:
+            self.filename = inspect.getsourcefile(func) or "<unknown>"
+            lines, first = inspect.getsourcelines(func)
+        except (OSError, TypeError):
+            raise KernelError(
+                f"cannot read the source of '{func.__qualname__}': kernels and functions are compiled from "
+                "their Python source, so define them in a file (not in `python -c`, exec() or a REPL line)"
+            ) from None
         text = "".join(lines)
         dedented = textwrap.dedent(text)
         self.indent = _indent_removed(text, dedented)

@@ -22,7 +22,8 @@ from .ir import ArrayType
 from .module import Kernel, LoadedKernel, LoadedModule
 from .runtime import cpu_runtime
 
-_LAUNCH_HEADER = "<q6i"  # size, ndim, dims[4], pad  (lw::launch_t)
+# the runtime's call record (range function, size, serial threshold), then lw::launch_t (size, ndim, dims, pad)
+_LAUNCH_HEADER = "<Qqqq6i"
 _SCALAR_CODES = {
     T.bool_: "?", T.int8: "b", T.uint8: "B", T.int16: "h", T.uint16: "H", T.int32: "i", T.uint32: "I",
     T.int64: "q", T.uint64: "Q", T.float16: "e", T.float32: "f", T.float64: "d",
@@ -56,14 +57,41 @@ class LaunchPlan:
         self.struct = struct.Struct("".join(fmt))
         self.names, self.types = names, types
         self.converters = [_converter(k, n, t) for n, t in zip(names, types, strict=True)]
-        self.empty = not names
+        self.pack = self._fast_packer()
+
+    def _fast_packer(self) -> Any:
+        """pack(header, params) for the common case: scalars go to `struct` as they are, arrays and
+        vectors through their converters. Anything `struct` rejects falls back to `pack_checked`."""
+        if not self.names:
+            return lambda header, params: self.struct.pack(*header, b"\0")
+        names = [f"p{i}" for i in range(len(self.names))]
+        values = [n if T.is_scalar(t) else f"c{i}({n})" for i, (n, t) in enumerate(zip(names, self.types, strict=True))]
+        src = (f"def pack(header, params):\n"
+               f"    {', '.join(names)}, = params\n"
+               f"    return _pack(*header, {', '.join(values)})\n")
+        env = {"_pack": self.struct.pack, **{f"c{i}": c for i, c in enumerate(self.converters)}}
+        exec(src, env)  # noqa: S102 - generated from the kernel's own signature
+        return env["pack"]
+
+    def pack_checked(self, kernel: Kernel, header: tuple, params: list) -> bytes:
+        values = [c(v) for c, v in zip(self.converters, params, strict=True)] or [b"\0"]
+        try:
+            return self.struct.pack(*header, *values)
+        except (struct.error, OverflowError) as e:
+            raise _pack_error(kernel, self, values, e) from None
 
 
 def _converter(k: Kernel, name: str, t: Any) -> Any:
     """A function from a Python argument to the value `struct.pack` takes for parameter `name`."""
     if isinstance(t, ArrayType):
+        dtype, ndim = t.dtype, t.ndim
+
         def conv_array(v: Any) -> bytes:
-            if type(v) is array or isinstance(v, array):
+            if v.__class__ is array:  # the common case, in as few steps as possible
+                d = v._desc
+                if d is not None and v.dtype is dtype and v.ndim == ndim and v.device.alias == "cpu":
+                    return d
+            if isinstance(v, array):
                 if v.dtype != t.dtype or v.ndim != t.ndim:
                     _bad_array(k, name, t, v)
                 if not v.device.is_cpu:
@@ -134,6 +162,13 @@ def _foreign_array(k: Kernel, name: str, t: ArrayType, v: Any) -> bytes:
     return bytes(desc)
 
 
+def _launch_cpu(blob: bytes) -> None:
+    """Run a packed launch on the thread pool (the first call loads the runtime and rebinds this name)."""
+    global _launch_cpu
+    _launch_cpu = cpu_runtime().lw_launch
+    _launch_cpu(blob)
+
+
 def _dims(dim: Any) -> tuple[int, ...]:
     if isinstance(dim, int) and not isinstance(dim, bool):
         dims = (dim,)
@@ -162,7 +197,10 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     if adjoint:
         raise LaunchError(f"kernel '{kernel.key}': adjoint launches need reverse-mode support, "
                           "which this build of loomwork does not have yet")
-    dims = _dims(dim)
+    if dim.__class__ is int and 0 <= dim < 2**31:
+        dims = (dim,)
+    else:
+        dims = _dims(dim)
     dev = get_device(device)
     if not dev.is_cpu:
         raise DeviceError(f"kernel '{kernel.key}': launching on {dev} is not supported yet")
@@ -177,17 +215,21 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     if lk.tid_count > 1 and len(dims) != lk.tid_count:
         raise LaunchValueError(f"kernel '{kernel.key}' unpacks wp.tid() into {lk.tid_count} indices but was "
                                f"launched with dim={dims}")
-    size = 1
-    for d in dims:
-        size *= d
-    values = [c(v) for c, v in zip(plan.converters, params, strict=True)] if not plan.empty else [b"\0"]
-    padded = dims + (1,) * (MAX_DIMS - len(dims))
+    threshold = config.cpu_serial_threshold
+    if len(dims) == 1:
+        size = dims[0]
+        header = (lk.fn_ptr, size, threshold, size, 1, size, 1, 1, 1, 0)
+    else:
+        size = 1
+        for d in dims:
+            size *= d
+        header = (lk.fn_ptr, size, threshold, size, len(dims), *dims, *(1,) * (MAX_DIMS - len(dims)), 0)
     try:
-        blob = plan.struct.pack(size, len(dims), *padded, 0, *values)
-    except struct.error as e:
-        raise _pack_error(kernel, plan, values, e) from None
+        blob = plan.pack(header, params)
+    except (struct.error, OverflowError, TypeError):
+        blob = plan.pack_checked(kernel, header, params)
     if size:
-        cpu_runtime().lw_launch(lk.fn_ptr, blob, size, config.cpu_serial_threshold)
+        _launch_cpu(blob)
         if lm.debug:
             _check_error(kernel, lm)
 

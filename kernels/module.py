@@ -11,6 +11,7 @@ import ctypes
 import inspect
 import re
 import sys
+import threading
 import time
 import typing
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from . import types as T
 from .errors import CompileError, KernelError, KernelTypeError
 from .frontend import Builder, Source, arg_type
 from .ir import ArrayType, Const
+from .runtime import cpu_runtime, runtime_loaded
 
 _FUNCTION_GENERATION = [0]  # bumped whenever any @wp.func changes, so dependent modules rebuild
 
@@ -279,6 +281,7 @@ class Module:
         self.kernels: dict[str, Kernel] = {}
         self.version = 0
         self.loaded: dict[tuple, LoadedModule] = {}
+        self._last: tuple | None = None  # (device, mode, fast_math, version, function generation, loaded)
 
     def add_kernel(self, k: Kernel, key: str) -> str:
         base, n = key, 1
@@ -294,6 +297,15 @@ class Module:
 
     def load(self, device: Any) -> LoadedModule:
         """Build (or find in the cache) and load this module for `device`; cached per options."""
+        last = self._last
+        if (last is not None and last[0] is device and last[1] == config.mode and last[2] == config.fast_math
+                and last[3] == self.version and last[4] == _FUNCTION_GENERATION[0]):
+            return last[5]
+        lm = self._load(device)
+        self._last = (device, config.mode, config.fast_math, self.version, _FUNCTION_GENERATION[0], lm)
+        return lm
+
+    def _load(self, device: Any) -> LoadedModule:
         version = (self.version, _FUNCTION_GENERATION[0])
         key = (str(device),) + self.options_key()
         lm = self.loaded.get(key)
@@ -318,10 +330,19 @@ class Module:
             print(source, file=sys.stderr)
         what = f"module '{self.name}' (kernels: {', '.join(self.kernels)})"
         name = _sanitize(self.name)[-40:]
+        # the first module of a process also needs the CPU runtime: build both at once (compilers run
+        # as subprocesses, so the two builds overlap)
+        runtime_thread = None
+        if not runtime_loaded():
+            runtime_thread = threading.Thread(target=_try_load_runtime, daemon=True)
+            runtime_thread.start()
         lib_path = build.build_cpu(source, name, config.kernel_cache_dir, debug, fast_math, config.verbose, what)
         if config.verify_cuda:
             build.build_cuda(source, name, config.kernel_cache_dir, config.verify_cuda_arch, debug, fast_math,
                              config.verbose, what)
+        if runtime_thread is not None:
+            runtime_thread.join()
+        cpu_runtime()  # raises here if the runtime build failed
         lib = ctypes.CDLL(str(lib_path))
         lib.lw_module_error.restype = ctypes.c_void_p
         err = ErrorRecord.from_address(lib.lw_module_error())
@@ -335,6 +356,13 @@ class Module:
             print(f"loomwork: module '{self.name}' ready in {(time.perf_counter() - t0) * 1e3:.1f} ms "
                   f"({lib_path.parent.name})", file=sys.stderr)
         return lm
+
+
+def _try_load_runtime() -> None:
+    try:
+        cpu_runtime()
+    except Exception:  # noqa: BLE001 - reported by the cpu_runtime() call that follows the join
+        pass
 
 
 class ErrorRecord(ctypes.Structure):

@@ -6,6 +6,12 @@ import ctypes
 from functools import cache
 
 from . import build, config
+from .device import cpu_count
+
+
+def runtime_loaded() -> bool:
+    """Whether the runtime is already loaded in this process."""
+    return cpu_runtime.cache_info().currsize > 0
 
 
 @cache
@@ -15,10 +21,8 @@ def cpu_runtime() -> ctypes.CDLL:
     lib_path = build.build_cpu(source, "runtime", config.kernel_cache_dir, debug=False, fast_math=False,
                                verbose=config.verbose, what="the loomwork CPU runtime")
     lib = ctypes.CDLL(str(lib_path))
-    lib.lw_launch.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong]
-    lib.lw_launch.restype = None
+    lib.lw_launch.restype = None  # no argtypes: its one argument is a bytes object, passed as char*
     lib.lw_set_num_threads.argtypes = [ctypes.c_int]
     lib.lw_get_num_threads.restype = ctypes.c_int
-    if config.cpu_threads:
-        lib.lw_set_num_threads(int(config.cpu_threads))
+    lib.lw_set_num_threads(int(config.cpu_threads or cpu_count()))
     return lib

@@ -471,6 +471,25 @@ template <typename T> LW_FUNC T& at(const array_t<T>& a, int64_t i, int64_t j, i
 template <typename T> LW_FUNC T& at(const array_t<T>& a, int64_t i, int64_t j, int64_t k, int64_t l) {
     return *(T*)((char*)a.data + i * a.strides[0] + j * a.strides[1] + k * a.strides[2] + l * a.strides[3]);
 }
+// The same accesses when every array's innermost stride is known to be sizeof(T) (C == true): the
+// CPU entry for contiguous arguments, where the compiler can vectorize unit-stride loops.
+template <bool C, typename T> LW_FUNC T& atc(const array_t<T>& a, int64_t i) {
+    return C ? a.data[i] : at(a, i);
+}
+template <bool C, typename T> LW_FUNC T& atc(const array_t<T>& a, int64_t i, int64_t j) {
+    return C ? ((T*)((char*)a.data + i * a.strides[0]))[j] : at(a, i, j);
+}
+template <bool C, typename T> LW_FUNC T& atc(const array_t<T>& a, int64_t i, int64_t j, int64_t k) {
+    return C ? ((T*)((char*)a.data + i * a.strides[0] + j * a.strides[1]))[k] : at(a, i, j, k);
+}
+template <bool C, typename T> LW_FUNC T& atc(const array_t<T>& a, int64_t i, int64_t j, int64_t k, int64_t l) {
+    return C ? ((T*)((char*)a.data + i * a.strides[0] + j * a.strides[1] + k * a.strides[2]))[l] : at(a, i, j, k, l);
+}
+
+template <typename T> LW_FUNC bool inner_contiguous(const array_t<T>& a, int ndim) {
+    return a.shape[ndim - 1] <= 1 || a.strides[ndim - 1] == (int64_t)sizeof(T);
+}
+
 // a view of `a` with its leading `n` dimensions indexed away
 template <typename T> LW_FUNC array_t<T> subview(const array_t<T>& a, int n, int64_t i, int64_t j = 0, int64_t k = 0) {
     array_t<T> r;

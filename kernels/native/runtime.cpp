@@ -1,11 +1,7 @@
 // loomwork CPU runtime: one process-wide thread pool that runs a kernel's launch range in chunks.
-// Python calls lw_launch(fn, blob, n) through ctypes (the GIL is released for the call); fn is the
-// module's exported range function, which runs threads [begin, end) of the launch described by blob.
-#include <atomic>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
-#include <vector>
+// Python calls lw_launch(packed) through ctypes (the GIL is released for the call); packed starts with
+// the module's range function, the launch size and the serial threshold, then the kernel's own block.
+// Plain pthreads and compiler atomics only, so this file compiles in a fraction of a second.
 #include <pthread.h>
 #include <unistd.h>
 
@@ -13,30 +9,39 @@ typedef void (*lw_range_fn)(const void* blob, long long begin, long long end);
 
 namespace {
 
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+template <typename T> inline T load_acquire(const T* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+
 struct Job {
-    lw_range_fn fn = nullptr;
-    const void* blob = nullptr;
-    long long n = 0;
-    long long chunk = 1;
+    lw_range_fn fn;
+    const void* blob;
+    long long n;
+    long long chunk;
 };
 
 struct Pool {
-    std::vector<std::thread> workers;
-    std::mutex launch_mutex;       // one launch at a time uses the pool; others run serially
-    std::mutex sleep_mutex;
-    std::condition_variable wake;
-    Job job;
-    std::atomic<unsigned long long> generation{0};
-    std::atomic<long long> next_chunk{0};
-    std::atomic<int> done{0};
-    std::atomic<int> sleepers{0};
-    int nthreads = 1;              // including the calling thread
-    int spin = 20000;              // pause iterations a worker spins before it sleeps
+    int nthreads = 1;  // including the calling thread
+    int spin = 20000;  // pause iterations a worker spins before it sleeps
+    pthread_mutex_t launch_mutex = PTHREAD_MUTEX_INITIALIZER;  // one launch at a time uses the pool
+    pthread_mutex_t sleep_mutex = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+    Job job{};
+    unsigned long long generation = 0;
+    long long next_chunk = 0;
+    int done = 0;
+    int sleepers = 0;
 
     void run_chunks(const Job& j) {
         long long nchunks = (j.n + j.chunk - 1) / j.chunk;
         for (;;) {
-            long long c = next_chunk.fetch_add(1, std::memory_order_relaxed);
+            long long c = __atomic_fetch_add(&next_chunk, 1, __ATOMIC_RELAXED);
             if (c >= nchunks) break;
             long long b = c * j.chunk, e = b + j.chunk < j.n ? b + j.chunk : j.n;
             j.fn(j.blob, b, e);
@@ -47,31 +52,47 @@ struct Pool {
         for (;;) {
             unsigned long long g;
             int spins = 0;
-            while ((g = generation.load(std::memory_order_acquire)) == seen) {
+            while ((g = load_acquire(&generation)) == seen) {
                 if (++spins < spin) {
-#if defined(__x86_64__) || defined(__i386__)
-                    __builtin_ia32_pause();
-#endif
+                    cpu_relax();
                     continue;
                 }
-                std::unique_lock<std::mutex> lock(sleep_mutex);
-                sleepers.fetch_add(1);
-                wake.wait(lock, [&] { return generation.load(std::memory_order_acquire) != seen; });
-                sleepers.fetch_sub(1);
+                pthread_mutex_lock(&sleep_mutex);
+                __atomic_fetch_add(&sleepers, 1, __ATOMIC_SEQ_CST);
+                while (__atomic_load_n(&generation, __ATOMIC_SEQ_CST) == seen) pthread_cond_wait(&wake, &sleep_mutex);
+                __atomic_fetch_sub(&sleepers, 1, __ATOMIC_SEQ_CST);
+                pthread_mutex_unlock(&sleep_mutex);
                 spins = 0;
             }
             seen = g;
             run_chunks(job);
-            done.fetch_add(1, std::memory_order_acq_rel);
+            __atomic_fetch_add(&done, 1, __ATOMIC_ACQ_REL);
         }
+    }
+
+    struct Start {
+        Pool* pool;
+        unsigned long long generation;
+    };
+
+    static void* thread_entry(void* arg) {
+        Start s = *(Start*)arg;
+        delete (Start*)arg;
+        s.pool->worker_main(s.generation);
+        return nullptr;
     }
 
     void start(int n) {
         nthreads = n < 1 ? 1 : n;
-        unsigned long long g0 = generation.load();
+        // workers start from the generation before any job, so none can miss the first one
+        unsigned long long g0 = load_acquire(&generation);
         for (int i = 1; i < nthreads; ++i) {
-            workers.emplace_back([this, g0] { worker_main(g0); });
-            workers.back().detach();
+            pthread_t t;
+            if (pthread_create(&t, nullptr, thread_entry, new Start{this, g0}) != 0) {
+                nthreads = i;  // fewer threads than asked: run with what started
+                break;
+            }
+            pthread_detach(t);
         }
     }
 
@@ -79,24 +100,18 @@ struct Pool {
         int t = nthreads;
         long long chunk = n / ((long long)t * 4);
         if (chunk < grain) chunk = grain;
-        job.fn = fn;
-        job.blob = blob;
-        job.n = n;
-        job.chunk = chunk;
-        next_chunk.store(0, std::memory_order_relaxed);
-        done.store(0, std::memory_order_relaxed);
+        job = Job{fn, blob, n, chunk};
+        __atomic_store_n(&next_chunk, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&done, 0, __ATOMIC_RELAXED);
         // seq_cst on both sides of the sleeper handshake: either we see the sleeper, or it sees the new job
-        generation.fetch_add(1, std::memory_order_seq_cst);
-        if (sleepers.load(std::memory_order_seq_cst) > 0) {
-            std::lock_guard<std::mutex> lock(sleep_mutex);
-            wake.notify_all();
+        __atomic_fetch_add(&generation, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) > 0) {
+            pthread_mutex_lock(&sleep_mutex);
+            pthread_cond_broadcast(&wake);
+            pthread_mutex_unlock(&sleep_mutex);
         }
         run_chunks(job);
-        while (done.load(std::memory_order_acquire) != t - 1) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-        }
+        while (load_acquire(&done) != t - 1) cpu_relax();
     }
 };
 
@@ -112,7 +127,7 @@ Pool* pool() {
             pthread_atfork(nullptr, nullptr, reset_after_fork);
             registered = true;
         }
-        int n = g_requested_threads > 0 ? g_requested_threads : (int)std::thread::hardware_concurrency();
+        int n = g_requested_threads > 0 ? g_requested_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
         Pool* p = new Pool();  // never freed: detached workers may outlive static destruction
         p->start(n);
         g_pool = p;
@@ -120,27 +135,35 @@ Pool* pool() {
     return g_pool;
 }
 
+// What Python packs in front of a kernel's launch_t and arguments: one pointer is the whole call,
+// which keeps the ctypes call as cheap as it gets.
+struct Call {
+    lw_range_fn fn;
+    long long n;
+    long long serial_below;
+};
+
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) void lw_launch(lw_range_fn fn, const void* blob, long long n,
-                                                                   long long serial_below) {
-    if (n <= 0) return;
-    if (n < serial_below) {
-        fn(blob, 0, n);
+extern "C" __attribute__((visibility("default"))) void lw_launch(const char* packed) {
+    Call call;
+    __builtin_memcpy(&call, packed, sizeof(call));
+    const void* blob = packed + sizeof(Call);
+    if (call.n <= 0) return;
+    if (call.n < call.serial_below) {
+        call.fn(blob, 0, call.n);
         return;
     }
     Pool* p = pool();
-    if (p->nthreads <= 1 || !p->launch_mutex.try_lock()) {
-        fn(blob, 0, n);  // a single core, or another thread is using the pool: run here
+    if (p->nthreads <= 1 || pthread_mutex_trylock(&p->launch_mutex) != 0) {
+        call.fn(blob, 0, call.n);  // a single core, or another thread is using the pool: run here
         return;
     }
-    p->launch(fn, blob, n, 64);
-    p->launch_mutex.unlock();
+    p->launch(call.fn, blob, call.n, 64);
+    pthread_mutex_unlock(&p->launch_mutex);
 }
 
-extern "C" __attribute__((visibility("default"))) void lw_set_num_threads(int n) {
-    // takes effect for a pool not yet started; a running pool keeps its size
-    g_requested_threads = n;
-}
+// Takes effect for a pool not yet started; a running pool keeps its size.
+extern "C" __attribute__((visibility("default"))) void lw_set_num_threads(int n) { g_requested_threads = n; }
 
 extern "C" __attribute__((visibility("default"))) int lw_get_num_threads() { return pool()->nthreads; }

@@ -265,3 +265,12 @@ def test_debug_mode_reports_out_of_bounds_index():
         wp.launch(reads_past_end, dim=7, inputs=[x, y])  # in range: no error, and the record was reset
     finally:
         wp.config.mode = "release"
+
+
+def test_kernel_without_source_file_says_why():
+    """A kernel made by exec() (no source file) raises a KernelError explaining that source is needed."""
+    env = {"wp": wp}
+    exec("def made(a: wp.array(dtype=float)):\n    a[0] = 1.0\n", env)  # noqa: S102
+    k = wp.kernel(env["made"], module="test_errors_exec")
+    with pytest.raises(wp.KernelError, match="define them in a file"):
+        wp.launch(k, dim=1, inputs=[np.zeros(1, np.float32)])

@@ -519,3 +519,18 @@ def test_load_module_and_force_load_build_eagerly():
     wp.force_load()
     lm = saxpy.module.loaded[("cpu", False, False)]
     assert "saxpy" in lm.kernels
+
+
+def test_contiguous_and_strided_entries_agree():
+    """Unit-stride arguments take the vectorized entry, stepped views the general one: same results."""
+    n = 1 << 15
+    base = np.arange(2 * n, dtype=np.float32)
+    y_strided = np.ones(2 * n, dtype=np.float32)
+    wp.launch(saxpy, dim=n, inputs=[base[::2], y_strided[::2], 3.0])  # NumPy views with stride 8
+    np.testing.assert_allclose(y_strided[::2], 3.0 * base[::2] + 1.0)
+    assert (y_strided[1::2] == 1.0).all()
+    wide = wp.array(np.arange(40, dtype=np.float32).reshape(5, 8))
+    cols = wide[:, 2:6]  # rows 32 bytes apart, each row contiguous
+    sums = wp.zeros(5, dtype=float)
+    wp.launch(rows_and_shapes, dim=5, inputs=[cols, sums])
+    np.testing.assert_allclose(sums.numpy(), np.arange(40).reshape(5, 8)[:, 2:6].sum(1) + 4)
