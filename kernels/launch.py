@@ -95,7 +95,7 @@ def _converter(k: Kernel, name: str, t: Any) -> Any:
                 if v.dtype != t.dtype or v.ndim != t.ndim:
                     _bad_array(k, name, t, v)
                 if not v.device.is_cpu:
-                    raise DeviceError(f"kernel '{k.key}' argument '{name}': array is on {v.device}, launch is on cpu")
+                    raise DeviceError(f"kernel {k.label} argument '{name}': array is on {v.device}, launch is on cpu")
                 return v._desc_bytes()
             if v is None:
                 return _NULL_ARRAY
@@ -108,7 +108,7 @@ def _converter(k: Kernel, name: str, t: Any) -> Any:
             try:
                 return bytes(t(v) if not isinstance(v, T._CompositeMixin) else t(v.numpy_value()))
             except (TypeError, ValueError) as e:
-                raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {T.type_name(t)}, got "
+                raise LaunchError(f"kernel {k.label} argument '{name}' expects {T.type_name(t)}, got "
                                   f"{type(v).__name__}: {e}") from None
         return conv_composite
 
@@ -123,13 +123,13 @@ def _converter(k: Kernel, name: str, t: Any) -> Any:
             return v
         if t is T.bool_ and isinstance(v, bool | int):
             return bool(v)
-        raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {T.type_name(t)}, got "
+        raise LaunchError(f"kernel {k.label} argument '{name}' expects {T.type_name(t)}, got "
                           f"{type(v).__name__} ({v!r})")
     return conv_scalar
 
 
 def _bad_array(k: Kernel, name: str, t: ArrayType, v: Any) -> None:
-    raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {t}, got an array of dtype "
+    raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got an array of dtype "
                       f"{T.type_name(v.dtype)} with {v.ndim} dimension(s)")
 
 
@@ -138,21 +138,21 @@ def _foreign_array(k: Kernel, name: str, t: ArrayType, v: Any) -> bytes:
     if isinstance(v, T.ScalarType | int | float) or not (
         hasattr(v, "__array_interface__") or hasattr(v, "__array__")
     ):
-        raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {t}, got {type(v).__name__}")
+        raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got {type(v).__name__}")
     if hasattr(v, "__cuda_array_interface__") and not hasattr(v, "__array_interface__"):
-        raise DeviceError(f"kernel '{k.key}' argument '{name}': a CUDA array was passed to a CPU launch")
+        raise DeviceError(f"kernel {k.label} argument '{name}': a CUDA array was passed to a CPU launch")
     a = np.asarray(v)
     st = T.elem_scalar(t.dtype)
     inner = t.dtype._shape_ if T.is_composite(t.dtype) else ()
     if a.dtype != st.np_dtype:
-        raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {t}, got a {type(v).__name__} of dtype "
+        raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got a {type(v).__name__} of dtype "
                           f"{a.dtype} (convert it, e.g. with .astype(np.{st.np_dtype.name}))")
     if a.ndim != t.ndim + len(inner) or a.shape[t.ndim:] != inner:
-        raise LaunchError(f"kernel '{k.key}' argument '{name}' expects {t}, got a {type(v).__name__} of shape "
+        raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got a {type(v).__name__} of shape "
                           f"{a.shape}" + (f" (a {T.type_name(t.dtype)} array needs trailing dimensions {inner})"
                                           if inner else ""))
     if inner and a.strides[t.ndim:] != tuple(np.cumprod((1,) + inner[:0:-1])[::-1] * st.size):
-        raise LaunchError(f"kernel '{k.key}' argument '{name}': the {T.type_name(t.dtype)} components must be "
+        raise LaunchError(f"kernel {k.label} argument '{name}': the {T.type_name(t.dtype)} components must be "
                           "contiguous")
     desc = ArrayDesc()
     desc.data = a.ctypes.data
@@ -195,7 +195,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     if not isinstance(kernel, Kernel):
         raise LaunchError(f"wp.launch expects a @wp.kernel, got {type(kernel).__name__}")
     if adjoint:
-        raise LaunchError(f"kernel '{kernel.key}': adjoint launches need reverse-mode support, "
+        raise LaunchError(f"kernel {kernel.label}: adjoint launches need reverse-mode support, "
                           "which this build of loomwork does not have yet")
     if dim.__class__ is int and 0 <= dim < 2**31:
         dims = (dim,)
@@ -203,17 +203,17 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         dims = _dims(dim)
     dev = get_device(device)
     if not dev.is_cpu:
-        raise DeviceError(f"kernel '{kernel.key}': launching on {dev} is not supported yet")
+        raise DeviceError(f"kernel {kernel.label}: launching on {dev} is not supported yet")
     lm = kernel.module.load(dev)
     lk = lm.kernels[kernel.key]
     plan = lk.plan or _make_plan(lk)
     params = [*inputs, *outputs]
     if len(params) != len(plan.names):
         sig = ", ".join(f"{n}: {T.type_name(t)}" for n, t in zip(plan.names, plan.types, strict=True))
-        raise LaunchError(f"kernel '{kernel.key}' takes {len(plan.names)} argument(s) ({sig}), "
+        raise LaunchError(f"kernel {kernel.label} takes {len(plan.names)} argument(s) ({sig}), "
                           f"got {len(params)}")
     if lk.tid_count > 1 and len(dims) != lk.tid_count:
-        raise LaunchValueError(f"kernel '{kernel.key}' unpacks wp.tid() into {lk.tid_count} indices but was "
+        raise LaunchValueError(f"kernel {kernel.label} unpacks wp.tid() into {lk.tid_count} indices but was "
                                f"launched with dim={dims}")
     threshold = config.cpu_serial_threshold
     if len(dims) == 1:
@@ -245,8 +245,8 @@ def _pack_error(k: Kernel, plan: LaunchPlan, values: list, e: Exception) -> Exce
             try:
                 struct.pack("<" + _SCALAR_CODES[t], v)
             except struct.error:
-                return LaunchValueError(f"kernel '{k.key}' argument '{n}': {v!r} does not fit in {T.type_name(t)}")
-    return LaunchValueError(f"kernel '{k.key}': cannot pack arguments ({e})")
+                return LaunchValueError(f"kernel {k.label} argument '{n}': {v!r} does not fit in {T.type_name(t)}")
+    return LaunchValueError(f"kernel {k.label}: cannot pack arguments ({e})")
 
 
 def _check_error(k: Kernel, lm: LoadedModule) -> None:
@@ -257,7 +257,7 @@ def _check_error(k: Kernel, lm: LoadedModule) -> None:
         err.code = 0
         owner, text, filename, line = site
         raise KernelRuntimeError(
-            f"kernel '{k.key}': index {index} is out of bounds for an extent of {extent} in `{text}` "
+            f"kernel {k.label}: index {index} is out of bounds for an extent of {extent} in `{text}` "
             f"(in '{owner}' at {filename}:{line})"
         )
 

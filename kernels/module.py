@@ -236,6 +236,15 @@ class Kernel:
             self._signature = (tuple(names), tuple(types))
         return self._signature
 
+    @property
+    def label(self) -> str:
+        """How messages name this kernel: its key and where it is defined."""
+        try:
+            where = f"{inspect.getsourcefile(self.func)}:{self.func.__code__.co_firstlineno}"
+        except TypeError:
+            where = "<unknown>"
+        return f"'{self.key}' (defined at {where})"
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"kernel '{self.key}' is launched with wp.launch({self.__name__}, dim=..., inputs=[...])")
 

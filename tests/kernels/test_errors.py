@@ -204,7 +204,8 @@ def reads_past_end(x: wp.array(dtype=float), y: wp.array2d(dtype=float)):
 
 def test_wrong_argument_count_names_the_signature():
     """Too few arguments: LaunchError with the kernel name and its parameters."""
-    with pytest.raises(wp.LaunchError, match=r"kernel 'scale' takes 4 argument\(s\) \(x: array\(dtype=float32"):
+    with pytest.raises(wp.LaunchError, match=r"kernel 'scale' \(defined at .*test_errors.py:\d+\) takes 4 "
+                                             r"argument\(s\) \(x: array\(dtype=float32"):
         wp.launch(scale, dim=1, inputs=[np.zeros(1, np.float32)])
 
 

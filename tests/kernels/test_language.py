@@ -48,7 +48,12 @@ def with_default(x: float, k: float = 3.0):
 
 @wp.func
 def accumulate(a: wp.array(dtype=float), i: int):
-    a[i] = a[i] + 1.0
+    a[i] = a[i] + increment(1.0)
+
+
+@wp.func
+def increment(x: float):
+    return twice(x) - 1.0
 
 
 @wp.kernel
