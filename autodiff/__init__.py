@@ -1,1 +1,11 @@
-"""loomwork.autodiff (see the README's architecture section)."""
+"""loomwork.autodiff: reverse-mode differentiation (adjoint code generation, the Tape, gradient checks).
+
+Importing it registers the adjoint generator with the kernel layer, which builds every kernel's
+adjoint alongside its forward code (unless `enable_backward=False`).
+"""
+
+from loomwork.kernels.extensions import registry
+
+from .adjoint import module_adjoint_source
+
+registry.adjoint_source = module_adjoint_source

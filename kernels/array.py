@@ -32,6 +32,21 @@ class ArrayDesc(ctypes.Structure):
     ]
 
 
+class _Storage:
+    """What views of one allocation share: a write version (bumped by every tracked write) and who
+    wrote last, so a Tape can tell when an array it recorded was overwritten."""
+
+    __slots__ = ("version", "writer")
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.writer = "Python code"
+
+    def bump(self, writer: str) -> None:
+        self.version += 1
+        self.writer = writer
+
+
 class _Interface:
     """Holds an `__array_interface__` dict (and the memory's owner) for NumPy to view."""
 
@@ -88,6 +103,7 @@ class array:  # noqa: N801 - Warp's public name
         ndim = ndim if ndim is not None else self._default_ndim
         self._desc: bytes | None = None
         self._grad: array | None = None
+        self._grad_external = False
         self.requires_grad = False
         self.device: Device = get_device(device)
         self._owner: Any = owner
@@ -110,6 +126,7 @@ class array:  # noqa: N801 - Warp's public name
             self.strides = (0,) * self.ndim
             self.size = 0
             self.capacity = 0
+            self._storage = _Storage()
             self._inner_contiguous = True
         if ndim is not None and ndim != self.ndim:
             raise ValueError(f"array built with ndim={ndim} has shape {self.shape}")
@@ -144,6 +161,7 @@ class array:  # noqa: N801 - Warp's public name
         self.size = int(np.prod(shape))
         self.capacity = self.size * itemsize
         self._owner = owner
+        self._storage = owner._storage if isinstance(owner, array) else _Storage()
         self._inner_contiguous = self.strides[-1] == itemsize or shape[-1] <= 1
 
     def _init_from_data(self, data: Any, shape: Any, copy: bool) -> None:
@@ -190,6 +208,7 @@ class array:  # noqa: N801 - Warp's public name
         if g is not None and (not isinstance(g, array) or g.shape != self.shape or g.dtype != self.dtype):
             raise ValueError(f"gradient must be an array of shape {self.shape} and dtype {T.type_name(self.dtype)}")
         self._grad = g
+        self._grad_external = g is not None  # a buffer the caller owns: tapes never zero it on their own
         self._desc = None
 
     def _desc_bytes(self) -> bytes:
@@ -276,10 +295,14 @@ class array:  # noqa: N801 - Warp's public name
             shape, strides = [1], [T.type_size(self.dtype)]
         view = array(ptr=ptr, dtype=self.dtype, shape=tuple(shape), strides=tuple(strides),
                      device=self.device, owner=self)
+        if self._grad is not None:
+            view._grad = self._grad[key]
+            view.requires_grad = self.requires_grad
         return view
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check_cpu("element assignment")
+        self._storage.bump("element assignment")
         self.numpy()[key] = np.asarray(value)
 
     def reshape(self, shape: Any) -> array:
@@ -306,6 +329,7 @@ class array:  # noqa: N801 - Warp's public name
     def fill_(self, value: Any) -> array:
         """Set every element to `value` (a scalar, or a vector/matrix for such dtypes)."""
         self._check_cpu("fill_")
+        self._storage.bump("fill_()")
         if self.size:
             v = np.asarray(value.numpy_value() if isinstance(value, T._CompositeMixin) else value)
             self.numpy()[...] = v
@@ -320,6 +344,7 @@ class array:  # noqa: N801 - Warp's public name
     def assign(self, src: Any) -> array:
         """Copy the values of `src` (an array, NumPy array or sequence of matching shape) into this array."""
         self._check_cpu("assign")
+        self._storage.bump("assign()")
         values = src.numpy() if isinstance(src, array) else np.asarray(src)
         dst = self.numpy()
         if values.size != dst.size:
@@ -445,6 +470,7 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
         raise TypeError(f"wp.copy: element sizes differ ({T.type_name(src.dtype)} -> {T.type_name(dest.dtype)})")
     dest._check_cpu("copy")
     src._check_cpu("copy")
+    dest._storage.bump("wp.copy()")
     count = count or src.size - src_offset
     if src_offset + count > src.size or dest_offset + count > dest.size or min(count, src_offset, dest_offset) < 0:
         raise ValueError(

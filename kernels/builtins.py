@@ -207,7 +207,8 @@ add("div", (S, S), "T", group="Operators", doc="a / b (integers truncate; intege
 add("div", (V, S), vec_ret, group="Operators", doc="")
 add("div", (S, V), vec_ret, group="Operators", doc="")
 add("div", (M, S), mat_ret, group="Operators", doc="")
-add("floordiv", (S, S), "T", group="Operators", doc="a // b, rounded toward negative infinity")
+add("floordiv", (S, S), "T", group="Operators", doc="a // b, rounded toward negative infinity",
+    differentiable=False)
 add("mod", (S, S), "T", group="Operators", doc="a % b with the sign of a (C semantics, like Warp)")
 add("neg", (S,), "T", group="Operators", doc="-a")
 add("neg", (V,), vec_ret, group="Operators", doc="")
@@ -250,7 +251,8 @@ add("clamp", (S, S, S), "T", group="Scalar Math", doc="x limited to [lo, hi]", p
 add("abs", (S,), "T", group="Scalar Math", doc="|x| (componentwise for vectors); its gradient at 0 is 1",
     py=np.abs)
 add("abs", (V,), vec_ret, group="Scalar Math", doc="")
-add("sign", (S,), "T", group="Scalar Math", doc="-1 where x < 0, else 1", py=lambda x: np.where(x < 0, -1, 1))
+add("sign", (S,), "T", group="Scalar Math", doc="-1 where x < 0, else 1", differentiable=False,
+    py=lambda x: np.where(x < 0, -1, 1))
 add("step", (S,), "T", group="Scalar Math", doc="1 where x < 0, else 0", differentiable=False,
     py=lambda x: np.where(x < 0, 1, 0))
 add("nonzero", (S,), "T", group="Scalar Math", doc="1 where x != 0, else 0", differentiable=False,

@@ -33,3 +33,6 @@ cpu_serial_threshold: int = 8192
 
 #: CPU worker threads (None: one per core); set before the first launch
 cpu_threads: int | None = None
+
+#: build each kernel's adjoint (reverse-mode) kernel too; a kernel's own enable_backward overrides this
+enable_backward: bool = True

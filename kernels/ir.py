@@ -303,3 +303,52 @@ def _dump_block(body: tuple[Stmt, ...], depth: int, out: list[str]) -> None:
             _dump_block(s.body, depth + 1, out)
         else:
             out.append(f"{pad}{s}")
+
+
+def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], frozenset[int]]:
+    """Which array parameters (by position) `fn` may read values from and may write.
+
+    Array locals alias the parameters they are copied or viewed from; a call maps its callee's
+    effects (`callee_effects[name] = (reads, writes)`) onto the arguments it passes.
+    Atomic add/sub only write (their previous value is not a read that gradients depend on).
+    """
+    alias: dict[Var, set[int]] = {p: {i} for i, p in enumerate(fn.params) if isinstance(p.type, ArrayType)}
+    reads: set[int] = set()
+    writes: set[int] = set()
+
+    def of(o: Any) -> set[int]:
+        return alias.get(o, set()) if isinstance(o, Var) else set()
+
+    def walk(body: tuple[Stmt, ...]) -> None:
+        for s in body:
+            if isinstance(s, Assign):
+                e = s.expr
+                if isinstance(s.dest.type, ArrayType) and isinstance(e, Copy | View):
+                    src = e.value if isinstance(e, Copy) else e.array
+                    alias.setdefault(s.dest, set()).update(of(src))
+                elif isinstance(e, Load):
+                    reads.update(of(e.array))
+                elif isinstance(e, Call) and e.target.native in callee_effects:
+                    _call(e)
+            elif isinstance(s, Store):
+                writes.update(of(s.array))
+            elif isinstance(s, Atomic):
+                writes.update(of(s.array))
+                if s.op in ("min", "max"):
+                    reads.update(of(s.array))
+            elif isinstance(s, Eval) and s.expr.target.native in callee_effects:
+                _call(s.expr)
+            for sub in ("cond_body", "body", "orelse"):
+                walk(getattr(s, sub, ()))
+
+    def _call(e: Call) -> None:
+        r, w = callee_effects[e.target.native]
+        for i, a in enumerate(e.args):
+            if i in r:
+                reads.update(of(a))
+            if i in w:
+                writes.update(of(a))
+
+    walk(fn.body)
+    walk(fn.body)  # a second pass settles aliases made later in a loop body
+    return frozenset(reads), frozenset(writes)

@@ -18,6 +18,7 @@ from . import types as T
 from .array import MAX_DIMS, ArrayDesc, array
 from .device import get_device
 from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
+from .extensions import registry
 from .ir import ArrayType
 from .module import Kernel, LoadedKernel, LoadedModule
 from .runtime import cpu_runtime
@@ -194,9 +195,6 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     """
     if not isinstance(kernel, Kernel):
         raise LaunchError(f"wp.launch expects a @wp.kernel, got {type(kernel).__name__}")
-    if adjoint:
-        raise LaunchError(f"kernel {kernel.label}: adjoint launches need reverse-mode support, "
-                          "which this build of loomwork does not have yet")
     if dim.__class__ is int and 0 <= dim < 2**31:
         dims = (dim,)
     else:
@@ -215,6 +213,12 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     if lk.tid_count > 1 and len(dims) != lk.tid_count:
         raise LaunchValueError(f"kernel {kernel.label} unpacks wp.tid() into {lk.tid_count} indices but was "
                                f"launched with dim={dims}")
+    if adjoint:
+        _launch_adjoint(kernel, lk, plan, dims, params, [*adj_inputs, *adj_outputs])
+        return
+    recorders = registry.recorders
+    if recorders and record_tape:
+        recorders[-1].record_launch(kernel, lk, dims, params, dev)
     threshold = config.cpu_serial_threshold
     if len(dims) == 1:
         size = dims[0]
@@ -232,6 +236,56 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         _launch_cpu(blob)
         if lm.debug:
             _check_error(kernel, lm)
+    for i in lk.writes:
+        v = params[i]
+        if v.__class__ is array:
+            v._storage.bump(kernel.key)
+
+
+def _launch_adjoint(kernel: Kernel, lk: LoadedKernel, plan: LaunchPlan, dims: tuple, params: list,
+                    adj_params: list) -> None:
+    """Run a kernel's adjoint: array gradients come from `adj_params` (or, when it is empty, from each
+    array's own `.grad`); scalar adjoints are not returned, as in Warp."""
+    if not lk.adj_fn_ptr:
+        raise LaunchError(f"kernel {kernel.label} was built without its backward pass "
+                          "(enable_backward=False); it cannot be launched with adjoint=True")
+    if adj_params and len(adj_params) != len(params):
+        raise LaunchError(f"kernel {kernel.label}: adj_inputs + adj_outputs must match inputs + outputs "
+                          f"one for one ({len(params)} arguments), got {len(adj_params)}")
+    values = [c(v) for c, v in zip(plan.converters, params, strict=True)] or [b"\0"]
+    if adj_params:
+        for i, t in enumerate(plan.types):
+            if isinstance(t, ArrayType):
+                values[i] = _with_grad(kernel, plan.names[i], t, params[i], values[i], adj_params[i])
+    size = 1
+    for d in dims:
+        size *= d
+    header = (lk.adj_fn_ptr, size, config.cpu_serial_threshold, size, len(dims), *dims,
+              *(1,) * (MAX_DIMS - len(dims)), 0)
+    try:
+        blob = plan.struct.pack(*header, *values)
+    except (struct.error, OverflowError) as e:
+        raise _pack_error(kernel, plan, values, e) from None
+    if size:
+        _launch_cpu(blob)
+
+
+def _with_grad(kernel: Kernel, name: str, t: ArrayType, primal: Any, desc: bytes, adj: Any) -> bytes:
+    """The array descriptor `desc` with its gradient pointer taken from `adj` (None: no gradient).
+    The gradient must have the array's shape and layout, since both share one set of strides."""
+    if adj is None:
+        return desc[:8] + bytes(8) + desc[16:]
+    if not isinstance(adj, array):
+        adj = array(adj, dtype=t.dtype, copy=False)
+    if isinstance(primal, array):
+        shape, strides = primal.shape, primal.strides
+    else:
+        a = np.asarray(primal)
+        shape, strides = a.shape[: t.ndim], a.strides[: t.ndim]
+    if adj.shape != shape or adj.strides != strides:
+        raise LaunchValueError(f"kernel {kernel.label}: the adjoint of '{name}' must match the array's shape "
+                               f"{shape} and strides {strides}, got {adj.shape} and {adj.strides}")
+    return desc[:8] + struct.pack("<Q", adj.ptr or 0) + desc[16:]
 
 
 def _make_plan(lk: LoadedKernel) -> LaunchPlan:

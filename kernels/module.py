@@ -20,6 +20,7 @@ from typing import Any
 from . import build, codegen, config, ir
 from . import types as T
 from .errors import CompileError, KernelError, KernelTypeError
+from .extensions import registry
 from .frontend import Builder, Source, arg_type
 from .ir import ArrayType, Const
 from .runtime import cpu_runtime, runtime_loaded
@@ -245,6 +246,11 @@ class Kernel:
             where = "<unknown>"
         return f"'{self.key}' (defined at {where})"
 
+    @property
+    def backward_enabled(self) -> bool:
+        """Whether the module builds this kernel's adjoint (the kernel's option, else wp.config's)."""
+        return config.enable_backward if self.enable_backward is None else bool(self.enable_backward)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"kernel '{self.key}' is launched with wp.launch({self.__name__}, dim=..., inputs=[...])")
 
@@ -263,11 +269,14 @@ def kernel(f: Any = None, *, enable_backward: bool | None = None, module: Any = 
 
 @dataclass
 class LoadedKernel:
-    """A kernel ready to launch on the CPU: its range function and argument layout."""
+    """A kernel ready to launch on the CPU: its range functions, argument layout and array effects."""
 
     kernel: Kernel
     fn_ptr: int
+    adj_fn_ptr: int  # 0 when the kernel was built without a backward pass
     tid_count: int
+    reads: frozenset  # positions of array parameters whose values the kernel reads
+    writes: frozenset  # positions of array parameters the kernel may write
     plan: Any = None
 
 
@@ -302,16 +311,18 @@ class Module:
         return key
 
     def options_key(self) -> tuple:
-        return (config.mode == "debug", bool(config.fast_math))
+        return (config.mode == "debug", bool(config.fast_math), bool(config.enable_backward))
 
     def load(self, device: Any) -> LoadedModule:
         """Build (or find in the cache) and load this module for `device`; cached per options."""
         last = self._last
         if (last is not None and last[0] is device and last[1] == config.mode and last[2] == config.fast_math
-                and last[3] == self.version and last[4] == _FUNCTION_GENERATION[0]):
-            return last[5]
+                and last[3] == self.version and last[4] == _FUNCTION_GENERATION[0]
+                and last[5] == config.enable_backward):
+            return last[6]
         lm = self._load(device)
-        self._last = (device, config.mode, config.fast_math, self.version, _FUNCTION_GENERATION[0], lm)
+        self._last = (device, config.mode, config.fast_math, self.version, _FUNCTION_GENERATION[0],
+                      config.enable_backward, lm)
         return lm
 
     def _load(self, device: Any) -> LoadedModule:
@@ -323,7 +334,7 @@ class Module:
         if not device.is_cpu:
             raise CompileError(f"module '{self.name}': loading kernels on {device} is not supported yet")
         t0 = time.perf_counter()
-        debug, fast_math = self.options_key()
+        debug, fast_math, _ = self.options_key()
         ctx = BuildContext(debug)
         kernel_irs = []
         for k in list(self.kernels.values()):
@@ -335,6 +346,12 @@ class Module:
                 print(fn.dump(), file=sys.stderr)
             kernel_irs.append(fn)
         source = codegen.module_source(ctx.order, kernel_irs, debug)
+        backward = [fn for k, fn in zip(self.kernels.values(), kernel_irs, strict=True) if k.backward_enabled]
+        if backward and registry.adjoint_source is not None:
+            source += registry.adjoint_source(ctx.order, backward, debug)
+        effects: dict[str, tuple] = {}
+        for f in ctx.order:
+            effects[f.name] = ir.array_effects(f, effects)
         if config.print_source:
             print(source, file=sys.stderr)
         what = f"module '{self.name}' (kernels: {', '.join(self.kernels)})"
@@ -358,7 +375,9 @@ class Module:
         loaded = {}
         for k, fn in zip(self.kernels.values(), kernel_irs, strict=True):
             ptr = ctypes.cast(getattr(lib, f"{k.cname}_cpu"), ctypes.c_void_p).value
-            loaded[k.key] = LoadedKernel(k, ptr, fn.tid_count)
+            adj = ctypes.cast(getattr(lib, f"{k.cname}_adj_cpu"), ctypes.c_void_p).value if fn in backward else 0
+            reads, writes = ir.array_effects(fn, effects)
+            loaded[k.key] = LoadedKernel(k, ptr, adj or 0, fn.tid_count, reads, writes)
         lm = LoadedModule(lib, loaded, ctx.sites, err, debug, lib_path, version)
         self.loaded[key] = lm
         if config.verbose:

@@ -4,6 +4,7 @@
 """
 
 from . import types  # noqa: E402  (wp.types.vector / wp.types.matrix)
+from .autodiff.tape import OverwriteError, Tape  # importing autodiff registers reverse mode
 from .kernels import config
 from .kernels.array import (
     array,
@@ -107,5 +108,6 @@ __all__ = [
     "int32", "int64", "uint8", "uint16", "uint32", "uint64", "vec2", "vec2d", "vec2f", "vec2h", "vec2i", "vec3",
     "vec3d", "vec3f", "vec3h", "vec3i", "vec4", "vec4d", "vec4f", "vec4h", "vec4i", "mat22", "mat22d", "mat22f",
     "mat33", "mat33d", "mat33f", "mat44", "mat44d", "mat44f", "types", "pi", "e", "tau", "inf", "nan",
+    "Tape", "OverwriteError",
     *_BUILTINS,
 ]

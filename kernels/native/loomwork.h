@@ -497,7 +497,7 @@ template <typename T> LW_FUNC array_t<T> subview(const array_t<T>& a, int n, int
     char* p = (char*)a.data;
     for (int d = 0; d < n; ++d) p += idx[d] * a.strides[d];
     r.data = (T*)p;
-    r.grad = 0;
+    r.grad = a.grad ? (T*)((char*)a.grad + (p - (char*)a.data)) : 0;
     for (int d = 0; d < 4; ++d) {
         r.shape[d] = d + n < 4 ? a.shape[d + n] : 0;
         r.strides[d] = d + n < 4 ? a.strides[d + n] : 0;
@@ -696,6 +696,257 @@ LW_FUNC void tid_split(const launch_t& L, int64_t idx, int32_t* out) {
         idx /= L.dims[d];
     }
     out[0] = (int32_t)idx;
+}
+
+// ---------------------------------------------------------------------------------------------
+// adjoints: adj_f(args..., adj_args&..., adj_ret) accumulates d(out)/d(arg) * adj_ret into adj_args
+
+template <typename T> LW_FUNC T& grad_at(const array_t<T>& a, int64_t i) {
+    return *(T*)((char*)a.grad + i * a.strides[0]);
+}
+template <typename T> LW_FUNC T& grad_at(const array_t<T>& a, int64_t i, int64_t j) {
+    return *(T*)((char*)a.grad + i * a.strides[0] + j * a.strides[1]);
+}
+template <typename T> LW_FUNC T& grad_at(const array_t<T>& a, int64_t i, int64_t j, int64_t k) {
+    return *(T*)((char*)a.grad + i * a.strides[0] + j * a.strides[1] + k * a.strides[2]);
+}
+template <typename T> LW_FUNC T& grad_at(const array_t<T>& a, int64_t i, int64_t j, int64_t k, int64_t l) {
+    return *(T*)((char*)a.grad + i * a.strides[0] + j * a.strides[1] + k * a.strides[2] + l * a.strides[3]);
+}
+
+// accumulate into a value of any differentiable type
+template <typename T> LW_FUNC void acc(T& a, T b) { a = add(a, b); }
+LW_FUNC void acc(half& a, half b) { a = half((float)a + (float)b); }
+
+template <typename T> LW_FUNC void adj_add(T a, T b, T& adj_a, T& adj_b, T adj) { acc(adj_a, adj); acc(adj_b, adj); }
+template <typename T> LW_FUNC void adj_sub(T a, T b, T& adj_a, T& adj_b, T adj) { acc(adj_a, adj); acc(adj_b, neg(adj)); }
+template <typename T> LW_FUNC void adj_pos(T a, T& adj_a, T adj) { acc(adj_a, adj); }
+template <typename T> LW_FUNC void adj_neg(T a, T& adj_a, T adj) { acc(adj_a, neg(adj)); }
+template <typename T, typename = typename scalar_only<T>::type> LW_FUNC void adj_mul(T a, T b, T& adj_a, T& adj_b, T adj) {
+    adj_a += adj * b;
+    adj_b += adj * a;
+}
+LW_FUNC void adj_mul(half a, half b, half& adj_a, half& adj_b, half adj) {
+    acc(adj_a, mul(adj, b));
+    acc(adj_b, mul(adj, a));
+}
+template <typename T> LW_FUNC void adj_div(T a, T b, T& adj_a, T& adj_b, T adj) {
+    acc(adj_a, div(adj, b));
+    acc(adj_b, neg(div(mul(adj, a), mul(b, b))));
+}
+template <typename T> LW_FUNC void adj_mod(T a, T b, T& adj_a, T& adj_b, T adj) {
+    acc(adj_a, adj);
+    acc(adj_b, neg(mul(adj, trunc(div(a, b)))));
+}
+template <typename T> LW_FUNC void adj_pow(T a, T b, T& adj_a, T& adj_b, T adj) {
+    T r = pow(a, b);
+    if (!(a == T(0) && b < T(1))) acc(adj_a, mul(mul(adj, b), pow(a, sub(b, T(1)))));
+    if (a > T(0)) acc(adj_b, mul(mul(adj, r), log(a)));
+}
+template <typename T> LW_FUNC void adj_sqrt(T a, T& adj_a, T adj) {
+    if (a > T(0)) acc(adj_a, div(mul(T(0.5), adj), sqrt(a)));
+}
+template <typename T> LW_FUNC void adj_sin(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, cos(a))); }
+template <typename T> LW_FUNC void adj_cos(T a, T& adj_a, T adj) { acc(adj_a, neg(mul(adj, sin(a)))); }
+template <typename T> LW_FUNC void adj_tan(T a, T& adj_a, T adj) {
+    T t = tan(a);
+    acc(adj_a, mul(adj, add(T(1), mul(t, t))));
+}
+template <typename T> LW_FUNC void adj_asin(T a, T& adj_a, T adj) {
+    acc(adj_a, div(adj, sqrt(sub(T(1), mul(a, a)))));
+}
+template <typename T> LW_FUNC void adj_acos(T a, T& adj_a, T adj) {
+    acc(adj_a, neg(div(adj, sqrt(sub(T(1), mul(a, a))))));
+}
+template <typename T> LW_FUNC void adj_atan(T a, T& adj_a, T adj) { acc(adj_a, div(adj, add(T(1), mul(a, a)))); }
+template <typename T> LW_FUNC void adj_sinh(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, cosh(a))); }
+template <typename T> LW_FUNC void adj_cosh(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, sinh(a))); }
+template <typename T> LW_FUNC void adj_tanh(T a, T& adj_a, T adj) {
+    T t = tanh(a);
+    acc(adj_a, mul(adj, sub(T(1), mul(t, t))));
+}
+template <typename T> LW_FUNC void adj_exp(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, exp(a))); }
+template <typename T> LW_FUNC void adj_log(T a, T& adj_a, T adj) { acc(adj_a, div(adj, a)); }
+template <typename T> LW_FUNC void adj_log2(T a, T& adj_a, T adj) { acc(adj_a, div(adj, mul(a, T(0.6931471805599453)))); }
+template <typename T> LW_FUNC void adj_log10(T a, T& adj_a, T adj) { acc(adj_a, div(adj, mul(a, T(2.302585092994046)))); }
+template <typename T> LW_FUNC void adj_cbrt(T a, T& adj_a, T adj) {
+    T c = cbrt(a);
+    if (c != T(0)) acc(adj_a, div(adj, mul(T(3), mul(c, c))));
+}
+template <typename T> LW_FUNC void adj_degrees(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(57.29577951308232))); }
+template <typename T> LW_FUNC void adj_radians(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(0.017453292519943295))); }
+template <typename T> LW_FUNC void adj_rsqrt(T a, T& adj_a, T adj) {
+    if (a > T(0)) acc(adj_a, mul(adj, div(T(-0.5), mul(a, sqrt(a)))));
+}
+template <typename T> LW_FUNC void adj_frac(T a, T& adj_a, T adj) { acc(adj_a, adj); }
+template <typename T> LW_FUNC void adj_atan2(T y, T x, T& adj_y, T& adj_x, T adj) {
+    T d = add(mul(x, x), mul(y, y));
+    if (d > T(0)) {
+        acc(adj_y, div(mul(adj, x), d));
+        acc(adj_x, neg(div(mul(adj, y), d)));
+    }
+}
+// min/max/clamp: the gradient goes to the operand that was selected; abs: sign, with 1 at 0
+template <typename T> LW_FUNC void adj_min(T a, T b, T& adj_a, T& adj_b, T adj) {
+    if (lt(b, a)) acc(adj_b, adj); else acc(adj_a, adj);
+}
+template <typename T> LW_FUNC void adj_max(T a, T b, T& adj_a, T& adj_b, T adj) {
+    if (lt(a, b)) acc(adj_b, adj); else acc(adj_a, adj);
+}
+template <typename T> LW_FUNC void adj_clamp(T x, T lo, T hi, T& adj_x, T& adj_lo, T& adj_hi, T adj) {
+    if (lt(x, lo)) acc(adj_lo, adj);
+    else if (lt(hi, x)) acc(adj_hi, adj);
+    else acc(adj_x, adj);
+}
+template <typename T> LW_FUNC void adj_abs(T a, T& adj_a, T adj) { acc(adj_a, lt(a, T(0)) ? neg(adj) : adj); }
+template <typename T> LW_FUNC void adj_lerp(T a, T b, T t, T& adj_a, T& adj_b, T& adj_t, T adj) {
+    acc(adj_a, mul(adj, sub(T(1), t)));
+    acc(adj_b, mul(adj, t));
+    acc(adj_t, mul(adj, sub(b, a)));
+}
+template <typename T> LW_FUNC void adj_smoothstep(T a, T b, T x, T& adj_a, T& adj_b, T& adj_x, T adj) {
+    T w = sub(b, a);
+    T t = div(sub(x, a), w);
+    if (t <= T(0) || t >= T(1)) return;
+    T dr = mul(mul(T(6), t), sub(T(1), t));
+    T g = mul(adj, dr);
+    acc(adj_x, div(g, w));
+    acc(adj_a, mul(g, div(sub(x, b), mul(w, w))));
+    acc(adj_b, mul(g, div(sub(a, x), mul(w, w))));
+}
+template <typename To, typename From> LW_FUNC void adj_cast(From x, From& adj_x, To adj) {
+    acc(adj_x, cast<From>(adj));
+}
+template <typename To> LW_FUNC void adj_cast(half x, half& adj_x, To adj) { acc(adj_x, half((float)adj)); }
+
+// vectors and matrices (elementwise forms loop over the scalar adjoints)
+#define LW_ADJ_ELEMWISE2(name)                                                                      \
+    template <int N, typename T>                                                                   \
+    LW_FUNC void adj_##name(vec_t<N, T> a, vec_t<N, T> b, vec_t<N, T>& adj_a, vec_t<N, T>& adj_b,   \
+                            vec_t<N, T> adj) {                                                     \
+        for (int i = 0; i < N; ++i) adj_##name(a.c[i], b.c[i], adj_a.c[i], adj_b.c[i], adj.c[i]);  \
+    }                                                                                              \
+    template <int R, int C, typename T>                                                            \
+    LW_FUNC void adj_##name(mat_t<R, C, T> a, mat_t<R, C, T> b, mat_t<R, C, T>& adj_a,              \
+                            mat_t<R, C, T>& adj_b, mat_t<R, C, T> adj) {                           \
+        for (int i = 0; i < R * C; ++i) adj_##name(a.c[i], b.c[i], adj_a.c[i], adj_b.c[i], adj.c[i]); \
+    }
+LW_ADJ_ELEMWISE2(add)
+LW_ADJ_ELEMWISE2(sub)
+LW_ADJ_ELEMWISE2(min)
+LW_ADJ_ELEMWISE2(max)
+#define LW_ADJ_ELEMWISE1(name)                                                                      \
+    template <int N, typename T> LW_FUNC void adj_##name(vec_t<N, T> a, vec_t<N, T>& adj_a, vec_t<N, T> adj) { \
+        for (int i = 0; i < N; ++i) adj_##name(a.c[i], adj_a.c[i], adj.c[i]);                       \
+    }                                                                                              \
+    template <int R, int C, typename T>                                                            \
+    LW_FUNC void adj_##name(mat_t<R, C, T> a, mat_t<R, C, T>& adj_a, mat_t<R, C, T> adj) {          \
+        for (int i = 0; i < R * C; ++i) adj_##name(a.c[i], adj_a.c[i], adj.c[i]);                   \
+    }
+LW_ADJ_ELEMWISE1(neg)
+LW_ADJ_ELEMWISE1(pos)
+LW_ADJ_ELEMWISE1(abs)
+
+template <int N, typename T> LW_FUNC void adj_mul(vec_t<N, T> a, T s, vec_t<N, T>& adj_a, T& adj_s, vec_t<N, T> adj) {
+    acc(adj_a, mul(adj, s));
+    acc(adj_s, dot(adj, a));
+}
+template <int N, typename T> LW_FUNC void adj_mul(T s, vec_t<N, T> a, T& adj_s, vec_t<N, T>& adj_a, vec_t<N, T> adj) {
+    adj_mul(a, s, adj_a, adj_s, adj);
+}
+template <int N, typename T> LW_FUNC void adj_div(vec_t<N, T> a, T s, vec_t<N, T>& adj_a, T& adj_s, vec_t<N, T> adj) {
+    acc(adj_a, div(adj, s));
+    acc(adj_s, neg(div(dot(adj, a), mul(s, s))));
+}
+template <int N, typename T> LW_FUNC void adj_div(T s, vec_t<N, T> a, T& adj_s, vec_t<N, T>& adj_a, vec_t<N, T> adj) {
+    for (int i = 0; i < N; ++i) adj_div(s, a.c[i], adj_s, adj_a.c[i], adj.c[i]);
+}
+template <int R, int C, typename T>
+LW_FUNC void adj_mul(mat_t<R, C, T> a, T s, mat_t<R, C, T>& adj_a, T& adj_s, mat_t<R, C, T> adj) {
+    for (int i = 0; i < R * C; ++i) adj_mul(a.c[i], s, adj_a.c[i], adj_s, adj.c[i]);
+}
+template <int R, int C, typename T>
+LW_FUNC void adj_mul(T s, mat_t<R, C, T> a, T& adj_s, mat_t<R, C, T>& adj_a, mat_t<R, C, T> adj) {
+    adj_mul(a, s, adj_a, adj_s, adj);
+}
+template <int R, int C, typename T>
+LW_FUNC void adj_div(mat_t<R, C, T> a, T s, mat_t<R, C, T>& adj_a, T& adj_s, mat_t<R, C, T> adj) {
+    for (int i = 0; i < R * C; ++i) adj_div(a.c[i], s, adj_a.c[i], adj_s, adj.c[i]);
+}
+template <int R, int C, typename T>
+LW_FUNC void adj_mul(mat_t<R, C, T> m, vec_t<C, T> v, mat_t<R, C, T>& adj_m, vec_t<C, T>& adj_v, vec_t<R, T> adj) {
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < C; ++j) {
+            acc(adj_m.c[i * C + j], mul(adj.c[i], v.c[j]));
+            acc(adj_v.c[j], mul(m.c[i * C + j], adj.c[i]));
+        }
+}
+template <int R, int C, typename T>
+LW_FUNC void adj_mul(vec_t<R, T> v, mat_t<R, C, T> m, vec_t<R, T>& adj_v, mat_t<R, C, T>& adj_m, vec_t<C, T> adj) {
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < C; ++j) {
+            acc(adj_v.c[i], mul(m.c[i * C + j], adj.c[j]));
+            acc(adj_m.c[i * C + j], mul(v.c[i], adj.c[j]));
+        }
+}
+template <int R, int K, int C, typename T>
+LW_FUNC void adj_mul(mat_t<R, K, T> a, mat_t<K, C, T> b, mat_t<R, K, T>& adj_a, mat_t<K, C, T>& adj_b,
+                     mat_t<R, C, T> adj) {
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < C; ++j)
+            for (int k = 0; k < K; ++k) {
+                acc(adj_a.c[i * K + k], mul(adj.c[i * C + j], b.c[k * C + j]));
+                acc(adj_b.c[k * C + j], mul(a.c[i * K + k], adj.c[i * C + j]));
+            }
+}
+template <int R, int C, typename T> LW_FUNC void adj_transpose(mat_t<R, C, T> a, mat_t<R, C, T>& adj_a, mat_t<C, R, T> adj) {
+    acc(adj_a, transpose(adj));
+}
+template <int N, typename T> LW_FUNC void adj_cw_mul(vec_t<N, T> a, vec_t<N, T> b, vec_t<N, T>& adj_a, vec_t<N, T>& adj_b,
+                                                     vec_t<N, T> adj) {
+    for (int i = 0; i < N; ++i) adj_mul(a.c[i], b.c[i], adj_a.c[i], adj_b.c[i], adj.c[i]);
+}
+template <int N, typename T> LW_FUNC void adj_cw_div(vec_t<N, T> a, vec_t<N, T> b, vec_t<N, T>& adj_a, vec_t<N, T>& adj_b,
+                                                     vec_t<N, T> adj) {
+    for (int i = 0; i < N; ++i) adj_div(a.c[i], b.c[i], adj_a.c[i], adj_b.c[i], adj.c[i]);
+}
+template <int N, typename T> LW_FUNC void adj_dot(vec_t<N, T> a, vec_t<N, T> b, vec_t<N, T>& adj_a, vec_t<N, T>& adj_b, T adj) {
+    acc(adj_a, mul(b, adj));
+    acc(adj_b, mul(a, adj));
+}
+template <typename T> LW_FUNC void adj_cross(vec_t<3, T> a, vec_t<3, T> b, vec_t<3, T>& adj_a, vec_t<3, T>& adj_b,
+                                             vec_t<3, T> adj) {
+    acc(adj_a, cross(b, adj));
+    acc(adj_b, cross(adj, a));
+}
+template <int N, typename T> LW_FUNC void adj_length(vec_t<N, T> a, vec_t<N, T>& adj_a, T adj) {
+    T l = length(a);
+    if (l > T(0)) acc(adj_a, mul(a, div(adj, l)));
+}
+template <int N, typename T> LW_FUNC void adj_length_sq(vec_t<N, T> a, vec_t<N, T>& adj_a, T adj) {
+    acc(adj_a, mul(a, mul(T(2), adj)));
+}
+template <int N, typename T> LW_FUNC void adj_normalize(vec_t<N, T> a, vec_t<N, T>& adj_a, vec_t<N, T> adj) {
+    T l = length(a);
+    if (l > T(0)) {
+        vec_t<N, T> n = div(a, l);
+        acc(adj_a, div(sub(adj, mul(n, dot(n, adj))), l));
+    }
+}
+template <int N, typename T>
+LW_FUNC void adj_lerp(vec_t<N, T> a, vec_t<N, T> b, T t, vec_t<N, T>& adj_a, vec_t<N, T>& adj_b, T& adj_t, vec_t<N, T> adj) {
+    acc(adj_a, mul(adj, sub(T(1), t)));
+    acc(adj_b, mul(adj, t));
+    acc(adj_t, dot(adj, sub(b, a)));
+}
+
+// constructors, conversions and component access
+template <typename V, typename S> LW_FUNC void adj_splat(S s, S& adj_s, V adj) {
+    for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i) acc(adj_s, adj.c[i]);
+}
+template <typename V, typename W> LW_FUNC void adj_convert(W w, W& adj_w, V adj) {
+    for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i)
+        acc(adj_w.c[i], cast<decltype(w.c[0] + w.c[0])>(adj.c[i]));
 }
 
 }  // namespace lw

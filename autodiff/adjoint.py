@@ -1,0 +1,481 @@
+"""Reverse-mode code generation: a kernel's typed IR -> the C++ of its adjoint kernel.
+
+An adjoint body first *replays* the forward computation without side effects (no array stores or
+atomics), saving every value an assignment overwrites, then walks the statements *backwards*,
+accumulating adjoints with each builtin's `adj_` function and restoring the saved values, so each
+statement is differentiated at the values it saw going forward.
+
+Loops are reversed iteration by iteration. Iteration k is recomputed from the loop's entry state
+(replaying iterations 0..k-1) before it is differentiated, which restores any loop-carried value
+the loop overwrote; when every carried variable only flows linearly (accumulators like `s += f(x)`),
+their values are not needed and each iteration is replayed alone (O(N) instead of O(N^2)).
+User functions get a replay twin (`rep_f`) and an adjoint (`adj_f(args, adj_args&, adj_ret)`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loomwork.kernels import ir
+from loomwork.kernels import types as T
+from loomwork.kernels.builtins import Overload
+from loomwork.kernels.codegen import Emitter, ctype
+from loomwork.kernels.ir import ArrayType, Var
+
+from .normalize import normalize
+
+_LINEAR_OPS = {"add", "sub", "neg", "pos"}
+
+
+def differentiable(t: Any) -> bool:
+    """Whether values of type `t` carry adjoints (float scalars, and vectors/matrices of them)."""
+    return T.is_composite(t) and t._wp_scalar_type_.is_float or T.is_float(t)
+
+
+def _walk(body: tuple[ir.Stmt, ...]):
+    for s in body:
+        yield s
+        for sub in ("cond_body", "body", "orelse"):
+            yield from _walk(getattr(s, sub, ()))
+
+
+def _assigned(s: ir.Stmt) -> Var | None:
+    if isinstance(s, ir.Assign):
+        return s.dest
+    if isinstance(s, ir.SetComponent):
+        return s.var
+    if isinstance(s, ir.Atomic):
+        return s.dest
+    if isinstance(s, ir.For):
+        return s.var
+    return None
+
+
+def _is_temp(v: Var) -> bool:
+    return v.name.startswith(("t", "lw_n"))
+
+
+def _reads(s: ir.Stmt) -> list[tuple[Any, str]]:
+    """(operand, role) pairs a statement reads; role tells how the value is used."""
+    ops: list[tuple[Any, str]] = []
+    if isinstance(s, ir.Assign):
+        e = s.expr
+        if isinstance(e, ir.Copy):
+            ops.append((e.value, "linear"))
+        elif isinstance(e, ir.Call):
+            role = "linear" if isinstance(e.target, Overload) and e.target.name in _LINEAR_OPS else "value"
+            ops += [(a, role) for a in e.args]
+        elif isinstance(e, ir.Extract):
+            ops.append((e.value, "linear"))
+            ops += [(i, "value") for i in e.indices]
+        elif isinstance(e, ir.Construct):
+            ops += [(a, "linear" if T.is_composite(e.type) else "value") for a in e.args]
+        elif isinstance(e, ir.Load | ir.View):
+            ops += [(e.array, "value")] + [(i, "value") for i in e.indices]
+        elif isinstance(e, ir.Shape):
+            ops.append((e.array, "value"))
+    elif isinstance(s, ir.Store):
+        ops += [(s.array, "value"), (s.value, "store")] + [(i, "value") for i in s.indices]
+    elif isinstance(s, ir.Atomic):
+        role = "store" if s.op in ("add", "sub") else "value"
+        ops += [(s.array, "value"), (s.value, role)] + [(i, "value") for i in s.indices]
+    elif isinstance(s, ir.SetComponent):
+        ops += [(s.var, "linear"), (s.value, "store")] + [(i, "value") for i in s.indices]
+    elif isinstance(s, ir.Eval):
+        ops += [(a, "value") for a in s.expr.args]
+    elif isinstance(s, ir.If):
+        ops.append((s.cond, "value"))
+    elif isinstance(s, ir.For):
+        ops += [(s.start, "value"), (s.stop, "value"), (s.step, "value")]
+    elif isinstance(s, ir.While):
+        ops.append((s.cond, "value"))
+    elif isinstance(s, ir.Return) and s.value is not None:
+        ops.append((s.value, "value"))
+    return ops
+
+
+def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
+    """Variables a loop body assigns that outlive an iteration, and whether any of their *values*
+    is needed by the reverse pass (False: they only flow linearly, so iterations reverse in O(N))."""
+    stmts = list(_walk(loop.body)) + list(_walk(getattr(loop, "cond_body", ())))
+    assigned = {v for s in stmts if (v := _assigned(s)) is not None}
+    carried = sorted((v for v in assigned if not _is_temp(v) and v != getattr(loop, "var", None)),
+                     key=lambda v: v.name)
+    # greatest set of variables whose values no statement needs: start from everything assigned,
+    # drop any variable read for its value or flowing into a variable outside the set
+    linear = set(assigned)
+    changed = True
+    while changed:
+        changed = False
+        for s in stmts:
+            dest = _assigned(s) if isinstance(s, ir.Assign | ir.SetComponent) else None
+            for op, role in _reads(s):
+                if not isinstance(op, Var) or op not in linear:
+                    continue
+                ok = role == "store" or (role == "linear" and dest is not None and dest in linear)
+                if not ok:
+                    linear.discard(op)
+                    changed = True
+    return carried, any(v not in linear for v in carried)
+
+
+class AdjointEmitter(Emitter):
+    """Writes the replay and reverse passes of one normalized function."""
+
+    def __init__(self, fn: ir.Function, debug: bool) -> None:
+        super().__init__(debug)
+        self.fn = fn
+        self.decls: list[str] = []
+        self.declared: set[str] = set()
+        self.nsites = 0
+        self.site_ids: dict[int, int] = {}
+        counts: dict[Var, int] = {}
+        for s in _walk(fn.body):
+            v = _assigned(s)
+            if v is not None:
+                counts[v] = counts.get(v, 0) + 1
+        params = set(fn.params)
+        self.saved = {v for v, n in counts.items() if n > 1 or not _is_temp(v) or v in params}
+        self.loops: dict[int, tuple[list[Var], bool]] = {}
+
+    # -- names ---------------------------------------------------------------------------------
+
+    def decl(self, name: str, t: Any, init: str = "{}") -> str:
+        if name not in self.declared:
+            self.declared.add(name)
+            self.decls.append(f"{ctype(t)} {name}{init};")
+        return name
+
+    def site(self, s: ir.Stmt) -> int:
+        key = id(s)
+        if key not in self.site_ids:
+            self.nsites += 1
+            self.site_ids[key] = self.nsites
+        return self.site_ids[key]
+
+    def adj(self, o: Any) -> str:
+        """The adjoint variable of an operand (a fresh dummy for constants and non-differentiable values)."""
+        if isinstance(o, Var) and differentiable(o.type):
+            return self.decl(f"a_{o.name}", o.type)
+        self.nsites += 1
+        return self.decl(f"lw_dummy{self.nsites}", o.type if not isinstance(o.type, ArrayType) else T.int32)
+
+    # -- replay: the forward pass without side effects, saving what assignments overwrite -------
+
+    def replay(self, body: tuple[ir.Stmt, ...]) -> None:
+        for s in body:
+            n = self.site(s)
+            if isinstance(s, ir.Assign):
+                if s.dest in self.saved:
+                    self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
+                self.out(f"{s.dest.name} = {self.replay_expr(s.expr)};")
+            elif isinstance(s, ir.SetComponent):
+                self.out(f"{self.decl(f'lw_sv{n}', s.var.type)} = {s.var.name};")
+                self.s_SetComponent(s)
+            elif isinstance(s, ir.Atomic):
+                if s.dest is not None:  # the previous value: read, not re-applied
+                    if s.dest in self.saved:
+                        self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
+                    self.out(f"{s.dest.name} = {self.element(s.array, s.indices, s.site)};")
+            elif isinstance(s, ir.Store | ir.Return):
+                pass
+            elif isinstance(s, ir.Eval):
+                self.out(f"{self.replay_expr(s.expr)};")
+            elif isinstance(s, ir.If):
+                c = self.decl(f"lw_c{n}", T.bool_)
+                self.out(f"{c} = {self.op(s.cond)};")
+                self.out(f"if ({c}) {{")
+                self.nest(self.replay, s.body)
+                if s.orelse:
+                    self.out("} else {")
+                    self.nest(self.replay, s.orelse)
+                self.out("}")
+            elif isinstance(s, ir.For):
+                self.replay_for(s, n)
+            elif isinstance(s, ir.While):
+                self.replay_while(s, n)
+            else:
+                raise TypeError(f"adjoint: unexpected statement {type(s).__name__}")
+
+    def replay_expr(self, e: ir.Expr) -> str:
+        if isinstance(e, ir.Call) and not isinstance(e.target, Overload):  # a user function: its replay twin
+            return f"rep_{e.target.native}({', '.join(self.op(a) for a in e.args)})"
+        return self.expr(e)
+
+    def nest(self, fn: Any, body: tuple[ir.Stmt, ...]) -> None:
+        self.depth += 1
+        fn(body)
+        self.depth -= 1
+
+    def snapshot(self, loop: ir.Stmt, n: int, restore: bool) -> None:
+        carried, _ = self.loops[n]
+        extra = [loop.var] if isinstance(loop, ir.For) else []
+        for v in carried + extra:
+            snap = self.decl(f"lw_e{n}_{v.name}", v.type)
+            self.out(f"{v.name} = {snap};" if restore else f"{snap} = {v.name};")
+
+    def replay_for(self, s: ir.For, n: int) -> None:
+        self.loops[n] = loop_carried(s)
+        t = s.var.type
+        b, e, st = (self.decl(f"lw_{k}{n}", t) for k in ("b", "e", "s"))
+        cnt = self.decl(f"lw_cnt{n}", T.int64)
+        self.out(f"{b} = {self.op(s.start)}; {e} = {self.op(s.stop)}; {st} = {self.op(s.step)}; {cnt} = 0;")
+        self.snapshot(s, n, restore=False)
+        cond = f"(({st} > 0) ? (lw_i < {e}) : (lw_i > {e}))"
+        self.out(f"for ({ctype(t)} lw_i = {b}; {cond}; lw_i += {st}) {{")
+        self.depth += 1
+        if "lw_x" in {v.name for v in self.fn.locals}:
+            self.out("if (lw_x >= 2) break;")
+        self.out(f"++{cnt};")
+        self.out(f"{s.var.name} = lw_i;")
+        self.replay(s.body)
+        self.depth -= 1
+        self.out("}")
+
+    def replay_while(self, s: ir.While, n: int) -> None:
+        self.loops[n] = loop_carried(s)
+        cnt = self.decl(f"lw_cnt{n}", T.int64)
+        self.out(f"{cnt} = 0;")
+        self.snapshot(s, n, restore=False)
+        self.out("for (;;) {")
+        self.nest(self.replay, s.cond_body)
+        self.depth += 1
+        self.out(f"if (!{self.op(s.cond)}) break;")
+        self.out(f"++{cnt};")
+        self.replay(s.body)
+        self.depth -= 1
+        self.out("}")
+
+    # -- reverse ---------------------------------------------------------------------------------
+
+    def reverse(self, body: tuple[ir.Stmt, ...]) -> None:
+        for s in reversed(body):
+            n = self.site(s)
+            if isinstance(s, ir.Assign):
+                self.reverse_assign(s, n)
+            elif isinstance(s, ir.SetComponent):
+                if differentiable(s.var.type):
+                    comp = self.component(s.var, s.indices, self.adj(s.var))
+                    if isinstance(s.value, Var) and differentiable(s.value.type):
+                        self.out(f"lw::acc({self.adj(s.value)}, {comp});")
+                    self.out(f"{comp} = {{}};")
+                self.out(f"{s.var.name} = lw_sv{n};")
+            elif isinstance(s, ir.Store):
+                if isinstance(s.value, Var) and differentiable(s.value.type):
+                    self.out(f"if ({self.op(s.array)}.grad) "
+                             f"lw::acc({self.adj(s.value)}, {self.grad(s.array, s.indices)});")
+            elif isinstance(s, ir.Atomic):
+                self.reverse_atomic(s, n)
+            elif isinstance(s, ir.Eval):
+                self.reverse_call(s.expr, None)
+            elif isinstance(s, ir.If):
+                self.out(f"if (lw_c{n}) {{")
+                self.nest(self.reverse, s.body)
+                if s.orelse:
+                    self.out("} else {")
+                    self.nest(self.reverse, s.orelse)
+                self.out("}")
+            elif isinstance(s, ir.For | ir.While):
+                self.reverse_loop(s, n)
+            elif isinstance(s, ir.Return):
+                pass
+
+    def reverse_loop(self, s: ir.For | ir.While, n: int) -> None:
+        _, needs_values = self.loops[n]
+        self.out(f"for (int64_t lw_k{n} = lw_cnt{n} - 1; lw_k{n} >= 0; --lw_k{n}) {{")
+        self.depth += 1
+        if needs_values:  # recompute the state at the start of iteration k from the loop's entry state
+            self.snapshot(s, n, restore=True)
+            self.out(f"for (int64_t lw_j{n} = 0; lw_j{n} < lw_k{n}; ++lw_j{n}) {{")
+            self.nest(lambda _: self.replay_iteration(s, n, f"lw_j{n}"), ())
+            self.out("}")
+        self.replay_iteration(s, n, f"lw_k{n}")
+        self.reverse(s.body)
+        self.depth -= 1
+        self.out("}")
+        self.snapshot(s, n, restore=True)
+
+    def replay_iteration(self, s: ir.For | ir.While, n: int, k: str) -> None:
+        if isinstance(s, ir.For):
+            self.out(f"{s.var.name} = ({ctype(s.var.type)})(lw_b{n} + {k} * lw_s{n});")
+        else:
+            self.replay(s.cond_body)
+        self.replay(s.body)
+
+    def grad(self, arr: Any, indices: tuple) -> str:
+        return f"lw::grad_at({self.op(arr)}, {', '.join(self.op(i) for i in indices)})"
+
+    def component(self, var: Var, indices: tuple, name: str) -> str:
+        idx = [self.op(i) for i in indices]
+        if T.is_matrix(var.type):
+            return f"{name}.c[({idx[0]}) * {var.type._shape_[1]} + ({idx[1]})]"
+        return f"{name}.c[{idx[0]}]"
+
+    def reverse_atomic(self, s: ir.Atomic, n: int) -> None:
+        if s.dest is not None:
+            if s.dest in self.saved:
+                self.out(f"{s.dest.name} = lw_sv{n};")
+            if differentiable(s.dest.type):
+                self.out(f"{self.adj(s.dest)} = {{}};")
+        if not (isinstance(s.value, Var) and differentiable(s.value.type)):
+            return
+        g = self.grad(s.array, s.indices)
+        a = self.adj(s.value)
+        arr = self.op(s.array)
+        if s.op == "add":
+            self.out(f"if ({arr}.grad) lw::acc({a}, {g});")
+        elif s.op == "sub":
+            self.out(f"if ({arr}.grad) lw::acc({a}, lw::neg({g}));")
+        elif T.is_scalar(s.value.type):  # min/max: the value that won gets the gradient
+            cur = f"lw::at({arr}, {', '.join(self.op(i) for i in s.indices)})"
+            self.out(f"if ({arr}.grad && lw::eq({cur}, {self.op(s.value)})) lw::acc({a}, {g});")
+
+    def reverse_assign(self, s: ir.Assign, n: int) -> None:
+        d = s.dest
+        if d in self.saved:
+            self.out(f"{d.name} = lw_sv{n};")
+        e = s.expr
+        if not differentiable(d.type):
+            if isinstance(e, ir.Call) and not isinstance(e.target, Overload):
+                self.reverse_call(e, None)  # side effects inside a user function still differentiate
+            return
+        ad = self.adj(d)
+        g = self.decl(f"lw_g{n}", d.type)
+        self.out(f"{g} = {ad}; {ad} = {{}};")
+        if isinstance(e, ir.Copy):
+            if isinstance(e.value, Var) and differentiable(e.value.type):
+                self.out(f"lw::acc({self.adj(e.value)}, {g});")
+        elif isinstance(e, ir.Call):
+            self.reverse_call(e, g)
+        elif isinstance(e, ir.Load):
+            self.out(f"if ({self.op(e.array)}.grad) lw::atomic_add(&{self.grad(e.array, e.indices)}, {g});")
+        elif isinstance(e, ir.Extract):
+            t = e.value.type
+            av = self.adj(e.value)
+            idx = [self.op(i) for i in e.indices]
+            if T.is_matrix(t) and len(idx) == 1:
+                cols = t._shape_[1]
+                self.out(f"for (int lw_c = 0; lw_c < {cols}; ++lw_c) lw::acc({av}.c[({idx[0]}) * {cols} + lw_c], "
+                         f"{g}.c[lw_c]);")
+            elif T.is_matrix(t):
+                self.out(f"lw::acc({av}.c[({idx[0]}) * {t._shape_[1]} + ({idx[1]})], {g});")
+            else:
+                self.out(f"lw::acc({av}.c[{idx[0]}], {g});")
+        elif isinstance(e, ir.Construct):
+            self.reverse_construct(e, g)
+
+    def reverse_construct(self, e: ir.Construct, g: str) -> None:
+        t = e.type
+        args = list(e.args)
+        if not args:
+            return
+        src = args[0]
+        diff_src = isinstance(src, Var) and differentiable(src.type)
+        if T.is_scalar(t):
+            if diff_src:
+                self.out(f"lw::adj_cast<{t.cname}>({self.op(src)}, {self.adj(src)}, {g});")
+        elif len(args) == 1 and T.is_composite(src.type):
+            if diff_src:
+                self.out(f"lw::adj_convert<{t.cname}>({self.op(src)}, {self.adj(src)}, {g});")
+        elif len(args) == 1 and t._length_ > 1:
+            if diff_src:
+                self.out(f"lw::adj_splat<{t.cname}>({self.op(src)}, {self.adj(src)}, {g});")
+        else:
+            for i, a in enumerate(args):
+                if isinstance(a, Var) and differentiable(a.type):
+                    self.out(f"lw::acc({self.adj(a)}, {g}.c[{i}]);")
+
+    def reverse_call(self, e: ir.Call, g: str | None) -> None:
+        target = e.target
+        args = [self.op(a) for a in e.args]
+        adjs = [self.adj(a) for a in e.args if not isinstance(a.type, ArrayType)]  # arrays: gradients by pointer
+        if isinstance(target, Overload):
+            if not target.differentiable or g is None or not any(
+                    isinstance(a, Var) and differentiable(a.type) for a in e.args):
+                return
+            name = target.native.replace("lw::", "lw::adj_", 1)
+            self.out(f"{name}({', '.join(args + adjs + [g])});")
+            return
+        ret = target.ir.ret
+        tail = [g] if g is not None else ([self.decl(f"lw_dummy_r{self.site(e)}", ret)] if ret is not None else [])
+        self.out(f"adj_{target.native}({', '.join(args + adjs + tail)});")
+
+
+def _emit_function(em: AdjointEmitter, fn: ir.Function) -> tuple[list[str], list[str]]:
+    """Replay and reverse of a function body, with the declarations they need."""
+    for v in fn.locals:
+        em.decl(v.name, v.type)
+    em.depth = 1
+    em.lines = []
+    em.replay(fn.body)
+    replay = em.lines
+    em.lines = []
+    if fn.ret is not None and differentiable(fn.ret) and any(v.name == "lw_rv" for v in fn.locals):
+        em.out(f"lw::acc({em.adj(Var('lw_rv', fn.ret))}, adj_ret);")
+    em.reverse(fn.body)
+    return replay, em.lines
+
+
+def function_adjoint(fn: ir.Function, debug: bool) -> str:
+    """C++ for `rep_<f>` (replay returning the value) and `adj_<f>` of one user-function instance."""
+    fn = normalize(fn)
+    em = AdjointEmitter(fn, debug)
+    params = ", ".join(f"{ctype(p.type)} {p.name}" for p in fn.params)
+    replay, reverse = _emit_function(em, fn)
+    ret = ctype(fn.ret)
+    ret_expr = "lw_rv" if any(v.name == "lw_rv" for v in fn.locals) else f"{ret}{{}}"
+    decls = ["    " + d for d in em.decls]
+    rep = [f"static LW_DEVICE {ret} rep_{fn.name}({params})", "{", *decls, *replay]
+    rep += [f"    return {ret_expr};"] if fn.ret is not None else []
+    rep.append("}")
+    adj_params = [f"{ctype(p.type)}& adjref_{p.name}" for p in fn.params if not isinstance(p.type, ArrayType)]
+    if fn.ret is not None:
+        adj_params.append(f"{ret} adj_ret")
+    sig = ", ".join(filter(None, [params, ", ".join(adj_params)]))
+    flush = [f"    lw::acc(adjref_{p.name}, a_{p.name});" for p in fn.params
+             if differentiable(p.type) and f"a_{p.name}" in em.declared]
+    adj = [f"static LW_DEVICE void adj_{fn.name}({sig})", "{", *decls, *replay, *reverse, *flush, "}"]
+    return "\n".join(rep + adj) + "\n"
+
+
+def kernel_adjoint(fn: ir.Function, debug: bool) -> str:
+    """C++ for a kernel's adjoint body and its CPU and CUDA entries (`<k>_adj_cpu`, `<k>_adj_cuda`)."""
+    k = fn.name
+    fn = normalize(fn)
+    em = AdjointEmitter(fn, debug)
+    replay, reverse = _emit_function(em, fn)
+    params = "".join(f", {ctype(p.type)} {p.name}" for p in fn.params)
+    decls = ["    " + d for d in em.decls]
+    tid = ["    int32_t lw_tid[4];", "    lw::tid_split(L, lw_idx, lw_tid);"] if fn.tid_count > 1 else []
+    args = "".join(f", A.{p.name}" for p in fn.params)
+    lines = [
+        "template <bool LW_C>",
+        f"static LW_FORCE_INLINE void {k}_adj_body(const lw::launch_t& L, int64_t lw_idx{params})",
+        "{", *tid, *decls, *replay, *reverse, "}",
+        "#if !LW_CUDA",
+        f"LW_EXPORT void {k}_adj_cpu(const void* blob, long long begin, long long end)",
+        "{",
+        "    lw::launch_t L;",
+        "    __builtin_memcpy(&L, blob, sizeof(L));",
+        f"    {k}_args A;",
+        "    __builtin_memcpy(&A, (const char*)blob + sizeof(L), sizeof(A));",
+        f"    for (long long i = begin; i < end; ++i) {k}_adj_body<false>(L, i{args});",
+        "}",
+        "#else",
+        f'extern "C" __global__ void {k}_adj_cuda(lw::launch_t L, {k}_args A)',
+        "{",
+        "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < L.size;",
+        "         i += (int64_t)blockDim.x * gridDim.x)",
+        f"        {k}_adj_body<false>(L, i{args});",
+        "}",
+        "#endif",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def module_adjoint_source(functions: list[ir.Function], kernels: list[ir.Function], debug: bool) -> str:
+    """The adjoint part of a module's source: function twins in dependency order, then kernel adjoints."""
+    parts = [function_adjoint(f, debug) for f in functions]
+    parts += [kernel_adjoint(k, debug) for k in kernels]
+    return "\n".join(parts)
