@@ -1,0 +1,263 @@
+"""The Tape and adjoint launches: the user's documented examples, repeatability, overwrite detection, errors."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+
+
+@wp.kernel
+def loss(xs: wp.array(dtype=float, ndim=2), l: wp.array(dtype=float)):
+    tid = wp.tid()
+    wp.atomic_add(l, 0, xs[tid, 0] ** 2.0 + xs[tid, 1] ** 2.0)
+
+
+pvec2 = wp.types.vector(length=2, dtype=wp.float32)
+
+
+@wp.func
+def rosenbrock(x: float, y: float):
+    return (1.0 - x) ** 2.0 + 100.0 * (y - x**2.0) ** 2.0
+
+
+@wp.kernel
+def eval_rosenbrock(xs: wp.array(dtype=pvec2), z: wp.array(dtype=float)):
+    i = wp.tid()
+    x = xs[i]
+    z[i] = rosenbrock(x[0], x[1])
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * s
+
+
+@wp.kernel
+def square_sum(y: wp.array(dtype=float), l: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(l, 0, y[i] * y[i])
+
+
+@wp.kernel
+def in_place_double(x: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = x[i] * 2.0
+
+
+@wp.kernel(enable_backward=False)
+def forward_only(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i]
+
+
+def two_stage(x, l):
+    y = wp.zeros(len(x), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(scale, len(x), inputs=[x, 3.0, y])
+        wp.launch(square_sum, len(x), inputs=[y, l])
+    return tape, y
+
+
+def test_documented_loss_over_2d_points_optimizes():
+    """The user's example: a tape recorded once, backward + a gradient step each iteration, loss falls to ~0."""
+    rng = np.random.default_rng(0)
+    xs = wp.array(rng.standard_normal((100, 2)), dtype=wp.float32, requires_grad=True)
+    l = wp.zeros(1, dtype=wp.float32, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(loss, dim=len(xs), inputs=[xs], outputs=[l], device=xs.device)
+    start = l.numpy()[0]
+    for _ in range(100):
+        tape.zero()
+        tape.backward(loss=l)
+        np.testing.assert_allclose(xs.grad.numpy(), 2 * xs.numpy(), rtol=1e-6)
+        xs.numpy()[...] -= 0.1 * xs.grad.numpy()  # a plain gradient step in place, as opt.step() would
+        l.zero_()
+        wp.launch(loss, dim=len(xs), inputs=[xs], outputs=[l], device=xs.device)
+    assert l.numpy()[0] < 1e-6 * start
+
+
+def test_documented_rosenbrock_adjoint_launch():
+    """The Rosenbrock example without PyTorch: adjoint=True with adj_inputs/adj_outputs, then Adam-free descent."""
+    rng = np.random.default_rng(42)
+    n = 64
+    xy = wp.array(rng.normal(size=(n, 2)).astype(np.float32), dtype=pvec2, requires_grad=True)
+    z = wp.zeros(n, requires_grad=True)
+    wp.launch(eval_rosenbrock, dim=n, inputs=[xy], outputs=[z])
+    z.grad = wp.array(np.ones(n, dtype=np.float32))
+    wp.launch(eval_rosenbrock, dim=n, inputs=[xy], outputs=[z], adj_inputs=[xy.grad], adj_outputs=[z.grad],
+              adjoint=True)
+    x, y = xy.numpy()[:, 0].astype(np.float64), xy.numpy()[:, 1].astype(np.float64)
+    expect = np.stack([-2 * (1 - x) - 400 * x * (y - x**2), 200 * (y - x**2)], axis=1)
+    np.testing.assert_allclose(xy.grad.numpy(), expect, rtol=1e-4, atol=1e-3)
+
+
+def test_backward_twice_gives_the_same_result():
+    """Repeated backward calls (no zero in between) give identical gradients, through two stages."""
+    x = wp.array(np.array([1.0, -2.0, 0.5], dtype=np.float32), requires_grad=True)
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    tape, y = two_stage(x, l)
+    tape.backward(loss=l)
+    first = x.grad.numpy().copy()
+    tape.backward(loss=l)
+    np.testing.assert_array_equal(x.grad.numpy(), first)
+    np.testing.assert_allclose(first, 18 * x.numpy())
+    np.testing.assert_allclose(y.grad.numpy(), 2 * y.numpy())
+
+
+def test_backward_with_grads_leaves_the_callers_buffer_alone():
+    """grads={array: adjoint} seeds from the caller's buffer without modifying it; get_adjoint returns .grad."""
+    x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    y = wp.zeros(2, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(scale, 2, inputs=[x, 4.0, y])
+    seed = wp.array(np.array([1.0, 10.0], dtype=np.float32))
+    tape.backward(grads={y: seed})
+    np.testing.assert_array_equal(seed.numpy(), [1.0, 10.0])
+    np.testing.assert_array_equal(tape.get_adjoint(x).numpy(), [4.0, 40.0])
+
+
+def test_caller_supplied_gradient_buffers_accumulate():
+    """A .grad the caller set by hand is never zeroed by backward: gradients accumulate into it."""
+    x = wp.array(np.array([1.0, 2.0], dtype=np.float32))
+    x.grad = wp.array(np.array([100.0, 100.0], dtype=np.float32))
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    tape, _ = two_stage(x, l)
+    tape.backward(loss=l)
+    np.testing.assert_allclose(x.grad.numpy(), 100.0 + 18 * x.numpy())
+
+
+def test_zero_reset_and_record_func():
+    """zero() clears gradients; record_func runs a Python backward step in order; reset() forgets launches."""
+    x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    y = wp.zeros(2, dtype=float, requires_grad=True)
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(scale, 2, inputs=[x, 2.0, y])
+        # a Python-side step l = sum(y) with its own backward
+        l.assign([y.numpy().sum()])
+        tape.record_func(lambda: y.grad.assign(y.grad.numpy() + l.grad.numpy()[0]), [y, l])
+    tape.backward(loss=l)
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+    tape.zero()
+    assert not x.grad.numpy().any() and not y.grad.numpy().any()
+    tape.reset()
+    assert tape.launches == []
+
+
+def test_scopes_name_the_launches_inside():
+    """record_scope_begin/end and tape.scope() tag the launches recorded inside them."""
+    x = wp.array(np.ones(2, dtype=np.float32), requires_grad=True)
+    y = wp.zeros(2, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        with tape.scope("outer"):
+            tape.record_scope_begin("inner")
+            wp.launch(scale, 2, inputs=[x, 1.0, y])
+            tape.record_scope_end()
+        wp.launch(scale, 2, inputs=[x, 1.0, y])
+    assert len(tape.launches_in_scope("outer")) == 1 and len(tape.launches_in_scope("inner")) == 1
+    with pytest.raises(RuntimeError):
+        tape.record_scope_end()
+
+
+def test_overwrite_by_a_later_kernel_is_reported():
+    """A recorded input overwritten by a later launch makes backward raise, naming both kernels and the array."""
+    x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    y = wp.zeros(2, dtype=float, requires_grad=True)
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(scale, 2, inputs=[x, 3.0, y])
+        wp.launch(square_sum, 2, inputs=[y, l])
+        wp.launch(in_place_double, 2, inputs=[y])
+    with pytest.raises(wp.OverwriteError) as info:
+        tape.backward(loss=l)
+    msg = str(info.value)
+    assert "kernel 'square_sum'" in msg and "array 'y'" in msg and "'in_place_double'" in msg
+
+
+def test_overwrite_by_python_and_the_warn_and_off_options():
+    """fill_() after recording is caught too; check_overwrites='warn' warns, 'off' stays silent."""
+    for mode in ("error", "warn", "off"):
+        x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+        l = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape(check_overwrites=mode)
+        with tape:
+            wp.launch(square_sum, 2, inputs=[x, l])
+        x.fill_(5.0)
+        if mode == "error":
+            with pytest.raises(wp.OverwriteError, match="fill_"):
+                tape.backward(loss=l)
+        elif mode == "warn":
+            with pytest.warns(RuntimeWarning, match="overwrote"):
+                tape.backward(loss=l)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                tape.backward(loss=l)
+    with pytest.raises(ValueError, match="check_overwrites"):
+        wp.Tape(check_overwrites="maybe")
+
+
+def test_in_place_kernel_on_tape_is_reported():
+    """A kernel that reads and overwrites its own input cannot be differentiated: backward says so."""
+    x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(in_place_double, 2, inputs=[x])
+    with pytest.raises(wp.OverwriteError, match="in_place_double"):
+        tape.backward(grads={x: np.ones(2, dtype=np.float32)})
+
+
+def test_backward_argument_errors():
+    """No loss, a loss of several elements, a loss without a gradient buffer: clear errors."""
+    x = wp.array(np.ones(2, dtype=np.float32), requires_grad=True)
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    tape, _ = two_stage(x, l)
+    with pytest.raises(ValueError, match="needs loss="):
+        tape.backward()
+    with pytest.raises(ValueError, match="exactly 1 element"):
+        tape.backward(loss=wp.zeros(3, dtype=float, requires_grad=True))
+    with pytest.raises(ValueError, match="requires_grad=True"):
+        tape.backward(loss=wp.zeros(1, dtype=float))
+    with pytest.raises(TypeError, match="wp.array"):
+        tape.backward(loss=np.zeros(1))
+
+
+def test_inputs_without_requires_grad_get_no_gradient():
+    """Arrays created without requires_grad are simply left out of the gradient computation."""
+    x = wp.array(np.ones(2, dtype=np.float32))
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    tape, y = two_stage(x, l)
+    tape.backward(loss=l)
+    assert x.grad is None and y.grad.numpy().any()
+
+
+def test_adjoint_launch_errors():
+    """adjoint=True on a forward-only kernel, or with mismatched adjoint lists or shapes, raises."""
+    x = wp.zeros(2, dtype=float)
+    y = wp.zeros(2, dtype=float)
+    with pytest.raises(wp.LaunchError, match="enable_backward=False"):
+        wp.launch(forward_only, 2, inputs=[x, y], adjoint=True)
+    with pytest.raises(wp.LaunchError, match="one for one"):
+        wp.launch(scale, 2, inputs=[x, 1.0, y], adj_inputs=[x], adjoint=True)
+    with pytest.raises(ValueError, match="must match the array's shape"):
+        wp.launch(scale, 2, inputs=[x, 1.0, y], adj_inputs=[wp.zeros(3, dtype=float), None, y], adjoint=True)
+
+
+def test_gradient_of_a_strided_view_lands_in_the_parent():
+    """A view of an array with a gradient carries the matching view of the gradient."""
+    x = wp.array(np.arange(6, dtype=np.float32), requires_grad=True)
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square_sum, 3, inputs=[x[::2], l])
+    tape.backward(loss=l)
+    np.testing.assert_array_equal(x.grad.numpy(), [0, 0, 4, 0, 8, 0])
