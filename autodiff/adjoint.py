@@ -416,26 +416,51 @@ def _emit_function(em: AdjointEmitter, fn: ir.Function) -> tuple[list[str], list
     return replay, em.lines
 
 
-def function_adjoint(fn: ir.Function, debug: bool) -> str:
-    """C++ for `rep_<f>` (replay returning the value) and `adj_<f>` of one user-function instance."""
+def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None = None,
+                     replay_ir: ir.Function | None = None) -> str:
+    """C++ for `rep_<f>` (replay returning the value) and `adj_<f>` of one user-function instance,
+    using a custom adjoint (@wp.func_grad) or replay (@wp.func_replay) where one is given."""
+    name, params_ir, ret_t = fn.name, fn.params, fn.ret
+    params = ", ".join(f"{ctype(p.type)} {p.name}" for p in params_ir)
+    ret = ctype(ret_t)
+    adj_params = [f"{ctype(p.type)}& adjref_{p.name}" for p in params_ir if not isinstance(p.type, ArrayType)]
+    parts = []
+    if replay_ir is not None:
+        plain = Emitter(debug)
+        plain.function(replay_ir)
+        parts.append("\n".join(plain.lines))
+    if grad_ir is not None:
+        plain = Emitter(debug)
+        tail = [f"{ctype(grad_ir.params[-1].type)} {grad_ir.params[-1].name}"] if ret_t is not None else []
+        sig = ", ".join(filter(None, [params, ", ".join(adj_params + tail)]))
+        plain.out(f"static LW_DEVICE void adj_{name}({sig})")
+        plain.out("{")
+        plain.depth = 1
+        plain.declare(grad_ir)
+        plain.block(grad_ir.body)
+        plain.depth = 0
+        plain.out("}")
+        parts.append("\n".join(plain.lines))
+    if replay_ir is not None and grad_ir is not None:
+        return "\n".join(parts) + "\n"
     fn = normalize(fn)
     em = AdjointEmitter(fn, debug)
-    params = ", ".join(f"{ctype(p.type)} {p.name}" for p in fn.params)
     replay, reverse = _emit_function(em, fn)
-    ret = ctype(fn.ret)
     ret_expr = "lw_rv" if any(v.name == "lw_rv" for v in fn.locals) else f"{ret}{{}}"
     decls = ["    " + d for d in em.decls]
-    rep = [f"static LW_DEVICE {ret} rep_{fn.name}({params})", "{", *decls, *replay]
-    rep += [f"    return {ret_expr};"] if fn.ret is not None else []
-    rep.append("}")
-    adj_params = [f"{ctype(p.type)}& adjref_{p.name}" for p in fn.params if not isinstance(p.type, ArrayType)]
-    if fn.ret is not None:
-        adj_params.append(f"{ret} adj_ret")
-    sig = ", ".join(filter(None, [params, ", ".join(adj_params)]))
-    flush = [f"    lw::acc(adjref_{p.name}, a_{p.name});" for p in fn.params
-             if differentiable(p.type) and f"a_{p.name}" in em.declared]
-    adj = [f"static LW_DEVICE void adj_{fn.name}({sig})", "{", *decls, *replay, *reverse, *flush, "}"]
-    return "\n".join(rep + adj) + "\n"
+    if replay_ir is None:
+        rep = [f"static LW_DEVICE {ret} rep_{name}({params})", "{", *decls, *replay]
+        rep += [f"    return {ret_expr};"] if ret_t is not None else []
+        parts.append("\n".join(rep + ["}"]))
+    if grad_ir is None:
+        if ret_t is not None:
+            adj_params.append(f"{ret} adj_ret")
+        sig = ", ".join(filter(None, [params, ", ".join(adj_params)]))
+        flush = [f"    lw::acc(adjref_{p.name}, a_{p.name});" for p in fn.params
+                 if differentiable(p.type) and f"a_{p.name}" in em.declared]
+        parts.append("\n".join([f"static LW_DEVICE void adj_{name}({sig})", "{", *decls, *replay, *reverse,
+                                 *flush, "}"]))
+    return "\n".join(parts) + "\n"
 
 
 def kernel_adjoint(fn: ir.Function, debug: bool) -> str:
@@ -474,8 +499,11 @@ def kernel_adjoint(fn: ir.Function, debug: bool) -> str:
     return "\n".join(lines)
 
 
-def module_adjoint_source(functions: list[ir.Function], kernels: list[ir.Function], debug: bool) -> str:
-    """The adjoint part of a module's source: function twins in dependency order, then kernel adjoints."""
-    parts = [function_adjoint(f, debug) for f in functions]
+def module_adjoint_source(functions: list[ir.Function], kernels: list[ir.Function], debug: bool,
+                          custom: dict | None = None) -> str:
+    """The adjoint part of a module's source: function twins in dependency order, then kernel adjoints.
+    `custom` maps a function's name to its (custom adjoint IR, custom replay IR), either may be None."""
+    custom = custom or {}
+    parts = [function_adjoint(f, debug, *custom.get(f.name, (None, None))) for f in functions]
     parts += [kernel_adjoint(k, debug) for k in kernels]
     return "\n".join(parts)

@@ -13,7 +13,7 @@ from typing import Any
 
 class Registry:
     def __init__(self) -> None:
-        self.adjoint_source: Callable[[list, list, bool], str] | None = None
+        self.adjoint_source: Callable[[list, list, bool, dict], str] | None = None
         self.recorders: list[Any] = []
 
 

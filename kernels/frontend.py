@@ -58,6 +58,19 @@ _UNSUPPORTED_HINT = {
 }
 
 
+class _Adjoint:
+    """`wp.adjoint[x]`: inside a @wp.func_grad function, the adjoint of parameter `x` (accumulate with +=)."""
+
+    def __repr__(self) -> str:
+        return "wp.adjoint"
+
+    def __getitem__(self, key: Any) -> Any:
+        raise TypeError("wp.adjoint[...] is only meaningful inside a @wp.func_grad function")
+
+
+adjoint = _Adjoint()
+
+
 @dataclass(frozen=True)
 class PyObj:
     """A Python object known at compile time (a module, type, builtin or function)."""
@@ -117,7 +130,7 @@ class Builder:
     """Builds the typed IR of one kernel, or of one instance of a user function."""
 
     def __init__(self, source: Source, qualname: str, cname: str, arg_types: dict[str, Any],
-                 is_kernel: bool, ctx: BuildContext) -> None:
+                 is_kernel: bool, ctx: BuildContext, adjoints: dict[str, Var] | None = None) -> None:
         self.src = source
         self.qualname = qualname
         self.cname = cname
@@ -140,6 +153,8 @@ class Builder:
             closure = {n: c.cell_contents for n, c in zip(func.__code__.co_freevars, func.__closure__, strict=True)
                        if _cell_filled(c)}
         self.closure = closure
+        # in a custom gradient (@wp.func_grad), wp.adjoint[x] is the adjoint of parameter x
+        self.adjoints = adjoints or {}
 
     # -- entry ---------------------------------------------------------------------------
 
@@ -297,6 +312,11 @@ class Builder:
 
     def store_subscript(self, target: ast.Subscript, value: Operand) -> None:
         base = self.expr(target.value)
+        if isinstance(base, PyObj) and base.value is adjoint:
+            var = self.adjoint_var(target)
+            value = self.convert(value, var.type, target, what="adjoint")
+            self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
+            return
         indices = self.indices(target.slice)
         if isinstance(base, Operand) and isinstance(base.type, ArrayType):
             if len(indices) != base.type.ndim:
@@ -504,8 +524,18 @@ class Builder:
             self.error(node, KernelAttributeError, f"{T.type_name(t)} has no attribute '{node.attr}'")
         self.error(node, KernelAttributeError, f"no attribute '{node.attr}' here")
 
+    def adjoint_var(self, node: ast.Subscript) -> Var:
+        if not self.adjoints:
+            self.error(node, KernelSyntaxError, "wp.adjoint[...] can only be used in a @wp.func_grad function")
+        if not isinstance(node.slice, ast.Name) or node.slice.id not in self.adjoints:
+            self.error(node.slice, KernelNameError, "wp.adjoint[...] takes the name of a differentiable parameter "
+                       f"of the function: one of {', '.join(sorted(self.adjoints))}")
+        return self.adjoints[node.slice.id]
+
     def _expr_Subscript(self, node: ast.Subscript) -> Any:
         base = self.expr(node.value)
+        if isinstance(base, PyObj) and base.value is adjoint:
+            return self.adjoint_var(node)
         if isinstance(base, ShapeOf):
             idx = self.expr(node.slice)
             if not isinstance(idx, Const) or not T.is_int(idx.type):

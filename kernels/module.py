@@ -42,6 +42,8 @@ class Function:
         self.__doc__ = func.__doc__
         self.__module__ = func.__module__
         self.overloads: list[Any] = []
+        self.custom_grad: Any = None  # a Python function given by @wp.func_grad
+        self.custom_replay: Any = None  # a Python function given by @wp.func_replay
         self.add_overload(func)
 
     def add_overload(self, func: Any) -> None:
@@ -97,6 +99,34 @@ def func(f: Any) -> Function:
     return fn
 
 
+def func_grad(f: Function) -> Any:
+    """Decorator: give @wp.func `f` a hand-written adjoint. It takes f's parameters plus `adj_ret`
+    (when f returns a value) and accumulates into `wp.adjoint[param]`."""
+    if not isinstance(f, Function):
+        raise TypeError(f"@wp.func_grad takes a @wp.func, got {type(f).__name__}")
+
+    def wrap(grad: Any) -> Any:
+        f.custom_grad = grad
+        _FUNCTION_GENERATION[0] += 1
+        return grad
+
+    return wrap
+
+
+def func_replay(f: Function) -> Any:
+    """Decorator: give @wp.func `f` the function its backward pass calls instead of re-running it
+    (same parameters and return type; for functions with side effects such as atomics)."""
+    if not isinstance(f, Function):
+        raise TypeError(f"@wp.func_replay takes a @wp.func, got {type(f).__name__}")
+
+    def wrap(replay: Any) -> Any:
+        f.custom_replay = replay
+        _FUNCTION_GENERATION[0] += 1
+        return replay
+
+    return wrap
+
+
 @dataclass
 class FuncInstance:
     """One overload of a Function compiled for concrete argument types."""
@@ -127,10 +157,38 @@ class BuildContext:
         self.order: list[ir.Function] = []
         self.sites: list[tuple[str, str, str, int]] = []
         self.in_progress: set[tuple] = set()
+        self.custom: dict[str, tuple] = {}  # function cname -> (custom adjoint IR | None, custom replay IR | None)
 
     def add_site(self, owner: str, text: str, filename: str, line: int) -> int:
         self.sites.append((owner, text, filename, line))
         return len(self.sites) - 1
+
+    def build_custom(self, fn: Function, cname: str, types: dict, ret: Any) -> tuple:
+        """The IR of a function's custom adjoint and/or replay, checked against its signature."""
+        grad_ir = replay_ir = None
+        if fn.custom_grad is not None:
+            names = list(inspect.signature(fn.custom_grad).parameters)
+            expect = list(types) + (["adj_ret"] if ret is not None else [])
+            if names != expect:
+                raise KernelTypeError(f"@wp.func_grad of '{fn.key}' must take ({', '.join(expect)}), "
+                                      f"got ({', '.join(names)})")
+            grad_types = dict(types)
+            if ret is not None:
+                grad_types["adj_ret"] = ret
+            adjoints = {n: ir.Var(f"adjref_v_{n}", t) for n, t in types.items() if not isinstance(t, ArrayType)}
+            grad_ir = Builder(Source(fn.custom_grad), f"{fn.key} (custom gradient)", f"adj_{cname}", grad_types,
+                              is_kernel=False, ctx=self, adjoints=adjoints).build()
+        if fn.custom_replay is not None:
+            names = list(inspect.signature(fn.custom_replay).parameters)
+            if names != list(types):
+                raise KernelTypeError(f"@wp.func_replay of '{fn.key}' must take ({', '.join(types)}), "
+                                      f"got ({', '.join(names)})")
+            replay_ir = Builder(Source(fn.custom_replay), f"{fn.key} (custom replay)", f"rep_{cname}", dict(types),
+                                is_kernel=False, ctx=self).build()
+            if replay_ir.ret != ret:
+                raise KernelTypeError(f"@wp.func_replay of '{fn.key}' returns {T.type_name(replay_ir.ret)}, "
+                                      f"the function returns {T.type_name(ret)}")
+        return grad_ir, replay_ir
 
     def instantiate(self, fn: Function, args: list, kwargs: dict) -> tuple[FuncInstance | None, str]:
         """The instance of `fn` that takes these arguments, building it on first use."""
@@ -180,6 +238,8 @@ class BuildContext:
                 self.in_progress.discard(key)
                 self.instances[key] = inst
                 self.order.append(inst.ir)
+                if fn.custom_grad is not None or fn.custom_replay is not None:
+                    self.custom[cname] = self.build_custom(fn, cname, types, inst.ir.ret)
             return inst, ""
         got = ", ".join(T.type_name(a.type) for a in args)
         return None, f"no overload of {fn.key}() takes ({got}):\n    " + "\n    ".join(errors)
@@ -348,7 +408,7 @@ class Module:
         source = codegen.module_source(ctx.order, kernel_irs, debug)
         backward = [fn for k, fn in zip(self.kernels.values(), kernel_irs, strict=True) if k.backward_enabled]
         if backward and registry.adjoint_source is not None:
-            source += registry.adjoint_source(ctx.order, backward, debug)
+            source += registry.adjoint_source(ctx.order, backward, debug, ctx.custom)
         effects: dict[str, tuple] = {}
         for f in ctx.order:
             effects[f.name] = ir.array_effects(f, effects)
@@ -432,5 +492,6 @@ def force_load(device: Any = None, modules: list | None = None) -> None:
             mod.load(get_device(device))
 
 
-__all__ = ["Kernel", "Function", "kernel", "func", "load_module", "force_load", "get_module", "KernelError",
+__all__ = ["Kernel", "Function", "kernel", "func", "func_grad", "func_replay",
+           "load_module", "force_load", "get_module", "KernelError",
            "ArrayType"]

@@ -44,8 +44,9 @@ from .kernels.errors import (
     KernelTypeError,
     LaunchError,
 )
+from .kernels.frontend import adjoint
 from .kernels.launch import launch, synchronize
-from .kernels.module import Function, Kernel, force_load, func, kernel, load_module
+from .kernels.module import Function, Kernel, force_load, func, func_grad, func_replay, kernel, load_module
 from .kernels.types import bool_ as bool  # noqa: A004 - Warp's public name
 from .kernels.types import (
     constant,
@@ -108,6 +109,6 @@ __all__ = [
     "int32", "int64", "uint8", "uint16", "uint32", "uint64", "vec2", "vec2d", "vec2f", "vec2h", "vec2i", "vec3",
     "vec3d", "vec3f", "vec3h", "vec3i", "vec4", "vec4d", "vec4f", "vec4h", "vec4i", "mat22", "mat22d", "mat22f",
     "mat33", "mat33d", "mat33f", "mat44", "mat44d", "mat44f", "types", "pi", "e", "tau", "inf", "nan",
-    "Tape", "OverwriteError",
+    "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
     *_BUILTINS,
 ]
