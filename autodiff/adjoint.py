@@ -19,7 +19,7 @@ from typing import Any
 from loomwork.kernels import ir
 from loomwork.kernels import types as T
 from loomwork.kernels.builtins import Overload
-from loomwork.kernels.codegen import Emitter, ctype
+from loomwork.kernels.codegen import Emitter, ctype, entry_points, privatize, unique_slots
 from loomwork.kernels.ir import ArrayType, Var
 
 from .normalize import normalize
@@ -137,6 +137,7 @@ class AdjointEmitter(Emitter):
         params = set(fn.params)
         self.saved = {v for v, n in counts.items() if n > 1 or not _is_temp(v) or v in params}
         self.loops: dict[int, tuple[list[Var], bool]] = {}
+        self.exclusive: set[Var] = set()  # kernel array parameters indexed only by this thread's index
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -303,7 +304,8 @@ class AdjointEmitter(Emitter):
         self.replay(s.body)
 
     def grad(self, arr: Any, indices: tuple) -> str:
-        return f"lw::grad_at({self.op(arr)}, {', '.join(self.op(i) for i in indices)})"
+        fn = "lw::gradc<LW_C>" if self.in_kernel else "lw::grad_at"
+        return f"{fn}({self.op(arr)}, {', '.join(self.op(i) for i in indices)})"
 
     def component(self, var: Var, indices: tuple, name: str) -> str:
         idx = [self.op(i) for i in indices]
@@ -348,7 +350,13 @@ class AdjointEmitter(Emitter):
         elif isinstance(e, ir.Call):
             self.reverse_call(e, g)
         elif isinstance(e, ir.Load):
-            self.out(f"if ({self.op(e.array)}.grad) lw::atomic_add(&{self.grad(e.array, e.indices)}, {g});")
+            r = self.private.get(id(s))
+            if r is not None:  # accumulated per chunk, applied once by the entry point
+                self.out(f"{r.name} += lw::cast<{r.acc_type}>({g});")
+            elif e.array in self.exclusive:  # no other thread touches this element
+                self.out(f"if ({self.op(e.array)}.grad) lw::acc({self.grad(e.array, e.indices)}, {g});")
+            else:
+                self.out(f"if ({self.op(e.array)}.grad) lw::atomic_add(&{self.grad(e.array, e.indices)}, {g});")
         elif isinstance(e, ir.Extract):
             t = e.value.type
             av = self.adj(e.value)
@@ -468,34 +476,24 @@ def kernel_adjoint(fn: ir.Function, debug: bool) -> str:
     k = fn.name
     fn = normalize(fn)
     em = AdjointEmitter(fn, debug)
+    em.private = {} if debug else privatize(fn, "load", gradient=True)
+    em.exclusive = ir.thread_exclusive_arrays(fn)
+    em.in_kernel = True  # the body is a template on LW_C, like the forward body
     replay, reverse = _emit_function(em, fn)
+    slots = unique_slots(em.private)
     params = "".join(f", {ctype(p.type)} {p.name}" for p in fn.params)
+    params += "".join(f", {r.acc_type}& {r.name}" for r in slots)
     decls = ["    " + d for d in em.decls]
     tid = ["    int32_t lw_tid[4];", "    lw::tid_split(L, lw_idx, lw_tid);"] if fn.tid_count > 1 else []
-    args = "".join(f", A.{p.name}" for p in fn.params)
     lines = [
         "template <bool LW_C>",
         f"static LW_FORCE_INLINE void {k}_adj_body(const lw::launch_t& L, int64_t lw_idx{params})",
         "{", *tid, *decls, *replay, *reverse, "}",
-        "#if !LW_CUDA",
-        f"LW_EXPORT void {k}_adj_cpu(const void* blob, long long begin, long long end)",
-        "{",
-        "    lw::launch_t L;",
-        "    __builtin_memcpy(&L, blob, sizeof(L));",
-        f"    {k}_args A;",
-        "    __builtin_memcpy(&A, (const char*)blob + sizeof(L), sizeof(A));",
-        f"    for (long long i = begin; i < end; ++i) {k}_adj_body<false>(L, i{args});",
-        "}",
-        "#else",
-        f'extern "C" __global__ void {k}_adj_cuda(lw::launch_t L, {k}_args A)',
-        "{",
-        "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < L.size;",
-        "         i += (int64_t)blockDim.x * gridDim.x)",
-        f"        {k}_adj_body<false>(L, i{args});",
-        "}",
-        "#endif",
-        "",
     ]
+    contig = " && ".join(
+        f"lw::inner_contiguous(A.{p.name}, {p.type.ndim})" for p in fn.params if isinstance(p.type, ArrayType)
+    ) or "true"
+    lines += entry_points(k, f"{k}_adj_cpu", f"{k}_adj_cuda", f"{k}_adj_body", fn.params, contig, slots)
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 from . import ir
@@ -63,6 +64,7 @@ class Emitter:
     def __init__(self, debug: bool) -> None:
         self.debug = debug
         self.in_kernel = False  # kernel bodies are templates on LW_C (all arrays innermost-contiguous)
+        self.private: dict[int, Private] = {}  # atomic statements accumulated per thread / CPU chunk
         self.lines: list[str] = []
         self.depth = 0
         self.loops = 0
@@ -100,7 +102,10 @@ class Emitter:
         k = fn.name
         fields = "".join(f" {ctype(p.type)} {p.name};" for p in fn.params) or " char lw_unused;"
         self.out(f"struct {k}_args {{{fields} }};")
+        self.private = {} if self.debug else privatize(fn, "atomic", gradient=False)
+        slots = unique_slots(self.private)
         params = "".join(f", {ctype(p.type)} {p.name}" for p in fn.params)
+        params += "".join(f", {r.acc_type}& {r.name}" for r in slots)
         self.out("template <bool LW_C>")
         self.out(f"static LW_FORCE_INLINE void {k}_body(const lw::launch_t& L, int64_t lw_idx{params})")
         self.out("{")
@@ -114,40 +119,10 @@ class Emitter:
         self.in_kernel = False
         self.depth -= 1
         self.out("}")
-        args = "".join(f", A.{p.name}" for p in fn.params)
-        # CPU: a range of launch indices. When every array's innermost dimension is unit-stride the body
-        # is instantiated with that known (LW_C), and an int32 counter keeps the index affine, so
-        # unit-stride loops vectorize; otherwise the general body runs.
         contig = " && ".join(
             f"lw::inner_contiguous(A.{p.name}, {p.type.ndim})" for p in fn.params if isinstance(p.type, ArrayType)
         ) or "true"
-        loop = "for ({t} i = ({t})begin; i < ({t})end; ++i) " + k + "_body<{c}>(L, i" + args + ");"
-        self.lines += [
-            "#if !LW_CUDA",
-            f"LW_EXPORT void {k}_cpu(const void* blob, long long begin, long long end)",
-            "{",
-            "    lw::launch_t L;",
-            "    __builtin_memcpy(&L, blob, sizeof(L));",
-            f"    {k}_args A;",
-            "    __builtin_memcpy(&A, (const char*)blob + sizeof(L), sizeof(A));",
-            f"    if (end <= 2147483647LL && {contig})",
-            "        " + loop.format(t="int32_t", c="true"),
-            "    else",
-            "        " + loop.format(t="long long", c="false"),
-            "}",
-            "#endif",
-        ]
-        self.lines += [
-            "#if LW_CUDA",
-            f'extern "C" __global__ void {k}_cuda(lw::launch_t L, {k}_args A)',
-            "{",
-            "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < L.size;",
-            "         i += (int64_t)blockDim.x * gridDim.x)",
-            f"        {k}_body<false>(L, i{args});",
-            "}",
-            "#endif",
-            "",
-        ]
+        self.lines += entry_points(k, f"{k}_cpu", f"{k}_cuda", f"{k}_body", fn.params, contig, slots)
 
     # -- statements ------------------------------------------------------------------------
 
@@ -162,6 +137,10 @@ class Emitter:
         self.out(f"{self.element(s.array, s.indices, s.site)} = {self.op(s.value)};")
 
     def s_Atomic(self, s: ir.Atomic) -> None:
+        r = self.private.get(id(s))
+        if r is not None:
+            self.out(f"{r.name} {'+' if s.op == 'add' else '-'}= lw::cast<{r.acc_type}>({self.op(s.value)});")
+            return
         call = f"lw::atomic_{s.op}(&{self.element(s.array, s.indices, s.site)}, {self.op(s.value)})"
         self.out(f"{s.dest.name} = {call};" if s.dest is not None else f"{call};")
 
@@ -272,6 +251,103 @@ class Emitter:
         if isinstance(e, ir.Tid):
             return "(int32_t)lw_idx" if e.count == 1 else f"lw_tid[{e.dim}]"
         raise TypeError(f"codegen: unknown IR expression {type(e).__name__}")
+
+
+@dataclass(frozen=True)
+class Private:
+    """A per-thread (per CPU chunk) accumulator standing in for atomic additions to one array element."""
+
+    name: str
+    acc_type: str
+    flush: str  # the statement that applies the accumulated value, with the kernel's arguments as A.*
+
+
+def privatize(fn: ir.Function, kind: str, gradient: bool) -> dict[int, Private]:
+    """Accumulators for the statements `ir.private_reductions` finds. float16/float32 sums accumulate in
+    float64, which makes them both faster (no contended atomics) and more accurate."""
+    out: dict[int, Private] = {}
+    slots: dict[tuple, Private] = {}
+    for sid, (arr, idx) in ir.private_reductions(fn, kind).items():
+        key = (arr.name, idx)
+        if key not in slots:
+            t = arr.type.dtype
+            acc = "double" if t.is_float else t.cname
+            n = len(slots)
+            where = f"{'lw::grad_at' if gradient else 'lw::at'}(A.{arr.name}, {', '.join(map(str, idx))})"
+            guard = f"A.{arr.name}.grad && " if gradient else ""
+            flush = f"if ({guard}lw_red{n} != 0) lw::atomic_add(&{where}, lw::cast<{t.cname}>(lw_red{n}));"
+            slots[key] = Private(f"lw_red{n}", acc, flush)
+        out[sid] = slots[key]
+    return out
+
+
+def unique_slots(private: dict[int, Private]) -> list[Private]:
+    return list(dict.fromkeys(private.values()))
+
+
+UNROLL = 4  # independent accumulator sets per CPU chunk: breaks the add-latency chain of a reduction
+
+
+def entry_points(k: str, cpu_name: str, cuda_name: str, body: str, params: tuple, contig: str,
+                 slots: list[Private]) -> list[str]:
+    """The CPU range entry and the CUDA grid-stride entry of a kernel body.
+
+    CPU: when `contig` holds (every array innermost-contiguous) the body is instantiated with that
+    known and an int32 counter keeps the index affine, so unit-stride loops vectorize. Private
+    accumulators live for a CPU chunk (or a CUDA thread) and are applied once at its end; on the CPU
+    the loop runs UNROLL threads at a time, each with its own accumulators, summed at the end."""
+    args = "".join(f", A.{p.name}" for p in params)
+    sets = UNROLL if slots else 1
+
+    def call(c: str, idx: str, j: int) -> str:
+        return f"{body}<{c}>(L, {idx}{args}{''.join(f', {r.name}_{j}' for r in slots)});"
+
+    def loop(t: str, c: str) -> list[str]:
+        if sets == 1:
+            return [f"        for ({t} i = ({t})begin; i < ({t})end; ++i) {call(c, 'i', 0)}"]
+        return [
+            "    {",
+            f"        {t} i = ({t})begin;",
+            f"        for (; i + {sets - 1} < ({t})end; i += {sets}) {{",
+            *[f"            {call(c, f'i + {j}' if j else 'i', j)}" for j in range(sets)],
+            "        }",
+            f"        for (; i < ({t})end; ++i) {call(c, 'i', 0)}",
+            "    }",
+        ]
+
+    decls = [f"    {r.acc_type} {', '.join(f'{r.name}_{j} = 0' for j in range(sets))};" for r in slots]
+    combine = [f"    {r.acc_type} {r.name} = {' + '.join(f'{r.name}_{j}' for j in range(sets))};" for r in slots]
+    flush = [f"    {r.flush}" for r in slots]
+    cuda_args = args + "".join(f", {r.name}_0" for r in slots)
+    return [
+        "#if !LW_CUDA",
+        f"LW_EXPORT void {cpu_name}(const void* blob, long long begin, long long end)",
+        "{",
+        "    lw::launch_t L;",
+        "    __builtin_memcpy(&L, blob, sizeof(L));",
+        f"    {k}_args A;",
+        "    __builtin_memcpy(&A, (const char*)blob + sizeof(L), sizeof(A));",
+        *decls,
+        f"    if (end <= 2147483647LL && {contig})",
+        *loop("int32_t", "true"),
+        "    else",
+        *loop("long long", "false"),
+        *combine,
+        *flush,
+        "}",
+        "#else",
+        f'extern "C" __global__ void {cuda_name}(lw::launch_t L, {k}_args A)',
+        "{",
+        *[f"    {r.acc_type} {r.name}_0 = 0;" for r in slots],
+        "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < L.size;",
+        "         i += (int64_t)blockDim.x * gridDim.x)",
+        f"        {body}<false>(L, i{cuda_args});",
+        *[f"    {r.acc_type} {r.name} = {r.name}_0;" for r in slots],
+        *flush,
+        "}",
+        "#endif",
+        "",
+    ]
 
 
 def module_source(functions: list[ir.Function], kernels: list[ir.Function], debug: bool) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import type_name
+from .types import is_scalar, type_name
 
 
 @dataclass(frozen=True)
@@ -352,3 +352,113 @@ def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], f
     walk(fn.body)
     walk(fn.body)  # a second pass settles aliases made later in a loop body
     return frozenset(reads), frozenset(writes)
+
+
+def operands(s: Stmt) -> list[Any]:
+    """Every operand a statement reads (arrays, indices, values, conditions, loop bounds)."""
+    if isinstance(s, Assign):
+        e = s.expr
+        if isinstance(e, Copy):
+            return [e.value]
+        if isinstance(e, Call | Construct):
+            return list(e.args)
+        if isinstance(e, Load | View):
+            return [e.array, *e.indices]
+        if isinstance(e, Extract):
+            return [e.value, *e.indices]
+        if isinstance(e, Shape):
+            return [e.array]
+        return []
+    if isinstance(s, Store | Atomic):
+        return [s.array, *s.indices, s.value]
+    if isinstance(s, SetComponent):
+        return [s.var, *s.indices, s.value]
+    if isinstance(s, Eval):
+        return list(s.expr.args)
+    if isinstance(s, If | While):
+        return [s.cond]
+    if isinstance(s, For):
+        return [s.start, s.stop, s.step]
+    if isinstance(s, Return):
+        return [s.value] if s.value is not None else []
+    return []
+
+
+def walk(body: tuple[Stmt, ...]):
+    """Every statement of a block, nested ones included, in order."""
+    for s in body:
+        yield s
+        for sub in ("cond_body", "body", "orelse"):
+            yield from walk(getattr(s, sub, ()))
+
+
+def private_reductions(fn: Function, kind: str) -> dict[int, tuple[Var, tuple]]:
+    """Statements whose array update can accumulate privately per thread (or CPU chunk) and be applied
+    with one atomic at the end: `{id(stmt): (array parameter, constant indices)}`.
+
+    kind "atomic": `atomic_add/sub(p, consts, v)` (and `p[consts] += v`) whose result is unused, where p
+    is used in no other way; "load": `v = p[consts]` loads, where p is used in no other way (their
+    adjoints are such additions into p's gradient).
+    """
+    stmts = list(walk(fn.body))
+    params = {p for p in fn.params if isinstance(p.type, ArrayType) and is_scalar(p.type.dtype)}
+    read = {o for s in stmts for o in operands(s) if isinstance(o, Var)}
+    found: dict[int, tuple[Var, tuple]] = {}
+    for s in stmts:
+        if kind == "atomic" and isinstance(s, Atomic) and s.op in ("add", "sub") and s.array in params \
+                and all(isinstance(i, Const) for i in s.indices) and (s.dest is None or s.dest not in read):
+            found[id(s)] = (s.array, tuple(i.value for i in s.indices))
+        elif kind == "load" and isinstance(s, Assign) and isinstance(s.expr, Load) and s.expr.array in params \
+                and all(isinstance(i, Const) for i in s.expr.indices):
+            found[id(s)] = (s.expr.array, tuple(i.value for i in s.expr.indices))
+    # keep only parameters that are used in no other way
+    claimed = {p for p, _ in found.values()}
+    for s in stmts:
+        uses = [o for o in operands(s) if o in claimed]
+        if uses and id(s) not in found:
+            claimed -= set(uses)
+        elif id(s) in found:
+            arr = found[id(s)][0]
+            others = [o for o in operands(s) if o == arr]
+            if len(others) > 1:  # the array also feeds the value or an index
+                claimed.discard(arr)
+    return {k: v for k, v in found.items() if v[0] in claimed}
+
+
+
+def thread_exclusive_arrays(fn: Function) -> set[Var]:
+    """Array parameters that every access indexes by exactly this thread's index (`a[i]` with
+    `i = wp.tid()`, or `a[i, j]` with `i, j = wp.tid()`): no two threads of a launch touch the same
+    element, so their gradient updates need no atomics."""
+    stmts = list(walk(fn.body))
+    assigned: dict[Var, int] = {}
+    for s in stmts:
+        d = s.var if isinstance(s, SetComponent | For) else getattr(s, "dest", None)
+        if isinstance(d, Var):
+            assigned[d] = assigned.get(d, 0) + 1
+    tid: dict[Var, tuple[int, int]] = {}
+    for s in fn.body:  # top level only: not inside a loop or a branch
+        if isinstance(s, Assign) and assigned.get(s.dest) == 1:
+            if isinstance(s.expr, Tid):
+                tid[s.dest] = (s.expr.dim, s.expr.count)
+            elif isinstance(s.expr, Copy) and s.expr.value in tid:
+                tid[s.dest] = tid[s.expr.value]
+    candidates = {p for p in fn.params if isinstance(p.type, ArrayType)}
+    for s in stmts:
+        access = None
+        if isinstance(s, Assign) and isinstance(s.expr, Load):
+            access = (s.expr.array, s.expr.indices)
+        elif isinstance(s, Store | Atomic):
+            access = (s.array, s.indices)
+        exclusive = access is not None and access[0] in candidates and _is_thread_index(access[1], tid)
+        for o in operands(s):
+            if o in candidates and not (exclusive and o is access[0] and operands(s).count(o) == 1):
+                candidates.discard(o)
+    return candidates
+
+
+def _is_thread_index(indices: tuple, tid: dict) -> bool:
+    dims = [tid.get(i) if isinstance(i, Var) else None for i in indices]
+    if len(indices) == 1:
+        return dims[0] == (0, 1)
+    return all(d == (k, len(indices)) for k, d in enumerate(dims))

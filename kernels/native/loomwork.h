@@ -714,6 +714,21 @@ template <typename T> LW_FUNC T& grad_at(const array_t<T>& a, int64_t i, int64_t
     return *(T*)((char*)a.grad + i * a.strides[0] + j * a.strides[1] + k * a.strides[2] + l * a.strides[3]);
 }
 
+// gradient access when the array's innermost stride is known to be sizeof(T) (see atc)
+template <bool C, typename T> LW_FUNC T& gradc(const array_t<T>& a, int64_t i) {
+    return C ? a.grad[i] : grad_at(a, i);
+}
+template <bool C, typename T> LW_FUNC T& gradc(const array_t<T>& a, int64_t i, int64_t j) {
+    return C ? ((T*)((char*)a.grad + i * a.strides[0]))[j] : grad_at(a, i, j);
+}
+template <bool C, typename T> LW_FUNC T& gradc(const array_t<T>& a, int64_t i, int64_t j, int64_t k) {
+    return C ? ((T*)((char*)a.grad + i * a.strides[0] + j * a.strides[1]))[k] : grad_at(a, i, j, k);
+}
+template <bool C, typename T> LW_FUNC T& gradc(const array_t<T>& a, int64_t i, int64_t j, int64_t k, int64_t l) {
+    return C ? ((T*)((char*)a.grad + i * a.strides[0] + j * a.strides[1] + k * a.strides[2]))[l]
+             : grad_at(a, i, j, k, l);
+}
+
 // accumulate into a value of any differentiable type
 template <typename T> LW_FUNC void acc(T& a, T b) { a = add(a, b); }
 LW_FUNC void acc(half& a, half b) { a = half((float)a + (float)b); }
