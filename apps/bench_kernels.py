@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -25,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import loomwork as wp
+from loomwork.apps.benchutil import best_time, find_python, run_json
 
 C_SAXPY = r"""
 #include <omp.h>
@@ -107,16 +106,6 @@ def noop(a: wp.array(dtype=float)):
     i = wp.tid()  # noqa: F841
 
 
-def best_time(fn, reps: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def c_openmp_saxpy(workdir: Path, threads: int):
     """Build (gcc -O3 -march=native -fopenmp) and load the reference saxpy; None when it cannot be built."""
     src = workdir / "saxpy.c"
@@ -133,16 +122,6 @@ def c_openmp_saxpy(workdir: Path, threads: int):
     dll = ctypes.CDLL(str(lib))
     dll.saxpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_long, ctypes.c_int]
     return lambda x, y, a: dll.saxpy(x.ctypes.data, y.ctypes.data, a, x.size, threads)
-
-
-def run_json(python: str, script: str, workdir: Path) -> dict:
-    """Run `script` as a file (Warp reads kernel source from files) in a new process; parse its JSON line."""
-    path = workdir / f"bench_script_{abs(hash(script))}.py"
-    path.write_text(script)
-    r = subprocess.run([python, str(path)], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip()[-2000:])
-    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def load_times(python: str, lib: str, workdir: Path, repeats: int) -> dict:
@@ -164,13 +143,6 @@ def load_times(python: str, lib: str, workdir: Path, repeats: int) -> dict:
     return {k: statistics.median(v) for k, v in out.items()}
 
 
-def find_warp_python(arg: str | None) -> str | None:
-    cand = arg or os.environ.get("LOOMWORK_WARP_PYTHON")
-    if cand and Path(cand).exists():
-        return cand
-    return None
-
-
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=1 << 24, help="saxpy length")
@@ -179,7 +151,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     n = args.n
     threads = wp.kernels.device.cpu_count()
-    warp_python = find_warp_python(args.warp_python)
+    warp_python = find_python(args.warp_python, "LOOMWORK_WARP_PYTHON")
     results: dict = {"n": n, "threads": threads}
     print(f"loomwork kernel benchmark on {wp.get_device('cpu').name} ({threads} threads), saxpy n = {n}")
 

@@ -19,6 +19,7 @@ from .device import Device, get_device
 from .errors import DeviceError
 
 MAX_DIMS = 4
+_PARALLEL_ZERO = 1 << 20  # bytes from which zero_() uses the thread pool
 
 
 class ArrayDesc(ctypes.Structure):
@@ -338,7 +339,13 @@ class array:  # noqa: N801 - Warp's public name
     fill = fill_
 
     def zero_(self) -> array:
-        """Set every element to zero."""
+        """Set every element to zero (large contiguous arrays on every core)."""
+        if self.ptr is not None and self.is_contiguous and self.device.is_cpu and self.capacity >= _PARALLEL_ZERO:
+            from .runtime import cpu_runtime
+
+            self._storage.bump("zero_()")
+            cpu_runtime().lw_zero(self.ptr, self.size * T.type_size(self.dtype))
+            return self
         return self.fill_(0)
 
     def assign(self, src: Any) -> array:

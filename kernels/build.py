@@ -74,7 +74,7 @@ def cpu_flags(debug: bool, fast_math: bool) -> list[str]:
     if debug:
         flags += ["-O1", "-g"]
     else:
-        flags += ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math"]
+        flags += ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd"]
     if fast_math:
         flags.append("-ffast-math")
     return flags

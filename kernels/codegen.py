@@ -305,6 +305,10 @@ def entry_points(k: str, cpu_name: str, cuda_name: str, body: str, params: tuple
     def loop(t: str, c: str) -> list[str]:
         if sets == 1:
             return [f"        for ({t} i = ({t})begin; i < ({t})end; ++i) {call(c, 'i', 0)}"]
+        if c == "true":  # kernel threads are unordered: the reductions may be reassociated and vectorized
+            red = ", ".join(f"{r.name}_0" for r in slots)
+            return [f"        _Pragma(\"omp simd reduction(+: {red})\")",
+                    f"        for ({t} i = ({t})begin; i < ({t})end; ++i) {call(c, 'i', 0)}"]
         return [
             "    {",
             f"        {t} i = ({t})begin;",

@@ -24,5 +24,7 @@ def cpu_runtime() -> ctypes.CDLL:
     lib.lw_launch.restype = None  # no argtypes: its one argument is a bytes object, passed as char*
     lib.lw_set_num_threads.argtypes = [ctypes.c_int]
     lib.lw_get_num_threads.restype = ctypes.c_int
+    lib.lw_zero.argtypes = [ctypes.c_void_p, ctypes.c_longlong]
+    lib.lw_zero.restype = None
     lib.lw_set_num_threads(int(config.cpu_threads or cpu_count()))
     return lib

@@ -163,6 +163,38 @@ extern "C" __attribute__((visibility("default"))) void lw_launch(const char* pac
     pthread_mutex_unlock(&p->launch_mutex);
 }
 
+namespace {
+
+struct ZeroJob {
+    char* p;
+    long long nbytes;
+};
+const long long kZeroBlock = 1 << 18;
+
+void zero_range(const void* blob, long long begin, long long end) {
+    const ZeroJob* j = (const ZeroJob*)blob;
+    for (long long b = begin; b < end; ++b) {
+        long long off = b * kZeroBlock;
+        long long n = j->nbytes - off < kZeroBlock ? j->nbytes - off : kZeroBlock;
+        __builtin_memset(j->p + off, 0, (size_t)n);
+    }
+}
+
+}  // namespace
+
+// Zero nbytes at p on every core (array.zero_() of large arrays, e.g. gradients before backward).
+extern "C" __attribute__((visibility("default"))) void lw_zero(void* p, long long nbytes) {
+    ZeroJob job{(char*)p, nbytes};
+    long long blocks = (nbytes + kZeroBlock - 1) / kZeroBlock;
+    Pool* pool_ = pool();
+    if (pool_->nthreads <= 1 || blocks < 2 || pthread_mutex_trylock(&pool_->launch_mutex) != 0) {
+        zero_range(&job, 0, blocks);
+        return;
+    }
+    pool_->launch(zero_range, &job, blocks, 1);
+    pthread_mutex_unlock(&pool_->launch_mutex);
+}
+
 // Takes effect for a pool not yet started; a running pool keeps its size.
 extern "C" __attribute__((visibility("default"))) void lw_set_num_threads(int n) { g_requested_threads = n; }
 

@@ -1,0 +1,37 @@
+"""Helpers the benchmarks share: best-of timing, and running a peer framework's script in its own interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def best_time(fn: Callable[[], object], reps: int) -> float:
+    """The fastest of `reps` timed calls (after one warm-up call), in seconds."""
+    fn()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def run_json(python: str, script: str, workdir: Path) -> dict:
+    """Run `script` as a file (Warp reads kernel source from files) in a new process; parse its last JSON line."""
+    path = workdir / f"bench_script_{abs(hash(script))}.py"
+    path.write_text(script)
+    r = subprocess.run([python, str(path)], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip()[-2000:])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def find_python(arg: str | None, env_var: str) -> str | None:
+    """An interpreter given on the command line or in `env_var`, if it exists."""
+    cand = arg or os.environ.get(env_var)
+    return cand if cand and Path(cand).exists() else None

@@ -1,0 +1,15 @@
+"""The benchmarks run end to end on small sizes (their figures are for the note, never asserted here)."""
+
+from loomwork.apps import bench_autodiff, bench_kernels
+
+
+def test_autodiff_benchmark_runs_and_its_gradient_is_right():
+    """bench_autodiff on 2^16 elements runs and its da matches the float64 reference."""
+    r = bench_autodiff.main(["--n", "65536", "--reps", "2"])
+    assert r["a_grad_rel_error"] < 1e-5
+
+
+def test_kernel_benchmark_runs():
+    """bench_kernels on a small saxpy with one build repetition runs and reports every figure."""
+    r = bench_kernels.main(["--n", "65536", "--repeats", "1"])
+    assert r["loomwork_s"] > 0 and r["launch_s"] > 0 and set(r["build"]) == {"first", "edit", "cached", "import"}
