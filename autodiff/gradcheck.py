@@ -1,14 +1,15 @@
-"""Gradient checking: Jacobians of a kernel by its adjoint and by finite differences, and their comparison.
+"""Gradient checking: Jacobians by the reverse pass and by finite differences, and their comparison.
 
-`jacobian(kernel, dim, inputs, outputs)` runs the kernel's adjoint once per output component (seeding
-that component's gradient with 1); `jacobian_fd` perturbs each input component by +-eps and reruns
-the kernel with freshly zeroed outputs. Both return `{(input name, output name): matrix}` with one row
-per output component and one column per input component (vector and matrix elements flattened).
+`jacobian(f, dim, inputs, outputs)` seeds one output component at a time and runs the reverse pass
+(a kernel's adjoint, or a Tape for a Python function of launches); `jacobian_fd` perturbs each input
+component by +-eps and reruns with freshly zeroed outputs. Both return
+`{(input name, output name): matrix}`, one row per output component and one column per input
+component (vector and matrix elements flattened).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
 from typing import Any
 
 import numpy as np
@@ -27,85 +28,131 @@ def _as_arrays(args: list) -> list:
     return [array(a, copy=False) if isinstance(a, np.ndarray) else a for a in args]
 
 
-def _float_arrays(kernel: Kernel, params: list, names: tuple) -> list[tuple[int, str, array]]:
-    found = []
-    for i, (p, t) in enumerate(zip(params, kernel.arg_types, strict=True)):
-        if isinstance(t, ArrayType) and isinstance(p, array) and T.elem_scalar(t.dtype).is_float:
-            if not p.is_contiguous:
-                raise ValueError(f"jacobian: argument '{names[i]}' must be contiguous")
-            found.append((i, names[i], p))
-    return found
+class _Target:
+    """What the Jacobian tools differentiate: a kernel launch, or a Python function `fn(*inputs, *outputs)`
+    made of launches. Knows its float array inputs and outputs, how to run forward, and how to get one
+    row of the Jacobian (the gradient of one output component) from the reverse pass."""
+
+    def __init__(self, fn: Any, dim: Any, inputs: list, outputs: list, mask: list | None, device: Any) -> None:
+        self.fn, self.dim, self.device = fn, dim, device
+        self.params = _as_arrays([*inputs, *outputs])
+        if isinstance(fn, Kernel):
+            names = fn.arg_names
+            if len(self.params) != len(names):
+                raise ValueError(f"kernel '{fn.key}' takes {len(names)} arguments, got {len(self.params)}")
+            floats = [isinstance(t, ArrayType) and T.elem_scalar(t.dtype).is_float for t in fn.arg_types]
+            self.label = f"kernel '{fn.key}'"
+        elif callable(fn):
+            names = tuple(inspect.signature(fn).parameters)[: len(self.params)]
+            if len(names) != len(self.params):
+                raise ValueError(f"function '{fn.__name__}' takes fewer parameters than inputs + outputs")
+            floats = [isinstance(p, array) and T.elem_scalar(p.dtype).is_float for p in self.params]
+            self.label = f"function '{fn.__name__}'"
+        else:
+            raise TypeError(f"expected a @wp.kernel or a Python function, got {type(fn).__name__}")
+        n_in = len(inputs)
+        found = []
+        for i, (p, is_float) in enumerate(zip(self.params, floats, strict=True)):
+            if is_float and isinstance(p, array):
+                if not p.is_contiguous:
+                    raise ValueError(f"jacobian: argument '{names[i]}' must be contiguous")
+                found.append((i, names[i], p))
+        self.ins = [x for x in found if x[0] < n_in]
+        self.outs = [x for x in found if x[0] >= n_in]
+        self.mask = set(mask) if mask else None
+        if self.mask:
+            self.ins = [x for x in self.ins if any(m[0] == x[1] for m in self.mask)]
+            self.outs = [x for x in self.outs if any(m[1] == x[1] for m in self.mask)]
+        if not self.ins or not self.outs:
+            raise ValueError(f"{self.label}: need at least one float array among the inputs and the outputs")
+        self.grads = [zeros_like(p, requires_grad=False) if isinstance(p, array) else None for p in self.params]
+        self.tape: Tape | None = None
+
+    def wanted(self, iname: str, oname: str) -> bool:
+        return self.mask is None or (iname, oname) in self.mask
+
+    def forward(self) -> None:
+        for _, _, out in self.outs:
+            out.zero_()
+        if isinstance(self.fn, Kernel):
+            launch(self.fn, self.dim, inputs=self.params, device=self.device, record_tape=False)
+        else:
+            self.fn(*self.params)
+
+    def adjoint_row(self, oi: int, r: int) -> None:
+        """Fill self.grads with the gradient of output parameter `oi`'s component `r`."""
+        for g in self.grads:
+            if g is not None:
+                g.zero_()
+        _flat(self.grads[oi])[r] = 1.0
+        if isinstance(self.fn, Kernel):
+            launch(self.fn, self.dim, inputs=self.params, device=self.device, adjoint=True, adj_inputs=self.grads,
+                   record_tape=False)
+            return
+        if self.tape is None:  # record the function once, with our gradient buffers attached
+            saved = [(p, p.grad) for p in self.params if isinstance(p, array)]
+            for p, g in zip(self.params, self.grads, strict=True):
+                if isinstance(p, array):
+                    p.grad = g
+            self.tape = Tape()
+            with self.tape:
+                self.forward()
+            self._saved = saved
+        seed = self.grads[oi].numpy().copy()
+        self.tape.backward(grads={self.params[oi]: seed})
+
+    def restore(self) -> None:
+        for p, g in getattr(self, "_saved", []):
+            p.grad = g
 
 
 def _flat(a: array) -> np.ndarray:
     return a.numpy().reshape(-1)
 
 
-def _prepare(kernel: Kernel, inputs: list, outputs: list, input_output_mask: list | None):
-    if not isinstance(kernel, Kernel):
-        raise TypeError(f"expected a @wp.kernel, got {type(kernel).__name__}")
-    names = kernel.arg_names
-    params = _as_arrays([*inputs, *outputs])
-    if len(params) != len(names):
-        raise ValueError(f"kernel '{kernel.key}' takes {len(names)} arguments, got {len(params)}")
-    n_in = len(inputs)
-    ins = [x for x in _float_arrays(kernel, params, names) if x[0] < n_in]
-    outs = [x for x in _float_arrays(kernel, params, names) if x[0] >= n_in]
-    if input_output_mask:
-        pairs = set(input_output_mask)
-        ins = [x for x in ins if any(p[0] == x[1] for p in pairs)]
-        outs = [x for x in outs if any(p[1] == x[1] for p in pairs)]
-    if not ins or not outs:
-        raise ValueError(f"kernel '{kernel.key}': need at least one float array among the inputs and the outputs")
-    return params, ins, outs
+def jacobian(function: Any, dim: Any = None, inputs: list | None = None, outputs: list | None = None,
+             input_output_mask: list | None = None, device: Any = None,
+             max_outputs_per_var: int = -1) -> dict[tuple[str, str], np.ndarray]:
+    """The Jacobian of the float outputs with respect to the float array inputs, by the reverse pass.
 
-
-def jacobian(kernel: Kernel, dim: Any, inputs: list, outputs: list, input_output_mask: list | None = None,
-             device: Any = None, max_outputs_per_var: int = -1) -> dict[tuple[str, str], np.ndarray]:
-    """The Jacobian of `kernel`'s float outputs with respect to its float array inputs, by the adjoint."""
-    params, ins, outs = _prepare(kernel, inputs, outputs, input_output_mask)
-    for _, _, out in outs:  # the adjoint replays reads of outputs, so they must hold the forward values
-        out.zero_()
-    launch(kernel, dim, inputs=params, device=device, record_tape=False)
-    grads = [zeros_like(p, requires_grad=False) if isinstance(p, array) else None for p in params]
+    `function` is a kernel (launched over `dim`) or a Python function called as `function(*inputs,
+    *outputs)`. Returns `{(input name, output name): matrix}`, a row per output component."""
+    tgt = _Target(function, dim, inputs or [], outputs or [], input_output_mask, device)
+    tgt.forward()  # the reverse pass replays reads of outputs, so they must hold the forward values
     result = {}
-    for oi, oname, out in outs:
-        n_rows = out.size * (T.type_size(out.dtype) // T.elem_scalar(out.dtype).size)
-        if max_outputs_per_var > 0:
-            n_rows = min(n_rows, max_outputs_per_var)
-        rows: dict[str, list] = {name: [] for _, name, _ in ins}
-        for r in range(n_rows):
-            for g in grads:
-                if g is not None:
-                    g.zero_()
-            _flat(grads[oi])[r] = 1.0
-            launch(kernel, dim, inputs=params, device=device, adjoint=True, adj_inputs=grads, record_tape=False)
-            for ii, iname, _ in ins:
-                rows[iname].append(_flat(grads[ii]).astype(np.float64).copy())
-        for _, iname, _ in ins:
-            if input_output_mask and (iname, oname) not in set(input_output_mask):
-                continue
-            result[(iname, oname)] = np.array(rows[iname])
+    try:
+        for oi, oname, out in tgt.outs:
+            n_rows = out.size * (T.type_size(out.dtype) // T.elem_scalar(out.dtype).size)
+            if max_outputs_per_var > 0:
+                n_rows = min(n_rows, max_outputs_per_var)
+            rows: dict[str, list] = {name: [] for _, name, _ in tgt.ins}
+            for r in range(n_rows):
+                tgt.adjoint_row(oi, r)
+                for ii, iname, _ in tgt.ins:
+                    rows[iname].append(_flat(tgt.grads[ii]).astype(np.float64).copy())
+            for _, iname, _ in tgt.ins:
+                if tgt.wanted(iname, oname):
+                    result[(iname, oname)] = np.array(rows[iname])
+    finally:
+        tgt.restore()
     return result
 
 
-def jacobian_fd(kernel: Kernel, dim: Any, inputs: list, outputs: list, input_output_mask: list | None = None,
-                device: Any = None, eps: float = 1e-4,
+def jacobian_fd(function: Any, dim: Any = None, inputs: list | None = None, outputs: list | None = None,
+                input_output_mask: list | None = None, device: Any = None, eps: float = 1e-4,
                 max_inputs_per_var: int = -1) -> dict[tuple[str, str], np.ndarray]:
     """The same Jacobian by central finite differences (outputs are zeroed before every evaluation)."""
-    params, ins, outs = _prepare(kernel, inputs, outputs, input_output_mask)
+    tgt = _Target(function, dim, inputs or [], outputs or [], input_output_mask, device)
 
     def evaluate() -> dict[str, np.ndarray]:
-        for _, _, out in outs:
-            out.zero_()
-        launch(kernel, dim, inputs=params, device=device, record_tape=False)
-        return {name: _flat(out).astype(np.float64).copy() for _, name, out in outs}
+        tgt.forward()
+        return {name: _flat(out).astype(np.float64).copy() for _, name, out in tgt.outs}
 
     result = {}
-    for _, iname, arr in ins:
+    for _, iname, arr in tgt.ins:
         flat = _flat(arr)
         n_cols = flat.size if max_inputs_per_var < 0 else min(flat.size, max_inputs_per_var)
-        cols: dict[str, list] = {name: [] for _, name, _ in outs}
+        cols: dict[str, list] = {name: [] for _, name, _ in tgt.outs}
         for c in range(n_cols):
             orig = flat[c].copy()
             flat[c] = orig + eps
@@ -115,23 +162,22 @@ def jacobian_fd(kernel: Kernel, dim: Any, inputs: list, outputs: list, input_out
             lo = float(flat[c])
             minus = evaluate()
             flat[c] = orig
-            step = hi - lo
-            for _, oname, _ in outs:
-                cols[oname].append((plus[oname] - minus[oname]) / step)
-        for _, oname, _ in outs:
-            if input_output_mask and (iname, oname) not in set(input_output_mask):
-                continue
-            result[(iname, oname)] = np.array(cols[oname]).T
+            for _, oname, _ in tgt.outs:
+                cols[oname].append((plus[oname] - minus[oname]) / (hi - lo))
+        for _, oname, _ in tgt.outs:
+            if tgt.wanted(iname, oname):
+                result[(iname, oname)] = np.array(cols[oname]).T
     evaluate()  # leave the outputs as the unperturbed inputs give them
     return result
 
 
-def gradcheck(kernel: Kernel, dim: Any, inputs: list, outputs: list, eps: float = 1e-4, atol: float = 1e-3,
-              rtol: float = 1e-2, raise_exception: bool = True, input_output_mask: list | None = None,
-              device: Any = None) -> bool:
-    """Compare the adjoint Jacobian with finite differences; raise (or return False) on a mismatch."""
-    analytic = jacobian(kernel, dim, inputs, outputs, input_output_mask, device)
-    numeric = jacobian_fd(kernel, dim, inputs, outputs, input_output_mask, device, eps)
+def gradcheck(function: Any, dim: Any = None, inputs: list | None = None, outputs: list | None = None,
+              eps: float = 1e-4, atol: float = 1e-3, rtol: float = 1e-2, raise_exception: bool = True,
+              input_output_mask: list | None = None, device: Any = None) -> bool:
+    """Compare the reverse-pass Jacobian with finite differences; raise (or return False) on a mismatch.
+    `function` is a kernel or a Python function of kernel launches (see `jacobian`)."""
+    analytic = jacobian(function, dim, inputs, outputs, input_output_mask, device)
+    numeric = jacobian_fd(function, dim, inputs, outputs, input_output_mask, device, eps)
     problems = []
     for key, a in analytic.items():
         n = numeric[key]
@@ -140,7 +186,8 @@ def gradcheck(kernel: Kernel, dim: Any, inputs: list, outputs: list, eps: float 
             problems.append(f"d{key[1]}/d{key[0]}: adjoint {a[worst]:.6g} vs finite difference {n[worst]:.6g} "
                             f"at (output {worst[0]}, input {worst[1]}); max abs error {np.nanmax(np.abs(a - n)):.3g}")
     if problems and raise_exception:
-        raise AssertionError(f"gradcheck of kernel '{kernel.key}' failed:\n  " + "\n  ".join(problems))
+        name = getattr(function, "key", getattr(function, "__name__", "function"))
+        raise AssertionError(f"gradcheck of '{name}' failed:\n  " + "\n  ".join(problems))
     return not problems
 
 
@@ -164,21 +211,3 @@ def gradcheck_tape(tape: Tape, eps: float = 1e-4, atol: float = 1e-3, rtol: floa
         ok &= gradcheck(k, entry.dims, entry.params[:n_in], entry.params[n_in:], eps, atol, rtol, raise_exception,
                         input_output_mask, entry.device)
     return ok
-
-
-def function_jacobian(fn: Callable[..., array], inputs: list[array],
-                      output_size: int | None = None) -> list[np.ndarray]:
-    """Jacobians of a Python function made of kernel launches (recorded on a Tape) w.r.t. `inputs`."""
-    with Tape() as tape:
-        out = fn(*inputs)
-    if not isinstance(out, array) or out.grad is None:
-        raise ValueError("function_jacobian: the function must return an array created with requires_grad=True")
-    n = output_size or out.size
-    jac = [np.zeros((n, x.size)) for x in inputs]
-    for r in range(n):
-        seed = np.zeros(out.size, dtype=T.elem_scalar(out.dtype).np_dtype)
-        seed[r] = 1.0
-        tape.backward(grads={out: seed.reshape(out.numpy().shape)})
-        for j, x in zip(jac, inputs, strict=True):
-            j[r] = x.grad.numpy().reshape(-1)
-    return jac

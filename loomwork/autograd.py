@@ -1,7 +1,6 @@
 """`loomwork.autograd`: gradient-checking tools under Warp's module name."""
 
 from loomwork.autodiff.gradcheck import (  # noqa: F401
-    function_jacobian,
     gradcheck,
     gradcheck_tape,
     jacobian,
