@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -98,9 +99,17 @@ def _publish(tmp: Path, final: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _new_tmp(cache_dir: Path, stem: str) -> Path:
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".tmp-{stem}-", dir=cache_dir))
+@contextmanager
+def _staged(cache_dir: str, stem: str, folder: Path):
+    """A private folder to build in, renamed to `folder` when the block succeeds and removed either way."""
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{stem}-", dir=cache_dir))
+    try:
+        yield tmp
+        _publish(tmp, folder)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def build_cpu(source: str, name: str, cache_dir: str, debug: bool, fast_math: bool, verbose: bool,
@@ -113,8 +122,7 @@ def build_cpu(source: str, name: str, cache_dir: str, debug: bool, fast_math: bo
     if lib.exists():
         return lib
     t0 = time.perf_counter()
-    tmp = _new_tmp(Path(cache_dir), name)
-    try:
+    with _staged(cache_dir, name, folder) as tmp:
         (tmp / "module.cpp").write_text(source)
         cmd = [find_compiler(), *flags, f"-I{NATIVE_DIR}", "module.cpp", "-o", "module.so"]
         proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
@@ -123,10 +131,6 @@ def build_cpu(source: str, name: str, cache_dir: str, debug: bool, fast_math: bo
                 f"the C++ compiler failed on {what}:\n{_trim(proc.stderr)}\n"
                 f"command: {' '.join(cmd)}\n(set wp.config.print_source = True to see the generated code)"
             )
-        _publish(tmp, folder)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     if verbose:
         print(f"loomwork: built {what} for cpu in {(time.perf_counter() - t0) * 1e3:.0f} ms", file=sys.stderr)
     return lib
@@ -189,14 +193,9 @@ def build_cuda(source: str, name: str, cache_dir: str, arch: int, debug: bool, f
         _nvrtc_check(nvrtc, err, "nvrtcGetCUBIN")
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    tmp = _new_tmp(Path(cache_dir), name)
-    try:
+    with _staged(cache_dir, name, folder) as tmp:
         (tmp / "module.cu").write_text(source)
         (tmp / out.name).write_bytes(binary)
-        _publish(tmp, folder)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     if verbose:
         print(f"loomwork: built {what} for sm_{arch} in {(time.perf_counter() - t0) * 1e3:.0f} ms", file=sys.stderr)
     return out

@@ -99,32 +99,28 @@ def func(f: Any) -> Function:
     return fn
 
 
+def _attach(f: Function, attr: str, decorator: str) -> Any:
+    if not isinstance(f, Function):
+        raise TypeError(f"@wp.{decorator} takes a @wp.func, got {type(f).__name__}")
+
+    def wrap(pyfunc: Any) -> Any:
+        setattr(f, attr, pyfunc)
+        _FUNCTION_GENERATION[0] += 1  # modules that call f rebuild
+        return pyfunc
+
+    return wrap
+
+
 def func_grad(f: Function) -> Any:
     """Decorator: give @wp.func `f` a hand-written adjoint. It takes f's parameters plus `adj_ret`
     (when f returns a value) and accumulates into `wp.adjoint[param]`."""
-    if not isinstance(f, Function):
-        raise TypeError(f"@wp.func_grad takes a @wp.func, got {type(f).__name__}")
-
-    def wrap(grad: Any) -> Any:
-        f.custom_grad = grad
-        _FUNCTION_GENERATION[0] += 1
-        return grad
-
-    return wrap
+    return _attach(f, "custom_grad", "func_grad")
 
 
 def func_replay(f: Function) -> Any:
     """Decorator: give @wp.func `f` the function its backward pass calls instead of re-running it
     (same parameters and return type; for functions with side effects such as atomics)."""
-    if not isinstance(f, Function):
-        raise TypeError(f"@wp.func_replay takes a @wp.func, got {type(f).__name__}")
-
-    def wrap(replay: Any) -> Any:
-        f.custom_replay = replay
-        _FUNCTION_GENERATION[0] += 1
-        return replay
-
-    return wrap
+    return _attach(f, "custom_replay", "func_replay")
 
 
 @dataclass

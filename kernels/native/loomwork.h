@@ -701,32 +701,15 @@ LW_FUNC void tid_split(const launch_t& L, int64_t idx, int32_t* out) {
 // ---------------------------------------------------------------------------------------------
 // adjoints: adj_f(args..., adj_args&..., adj_ret) accumulates d(out)/d(arg) * adj_ret into adj_args
 
-template <typename T> LW_FUNC T& grad_at(const array_t<T>& a, int64_t i) {
-    return *(T*)((char*)a.grad + i * a.strides[0]);
+// gradient access: the same addressing as the data, through a view whose data is the gradient
+template <typename T> LW_FUNC array_t<T> grad_of(const array_t<T>& a) {
+    array_t<T> g = a;
+    g.data = a.grad;
+    return g;
 }
-template <typename T> LW_FUNC T& grad_at(const array_t<T>& a, int64_t i, int64_t j) {
-    return *(T*)((char*)a.grad + i * a.strides[0] + j * a.strides[1]);
-}
-template <typename T> LW_FUNC T& grad_at(const array_t<T>& a, int64_t i, int64_t j, int64_t k) {
-    return *(T*)((char*)a.grad + i * a.strides[0] + j * a.strides[1] + k * a.strides[2]);
-}
-template <typename T> LW_FUNC T& grad_at(const array_t<T>& a, int64_t i, int64_t j, int64_t k, int64_t l) {
-    return *(T*)((char*)a.grad + i * a.strides[0] + j * a.strides[1] + k * a.strides[2] + l * a.strides[3]);
-}
-
-// gradient access when the array's innermost stride is known to be sizeof(T) (see atc)
-template <bool C, typename T> LW_FUNC T& gradc(const array_t<T>& a, int64_t i) {
-    return C ? a.grad[i] : grad_at(a, i);
-}
-template <bool C, typename T> LW_FUNC T& gradc(const array_t<T>& a, int64_t i, int64_t j) {
-    return C ? ((T*)((char*)a.grad + i * a.strides[0]))[j] : grad_at(a, i, j);
-}
-template <bool C, typename T> LW_FUNC T& gradc(const array_t<T>& a, int64_t i, int64_t j, int64_t k) {
-    return C ? ((T*)((char*)a.grad + i * a.strides[0] + j * a.strides[1]))[k] : grad_at(a, i, j, k);
-}
-template <bool C, typename T> LW_FUNC T& gradc(const array_t<T>& a, int64_t i, int64_t j, int64_t k, int64_t l) {
-    return C ? ((T*)((char*)a.grad + i * a.strides[0] + j * a.strides[1] + k * a.strides[2]))[l]
-             : grad_at(a, i, j, k, l);
+template <typename T, typename... I> LW_FUNC T& grad_at(const array_t<T>& a, I... idx) { return at(grad_of(a), idx...); }
+template <bool C, typename T, typename... I> LW_FUNC T& gradc(const array_t<T>& a, I... idx) {
+    return atc<C>(grad_of(a), idx...);
 }
 
 // accumulate into a value of any differentiable type

@@ -1,5 +1,8 @@
 """Every differentiable builtin overload: its adjoint agrees with central finite differences (f32 and f64)."""
 
+import os
+import zlib
+
 import numpy as np
 import pytest
 
@@ -14,6 +17,7 @@ DOMAINS = {
     "pow": [(0.5, 2.0), (0.5, 2.0)], "div": [(-2.0, 2.0), (0.5, 2.0)], "mod": [(0.5, 2.0), (2.5, 3.0)],
     "smoothstep": [(-2.0, -1.5), (1.5, 2.0), (-1.0, 1.0)], "clamp": [(-1.0, 1.0), (-3.0, -2.0), (2.0, 3.0)],
     "atan2": [(0.5, 2.0), (0.5, 2.0)], "tan": [(-1.0, 1.0)], "exp": [(-1.0, 1.0)],
+    "frac": [(0.1, 0.9)], "cw_div": [(-2.0, 2.0), (0.5, 2.0)],
 }
 
 
@@ -71,6 +75,7 @@ def make_kernel(fn, types, ret):
 CASES = cases()
 KERNELS = {(name, k, dtype): make_kernel(getattr(wp, name), types, ret) for name, k, dtype, types, ret in CASES}
 N = 3
+SEED = int(os.environ.get("LOOMWORK_TEST_SEED", "0"))  # fixed inputs by default; vary it to stress the table
 
 
 def random_input(t, lo, hi, rng):
@@ -83,7 +88,7 @@ def random_input(t, lo, hi, rng):
                          ids=[f"{c[0]}-{c[1]}-{'f32' if c[2] is wp.float32 else 'f64'}" for c in CASES])
 def test_builtin_adjoint_matches_finite_differences(name, k, dtype, types, ret):
     """The adjoint Jacobian of one builtin overload equals the central-difference Jacobian."""
-    rng = np.random.default_rng(hash((name, k)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(f"{name}-{k}-{SEED}".encode()))
     doms = DOMAINS.get(name, [])
     inputs = []
     for j, t in enumerate(types):
