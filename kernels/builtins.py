@@ -64,8 +64,9 @@ class Vec(Pattern):
     n: str | int = "N"
 
     def match(self, t: Any, b: dict) -> bool:
+        # "VT" records the class itself: a quaternion stays a quaternion through elementwise operations
         return (T.is_vector(t) and _KINDS[self.kind](t._wp_scalar_type_) and self.bind(b, self.var, t._wp_scalar_type_)
-                and self.bind(b, self.n, t._length_))
+                and self.bind(b, self.n, t._length_) and self.bind(b, "VT", t))
 
     def __str__(self) -> str:
         return f"vec{self.n if isinstance(self.n, int) else ''}({'Float' if self.kind == 'float' else 'Scalar'})"
@@ -84,6 +85,28 @@ class Mat(Pattern):
 
     def __str__(self) -> str:
         return "mat(Scalar)"
+
+
+@dataclass(frozen=True)
+class Quat(Pattern):
+    var: str = "T"
+
+    def match(self, t: Any, b: dict) -> bool:
+        return T.is_quat(t) and self.bind(b, self.var, t._wp_scalar_type_)
+
+    def __str__(self) -> str:
+        return "quat(Float)"
+
+
+@dataclass(frozen=True)
+class Transform(Pattern):
+    var: str = "T"
+
+    def match(self, t: Any, b: dict) -> bool:
+        return T.is_transform(t) and self.bind(b, self.var, t._wp_scalar_type_)
+
+    def __str__(self) -> str:
+        return "transform(Float)"
 
 
 @dataclass(frozen=True)
@@ -150,12 +173,16 @@ class Builtin:
         return f"<loomwork builtin {self.name}>"
 
     def __call__(self, *args: Any) -> Any:
+        """Python scope: evaluate with NumPy, typed like the overload a kernel would pick."""
         if self._py is None:
             raise TypeError(f"wp.{self.name}() is a kernel builtin: call it inside a @wp.kernel or @wp.func")
-        vals = [a.numpy_value() if isinstance(a, T._CompositeMixin) else a for a in args]
+        types = [T.python_value_type(a) or T.float64 for a in args]
+        found = resolve(self.name, types) if self.overloads else None
+        vals = [np.asarray(a.numpy_value(), dtype=np.float64) if isinstance(a, T._CompositeMixin) else a for a in args]
         r = self._py(*vals)
-        if isinstance(args[0], T._CompositeMixin) and np.ndim(r) == len(args[0]._shape_) and np.ndim(r) > 0:
-            return type(args[0])(r)
+        ret = found[0].ret(found[1]) if found else None
+        if ret is not None and T.is_composite(ret):
+            return ret(np.asarray(r))
         return r.item() if isinstance(r, np.generic) else r
 
 
@@ -179,7 +206,7 @@ def add(name: str, params: tuple, ret: Any, native: str | None = None, *, group:
 
 
 def vec_ret(b: dict) -> Any:
-    return T.vector(b["N"], b["T"])
+    return b.get("VT") or T.vector(b["N"], b["T"])
 
 
 def mat_ret(b: dict) -> Any:
@@ -277,6 +304,49 @@ add("cw_mul", (V, V), vec_ret, group="Vector Math", doc="componentwise product",
 add("cw_div", (V, V), vec_ret, group="Vector Math", doc="componentwise quotient", py=np.divide)
 add("transpose", (M,), lambda b: T.matrix((b["C"], b["R"]), b["T"]), group="Vector Math",
     doc="the transpose of a matrix", py=np.transpose)
+
+# quaternions and transforms
+Q, TR, V3 = Quat(), Transform(), Vec("float", n=3)
+quat_of = lambda b: T.quaternion(b["T"])  # noqa: E731
+vec3_of = lambda b: T.vector(3, b["T"])  # noqa: E731
+transform_of = lambda b: T.transformation(b["T"])  # noqa: E731
+add("mul", (Q, Q), quat_of, group="Quaternion Math", doc="")
+add("mul", (TR, TR), transform_of, group="Transformations", doc="")
+add("quat_identity", (), T.quatf, group="Quaternion Math", doc="the identity rotation (0, 0, 0, 1)",
+    differentiable=False, py=lambda: np.array([0.0, 0.0, 0.0, 1.0]))
+add("quat_inverse", (Q,), quat_of, group="Quaternion Math", doc="the inverse of a unit quaternion (its conjugate)",
+    py=lambda q: q * np.array([-1.0, -1.0, -1.0, 1.0]))
+add("quat_rotate", (Q, V3), vec3_of, group="Quaternion Math", doc="v rotated by q", py=T._rotate)
+add("quat_rotate_inv", (Q, V3), vec3_of, group="Quaternion Math", doc="v rotated by the inverse of q",
+    py=lambda q, v: T._rotate(q * np.array([-1.0, -1.0, -1.0, 1.0]), v))
+add("quat_to_matrix", (Q,), lambda b: T.matrix((3, 3), b["T"]), group="Quaternion Math",
+    doc="the 3x3 rotation matrix of q", py=lambda q: np.stack([T._rotate(q, e) for e in np.eye(3)], axis=1))
+add("quat_from_axis_angle", (V3, F), quat_of, group="Quaternion Math",
+    doc="the rotation by `angle` radians about `axis` (a unit vector)",
+    py=lambda axis, a: np.concatenate([np.asarray(axis) * np.sin(a / 2), [np.cos(a / 2)]]))
+add("quat_rpy", (F, F, F), quat_of, group="Quaternion Math", doc="the rotation of roll, pitch and yaw angles",
+    py=lambda r, p, y: np.array([
+        np.cos(y / 2) * np.sin(r / 2) * np.cos(p / 2) - np.sin(y / 2) * np.cos(r / 2) * np.sin(p / 2),
+        np.cos(y / 2) * np.cos(r / 2) * np.sin(p / 2) + np.sin(y / 2) * np.sin(r / 2) * np.cos(p / 2),
+        np.sin(y / 2) * np.cos(r / 2) * np.cos(p / 2) - np.cos(y / 2) * np.sin(r / 2) * np.sin(p / 2),
+        np.cos(y / 2) * np.cos(r / 2) * np.cos(p / 2) + np.sin(y / 2) * np.sin(r / 2) * np.sin(p / 2)]))
+add("transform_identity", (), T.transformf, group="Transformations", doc="the identity transform",
+    differentiable=False, py=lambda: np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]))
+add("transform_get_translation", (TR,), vec3_of, group="Transformations", doc="the translation p of t",
+    py=lambda t: np.asarray(t)[:3])
+add("transform_get_rotation", (TR,), quat_of, group="Transformations", doc="the rotation q of t",
+    py=lambda t: np.asarray(t)[3:])
+add("transform_point", (TR, V3), vec3_of, group="Transformations", doc="point p moved by t (rotated, then translated)",
+    py=lambda t, p: T._rotate(np.asarray(t)[3:], p) + np.asarray(t)[:3])
+add("transform_vector", (TR, V3), vec3_of, group="Transformations", doc="vector v rotated by t (no translation)",
+    py=lambda t, v: T._rotate(np.asarray(t)[3:], v))
+add("transform_multiply", (TR, TR), transform_of, group="Transformations", doc="the composition a * b (b first)",
+    py=lambda a, b: (T.transformf(a) * T.transformf(b)).numpy_value())
+add("transform_inverse", (TR,), transform_of, group="Transformations", doc="the inverse of a rigid transform",
+    py=lambda t: np.concatenate([-T._rotate(np.asarray(t)[3:] * [-1, -1, -1, 1], np.asarray(t)[:3]),
+                                 np.asarray(t)[3:] * [-1, -1, -1, 1]]))
+add("_make_transform", (V3, Q), transform_of, "lw::make_transform", group="Transformations",
+    doc="wp.transform(p, q) inside kernels")
 
 # special forms: the front end handles their arguments itself (arrays, indices, launch state)
 SPECIAL_FORMS = {

@@ -242,6 +242,8 @@ class Emitter:
             if T.is_scalar(t):
                 return f"lw::cast<{t.cname}>({self.op(e.args[0])})"
             if not e.args:
+                if T.is_transform(t):
+                    return f"lw::transform_identity_t<{t._wp_scalar_type_.cname}>()"
                 return f"lw::zero<{t.cname}>()"
             if len(e.args) == 1 and T.is_composite(e.args[0].type):
                 return f"lw::convert<{t.cname}>({self.op(e.args[0])})"

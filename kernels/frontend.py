@@ -517,6 +517,9 @@ class Builder:
                 if node.attr == "ndim":
                     return Const(t.ndim, T.int32)
                 self.error(node, KernelAttributeError, f"arrays in kernels have no attribute '{node.attr}'")
+            if T.is_transform(t) and node.attr in ("p", "q"):
+                name = "transform_get_translation" if node.attr == "p" else "transform_get_rotation"
+                return self.call_builtin(name, [base], node)
             if T.is_vector(t):
                 idx = _SWIZZLE.get(node.attr)
                 if idx is not None and idx < t._length_:
@@ -811,6 +814,8 @@ class Builder:
         st = t._wp_scalar_type_
         n = t._length_
         args = [self.value(a) for a in node.args]
+        if T.is_transform(t) and len(args) == 2:  # wp.transform(p, q)
+            return self.call_builtin("_make_transform", args, node)
         if not args:
             return self.assign_temp(ir.Construct(t, ()), t)
         if len(args) == 1 and T.is_composite(args[0].type):

@@ -285,6 +285,52 @@ def _check_range(i: int, n: int, obj: Any) -> None:
         raise IndexError(f"{type(obj).__name__} index {i} out of range [0, {n})")
 
 
+def _hamilton(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    av, aw, bv, bw = a[:3], a[3], b[:3], b[3]
+    return np.concatenate([aw * bv + bw * av + np.cross(av, bv), [aw * bw - av @ bv]])
+
+
+def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    u, w = q[:3], q[3]
+    return v * (2 * w * w - 1) + 2 * w * np.cross(u, v) + 2 * u * (u @ v)
+
+
+class QuaternionType(VectorType):
+    """Marker base of quaternion classes: (x, y, z, w), w the real part; `*` is the Hamilton product."""
+
+    def __mul__(self, o):
+        if isinstance(o, QuaternionType):
+            return type(self)(_hamilton(self.numpy_value().astype(np.float64), o.numpy_value().astype(np.float64)))
+        return VectorType.__mul__(self, o)
+
+
+class TransformType(VectorType):
+    """Marker base of rigid transforms: a translation p (vec3) then a rotation q (quat); `*` composes."""
+
+    def __init__(self, *args):
+        if not args:
+            args = ((0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0),)
+        elif len(args) == 2 and all(isinstance(a, _CompositeMixin | list | tuple | np.ndarray) for a in args):
+            args = (np.concatenate([np.asarray(args[0], dtype=np.float64).reshape(-1),
+                                    np.asarray(args[1], dtype=np.float64).reshape(-1)]),)
+        self._init_from(args)
+
+    @property
+    def p(self) -> VectorType:
+        return vector(3, self._wp_scalar_type_)(self._flat()[:3])
+
+    @property
+    def q(self) -> QuaternionType:
+        return quaternion(self._wp_scalar_type_)(self._flat()[3:])
+
+    def __mul__(self, o):
+        if isinstance(o, TransformType):
+            a, b = self.numpy_value().astype(np.float64), o.numpy_value().astype(np.float64)
+            p = a[:3] + _rotate(a[3:], b[:3])
+            return type(self)(np.concatenate([p, _hamilton(a[3:], b[3:])]))
+        return VectorType.__mul__(self, o)
+
+
 _COMPOSITE_CACHE: dict[tuple, type] = {}
 _SUFFIX = {float16: "h", float32: "f", float64: "d", int8: "b", uint8: "ub", int16: "s", uint16: "us",
            int32: "i", uint32: "ui", int64: "l", uint64: "ul"}
@@ -309,6 +355,42 @@ def vector(length: int, dtype: Any) -> type:
         })
         _COMPOSITE_CACHE[key] = cls
     return cls
+
+
+def quaternion(dtype: Any = float32) -> type:
+    """The quaternion class of scalar `dtype` (cached)."""
+    st = scalar_type(dtype)
+    key = ("quat", st)
+    cls = _COMPOSITE_CACHE.get(key)
+    if cls is None:
+        cls = type(f"quat{_SUFFIX.get(st, st.__name__)}", (QuaternionType, st._ctype * 4), {
+            "_wp_scalar_type_": st, "_shape_": (4,), "__init__": _composite_init,
+            "cname": f"lw::quat_t<{st.cname}>", "__module__": "loomwork",
+        })
+        _COMPOSITE_CACHE[key] = cls
+    return cls
+
+
+def transformation(dtype: Any = float32) -> type:
+    """The rigid-transform class of scalar `dtype` (cached); `T()` is the identity."""
+    st = scalar_type(dtype)
+    key = ("transform", st)
+    cls = _COMPOSITE_CACHE.get(key)
+    if cls is None:
+        cls = type(f"transform{_SUFFIX.get(st, st.__name__)}", (TransformType, st._ctype * 7), {
+            "_wp_scalar_type_": st, "_shape_": (7,), "cname": f"lw::transform_t<{st.cname}>",
+            "__module__": "loomwork",
+        })
+        _COMPOSITE_CACHE[key] = cls
+    return cls
+
+
+def is_quat(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, QuaternionType)
+
+
+def is_transform(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, TransformType)
 
 
 def matrix(shape: tuple[int, int], dtype: Any) -> type:
@@ -440,6 +522,9 @@ def python_value_type(x: Any) -> type | None:
 
 
 # the named vector and matrix types
+for _st in (int8, uint8, int16, uint16, uint32, int64, uint64):  # the other suffixes, named like Warp's
+    for _n in (2, 3, 4):
+        globals()[f"vec{_n}{_SUFFIX[_st]}"] = vector(_n, _st)
 vec2h, vec3h, vec4h = (vector(n, float16) for n in (2, 3, 4))
 vec2f, vec3f, vec4f = (vector(n, float32) for n in (2, 3, 4))
 vec2d, vec3d, vec4d = (vector(n, float64) for n in (2, 3, 4))
@@ -448,3 +533,26 @@ vec2, vec3, vec4 = vec2f, vec3f, vec4f
 mat22f, mat33f, mat44f = (matrix((n, n), float32) for n in (2, 3, 4))
 mat22d, mat33d, mat44d = (matrix((n, n), float64) for n in (2, 3, 4))
 mat22, mat33, mat44 = mat22f, mat33f, mat44f
+mat22h, mat33h, mat44h = (matrix((n, n), float16) for n in (2, 3, 4))
+quath, quatf, quatd = (quaternion(t) for t in float_types)
+quat = quatf
+transformh, transformf, transformd = (transformation(t) for t in float_types)
+transform = transformf
+spatial_vectorh, spatial_vectorf, spatial_vectord = (vector(6, t) for t in float_types)
+spatial_vector = spatial_vectorf
+spatial_matrixh, spatial_matrixf, spatial_matrixd = (matrix((6, 6), t) for t in float_types)
+spatial_matrix = spatial_matrixf
+
+#: every type name `import loomwork as wp` exports (scalars, and vectors/matrices in every suffix)
+PUBLIC_TYPES = sorted(
+    [t.__name__ for t in scalar_types]
+    + [f"vec{n}{suffix}" for n in (2, 3, 4) for suffix in _SUFFIX.values()]
+    + [f"mat{n}{n}{suffix}" for n in (2, 3, 4) for suffix in ("h", "f", "d")]
+    + [f"{kind}{suffix}" for kind in ("quat", "transform", "spatial_vector", "spatial_matrix")
+       for suffix in ("", "h", "f", "d")]
+    + ["vec2", "vec3", "vec4", "mat22", "mat33", "mat44"]
+)
+
+
+def public_type(name: str) -> type:
+    return bool_ if name == "bool" else globals()[name]

@@ -47,46 +47,18 @@ from .kernels.errors import (
 from .kernels.frontend import adjoint
 from .kernels.launch import launch, synchronize
 from .kernels.module import Function, Kernel, force_load, func, func_grad, func_replay, kernel, load_module
-from .kernels.types import bool_ as bool  # noqa: A004 - Warp's public name
+from .kernels.types import (
+    PUBLIC_TYPES as _PUBLIC_TYPES,
+)
 from .kernels.types import (
     constant,
     dtype_from_numpy,
     dtype_to_numpy,
-    float16,
-    float32,
-    float64,
-    int8,
-    int16,
-    int32,
-    int64,
-    mat22,
-    mat22d,
-    mat22f,
-    mat33,
-    mat33d,
-    mat33f,
-    mat44,
-    mat44d,
-    mat44f,
-    uint8,
-    uint16,
-    uint32,
-    uint64,
-    vec2,
-    vec2d,
-    vec2f,
-    vec2h,
-    vec2i,
-    vec3,
-    vec3d,
-    vec3f,
-    vec3h,
-    vec3i,
-    vec4,
-    vec4d,
-    vec4f,
-    vec4h,
-    vec4i,
+    quaternion,
+    transformation,
+)
+from .kernels.types import (
+    public_type as _public_type,
 )
 
 __version__ = "0.1.0"
@@ -97,18 +69,17 @@ tau = 6.283185307179586
 inf = float("inf")
 nan = float("nan")
 
-globals().update({name: b for name, b in _BUILTINS.items()})
+globals().update({name: _public_type(name) for name in _PUBLIC_TYPES})  # float32, vec3, quat, mat33d, ...
+globals().update({name: b for name, b in _BUILTINS.items() if not name.startswith("_")})
 
 __all__ = [
     "config", "array", "array1d", "array2d", "array3d", "array4d", "clone", "copy", "empty", "empty_like",
     "from_numpy", "full", "full_like", "ones", "ones_like", "zeros", "zeros_like", "Device", "ScopedDevice",
-    "get_cuda_device_count", "get_device", "get_devices", "is_cpu_available", "is_cuda_available", "set_device",
-    "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError", "KernelTypeError",
-    "LaunchError", "launch", "synchronize", "Function", "Kernel", "force_load", "func", "kernel", "load_module",
-    "constant", "dtype_from_numpy", "dtype_to_numpy", "bool", "float16", "float32", "float64", "int8", "int16",
-    "int32", "int64", "uint8", "uint16", "uint32", "uint64", "vec2", "vec2d", "vec2f", "vec2h", "vec2i", "vec3",
-    "vec3d", "vec3f", "vec3h", "vec3i", "vec4", "vec4d", "vec4f", "vec4h", "vec4i", "mat22", "mat22d", "mat22f",
-    "mat33", "mat33d", "mat33f", "mat44", "mat44d", "mat44f", "types", "pi", "e", "tau", "inf", "nan",
-    "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
-    *_BUILTINS,
+    "get_cuda_device_count", "get_device", "get_devices", "is_cpu_available", "is_cuda_available",
+    "set_device", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",
+    "KernelTypeError", "LaunchError", "launch", "synchronize", "Function", "Kernel", "force_load", "func",
+    "kernel", "load_module", "constant", "dtype_from_numpy", "dtype_to_numpy", "quaternion", "transformation",
+    "types", "pi", "e", "tau", "inf", "nan", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
+    *_PUBLIC_TYPES,
+    *(name for name in _BUILTINS if not name.startswith("_")),
 ]

@@ -3,9 +3,13 @@
 from loomwork.kernels.array import array  # noqa: F401
 from loomwork.kernels.types import (  # noqa: F401
     MatrixType,
+    QuaternionType,
     ScalarType,
+    TransformType,
     VectorType,
     matrix,
+    quaternion,
     scalar_types,
+    transformation,
     vector,
 )

@@ -572,7 +572,7 @@ template <typename T> LW_FUNC T& dummy_ref() {
 // atomics: return the previous value, like Warp
 
 #if LW_CUDA
-template <typename T> LW_DEVICE T atomic_add(T* p, T v) { return atomicAdd(p, v); }
+template <typename T> LW_DEVICE typename scalar_only<T>::type atomic_add(T* p, T v) { return atomicAdd(p, v); }
 LW_DEVICE int64_t atomic_add(int64_t* p, int64_t v) {
     return (int64_t)atomicAdd((unsigned long long*)p, (unsigned long long)v);
 }
@@ -625,7 +625,9 @@ LW_DEVICE double atomic_max(double* p, double v) {
     return __longlong_as_double((long long)old);
 }
 #else
-template <typename T> inline T atomic_add(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+template <typename T> inline typename scalar_only<T>::type atomic_add(T* p, T v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
 template <typename T> inline T atomic_float_update(T* p, T v, int op) {
     T old;
     __atomic_load(p, &old, __ATOMIC_RELAXED);
@@ -637,8 +639,8 @@ template <typename T> inline T atomic_float_update(T* p, T v, int op) {
 }
 inline float atomic_add(float* p, float v) { return atomic_float_update(p, v, 0); }
 inline double atomic_add(double* p, double v) { return atomic_float_update(p, v, 0); }
-template <typename T> inline T atomic_min(T* p, T v) { return atomic_float_update(p, v, 1); }
-template <typename T> inline T atomic_max(T* p, T v) { return atomic_float_update(p, v, 2); }
+template <typename T> inline typename scalar_only<T>::type atomic_min(T* p, T v) { return atomic_float_update(p, v, 1); }
+template <typename T> inline typename scalar_only<T>::type atomic_max(T* p, T v) { return atomic_float_update(p, v, 2); }
 #endif
 
 LW_DEVICE half atomic_add(half* p, half v) {
@@ -945,6 +947,191 @@ template <typename V, typename S> LW_FUNC void adj_splat(S s, S& adj_s, V adj) {
 template <typename V, typename W> LW_FUNC void adj_convert(W w, W& adj_w, V adj) {
     for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i)
         acc(adj_w.c[i], cast<decltype(w.c[0] + w.c[0])>(adj.c[i]));
+}
+
+// ---------------------------------------------------------------------------------------------
+// quaternions (x, y, z, w; w real) and rigid transforms (p then q). Both are vectors underneath, so
+// elementwise operations and their adjoints apply; results convert back through the constructors.
+
+template <typename T> struct quat_t : vec_t<4, T> {
+    quat_t() = default;
+    LW_FUNC quat_t(const vec_t<4, T>& v) : vec_t<4, T>(v) {}
+};
+template <typename T> struct transform_t : vec_t<7, T> {
+    transform_t() = default;
+    LW_FUNC transform_t(const vec_t<7, T>& v) : vec_t<7, T>(v) {}
+};
+
+template <typename T> LW_FUNC vec_t<3, T> qv(const quat_t<T>& q) { return make<vec_t<3, T>>(q.c[0], q.c[1], q.c[2]); }
+template <typename T> LW_FUNC quat_t<T> make_quat(vec_t<3, T> v, T w) { return make<quat_t<T>>(v.c[0], v.c[1], v.c[2], w); }
+template <typename T> LW_FUNC quat_t<T> conj(const quat_t<T>& q) { return make<quat_t<T>>(neg(q.c[0]), neg(q.c[1]), neg(q.c[2]), q.c[3]); }
+
+template <typename T> LW_FUNC quat_t<T> quat_identity_t() { return make<quat_t<T>>(T(0), T(0), T(0), T(1)); }
+LW_FUNC quat_t<float> quat_identity() { return quat_identity_t<float>(); }
+
+template <typename T> LW_FUNC quat_t<T> mul(quat_t<T> a, quat_t<T> b) {
+    vec_t<3, T> av = qv(a), bv = qv(b);
+    T aw = a.c[3], bw = b.c[3];
+    return make_quat(add(add(mul(aw, bv), mul(bw, av)), cross(av, bv)), sub(mul(aw, bw), dot(av, bv)));
+}
+template <typename T> LW_FUNC void adj_mul(quat_t<T> a, quat_t<T> b, quat_t<T>& adj_a, quat_t<T>& adj_b, quat_t<T> adj) {
+    // <adj, a b> = <adj conj(b), a> = <conj(a) adj, b>
+    acc(adj_a, mul(adj, conj(b)));
+    acc(adj_b, mul(conj(a), adj));
+}
+template <typename T> LW_FUNC quat_t<T> quat_inverse(quat_t<T> q) { return conj(q); }
+template <typename T> LW_FUNC void adj_quat_inverse(quat_t<T> q, quat_t<T>& adj_q, quat_t<T> adj) { acc(adj_q, conj(adj)); }
+
+template <typename T> LW_FUNC vec_t<3, T> quat_rotate(quat_t<T> q, vec_t<3, T> v) {
+    vec_t<3, T> u = qv(q);
+    T w = q.c[3];
+    return add(add(mul(v, sub(mul(T(2), mul(w, w)), T(1))), mul(cross(u, v), mul(T(2), w))), mul(u, mul(T(2), dot(u, v))));
+}
+template <typename T>
+LW_FUNC void adj_quat_rotate(quat_t<T> q, vec_t<3, T> v, quat_t<T>& adj_q, vec_t<3, T>& adj_v, vec_t<3, T> adj) {
+    vec_t<3, T> u = qv(q);
+    T w = q.c[3];
+    T two = T(2);
+    acc(adj_v, add(add(mul(adj, sub(mul(two, mul(w, w)), T(1))), mul(cross(adj, u), mul(two, w))), mul(u, mul(two, dot(u, adj)))));
+    T gw = dot(adj, add(mul(v, mul(T(4), w)), mul(cross(u, v), two)));
+    vec_t<3, T> gu = add(mul(cross(v, adj), mul(two, w)), mul(add(mul(adj, dot(u, v)), mul(v, dot(adj, u))), two));
+    acc(adj_q, make_quat(gu, gw));
+}
+template <typename T> LW_FUNC vec_t<3, T> quat_rotate_inv(quat_t<T> q, vec_t<3, T> v) { return quat_rotate(conj(q), v); }
+template <typename T>
+LW_FUNC void adj_quat_rotate_inv(quat_t<T> q, vec_t<3, T> v, quat_t<T>& adj_q, vec_t<3, T>& adj_v, vec_t<3, T> adj) {
+    quat_t<T> g = zero<quat_t<T>>();
+    adj_quat_rotate(conj(q), v, g, adj_v, adj);
+    acc(adj_q, conj(g));
+}
+template <typename T> LW_FUNC mat_t<3, 3, T> quat_to_matrix(quat_t<T> q) {
+    mat_t<3, 3, T> m;
+    for (int j = 0; j < 3; ++j) {
+        vec_t<3, T> e = zero<vec_t<3, T>>();
+        e.c[j] = T(1);
+        vec_t<3, T> col = quat_rotate(q, e);
+        for (int i = 0; i < 3; ++i) m.c[i * 3 + j] = col.c[i];
+    }
+    return m;
+}
+template <typename T> LW_FUNC void adj_quat_to_matrix(quat_t<T> q, quat_t<T>& adj_q, mat_t<3, 3, T> adj) {
+    for (int j = 0; j < 3; ++j) {
+        vec_t<3, T> e = zero<vec_t<3, T>>(), adj_e = zero<vec_t<3, T>>(), adj_col;
+        e.c[j] = T(1);
+        for (int i = 0; i < 3; ++i) adj_col.c[i] = adj.c[i * 3 + j];
+        adj_quat_rotate(q, e, adj_q, adj_e, adj_col);
+    }
+}
+template <typename T> LW_FUNC quat_t<T> quat_from_axis_angle(vec_t<3, T> axis, T angle) {
+    T h = mul(angle, T(0.5));
+    return make_quat(mul(axis, sin(h)), cos(h));
+}
+template <typename T>
+LW_FUNC void adj_quat_from_axis_angle(vec_t<3, T> axis, T angle, vec_t<3, T>& adj_axis, T& adj_angle, quat_t<T> adj) {
+    T h = mul(angle, T(0.5));
+    vec_t<3, T> av = qv(adj);
+    acc(adj_axis, mul(av, sin(h)));
+    acc(adj_angle, mul(T(0.5), sub(mul(dot(av, axis), cos(h)), mul(adj.c[3], sin(h)))));
+}
+template <typename T> LW_FUNC quat_t<T> quat_rpy(T roll, T pitch, T yaw) {
+    T cr = cos(mul(roll, T(0.5))), sr = sin(mul(roll, T(0.5)));
+    T cp = cos(mul(pitch, T(0.5))), sp = sin(mul(pitch, T(0.5)));
+    T cy = cos(mul(yaw, T(0.5))), sy = sin(mul(yaw, T(0.5)));
+    return make<quat_t<T>>(sub(mul(cy, mul(sr, cp)), mul(sy, mul(cr, sp))), add(mul(cy, mul(cr, sp)), mul(sy, mul(sr, cp))),
+                           sub(mul(sy, mul(cr, cp)), mul(cy, mul(sr, sp))), add(mul(cy, mul(cr, cp)), mul(sy, mul(sr, sp))));
+}
+template <typename T>
+LW_FUNC void adj_quat_rpy(T roll, T pitch, T yaw, T& adj_roll, T& adj_pitch, T& adj_yaw, quat_t<T> adj) {
+    // each half-angle pair (c, s) enters linearly: differentiate by rotating that pair, (c, s) -> (-s, c) / 2
+    T cr = cos(mul(roll, T(0.5))), sr = sin(mul(roll, T(0.5)));
+    T cp = cos(mul(pitch, T(0.5))), sp = sin(mul(pitch, T(0.5)));
+    T cy = cos(mul(yaw, T(0.5))), sy = sin(mul(yaw, T(0.5)));
+    auto q = [](T cr, T sr, T cp, T sp, T cy, T sy) {
+        return make<quat_t<T>>(sub(mul(cy, mul(sr, cp)), mul(sy, mul(cr, sp))), add(mul(cy, mul(cr, sp)), mul(sy, mul(sr, cp))),
+                               sub(mul(sy, mul(cr, cp)), mul(cy, mul(sr, sp))), add(mul(cy, mul(cr, cp)), mul(sy, mul(sr, sp))));
+    };
+    acc(adj_roll, mul(T(0.5), dot(adj, q(neg(sr), cr, cp, sp, cy, sy))));
+    acc(adj_pitch, mul(T(0.5), dot(adj, q(cr, sr, neg(sp), cp, cy, sy))));
+    acc(adj_yaw, mul(T(0.5), dot(adj, q(cr, sr, cp, sp, neg(sy), cy))));
+}
+
+template <typename T> LW_FUNC vec_t<3, T> transform_get_translation(transform_t<T> t) { return make<vec_t<3, T>>(t.c[0], t.c[1], t.c[2]); }
+template <typename T> LW_FUNC quat_t<T> transform_get_rotation(transform_t<T> t) { return make<quat_t<T>>(t.c[3], t.c[4], t.c[5], t.c[6]); }
+template <typename T> LW_FUNC transform_t<T> make_transform(vec_t<3, T> p, quat_t<T> q) {
+    return make<transform_t<T>>(p.c[0], p.c[1], p.c[2], q.c[0], q.c[1], q.c[2], q.c[3]);
+}
+template <typename T> LW_FUNC transform_t<T> transform_identity_t() { return make_transform(zero<vec_t<3, T>>(), quat_identity_t<T>()); }
+LW_FUNC transform_t<float> transform_identity() { return transform_identity_t<float>(); }
+template <typename T> LW_FUNC void adj_transform_get_translation(transform_t<T> t, transform_t<T>& adj_t, vec_t<3, T> adj) {
+    for (int i = 0; i < 3; ++i) acc(adj_t.c[i], adj.c[i]);
+}
+template <typename T> LW_FUNC void adj_transform_get_rotation(transform_t<T> t, transform_t<T>& adj_t, quat_t<T> adj) {
+    for (int i = 0; i < 4; ++i) acc(adj_t.c[3 + i], adj.c[i]);
+}
+template <typename T>
+LW_FUNC void adj_make_transform(vec_t<3, T> p, quat_t<T> q, vec_t<3, T>& adj_p, quat_t<T>& adj_q, transform_t<T> adj) {
+    for (int i = 0; i < 3; ++i) acc(adj_p.c[i], adj.c[i]);
+    for (int i = 0; i < 4; ++i) acc(adj_q.c[i], adj.c[3 + i]);
+}
+template <typename T> LW_FUNC vec_t<3, T> transform_point(transform_t<T> t, vec_t<3, T> p) {
+    return add(quat_rotate(transform_get_rotation(t), p), transform_get_translation(t));
+}
+template <typename T>
+LW_FUNC void adj_transform_point(transform_t<T> t, vec_t<3, T> p, transform_t<T>& adj_t, vec_t<3, T>& adj_p, vec_t<3, T> adj) {
+    quat_t<T> gq = zero<quat_t<T>>();
+    adj_quat_rotate(transform_get_rotation(t), p, gq, adj_p, adj);
+    for (int i = 0; i < 3; ++i) acc(adj_t.c[i], adj.c[i]);
+    for (int i = 0; i < 4; ++i) acc(adj_t.c[3 + i], gq.c[i]);
+}
+template <typename T> LW_FUNC vec_t<3, T> transform_vector(transform_t<T> t, vec_t<3, T> v) {
+    return quat_rotate(transform_get_rotation(t), v);
+}
+template <typename T>
+LW_FUNC void adj_transform_vector(transform_t<T> t, vec_t<3, T> v, transform_t<T>& adj_t, vec_t<3, T>& adj_v, vec_t<3, T> adj) {
+    quat_t<T> gq = zero<quat_t<T>>();
+    adj_quat_rotate(transform_get_rotation(t), v, gq, adj_v, adj);
+    for (int i = 0; i < 4; ++i) acc(adj_t.c[3 + i], gq.c[i]);
+}
+template <typename T> LW_FUNC transform_t<T> transform_multiply(transform_t<T> a, transform_t<T> b) {
+    quat_t<T> aq = transform_get_rotation(a);
+    return make_transform(add(transform_get_translation(a), quat_rotate(aq, transform_get_translation(b))),
+                          mul(aq, transform_get_rotation(b)));
+}
+template <typename T> LW_FUNC transform_t<T> mul(transform_t<T> a, transform_t<T> b) { return transform_multiply(a, b); }
+template <typename T>
+LW_FUNC void adj_transform_multiply(transform_t<T> a, transform_t<T> b, transform_t<T>& adj_a, transform_t<T>& adj_b,
+                                   transform_t<T> adj) {
+    quat_t<T> aq = transform_get_rotation(a), bq = transform_get_rotation(b);
+    quat_t<T> gaq = zero<quat_t<T>>(), gbq = zero<quat_t<T>>();
+    vec_t<3, T> gbp = zero<vec_t<3, T>>();
+    vec_t<3, T> adj_p = transform_get_translation(adj);
+    adj_quat_rotate(aq, transform_get_translation(b), gaq, gbp, adj_p);
+    adj_mul(aq, bq, gaq, gbq, transform_get_rotation(adj));
+    for (int i = 0; i < 3; ++i) {
+        acc(adj_a.c[i], adj_p.c[i]);
+        acc(adj_b.c[i], gbp.c[i]);
+    }
+    for (int i = 0; i < 4; ++i) {
+        acc(adj_a.c[3 + i], gaq.c[i]);
+        acc(adj_b.c[3 + i], gbq.c[i]);
+    }
+}
+template <typename T>
+LW_FUNC void adj_mul(transform_t<T> a, transform_t<T> b, transform_t<T>& adj_a, transform_t<T>& adj_b, transform_t<T> adj) {
+    adj_transform_multiply(a, b, adj_a, adj_b, adj);
+}
+template <typename T> LW_FUNC transform_t<T> transform_inverse(transform_t<T> t) {
+    quat_t<T> qi = conj(transform_get_rotation(t));
+    return make_transform(neg(quat_rotate(qi, transform_get_translation(t))), qi);
+}
+template <typename T> LW_FUNC void adj_transform_inverse(transform_t<T> t, transform_t<T>& adj_t, transform_t<T> adj) {
+    quat_t<T> qi = conj(transform_get_rotation(t));
+    quat_t<T> gqi = transform_get_rotation(adj);
+    vec_t<3, T> gp = zero<vec_t<3, T>>();
+    adj_quat_rotate(qi, transform_get_translation(t), gqi, gp, neg(transform_get_translation(adj)));
+    quat_t<T> gq = conj(gqi);
+    for (int i = 0; i < 3; ++i) acc(adj_t.c[i], gp.c[i]);
+    for (int i = 0; i < 4; ++i) acc(adj_t.c[3 + i], gq.c[i]);
 }
 
 }  // namespace lw

@@ -22,6 +22,10 @@ DOMAINS = {
 
 
 def concrete(pattern, dtype):
+    if isinstance(pattern, B.Quat):
+        return wp.quaternion(dtype)
+    if isinstance(pattern, B.Transform):
+        return wp.transformation(dtype)
     if isinstance(pattern, B.Vec):
         return wp.types.vector(pattern.n if isinstance(pattern.n, int) else 3, dtype)
     if isinstance(pattern, B.Mat):
@@ -37,7 +41,8 @@ def cases():
                 continue
             for dtype in (wp.float32, wp.float64):
                 types = [concrete(p, dtype) for p in ov.params]
-                if not all(isinstance(p, B.Scalar | B.Vec | B.Mat) and (p.kind != "int") for p in ov.params):
+                if not ov.params or not all(isinstance(p, B.Quat | B.Transform) or (
+                        isinstance(p, B.Scalar | B.Vec | B.Mat) and p.kind != "int") for p in ov.params):
                     continue
                 b = ov.match(types)
                 if b is None:
@@ -73,7 +78,7 @@ def make_kernel(fn, types, ret):
 
 
 CASES = cases()
-KERNELS = {(name, k, dtype): make_kernel(getattr(wp, name), types, ret) for name, k, dtype, types, ret in CASES}
+KERNELS = {(name, k, dtype): make_kernel(B.BUILTINS[name], types, ret) for name, k, dtype, types, ret in CASES}
 N = 3
 SEED = int(os.environ.get("LOOMWORK_TEST_SEED", "0"))  # fixed inputs by default; vary it to stress the table
 
