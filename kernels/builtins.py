@@ -348,6 +348,23 @@ add("transform_inverse", (TR,), transform_of, group="Transformations", doc="the 
 add("_make_transform", (V3, Q), transform_of, "lw::make_transform", group="Transformations",
     doc="wp.transform(p, q) inside kernels")
 
+# random numbers: the front end turns `wp.randf(state)` into `state = rand_next(state)` and a pure
+# function of the new state (randn draws two), so the state advances like any other variable
+U32, I32, F32 = Exact(T.uint32), Exact(T.int32), Exact(T.float32)
+add("rand_init", (I32,), T.uint32, group="Random", doc="a random state from a seed", differentiable=False)
+add("rand_init", (I32, I32), T.uint32, group="Random",
+    doc="a random state from a seed and an offset (e.g. the thread index): independent streams",
+    differentiable=False)
+add("_rand_next", (U32,), T.uint32, "lw::rand_next", group="Random", doc="the advanced state", differentiable=False)
+add("_randi_of", (U32,), T.int32, "lw::randi_of", group="Random", doc="", differentiable=False)
+add("_randi_of", (U32, I32, I32), T.int32, "lw::randi_of", group="Random", doc="", differentiable=False)
+add("_randf_of", (U32,), T.float32, "lw::randf_of", group="Random", doc="", differentiable=False)
+add("_randf_of", (U32, F32, F32), T.float32, "lw::randf_of", group="Random", doc="")
+add("_randn_of", (U32, U32), T.float32, "lw::randn_of", group="Random", doc="", differentiable=False)
+RANDOM_DRAWS = {  # public name -> (pure function of the advanced states, how many states it consumes)
+    "randi": ("_randi_of", 1), "randf": ("_randf_of", 1), "randn": ("_randn_of", 2),
+}
+
 # special forms: the front end handles their arguments itself (arrays, indices, launch state)
 SPECIAL_FORMS = {
     "tid": "the index of the current thread; `i, j = wp.tid()` for multi-dimensional launches",
@@ -355,9 +372,13 @@ SPECIAL_FORMS = {
     "atomic_sub": "atomically subtract from array[indices]; returns the previous value",
     "atomic_min": "atomically take the minimum with array[indices]; returns the previous value",
     "atomic_max": "atomically take the maximum with array[indices]; returns the previous value",
+    "randi": "randi(state) -> a random int32; randi(state, lo, hi) -> in [lo, hi); advances state",
+    "randf": "randf(state) -> a random float in [0, 1); randf(state, lo, hi) -> in [lo, hi); advances state",
+    "randn": "randn(state) -> a standard normal float; advances state",
 }
 for _name, _doc in SPECIAL_FORMS.items():
-    BUILTINS[_name] = Builtin(_name, "Utility" if _name == "tid" else "Atomics", _doc)
+    BUILTINS[_name] = Builtin(_name, {"tid": "Utility"}.get(_name, "Random" if _name.startswith("rand") else "Atomics"),
+                              _doc)
 
 # Python builtins and `math` functions that kernels may call, and the builtin each means
 PYTHON_ALIASES = {

@@ -837,6 +837,8 @@ class Builder:
                 self.error(node, KernelSyntaxError, "wp.tid() can only be used in kernels, not in functions")
             self.check_tid_count(1, node)
             return self.assign_temp(ir.Tid(0, 1), T.int32)
+        if name in B.RANDOM_DRAWS:
+            return self.random_draw(name, node)
         # atomics: atomic_op(array, i[, j, ...], value)
         self.no_keywords(node, f"wp.{name}")
         if len(node.args) < 3:
@@ -858,6 +860,27 @@ class Builder:
         dest = self.temp(dtype)
         self.emit(ir.Atomic(op, arr, indices, value, dest, self.site(node, arr), line=self.cur_line))
         return dest
+
+    def random_draw(self, name: str, node: ast.Call) -> Operand:
+        """`wp.randf(state, ...)`: advance the state variable (an assignment the IR sees) and return a
+        pure function of the new state(s)."""
+        self.no_keywords(node, f"wp.{name}")
+        func, count = B.RANDOM_DRAWS[name]
+        extra_type = T.int32 if name == "randi" else T.float32
+        if not node.args or len(node.args) not in ((1, 3) if name != "randn" else (1,)):
+            forms = "(state)" if name == "randn" else "(state) or (state, lo, hi)"
+            self.error(node, KernelTypeError, f"wp.{name} takes {forms}")
+        state = self.expr(node.args[0])
+        if not (isinstance(node.args[0], ast.Name) and isinstance(state, Var) and state.type == T.uint32):
+            self.error(node.args[0], KernelTypeError, f"the first argument of wp.{name} must be a local random "
+                       "state variable, e.g. state = wp.rand_init(seed, tid)")
+        extras = [self.materialize(self.convert(self.value(a), extra_type, a)) for a in node.args[1:]]
+        states, cur = [], state
+        for _ in range(count):
+            cur = self.call_builtin("_rand_next", [cur], node)
+            states.append(cur)
+        self.emit(ir.Assign(state, ir.Copy(cur), line=self.cur_line))
+        return self.call_builtin(func, states + extras, node)
 
     # -- types ---------------------------------------------------------------------------------
 

@@ -1134,4 +1134,33 @@ template <typename T> LW_FUNC void adj_transform_inverse(transform_t<T> t, trans
     for (int i = 0; i < 4; ++i) acc(adj_t.c[3 + i], gq.c[i]);
 }
 
+// ---------------------------------------------------------------------------------------------
+// random numbers: a 32-bit state advanced by a permuted congruential step (PCG's RXS-M-XS output
+// permutation applied to an LCG step). Pure functions: the front end assigns the advanced state back.
+
+LW_FUNC uint32_t rand_next(uint32_t s) {
+    uint32_t x = s * 747796405u + 2891336453u;
+    x = ((x >> ((x >> 28u) + 4u)) ^ x) * 277803737u;
+    return (x >> 22u) ^ x;
+}
+LW_FUNC uint32_t rand_init(int32_t seed) { return rand_next((uint32_t)seed); }
+LW_FUNC uint32_t rand_init(int32_t seed, int32_t offset) { return rand_next((uint32_t)seed + rand_next((uint32_t)offset)); }
+LW_FUNC float rand_unit(uint32_t s) { return (float)(s >> 8) * (1.0f / 16777216.0f); }  // [0, 1), 24 bits
+LW_FUNC int32_t randi_of(uint32_t s) { return (int32_t)s; }
+LW_FUNC int32_t randi_of(uint32_t s, int32_t lo, int32_t hi) {
+    uint32_t span = (uint32_t)(hi - lo);
+    return span == 0u ? lo : lo + (int32_t)(s % span);
+}
+LW_FUNC float randf_of(uint32_t s) { return rand_unit(s); }
+LW_FUNC float randf_of(uint32_t s, float lo, float hi) { return lo + (hi - lo) * rand_unit(s); }
+LW_FUNC void adj_randf_of(uint32_t s, float lo, float hi, uint32_t& adj_s, float& adj_lo, float& adj_hi, float adj) {
+    float u = rand_unit(s);
+    adj_lo += adj * (1.0f - u);
+    adj_hi += adj * u;
+}
+LW_FUNC float randn_of(uint32_t s1, uint32_t s2) {  // Box-Muller on two uniforms; u1 in (0, 1]
+    float u1 = 1.0f - rand_unit(s1), u2 = rand_unit(s2);
+    return sqrt(-2.0f * log(u1)) * cos(6.283185307179586f * u2);
+}
+
 }  // namespace lw

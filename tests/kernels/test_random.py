@@ -1,0 +1,83 @@
+"""Random numbers in kernels: reproducible per seed and stream, statistically sound, differentiable in lo/hi."""
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+
+N = 1 << 18
+
+
+@wp.kernel
+def draw(seed: int, f: wp.array(dtype=float), g: wp.array(dtype=float), n: wp.array(dtype=float),
+         i: wp.array(dtype=int), r: wp.array(dtype=int)):
+    tid = wp.tid()
+    state = wp.rand_init(seed, tid)
+    f[tid] = wp.randf(state)
+    g[tid] = wp.randf(state, -2.0, 3.0)
+    n[tid] = wp.randn(state)
+    i[tid] = wp.randi(state, 0, 10)
+    r[tid] = wp.randi(state)
+
+
+@wp.kernel
+def noisy_scale(lo: wp.array(dtype=float), hi: wp.array(dtype=float), out: wp.array(dtype=float)):
+    tid = wp.tid()
+    state = wp.rand_init(7, tid)
+    s = 0.0
+    for _ in range(4):
+        s += wp.randf(state, lo[0], hi[0])
+    wp.atomic_add(out, 0, s)
+
+
+def run(seed):
+    outs = [wp.zeros(N, dtype=t) for t in (float, float, float, int, int)]
+    wp.launch(draw, N, inputs=[seed, *outs])
+    return [o.numpy().copy() for o in outs]
+
+
+def test_streams_are_reproducible_and_seeded():
+    """The same seed gives the same numbers; another seed other numbers; threads get distinct streams."""
+    a, b, c = run(1), run(1), run(2)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a[0], c[0])
+    assert len(np.unique(a[4])) > 0.99 * N
+
+
+def test_distributions():
+    """Means and variances of uniform, ranged uniform, normal and integer draws match their laws."""
+    f, g, n, i, _ = run(3)
+    assert f.min() >= 0.0 and f.max() < 1.0
+    assert abs(f.mean() - 0.5) < 0.005 and abs(f.var() - 1 / 12) < 0.002
+    assert g.min() >= -2.0 and g.max() < 3.0 and abs(g.mean() - 0.5) < 0.02
+    assert abs(n.mean()) < 0.01 and abs(n.var() - 1.0) < 0.01
+    assert abs(np.mean(n**4) - 3.0) < 0.1  # the normal's kurtosis
+    counts = np.bincount(i, minlength=10)
+    assert i.min() == 0 and i.max() == 9 and counts.min() > 0.95 * N / 10
+    assert abs(np.corrcoef(f[:-1], f[1:])[0, 1]) < 0.01  # neighbouring streams are uncorrelated
+
+
+def test_gradients_flow_to_the_range_bounds():
+    """d/dlo and d/dhi of a sum of randf(state, lo, hi) draws are the sums of (1 - u) and u."""
+    lo = wp.array([1.0], dtype=float, requires_grad=True)
+    hi = wp.array([3.0], dtype=float, requires_grad=True)
+    out = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(noisy_scale, 1000, inputs=[lo, hi, out])
+    tape.backward(loss=out)
+    u_sum = (out.numpy()[0] - 4000 * 1.0) / 2.0  # out = sum(lo + 2u)
+    assert lo.grad.numpy()[0] == pytest.approx(4000 - u_sum, rel=1e-4)
+    assert hi.grad.numpy()[0] == pytest.approx(u_sum, rel=1e-4)
+
+
+def test_state_must_be_a_local_variable():
+    """wp.randf on something other than a uint32 local is a clear TypeError."""
+
+    def bad(a: wp.array(dtype=float)):
+        a[0] = wp.randf(wp.rand_init(1))
+
+    k = wp.kernel(bad, module="test_random_bad")
+    with pytest.raises(TypeError, match="local random state variable"):
+        wp.launch(k, 1, inputs=[np.zeros(1, np.float32)])
