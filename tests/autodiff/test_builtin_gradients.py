@@ -22,6 +22,8 @@ DOMAINS = {
 
 
 def concrete(pattern, dtype):
+    if isinstance(pattern, B.Exact):
+        return pattern.type
     if isinstance(pattern, B.Quat):
         return wp.quaternion(dtype)
     if isinstance(pattern, B.Transform):
@@ -41,7 +43,7 @@ def cases():
                 continue
             for dtype in (wp.float32, wp.float64):
                 types = [concrete(p, dtype) for p in ov.params]
-                if not ov.params or not all(isinstance(p, B.Quat | B.Transform) or (
+                if not ov.params or not all(isinstance(p, B.Quat | B.Transform | B.Exact) or (
                         isinstance(p, B.Scalar | B.Vec | B.Mat) and p.kind != "int") for p in ov.params):
                     continue
                 b = ov.match(types)
