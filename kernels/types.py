@@ -340,49 +340,50 @@ def _composite_init(self, *args):
     self._init_from(args)
 
 
+def _composite(key: tuple, name: str, base: type, st: type[ScalarType], shape: tuple[int, ...], cname: str,
+               default_init: bool = True) -> type:
+    """The (cached) ctypes-backed class of a vector-like or matrix type."""
+    cls = _COMPOSITE_CACHE.get(key)
+    if cls is None:
+        attrs = {"_wp_scalar_type_": st, "_shape_": shape, "cname": cname, "__module__": "loomwork"}
+        if default_init:
+            attrs["__init__"] = _composite_init
+        length = 1
+        for n in shape:
+            length *= n
+        cls = _COMPOSITE_CACHE[key] = type(name, (base, st._ctype * length), attrs)
+    return cls
+
+
 def vector(length: int, dtype: Any) -> type:
     """The vector class of `length` components of scalar `dtype` (cached: same arguments, same class)."""
     st = scalar_type(dtype)
     if not isinstance(length, int) or length < 1:
         raise ValueError(f"vector length must be a positive int, got {length!r}")
-    key = ("vec", length, st)
-    cls = _COMPOSITE_CACHE.get(key)
-    if cls is None:
-        name = f"vec{length}{_SUFFIX.get(st, st.__name__)}"
-        cls = type(name, (VectorType, st._ctype * length), {
-            "_wp_scalar_type_": st, "_shape_": (length,), "__init__": _composite_init,
-            "cname": f"lw::vec_t<{length}, {st.cname}>", "__module__": "loomwork",
-        })
-        _COMPOSITE_CACHE[key] = cls
-    return cls
+    return _composite(("vec", length, st), f"vec{length}{_SUFFIX.get(st, st.__name__)}", VectorType, st,
+                      (length,), f"lw::vec_t<{length}, {st.cname}>")
+
+
+def matrix(shape: tuple[int, int], dtype: Any) -> type:
+    """The matrix class of `shape` = (rows, cols) with scalar `dtype` (cached)."""
+    st = scalar_type(dtype)
+    rows, cols = (int(s) for s in shape)
+    return _composite(("mat", rows, cols, st), f"mat{rows}{cols}{_SUFFIX.get(st, st.__name__)}", MatrixType, st,
+                      (rows, cols), f"lw::mat_t<{rows}, {cols}, {st.cname}>")
 
 
 def quaternion(dtype: Any = float32) -> type:
     """The quaternion class of scalar `dtype` (cached)."""
     st = scalar_type(dtype)
-    key = ("quat", st)
-    cls = _COMPOSITE_CACHE.get(key)
-    if cls is None:
-        cls = type(f"quat{_SUFFIX.get(st, st.__name__)}", (QuaternionType, st._ctype * 4), {
-            "_wp_scalar_type_": st, "_shape_": (4,), "__init__": _composite_init,
-            "cname": f"lw::quat_t<{st.cname}>", "__module__": "loomwork",
-        })
-        _COMPOSITE_CACHE[key] = cls
-    return cls
+    return _composite(("quat", st), f"quat{_SUFFIX.get(st, st.__name__)}", QuaternionType, st, (4,),
+                      f"lw::quat_t<{st.cname}>")
 
 
 def transformation(dtype: Any = float32) -> type:
     """The rigid-transform class of scalar `dtype` (cached); `T()` is the identity."""
     st = scalar_type(dtype)
-    key = ("transform", st)
-    cls = _COMPOSITE_CACHE.get(key)
-    if cls is None:
-        cls = type(f"transform{_SUFFIX.get(st, st.__name__)}", (TransformType, st._ctype * 7), {
-            "_wp_scalar_type_": st, "_shape_": (7,), "cname": f"lw::transform_t<{st.cname}>",
-            "__module__": "loomwork",
-        })
-        _COMPOSITE_CACHE[key] = cls
-    return cls
+    return _composite(("transform", st), f"transform{_SUFFIX.get(st, st.__name__)}", TransformType, st, (7,),
+                      f"lw::transform_t<{st.cname}>", default_init=False)
 
 
 def is_quat(t: Any) -> bool:
@@ -392,21 +393,6 @@ def is_quat(t: Any) -> bool:
 def is_transform(t: Any) -> bool:
     return isinstance(t, type) and issubclass(t, TransformType)
 
-
-def matrix(shape: tuple[int, int], dtype: Any) -> type:
-    """The matrix class of `shape` = (rows, cols) with scalar `dtype` (cached)."""
-    st = scalar_type(dtype)
-    rows, cols = (int(s) for s in shape)
-    key = ("mat", rows, cols, st)
-    cls = _COMPOSITE_CACHE.get(key)
-    if cls is None:
-        name = f"mat{rows}{cols}{_SUFFIX.get(st, st.__name__)}"
-        cls = type(name, (MatrixType, st._ctype * (rows * cols)), {
-            "_wp_scalar_type_": st, "_shape_": (rows, cols), "__init__": _composite_init,
-            "cname": f"lw::mat_t<{rows}, {cols}, {st.cname}>", "__module__": "loomwork",
-        })
-        _COMPOSITE_CACHE[key] = cls
-    return cls
 
 
 
