@@ -110,6 +110,19 @@ class Transform(Pattern):
 
 
 @dataclass(frozen=True)
+class Value(Pattern):
+    """Any value type (scalar, vector, matrix, quaternion, transform), the same wherever `var` recurs."""
+
+    var: str = "V"
+
+    def match(self, t: Any, b: dict) -> bool:
+        return (T.is_scalar(t) or T.is_composite(t)) and self.bind(b, self.var, t)
+
+    def __str__(self) -> str:
+        return "Value"
+
+
+@dataclass(frozen=True)
 class Exact(Pattern):
     type: Any
 
@@ -304,6 +317,28 @@ add("cw_mul", (V, V), vec_ret, group="Vector Math", doc="componentwise product",
 add("cw_div", (V, V), vec_ret, group="Vector Math", doc="componentwise quotient", py=np.divide)
 add("transpose", (M,), lambda b: T.matrix((b["C"], b["R"]), b["T"]), group="Vector Math",
     doc="the transpose of a matrix", py=np.transpose)
+
+add("outer", (Vec(n="N"), Vec(n="M")), lambda b: T.matrix((b["N"], b["M"]), b["T"]), group="Vector Math",
+    doc="the outer product a b^T", py=np.outer)
+add("skew", (Vec(n=3),), lambda b: T.matrix((3, 3), b["T"]), group="Vector Math",
+    doc="the cross-product matrix of v: skew(v) @ w == cross(v, w)",
+    py=lambda v: np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]]))
+SQ = Mat(cols="R")  # square matrices: columns bound to the same size as rows
+add("trace", (SQ,), "T", group="Vector Math", doc="the sum of the diagonal", py=np.trace)
+add("diag", (V,), lambda b: T.matrix((b["N"], b["N"]), b["T"]), group="Vector Math",
+    doc="the diagonal matrix of v", py=np.diag)
+add("determinant", (Mat("float", cols="R"),), "T", group="Vector Math", doc="the determinant (sizes up to 4)",
+    py=np.linalg.det)
+add("inverse", (Mat("float", cols="R"),), lambda b: T.matrix((b["R"], b["R"]), b["T"]), group="Vector Math",
+    doc="the inverse (zeros for a singular matrix; sizes up to 4)", py=np.linalg.inv)
+add("norm_l1", (V,), "T", group="Vector Math", doc="the sum of absolute values", py=lambda v: np.abs(v).sum())
+add("norm_l2", (VF,), "T", group="Vector Math", doc="the Euclidean norm", py=np.linalg.norm)
+BOOL = Exact(T.bool_)
+add("select", (BOOL, Value(), Value()), "V", group="Utility",
+    doc="select(cond, a, b): b where cond holds, else a (Warp's argument order)",
+    py=lambda c, a, b: b if c else a)
+add("where", (BOOL, Value(), Value()), "V", group="Utility", doc="where(cond, a, b): a where cond holds, else b",
+    py=lambda c, a, b: a if c else b)
 
 # quaternions and transforms
 Q, TR, V3 = Quat(), Transform(), Vec("float", n=3)

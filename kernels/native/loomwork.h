@@ -1163,4 +1163,110 @@ LW_FUNC float randn_of(uint32_t s1, uint32_t s2) {  // Box-Muller on two uniform
     return sqrt(-2.0f * log(u1)) * cos(6.283185307179586f * u2);
 }
 
+// ---------------------------------------------------------------------------------------------
+// more vector and matrix math
+
+template <int N, int M, typename T> LW_FUNC mat_t<N, M, T> outer(vec_t<N, T> a, vec_t<M, T> b) {
+    mat_t<N, M, T> r;
+    for (int i = 0; i < N; ++i)
+        for (int j = 0; j < M; ++j) r.c[i * M + j] = mul(a.c[i], b.c[j]);
+    return r;
+}
+template <int N, int M, typename T>
+LW_FUNC void adj_outer(vec_t<N, T> a, vec_t<M, T> b, vec_t<N, T>& adj_a, vec_t<M, T>& adj_b, mat_t<N, M, T> adj) {
+    for (int i = 0; i < N; ++i)
+        for (int j = 0; j < M; ++j) {
+            acc(adj_a.c[i], mul(adj.c[i * M + j], b.c[j]));
+            acc(adj_b.c[j], mul(adj.c[i * M + j], a.c[i]));
+        }
+}
+template <typename T> LW_FUNC mat_t<3, 3, T> skew(vec_t<3, T> v) {
+    T z = T(0);
+    return make<mat_t<3, 3, T>>(z, neg(v.c[2]), v.c[1], v.c[2], z, neg(v.c[0]), neg(v.c[1]), v.c[0], z);
+}
+template <typename T> LW_FUNC void adj_skew(vec_t<3, T> v, vec_t<3, T>& adj_v, mat_t<3, 3, T> adj) {
+    acc(adj_v.c[0], sub(adj.c[7], adj.c[5]));
+    acc(adj_v.c[1], sub(adj.c[2], adj.c[6]));
+    acc(adj_v.c[2], sub(adj.c[3], adj.c[1]));
+}
+template <int N, typename T> LW_FUNC T trace(mat_t<N, N, T> m) {
+    T s = m.c[0];
+    for (int i = 1; i < N; ++i) s = add(s, m.c[i * N + i]);
+    return s;
+}
+template <int N, typename T> LW_FUNC void adj_trace(mat_t<N, N, T> m, mat_t<N, N, T>& adj_m, T adj) {
+    for (int i = 0; i < N; ++i) acc(adj_m.c[i * N + i], adj);
+}
+template <int N, typename T> LW_FUNC mat_t<N, N, T> diag(vec_t<N, T> v) {
+    mat_t<N, N, T> r = zero<mat_t<N, N, T>>();
+    for (int i = 0; i < N; ++i) r.c[i * N + i] = v.c[i];
+    return r;
+}
+template <int N, typename T> LW_FUNC void adj_diag(vec_t<N, T> v, vec_t<N, T>& adj_v, mat_t<N, N, T> adj) {
+    for (int i = 0; i < N; ++i) acc(adj_v.c[i], adj.c[i * N + i]);
+}
+
+// determinants by cofactor expansion (N <= 4); cofactor(m)(i, j) = (-1)^(i+j) det(minor(i, j))
+template <int N, typename T> LW_FUNC mat_t<N - 1, N - 1, T> minor_of(const mat_t<N, N, T>& m, int i, int j) {
+    mat_t<N - 1, N - 1, T> r;
+    int k = 0;
+    for (int a = 0; a < N; ++a)
+        for (int b = 0; b < N; ++b)
+            if (a != i && b != j) r.c[k++] = m.c[a * N + b];
+    return r;
+}
+template <typename T> LW_FUNC T det_of(const mat_t<1, 1, T>& m) { return m.c[0]; }
+template <int N, typename T> LW_FUNC T det_of(const mat_t<N, N, T>& m) {
+    T s = T(0);
+    for (int j = 0; j < N; ++j) {
+        T term = mul(m.c[j], det_of(minor_of(m, 0, j)));
+        s = (j % 2) ? sub(s, term) : add(s, term);
+    }
+    return s;
+}
+template <int N, typename T> LW_FUNC mat_t<N, N, T> cofactor(const mat_t<N, N, T>& m) {
+    mat_t<N, N, T> c;
+    for (int i = 0; i < N; ++i)
+        for (int j = 0; j < N; ++j) {
+            T d = det_of(minor_of(m, i, j));
+            c.c[i * N + j] = ((i + j) % 2) ? neg(d) : d;
+        }
+    return c;
+}
+template <typename T> LW_FUNC mat_t<1, 1, T> cofactor(const mat_t<1, 1, T>& m) { return make<mat_t<1, 1, T>>(T(1)); }
+template <int N, typename T> LW_FUNC T determinant(mat_t<N, N, T> m) { return det_of(m); }
+template <int N, typename T> LW_FUNC void adj_determinant(mat_t<N, N, T> m, mat_t<N, N, T>& adj_m, T adj) {
+    acc(adj_m, mul(cofactor(m), adj));
+}
+template <int N, typename T> LW_FUNC mat_t<N, N, T> inverse(mat_t<N, N, T> m) {
+    T d = det_of(m);
+    return d == T(0) ? zero<mat_t<N, N, T>>() : div(transpose(cofactor(m)), d);  // singular: zeros, like Warp
+}
+template <int N, typename T> LW_FUNC void adj_inverse(mat_t<N, N, T> m, mat_t<N, N, T>& adj_m, mat_t<N, N, T> adj) {
+    mat_t<N, N, T> inv = inverse(m);
+    mat_t<N, N, T> it = transpose(inv);
+    acc(adj_m, neg(mul(mul(it, adj), it)));
+}
+
+template <int N, typename T> LW_FUNC T norm_l1(vec_t<N, T> v) {
+    T s = abs(v.c[0]);
+    for (int i = 1; i < N; ++i) s = add(s, abs(v.c[i]));
+    return s;
+}
+template <int N, typename T> LW_FUNC void adj_norm_l1(vec_t<N, T> v, vec_t<N, T>& adj_v, T adj) {
+    for (int i = 0; i < N; ++i) adj_abs(v.c[i], adj_v.c[i], adj);
+}
+template <int N, typename T> LW_FUNC T norm_l2(vec_t<N, T> v) { return length(v); }
+template <int N, typename T> LW_FUNC void adj_norm_l2(vec_t<N, T> v, vec_t<N, T>& adj_v, T adj) { adj_length(v, adj_v, adj); }
+
+// select(cond, a, b) is b when cond holds (Warp's argument order); where(cond, a, b) is a when it holds
+template <typename V> LW_FUNC V select(bool c, V a, V b) { return c ? b : a; }
+template <typename V> LW_FUNC void adj_select(bool c, V a, V b, bool& adj_c, V& adj_a, V& adj_b, V adj) {
+    if (c) acc(adj_b, adj); else acc(adj_a, adj);
+}
+template <typename V> LW_FUNC V where(bool c, V a, V b) { return c ? a : b; }
+template <typename V> LW_FUNC void adj_where(bool c, V a, V b, bool& adj_c, V& adj_a, V& adj_b, V adj) {
+    if (c) acc(adj_a, adj); else acc(adj_b, adj);
+}
+
 }  // namespace lw

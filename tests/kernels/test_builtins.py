@@ -118,7 +118,8 @@ def test_ternary(name, dtype):
 def test_every_math_builtin_is_covered():
     """Each builtin in the Scalar Math and Vector Math groups has a test here or in test_language.py."""
     tested_elsewhere = {"dot", "cross", "length", "length_sq", "normalize", "transpose", "cw_mul", "cw_div",
-                        "isnan", "isinf", "isfinite"}
+                        "isnan", "isinf", "isfinite", "outer", "skew", "trace", "diag", "determinant", "inverse",
+                        "norm_l1", "norm_l2"}
     groups = {"Scalar Math", "Vector Math"}
     names = {b.name for b in wp._BUILTINS.values() if b.group in groups}
     missing = names - set(UNARY) - set(BINARY) - set(TERNARY) - tested_elsewhere
@@ -155,3 +156,45 @@ def test_componentwise_vector_builtins():
     wp.launch(componentwise, dim=9, inputs=[wp.array(a, dtype=wp.vec3), wp.array(b, dtype=wp.vec3), out])
     expect = a * b + a / b + np.minimum(a, b) + np.maximum(a, b) + np.abs(a) + a + (b - a) * 0.25
     np.testing.assert_allclose(out.numpy(), expect, rtol=1e-5)
+
+
+@wp.kernel
+def matrix_math(a: wp.array(dtype=wp.vec3d), b: wp.array(dtype=wp.vec3d), m: wp.array(dtype=wp.mat33d),
+                m4: wp.array(dtype=wp.mat44d), mats: wp.array(dtype=wp.mat33d), scalars: wp.array(dtype=wp.float64),
+                inv4: wp.array(dtype=wp.mat44d), picks: wp.array(dtype=wp.vec3d)):
+    i = wp.tid()
+    mats[i * 4 + 0] = wp.outer(a[i], b[i])
+    mats[i * 4 + 1] = wp.skew(a[i])
+    mats[i * 4 + 2] = wp.diag(b[i])
+    mats[i * 4 + 3] = wp.inverse(m[i])
+    scalars[i * 5 + 0] = wp.trace(m[i])
+    scalars[i * 5 + 1] = wp.determinant(m[i])
+    scalars[i * 5 + 2] = wp.determinant(m4[i])
+    scalars[i * 5 + 3] = wp.norm_l1(a[i])
+    scalars[i * 5 + 4] = wp.norm_l2(a[i])
+    inv4[i] = wp.inverse(m4[i])
+    picks[i * 2] = wp.select(a[i][0] > b[i][0], a[i], b[i])
+    picks[i * 2 + 1] = wp.where(a[i][0] > b[i][0], a[i], b[i])
+
+
+def test_matrix_builtins_match_numpy():
+    """outer, skew, diag, inverse, trace, determinant (3x3, 4x4), norms, select/where against NumPy."""
+    rng = np.random.default_rng(6)
+    n = 8
+    a, b = rng.standard_normal((n, 3)), rng.standard_normal((n, 3))
+    m, m4 = rng.standard_normal((n, 3, 3)), rng.standard_normal((n, 4, 4))
+    mats, scalars = wp.zeros(4 * n, dtype=wp.mat33d), wp.zeros(5 * n, dtype=wp.float64)
+    inv4, picks = wp.zeros(n, dtype=wp.mat44d), wp.zeros(2 * n, dtype=wp.vec3d)
+    wp.launch(matrix_math, n, inputs=[wp.array(a, dtype=wp.vec3d), wp.array(b, dtype=wp.vec3d),
+                                      wp.array(m, dtype=wp.mat33d), wp.array(m4, dtype=wp.mat44d),
+                                      mats, scalars, inv4, picks])
+    M, S, P = mats.numpy().reshape(n, 4, 3, 3), scalars.numpy().reshape(n, 5), picks.numpy().reshape(n, 2, 3)
+    for i in range(n):
+        np.testing.assert_allclose(M[i, 0], np.outer(a[i], b[i]), atol=1e-12)
+        np.testing.assert_allclose(M[i, 1] @ b[i], np.cross(a[i], b[i]), atol=1e-12)
+        np.testing.assert_allclose(M[i, 2], np.diag(b[i]), atol=1e-12)
+        np.testing.assert_allclose(M[i, 3], np.linalg.inv(m[i]), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(S[i], [np.trace(m[i]), np.linalg.det(m[i]), np.linalg.det(m4[i]),
+                                          np.abs(a[i]).sum(), np.linalg.norm(a[i])], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(inv4.numpy()[i], np.linalg.inv(m4[i]), rtol=1e-9, atol=1e-9)
+        np.testing.assert_array_equal(P[i], [b[i], a[i]] if a[i][0] > b[i][0] else [a[i], b[i]])
