@@ -21,6 +21,7 @@ from loomwork.kernels import types as T
 from loomwork.kernels.builtins import Overload
 from loomwork.kernels.codegen import Emitter, ctype, entry_points, privatize, unique_slots
 from loomwork.kernels.ir import ArrayType, Var
+from loomwork.kernels.structs import is_struct, struct_differentiable
 
 from .normalize import normalize
 
@@ -28,7 +29,10 @@ _LINEAR_OPS = {"add", "sub", "neg", "pos"}
 
 
 def differentiable(t: Any) -> bool:
-    """Whether values of type `t` carry adjoints (float scalars, and vectors/matrices of them)."""
+    """Whether values of type `t` carry adjoints: float scalars, vectors/matrices of them, structs with such
+    fields."""
+    if is_struct(t):
+        return struct_differentiable(t)
     return T.is_composite(t) and t._wp_scalar_type_.is_float or T.is_float(t)
 
 
@@ -42,7 +46,7 @@ def _walk(body: tuple[ir.Stmt, ...]):
 def _assigned(s: ir.Stmt) -> Var | None:
     if isinstance(s, ir.Assign):
         return s.dest
-    if isinstance(s, ir.SetComponent):
+    if isinstance(s, ir.SetComponent | ir.SetField):
         return s.var
     if isinstance(s, ir.Atomic):
         return s.dest
@@ -68,6 +72,8 @@ def _reads(s: ir.Stmt) -> list[tuple[Any, str]]:
         elif isinstance(e, ir.Extract):
             ops.append((e.value, "linear"))
             ops += [(i, "value") for i in e.indices]
+        elif isinstance(e, ir.Field):
+            ops.append((e.value, "linear"))
         elif isinstance(e, ir.Construct):
             ops += [(a, "linear" if T.is_composite(e.type) else "value") for a in e.args]
         elif isinstance(e, ir.Load | ir.View):
@@ -81,6 +87,8 @@ def _reads(s: ir.Stmt) -> list[tuple[Any, str]]:
         ops += [(s.array, "value"), (s.value, role)] + [(i, "value") for i in s.indices]
     elif isinstance(s, ir.SetComponent):
         ops += [(s.var, "linear"), (s.value, "store")] + [(i, "value") for i in s.indices]
+    elif isinstance(s, ir.SetField):
+        ops += [(s.var, "linear"), (s.value, "store")]
     elif isinstance(s, ir.Eval):
         ops += [(a, "value") for a in s.expr.args]
     elif isinstance(s, ir.If):
@@ -108,7 +116,7 @@ def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
     while changed:
         changed = False
         for s in stmts:
-            dest = _assigned(s) if isinstance(s, ir.Assign | ir.SetComponent) else None
+            dest = _assigned(s) if isinstance(s, ir.Assign | ir.SetComponent | ir.SetField) else None
             for op, role in _reads(s):
                 if not isinstance(op, Var) or op not in linear:
                     continue
@@ -170,9 +178,9 @@ class AdjointEmitter(Emitter):
                 if s.dest in self.saved:
                     self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
                 self.out(f"{s.dest.name} = {self.replay_expr(s.expr)};")
-            elif isinstance(s, ir.SetComponent):
+            elif isinstance(s, ir.SetComponent | ir.SetField):
                 self.out(f"{self.decl(f'lw_sv{n}', s.var.type)} = {s.var.name};")
-                self.s_SetComponent(s)
+                self.block((s,))
             elif isinstance(s, ir.Atomic):
                 if s.dest is not None:  # the previous value: read, not re-applied
                     if s.dest in self.saved:
@@ -258,6 +266,13 @@ class AdjointEmitter(Emitter):
                 if differentiable(s.var.type):
                     comp = self.component(s.var, s.indices, self.adj(s.var))
                     if isinstance(s.value, Var) and differentiable(s.value.type):
+                        self.out(f"lw::acc({self.adj(s.value)}, {comp});")
+                    self.out(f"{comp} = {{}};")
+                self.out(f"{s.var.name} = lw_sv{n};")
+            elif isinstance(s, ir.SetField):
+                if differentiable(s.var.type) and differentiable(s.value.type):
+                    comp = f"{self.adj(s.var)}.{s.name}"
+                    if isinstance(s.value, Var):
                         self.out(f"lw::acc({self.adj(s.value)}, {comp});")
                     self.out(f"{comp} = {{}};")
                 self.out(f"{s.var.name} = lw_sv{n};")
@@ -369,6 +384,9 @@ class AdjointEmitter(Emitter):
                 self.out(f"lw::acc({av}.c[({idx[0]}) * {t._shape_[1]} + ({idx[1]})], {g});")
             else:
                 self.out(f"lw::acc({av}.c[{idx[0]}], {g});")
+        elif isinstance(e, ir.Field):
+            if differentiable(e.value.type):
+                self.out(f"lw::acc({self.adj(e.value)}.{e.name}, {g});")
         elif isinstance(e, ir.Construct):
             self.reverse_construct(e, g)
 

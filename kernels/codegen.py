@@ -16,6 +16,7 @@ from typing import Any
 from . import ir
 from . import types as T
 from .ir import ArrayType, Const, Var
+from .structs import is_struct, struct_declarations
 
 HEADER_NAME = "loomwork.h"
 
@@ -154,6 +155,9 @@ class Emitter:
         else:
             self.out(f"{s.var.name}.c[{idx[0]}] = {self.op(s.value)};")
 
+    def s_SetField(self, s: ir.SetField) -> None:
+        self.out(f"{s.var.name}.{s.name} = {self.op(s.value)};")
+
     def s_Eval(self, s: ir.Eval) -> None:
         self.out(f"{self.expr(s.expr)};")
 
@@ -235,12 +239,16 @@ class Emitter:
                     return f"lw::row({self.op(e.value)}, {idx[0]})"
                 return f"{self.op(e.value)}({idx[0]}, {idx[1]})"
             return f"{self.op(e.value)}.c[{idx[0]}]"
+        if isinstance(e, ir.Field):
+            return f"{self.op(e.value)}.{e.name}"
         if isinstance(e, ir.Shape):
             return f"{self.op(e.array)}.shape[{e.dim}]"
         if isinstance(e, ir.Construct):
             t = e.type
             if T.is_scalar(t):
                 return f"lw::cast<{t.cname}>({self.op(e.args[0])})"
+            if is_struct(t):
+                return f"{t.cname}{{}}"
             if not e.args:
                 if T.is_transform(t):
                     return f"lw::transform_identity_t<{t._wp_scalar_type_.cname}>()"
@@ -370,11 +378,24 @@ def module_source(functions: list[ir.Function], kernels: list[ir.Function], debu
         "#endif",
         "",
     ]
+    structs = _structs_used(functions + kernels)
+    if structs:
+        em.lines.append(struct_declarations(structs))
     for fn in functions:
         em.function(fn)
     for k in kernels:
         em.kernel(k)
     return "\n".join(em.lines) + "\n"
+
+
+def _structs_used(fns: list[ir.Function]) -> list:
+    found: list = []
+    for fn in fns:
+        for v in (*fn.params, *fn.locals):
+            t = v.type.dtype if isinstance(v.type, ArrayType) else v.type
+            if is_struct(t) and t not in found:
+                found.append(t)
+    return found
 
 
 __all__ = ["module_source", "ctype", "literal", "Var"]

@@ -31,6 +31,7 @@ from .errors import (
     KernelTypeError,
 )
 from .ir import ArrayType, Const, Operand, Var
+from .structs import is_struct
 
 if TYPE_CHECKING:
     from .module import BuildContext, Function
@@ -297,6 +298,17 @@ class Builder:
             return
         if isinstance(target, ast.Attribute):
             base = self.expr(target.value)
+            if isinstance(base, Var) and is_struct(base.type):
+                field_t = base.type.fields.get(target.attr)
+                if field_t is None:
+                    self.error(target, KernelAttributeError,
+                               f"struct {base.type.__name__} has no field '{target.attr}'")
+                if not isinstance(target.value, ast.Name):
+                    self.error(target, KernelSyntaxError, "assign nested struct fields through a local: "
+                               "inner = s.inner; inner.x = ...; s.inner = inner")
+                value = self.convert(value, field_t, target, what=f"field '{target.attr}'")
+                self.emit(ir.SetField(base, target.attr, value, line=self.cur_line))
+                return
             if isinstance(base, Var) and T.is_vector(base.type):
                 idx = _SWIZZLE.get(target.attr)
                 if idx is None or idx >= base.type._length_:
@@ -517,6 +529,11 @@ class Builder:
                 if node.attr == "ndim":
                     return Const(t.ndim, T.int32)
                 self.error(node, KernelAttributeError, f"arrays in kernels have no attribute '{node.attr}'")
+            if is_struct(t):
+                if node.attr not in t.fields:
+                    self.error(node, KernelAttributeError, f"struct {t.__name__} has no field '{node.attr}'")
+                field_t = t.fields[node.attr]
+                return self.assign_temp(ir.Field(base, node.attr), field_t)
             if T.is_transform(t) and node.attr in ("p", "q"):
                 name = "transform_get_translation" if node.attr == "p" else "transform_get_rotation"
                 return self.call_builtin(name, [base], node)
@@ -724,6 +741,11 @@ class Builder:
         if T.is_composite(obj):
             self.no_keywords(node, obj.__name__)
             return self.construct(obj, node)
+        if is_struct(obj):
+            if node.args or node.keywords:
+                self.error(node, KernelTypeError, f"{obj.__name__}() takes no arguments in kernels (it starts "
+                           "zeroed; set fields one by one)")
+            return self.assign_temp(ir.Construct(obj, ()), obj)
         if obj is len:
             if len(node.args) != 1:
                 self.error(node, KernelTypeError, "len() takes one argument")
@@ -968,6 +990,8 @@ def arg_type(ann: Any) -> Any:
         if ann.dtype is None:
             raise TypeError("array annotations need a dtype, e.g. wp.array(dtype=float)")
         return ArrayType(ann.dtype, ann.ndim)
+    if is_struct(ann):
+        return ann
     if isinstance(ann, type) and issubclass(ann, array_cls):
         raise TypeError(f"{ann.__name__} needs a dtype, e.g. {ann.__name__}(dtype=float)")
     if T.is_composite(ann):

@@ -126,6 +126,17 @@ class Construct:
 
 
 @dataclass(frozen=True)
+class Field:
+    """`value.name` of a struct."""
+
+    value: Operand
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.value}.{self.name}"
+
+
+@dataclass(frozen=True)
 class Tid:
     """Component `dim` of the thread index for a launch unpacked into `count` indices."""
 
@@ -146,7 +157,7 @@ class Copy:
         return str(self.value)
 
 
-Expr = Call | Load | View | Extract | Shape | Construct | Tid | Copy
+Expr = Call | Load | View | Extract | Field | Shape | Construct | Tid | Copy
 
 
 # -- statements ----------------------------------------------------------------------------------
@@ -203,6 +214,18 @@ class SetComponent(Stmt):
 
     def __str__(self) -> str:
         return f"{self.var}[{', '.join(map(str, self.indices))}] = {self.value}"
+
+
+@dataclass(frozen=True)
+class SetField(Stmt):
+    """`var.name = value` on a local struct."""
+
+    var: Var
+    name: str
+    value: Operand
+
+    def __str__(self) -> str:
+        return f"{self.var}.{self.name} = {self.value}"
 
 
 @dataclass(frozen=True)
@@ -366,6 +389,8 @@ def operands(s: Stmt) -> list[Any]:
             return [e.array, *e.indices]
         if isinstance(e, Extract):
             return [e.value, *e.indices]
+        if isinstance(e, Field):
+            return [e.value]
         if isinstance(e, Shape):
             return [e.array]
         return []
@@ -373,6 +398,8 @@ def operands(s: Stmt) -> list[Any]:
         return [s.array, *s.indices, s.value]
     if isinstance(s, SetComponent):
         return [s.var, *s.indices, s.value]
+    if isinstance(s, SetField):
+        return [s.var, s.value]
     if isinstance(s, Eval):
         return list(s.expr.args)
     if isinstance(s, If | While):
@@ -433,7 +460,7 @@ def thread_exclusive_arrays(fn: Function) -> set[Var]:
     stmts = list(walk(fn.body))
     assigned: dict[Var, int] = {}
     for s in stmts:
-        d = s.var if isinstance(s, SetComponent | For) else getattr(s, "dest", None)
+        d = s.var if isinstance(s, SetComponent | SetField | For) else getattr(s, "dest", None)
         if isinstance(d, Var):
             assigned[d] = assigned.get(d, 0) + 1
     tid: dict[Var, tuple[int, int]] = {}

@@ -22,6 +22,7 @@ from .extensions import registry
 from .ir import ArrayType
 from .module import Kernel, LoadedKernel, LoadedModule
 from .runtime import cpu_runtime
+from .structs import is_struct
 
 # the runtime's call record (range function, size, serial threshold), then lw::launch_t (size, ndim, dims, pad)
 _LAUNCH_HEADER = "<Qqqq6i"
@@ -35,6 +36,8 @@ _NULL_ARRAY = bytes(ctypes.sizeof(ArrayDesc))
 def _field_ctype(t: Any) -> Any:
     if isinstance(t, ArrayType):
         return ArrayDesc
+    if is_struct(t):
+        return t._ctype
     if T.is_composite(t):
         return t
     return t._ctype
@@ -102,6 +105,12 @@ def _converter(k: Kernel, name: str, t: Any) -> Any:
                 return _NULL_ARRAY
             return _foreign_array(k, name, t, v)
         return conv_array
+    if is_struct(t):
+        def conv_struct(v: Any) -> bytes:
+            if not isinstance(v, t):
+                raise LaunchError(f"kernel {k.label} argument '{name}' expects a {t.__name__}, got {type(v).__name__}")
+            return bytes(v._pack())
+        return conv_struct
     if T.is_composite(t):
         def conv_composite(v: Any) -> bytes:
             if type(v) is t:

@@ -47,6 +47,7 @@ from .kernels.errors import (
 from .kernels.frontend import adjoint
 from .kernels.launch import launch, synchronize
 from .kernels.module import Function, Kernel, force_load, func, func_grad, func_replay, kernel, load_module
+from .kernels.structs import struct
 from .kernels.types import (
     PUBLIC_TYPES as _PUBLIC_TYPES,
 )
@@ -79,7 +80,7 @@ __all__ = [
     "set_device", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",
     "KernelTypeError", "LaunchError", "launch", "synchronize", "Function", "Kernel", "force_load", "func",
     "kernel", "load_module", "constant", "dtype_from_numpy", "dtype_to_numpy", "quaternion", "transformation",
-    "types", "pi", "e", "tau", "inf", "nan", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
+    "struct", "types", "pi", "e", "tau", "inf", "nan", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
     *_PUBLIC_TYPES,
     *(name for name in _BUILTINS if not name.startswith("_")),
 ]

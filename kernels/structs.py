@@ -1,0 +1,195 @@
+"""`@wp.struct`: user record types with scalar, vector, matrix, array and nested-struct fields.
+
+The decorated class becomes a `StructType` subclass: instances hold field values in Python (arrays
+are kept alive by reference) and pack to the native layout (`ctypes` mirrors the C++ struct the
+module source declares) when passed to a kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import re
+from typing import Any
+
+import numpy as np
+
+from . import types as T
+from .array import ArrayDesc, array
+from .ir import ArrayType
+
+_ids = itertools.count()
+
+
+class StructType:
+    """Base of every @wp.struct class. `cls.fields` maps field names to kernel types."""
+
+    fields: dict[str, Any] = {}
+    cname: str = ""
+    _ctype: Any = None
+
+    def __init__(self, **values: Any) -> None:
+        object.__setattr__(self, "_values", {})
+        for name, t in self.fields.items():
+            self._values[name] = _default(t)
+        for name, v in values.items():
+            setattr(self, name, v)
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        raise AttributeError(f"struct {type(self).__name__} has no field '{name}'")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        t = self.fields.get(name)
+        if t is None:
+            raise AttributeError(f"struct {type(self).__name__} has no field '{name}'")
+        self._values[name] = _convert(type(self).__name__, name, t, value)
+
+    def _pack(self) -> Any:
+        """The native value: a ctypes structure with every field filled in."""
+        c = self._ctype()
+        for name, t in self.fields.items():
+            v = self._values[name]
+            if isinstance(t, ArrayType):
+                desc = ArrayDesc.from_buffer_copy(v._desc_bytes()) if v is not None else ArrayDesc()
+                setattr(c, name, desc)
+            elif is_struct(t):
+                setattr(c, name, v._pack())
+            elif T.is_composite(t):
+                setattr(c, name, v)
+            else:
+                setattr(c, name, T._to_ctype_value(t, v))
+        return c
+
+    def numpy_value(self) -> dict:
+        """The field values as NumPy values (arrays as their NumPy views, nested structs as dicts)."""
+        out = {}
+        for name, t in self.fields.items():
+            v = self._values[name]
+            if isinstance(t, ArrayType):
+                out[name] = v.numpy() if v is not None else None
+            elif is_struct(t):
+                out[name] = v.numpy_value()
+            elif T.is_composite(t):
+                out[name] = v.numpy_value()
+            else:
+                out[name] = np.asarray(v, dtype=t.np_dtype)[()]
+        return out
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={self._values[n]!r}" for n in self.fields)
+        return f"{type(self).__name__}({inner})"
+
+
+def is_struct(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, StructType) and t is not StructType
+
+
+def _default(t: Any) -> Any:
+    if isinstance(t, ArrayType):
+        return None
+    if is_struct(t):
+        return t()
+    if T.is_composite(t):
+        return t()
+    return T._py_value(t, 0)
+
+
+def _convert(struct_name: str, name: str, t: Any, value: Any) -> Any:
+    where = f"field '{name}' of struct {struct_name}"
+    if isinstance(t, ArrayType):
+        if value is None:
+            return None
+        if not isinstance(value, array) or value.dtype != t.dtype or value.ndim != t.ndim:
+            raise TypeError(f"{where} expects {t}, got {value!r}")
+        if not value.device.is_cpu:
+            raise TypeError(f"{where}: arrays in structs must be on the CPU here, got {value.device}")
+        return value
+    if is_struct(t):
+        if not isinstance(value, t):
+            raise TypeError(f"{where} expects a {t.__name__}, got {type(value).__name__}")
+        return value
+    if T.is_composite(t):
+        try:
+            return value if type(value) is t else t(value.numpy_value() if isinstance(value, T._CompositeMixin)
+                                                    else value)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{where} expects {T.type_name(t)}: {e}") from None
+    if isinstance(value, array | T._CompositeMixin) or not np.isscalar(value if not isinstance(
+            value, T.ScalarType) else value.value):
+        raise TypeError(f"{where} expects {T.type_name(t)}, got {type(value).__name__}")
+    return T._py_value(t, value)
+
+
+def struct(cls: type) -> type:
+    """Decorator: turn an annotated class into a struct type usable in kernels and as kernel arguments."""
+    from .frontend import arg_type  # the one place annotations become kernel types
+
+    annotations = dict(getattr(cls, "__annotations__", {}))
+    if not annotations:
+        raise TypeError(f"@wp.struct {cls.__name__} declares no fields (annotate them: `x: float`)")
+    fields: dict[str, Any] = {}
+    for name, ann in annotations.items():
+        if isinstance(ann, str):
+            import sys
+
+            ann = eval(ann, vars(sys.modules[cls.__module__]))  # noqa: S307 - the user's own annotation
+        try:
+            fields[name] = ann if is_struct(ann) else arg_type(ann)
+        except TypeError as e:
+            raise TypeError(f"@wp.struct {cls.__name__}: field '{name}': {e}") from None
+    ctype_fields = [(n, _field_ctype(t)) for n, t in fields.items()]
+    ctype = type(f"{cls.__name__}_ctype", (ctypes.Structure,), {"_fields_": ctype_fields})
+    cname = f"lw::s_{re.sub(r'[^0-9A-Za-z_]', '_', cls.__qualname__)}_{next(_ids)}"
+    attrs = {"fields": fields, "cname": cname, "_ctype": ctype, "__module__": cls.__module__,
+             "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+    return type(cls.__name__, (StructType,), attrs)
+
+
+def _field_ctype(t: Any) -> Any:
+    if isinstance(t, ArrayType):
+        return ArrayDesc
+    if is_struct(t):
+        return t._ctype
+    if T.is_composite(t):
+        return t
+    return t._ctype
+
+
+def struct_declarations(types: list) -> str:
+    """C++ declarations of struct types (dependencies first) and their adjoint accumulation."""
+    ordered: list = []
+
+    def visit(t: Any) -> None:
+        if t in ordered:
+            return
+        for ft in t.fields.values():
+            if is_struct(ft):
+                visit(ft)
+        ordered.append(t)
+
+    for t in types:
+        visit(t)
+    from .codegen import ctype
+
+    lines = ["namespace lw {"]
+    for t in ordered:
+        name = t.cname.split("::", 1)[1]
+        lines.append(f"struct {name} {{")
+        lines += [f"    {ctype(ft)} {fn};" for fn, ft in t.fields.items()]
+        lines.append("};")
+        lines.append(f"LW_FUNC void acc({name}& a, {name} b) {{")
+        lines += [f"    acc(a.{fn}, b.{fn});" for fn, ft in t.fields.items()
+                  if not isinstance(ft, ArrayType) and struct_differentiable(ft)]
+        lines.append("}")
+    lines.append("}  // namespace lw")
+    return "\n".join(lines) + "\n"
+
+
+def struct_differentiable(t: Any) -> bool:
+    """Whether a struct (or field type) carries adjoints: some non-array field of float type."""
+    if is_struct(t):
+        return any(not isinstance(f, ArrayType) and struct_differentiable(f) for f in t.fields.values())
+    return T.elem_scalar(t).is_float if (T.is_scalar(t) or T.is_composite(t)) else False

@@ -1,0 +1,118 @@
+"""@wp.struct: fields of every kind, kernel arguments and locals, nesting, gradients through fields."""
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+
+
+@wp.struct
+class Material:
+    stiffness: float
+    tint: wp.vec3
+
+
+@wp.struct
+class Params:
+    scale: float
+    count: int
+    offset: wp.vec3
+    rot: wp.mat22
+    weights: wp.array(dtype=float)
+    material: Material
+
+
+@wp.func
+def stiff(m: Material):
+    return m.stiffness * 2.0
+
+
+@wp.kernel
+def use_params(p: Params, out: wp.array(dtype=float), vout: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    out[i] = p.weights[i] * p.scale + float(p.count) + p.rot[1, 1] + stiff(p.material)
+    local = Params()
+    local.scale = p.scale * 3.0
+    local.offset = p.offset + p.material.tint
+    vout[i] = local.offset * local.scale
+
+
+@wp.kernel
+def struct_loss(p: Params, x: wp.array(dtype=float), l: wp.array(dtype=float)):
+    i = wp.tid()
+    m = p.material
+    q = Params()
+    q.scale = p.scale * x[i]
+    wp.atomic_add(l, 0, q.scale * m.stiffness + p.weights[i] * x[i])
+
+
+def make_params():
+    p = Params()
+    p.scale = 2.0
+    p.count = 3
+    p.offset = wp.vec3(1.0, 2.0, 3.0)
+    p.rot = wp.mat22(1.0, 0.0, 0.0, 5.0)
+    p.weights = wp.array(np.arange(4, dtype=np.float32), requires_grad=True)
+    m = Material()
+    m.stiffness = 0.25
+    m.tint = wp.vec3(0.5, 0.5, 0.5)
+    p.material = m
+    return p
+
+
+def test_struct_arguments_fields_and_locals():
+    """A struct argument with scalar, int, vector, matrix, array and nested-struct fields; struct locals."""
+    p = make_params()
+    out = wp.zeros(4, dtype=float)
+    vout = wp.zeros(4, dtype=wp.vec3)
+    wp.launch(use_params, 4, inputs=[p, out, vout])
+    np.testing.assert_allclose(out.numpy(), np.arange(4) * 2.0 + 3.0 + 5.0 + 0.5)
+    np.testing.assert_allclose(vout.numpy(), np.tile([1.5, 2.5, 3.5], (4, 1)) * 6.0)
+
+
+def test_gradients_through_struct_fields():
+    """Gradients flow through struct field reads and writes, into arrays held by a struct."""
+    p = make_params()
+    x = wp.array(np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32), requires_grad=True)
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(struct_loss, 4, inputs=[p, x, l])
+    tape.backward(loss=l)
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 * 0.25 + np.arange(4))
+    np.testing.assert_allclose(p.weights.grad.numpy(), x.numpy())
+
+
+def test_host_side_values_and_errors():
+    """Host instances start zeroed, convert assigned values, expose numpy_value(), and reject bad fields."""
+    p = Params()
+    assert p.scale == 0.0 and p.count == 0 and p.offset == wp.vec3(0.0, 0.0, 0.0) and p.weights is None
+    p.offset = (1.0, 2.0, 3.0)
+    assert p.offset == wp.vec3(1.0, 2.0, 3.0)
+    assert p.numpy_value()["material"]["stiffness"] == 0.0
+    with pytest.raises(AttributeError, match="no field 'speed'"):
+        p.speed = 1.0
+    with pytest.raises(TypeError, match="field 'weights' of struct Params expects array"):
+        p.weights = wp.zeros(3, dtype=int)
+    with pytest.raises(TypeError, match="expects a Material"):
+        p.material = 3.0
+    with pytest.raises(wp.LaunchError, match="expects a Params"):
+        wp.launch(use_params, 1, inputs=[Material(), wp.zeros(1, dtype=float), wp.zeros(1, dtype=wp.vec3)])
+
+
+def test_struct_errors_in_kernels():
+    """Unknown fields and nested field assignment are rejected with clear messages."""
+
+    def unknown(p: Params, out: wp.array(dtype=float)):
+        out[0] = p.velocity
+
+    def nested(p: Params, out: wp.array(dtype=float)):
+        p.material.stiffness = 1.0
+
+    for fn, exc, text in ((unknown, AttributeError, "no field 'velocity'"),
+                          (nested, SyntaxError, "through a local")):
+        k = wp.kernel(fn, module=f"test_structs_{fn.__name__}")
+        with pytest.raises(exc, match=text):
+            wp.launch(k, 1, inputs=[make_params(), wp.zeros(1, dtype=float)])
+    with pytest.raises(TypeError, match="declares no fields"):
+        wp.struct(type("Empty", (), {}))
