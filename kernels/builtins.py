@@ -407,13 +407,21 @@ SPECIAL_FORMS = {
     "atomic_sub": "atomically subtract from array[indices]; returns the previous value",
     "atomic_min": "atomically take the minimum with array[indices]; returns the previous value",
     "atomic_max": "atomically take the maximum with array[indices]; returns the previous value",
+    "atomic_exch": "atomically replace array[indices] with a value; returns the previous value",
+    "atomic_cas": "atomic_cas(array, index..., compare, value): store value where array[index] == compare; "
+                  "returns the previous value",
+    "atomic_and": "atomically AND an integer into array[indices]; returns the previous value",
+    "atomic_or": "atomically OR an integer into array[indices]; returns the previous value",
+    "atomic_xor": "atomically XOR an integer into array[indices]; returns the previous value",
+    "static": "wp.static(expr): evaluate expr in Python when the kernel is compiled; "
+              "`for i in wp.static(range(n))` unrolls the loop",
     "randi": "randi(state) -> a random int32; randi(state, lo, hi) -> in [lo, hi); advances state",
     "randf": "randf(state) -> a random float in [0, 1); randf(state, lo, hi) -> in [lo, hi); advances state",
     "randn": "randn(state) -> a standard normal float; advances state",
 }
 for _name, _doc in SPECIAL_FORMS.items():
-    BUILTINS[_name] = Builtin(_name, {"tid": "Utility"}.get(_name, "Random" if _name.startswith("rand") else "Atomics"),
-                              _doc)
+    BUILTINS[_name] = Builtin(_name, {"tid": "Utility", "static": "Utility"}.get(
+        _name, "Random" if _name.startswith("rand") else "Atomics"), _doc)
 
 # Python builtins and `math` functions that kernels may call, and the builtin each means
 PYTHON_ALIASES = {

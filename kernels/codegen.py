@@ -142,7 +142,8 @@ class Emitter:
         if r is not None:
             self.out(f"{r.name} {'+' if s.op == 'add' else '-'}= lw::cast<{r.acc_type}>({self.op(s.value)});")
             return
-        call = f"lw::atomic_{s.op}(&{self.element(s.array, s.indices, s.site)}, {self.op(s.value)})"
+        cmp = f"{self.op(s.compare)}, " if s.compare is not None else ""
+        call = f"lw::atomic_{s.op}(&{self.element(s.array, s.indices, s.site)}, {cmp}{self.op(s.value)})"
         self.out(f"{s.dest.name} = {call};" if s.dest is not None else f"{call};")
 
     def s_SetComponent(self, s: ir.SetComponent) -> None:

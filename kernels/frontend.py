@@ -156,6 +156,7 @@ class Builder:
         self.closure = closure
         # in a custom gradient (@wp.func_grad), wp.adjoint[x] is the adjoint of parameter x
         self.adjoints = adjoints or {}
+        self.static_locals: dict[str, Any] = {}  # loop variables of wp.static-unrolled loops: constants
 
     # -- entry ---------------------------------------------------------------------------
 
@@ -375,6 +376,9 @@ class Builder:
         if node.orelse:
             self.error(node, KernelSyntaxError, "for ... else is not supported in kernels")
         it = node.iter
+        if isinstance(it, ast.Call) and self.is_special(it.func, "static"):
+            self.unrolled_for(node, self.static_value(it))
+            return
         if not (isinstance(it, ast.Call) and isinstance(self.expr_or_none(it.func), PyObj)
                 and self.expr(it.func).value is range):
             self.error(it, KernelSyntaxError, "kernels loop only over range(...)")
@@ -408,6 +412,27 @@ class Builder:
         body = self.sub_block(node.body)
         self.loop_depth -= 1
         self.emit(ir.For(var, start, stop, step, body, line=self.src.line(node)))
+
+    def unrolled_for(self, node: ast.For, values: Any) -> None:
+        """`for i in wp.static(iterable)`: the body once per value, with i a constant each time."""
+        if not isinstance(node.target, ast.Name):
+            self.error(node.target, KernelSyntaxError, "the loop variable must be a plain name")
+        try:
+            values = list(values)
+        except TypeError:
+            self.error(node.iter, KernelTypeError, "wp.static() in a for loop must give an iterable")
+        if any(isinstance(s, ast.Break | ast.Continue) for s in ast.walk(ast.Module(body=node.body, type_ignores=[]))):
+            self.error(node, KernelSyntaxError, "break and continue are not supported in loops unrolled by wp.static")
+        name = node.target.id
+        saved = self.static_locals.get(name, _UNSET)
+        for v in values:
+            self.static_locals[name] = v
+            for s in node.body:
+                self.stmt(s)
+        if saved is _UNSET:
+            self.static_locals.pop(name, None)
+        else:
+            self.static_locals[name] = saved
 
     def _stmt_While(self, node: ast.While) -> None:
         if node.orelse:
@@ -494,6 +519,8 @@ class Builder:
         self.error(node, KernelTypeError, f"constants of type {type(v).__name__} are not supported in kernels")
 
     def _expr_Name(self, node: ast.Name) -> Any:
+        if node.id in self.static_locals:
+            return self.from_python(self.static_locals[node.id], node)
         var = self.vars.get(node.id)
         if var is not None:
             return var
@@ -564,6 +591,16 @@ class Builder:
             if not -nd <= idx.value < nd:
                 self.error(node.slice, KernelIndexError, f"shape index {idx.value} out of range for a {nd}-D array")
             return self.assign_temp(ir.Shape(base.array, idx.value % nd), T.int32)
+        if isinstance(base, PyObj) and isinstance(base.value, list | tuple):  # a compile-time sequence
+            idx = self.expr(node.slice)
+            if not isinstance(idx, Const) or not T.is_int(idx.type):
+                self.error(node.slice, KernelTypeError, "a Python list or tuple in a kernel takes a constant index "
+                           "(e.g. the variable of a wp.static loop)")
+            try:
+                return self.from_python(base.value[idx.value], node)
+            except IndexError:
+                self.error(node, KernelIndexError,
+                           f"index {idx.value} out of range for a sequence of {len(base.value)}")
         if not isinstance(base, Operand):
             self.error(node.value, KernelTypeError, f"{_describe(getattr(base, 'value', base))} cannot be indexed")
         indices = self.indices(node.slice)
@@ -861,27 +898,54 @@ class Builder:
             return self.assign_temp(ir.Tid(0, 1), T.int32)
         if name in B.RANDOM_DRAWS:
             return self.random_draw(name, node)
-        # atomics: atomic_op(array, i[, j, ...], value)
+        if name == "static":
+            value = self.static_value(node)
+            return self.from_python(value, node)
+        # atomics: atomic_op(array, i[, j, ...], [compare,] value)
         self.no_keywords(node, f"wp.{name}")
-        if len(node.args) < 3:
-            self.error(node, KernelTypeError, f"wp.{name}(array, index..., value) takes an array, indices and a value")
+        nvalues = 2 if name == "atomic_cas" else 1
+        if len(node.args) < 2 + nvalues:
+            self.error(node, KernelTypeError, f"wp.{name}(array, index..., {'compare, ' if nvalues == 2 else ''}value) "
+                       "takes an array, indices and a value")
         arr = self.value(node.args[0])
         if not isinstance(arr.type, ArrayType):
             self.error(node.args[0], KernelTypeError, f"wp.{name}() needs an array first, got {T.type_name(arr.type)}")
-        idx_nodes = node.args[1:-1]
+        idx_nodes = node.args[1:-nvalues]
         if len(idx_nodes) != arr.type.ndim:
             self.error(node, KernelTypeError, f"wp.{name}() on a {arr.type.ndim}-D array takes {arr.type.ndim} "
                        f"indices, got {len(idx_nodes)}")
         indices = tuple(self.indices(i)[0] for i in idx_nodes)
         dtype = arr.type.dtype
         op = name.split("_", 1)[1]
-        if op in ("min", "max") and not (T.is_scalar(dtype) or T.is_vector(dtype)) or dtype is T.bool_ or (
-                dtype is T.float16 and op != "add" and op != "sub"):
+        words = (T.int32, T.uint32, T.int64, T.uint64)  # what the hardware atomics take
+        allowed = {
+            "add": T.is_scalar(dtype) or T.is_composite(dtype), "sub": T.is_scalar(dtype) or T.is_composite(dtype),
+            "min": T.is_scalar(dtype) or T.is_vector(dtype), "max": T.is_scalar(dtype) or T.is_vector(dtype),
+            "exch": dtype in words + (T.float32, T.float64), "cas": dtype in words + (T.float32, T.float64),
+            "and": dtype in words, "or": dtype in words, "xor": dtype in words,
+        }[op]
+        if not allowed or dtype is T.bool_ or (dtype is T.float16 and op not in ("add", "sub")):
             self.error(node, KernelTypeError, f"wp.{name}() does not support arrays of {T.type_name(dtype)}")
         value = self.convert(self.value(node.args[-1]), dtype, node.args[-1], what=f"wp.{name}() value")
+        compare = None
+        if op == "cas":
+            compare = self.convert(self.value(node.args[-2]), dtype, node.args[-2], what="wp.atomic_cas() compare")
         dest = self.temp(dtype)
-        self.emit(ir.Atomic(op, arr, indices, value, dest, self.site(node, arr), line=self.cur_line))
+        self.emit(ir.Atomic(op, arr, indices, value, dest, self.site(node, arr), compare, line=self.cur_line))
         return dest
+
+    def static_value(self, node: ast.Call) -> Any:
+        """Evaluate `wp.static(expr)`'s argument in Python, in the function's global and closure scope."""
+        if len(node.args) != 1 or node.keywords:
+            self.error(node, KernelTypeError, "wp.static() takes one expression")
+        expr = ast.Expression(node.args[0])
+        ast.fix_missing_locations(expr)
+        try:
+            scope = {**self.closure, **self.static_locals}
+            return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
+        except Exception as e:  # the user's expression failed: report it at its source line
+            self.error(node.args[0], KernelTypeError, f"wp.static() could not evaluate this expression: "
+                       f"{type(e).__name__}: {e} (it may use only globals, closure values and constants)")
 
     def random_draw(self, name: str, node: ast.Call) -> Operand:
         """`wp.randf(state, ...)`: advance the state variable (an assignment the IR sees) and return a
@@ -938,6 +1002,7 @@ class Builder:
 
 
 _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
+_UNSET = object()
 
 
 def _cell_filled(c: Any) -> bool:

@@ -192,16 +192,18 @@ class Store(Stmt):
 class Atomic(Stmt):
     """`dest = op(&array[indices], value)`, returning the previous value."""
 
-    op: str  # "add", "sub", "min", "max"
+    op: str  # "add", "sub", "min", "max", "exch", "cas", "and", "or", "xor"
     array: Operand
     indices: tuple[Operand, ...]
     value: Operand
     dest: Var | None
     site: int
+    compare: Operand | None = None  # for "cas": the value expected in memory
 
     def __str__(self) -> str:
         lhs = f"{self.dest} = " if self.dest is not None else ""
-        return f"{lhs}atomic_{self.op} {self.array}[{', '.join(map(str, self.indices))}], {self.value}"
+        cmp = f"{self.compare}, " if self.compare is not None else ""
+        return f"{lhs}atomic_{self.op} {self.array}[{', '.join(map(str, self.indices))}], {cmp}{self.value}"
 
 
 @dataclass(frozen=True)
@@ -357,7 +359,7 @@ def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], f
                 writes.update(of(s.array))
             elif isinstance(s, Atomic):
                 writes.update(of(s.array))
-                if s.op in ("min", "max"):
+                if s.op not in ("add", "sub"):
                     reads.update(of(s.array))
             elif isinstance(s, Eval) and s.expr.target.native in callee_effects:
                 _call(s.expr)
@@ -394,8 +396,10 @@ def operands(s: Stmt) -> list[Any]:
         if isinstance(e, Shape):
             return [e.array]
         return []
-    if isinstance(s, Store | Atomic):
+    if isinstance(s, Store):
         return [s.array, *s.indices, s.value]
+    if isinstance(s, Atomic):
+        return [s.array, *s.indices, s.value] + ([s.compare] if s.compare is not None else [])
     if isinstance(s, SetComponent):
         return [s.var, *s.indices, s.value]
     if isinstance(s, SetField):

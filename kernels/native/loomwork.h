@@ -1269,4 +1269,48 @@ template <typename V> LW_FUNC void adj_where(bool c, V a, V b, bool& adj_c, V& a
     if (c) acc(adj_a, adj); else acc(adj_b, adj);
 }
 
+// ---------------------------------------------------------------------------------------------
+// exchange, compare-and-swap and bitwise atomics (integers; exch and cas on floats too). Each returns
+// the previous value.
+
+#if LW_CUDA
+template <typename T> LW_DEVICE T atomic_exch(T* p, T v) { return atomicExch(p, v); }
+LW_DEVICE int64_t atomic_exch(int64_t* p, int64_t v) {
+    return (int64_t)atomicExch((unsigned long long*)p, (unsigned long long)v);
+}
+LW_DEVICE double atomic_exch(double* p, double v) {
+    return __longlong_as_double((long long)atomicExch((unsigned long long*)p, (unsigned long long)__double_as_longlong(v)));
+}
+template <typename T> LW_DEVICE T atomic_cas(T* p, T cmp, T v) { return atomicCAS(p, cmp, v); }
+LW_DEVICE int64_t atomic_cas(int64_t* p, int64_t cmp, int64_t v) {
+    return (int64_t)atomicCAS((unsigned long long*)p, (unsigned long long)cmp, (unsigned long long)v);
+}
+LW_DEVICE float atomic_cas(float* p, float cmp, float v) {
+    return __int_as_float(atomicCAS((int*)p, __float_as_int(cmp), __float_as_int(v)));
+}
+LW_DEVICE double atomic_cas(double* p, double cmp, double v) {
+    return __longlong_as_double((long long)atomicCAS((unsigned long long*)p, (unsigned long long)__double_as_longlong(cmp),
+                                                     (unsigned long long)__double_as_longlong(v)));
+}
+template <typename T> LW_DEVICE T atomic_and(T* p, T v) { return atomicAnd(p, v); }
+template <typename T> LW_DEVICE T atomic_or(T* p, T v) { return atomicOr(p, v); }
+template <typename T> LW_DEVICE T atomic_xor(T* p, T v) { return atomicXor(p, v); }
+LW_DEVICE int64_t atomic_and(int64_t* p, int64_t v) { return (int64_t)atomicAnd((unsigned long long*)p, (unsigned long long)v); }
+LW_DEVICE int64_t atomic_or(int64_t* p, int64_t v) { return (int64_t)atomicOr((unsigned long long*)p, (unsigned long long)v); }
+LW_DEVICE int64_t atomic_xor(int64_t* p, int64_t v) { return (int64_t)atomicXor((unsigned long long*)p, (unsigned long long)v); }
+#else
+template <typename T> inline T atomic_exch(T* p, T v) {
+    T old;
+    __atomic_exchange(p, &v, &old, __ATOMIC_SEQ_CST);
+    return old;
+}
+template <typename T> inline T atomic_cas(T* p, T cmp, T v) {
+    __atomic_compare_exchange(p, &cmp, &v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return cmp;  // on failure the builtin stored the current value here; on success it is the old value
+}
+template <typename T> inline T atomic_and(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
+template <typename T> inline T atomic_or(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+template <typename T> inline T atomic_xor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
+#endif
+
 }  // namespace lw

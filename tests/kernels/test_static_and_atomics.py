@@ -1,0 +1,87 @@
+"""wp.static (compile-time values, unrolled loops) and the exchange / compare-and-swap / bitwise atomics."""
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+
+TAPS = [0.25, 0.5, 0.25]
+
+
+def make_scaler(factor):
+    def scaler(x: wp.array(dtype=float)):
+        i = wp.tid()
+        x[i] = x[i] * wp.static(factor * 2.0)
+
+    return wp.kernel(scaler, module="test_static_factory")
+
+
+@wp.kernel
+def blur(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    s = 0.0
+    for k in wp.static(range(len(TAPS))):  # unrolled: k is a constant in each copy of the body
+        j = wp.clamp(i + k - 1, 0, x.shape[0] - 1)
+        s += x[j] * 0.5 * (wp.static(TAPS[k]) + TAPS[k])  # both spellings read the compile-time list
+    y[i] = s
+
+
+@wp.kernel
+def atomics(counts: wp.array(dtype=int), flags: wp.array(dtype=int), owner: wp.array(dtype=int),
+            last: wp.array(dtype=float), bits: wp.array(dtype=wp.uint32)):
+    i = wp.tid()
+    wp.atomic_or(bits, 0, wp.uint32(1) << wp.uint32(i % 32))
+    wp.atomic_xor(bits, 1, wp.uint32(i))
+    wp.atomic_and(bits, 2, ~(wp.uint32(1) << wp.uint32(i % 32)))
+    prev = wp.atomic_cas(owner, 0, -1, i)  # exactly one thread claims the slot
+    if prev == -1:
+        wp.atomic_add(counts, 0, 1)
+    old = wp.atomic_exch(flags, i % 4, i)
+    wp.atomic_add(counts, 1, int(old >= 0))
+    wp.atomic_exch(last, 0, float(i))
+
+
+def test_static_values_and_unrolled_loops():
+    """wp.static evaluates Python at build time (per factory closure) and unrolls range loops."""
+    x = wp.array(np.ones(4, dtype=np.float32))
+    for factor in (1.5, 3.0):
+        wp.launch(make_scaler(factor), 4, inputs=[x])
+    np.testing.assert_allclose(x.numpy(), np.full(4, 3.0 * 6.0))
+    xs = np.array([0.0, 4.0, 8.0, 0.0], dtype=np.float32)
+    y = wp.zeros(4, dtype=float)
+    wp.launch(blur, 4, inputs=[xs, y])
+    padded = np.r_[xs[0], xs, xs[-1]]
+    np.testing.assert_allclose(y.numpy(), 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:])
+
+
+def test_exchange_cas_and_bitwise_atomics():
+    """cas lets exactly one thread win; exch returns previous values; or/xor/and combine every thread's bits."""
+    n = 10_000
+    counts = wp.zeros(2, dtype=int)
+    flags = wp.full(4, -1, dtype=int)
+    owner = wp.full(1, -1, dtype=int)
+    last = wp.zeros(1, dtype=float)
+    bits = wp.array(np.array([0, 0, 0xFFFFFFFF], dtype=np.uint32))
+    wp.launch(atomics, n, inputs=[counts, flags, owner, last, bits])
+    assert counts.numpy()[0] == 1 and 0 <= owner.numpy()[0] < n
+    assert counts.numpy()[1] == n - 4  # every exchange but the first per slot saw a thread index
+    assert last.numpy()[0] in set(range(n))
+    x = 0
+    for i in range(n):
+        x ^= i
+    np.testing.assert_array_equal(bits.numpy(), [0xFFFFFFFF, x, 0])
+
+
+def test_static_and_atomic_errors():
+    """A failing wp.static expression and a bitwise atomic on floats are reported at their line."""
+
+    def bad_static(x: wp.array(dtype=float)):
+        x[0] = wp.static(undefined_name)  # noqa: F821
+
+    def bad_atomic(x: wp.array(dtype=float)):
+        wp.atomic_or(x, 0, 1.0)
+
+    for fn, text in ((bad_static, "could not evaluate"), (bad_atomic, "does not support arrays of float32")):
+        k = wp.kernel(fn, module=f"test_static_{fn.__name__}")
+        with pytest.raises(TypeError, match=text):
+            wp.launch(k, 1, inputs=[np.zeros(1, np.float32)])
