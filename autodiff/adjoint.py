@@ -186,7 +186,7 @@ class AdjointEmitter(Emitter):
                     if s.dest in self.saved:
                         self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
                     self.out(f"{s.dest.name} = {self.element(s.array, s.indices, s.site)};")
-            elif isinstance(s, ir.Store | ir.Return):
+            elif isinstance(s, ir.Store | ir.Return | ir.Print):
                 pass
             elif isinstance(s, ir.Eval):
                 self.out(f"{self.replay_expr(s.expr)};")
@@ -293,7 +293,7 @@ class AdjointEmitter(Emitter):
                 self.out("}")
             elif isinstance(s, ir.For | ir.While):
                 self.reverse_loop(s, n)
-            elif isinstance(s, ir.Return):
+            elif isinstance(s, ir.Return | ir.Print):
                 pass
 
     def reverse_loop(self, s: ir.For | ir.While, n: int) -> None:

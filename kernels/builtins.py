@@ -413,6 +413,7 @@ SPECIAL_FORMS = {
     "atomic_and": "atomically AND an integer into array[indices]; returns the previous value",
     "atomic_or": "atomically OR an integer into array[indices]; returns the previous value",
     "atomic_xor": "atomically XOR an integer into array[indices]; returns the previous value",
+    "printf": "wp.printf(fmt, *args): print with a C format string from inside a kernel",
     "static": "wp.static(expr): evaluate expr in Python when the kernel is compiled; "
               "`for i in wp.static(range(n))` unrolls the loop",
     "randi": "randi(state) -> a random int32; randi(state, lo, hi) -> in [lo, hi); advances state",
@@ -420,7 +421,7 @@ SPECIAL_FORMS = {
     "randn": "randn(state) -> a standard normal float; advances state",
 }
 for _name, _doc in SPECIAL_FORMS.items():
-    BUILTINS[_name] = Builtin(_name, {"tid": "Utility", "static": "Utility"}.get(
+    BUILTINS[_name] = Builtin(_name, {"tid": "Utility", "static": "Utility", "printf": "Utility"}.get(
         _name, "Random" if _name.startswith("rand") else "Atomics"), _doc)
 
 # Python builtins and `math` functions that kernels may call, and the builtin each means

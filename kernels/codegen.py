@@ -159,6 +159,10 @@ class Emitter:
     def s_SetField(self, s: ir.SetField) -> None:
         self.out(f"{s.var.name}.{s.name} = {self.op(s.value)};")
 
+    def s_Print(self, s: ir.Print) -> None:
+        args = "".join(f", {printf_arg(a, self.op(a))}" for a in s.args)
+        self.out(f"printf({c_string(s.fmt)}{args}); LW_FLUSH();")
+
     def s_Eval(self, s: ir.Eval) -> None:
         self.out(f"{self.expr(s.expr)};")
 
@@ -387,6 +391,36 @@ def module_source(functions: list[ir.Function], kernels: list[ir.Function], debu
     for k in kernels:
         em.kernel(k)
     return "\n".join(em.lines) + "\n"
+
+
+def printf_directive(t: Any) -> str:
+    """The printf directive(s) for a value of type `t` (vectors and matrices print their components)."""
+    if T.is_composite(t):
+        return "[" + " ".join([printf_directive(t._wp_scalar_type_)] * int(math.prod(t._shape_))) + "]"
+    if t.is_float:
+        return "%g"
+    if t in (T.int64,):
+        return "%lld"
+    if t in (T.uint64,):
+        return "%llu"
+    return "%u" if t in (T.uint8, T.uint16, T.uint32) else "%d"
+
+
+def printf_arg(o: Any, text: str) -> str:
+    """C arguments for one value, promoted the way printf expects them."""
+    t = o.type
+    if T.is_composite(t):
+        n = int(math.prod(t._shape_))
+        return ", ".join(printf_arg(ir.Const(0, t._wp_scalar_type_), f"{text}.c[{i}]") for i in range(n))
+    if t.is_float:
+        return f"(double)({text})"
+    if t in (T.int64, T.uint64):
+        return f"(long long)({text})"
+    return f"(int)({text})"
+
+
+def c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def _structs_used(fns: list[ir.Function]) -> list:

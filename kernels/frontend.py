@@ -22,6 +22,7 @@ from . import builtins as B
 from . import ir
 from . import types as T
 from .array import array as array_cls
+from .codegen import printf_directive
 from .errors import (
     KernelAttributeError,
     KernelError,
@@ -794,6 +795,9 @@ class Builder:
             self.error(node, KernelTypeError, f"len() of {T.type_name(v.type)}")
         if obj is range:
             self.error(node, KernelSyntaxError, "range() can only be used as a for-loop iterable")
+        if obj is print:
+            self.print_call(node)
+            return None
         alias = _python_alias(obj)
         if alias is not None:
             self.no_keywords(node, alias)
@@ -901,6 +905,9 @@ class Builder:
         if name == "static":
             value = self.static_value(node)
             return self.from_python(value, node)
+        if name == "printf":
+            self.printf_call(node)
+            return None
         # atomics: atomic_op(array, i[, j, ...], [compare,] value)
         self.no_keywords(node, f"wp.{name}")
         nvalues = 2 if name == "atomic_cas" else 1
@@ -933,6 +940,32 @@ class Builder:
         dest = self.temp(dtype)
         self.emit(ir.Atomic(op, arr, indices, value, dest, self.site(node, arr), compare, line=self.cur_line))
         return dest
+
+    def print_call(self, node: ast.Call) -> None:
+        """Python's print: string constants and scalar/vector/matrix values, space-separated, one line."""
+        if node.keywords:
+            self.error(node, KernelTypeError, "print() takes no keyword arguments in kernels")
+        parts, args = [], []
+        for a in node.args:
+            if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                parts.append(a.value.replace("%", "%%"))
+                continue
+            v = self.materialize(self.value(a))
+            if not (T.is_scalar(v.type) or T.is_composite(v.type)):
+                self.error(a, KernelTypeError, f"print() cannot show a {T.type_name(v.type)}")
+            parts.append(printf_directive(v.type))
+            args.append(v)
+        self.emit(ir.Print(" ".join(parts) + "\n", tuple(args), line=self.cur_line))
+
+    def printf_call(self, node: ast.Call) -> None:
+        """wp.printf(fmt, *args): a C format string; one directive per scalar argument."""
+        if not node.args or not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            self.error(node, KernelTypeError, "wp.printf takes a constant format string first")
+        args = [self.materialize(self.value(a)) for a in node.args[1:]]
+        for a, n in zip(args, node.args[1:], strict=True):
+            if not T.is_scalar(a.type):
+                self.error(n, KernelTypeError, f"wp.printf arguments must be scalars, got {T.type_name(a.type)}")
+        self.emit(ir.Print(node.args[0].value, tuple(args), line=self.cur_line))
 
     def static_value(self, node: ast.Call) -> Any:
         """Evaluate `wp.static(expr)`'s argument in Python, in the function's global and closure scope."""

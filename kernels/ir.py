@@ -231,6 +231,17 @@ class SetField(Stmt):
 
 
 @dataclass(frozen=True)
+class Print(Stmt):
+    """`print(...)` / `wp.printf(...)`: `fmt` is a C format string with one directive per operand."""
+
+    fmt: str
+    args: tuple[Operand, ...]
+
+    def __str__(self) -> str:
+        return f"printf {self.fmt!r}, {', '.join(map(str, self.args))}"
+
+
+@dataclass(frozen=True)
 class Eval(Stmt):
     """A call kept for its side effects only."""
 
@@ -406,6 +417,8 @@ def operands(s: Stmt) -> list[Any]:
         return [s.var, s.value]
     if isinstance(s, Eval):
         return list(s.expr.args)
+    if isinstance(s, Print):
+        return list(s.args)
     if isinstance(s, If | While):
         return [s.cond]
     if isinstance(s, For):

@@ -16,6 +16,14 @@
 #define LW_EXPORT extern "C" __attribute__((visibility("default")))
 #endif
 
+#if !LW_CUDA
+extern "C" int printf(const char* fmt, ...);
+extern "C" int fflush(void* stream);
+#define LW_FLUSH() fflush(0)
+#else
+#define LW_FLUSH()
+#endif
+
 typedef signed char int8_t;
 typedef unsigned char uint8_t;
 typedef short int16_t;
