@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import loomwork as wp
-from loomwork.apps.benchutil import best_time, find_python, run_json
+from loomwork.apps.benchutil import best_time, build_openmp, find_python, run_json
 
 C_SAXPY = r"""
 #include <omp.h>
@@ -107,19 +105,10 @@ def noop(a: wp.array(dtype=float)):
 
 
 def c_openmp_saxpy(workdir: Path, threads: int):
-    """Build (gcc -O3 -march=native -fopenmp) and load the reference saxpy; None when it cannot be built."""
-    src = workdir / "saxpy.c"
-    src.write_text(C_SAXPY)
-    lib = workdir / "libsaxpy.so"
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
+    """The reference saxpy (gcc -O3 -march=native -fopenmp); None when it cannot be built."""
+    dll = build_openmp(workdir, "saxpy", C_SAXPY)
+    if dll is None:
         return None
-    r = subprocess.run([cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(src), "-o", str(lib)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print(f"(could not build the C OpenMP reference: {r.stderr.strip()[:200]})")
-        return None
-    dll = ctypes.CDLL(str(lib))
     dll.saxpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_long, ctypes.c_int]
     return lambda x, y, a: dll.saxpy(x.ctypes.data, y.ctypes.data, a, x.size, threads)
 

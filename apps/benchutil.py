@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -35,3 +37,20 @@ def find_python(arg: str | None, env_var: str) -> str | None:
     """An interpreter given on the command line or in `env_var`, if it exists."""
     cand = arg or os.environ.get(env_var)
     return cand if cand and Path(cand).exists() else None
+
+
+def build_openmp(workdir: Path, name: str, source: str) -> ctypes.CDLL | None:
+    """Compile C `source` with gcc -O3 -march=native -fopenmp into a library (None, with a message, when it
+    cannot be built): the machine's reference loops the benchmarks compare against."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        print("(no C compiler for the OpenMP reference)")
+        return None
+    src, lib = workdir / f"{name}.c", workdir / f"lib{name}.so"
+    src.write_text(source)
+    r = subprocess.run([cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(src), "-o", str(lib)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"(could not build the C OpenMP reference: {r.stderr.strip()[:200]})")
+        return None
+    return ctypes.CDLL(str(lib))

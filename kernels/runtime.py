@@ -26,5 +26,14 @@ def cpu_runtime() -> ctypes.CDLL:
     lib.lw_get_num_threads.restype = ctypes.c_int
     lib.lw_zero.argtypes = [ctypes.c_void_p, ctypes.c_longlong]
     lib.lw_zero.restype = None
+    p, n = ctypes.c_void_p, ctypes.c_longlong
+    for name in ("lw_sum_f32", "lw_sum_f64"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [p, n], ctypes.c_double
+    for name in ("lw_dot_f32", "lw_dot_f64"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, n], ctypes.c_double
+    for name in ("lw_scan_f32", "lw_scan_f64", "lw_scan_i32"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, n, ctypes.c_int], None
+    for name in ("lw_radix_sort_i32", "lw_radix_sort_f32"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, p, p, n], None
     lib.lw_set_num_threads(int(config.cpu_threads or cpu_count()))
     return lib

@@ -13,3 +13,11 @@ def test_kernel_benchmark_runs():
     """bench_kernels on a small saxpy with one build repetition runs and reports every figure."""
     r = bench_kernels.main(["--n", "65536", "--repeats", "1"])
     assert r["loomwork_s"] > 0 and r["launch_s"] > 0 and set(r["build"]) == {"first", "edit", "cached", "import"}
+
+
+def test_utils_benchmark_runs():
+    """bench_utils on small sizes runs and its float32 sum is accurate."""
+    from loomwork.apps import bench_utils
+
+    r = bench_utils.main(["--n", "65536", "--m", "65536"])
+    assert r["sum_rel_error"] < 1e-7

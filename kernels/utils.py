@@ -1,0 +1,181 @@
+"""Library routines on arrays (`loomwork.utils`): reductions, scans, sorting, run-length encoding, casts,
+and a timer. The heavy ones run natively on every core; sums accumulate in float64, so a float32 sum
+of millions of values is accurate to about 1e-9 relative."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from . import types as T
+from .array import array, empty
+from .runtime import cpu_runtime
+
+_FLOAT_SUFFIX = {T.float32: "f32", T.float64: "f64"}
+
+
+def _flat_input(a: Any, what: str, count: int | None = None) -> np.ndarray:
+    """A contiguous 1-D NumPy view of the scalar components of `a` (copied only when `a` is strided)."""
+    if not isinstance(a, array):
+        raise TypeError(f"{what}: expected a wp.array, got {type(a).__name__}")
+    if not a.device.is_cpu:
+        raise TypeError(f"{what}: arrays on {a.device} are not supported yet")
+    v = np.ascontiguousarray(a.numpy())
+    comps = int(np.prod(a.dtype._shape_)) if T.is_composite(a.dtype) else 1
+    v = v.reshape(-1)
+    if count is not None:
+        if not 0 <= count <= a.size:
+            raise ValueError(f"{what}: count {count} is out of range for an array of {a.size}")
+        v = v[: count * comps]
+    return v
+
+
+def _reduce(kind: str, arrays: list, dtype: Any, out: Any, axis: int | None, what: str, count: int | None) -> Any:
+    st = T.elem_scalar(dtype)
+    if st not in _FLOAT_SUFFIX and not st.is_int:
+        raise TypeError(f"{what}: unsupported dtype {T.type_name(dtype)}")
+    if axis is not None:  # reduce along one axis of a multi-dimensional array
+        vals = [a.numpy().astype(np.float64) for a in arrays]
+        r = vals[0].sum(axis=axis) if kind == "sum" else (vals[0] * vals[1]).sum(axis=axis)
+        if T.is_composite(dtype) and kind == "dot":
+            r = r.sum(axis=-1)
+        result = r.astype(st.np_dtype)
+        if out is not None:
+            out.assign(result)
+            return None
+        return result
+    flats = [_flat_input(a, what, count) for a in arrays]
+    comps = int(np.prod(dtype._shape_)) if T.is_composite(dtype) else 1
+    if st in _FLOAT_SUFFIX and comps == 1:
+        rt, suffix = cpu_runtime(), _FLOAT_SUFFIX[st]
+        if kind == "sum":
+            total = getattr(rt, f"lw_sum_{suffix}")(flats[0].ctypes.data, flats[0].size)
+        else:
+            total = getattr(rt, f"lw_dot_{suffix}")(flats[0].ctypes.data, flats[1].ctypes.data, flats[0].size)
+        result: Any = st.np_dtype.type(total).item()
+    else:  # integers and vector components: exact or per-component sums with NumPy
+        vals = flats[0].reshape(-1, comps).astype(np.float64 if st.is_float else np.int64)
+        if kind == "dot":
+            vals = (vals * flats[1].reshape(-1, comps)).sum(axis=1, keepdims=True)
+        s = vals.sum(axis=0)
+        result = dtype(s.astype(st.np_dtype)) if (T.is_composite(dtype) and kind == "sum") else st.np_dtype.type(
+            s.reshape(-1)[0] if s.size == 1 else s.sum()).item()
+    if out is not None:
+        out.assign([result.numpy_value()] if isinstance(result, T._CompositeMixin) else [result])
+        return None
+    return result
+
+
+def array_sum(values: array, out: array | None = None, value_count: int | None = None, axis: int | None = None) -> Any:
+    """The sum of `values` (its first `value_count` elements; or along `axis`), returned or written to `out`."""
+    return _reduce("sum", [values], values.dtype, out, axis, "array_sum", value_count)
+
+
+def array_inner(a: array, b: array, out: array | None = None, count: int | None = None, axis: int | None = None) -> Any:
+    """The inner product of `a` and `b` (dot products summed for vector arrays), returned or written to `out`."""
+    if not isinstance(a, array) or not isinstance(b, array) or a.dtype != b.dtype or a.shape != b.shape:
+        raise TypeError("array_inner: a and b must be wp.arrays of the same dtype and shape")
+    return _reduce("dot", [a, b], a.dtype, out, axis, "array_inner", count)
+
+
+def array_scan(in_array: array, out_array: array, inclusive: bool = True) -> None:
+    """Prefix sums of `in_array` into `out_array` (inclusive, or exclusive starting at 0)."""
+    src = _flat_input(in_array, "array_scan")
+    if not isinstance(out_array, array) or out_array.dtype != in_array.dtype or out_array.size != in_array.size:
+        raise TypeError("array_scan: out_array must be a wp.array of the input's dtype and size")
+    if not out_array.is_contiguous or T.is_composite(in_array.dtype):
+        raise TypeError("array_scan: scalar arrays only, with a contiguous output")
+    suffix = {T.float32: "f32", T.float64: "f64", T.int32: "i32"}.get(in_array.dtype)
+    if suffix is None:
+        raise TypeError(f"array_scan: supports float32, float64 and int32, got {T.type_name(in_array.dtype)}")
+    getattr(cpu_runtime(), f"lw_scan_{suffix}")(src.ctypes.data, out_array.ptr, src.size, int(inclusive))
+    out_array._storage.bump("array_scan()")
+
+
+def radix_sort_pairs(keys: array, values: array, count: int) -> None:
+    """Sort the first `count` (key, value) pairs by key, in place and stably (int32 or float32 keys,
+    int32 values). Warp's arrays of twice the length are accepted; the second half is not needed."""
+    if not isinstance(keys, array) or not isinstance(values, array):
+        raise TypeError("radix_sort_pairs: keys and values must be wp.arrays")
+    if keys.dtype not in (T.int32, T.float32) or values.dtype is not T.int32:
+        raise TypeError(f"radix_sort_pairs: keys must be int32 or float32 and values int32, got "
+                        f"{T.type_name(keys.dtype)} and {T.type_name(values.dtype)}")
+    if not (keys.is_contiguous and values.is_contiguous) or count > min(keys.size, values.size) or count < 0:
+        raise ValueError(f"radix_sort_pairs: count {count} must fit contiguous arrays of {keys.size} and {values.size}")
+    scratch_k = empty(max(count, 1), dtype=keys.dtype)
+    scratch_v = empty(max(count, 1), dtype=T.int32)
+    fn = cpu_runtime().lw_radix_sort_i32 if keys.dtype is T.int32 else cpu_runtime().lw_radix_sort_f32
+    fn(keys.ptr, values.ptr, scratch_k.ptr, scratch_v.ptr, count)
+    keys._storage.bump("radix_sort_pairs()")
+    values._storage.bump("radix_sort_pairs()")
+
+
+def segmented_sort_pairs(keys: array, values: array, count: int, segment_start_indices: array,
+                         segment_end_indices: array | None = None) -> None:
+    """Sort (key, value) pairs by key within each segment [start[i], end[i]) (end defaults to the next start)."""
+    k = keys.numpy()[:count]
+    v = values.numpy()[:count]
+    starts = np.asarray(segment_start_indices.numpy(), dtype=np.int64)
+    ends = np.asarray(segment_end_indices.numpy(), dtype=np.int64) if segment_end_indices is not None else np.r_[
+        starts[1:], count]
+    for s, e in zip(starts, ends, strict=True):
+        if not 0 <= s <= e <= count:
+            raise ValueError(f"segmented_sort_pairs: segment [{s}, {e}) is out of range for {count} pairs")
+        order = np.argsort(k[s:e], kind="stable")
+        k[s:e], v[s:e] = k[s:e][order], v[s:e][order]
+    keys._storage.bump("segmented_sort_pairs()")
+    values._storage.bump("segmented_sort_pairs()")
+
+
+def runlength_encode(values: array, run_values: array, run_lengths: array, run_count: array | None = None,
+                     value_count: int = 0) -> int | None:
+    """Runs of equal consecutive values: their values and lengths; the number of runs is returned, or
+    written to `run_count[0]` when given."""
+    v = values.numpy().reshape(-1)[: value_count or values.size]
+    if v.size == 0:
+        n = 0
+    else:
+        starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
+        n = starts.size
+        if n > run_values.size or n > run_lengths.size:
+            raise ValueError(f"runlength_encode: {n} runs do not fit outputs of {run_values.size} / {run_lengths.size}")
+        run_values.numpy()[:n] = v[starts]
+        run_lengths.numpy()[:n] = np.diff(np.r_[starts, v.size])
+    if run_count is not None:
+        run_count.numpy()[0] = n
+        return None
+    return n
+
+
+def array_cast(in_array: array, out_array: array, count: int | None = None) -> None:
+    """Copy `in_array` into `out_array` converting the scalar type (for example float64 -> float32)."""
+    src = in_array.numpy().reshape(-1)
+    dst = out_array.numpy().reshape(-1)
+    n = count if count is not None else src.size
+    if n > dst.size or n > src.size:
+        raise ValueError(f"array_cast: {n} elements do not fit arrays of {src.size} and {dst.size}")
+    dst[:n] = src[:n].astype(dst.dtype)
+    out_array._storage.bump("array_cast()")
+
+
+class ScopedTimer:
+    """`with ScopedTimer("step"):` measures wall time; `.elapsed` is in milliseconds."""
+
+    def __init__(self, name: str, active: bool = True, print: bool = True, dict: dict | None = None,  # noqa: A002
+                 synchronize: bool = False, **_ignored: Any) -> None:
+        self.name, self.active, self.print, self.dict = name, active, print, dict
+        self.elapsed = 0.0
+
+    def __enter__(self) -> ScopedTimer:
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.elapsed = (time.perf_counter() - self._t0) * 1e3
+        if self.dict is not None:
+            self.dict.setdefault(self.name, []).append(self.elapsed)
+        if self.active and self.print:
+            print(f"{self.name} took {self.elapsed:.2f} ms", file=sys.stdout)

@@ -1,0 +1,12 @@
+"""`loomwork.utils`: library routines on arrays, under Warp's module name."""
+
+from loomwork.kernels.utils import (  # noqa: F401
+    ScopedTimer,
+    array_cast,
+    array_inner,
+    array_scan,
+    array_sum,
+    radix_sort_pairs,
+    runlength_encode,
+    segmented_sort_pairs,
+)

@@ -1,0 +1,101 @@
+"""loomwork.utils against NumPy: sums, inner products, scans, sorts, run-length encoding, casts, the timer."""
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+from loomwork.utils import (
+    ScopedTimer,
+    array_cast,
+    array_inner,
+    array_scan,
+    array_sum,
+    radix_sort_pairs,
+    runlength_encode,
+    segmented_sort_pairs,
+)
+
+
+def test_sums_are_accurate():
+    """A float32 sum of 2^22 values agrees with the float64 sum to 1e-7; value_count, out and axis work."""
+    x = np.random.default_rng(0).standard_normal(1 << 22).astype(np.float32)
+    a = wp.array(x)
+    ref = x.astype(np.float64).sum()
+    assert abs(array_sum(a) - ref) <= 1e-7 * np.abs(x).sum()
+    assert array_sum(a, value_count=10) == pytest.approx(x[:10].astype(np.float64).sum(), rel=1e-6)
+    out = wp.zeros(1, dtype=float)
+    array_sum(a, out=out)
+    assert out.numpy()[0] == pytest.approx(ref, rel=1e-6)
+    m = wp.array(np.arange(12, dtype=np.float64).reshape(3, 4))
+    np.testing.assert_array_equal(array_sum(m, axis=1), np.arange(12).reshape(3, 4).sum(1))
+    assert array_sum(wp.array(np.arange(10, dtype=np.int32))) == 45
+    v = wp.array(np.ones((5, 3), dtype=np.float32), dtype=wp.vec3)
+    assert array_sum(v) == wp.vec3(5.0, 5.0, 5.0)
+
+
+def test_inner_products():
+    """array_inner of scalars and of vec3 arrays (sum of dot products) matches NumPy."""
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(100_000), rng.standard_normal(100_000)
+    assert array_inner(wp.array(x), wp.array(y)) == pytest.approx(x @ y, rel=1e-12)
+    a, b = rng.standard_normal((10, 3)).astype(np.float32), rng.standard_normal((10, 3)).astype(np.float32)
+    got = array_inner(wp.array(a, dtype=wp.vec3), wp.array(b, dtype=wp.vec3))
+    assert got == pytest.approx(float((a.astype(np.float64) * b).sum()), rel=1e-5)
+    with pytest.raises(TypeError, match="same dtype and shape"):
+        array_inner(wp.zeros(3, dtype=float), wp.zeros(4, dtype=float))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("inclusive", [True, False])
+def test_scans(dtype, inclusive):
+    """Inclusive and exclusive prefix sums over 10^6 values match NumPy's cumsum."""
+    x = np.random.default_rng(2).integers(-5, 6, 1_000_003).astype(dtype)
+    out = wp.zeros(len(x), dtype=wp.dtype_from_numpy(dtype))
+    array_scan(wp.array(x), out, inclusive=inclusive)
+    ref = np.cumsum(x.astype(np.int64))
+    if not inclusive:
+        ref = np.r_[0, ref[:-1]]
+    np.testing.assert_array_equal(out.numpy(), ref.astype(dtype))
+
+
+@pytest.mark.parametrize("key_dtype", [np.int32, np.float32])
+def test_radix_sort_pairs_is_a_stable_sort(key_dtype):
+    """Keys (negatives, duplicates, floats with signs) sort like NumPy's stable argsort; values follow."""
+    rng = np.random.default_rng(3)
+    n = 300_001
+    keys = (rng.integers(-1000, 1000, 2 * n) if key_dtype is np.int32 else rng.standard_normal(2 * n)).astype(key_dtype)
+    values = np.arange(2 * n, dtype=np.int32)
+    k, v = wp.array(keys), wp.array(values)
+    radix_sort_pairs(k, v, n)
+    order = np.argsort(keys[:n], kind="stable")
+    np.testing.assert_array_equal(k.numpy()[:n], keys[:n][order])
+    np.testing.assert_array_equal(v.numpy()[:n], order)
+    np.testing.assert_array_equal(k.numpy()[n:], keys[n:])  # beyond count: untouched
+    with pytest.raises(TypeError, match="keys must be int32 or float32"):
+        radix_sort_pairs(wp.zeros(4, dtype=wp.int64), wp.zeros(4, dtype=int), 4)
+
+
+def test_segmented_sort_runlength_and_cast():
+    """Sorting within segments, run-length encoding and casting between dtypes."""
+    keys = wp.array(np.array([3, 1, 2, 9, 7, 8], dtype=np.int32))
+    values = wp.array(np.arange(6, dtype=np.int32))
+    segmented_sort_pairs(keys, values, 6, wp.array(np.array([0, 3], dtype=np.int32)))
+    np.testing.assert_array_equal(keys.numpy(), [1, 2, 3, 7, 8, 9])
+    np.testing.assert_array_equal(values.numpy(), [1, 2, 0, 4, 5, 3])
+    run_values, run_lengths = wp.zeros(6, dtype=int), wp.zeros(6, dtype=int)
+    n = runlength_encode(wp.array(np.array([1, 1, 2, 2, 2, 5], dtype=np.int32)), run_values, run_lengths)
+    assert n == 3 and run_values.numpy()[:3].tolist() == [1, 2, 5] and run_lengths.numpy()[:3].tolist() == [2, 3, 1]
+    d = wp.zeros(3, dtype=wp.float32)
+    array_cast(wp.array(np.array([0.5, 1.5, 2.5])), d)
+    np.testing.assert_array_equal(d.numpy(), [0.5, 1.5, 2.5])
+
+
+def test_scoped_timer(capsys):
+    """ScopedTimer reports milliseconds, records into a dict, and can stay quiet."""
+    times = {}
+    with ScopedTimer("step", dict=times) as t:
+        sum(range(1000))
+    assert t.elapsed >= 0 and times["step"] == [t.elapsed] and "step took" in capsys.readouterr().out
+    with ScopedTimer("quiet", print=False):
+        pass
+    assert capsys.readouterr().out == ""
