@@ -39,7 +39,7 @@ def find_python(arg: str | None, env_var: str) -> str | None:
     return cand if cand and Path(cand).exists() else None
 
 
-def build_openmp(workdir: Path, name: str, source: str) -> ctypes.CDLL | None:
+def build_openmp(workdir: Path, name: str, source: str, extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL | None:
     """Compile C `source` with gcc -O3 -march=native -fopenmp into a library (None, with a message, when it
     cannot be built): the machine's reference loops the benchmarks compare against."""
     cc = shutil.which("gcc") or shutil.which("cc")
@@ -48,8 +48,8 @@ def build_openmp(workdir: Path, name: str, source: str) -> ctypes.CDLL | None:
         return None
     src, lib = workdir / f"{name}.c", workdir / f"lib{name}.so"
     src.write_text(source)
-    r = subprocess.run([cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(src), "-o", str(lib)],
-                       capture_output=True, text=True)
+    cmd = [cc, "-O3", "-march=native", "-fopenmp", *extra_flags, "-shared", "-fPIC", str(src), "-o", str(lib), "-lm"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         print(f"(could not build the C OpenMP reference: {r.stderr.strip()[:200]})")
         return None

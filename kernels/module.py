@@ -304,8 +304,10 @@ class Kernel:
 
     @property
     def backward_enabled(self) -> bool:
-        """Whether the module builds this kernel's adjoint (the kernel's option, else wp.config's)."""
-        return config.enable_backward if self.enable_backward is None else bool(self.enable_backward)
+        """Whether the module builds this kernel's adjoint: the kernel's option, else its module's, else wp.config's."""
+        if self.enable_backward is not None:
+            return bool(self.enable_backward)
+        return bool(self.module.option("enable_backward"))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"kernel '{self.key}' is launched with wp.launch({self.__name__}, dim=..., inputs=[...])")
@@ -354,6 +356,7 @@ class Module:
         self.name = name
         self.kernels: dict[str, Kernel] = {}
         self.version = 0
+        self.options: dict[str, Any] = {}  # set_module_options: these override wp.config for this module
         self.loaded: dict[tuple, LoadedModule] = {}
         self._last: tuple | None = None  # (device, mode, fast_math, version, function generation, loaded)
 
@@ -366,8 +369,11 @@ class Module:
         self.version += 1
         return key
 
+    def option(self, name: str) -> Any:
+        return self.options[name] if name in self.options else getattr(config, name)
+
     def options_key(self) -> tuple:
-        return (config.mode == "debug", bool(config.fast_math), bool(config.enable_backward))
+        return (self.option("mode") == "debug", bool(self.option("fast_math")), bool(self.option("enable_backward")))
 
     def load(self, device: Any) -> LoadedModule:
         """Build (or find in the cache) and load this module for `device`; cached per options."""
@@ -467,6 +473,33 @@ def get_module(name: Any) -> Module:
     if m is None:
         m = _modules[name] = Module(name)
     return m
+
+
+MODULE_OPTIONS = {"mode": ("release", "debug"), "fast_math": (False, True), "enable_backward": (False, True)}
+
+
+def set_module_options(options: dict, module: Any = None) -> None:
+    """Set build options of one module (default: the caller's): "mode" ("release"/"debug"), "fast_math"
+    and "enable_backward". They override wp.config for that module; the next launch rebuilds it."""
+    if module is None:
+        module = inspect.currentframe().f_back.f_globals["__name__"]
+    m = get_module(module)
+    for name, value in options.items():
+        allowed = MODULE_OPTIONS.get(name)
+        if allowed is None:
+            raise ValueError(f"unknown module option {name!r}; the options are {', '.join(MODULE_OPTIONS)}")
+        if value not in allowed:
+            raise ValueError(f"module option {name!r} takes one of {allowed}, got {value!r}")
+        m.options[name] = value
+    m.version += 1
+
+
+def get_module_options(module: Any = None) -> dict:
+    """The build options in force for a module (its own, completed from wp.config)."""
+    if module is None:
+        module = inspect.currentframe().f_back.f_globals["__name__"]
+    m = get_module(module)
+    return {name: m.option(name) for name in MODULE_OPTIONS}
 
 
 def load_module(module: Any = None, device: Any = None) -> None:

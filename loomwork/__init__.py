@@ -46,7 +46,18 @@ from .kernels.errors import (
 )
 from .kernels.frontend import adjoint
 from .kernels.launch import launch, synchronize
-from .kernels.module import Function, Kernel, force_load, func, func_grad, func_replay, kernel, load_module
+from .kernels.module import (
+    Function,
+    Kernel,
+    force_load,
+    func,
+    func_grad,
+    func_replay,
+    get_module_options,
+    kernel,
+    load_module,
+    set_module_options,
+)
 from .kernels.structs import struct
 from .kernels.types import (
     PUBLIC_TYPES as _PUBLIC_TYPES,
@@ -80,7 +91,8 @@ __all__ = [
     "set_device", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",
     "KernelTypeError", "LaunchError", "launch", "synchronize", "Function", "Kernel", "force_load", "func",
     "kernel", "load_module", "constant", "dtype_from_numpy", "dtype_to_numpy", "quaternion", "transformation",
-    "struct", "types", "pi", "e", "tau", "inf", "nan", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
+    "struct", "set_module_options", "get_module_options", "types", "pi", "e", "tau", "inf", "nan", "Tape",
+    "OverwriteError", "adjoint", "func_grad", "func_replay",
     *_PUBLIC_TYPES,
     *(name for name in _BUILTINS if not name.startswith("_")),
 ]

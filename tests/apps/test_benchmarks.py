@@ -21,3 +21,11 @@ def test_utils_benchmark_runs():
 
     r = bench_utils.main(["--n", "65536", "--m", "65536"])
     assert r["sum_rel_error"] < 1e-7
+
+
+def test_nbody_benchmark_runs_and_is_accurate():
+    """bench_nbody on 512 bodies runs and its forces match a float64 NumPy evaluation."""
+    from loomwork.apps import bench_nbody
+
+    r = bench_nbody.main(["--n", "512"])
+    assert r["rel_error"] < 1e-4

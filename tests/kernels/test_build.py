@@ -153,3 +153,27 @@ def test_print_source_and_ir(capsys):
     err = capsys.readouterr().err
     assert "shown(%v_a: array(dtype=float32, ndim=1)) -> None" in err
     assert "shown_cpu" in err and "__global__" in err
+
+
+def test_module_options_override_config():
+    """set_module_options changes one module's build (debug bounds checks, backward) and rejects bad options."""
+    mod = "test_build_module_options"
+
+    def reads_past(a: wp.array(dtype=float)):
+        a[0] = a[5]
+
+    k = wp.kernel(reads_past, module=mod)
+    wp.set_module_options({"mode": "debug", "enable_backward": False}, module=mod)
+    assert wp.get_module_options(mod) == {"mode": "debug", "fast_math": False, "enable_backward": False}
+    with pytest.raises(wp.KernelRuntimeError, match="index 5 is out of bounds"):
+        wp.launch(k, 1, inputs=[wp.zeros(2, dtype=float)])
+    with pytest.raises(wp.LaunchError, match="enable_backward=False"):
+        wp.launch(k, 1, inputs=[wp.zeros(8, dtype=float)], adjoint=True)
+    wp.set_module_options({"mode": "release", "enable_backward": True}, module=mod)
+    a = wp.array(np.arange(8, dtype=np.float32))
+    wp.launch(k, 1, inputs=[a])
+    assert a.numpy()[0] == 5.0
+    with pytest.raises(ValueError, match="unknown module option 'speed'"):
+        wp.set_module_options({"speed": 11}, module=mod)
+    with pytest.raises(ValueError, match="takes one of"):
+        wp.set_module_options({"mode": "fast"}, module=mod)
