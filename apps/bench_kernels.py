@@ -43,6 +43,74 @@ def saxpy_edit(x: wp.array(dtype=float), y: wp.array(dtype=float), a: float):
     y[i] = a * x[i] + y[i] * SCALE
 """
 
+# issue 3's rebuild figure: eight kernels of vec3 / mat33 / quat / transform math and a struct
+BIG_MODULE = """
+import {lib} as wp
+
+SCALE = wp.constant({value})
+
+
+@wp.struct
+class Body:
+    mass: float
+    com: wp.vec3
+    inertia: wp.mat33
+
+
+@wp.func
+def world_point(t: wp.transform, p: wp.vec3):
+    return wp.transform_point(t, p) * SCALE
+
+
+@wp.kernel
+def k_rotate(q: wp.array(dtype=wp.quat), v: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    out[i] = wp.quat_rotate(q[i], v[i]) + wp.quat_rotate_inv(q[i], v[i])
+
+
+@wp.kernel
+def k_transform(t: wp.array(dtype=wp.transform), p: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    out[i] = world_point(t[i], p[i]) + wp.transform_vector(wp.transform_inverse(t[i]), p[i])
+
+
+@wp.kernel
+def k_inertia(b: Body, q: wp.array(dtype=wp.quat), out: wp.array(dtype=wp.mat33)):
+    i = wp.tid()
+    r = wp.quat_to_matrix(q[i])
+    out[i] = r * b.inertia * wp.transpose(r) * b.mass
+@wp.kernel
+def k_compose(a: wp.array(dtype=wp.transform), b: wp.array(dtype=wp.transform), out: wp.array(dtype=wp.transform)):
+    i = wp.tid()
+    out[i] = wp.transform_multiply(a[i], b[i])
+
+
+@wp.kernel
+def k_cross(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+    i = wp.tid()
+    c = wp.cross(a[i], b[i])
+    out[i] = wp.length(c) + wp.dot(wp.normalize(a[i]), b[i])
+
+
+@wp.kernel
+def k_matvec(m: wp.array(dtype=wp.mat33), v: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    out[i] = m[i] * v[i] + wp.transpose(m[i]) * v[i] * SCALE
+
+
+@wp.kernel
+def k_axis_angle(axis: wp.array(dtype=wp.vec3), angle: wp.array(dtype=float), out: wp.array(dtype=wp.quat)):
+    i = wp.tid()
+    out[i] = wp.quat_from_axis_angle(wp.normalize(axis[i]), angle[i]) * wp.quat_rpy(0.1, 0.2, angle[i])
+
+
+@wp.kernel
+def k_body(b: Body, p: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    r = p[i] - b.com
+    out[i] = b.inertia * r * b.mass + wp.cross(b.com, r)
+"""
+
 # Runs in a fresh process under either framework: import, (Warp: init), load one module, report times.
 LOAD_SCRIPT = """
 import json, sys, time
@@ -113,18 +181,18 @@ def c_openmp_saxpy(workdir: Path, threads: int):
     return lambda x, y, a: dll.saxpy(x.ctypes.data, y.ctypes.data, a, x.size, threads)
 
 
-def load_times(python: str, lib: str, workdir: Path, repeats: int) -> dict:
+def load_times(python: str, lib: str, workdir: Path, repeats: int, template: str = KERNEL_MODULE) -> dict:
     """First build in an empty cache, rebuild after an edit, and load from cache; each in a new process."""
     init = "wp.init()" if lib == "warp" else ""
-    moddir = workdir / f"{lib}_mod"
+    moddir = workdir / f"{lib}_mod_{abs(hash(template))}"
     moddir.mkdir(exist_ok=True)
     out: dict[str, list[float]] = {"first": [], "edit": [], "cached": [], "import": []}
     for rep in range(repeats):
         cache = workdir / f"{lib}_cache_{rep}"
         script = LOAD_SCRIPT.format(lib=lib, cache=str(cache), init=init, moddir=str(moddir))
-        (moddir / "bench_module.py").write_text(KERNEL_MODULE.format(lib=lib, value=1.0))
+        (moddir / "bench_module.py").write_text(template.format(lib=lib, value=1.0))
         out["first"].append(run_json(python, script, workdir)["load"])
-        (moddir / "bench_module.py").write_text(KERNEL_MODULE.format(lib=lib, value=2.0 + rep))
+        (moddir / "bench_module.py").write_text(template.format(lib=lib, value=2.0 + rep))
         out["edit"].append(run_json(python, script, workdir)["load"])
         r = run_json(python, script, workdir)
         out["cached"].append(r["load"])
@@ -170,10 +238,12 @@ def main(argv: list[str] | None = None) -> dict:
             except Exception as e:  # a broken Warp install must not hide our own figures
                 print(f"(Warp runtime measurement failed: {e})")
         ours_build = load_times(sys.executable, "loomwork", tmp, args.repeats)
-        warp_build = None
+        ours_big = load_times(sys.executable, "loomwork", tmp, args.repeats, BIG_MODULE)
+        warp_build = warp_big = None
         if warp_python:
             try:
                 warp_build = load_times(warp_python, "warp", tmp, args.repeats)
+                warp_big = load_times(warp_python, "warp", tmp, args.repeats, BIG_MODULE)
             except Exception as e:
                 print(f"(Warp build measurement failed: {e})")
 
@@ -200,10 +270,15 @@ def main(argv: list[str] | None = None) -> dict:
         if warp_build:
             line += f"   Warp {warp_build[key] * 1e3:8.1f} ms   (ratio {ours_build[key] / warp_build[key]:.2f})"
         print(line)
+    line = f"  {'8 kernels (vec/mat/quat/transform, a struct): rebuild after an edit':32s}\n" \
+           f"  {'':32s} loomwork {ours_big['edit'] * 1e3:8.1f} ms"
+    if warp_big:
+        line += f"   Warp {warp_big['edit'] * 1e3:8.1f} ms   (ratio {ours_big['edit'] / warp_big['edit']:.2f})"
+    print(line)
     if not warp_python:
         print("\n(Warp not measured: pass --warp-python /path/to/python-with-warp-lang)")
-    results.update(c_s=t_c, loomwork_s=t_lw, numpy_s=t_np, launch_s=t_launch, build=ours_build,
-                   warp_runtime=warp_rt, warp_build=warp_build)
+    results.update(c_s=t_c, loomwork_s=t_lw, numpy_s=t_np, launch_s=t_launch, build=ours_build, big=ours_big,
+                   warp_runtime=warp_rt, warp_build=warp_build, warp_big=warp_big)
     return results
 
 

@@ -223,7 +223,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         raise LaunchValueError(f"kernel {kernel.label} unpacks wp.tid() into {lk.tid_count} indices but was "
                                f"launched with dim={dims}")
     if adjoint:
-        _launch_adjoint(kernel, lk, plan, dims, params, [*adj_inputs, *adj_outputs])
+        _launch_adjoint(kernel, lm.adjoint_ptr(kernel.key), plan, dims, params, [*adj_inputs, *adj_outputs])
         return
     recorders = registry.recorders
     if recorders and record_tape:
@@ -251,11 +251,11 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
             v._storage.bump(kernel.key)
 
 
-def _launch_adjoint(kernel: Kernel, lk: LoadedKernel, plan: LaunchPlan, dims: tuple, params: list,
+def _launch_adjoint(kernel: Kernel, adj_fn_ptr: int, plan: LaunchPlan, dims: tuple, params: list,
                     adj_params: list) -> None:
     """Run a kernel's adjoint: array gradients come from `adj_params` (or, when it is empty, from each
     array's own `.grad`); scalar adjoints are not returned, as in Warp."""
-    if not lk.adj_fn_ptr:
+    if not adj_fn_ptr:
         raise LaunchError(f"kernel {kernel.label} was built without its backward pass "
                           "(enable_backward=False); it cannot be launched with adjoint=True")
     if adj_params and len(adj_params) != len(params):
@@ -269,7 +269,7 @@ def _launch_adjoint(kernel: Kernel, lk: LoadedKernel, plan: LaunchPlan, dims: tu
     size = 1
     for d in dims:
         size *= d
-    header = (lk.adj_fn_ptr, size, config.cpu_serial_threshold, size, len(dims), *dims,
+    header = (adj_fn_ptr, size, config.cpu_serial_threshold, size, len(dims), *dims,
               *(1,) * (MAX_DIMS - len(dims)), 0)
     try:
         blob = plan.struct.pack(*header, *values)

@@ -331,7 +331,7 @@ class LoadedKernel:
 
     kernel: Kernel
     fn_ptr: int
-    adj_fn_ptr: int  # 0 when the kernel was built without a backward pass
+    has_backward: bool
     tid_count: int
     reads: frozenset  # positions of array parameters whose values the kernel reads
     writes: frozenset  # positions of array parameters the kernel may write
@@ -347,6 +347,23 @@ class LoadedModule:
     debug: bool
     path: Any
     version: tuple = field(default=())
+    build_adjoint: Any = None  # builds the adjoint library (forward + reverse source) and returns its path
+    adj_ptrs: dict | None = None
+    adj_lib: Any = None
+
+    def adjoint_ptr(self, key: str) -> int:
+        """The adjoint range function of kernel `key` (0 without a backward pass). Adjoints compile on
+        first use: most launches never need them, and they are most of a module's compile time."""
+        lk = self.kernels[key]
+        if not lk.has_backward:
+            return 0
+        if self.adj_ptrs is None:
+            self.adj_lib = ctypes.CDLL(str(self.build_adjoint()))
+            self.adj_ptrs = {
+                k: ctypes.cast(getattr(self.adj_lib, f"{lk_.kernel.cname}_adj_cpu"), ctypes.c_void_p).value
+                for k, lk_ in self.kernels.items() if lk_.has_backward
+            }
+        return self.adj_ptrs[key]
 
 
 class Module:
@@ -409,13 +426,17 @@ class Module:
             kernel_irs.append(fn)
         source = codegen.module_source(ctx.order, kernel_irs, debug)
         backward = [fn for k, fn in zip(self.kernels.values(), kernel_irs, strict=True) if k.backward_enabled]
-        if backward and registry.adjoint_source is not None:
-            source += registry.adjoint_source(ctx.order, backward, debug, ctx.custom)
+        if registry.adjoint_source is None:
+            backward = []
+
+        def adjoint_source() -> str:
+            return source + registry.adjoint_source(ctx.order, backward, debug, ctx.custom)
+
         effects: dict[str, tuple] = {}
         for f in ctx.order:
             effects[f.name] = ir.array_effects(f, effects)
         if config.print_source:
-            print(source, file=sys.stderr)
+            print(adjoint_source() if backward else source, file=sys.stderr)
         what = f"module '{self.name}' (kernels: {', '.join(self.kernels)})"
         name = _sanitize(self.name)[-40:]
         # the first module of a process also needs the CPU runtime: build both at once (compilers run
@@ -425,9 +446,9 @@ class Module:
             runtime_thread = threading.Thread(target=_try_load_runtime, daemon=True)
             runtime_thread.start()
         lib_path = build.build_cpu(source, name, config.kernel_cache_dir, debug, fast_math, config.verbose, what)
-        if config.verify_cuda:
-            build.build_cuda(source, name, config.kernel_cache_dir, config.verify_cuda_arch, debug, fast_math,
-                             config.verbose, what)
+        if config.verify_cuda:  # the complete source, adjoints included, must compile for the GPU
+            build.build_cuda(adjoint_source() if backward else source, name, config.kernel_cache_dir,
+                             config.verify_cuda_arch, debug, fast_math, config.verbose, what)
         if runtime_thread is not None:
             runtime_thread.join()
         cpu_runtime()  # raises here if the runtime build failed
@@ -437,10 +458,14 @@ class Module:
         loaded = {}
         for k, fn in zip(self.kernels.values(), kernel_irs, strict=True):
             ptr = ctypes.cast(getattr(lib, f"{k.cname}_cpu"), ctypes.c_void_p).value
-            adj = ctypes.cast(getattr(lib, f"{k.cname}_adj_cpu"), ctypes.c_void_p).value if fn in backward else 0
             reads, writes = ir.array_effects(fn, effects)
-            loaded[k.key] = LoadedKernel(k, ptr, adj or 0, fn.tid_count, reads, writes)
-        lm = LoadedModule(lib, loaded, ctx.sites, err, debug, lib_path, version)
+            loaded[k.key] = LoadedKernel(k, ptr, fn in backward, fn.tid_count, reads, writes)
+
+        def build_adjoint() -> Any:
+            return build.build_cpu(adjoint_source(), f"{name}-adj", config.kernel_cache_dir, debug, fast_math,
+                                   config.verbose, f"the adjoints of {what}")
+
+        lm = LoadedModule(lib, loaded, ctx.sites, err, debug, lib_path, version, build_adjoint)
         self.loaded[key] = lm
         if config.verbose:
             print(f"loomwork: module '{self.name}' ready in {(time.perf_counter() - t0) * 1e3:.1f} ms "

@@ -261,3 +261,22 @@ def test_gradient_of_a_strided_view_lands_in_the_parent():
         wp.launch(square_sum, 3, inputs=[x[::2], l])
     tape.backward(loss=l)
     np.testing.assert_array_equal(x.grad.numpy(), [0, 0, 4, 0, 8, 0])
+
+
+def test_adjoints_are_built_on_first_use():
+    """A module's adjoint library is compiled only when a backward pass first needs it."""
+
+    def lazy_square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * x[i]
+
+    k = wp.kernel(lazy_square, module="test_tape_lazy_adjoint")
+    x = wp.array(np.array([3.0], dtype=np.float32), requires_grad=True)
+    y = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(k, 1, inputs=[x, y])
+    lm = k.module.load(wp.get_device("cpu"))
+    assert lm.adj_ptrs is None
+    tape.backward(grads={y: np.ones(1, dtype=np.float32)})
+    assert lm.adj_ptrs is not None and x.grad.numpy()[0] == 6.0
