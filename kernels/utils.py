@@ -12,7 +12,7 @@ import numpy as np
 
 from . import types as T
 from .array import array, empty
-from .runtime import cpu_runtime
+from .runtime import utils_library
 
 _FLOAT_SUFFIX = {T.float32: "f32", T.float64: "f64"}
 
@@ -50,7 +50,7 @@ def _reduce(kind: str, arrays: list, dtype: Any, out: Any, axis: int | None, wha
     flats = [_flat_input(a, what, count) for a in arrays]
     comps = int(np.prod(dtype._shape_)) if T.is_composite(dtype) else 1
     if st in _FLOAT_SUFFIX and comps == 1:
-        rt, suffix = cpu_runtime(), _FLOAT_SUFFIX[st]
+        rt, suffix = utils_library(), _FLOAT_SUFFIX[st]
         if kind == "sum":
             total = getattr(rt, f"lw_sum_{suffix}")(flats[0].ctypes.data, flats[0].size)
         else:
@@ -91,7 +91,7 @@ def array_scan(in_array: array, out_array: array, inclusive: bool = True) -> Non
     suffix = {T.float32: "f32", T.float64: "f64", T.int32: "i32"}.get(in_array.dtype)
     if suffix is None:
         raise TypeError(f"array_scan: supports float32, float64 and int32, got {T.type_name(in_array.dtype)}")
-    getattr(cpu_runtime(), f"lw_scan_{suffix}")(src.ctypes.data, out_array.ptr, src.size, int(inclusive))
+    getattr(utils_library(), f"lw_scan_{suffix}")(src.ctypes.data, out_array.ptr, src.size, int(inclusive))
     out_array._storage.bump("array_scan()")
 
 
@@ -107,7 +107,7 @@ def radix_sort_pairs(keys: array, values: array, count: int) -> None:
         raise ValueError(f"radix_sort_pairs: count {count} must fit contiguous arrays of {keys.size} and {values.size}")
     scratch_k = empty(max(count, 1), dtype=keys.dtype)
     scratch_v = empty(max(count, 1), dtype=T.int32)
-    fn = cpu_runtime().lw_radix_sort_i32 if keys.dtype is T.int32 else cpu_runtime().lw_radix_sort_f32
+    fn = utils_library().lw_radix_sort_i32 if keys.dtype is T.int32 else utils_library().lw_radix_sort_f32
     fn(keys.ptr, values.ptr, scratch_k.ptr, scratch_v.ptr, count)
     keys._storage.bump("radix_sort_pairs()")
     values._storage.bump("radix_sort_pairs()")

@@ -195,172 +195,17 @@ extern "C" __attribute__((visibility("default"))) void lw_zero(void* p, long lon
     pthread_mutex_unlock(&pool_->launch_mutex);
 }
 
-// ---------------------------------------------------------------------------------------------
-// parallel library routines (loomwork.utils): reductions, scans and radix sort on contiguous data
-
-namespace {
-
-template <typename F> void tramp(const void* blob, long long b, long long e) { (*(const F*)blob)(b, e); }
-
-// Run f(begin, end) over [0, n) in chunks of at least `grain` on the pool (inline when busy or small).
-template <typename F> void parallel_for(long long n, long long grain, const F& f) {
+// Run fn(blob, begin, end) over [0, n) in chunks of at least `grain` on the pool, for other native
+// libraries (the utilities); inline when the pool is busy, small or single-threaded.
+extern "C" __attribute__((visibility("default"))) void lw_parallel_for(lw_range_fn fn, const void* blob, long long n,
+                                                                        long long grain) {
     Pool* p = pool();
     if (n <= grain || p->nthreads <= 1 || pthread_mutex_trylock(&p->launch_mutex) != 0) {
-        f(0LL, n);
+        fn(blob, 0, n);
         return;
     }
-    p->launch(&tramp<F>, &f, n, grain);
+    p->launch(fn, blob, n, grain);
     pthread_mutex_unlock(&p->launch_mutex);
-}
-
-// Split [0, n) into one contiguous part per thread: part t is [bounds[t], bounds[t + 1]).
-struct Parts {
-    int count;
-    long long bounds[257];
-    Parts(long long n, long long grain) {
-        int t = pool()->nthreads;
-        long long want = n / grain;
-        count = (int)(want < 1 ? 1 : (want < t ? want : t));
-        if (count > 256) count = 256;
-        for (int i = 0; i <= count; ++i) bounds[i] = n * i / count;
-    }
-};
-
-template <typename T> double chunk_sum(const T* p, long long b, long long e) {
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (long long i = b; i < e; ++i) s += (double)p[i];
-    return s;
-}
-template <typename T> double chunk_dot(const T* a, const T* b_, long long b, long long e) {
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (long long i = b; i < e; ++i) s += (double)a[i] * (double)b_[i];
-    return s;
-}
-template <typename T> double parallel_sum(const T* p, long long n) {
-    Parts parts(n, 1 << 16);
-    double partial[256];
-    parallel_for(parts.count, 1, [&](long long b, long long e) {
-        for (long long t = b; t < e; ++t) partial[t] = chunk_sum(p, parts.bounds[t], parts.bounds[t + 1]);
-    });
-    double s = 0.0;
-    for (int t = 0; t < parts.count; ++t) s += partial[t];
-    return s;
-}
-template <typename T> double parallel_dot(const T* a, const T* b_, long long n) {
-    Parts parts(n, 1 << 16);
-    double partial[256];
-    parallel_for(parts.count, 1, [&](long long b, long long e) {
-        for (long long t = b; t < e; ++t) partial[t] = chunk_dot(a, b_, parts.bounds[t], parts.bounds[t + 1]);
-    });
-    double s = 0.0;
-    for (int t = 0; t < parts.count; ++t) s += partial[t];
-    return s;
-}
-// Two passes: each part's total, then each part scanned from its offset. Float scans carry a double.
-template <bool Inclusive, typename T, typename Acc>
-void scan_part(const T* __restrict in, T* __restrict out, long long b, long long e, Acc s) {
-    for (long long i = b; i < e; ++i) {
-        Acc v = (Acc)in[i];
-        if (Inclusive) s += v;
-        out[i] = (T)s;
-        if (!Inclusive) s += v;
-    }
-}
-
-template <typename T, typename Acc> void parallel_scan(const T* in, T* out, long long n, bool inclusive) {
-    Parts parts(n, 1 << 16);
-    Acc total[257];
-    parallel_for(parts.count, 1, [&](long long b, long long e) {
-        for (long long t = b; t < e; ++t) {
-            Acc s = 0;
-#pragma omp simd reduction(+ : s)
-            for (long long i = parts.bounds[t]; i < parts.bounds[t + 1]; ++i) s += (Acc)in[i];
-            total[t] = s;
-        }
-    });
-    Acc run = 0;
-    for (int t = 0; t < parts.count; ++t) {
-        Acc v = total[t];
-        total[t] = run;
-        run += v;
-    }
-    parallel_for(parts.count, 1, [&](long long b, long long e) {
-        for (long long t = b; t < e; ++t) {
-            if (inclusive)
-                scan_part<true>(in, out, parts.bounds[t], parts.bounds[t + 1], total[t]);
-            else
-                scan_part<false>(in, out, parts.bounds[t], parts.bounds[t + 1], total[t]);
-        }
-    });
-}
-
-// LSD radix sort of (key, value) pairs by 32-bit keys mapped to order-preserving unsigned integers,
-// 8 bits a pass; each pass histograms per part, scans (digit-major, part-minor) and scatters stably.
-template <typename KeyOf>
-void radix_sort(unsigned* keys, int* values, unsigned* tmp_keys, int* tmp_values, long long n, KeyOf key_of) {
-    Parts parts(n, 1 << 14);
-    long long (*hist)[256] = new long long[256][256];  // [part][digit], shared by every thread
-    unsigned* src_k = keys;
-    int* src_v = values;
-    unsigned* dst_k = tmp_keys;
-    int* dst_v = tmp_values;
-    for (int shift = 0; shift < 32; shift += 8) {
-        parallel_for(parts.count, 1, [&](long long b, long long e) {
-            for (long long t = b; t < e; ++t) {
-                long long h[256] = {0};
-                for (long long i = parts.bounds[t]; i < parts.bounds[t + 1]; ++i) ++h[(key_of(src_k[i]) >> shift) & 255u];
-                for (int d = 0; d < 256; ++d) hist[t][d] = h[d];
-            }
-        });
-        long long offset = 0;
-        for (int d = 0; d < 256; ++d)
-            for (int t = 0; t < parts.count; ++t) {
-                long long c = hist[t][d];
-                hist[t][d] = offset;
-                offset += c;
-            }
-        parallel_for(parts.count, 1, [&](long long b, long long e) {
-            for (long long t = b; t < e; ++t) {
-                long long pos[256];
-                for (int d = 0; d < 256; ++d) pos[d] = hist[t][d];
-                for (long long i = parts.bounds[t]; i < parts.bounds[t + 1]; ++i) {
-                    long long o = pos[(key_of(src_k[i]) >> shift) & 255u]++;
-                    dst_k[o] = src_k[i];
-                    dst_v[o] = src_v[i];
-                }
-            }
-        });
-        unsigned* sk = src_k; src_k = dst_k; dst_k = sk;
-        int* sv = src_v; src_v = dst_v; dst_v = sv;
-    }
-    delete[] hist;  // four passes: the sorted data is back in the caller's arrays
-}
-
-}  // namespace
-
-#define LW_API extern "C" __attribute__((visibility("default")))
-LW_API double lw_sum_f32(const float* p, long long n) { return parallel_sum(p, n); }
-LW_API double lw_sum_f64(const double* p, long long n) { return parallel_sum(p, n); }
-LW_API double lw_dot_f32(const float* a, const float* b, long long n) { return parallel_dot(a, b, n); }
-LW_API double lw_dot_f64(const double* a, const double* b, long long n) { return parallel_dot(a, b, n); }
-LW_API void lw_scan_f32(const float* in, float* out, long long n, int inclusive) {
-    parallel_scan<float, double>(in, out, n, inclusive != 0);
-}
-LW_API void lw_scan_f64(const double* in, double* out, long long n, int inclusive) {
-    parallel_scan<double, double>(in, out, n, inclusive != 0);
-}
-LW_API void lw_scan_i32(const int* in, int* out, long long n, int inclusive) {
-    parallel_scan<int, long long>(in, out, n, inclusive != 0);
-}
-LW_API void lw_radix_sort_i32(int* keys, int* values, int* tmp_keys, int* tmp_values, long long n) {
-    radix_sort((unsigned*)keys, values, (unsigned*)tmp_keys, tmp_values, n,
-               [](unsigned k) { return k ^ 0x80000000u; });
-}
-LW_API void lw_radix_sort_f32(float* keys, int* values, float* tmp_keys, int* tmp_values, long long n) {
-    radix_sort((unsigned*)keys, values, (unsigned*)tmp_keys, tmp_values, n,
-               [](unsigned k) { return (k & 0x80000000u) ? ~k : (k | 0x80000000u); });
 }
 
 // Takes effect for a pool not yet started; a running pool keeps its size.
