@@ -22,7 +22,7 @@ from .extensions import registry
 from .ir import ArrayType
 from .module import Kernel, LoadedKernel, LoadedModule
 from .runtime import cpu_runtime
-from .structs import is_struct
+from .structs import field_ctype, is_struct
 
 # the runtime's call record (range function, size, serial threshold), then lw::launch_t (size, ndim, dims, pad)
 _LAUNCH_HEADER = "<Qqqq6i"
@@ -33,28 +33,18 @@ _SCALAR_CODES = {
 _NULL_ARRAY = bytes(ctypes.sizeof(ArrayDesc))
 
 
-def _field_ctype(t: Any) -> Any:
-    if isinstance(t, ArrayType):
-        return ArrayDesc
-    if is_struct(t):
-        return t._ctype
-    if T.is_composite(t):
-        return t
-    return t._ctype
-
-
 class LaunchPlan:
     """How to turn a kernel's Python arguments into the packed argument block."""
 
     def __init__(self, k: Kernel) -> None:
         names, types = k.signature()
-        fields = [(n, _field_ctype(t)) for n, t in zip(names, types, strict=True)] or [("unused", ctypes.c_char)]
+        fields = [(n, field_ctype(t)) for n, t in zip(names, types, strict=True)] or [("unused", ctypes.c_char)]
         layout = type("Args", (ctypes.Structure,), {"_fields_": fields})
         fmt, pos = [_LAUNCH_HEADER], 0
         for (n, _), t in zip(fields, types or [None], strict=True):
             off = getattr(layout, n).offset
             fmt.append("x" * (off - pos))
-            size = ctypes.sizeof(_field_ctype(t)) if t is not None else 1
+            size = ctypes.sizeof(field_ctype(t)) if t is not None else 1
             fmt.append(f"{size}s" if t is None or not T.is_scalar(t) else _SCALAR_CODES[t])
             pos = off + size
         fmt.append("x" * (ctypes.sizeof(layout) - pos))

@@ -140,7 +140,7 @@ def struct(cls: type) -> type:
             fields[name] = ann if is_struct(ann) else arg_type(ann)
         except TypeError as e:
             raise TypeError(f"@wp.struct {cls.__name__}: field '{name}': {e}") from None
-    ctype_fields = [(n, _field_ctype(t)) for n, t in fields.items()]
+    ctype_fields = [(n, field_ctype(t)) for n, t in fields.items()]
     ctype = type(f"{cls.__name__}_ctype", (ctypes.Structure,), {"_fields_": ctype_fields})
     cname = f"lw::s_{re.sub(r'[^0-9A-Za-z_]', '_', cls.__qualname__)}_{next(_ids)}"
     attrs = {"fields": fields, "cname": cname, "_ctype": ctype, "__module__": cls.__module__,
@@ -148,7 +148,8 @@ def struct(cls: type) -> type:
     return type(cls.__name__, (StructType,), attrs)
 
 
-def _field_ctype(t: Any) -> Any:
+def field_ctype(t: Any) -> Any:
+    """The ctypes type a value of kernel type `t` occupies in an argument block or a struct."""
     if isinstance(t, ArrayType):
         return ArrayDesc
     if is_struct(t):
