@@ -66,9 +66,32 @@ template <typename T> double parallel_dot(const T* a, const T* b_, long long n) 
     for (int t = 0; t < parts.count; ++t) s += partial[t];
     return s;
 }
-// Two passes: each part's total, then each part scanned from its offset. Float scans carry a double.
+// Two passes over parts (one per thread), each split into kLanes lanes: first every lane's total, then
+// every lane scanned from its offset. A part's lanes are scanned in step, so the adds form kLanes
+// independent chains instead of one dependent one. Lane starts are staggered by a few cache lines:
+// lanes exactly a power of two apart would make each load alias (mod 4 KiB) a store just issued.
+const int kLanes = 8;
+
 template <bool Inclusive, typename T, typename Acc>
-void scan_part(const T* __restrict in, T* __restrict out, long long b, long long e, Acc s) {
+void scan_lanes(const T* __restrict in, T* __restrict out, const long long* start, Acc* sums, long long steps) {
+    Acc s[kLanes];
+#pragma GCC unroll 8
+    for (int l = 0; l < kLanes; ++l) s[l] = sums[l];
+    for (long long j = 0; j < steps; ++j) {
+#pragma GCC unroll 8
+        for (int l = 0; l < kLanes; ++l) {
+            Acc v = (Acc)in[start[l] + j];
+            if (Inclusive) s[l] += v;
+            out[start[l] + j] = (T)s[l];
+            if (!Inclusive) s[l] += v;
+        }
+    }
+#pragma GCC unroll 8
+    for (int l = 0; l < kLanes; ++l) sums[l] = s[l];
+}
+
+template <bool Inclusive, typename T, typename Acc>
+void scan_range(const T* __restrict in, T* __restrict out, long long b, long long e, Acc s) {
     for (long long i = b; i < e; ++i) {
         Acc v = (Acc)in[i];
         if (Inclusive) s += v;
@@ -79,27 +102,55 @@ void scan_part(const T* __restrict in, T* __restrict out, long long b, long long
 
 template <typename T, typename Acc> void parallel_scan(const T* in, T* out, long long n, bool inclusive) {
     Parts parts(n, 1 << 16);
-    Acc total[257];
-    parallel_for(parts.count, 1, [&](long long b, long long e) {
-        for (long long t = b; t < e; ++t) {
-            Acc s = 0;
+    Acc lane_total[256 * kLanes];
+    auto lane_bounds = [&](long long t, int l, long long& b, long long& e) {
+        long long pb = parts.bounds[t], pe = parts.bounds[t + 1], len = pe - pb;
+        auto edge = [&](int k) {
+            long long x = pb + len * k / kLanes + (k > 0 && k < kLanes ? 40LL * k : 0);
+            return x < pb ? pb : (x > pe ? pe : x);
+        };
+        b = edge(l);
+        e = edge(l + 1);
+        if (e < b) e = b;
+    };
+    parallel_for(parts.count, 1, [&](long long b0, long long e0) {
+        for (long long t = b0; t < e0; ++t)
+            for (int l = 0; l < kLanes; ++l) {
+                long long b, e;
+                lane_bounds(t, l, b, e);
+                Acc s = 0;
 #pragma omp simd reduction(+ : s)
-            for (long long i = parts.bounds[t]; i < parts.bounds[t + 1]; ++i) s += (Acc)in[i];
-            total[t] = s;
-        }
+                for (long long i = b; i < e; ++i) s += (Acc)in[i];
+                lane_total[t * kLanes + l] = s;
+            }
     });
     Acc run = 0;
-    for (int t = 0; t < parts.count; ++t) {
-        Acc v = total[t];
-        total[t] = run;
+    for (long long k = 0; k < (long long)parts.count * kLanes; ++k) {
+        Acc v = lane_total[k];
+        lane_total[k] = run;
         run += v;
     }
-    parallel_for(parts.count, 1, [&](long long b, long long e) {
-        for (long long t = b; t < e; ++t) {
+    parallel_for(parts.count, 1, [&](long long b0, long long e0) {
+        for (long long t = b0; t < e0; ++t) {
+            long long start[kLanes], len[kLanes], steps = -1;
+            for (int l = 0; l < kLanes; ++l) {
+                long long b, e;
+                lane_bounds(t, l, b, e);
+                start[l] = b;
+                len[l] = e - b;
+                if (steps < 0 || len[l] < steps) steps = len[l];
+            }
+            Acc* sums = &lane_total[t * kLanes];
             if (inclusive)
-                scan_part<true>(in, out, parts.bounds[t], parts.bounds[t + 1], total[t]);
+                scan_lanes<true>(in, out, start, sums, steps);
             else
-                scan_part<false>(in, out, parts.bounds[t], parts.bounds[t + 1], total[t]);
+                scan_lanes<false>(in, out, start, sums, steps);
+            for (int l = 0; l < kLanes; ++l) {  // the part of each lane beyond the common length
+                if (inclusive)
+                    scan_range<true>(in, out, start[l] + steps, start[l] + len[l], sums[l]);
+                else
+                    scan_range<false>(in, out, start[l] + steps, start[l] + len[l], sums[l]);
+            }
         }
     });
 }
