@@ -109,9 +109,13 @@ class array:  # noqa: N801 - Warp's public name
         self.device: Device = get_device(device)
         self._owner: Any = owner
         self.pinned = pinned
-        self.dtype = T.normalize_dtype(float if dtype is Any and data is None else dtype) if (
-            dtype is not Any or data is None
-        ) else None
+        annotation = data is None and shape is None and ptr is None
+        if annotation and T.is_generic(dtype):  # wp.array(dtype=Any) / (dtype=wp.Float): a generic annotation
+            self.dtype = dtype
+        else:
+            self.dtype = T.normalize_dtype(float if dtype is Any and data is None else dtype) if (
+                dtype is not Any or data is None
+            ) else None
         if data is not None:
             self._init_from_data(data, shape, copy)
         elif ptr is not None:

@@ -1088,6 +1088,8 @@ def arg_type(ann: Any) -> Any:
         if ann.dtype is None:
             raise TypeError("array annotations need a dtype, e.g. wp.array(dtype=float)")
         return ArrayType(ann.dtype, ann.ndim)
+    if T.is_generic(ann):
+        return ann
     if is_struct(ann):
         return ann
     if isinstance(ann, type) and issubclass(ann, array_cls):

@@ -162,6 +162,36 @@ def _foreign_array(k: Kernel, name: str, t: ArrayType, v: Any) -> bytes:
     return bytes(desc)
 
 
+def _instantiate(kernel: Kernel, params: list) -> Kernel:
+    """The overload of a generic kernel that these arguments call for (built once per type combination)."""
+    names, types = kernel.signature()
+    if len(params) != len(names):
+        raise LaunchError(f"kernel {kernel.label} takes {len(names)} argument(s), got {len(params)}")
+    concrete = []
+    for n, t, v in zip(names, types, params, strict=True):
+        if not T.is_generic(t):
+            concrete.append(t)
+            continue
+        if isinstance(t, ArrayType):
+            if isinstance(v, array):
+                dt = v.dtype
+            elif hasattr(v, "__array_interface__") or hasattr(v, "__array__"):
+                dt = T.dtype_from_numpy(np.asarray(v).dtype)
+            else:
+                raise LaunchError(f"kernel {kernel.label} argument '{n}' expects an array, got {type(v).__name__}")
+            concrete.append(ArrayType(dt, t.ndim))
+        else:
+            vt = T.python_value_type(v)
+            if vt is None:
+                raise LaunchError(f"kernel {kernel.label} argument '{n}': cannot infer a type from "
+                                  f"{type(v).__name__}; use wp.overload(kernel, [...])")
+            concrete.append(vt)
+    try:
+        return kernel.overload(concrete)
+    except TypeError as e:
+        raise LaunchError(str(e)) from None
+
+
 def _launch_cpu(blob: bytes) -> None:
     """Run a packed launch on the thread pool (the first call loads the runtime and rebinds this name)."""
     global _launch_cpu
@@ -194,6 +224,8 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     """
     if not isinstance(kernel, Kernel):
         raise LaunchError(f"wp.launch expects a @wp.kernel, got {type(kernel).__name__}")
+    if kernel._generic is not False and kernel.is_generic:
+        kernel = _instantiate(kernel, [*inputs, *outputs])
     if dim.__class__ is int and 0 <= dim < 2**31:
         dims = (dim,)
     else:

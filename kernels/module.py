@@ -24,6 +24,7 @@ from .extensions import registry
 from .frontend import Builder, Source, arg_type
 from .ir import ArrayType, Const
 from .runtime import cpu_runtime, runtime_loaded
+from .structs import is_struct
 
 _FUNCTION_GENERATION = [0]  # bumped whenever any @wp.func changes, so dependent modules rebuild
 
@@ -206,10 +207,20 @@ class BuildContext:
                 if value is None:  # a default
                     d = p.default
                     value = Const(d, T.python_value_type(d), weak=isinstance(d, int | float))
-                if ann is typing.Any or ann is inspect.Parameter.empty:
-                    t = value.type if not (isinstance(value, Const) and value.weak) else value.type
+                t = typing.Any if ann is inspect.Parameter.empty else arg_type(ann)
+                if T.is_generic(t):
+                    concrete = value.type
+                    if isinstance(t, ArrayType):
+                        ok = isinstance(concrete, ArrayType) and concrete.ndim == t.ndim and T.generic_accepts(
+                            t.dtype, concrete.dtype)
+                    else:
+                        ok = T.generic_accepts(t, concrete)
+                    if not ok:
+                        errors.append(f"{fn.key}{sig}: argument '{n}' expects {T.type_name(t)}, "
+                                      f"got {T.type_name(concrete)}")
+                        break
+                    t = concrete
                 else:
-                    t = arg_type(ann)
                     if not _accepts(t, value):
                         errors.append(f"{fn.key}{sig}: argument '{n}' expects {T.type_name(t)}, "
                                       f"got {T.type_name(value.type)}")
@@ -263,6 +274,49 @@ class Kernel:
         self.key = self.module.add_kernel(self, key or func.__qualname__)
         self.cname = f"k_{_sanitize(self.key)}"
         self._signature: tuple[tuple[str, ...], tuple[Any, ...]] | None = None
+        self._generic: bool | None = None
+        self._overloads: dict[tuple, Kernel] = {}
+
+    @property
+    def is_generic(self) -> bool:
+        """Whether some parameter is generic (Any, wp.Scalar, wp.Float, wp.Int, array(dtype=Any))."""
+        if self._generic is None:
+            self._generic = any(T.is_generic(t) for t in self.signature()[1])
+        return self._generic
+
+    def overload(self, arg_types: Any) -> Kernel:
+        """The concrete kernel for these argument types (a list in parameter order, or a dict by name)."""
+        names, types = self.signature()
+        if isinstance(arg_types, dict):
+            unknown = set(arg_types) - set(names)
+            if unknown:
+                raise KernelTypeError(f"kernel '{self.key}' has no parameter(s) {sorted(unknown)}")
+            given = [arg_types.get(n, t) for n, t in zip(names, types, strict=True)]
+        else:
+            given = list(arg_types)
+            if len(given) != len(names):
+                raise KernelTypeError(f"kernel '{self.key}' takes {len(names)} parameters, got {len(given)} types")
+        concrete = []
+        for n, t, g in zip(names, types, given, strict=True):
+            c = g if isinstance(g, ArrayType) or T.is_scalar(g) or T.is_composite(g) or is_struct(g) else arg_type(g)
+            if T.is_generic(c):
+                raise KernelTypeError(f"kernel '{self.key}': the type given for '{n}' is still generic")
+            ok = c == t if not T.is_generic(t) else (
+                isinstance(c, ArrayType) and isinstance(t, ArrayType) and c.ndim == t.ndim
+                and T.generic_accepts(t.dtype, c.dtype)) if isinstance(t, ArrayType) else T.generic_accepts(t, c)
+            if not ok:
+                raise KernelTypeError(f"kernel '{self.key}' parameter '{n}' is {T.type_name(t)}; "
+                                      f"{T.type_name(c)} does not fit it")
+            concrete.append(c)
+        key = tuple(concrete)
+        inst = self._overloads.get(key)
+        if inst is None:
+            inst = Kernel(self.func, key=f"{self.key}_{len(self._overloads)}", enable_backward=self.enable_backward,
+                          module=self.module)
+            inst._signature = (names, key)
+            inst._generic = False
+            self._overloads[key] = inst
+        return inst
 
     @property
     def arg_names(self) -> tuple[str, ...]:
@@ -416,7 +470,8 @@ class Module:
         debug, fast_math, _ = self.options_key()
         ctx = BuildContext(debug)
         kernel_irs = []
-        for k in list(self.kernels.values()):
+        kernels = [k for k in self.kernels.values() if not k.is_generic]  # generic ones build per overload
+        for k in kernels:
             k.signature()
             builder = Builder(Source(k.func), k.key, k.cname, dict(zip(*k.signature(), strict=True)),
                               is_kernel=True, ctx=ctx)
@@ -425,7 +480,7 @@ class Module:
                 print(fn.dump(), file=sys.stderr)
             kernel_irs.append(fn)
         source = codegen.module_source(ctx.order, kernel_irs, debug)
-        backward = [fn for k, fn in zip(self.kernels.values(), kernel_irs, strict=True) if k.backward_enabled]
+        backward = [fn for k, fn in zip(kernels, kernel_irs, strict=True) if k.backward_enabled]
         if registry.adjoint_source is None:
             backward = []
 
@@ -437,7 +492,7 @@ class Module:
             effects[f.name] = ir.array_effects(f, effects)
         if config.print_source:
             print(adjoint_source() if backward else source, file=sys.stderr)
-        what = f"module '{self.name}' (kernels: {', '.join(self.kernels)})"
+        what = f"module '{self.name}' (kernels: {', '.join(k.key for k in kernels)})"
         name = _sanitize(self.name)[-40:]
         # the first module of a process also needs the CPU runtime: build both at once (compilers run
         # as subprocesses, so the two builds overlap)
@@ -456,7 +511,7 @@ class Module:
         lib.lw_module_error.restype = ctypes.c_void_p
         err = ErrorRecord.from_address(lib.lw_module_error())
         loaded = {}
-        for k, fn in zip(self.kernels.values(), kernel_irs, strict=True):
+        for k, fn in zip(kernels, kernel_irs, strict=True):
             ptr = ctypes.cast(getattr(lib, f"{k.cname}_cpu"), ctypes.c_void_p).value
             reads, writes = ir.array_effects(fn, effects)
             loaded[k.key] = LoadedKernel(k, ptr, fn in backward, fn.tid_count, reads, writes)
@@ -525,6 +580,13 @@ def get_module_options(module: Any = None) -> dict:
         module = inspect.currentframe().f_back.f_globals["__name__"]
     m = get_module(module)
     return {name: m.option(name) for name in MODULE_OPTIONS}
+
+
+def overload(kernel: Kernel, arg_types: Any) -> Kernel:
+    """Instantiate a generic kernel for concrete argument types (a list in order, or a dict by name)."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"wp.overload takes a @wp.kernel, got {type(kernel).__name__}")
+    return kernel.overload(arg_types)
 
 
 def load_module(module: Any = None, device: Any = None) -> None:

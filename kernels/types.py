@@ -483,6 +483,34 @@ def dtype_from_numpy(dt: Any) -> type[ScalarType]:
         raise TypeError(f"NumPy dtype {dt!r} has no loomwork equivalent") from None
 
 
+class GenericType:
+    """A constraint standing for a type in generic kernels and functions (`wp.Scalar`, `wp.Float`,
+    `wp.Int`; `typing.Any` accepts every type). Each launch or call instantiates a concrete copy."""
+
+    def __init__(self, name: str, accepts: Any) -> None:
+        self.__name__ = name
+        self.accepts = accepts
+
+    def __repr__(self) -> str:
+        return f"wp.{self.__name__}"
+
+
+Scalar = GenericType("Scalar", lambda t: is_scalar(t))
+Float = GenericType("Float", lambda t: is_float(t))
+Int = GenericType("Int", lambda t: is_int(t))
+
+
+def is_generic(t: Any) -> bool:
+    """Whether `t` (a type, or an array type's dtype) still has to be instantiated."""
+    if hasattr(t, "ndim") and hasattr(t, "dtype"):  # an ir.ArrayType
+        return is_generic(t.dtype)
+    return t is Any or isinstance(t, GenericType)
+
+
+def generic_accepts(t: Any, concrete: Any) -> bool:
+    return t is Any or (isinstance(t, GenericType) and t.accepts(concrete))
+
+
 def constant(x: Any) -> Any:
     """Mark a module-level value as a compile-time constant of kernels that read it."""
     if isinstance(x, builtins.bool | int | float | ScalarType | _CompositeMixin):

@@ -56,6 +56,7 @@ from .kernels.module import (
     get_module_options,
     kernel,
     load_module,
+    overload,
     set_module_options,
 )
 from .kernels.structs import struct
@@ -63,6 +64,9 @@ from .kernels.types import (
     PUBLIC_TYPES as _PUBLIC_TYPES,
 )
 from .kernels.types import (
+    Float,
+    Int,
+    Scalar,
     constant,
     dtype_from_numpy,
     dtype_to_numpy,
@@ -91,8 +95,8 @@ __all__ = [
     "set_device", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",
     "KernelTypeError", "LaunchError", "launch", "synchronize", "Function", "Kernel", "force_load", "func",
     "kernel", "load_module", "constant", "dtype_from_numpy", "dtype_to_numpy", "quaternion", "transformation",
-    "struct", "set_module_options", "get_module_options", "types", "pi", "e", "tau", "inf", "nan", "Tape",
-    "OverwriteError", "adjoint", "func_grad", "func_replay",
+    "struct", "overload", "Float", "Int", "Scalar", "set_module_options", "get_module_options", "types",
+    "pi", "e", "tau", "inf", "nan", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
     *_PUBLIC_TYPES,
     *(name for name in _BUILTINS if not name.startswith("_")),
 ]

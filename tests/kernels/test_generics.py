@@ -1,0 +1,83 @@
+"""Generic kernels and functions: Any / wp.Scalar / wp.Float / wp.Int parameters, array(dtype=Any),
+instantiated at launch from the arguments or explicitly with wp.overload."""
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+
+
+@wp.func
+def twice(x: wp.Float):
+    return x + x
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=Any), s: Any):
+    i = wp.tid()
+    x[i] = s * x[i]
+
+
+@wp.kernel
+def double_floats(x: wp.array(dtype=wp.Float), out: wp.array(dtype=wp.Float)):
+    i = wp.tid()
+    out[i] = twice(x[i])
+
+
+@wp.kernel
+def scaled_copy(x: wp.array(dtype=Any), s: Any, y: wp.array(dtype=Any)):
+    i = wp.tid()
+    y[i] = s * x[i]
+
+
+@wp.kernel
+def vec_norms(v: wp.array(dtype=Any), out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = float(wp.length(v[i]))
+
+
+def test_instantiation_from_arguments():
+    """One generic kernel runs on float32, float64 and int32 data, each with its own instance."""
+    for dtype, s in ((np.float32, 2.0), (np.float64, wp.float64(3.0)), (np.int32, 4)):
+        x = wp.array(np.arange(5).astype(dtype))
+        wp.launch(scale, 5, inputs=[x, s])
+        np.testing.assert_array_equal(x.numpy(), np.arange(5) * float(s))
+    assert len(scale._overloads) == 3
+
+
+def test_constraints_and_generic_functions():
+    """wp.Float accepts float16/32/64 and refuses ints; a generic @wp.func follows the argument type."""
+    for dtype in (np.float16, np.float32, np.float64):
+        x = wp.array(np.array([1.5, -2.0], dtype=dtype))
+        out = wp.zeros(2, dtype=wp.dtype_from_numpy(dtype))
+        wp.launch(double_floats, 2, inputs=[x, out])
+        np.testing.assert_array_equal(out.numpy(), [3.0, -4.0])
+    with pytest.raises(wp.LaunchError, match="does not fit"):
+        wp.launch(double_floats, 2, inputs=[wp.zeros(2, dtype=int), wp.zeros(2, dtype=int)])
+
+
+def test_explicit_overload_and_vector_arrays():
+    """wp.overload with a list or a dict gives the concrete kernel; arrays of vectors instantiate too."""
+    k = wp.overload(vec_norms, [wp.array(dtype=wp.vec3d), wp.array(dtype=float)])
+    assert k is wp.overload(vec_norms, {"v": wp.array(dtype=wp.vec3d)})
+    v = wp.array(np.array([[3.0, 4.0, 0.0]]), dtype=wp.vec3d)
+    out = wp.zeros(1, dtype=float)
+    wp.launch(k, 1, inputs=[v, out])
+    assert out.numpy()[0] == 5.0
+    wp.launch(vec_norms, 1, inputs=[wp.array(np.array([[0.0, 0.0, 2.0]], dtype=np.float32), dtype=wp.vec3), out])
+    assert out.numpy()[0] == 2.0
+    with pytest.raises(TypeError, match="no parameter"):
+        wp.overload(vec_norms, {"w": wp.array(dtype=float)})
+
+
+def test_generic_kernels_differentiate():
+    """A generic kernel's instances get adjoints like any kernel."""
+    x = wp.array(np.array([1.0, 2.0]), requires_grad=True)
+    y = wp.zeros(2, dtype=wp.float64, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(scaled_copy, 2, inputs=[x, wp.float64(3.0), y])
+    tape.backward(grads={y: np.ones(2)})
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
