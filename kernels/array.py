@@ -170,6 +170,9 @@ class array:  # noqa: N801 - Warp's public name
         self._inner_contiguous = self.strides[-1] == itemsize or shape[-1] <= 1
 
     def _init_from_data(self, data: Any, shape: Any, copy: bool) -> None:
+        if self.dtype is not None and T.is_struct_type(self.dtype):
+            self._init_structs(data, shape)
+            return
         if isinstance(data, array):
             src = data.numpy()
             if self.dtype is None:
@@ -194,6 +197,21 @@ class array:  # noqa: N801 - Warp's public name
                 return
         self._init_new(outer, zero=False)
         self.numpy()[...] = src.astype(st.np_dtype, copy=False)
+
+    def _init_structs(self, data: Any, shape: Any) -> None:
+        """An array of structs from a sequence of struct instances (or a NumPy array of records)."""
+        record = np.dtype(self.dtype._ctype)
+        if isinstance(data, np.ndarray) and data.dtype == record:
+            records = data
+        else:
+            items = list(data)
+            for x in items:
+                if not isinstance(x, self.dtype):
+                    raise TypeError(f"an array of {self.dtype.__name__} takes {self.dtype.__name__} instances, "
+                                    f"got {type(x).__name__}")
+            records = np.frombuffer(b"".join(bytes(x._pack()) for x in items), dtype=record)
+        self._init_new(_normalize_shape(shape if shape is not None else records.shape or (records.size,)), zero=False)
+        self.numpy()[...] = records.reshape(self.shape)
 
     # -- the array as a value -------------------------------------------------------------
 
@@ -232,6 +250,10 @@ class array:  # noqa: N801 - Warp's public name
     @property
     def __array_interface__(self) -> dict:
         self._check_cpu("__array_interface__")
+        if T.is_struct_type(self.dtype):  # a structured NumPy view, one record per struct
+            record = np.dtype(self.dtype._ctype)
+            return {"version": 3, "shape": self.shape, "strides": self.strides, "typestr": f"|V{record.itemsize}",
+                    "descr": record.descr, "data": (self.ptr or 0, False)}
         st = T.elem_scalar(self.dtype)
         inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
         inner_strides = _contiguous_strides(inner, st.size) if inner else ()
@@ -335,6 +357,12 @@ class array:  # noqa: N801 - Warp's public name
         """Set every element to `value` (a scalar, or a vector/matrix for such dtypes)."""
         self._check_cpu("fill_")
         self._storage.bump("fill_()")
+        if self.size and T.is_struct_type(self.dtype):
+            record = value._pack() if isinstance(value, self.dtype) else None
+            if record is None and value != 0:
+                raise TypeError(f"fill_ of an array of {self.dtype.__name__} takes a {self.dtype.__name__} or 0")
+            self.numpy()[...] = np.frombuffer(bytes(record), dtype=np.dtype(self.dtype._ctype))[0] if record else 0
+            return self
         if self.size:
             v = np.asarray(value.numpy_value() if isinstance(value, T._CompositeMixin) else value)
             self.numpy()[...] = v

@@ -181,9 +181,15 @@ def struct_declarations(types: list) -> str:
         lines.append(f"struct {name} {{")
         lines += [f"    {ctype(ft)} {fn};" for fn, ft in t.fields.items()]
         lines.append("};")
+        diff = [fn for fn, ft in t.fields.items() if not isinstance(ft, ArrayType) and struct_differentiable(ft)]
         lines.append(f"LW_FUNC void acc({name}& a, {name} b) {{")
-        lines += [f"    acc(a.{fn}, b.{fn});" for fn, ft in t.fields.items()
-                  if not isinstance(ft, ArrayType) and struct_differentiable(ft)]
+        lines += [f"    acc(a.{fn}, b.{fn});" for fn in diff]
+        lines.append("}")
+        # gradients of arrays of structs accumulate field by field
+        lines.append(f"LW_DEVICE {name} atomic_add({name}* p, {name} v) {{")
+        lines.append(f"    {name} r{{}};")
+        lines += [f"    r.{fn} = atomic_add(&p->{fn}, v.{fn});" for fn in diff]
+        lines.append("    return r;")
         lines.append("}")
     lines.append("}  // namespace lw")
     return "\n".join(lines) + "\n"

@@ -420,9 +420,14 @@ def scalar_type(t: Any) -> type[ScalarType]:
     raise TypeError(f"{t!r} is not a scalar type")
 
 
+def is_struct_type(t: Any) -> bool:
+    """Whether `t` is a @wp.struct class (recognized by shape, as structs build on this module)."""
+    return isinstance(t, type) and hasattr(t, "fields") and hasattr(t, "_pack") and getattr(t, "_ctype", None)
+
+
 def normalize_dtype(t: Any) -> type:
-    """Normalize any value dtype: a scalar spelling or a vector/matrix class."""
-    if is_composite(t):
+    """Normalize any value dtype: a scalar spelling, a vector/matrix class or a struct class."""
+    if is_composite(t) or is_struct_type(t):
         return t
     return scalar_type(t)
 
@@ -458,6 +463,8 @@ def elem_scalar(t: Any) -> type[ScalarType]:
 
 def type_size(t: Any) -> int:
     """Bytes one value of `t` occupies in memory."""
+    if is_struct_type(t):
+        return ctypes.sizeof(t._ctype)
     return ctypes.sizeof(t) if is_composite(t) else t.size
 
 

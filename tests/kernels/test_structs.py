@@ -116,3 +116,63 @@ def test_struct_errors_in_kernels():
             wp.launch(k, 1, inputs=[make_params(), wp.zeros(1, dtype=float)])
     with pytest.raises(TypeError, match="declares no fields"):
         wp.struct(type("Empty", (), {}))
+
+
+@wp.struct
+class Particle:
+    x: wp.vec3
+    v: wp.vec3
+    m: float
+    alive: int
+
+
+@wp.kernel
+def integrate(ps: wp.array(dtype=Particle), dt: float):
+    i = wp.tid()
+    p = ps[i]
+    if p.alive == 0:
+        return
+    p.x = p.x + p.v * dt
+    p.v = p.v + wp.vec3(0.0, -9.8, 0.0) * dt
+    ps[i] = p
+
+
+@wp.kernel
+def kinetic(ps: wp.array(dtype=Particle), e: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(e, 0, 0.5 * ps[i].m * wp.dot(ps[i].v, ps[i].v))
+
+
+def test_arrays_of_structs():
+    """Arrays of structs: built from instances, updated by kernels, viewed as NumPy records."""
+    items = []
+    for k in range(4):
+        p = Particle()
+        p.x, p.v, p.m, p.alive = wp.vec3(float(k), 0.0, 0.0), wp.vec3(1.0, 2.0, 0.0), 2.0, int(k != 3)
+        items.append(p)
+    ps = wp.array(items, dtype=Particle)
+    assert ps.shape == (4,) and ps.numpy().dtype.names == ("x", "v", "m", "alive")
+    wp.launch(integrate, 4, inputs=[ps, 0.5])
+    rec = ps.numpy()
+    np.testing.assert_allclose(rec["x"][:3], [[0.5, 1.0, 0.0], [1.5, 1.0, 0.0], [2.5, 1.0, 0.0]])
+    np.testing.assert_allclose(rec["v"][0], [1.0, 2.0 - 4.9, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(rec["x"][3], [3.0, 0.0, 0.0])  # not alive: untouched
+    z = wp.zeros(3, dtype=Particle)
+    assert z.numpy()["m"].tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(TypeError, match="takes Particle instances"):
+        wp.array([1.0, 2.0], dtype=Particle)
+
+
+def test_gradients_into_arrays_of_structs():
+    """d(kinetic energy)/d(particle) lands in the struct array's gradient, field by field."""
+    p = Particle()
+    p.v, p.m = wp.vec3(1.0, 2.0, 3.0), 2.0
+    ps = wp.array([p, p], dtype=Particle, requires_grad=True)
+    e = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(kinetic, 2, inputs=[ps, e])
+    tape.backward(loss=e)
+    g = ps.grad.numpy()
+    np.testing.assert_allclose(g["v"], [[2.0, 4.0, 6.0]] * 2)  # m * v
+    np.testing.assert_allclose(g["m"], [7.0, 7.0])  # |v|^2 / 2
