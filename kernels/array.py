@@ -345,6 +345,26 @@ class array:  # noqa: N801 - Warp's public name
             raise ValueError("reshape needs a contiguous array; call .contiguous() first")
         return array(ptr=self.ptr, dtype=self.dtype, shape=shape, device=self.device, owner=self)
 
+    def transpose(self, axes: Any = None) -> array:
+        """A view with permuted dimensions (reversed by default), sharing memory and gradient."""
+        axes = tuple(reversed(range(self.ndim))) if axes is None else tuple(axes)
+        if sorted(axes) != list(range(self.ndim)):
+            raise ValueError(f"transpose axes {axes} are not a permutation of {self.ndim} dimensions")
+        v = array(ptr=self.ptr or 0, dtype=self.dtype, shape=tuple(self.shape[a] for a in axes),
+                  strides=tuple(self.strides[a] for a in axes), device=self.device, owner=self)
+        if self._grad is not None:
+            v._grad = self._grad.transpose(axes)
+        return v
+
+    def view(self, dtype: Any) -> array:
+        """The same memory seen as another dtype of the same size (e.g. vec3 <-> a struct of three floats)."""
+        dt = T.normalize_dtype(dtype)
+        if T.type_size(dt) != T.type_size(self.dtype):
+            raise TypeError(f"view: {T.type_name(dt)} ({T.type_size(dt)} bytes) and {T.type_name(self.dtype)} "
+                            f"({T.type_size(self.dtype)} bytes) differ in size")
+        return array(ptr=self.ptr or 0, dtype=dt, shape=self.shape, strides=self.strides, device=self.device,
+                     owner=self)
+
     def flatten(self) -> array:
         return self.reshape((self.size,))
 
@@ -521,6 +541,13 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
     d[dest_offset:dest_offset + count] = s[src_offset:src_offset + count].reshape(d[:count].shape)
     if not dest.is_contiguous:
         dest.numpy()[...] = d.reshape(dest.numpy().shape)
+
+
+def from_ptr(ptr: int, length: int = 0, dtype: Any = float, shape: Any = None, device: Any = None) -> array:
+    """An array over memory this process already owns at address `ptr` (not copied, not freed)."""
+    if not isinstance(ptr, int) or ptr <= 0:
+        raise ValueError(f"from_ptr needs a non-null integer address, got {ptr!r}")
+    return array(ptr=ptr, dtype=dtype, shape=shape if shape is not None else (length,), device=device)
 
 
 def from_numpy(arr: Any, dtype: Any = None, shape: Any = None, device: Any = None,

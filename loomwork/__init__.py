@@ -17,6 +17,7 @@ from .kernels.array import (
     empty,
     empty_like,
     from_numpy,
+    from_ptr,
     full,
     full_like,
     ones,
@@ -90,7 +91,7 @@ globals().update({name: b for name, b in _BUILTINS.items() if not name.startswit
 
 __all__ = [
     "config", "array", "array1d", "array2d", "array3d", "array4d", "clone", "copy", "empty", "empty_like",
-    "from_numpy", "full", "full_like", "ones", "ones_like", "zeros", "zeros_like", "Device", "ScopedDevice",
+    "from_numpy", "from_ptr", "full", "full_like", "ones", "ones_like", "zeros", "zeros_like", "Device", "ScopedDevice",
     "get_cuda_device_count", "get_device", "get_devices", "is_cpu_available", "is_cuda_available",
     "set_device", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",
     "KernelTypeError", "LaunchError", "launch", "synchronize", "Function", "Kernel", "force_load", "func",

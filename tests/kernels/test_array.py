@@ -182,3 +182,24 @@ def test_requires_grad_allocates_gradient():
     a = wp.zeros(4, dtype=float, requires_grad=True)
     assert a.requires_grad and a.grad is not None and a.grad.shape == (4,)
     assert not a.grad.numpy().any()
+
+
+def test_transpose_view_and_from_ptr():
+    """transpose permutes dimensions as a view; view reinterprets equal-size dtypes; from_ptr wraps memory."""
+    a = wp.array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    t = a.transpose()
+    assert t.shape == (3, 2)
+    np.testing.assert_array_equal(t.numpy(), np.arange(6).reshape(2, 3).T)
+    t.numpy()[2, 1] = 99.0
+    assert a.numpy()[1, 2] == 99.0
+    v = wp.zeros(4, dtype=wp.vec3).view(wp.vec3i)
+    assert v.dtype is wp.vec3i and v.shape == (4,)
+    with pytest.raises(TypeError, match="differ in size"):
+        wp.zeros(4, dtype=wp.vec3).view(wp.vec4)
+    src = np.arange(5, dtype=np.float64)
+    w = wp.from_ptr(src.ctypes.data, 5, dtype=wp.float64)
+    np.testing.assert_array_equal(w.numpy(), src)
+    with pytest.raises(ValueError, match="non-null"):
+        wp.from_ptr(0, 5)
+    with pytest.raises(ValueError, match="permutation"):
+        a.transpose((0, 0))
