@@ -400,6 +400,33 @@ RANDOM_DRAWS = {  # public name -> (pure function of the advanced states, how ma
     "randi": ("_randi_of", 1), "randf": ("_randf_of", 1), "randn": ("_randn_of", 2),
 }
 
+# spatial vectors: 6 components, the angular part on top and the linear part at the bottom
+V6 = Vec("float", n=6)
+spatial_of = lambda b: T.vector(6, b["T"])  # noqa: E731
+
+
+def _top(a):
+    return np.asarray(a)[:3]
+
+
+def _bottom(a):
+    return np.asarray(a)[3:]
+
+
+add("spatial_top", (V6,), vec3_of, group="Spatial Math", doc="the angular (top) part of a spatial vector",
+    py=_top)
+add("spatial_bottom", (V6,), vec3_of, group="Spatial Math", doc="the linear (bottom) part of a spatial vector",
+    py=_bottom)
+add("spatial_dot", (V6, V6), "T", group="Spatial Math", doc="the dot product of two spatial vectors", py=np.dot)
+add("spatial_cross", (V6, V6), spatial_of, group="Spatial Math",
+    doc="the motion cross product [wa x wb; va x wb + wa x vb]",
+    py=lambda a, b: np.r_[np.cross(_top(a), _top(b)), np.cross(_bottom(a), _top(b)) + np.cross(_top(a), _bottom(b))])
+add("spatial_cross_dual", (V6, V6), spatial_of, group="Spatial Math",
+    doc="the force cross product [wa x wb + va x vb; wa x vb]",
+    py=lambda a, b: np.r_[np.cross(_top(a), _top(b)) + np.cross(_bottom(a), _bottom(b)), np.cross(_top(a), _bottom(b))])
+add("_make_spatial", (V3, V3), spatial_of, "lw::make_spatial", group="Spatial Math",
+    doc="wp.spatial_vector(w, v) inside kernels")
+
 # special forms: the front end handles their arguments itself (arrays, indices, launch state)
 SPECIAL_FORMS = {
     "tid": "the index of the current thread; `i, j = wp.tid()` for multi-dimensional launches",

@@ -879,6 +879,8 @@ class Builder:
         args = [self.value(a) for a in node.args]
         if T.is_transform(t) and len(args) == 2:  # wp.transform(p, q)
             return self.call_builtin("_make_transform", args, node)
+        if T.is_vector(t) and n == 6 and len(args) == 2 and all(T.is_vector(a.type) for a in args):
+            return self.call_builtin("_make_spatial", args, node)  # wp.spatial_vector(w, v)
         if not args:
             return self.assign_temp(ir.Construct(t, ()), t)
         if len(args) == 1 and T.is_composite(args[0].type):

@@ -1321,4 +1321,60 @@ template <typename T> inline T atomic_or(T* p, T v) { return __atomic_fetch_or(p
 template <typename T> inline T atomic_xor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
 #endif
 
+// ---------------------------------------------------------------------------------------------
+// spatial vectors (6 components: the angular part w on top, the linear part v at the bottom)
+
+template <typename T> LW_FUNC vec_t<3, T> spatial_top(vec_t<6, T> a) { return make<vec_t<3, T>>(a.c[0], a.c[1], a.c[2]); }
+template <typename T> LW_FUNC vec_t<3, T> spatial_bottom(vec_t<6, T> a) { return make<vec_t<3, T>>(a.c[3], a.c[4], a.c[5]); }
+template <typename T> LW_FUNC vec_t<6, T> make_spatial(vec_t<3, T> w, vec_t<3, T> v) {
+    return make<vec_t<6, T>>(w.c[0], w.c[1], w.c[2], v.c[0], v.c[1], v.c[2]);
+}
+template <typename T> LW_FUNC void adj_spatial_top(vec_t<6, T> a, vec_t<6, T>& adj_a, vec_t<3, T> adj) {
+    for (int i = 0; i < 3; ++i) acc(adj_a.c[i], adj.c[i]);
+}
+template <typename T> LW_FUNC void adj_spatial_bottom(vec_t<6, T> a, vec_t<6, T>& adj_a, vec_t<3, T> adj) {
+    for (int i = 0; i < 3; ++i) acc(adj_a.c[3 + i], adj.c[i]);
+}
+template <typename T>
+LW_FUNC void adj_make_spatial(vec_t<3, T> w, vec_t<3, T> v, vec_t<3, T>& adj_w, vec_t<3, T>& adj_v, vec_t<6, T> adj) {
+    acc(adj_w, spatial_top(adj));
+    acc(adj_v, spatial_bottom(adj));
+}
+template <typename T> LW_FUNC T spatial_dot(vec_t<6, T> a, vec_t<6, T> b) { return dot(a, b); }
+template <typename T> LW_FUNC void adj_spatial_dot(vec_t<6, T> a, vec_t<6, T> b, vec_t<6, T>& adj_a, vec_t<6, T>& adj_b, T adj) {
+    adj_dot(a, b, adj_a, adj_b, adj);
+}
+// motion cross product: [wa x wb ; va x wb + wa x vb]
+template <typename T> LW_FUNC vec_t<6, T> spatial_cross(vec_t<6, T> a, vec_t<6, T> b) {
+    vec_t<3, T> wa = spatial_top(a), va = spatial_bottom(a), wb = spatial_top(b), vb = spatial_bottom(b);
+    return make_spatial(cross(wa, wb), add(cross(va, wb), cross(wa, vb)));
+}
+template <typename T>
+LW_FUNC void adj_spatial_cross(vec_t<6, T> a, vec_t<6, T> b, vec_t<6, T>& adj_a, vec_t<6, T>& adj_b, vec_t<6, T> adj) {
+    vec_t<3, T> wa = spatial_top(a), va = spatial_bottom(a), wb = spatial_top(b), vb = spatial_bottom(b);
+    vec_t<3, T> gt = spatial_top(adj), gb = spatial_bottom(adj);
+    vec_t<3, T> gwa = zero<vec_t<3, T>>(), gva = gwa, gwb = gwa, gvb = gwa;
+    adj_cross(wa, wb, gwa, gwb, gt);
+    adj_cross(va, wb, gva, gwb, gb);
+    adj_cross(wa, vb, gwa, gvb, gb);
+    acc(adj_a, make_spatial(gwa, gva));
+    acc(adj_b, make_spatial(gwb, gvb));
+}
+// force cross product: [wa x wb + va x vb ; wa x vb]
+template <typename T> LW_FUNC vec_t<6, T> spatial_cross_dual(vec_t<6, T> a, vec_t<6, T> b) {
+    vec_t<3, T> wa = spatial_top(a), va = spatial_bottom(a), wb = spatial_top(b), vb = spatial_bottom(b);
+    return make_spatial(add(cross(wa, wb), cross(va, vb)), cross(wa, vb));
+}
+template <typename T>
+LW_FUNC void adj_spatial_cross_dual(vec_t<6, T> a, vec_t<6, T> b, vec_t<6, T>& adj_a, vec_t<6, T>& adj_b, vec_t<6, T> adj) {
+    vec_t<3, T> wa = spatial_top(a), va = spatial_bottom(a), wb = spatial_top(b), vb = spatial_bottom(b);
+    vec_t<3, T> gt = spatial_top(adj), gb = spatial_bottom(adj);
+    vec_t<3, T> gwa = zero<vec_t<3, T>>(), gva = gwa, gwb = gwa, gvb = gwa;
+    adj_cross(wa, wb, gwa, gwb, gt);
+    adj_cross(va, vb, gva, gvb, gt);
+    adj_cross(wa, vb, gwa, gvb, gb);
+    acc(adj_a, make_spatial(gwa, gva));
+    acc(adj_b, make_spatial(gwb, gvb));
+}
+
 }  // namespace lw

@@ -29,7 +29,7 @@ def concrete(pattern, dtype):
     if isinstance(pattern, B.Transform):
         return wp.transformation(dtype)
     if isinstance(pattern, B.Vec):
-        return wp.types.vector(pattern.n if isinstance(pattern.n, int) else 3, dtype)
+        return wp.types.vector(pattern.n if isinstance(pattern.n, int) else 3, dtype)  # n=6: spatial
     if isinstance(pattern, B.Mat):
         return wp.types.matrix((3, 3), dtype)
     return dtype

@@ -123,3 +123,35 @@ def test_python_scope_types_and_arrays():
     assert wp.zeros(5, dtype=wp.transform).numpy().shape == (5, 7)
     assert wp.zeros(5, dtype=wp.quatd).numpy().dtype == np.float64
     assert (wp.quat(1.0, 2.0, 3.0, 4.0) * wp.quat(0.0, 1.0, 0.0, 0.0)) == wp.quat(-3.0, 4.0, 1.0, -2.0)
+
+
+@wp.kernel
+def spatial_ops(a: wp.array(dtype=wp.spatial_vectord), b: wp.array(dtype=wp.spatial_vectord),
+                out: wp.array(dtype=wp.spatial_vectord), dots: wp.array(dtype=wp.float64)):
+    i = wp.tid()
+    s = wp.spatial_vector(wp.spatial_top(a[i]), wp.spatial_bottom(b[i]))
+    out[i * 3 + 0] = wp.spatial_cross(a[i], b[i])
+    out[i * 3 + 1] = wp.spatial_cross_dual(a[i], b[i])
+    out[i * 3 + 2] = s
+    dots[i] = wp.spatial_dot(a[i], b[i])
+
+
+def test_spatial_math_matches_its_definition():
+    """Spatial cross products (motion and force) against their 6x6 matrix forms; top/bottom/dot/constructor."""
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    out, dots = wp.zeros(12, dtype=wp.spatial_vectord), wp.zeros(4, dtype=wp.float64)
+    wp.launch(spatial_ops, 4, inputs=[wp.array(a, dtype=wp.spatial_vectord), wp.array(b, dtype=wp.spatial_vectord),
+                                      out, dots])
+    o = out.numpy().reshape(4, 3, 6)
+
+    def skew(v):
+        return np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]])
+
+    for i in range(4):
+        w, v = a[i, :3], a[i, 3:]
+        motion = np.block([[skew(w), np.zeros((3, 3))], [skew(v), skew(w)]])
+        np.testing.assert_allclose(o[i, 0], motion @ b[i], atol=1e-12)
+        np.testing.assert_allclose(o[i, 1], -motion.T @ b[i], atol=1e-12)  # the dual is -(motion)^T
+        np.testing.assert_allclose(o[i, 2], np.r_[a[i, :3], b[i, 3:]])
+        np.testing.assert_allclose(dots.numpy()[i], np.dot(a[i], b[i]), rtol=1e-14)
