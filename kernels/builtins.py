@@ -397,8 +397,25 @@ add("_randf_of", (U32,), T.float32, "lw::randf_of", group="Random", doc="", diff
 add("_randf_of", (U32, F32, F32), T.float32, "lw::randf_of", group="Random", doc="")
 add("_randn_of", (U32, U32), T.float32, "lw::randn_of", group="Random", doc="", differentiable=False)
 RANDOM_DRAWS = {  # public name -> (pure function of the advanced states, how many states it consumes)
-    "randi": ("_randi_of", 1), "randf": ("_randf_of", 1), "randn": ("_randn_of", 2),
+    "randi": ("_randi_of", 1), "randf": ("_randf_of", 1), "randn": ("_randn_of", 2), "randu": ("_randu_of", 1),
 }
+_SAMPLERS = {  # sample_* -> (states consumed, result type, doc)
+    "sample_unit_square": (2, T.vec2f, "a uniform point in the square [-0.5, 0.5)^2"),
+    "sample_unit_cube": (3, T.vec3f, "a uniform point in the cube [-0.5, 0.5)^3"),
+    "sample_unit_ring": (1, T.vec2f, "a uniform point on the unit circle"),
+    "sample_unit_disk": (2, T.vec2f, "a uniform point in the unit disk"),
+    "sample_unit_sphere_surface": (2, T.vec3f, "a uniform point on the unit sphere"),
+    "sample_unit_sphere": (3, T.vec3f, "a uniform point in the unit ball"),
+    "sample_unit_hemisphere_surface": (2, T.vec3f, "a uniform point on the upper (z >= 0) unit hemisphere"),
+    "sample_unit_hemisphere": (3, T.vec3f, "a uniform point in the upper unit half-ball"),
+    "sample_triangle": (2, T.vec2f, "uniform barycentric coordinates (u, v) of a triangle, u + v <= 1"),
+}
+add("_randu_of", (U32,), T.uint32, "lw::randu_of", group="Random", doc="", differentiable=False)
+for _name, (_count, _ret_t, _doc) in _SAMPLERS.items():
+    add(f"_{_name}_of", (U32,) * _count, _ret_t, f"lw::{_name}_of", group="Random", doc="", differentiable=False)
+    RANDOM_DRAWS[_name] = (f"_{_name}_of", _count)
+add("_poisson_of", (U32, F32), T.uint32, "lw::poisson_of", group="Random", doc="", differentiable=False)
+add("_poisson_state", (U32, F32), T.uint32, "lw::poisson_state", group="Random", doc="", differentiable=False)
 
 # spatial vectors: 6 components, the angular part on top and the linear part at the bottom
 V6 = Vec("float", n=6)
@@ -446,10 +463,13 @@ SPECIAL_FORMS = {
     "randi": "randi(state) -> a random int32; randi(state, lo, hi) -> in [lo, hi); advances state",
     "randf": "randf(state) -> a random float in [0, 1); randf(state, lo, hi) -> in [lo, hi); advances state",
     "randn": "randn(state) -> a standard normal float; advances state",
+    "randu": "randu(state) -> a random uint32; advances state",
+    "poisson": "poisson(state, lam) -> a Poisson-distributed uint32 count with mean lam; advances state",
+    **{name: f"{name}(state) -> {doc}; advances state" for name, (_, _, doc) in _SAMPLERS.items()},
 }
 for _name, _doc in SPECIAL_FORMS.items():
     BUILTINS[_name] = Builtin(_name, {"tid": "Utility", "static": "Utility", "printf": "Utility"}.get(
-        _name, "Random" if _name.startswith("rand") else "Atomics"), _doc)
+        _name, "Random" if _name.startswith(("rand", "sample", "poisson")) else "Atomics"), _doc)
 
 # Python builtins and `math` functions that kernels may call, and the builtin each means
 PYTHON_ALIASES = {

@@ -902,7 +902,7 @@ class Builder:
                 self.error(node, KernelSyntaxError, "wp.tid() can only be used in kernels, not in functions")
             self.check_tid_count(1, node)
             return self.assign_temp(ir.Tid(0, 1), T.int32)
-        if name in B.RANDOM_DRAWS:
+        if name in B.RANDOM_DRAWS or name == "poisson":
             return self.random_draw(name, node)
         if name == "static":
             value = self.static_value(node)
@@ -986,16 +986,22 @@ class Builder:
         """`wp.randf(state, ...)`: advance the state variable (an assignment the IR sees) and return a
         pure function of the new state(s)."""
         self.no_keywords(node, f"wp.{name}")
-        func, count = B.RANDOM_DRAWS[name]
         extra_type = T.int32 if name == "randi" else T.float32
-        if not node.args or len(node.args) not in ((1, 3) if name != "randn" else (1,)):
-            forms = "(state)" if name == "randn" else "(state) or (state, lo, hi)"
-            self.error(node, KernelTypeError, f"wp.{name} takes {forms}")
+        forms = {"randi": ((1, 3), "(state) or (state, lo, hi)"), "randf": ((1, 3), "(state) or (state, lo, hi)"),
+                 "poisson": ((2,), "(state, lam)")}.get(name, ((1,), "(state)"))
+        if len(node.args) not in forms[0]:
+            self.error(node, KernelTypeError, f"wp.{name} takes {forms[1]}")
         state = self.expr(node.args[0])
         if not (isinstance(node.args[0], ast.Name) and isinstance(state, Var) and state.type == T.uint32):
             self.error(node.args[0], KernelTypeError, f"the first argument of wp.{name} must be a local random "
                        "state variable, e.g. state = wp.rand_init(seed, tid)")
         extras = [self.materialize(self.convert(self.value(a), extra_type, a)) for a in node.args[1:]]
+        if name == "poisson":  # consumes a value-dependent number of draws: state and value from one start
+            value = self.call_builtin("_poisson_of", [state, *extras], node)
+            self.emit(ir.Assign(state, ir.Copy(self.call_builtin("_poisson_state", [state, *extras], node)),
+                                line=self.cur_line))
+            return value
+        func, count = B.RANDOM_DRAWS[name]
         states, cur = [], state
         for _ in range(count):
             cur = self.call_builtin("_rand_next", [cur], node)

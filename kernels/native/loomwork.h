@@ -1377,4 +1377,65 @@ LW_FUNC void adj_spatial_cross_dual(vec_t<6, T> a, vec_t<6, T> b, vec_t<6, T>& a
     acc(adj_b, make_spatial(gwb, gvb));
 }
 
+// ---------------------------------------------------------------------------------------------
+// random sampling: pure functions of the states the front end draws for them
+
+LW_FUNC uint32_t randu_of(uint32_t s) { return s; }
+LW_FUNC vec_t<2, float> sample_unit_square_of(uint32_t a, uint32_t b) {
+    return make<vec_t<2, float>>(rand_unit(a) - 0.5f, rand_unit(b) - 0.5f);
+}
+LW_FUNC vec_t<3, float> sample_unit_cube_of(uint32_t a, uint32_t b, uint32_t c) {
+    return make<vec_t<3, float>>(rand_unit(a) - 0.5f, rand_unit(b) - 0.5f, rand_unit(c) - 0.5f);
+}
+LW_FUNC vec_t<2, float> sample_unit_ring_of(uint32_t a) {
+    float t = 6.283185307179586f * rand_unit(a);
+    return make<vec_t<2, float>>(cos(t), sin(t));
+}
+LW_FUNC vec_t<2, float> sample_unit_disk_of(uint32_t a, uint32_t b) {
+    float r = sqrt(rand_unit(a)), t = 6.283185307179586f * rand_unit(b);
+    return make<vec_t<2, float>>(r * cos(t), r * sin(t));
+}
+LW_FUNC vec_t<3, float> sample_unit_sphere_surface_of(uint32_t a, uint32_t b) {
+    float z = 1.0f - 2.0f * rand_unit(a), r = sqrt(max(0.0f, 1.0f - z * z)), t = 6.283185307179586f * rand_unit(b);
+    return make<vec_t<3, float>>(r * cos(t), r * sin(t), z);
+}
+LW_FUNC vec_t<3, float> sample_unit_sphere_of(uint32_t a, uint32_t b, uint32_t c) {
+    return mul(sample_unit_sphere_surface_of(a, b), cbrt(rand_unit(c)));
+}
+LW_FUNC vec_t<3, float> sample_unit_hemisphere_surface_of(uint32_t a, uint32_t b) {
+    vec_t<3, float> v = sample_unit_sphere_surface_of(a, b);
+    v.c[2] = abs(v.c[2]);
+    return v;
+}
+LW_FUNC vec_t<3, float> sample_unit_hemisphere_of(uint32_t a, uint32_t b, uint32_t c) {
+    return mul(sample_unit_hemisphere_surface_of(a, b), cbrt(rand_unit(c)));
+}
+LW_FUNC vec_t<2, float> sample_triangle_of(uint32_t a, uint32_t b) {  // uniform barycentrics (u, v), u + v <= 1
+    float r = sqrt(rand_unit(a)), t = rand_unit(b);
+    return make<vec_t<2, float>>(1.0f - r, r * t);
+}
+// Poisson counts: Knuth's product of uniforms for small means, a rounded normal for large ones. The
+// draws it consumes depend on the outcome, so the front end asks for the value and the advanced state
+// as two pure functions of the same state.
+LW_FUNC uint32_t poisson_run(uint32_t s, float lam, uint32_t& out_state) {
+    if (lam > 30.0f) {
+        uint32_t s1 = rand_next(s), s2 = rand_next(s1);
+        out_state = s2;
+        float x = lam + sqrt(lam) * randn_of(s1, s2);
+        return x < 0.0f ? 0u : (uint32_t)(x + 0.5f);
+    }
+    float limit = exp(-lam), p = 1.0f;
+    uint32_t k = 0;
+    for (;;) {
+        s = rand_next(s);
+        p *= rand_unit(s);
+        if (p <= limit) break;
+        ++k;
+    }
+    out_state = s;
+    return k;
+}
+LW_FUNC uint32_t poisson_of(uint32_t s, float lam) { uint32_t t; return poisson_run(s, lam, t); }
+LW_FUNC uint32_t poisson_state(uint32_t s, float lam) { uint32_t t; poisson_run(s, lam, t); return t; }
+
 }  // namespace lw

@@ -81,3 +81,44 @@ def test_state_must_be_a_local_variable():
     k = wp.kernel(bad, module="test_random_bad")
     with pytest.raises(TypeError, match="local random state variable"):
         wp.launch(k, 1, inputs=[np.zeros(1, np.float32)])
+
+
+@wp.kernel
+def samplers(seed: int, sphere: wp.array(dtype=wp.vec3), ball: wp.array(dtype=wp.vec3), disk: wp.array(dtype=wp.vec2),
+             ring: wp.array(dtype=wp.vec2), hemi: wp.array(dtype=wp.vec3), tri: wp.array(dtype=wp.vec2),
+             cube: wp.array(dtype=wp.vec3), counts: wp.array(dtype=wp.uint32), big: wp.array(dtype=wp.uint32),
+             bits: wp.array(dtype=wp.uint32)):
+    i = wp.tid()
+    state = wp.rand_init(seed, i)
+    sphere[i] = wp.sample_unit_sphere_surface(state)
+    ball[i] = wp.sample_unit_sphere(state)
+    disk[i] = wp.sample_unit_disk(state)
+    ring[i] = wp.sample_unit_ring(state)
+    hemi[i] = wp.sample_unit_hemisphere_surface(state)
+    tri[i] = wp.sample_triangle(state)
+    cube[i] = wp.sample_unit_cube(state)
+    counts[i] = wp.poisson(state, 3.5)
+    big[i] = wp.poisson(state, 100.0)
+    bits[i] = wp.randu(state)
+
+
+def test_samplers_and_poisson():
+    """Geometric samplers land where they should with the right radial laws; Poisson means and variances."""
+    n = 1 << 17
+    outs = [wp.zeros(n, dtype=t) for t in (wp.vec3, wp.vec3, wp.vec2, wp.vec2, wp.vec3, wp.vec2, wp.vec3,
+                                          wp.uint32, wp.uint32, wp.uint32)]
+    wp.launch(samplers, n, inputs=[5, *outs])
+    sphere, ball, disk, ring, hemi, tri, cube, counts, big, bits = (o.numpy() for o in outs)
+    np.testing.assert_allclose(np.linalg.norm(sphere, axis=1), 1.0, atol=1e-5)
+    assert np.abs(sphere.mean(0)).max() < 0.01
+    r = np.linalg.norm(ball, axis=1)
+    assert r.max() <= 1.0 and abs(np.mean(r**3) - 0.5) < 0.01  # r^3 is uniform in a ball
+    rd = np.linalg.norm(disk, axis=1)
+    assert rd.max() <= 1.0 and abs(np.mean(rd**2) - 0.5) < 0.01  # r^2 is uniform in a disk
+    np.testing.assert_allclose(np.linalg.norm(ring, axis=1), 1.0, atol=1e-5)
+    assert hemi[:, 2].min() >= 0.0 and abs(hemi[:, 2].mean() - 0.5) < 0.01
+    assert tri.min() >= 0.0 and (tri.sum(1) <= 1.0 + 1e-6).all() and abs(tri[:, 0].mean() - 1 / 3) < 0.01
+    assert np.abs(cube).max() <= 0.5 and abs(cube.var() - 1 / 12) < 0.002
+    assert abs(counts.mean() - 3.5) < 0.03 and abs(counts.var() - 3.5) < 0.1
+    assert abs(big.mean() - 100.0) < 0.2 and abs(big.var() - 100.0) < 3.0
+    assert len(np.unique(bits)) > 0.99 * n
