@@ -444,6 +444,21 @@ add("spatial_cross_dual", (V6, V6), spatial_of, group="Spatial Math",
 add("_make_spatial", (V3, V3), spatial_of, "lw::make_spatial", group="Spatial Math",
     doc="wp.spatial_vector(w, v) inside kernels")
 
+# noise: gradient (Perlin) noise of a uint32 seed (e.g. a random state) and a position
+V2F, V3F, V4F = Exact(T.vec2f), Exact(T.vec3f), Exact(T.vec4f)
+for _x in (F32, V2F, V3F):
+    add("noise", (U32, _x), T.float32, group="Noise", doc="gradient noise in [-1, 1] at a position (1-D to 3-D); "
+        "differentiable in the position")
+add("pnoise", (U32, F32, I32), T.float32, group="Noise", doc="noise periodic with integer periods per axis",
+    differentiable=False)
+add("pnoise", (U32, V2F, I32, I32), T.float32, group="Noise", doc="", differentiable=False)
+add("pnoise", (U32, V3F, I32, I32, I32), T.float32, group="Noise", doc="", differentiable=False)
+for _x in (V2F, V3F):
+    add("curlnoise", (U32, _x), lambda b, _t=_x.type: _t, group="Noise",
+        doc="divergence-free noise: the curl of a noise potential", differentiable=False)
+    add("curlnoise", (U32, _x, U32, F32, F32), lambda b, _t=_x.type: _t, group="Noise",
+        doc="curlnoise(seed, x, octaves, lacunarity, gain)", differentiable=False)
+
 # special forms: the front end handles their arguments itself (arrays, indices, launch state)
 SPECIAL_FORMS = {
     "tid": "the index of the current thread; `i, j = wp.tid()` for multi-dimensional launches",

@@ -827,8 +827,7 @@ class Builder:
         return out
 
     def call_builtin(self, name: str, args: list[Operand], node: ast.AST) -> Operand:
-        args = self.unify(args, node)
-        found = B.resolve(name, [a.type for a in args])
+        found, args = self.resolve_literals(name, args, node)
         if found is None:
             got = ", ".join(T.type_name(a.type) for a in args)
             cands = "\n".join(f"      {ov.signature()}" for ov in B.candidates(name))
@@ -840,6 +839,31 @@ class Builder:
             self.error(node, KernelTypeError, f"no overload of {name}() takes ({got}); these do:\n{cands}{hint}")
         ov, bindings = found
         return self.assign_temp(ir.Call(ov, tuple(args)), ov.ret(bindings))
+
+    def resolve_literals(self, name: str, args: list[Operand], node: ast.AST) -> tuple[Any, list[Operand]]:
+        """Resolve an overload, letting bare literals adapt: first to the other operands' scalar type,
+        then as their default types, then to an overload's exact parameter types."""
+        unified = self.unify(args, node)
+        found = B.resolve(name, [a.type for a in unified])
+        if found is not None:
+            return found, unified
+        defaults = [self.materialize(a) for a in args]
+        found = B.resolve(name, [a.type for a in defaults])
+        if found is not None:
+            return found, defaults
+        for ov in B.candidates(name):
+            if len(ov.params) != len(args):
+                continue
+            fitted = []
+            for a, p in zip(args, ov.params, strict=True):
+                if isinstance(a, Const) and a.weak and isinstance(p, B.Exact) and T.is_scalar(p.type) and (
+                        T.is_int(a.type) or p.type.is_float):
+                    a = Const(_coerce(a.value, p.type), p.type)
+                fitted.append(a)
+            b = ov.match([a.type for a in fitted])
+            if b is not None:
+                return (ov, b), fitted
+        return None, unified
 
     def call_function(self, fn: Function, node: ast.Call) -> Any:
         args = [self.value(a) for a in node.args]

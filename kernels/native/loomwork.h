@@ -1438,4 +1438,121 @@ LW_FUNC uint32_t poisson_run(uint32_t s, float lam, uint32_t& out_state) {
 LW_FUNC uint32_t poisson_of(uint32_t s, float lam) { uint32_t t; return poisson_run(s, lam, t); }
 LW_FUNC uint32_t poisson_state(uint32_t s, float lam) { uint32_t t; poisson_run(s, lam, t); return t; }
 
+// ---------------------------------------------------------------------------------------------
+// gradient (Perlin) noise in 1 to 3 dimensions: random unit gradients on the integer lattice, blended
+// with the quintic fade; the value and its gradient are computed together (the adjoint uses both)
+
+LW_FUNC uint32_t lattice_hash(uint32_t seed, const int32_t* cell, int d) {
+    uint32_t h = rand_next(seed);
+    for (int k = 0; k < d; ++k) h = rand_next(h ^ (uint32_t)cell[k] * 0x9E3779B9u);
+    return h;
+}
+template <int D> LW_FUNC vec_t<D, float> lattice_gradient(uint32_t h) {
+    vec_t<D, float> g;
+    if (D == 1) {
+        g.c[0] = 2.0f * rand_unit(h) - 1.0f;
+    } else if (D == 2) {
+        float t = 6.283185307179586f * rand_unit(h);
+        g.c[0] = cos(t);
+        g.c[1 % D] = sin(t);
+    } else {
+        vec_t<3, float> u = sample_unit_sphere_surface_of(h, rand_next(h));
+        for (int k = 0; k < D; ++k) g.c[k] = u.c[k % 3];
+    }
+    return g;
+}
+LW_FUNC float fade(float t) { return t * t * t * (t * (t * 6.0f - 15.0f) + 10.0f); }
+LW_FUNC float fade_deriv(float t) { return 30.0f * t * t * (t * (t - 2.0f) + 1.0f); }
+
+// periods <= 0 mean "not periodic" in that dimension
+template <int D> LW_FUNC float perlin(uint32_t seed, vec_t<D, float> x, const int32_t* period, vec_t<D, float>* grad) {
+    int32_t base[D];
+    float f[D], w[D], dw[D];
+    for (int k = 0; k < D; ++k) {
+        float b = floor(x.c[k]);
+        base[k] = (int32_t)b;
+        f[k] = x.c[k] - b;
+    }
+    float value = 0.0f;
+    vec_t<D, float> g_total = zero<vec_t<D, float>>();
+    for (int corner = 0; corner < (1 << D); ++corner) {
+        int32_t cell[D];
+        float dotp = 0.0f;
+        for (int k = 0; k < D; ++k) {
+            int o = (corner >> k) & 1;
+            int32_t c = base[k] + o;
+            if (period && period[k] > 0) c = ((c % period[k]) + period[k]) % period[k];
+            cell[k] = c;
+            w[k] = o ? fade(f[k]) : 1.0f - fade(f[k]);
+            dw[k] = o ? fade_deriv(f[k]) : -fade_deriv(f[k]);
+        }
+        vec_t<D, float> g = lattice_gradient<D>(lattice_hash(seed, cell, D));
+        for (int k = 0; k < D; ++k) dotp += g.c[k] * (f[k] - (float)((corner >> k) & 1));
+        float weight = 1.0f;
+        for (int k = 0; k < D; ++k) weight *= w[k];
+        value += weight * dotp;
+        if (grad)
+            for (int k = 0; k < D; ++k) {
+                float others = 1.0f;
+                for (int j = 0; j < D; ++j)
+                    if (j != k) others *= w[j];
+                g_total.c[k] += weight * g.c[k] + dotp * dw[k] * others;
+            }
+    }
+    if (grad) *grad = g_total;
+    return value;
+}
+LW_FUNC float noise(uint32_t seed, float x) { return perlin<1>(seed, make<vec_t<1, float>>(x), 0, 0); }
+template <int D> LW_FUNC float noise(uint32_t seed, vec_t<D, float> x) { return perlin<D>(seed, x, 0, 0); }
+LW_FUNC void adj_noise(uint32_t seed, float x, uint32_t& adj_seed, float& adj_x, float adj) {
+    vec_t<1, float> g;
+    perlin<1>(seed, make<vec_t<1, float>>(x), 0, &g);
+    adj_x += adj * g.c[0];
+}
+template <int D> LW_FUNC void adj_noise(uint32_t seed, vec_t<D, float> x, uint32_t& adj_seed, vec_t<D, float>& adj_x, float adj) {
+    vec_t<D, float> g;
+    perlin<D>(seed, x, 0, &g);
+    acc(adj_x, mul(g, adj));
+}
+LW_FUNC float pnoise(uint32_t seed, float x, int32_t px) {
+    int32_t p[1] = {px};
+    return perlin<1>(seed, make<vec_t<1, float>>(x), p, 0);
+}
+LW_FUNC float pnoise(uint32_t seed, vec_t<2, float> x, int32_t px, int32_t py) {
+    int32_t p[2] = {px, py};
+    return perlin<2>(seed, x, p, 0);
+}
+LW_FUNC float pnoise(uint32_t seed, vec_t<3, float> x, int32_t px, int32_t py, int32_t pz) {
+    int32_t p[3] = {px, py, pz};
+    return perlin<3>(seed, x, p, 0);
+}
+// divergence-free noise: the curl of a noise potential (one channel in 2-D, three in 3-D), with octaves
+LW_FUNC vec_t<2, float> curlnoise(uint32_t seed, vec_t<2, float> x, uint32_t octaves, float lacunarity, float gain) {
+    vec_t<2, float> r = zero<vec_t<2, float>>(), g;
+    float freq = 1.0f, amp = 1.0f;
+    for (uint32_t o = 0; o < octaves; ++o) {
+        perlin<2>(seed + o, mul(x, freq), 0, &g);
+        r = add(r, make<vec_t<2, float>>(g.c[1] * amp * freq, -g.c[0] * amp * freq));
+        freq *= lacunarity;
+        amp *= gain;
+    }
+    return r;
+}
+LW_FUNC vec_t<3, float> curlnoise(uint32_t seed, vec_t<3, float> x, uint32_t octaves, float lacunarity, float gain) {
+    vec_t<3, float> r = zero<vec_t<3, float>>(), g0, g1, g2;
+    float freq = 1.0f, amp = 1.0f;
+    for (uint32_t o = 0; o < octaves; ++o) {
+        vec_t<3, float> xf = mul(x, freq);
+        perlin<3>(rand_next(seed + 3 * o), xf, 0, &g0);
+        perlin<3>(rand_next(seed + 3 * o + 1), xf, 0, &g1);
+        perlin<3>(rand_next(seed + 3 * o + 2), xf, 0, &g2);
+        vec_t<3, float> c = make<vec_t<3, float>>(g2.c[1] - g1.c[2], g0.c[2] - g2.c[0], g1.c[0] - g0.c[1]);
+        r = add(r, mul(c, amp * freq));
+        freq *= lacunarity;
+        amp *= gain;
+    }
+    return r;
+}
+template <int D> LW_FUNC vec_t<D, float> curlnoise(uint32_t seed, vec_t<D, float> x) { return curlnoise(seed, x, 1u, 2.0f, 0.5f); }
+
 }  // namespace lw
