@@ -446,6 +446,8 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
                      replay_ir: ir.Function | None = None) -> str:
     """C++ for `rep_<f>` (replay returning the value) and `adj_<f>` of one user-function instance,
     using a custom adjoint (@wp.func_grad) or replay (@wp.func_replay) where one is given."""
+    if fn.native_code is not None:
+        return native_adjoint(fn, debug)
     name, params_ir, ret_t = fn.name, fn.params, fn.ret
     params = ", ".join(f"{ctype(p.type)} {p.name}" for p in params_ir)
     ret = ctype(ret_t)
@@ -487,6 +489,19 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
         parts.append("\n".join([f"static LW_DEVICE void adj_{name}({sig})", "{", *decls, *replay, *reverse,
                                  *flush, "}"]))
     return "\n".join(parts) + "\n"
+
+
+def native_adjoint(fn: ir.Function, debug: bool) -> str:
+    """`rep_`/`adj_` of a wp.func_native function: its replay snippet (by default nothing for a function
+    returning nothing, whose side effects already happened, else the forward snippet) and its adjoint
+    snippet (by default none: no gradient flows through it)."""
+    snippet, adj_snippet, replay_snippet = fn.native_code
+    if replay_snippet is None:
+        replay_snippet = snippet if fn.ret is not None else ""
+    em = Emitter(debug)
+    em.native_function(f"rep_{fn.name}", fn, replay_snippet)
+    em.native_function(f"adj_{fn.name}", fn, adj_snippet or "", adjoint=True)
+    return "\n".join(em.lines) + "\n"
 
 
 def kernel_adjoint(fn: ir.Function, debug: bool) -> str:

@@ -81,6 +81,9 @@ class Emitter:
     # -- functions ---------------------------------------------------------------------------
 
     def function(self, fn: ir.Function) -> None:
+        if fn.native_code is not None:
+            self.native_function(fn.name, fn, fn.native_code[0])
+            return
         params = ", ".join(f"{ctype(p.type)} {p.name}" for p in fn.params)
         self.out(f"static LW_DEVICE {ctype(fn.ret)} {fn.name}({params})")
         self.out("{")
@@ -90,6 +93,27 @@ class Emitter:
         if fn.ret is not None:
             self.out(f"return {ctype(fn.ret)}{{}};")
         self.depth -= 1
+        self.out("}")
+        self.out("")
+
+    def native_function(self, name: str, fn: ir.Function, snippet: str, adjoint: bool = False) -> None:
+        """A wp.func_native body: the user's C++ with the Python parameter names (and, for the adjoint,
+        `adj_<name>`: references for values, gradient views for arrays, `adj_ret` for the result)."""
+        params = [f"{ctype(p.type)} {native_name(p)}" for p in fn.params]
+        ret = "void" if adjoint else ctype(fn.ret)
+        if adjoint:
+            params += [f"{ctype(p.type)}& adj_{native_name(p)}" for p in fn.params if not isinstance(p.type, ArrayType)]
+            if fn.ret is not None:
+                params.append(f"{ctype(fn.ret)} adj_ret")
+        self.out(f"static LW_DEVICE {ret} {name}({', '.join(params)})")
+        self.out("{")
+        if adjoint:
+            for p in fn.params:
+                if isinstance(p.type, ArrayType):
+                    self.out(f"    {ctype(p.type)} adj_{native_name(p)} = lw::grad_of({native_name(p)});")
+        self.lines += ["    " + line for line in snippet.strip("\n").splitlines()]
+        if fn.ret is not None and not adjoint:
+            self.out(f"    return {ctype(fn.ret)}{{}};")
         self.out("}")
         self.out("")
 
@@ -421,6 +445,11 @@ def printf_arg(o: Any, text: str) -> str:
 
 def c_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def native_name(p: Var) -> str:
+    """The name a wp.func_native snippet uses for a parameter (the Python name)."""
+    return p.name[2:] if p.name.startswith("v_") else p.name
 
 
 def _structs_used(fns: list[ir.Function]) -> list:

@@ -309,6 +309,7 @@ class Function:
     body: tuple[Stmt, ...]
     is_kernel: bool
     tid_count: int = 0
+    native_code: tuple | None = None  # wp.func_native: (snippet, adjoint snippet, replay snippet)
 
     def dump(self) -> str:
         lines = [
@@ -385,6 +386,8 @@ def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], f
             if i in w:
                 writes.update(of(a))
 
+    if fn.native_code is not None:  # a C++ snippet: assume it reads every array it is given
+        return frozenset(alias), frozenset()
     walk(fn.body)
     walk(fn.body)  # a second pass settles aliases made later in a loop body
     return frozenset(reads), frozenset(writes)

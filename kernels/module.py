@@ -43,6 +43,7 @@ class Function:
         self.__doc__ = func.__doc__
         self.__module__ = func.__module__
         self.overloads: list[Any] = []
+        self.native_snippets: tuple | None = None  # wp.func_native: (snippet, adjoint snippet, replay snippet)
         self.custom_grad: Any = None  # a Python function given by @wp.func_grad
         self.custom_replay: Any = None  # a Python function given by @wp.func_replay
         self.add_overload(func)
@@ -98,6 +99,23 @@ def func(f: Any) -> Function:
     else:
         fn.add_overload(f)
     return fn
+
+
+def func_native(snippet: str, adj_snippet: str | None = None, replay_snippet: str | None = None) -> Any:
+    """Decorator: a function whose body is C++ `snippet` (parameters by their Python names; the
+    Python body is not compiled). `adj_snippet` accumulates into `adj_<name>` (arrays: gradient views,
+    so `adj_out[tid]` reads an output's adjoint) from `adj_ret`; `replay_snippet` replaces the forward
+    snippet in the backward pass."""
+    if not isinstance(snippet, str) or (adj_snippet is not None and not isinstance(adj_snippet, str)):
+        raise TypeError("wp.func_native takes C++ source strings")
+
+    def wrap(f: Any) -> Function:
+        fn = func(f)
+        fn.native_snippets = (snippet, adj_snippet, replay_snippet)
+        _FUNCTION_GENERATION[0] += 1
+        return fn
+
+    return wrap
 
 
 def _attach(f: Function, attr: str, decorator: str) -> Any:
@@ -238,8 +256,13 @@ class BuildContext:
                 cname = f"f_{_sanitize(fn.key)}_{len(self.instances)}"
                 defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not p.empty}
                 inst = FuncInstance(fn.key, cname, names, defaults)
-                builder = Builder(Source(pyf), fn.key, cname, types, is_kernel=False, ctx=self)
-                inst.ir = builder.build()
+                if fn.native_snippets is not None:  # wp.func_native: the C++ snippet is the body
+                    ret_ann = hints.get("return")
+                    inst.ir = ir.Function(cname, tuple(ir.Var(f"v_{n}", t) for n, t in types.items()),
+                                          arg_type(ret_ann) if ret_ann is not None else None, (), (), False,
+                                          native_code=fn.native_snippets)
+                else:
+                    inst.ir = Builder(Source(pyf), fn.key, cname, types, is_kernel=False, ctx=self).build()
                 if config.print_ir:
                     print(inst.ir.dump(), file=sys.stderr)
                 self.in_progress.discard(key)
@@ -608,6 +631,6 @@ def force_load(device: Any = None, modules: list | None = None) -> None:
             mod.load(get_device(device))
 
 
-__all__ = ["Kernel", "Function", "kernel", "func", "func_grad", "func_replay",
+__all__ = ["Kernel", "Function", "kernel", "func", "func_grad", "func_replay", "func_native",
            "load_module", "force_load", "get_module", "KernelError",
            "ArrayType"]

@@ -53,6 +53,7 @@ from .kernels.module import (
     force_load,
     func,
     func_grad,
+    func_native,
     func_replay,
     get_module_options,
     kernel,
@@ -98,6 +99,7 @@ __all__ = [
     "kernel", "load_module", "constant", "dtype_from_numpy", "dtype_to_numpy", "quaternion", "transformation",
     "struct", "overload", "Float", "Int", "Scalar", "set_module_options", "get_module_options", "types",
     "pi", "e", "tau", "inf", "nan", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
+    "func_native",
     *_PUBLIC_TYPES,
     *(name for name in _BUILTINS if not name.startswith("_")),
 ]

@@ -465,6 +465,8 @@ template <typename T> struct array_t {
     T* grad;
     int32_t shape[4];
     int64_t strides[4];
+    // element access for wp.func_native snippets (generated code indexes through lw::at)
+    LW_FUNC T& operator[](int64_t i) const { return *(T*)((char*)data + i * strides[0]); }
 };
 
 template <typename T> LW_FUNC T& at(const array_t<T>& a, int64_t i) {
