@@ -473,6 +473,9 @@ SPECIAL_FORMS = {
     "atomic_or": "atomically OR an integer into array[indices]; returns the previous value",
     "atomic_xor": "atomically XOR an integer into array[indices]; returns the previous value",
     "printf": "wp.printf(fmt, *args): print with a C format string from inside a kernel",
+    "expect_near": "expect_near(a, b, tolerance=1e-6): print a message with the source line when a float "
+                   "or float vector differs from b by more than tolerance",
+    "expect_eq": "expect_eq(a, b): print a message with the source line when a != b",
     "static": "wp.static(expr): evaluate expr in Python when the kernel is compiled; "
               "`for i in wp.static(range(n))` unrolls the loop",
     "randi": "randi(state) -> a random int32; randi(state, lo, hi) -> in [lo, hi); advances state",
@@ -483,7 +486,8 @@ SPECIAL_FORMS = {
     **{name: f"{name}(state) -> {doc}; advances state" for name, (_, _, doc) in _SAMPLERS.items()},
 }
 for _name, _doc in SPECIAL_FORMS.items():
-    BUILTINS[_name] = Builtin(_name, {"tid": "Utility", "static": "Utility", "printf": "Utility"}.get(
+    BUILTINS[_name] = Builtin(_name, {"tid": "Utility", "static": "Utility", "printf": "Utility",
+                                      "expect_near": "Utility", "expect_eq": "Utility"}.get(
         _name, "Random" if _name.startswith(("rand", "sample", "poisson")) else "Atomics"), _doc)
 
 # Python builtins and `math` functions that kernels may call, and the builtin each means

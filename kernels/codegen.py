@@ -184,6 +184,10 @@ class Emitter:
         self.out(f"{s.var.name}.{s.name} = {self.op(s.value)};")
 
     def s_Print(self, s: ir.Print) -> None:
+        if s.check is not None:  # expect_near / expect_eq: the location travels as the format string
+            ops = ", ".join(self.op(a) for a in s.args)
+            self.out(f"lw::{s.check}({ops}, {c_string(s.fmt)});")
+            return
         args = "".join(f", {printf_arg(a, self.op(a))}" for a in s.args)
         self.out(f"printf({c_string(s.fmt)}{args}); LW_FLUSH();")
 

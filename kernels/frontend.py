@@ -934,6 +934,9 @@ class Builder:
         if name == "printf":
             self.printf_call(node)
             return None
+        if name in ("expect_near", "expect_eq"):
+            self.expect_call(name, node)
+            return None
         # atomics: atomic_op(array, i[, j, ...], [compare,] value)
         self.no_keywords(node, f"wp.{name}")
         nvalues = 2 if name == "atomic_cas" else 1
@@ -992,6 +995,33 @@ class Builder:
             if not T.is_scalar(a.type):
                 self.error(n, KernelTypeError, f"wp.printf arguments must be scalars, got {T.type_name(a.type)}")
         self.emit(ir.Print(node.args[0].value, tuple(args), line=self.cur_line))
+
+    def expect_call(self, name: str, node: ast.Call) -> None:
+        """expect_near(a, b, tolerance=1e-6) / expect_eq(a, b): checked where they run, reported by line."""
+        args = list(node.args)
+        kwargs = {k.arg: k.value for k in node.keywords}
+        if name == "expect_near" and "tolerance" in kwargs:
+            args.append(kwargs.pop("tolerance"))
+        if kwargs or not 2 <= len(args) <= (3 if name == "expect_near" else 2):
+            self.error(node, KernelTypeError, f"wp.{name} takes (a, b{', tolerance' if name == 'expect_near' else ''})")
+        a, b = self.unify([self.value(args[0]), self.value(args[1])], node)
+        a, b = self.materialize(a), self.materialize(b)
+        if a.type != b.type:
+            self.error(node, KernelTypeError, f"wp.{name} compares values of one type, got {T.type_name(a.type)} "
+                       f"and {T.type_name(b.type)}")
+        ok = T.is_float(a.type) or (T.is_vector(a.type) and a.type._wp_scalar_type_.is_float) if name == "expect_near" \
+            else T.is_scalar(a.type) or T.is_vector(a.type)
+        if not ok:
+            self.error(node, KernelTypeError, f"wp.{name} does not take {T.type_name(a.type)}")
+        operands = (a, b)
+        if name == "expect_near":
+            tol = self.value(args[2]) if len(args) == 3 else Const(1e-6, T.float64)
+            if not T.is_float(tol.type) and not (isinstance(tol, Const) and tol.weak):
+                self.error(args[2], KernelTypeError, "the tolerance must be a float")
+            operands = (a, b, Const(float(tol.value), T.float64) if isinstance(tol, Const) else tol)
+        line, _ = self.src.location(node)
+        where = f"{self.src.filename}:{line} in {self.qualname}"
+        self.emit(ir.Print(where, operands, check=name, line=self.cur_line))
 
     def static_value(self, node: ast.Call) -> Any:
         """Evaluate `wp.static(expr)`'s argument in Python, in the function's global and closure scope."""

@@ -232,10 +232,12 @@ class SetField(Stmt):
 
 @dataclass(frozen=True)
 class Print(Stmt):
-    """`print(...)` / `wp.printf(...)`: `fmt` is a C format string with one directive per operand."""
+    """`print(...)` / `wp.printf(...)`: `fmt` is a C format string with one directive per operand.
+    `check` (expect_near / expect_eq) instead prints only when its comparison fails."""
 
     fmt: str
     args: tuple[Operand, ...]
+    check: str | None = None
 
     def __str__(self) -> str:
         return f"printf {self.fmt!r}, {', '.join(map(str, self.args))}"

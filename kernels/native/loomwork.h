@@ -1557,4 +1557,37 @@ LW_FUNC vec_t<3, float> curlnoise(uint32_t seed, vec_t<3, float> x, uint32_t oct
 }
 template <int D> LW_FUNC vec_t<D, float> curlnoise(uint32_t seed, vec_t<D, float> x) { return curlnoise(seed, x, 1u, 2.0f, 0.5f); }
 
+// ---------------------------------------------------------------------------------------------
+// expectations inside kernels: print a message (with the source location) when one fails
+
+template <typename T> LW_FUNC void print_components(const T& v) { printf("%g", (double)v); }
+template <int N, typename T> LW_FUNC void print_components(const vec_t<N, T>& v) {
+    for (int i = 0; i < N; ++i) printf(i ? " %g" : "[%g", (double)v.c[i]);
+    printf("]");
+}
+template <typename T> LW_FUNC bool near_all(T a, T b, double tol) { return abs((double)a - (double)b) <= tol; }
+template <int N, typename T> LW_FUNC bool near_all(vec_t<N, T> a, vec_t<N, T> b, double tol) {
+    for (int i = 0; i < N; ++i)
+        if (!near_all(a.c[i], b.c[i], tol)) return false;
+    return true;
+}
+template <typename T> LW_FUNC void expect_near(T a, T b, double tol, const char* where) {
+    if (near_all(a, b, tol)) return;
+    printf("expect_near failed at %s: ", where);
+    print_components(a);
+    printf(" vs ");
+    print_components(b);
+    printf(" (tolerance %g)\n", tol);
+    LW_FLUSH();
+}
+template <typename T> LW_FUNC void expect_eq(T a, T b, const char* where) {
+    if (eq(a, b)) return;
+    printf("expect_eq failed at %s: ", where);
+    print_components(a);
+    printf(" != ");
+    print_components(b);
+    printf("\n");
+    LW_FLUSH();
+}
+
 }  // namespace lw
