@@ -278,7 +278,7 @@ class AdjointEmitter(Emitter):
                 self.out(f"{s.var.name} = lw_sv{n};")
             elif isinstance(s, ir.Store):
                 if isinstance(s.value, Var) and differentiable(s.value.type):
-                    self.out(f"if ({self.op(s.array)}.grad) "
+                    self.out(f"if (lw::has_grad({self.op(s.array)})) "
                              f"lw::acc({self.adj(s.value)}, {self.grad(s.array, s.indices)});")
             elif isinstance(s, ir.Atomic):
                 self.reverse_atomic(s, n)
@@ -340,12 +340,12 @@ class AdjointEmitter(Emitter):
         a = self.adj(s.value)
         arr = self.op(s.array)
         if s.op == "add":
-            self.out(f"if ({arr}.grad) lw::acc({a}, {g});")
+            self.out(f"if (lw::has_grad({arr})) lw::acc({a}, {g});")
         elif s.op == "sub":
-            self.out(f"if ({arr}.grad) lw::acc({a}, lw::neg({g}));")
+            self.out(f"if (lw::has_grad({arr})) lw::acc({a}, lw::neg({g}));")
         elif T.is_scalar(s.value.type):  # min/max: the value that won gets the gradient
             cur = f"lw::at({arr}, {', '.join(self.op(i) for i in s.indices)})"
-            self.out(f"if ({arr}.grad && lw::eq({cur}, {self.op(s.value)})) lw::acc({a}, {g});")
+            self.out(f"if (lw::has_grad({arr}) && lw::eq({cur}, {self.op(s.value)})) lw::acc({a}, {g});")
 
     def reverse_assign(self, s: ir.Assign, n: int) -> None:
         d = s.dest
@@ -369,9 +369,10 @@ class AdjointEmitter(Emitter):
             if r is not None:  # accumulated per chunk, applied once by the entry point
                 self.out(f"{r.name} += lw::cast<{r.acc_type}>({g});")
             elif e.array in self.exclusive:  # no other thread touches this element
-                self.out(f"if ({self.op(e.array)}.grad) lw::acc({self.grad(e.array, e.indices)}, {g});")
+                self.out(f"if (lw::has_grad({self.op(e.array)})) lw::acc({self.grad(e.array, e.indices)}, {g});")
             else:
-                self.out(f"if ({self.op(e.array)}.grad) lw::atomic_add(&{self.grad(e.array, e.indices)}, {g});")
+                target = self.grad(e.array, e.indices)
+                self.out(f"if (lw::has_grad({self.op(e.array)})) lw::atomic_add(&{target}, {g});")
         elif isinstance(e, ir.Extract):
             t = e.value.type
             av = self.adj(e.value)

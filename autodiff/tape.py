@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from loomwork.kernels.array import array
+from loomwork.kernels.array import array, indexedarray
 from loomwork.kernels.errors import LoomworkError
 from loomwork.kernels.extensions import registry
 from loomwork.kernels.launch import launch
@@ -42,7 +42,8 @@ class _Launch:
     scope: tuple = ()
 
     def arrays(self) -> list[array]:
-        return [p for p in self.params if isinstance(p, array)]
+        views = [p for p in self.params if isinstance(p, array | indexedarray)]
+        return [p.data if isinstance(p, indexedarray) else p for p in views]
 
     def backward(self) -> None:
         launch(self.kernel, self.dims, inputs=self.params, device=self.device, adjoint=True, record_tape=False)
@@ -86,7 +87,8 @@ class Tape:
 
     def record_launch(self, kernel: Any, loaded: Any, dims: tuple, params: list, device: Any) -> None:
         """Called by wp.launch inside `with tape:`; remembers the arguments and read versions."""
-        reads = [(i, params[i], params[i]._storage.version) for i in loaded.reads if isinstance(params[i], array)]
+        reads = [(i, params[i], params[i]._storage.version) for i in loaded.reads
+                 if isinstance(params[i], array | indexedarray)]
         self.launches.append(_Launch(kernel, dims, list(params), device, reads, tuple(self._scope)))
 
     def record_func(self, backward: Callable[[], Any], arrays: list) -> None:

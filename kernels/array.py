@@ -442,6 +442,96 @@ def _strip_inner(src: np.ndarray, inner: tuple[int, ...], dtype: Any) -> np.ndar
     raise ValueError(f"data of shape {src.shape} does not hold whole values of {T.type_name(dtype)}")
 
 
+class IndexedDesc(ctypes.Structure):
+    """What a kernel receives for an indexedarray; mirrors `lw::indexedarray_t<T>`."""
+
+    _fields_ = [("arr", ArrayDesc), ("indices", ctypes.c_uint64 * MAX_DIMS), ("shape", ctypes.c_int32 * MAX_DIMS)]
+
+
+class indexedarray:  # noqa: N801 - Warp's public name
+    """A view of `data` through index arrays: element i of dimension d is data[indices[d][i]] (None:
+    every index of that dimension). Without data it is the annotation `wp.indexedarray(dtype=...)`."""
+
+    _default_ndim: int | None = None
+
+    def __init__(self, data: array | None = None, indices: Any = None, dtype: Any = Any,
+                 ndim: int | None = None) -> None:
+        if data is None:  # an annotation
+            self.data, self.indices = None, []
+            self.dtype = dtype if T.is_generic(dtype) else T.normalize_dtype(float if dtype is Any else dtype)
+            self.ndim = ndim or self._default_ndim or 1
+            self.shape = (0,) * self.ndim
+            return
+        if not isinstance(data, array):
+            raise TypeError(f"indexedarray: data must be a wp.array, got {type(data).__name__}")
+        if not isinstance(indices, list | tuple):
+            indices = [indices]
+        if len(indices) > data.ndim:
+            raise ValueError(f"indexedarray: {len(indices)} index arrays for a {data.ndim}-D array")
+        indices = list(indices) + [None] * (data.ndim - len(indices))
+        self.data, self.dtype, self.ndim = data, data.dtype, data.ndim
+        self.indices: list = []
+        shape = []
+        for d, idx in enumerate(indices):
+            if idx is None:
+                self.indices.append(None)
+                shape.append(data.shape[d])
+                continue
+            idx = idx if isinstance(idx, array) else array(np.asarray(idx, dtype=np.int32), dtype=T.int32)
+            if idx.dtype is not T.int32 or idx.ndim != 1 or not idx.is_contiguous:
+                raise TypeError(f"indexedarray: indices of dimension {d} must be a contiguous 1-D int32 array")
+            values = idx.numpy()
+            if values.size and (values.min() < 0 or values.max() >= data.shape[d]):
+                raise IndexError(f"indexedarray: indices of dimension {d} must lie in [0, {data.shape[d]})")
+            self.indices.append(idx)
+            shape.append(idx.size)
+        if ndim is not None and ndim != self.ndim:
+            raise ValueError(f"indexedarray built with ndim={ndim} over a {self.ndim}-D array")
+        self.shape = tuple(shape)
+        self.size = int(np.prod(shape))
+        self.device = data.device
+        self._storage = data._storage  # writes through the view are writes to the data
+
+    def __class_getitem__(cls, dtype: Any) -> indexedarray:
+        return cls(dtype=dtype)
+
+    def _desc_bytes(self) -> bytes:
+        desc = IndexedDesc()
+        desc.arr = ArrayDesc.from_buffer_copy(self.data._desc_bytes())
+        for d, (idx, n) in enumerate(zip(self.indices, self.shape, strict=True)):
+            desc.indices[d] = idx.ptr if idx is not None else 0
+            desc.shape[d] = n
+        return bytes(desc)
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the selected elements, gathered with NumPy."""
+        sel = tuple(idx.numpy() if idx is not None else slice(None) for idx in self.indices)
+        return self.data.numpy()[np.ix_(*[s if isinstance(s, np.ndarray) else np.arange(n)
+                                          for s, n in zip(sel, self.data.shape, strict=False)])]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"indexedarray(shape={self.shape}, dtype={T.type_name(self.dtype)})"
+
+
+class indexedarray1d(indexedarray):  # noqa: N801
+    _default_ndim = 1
+
+
+class indexedarray2d(indexedarray):  # noqa: N801
+    _default_ndim = 2
+
+
+class indexedarray3d(indexedarray):  # noqa: N801
+    _default_ndim = 3
+
+
+class indexedarray4d(indexedarray):  # noqa: N801
+    _default_ndim = 4
+
+
 class array1d(array):  # noqa: N801
     _default_ndim = 1
 

@@ -24,7 +24,7 @@ HEADER_NAME = "loomwork.h"
 def ctype(t: Any) -> str:
     """The C++ spelling of a kernel type."""
     if isinstance(t, ArrayType):
-        return f"lw::array_t<{ctype(t.dtype)}>"
+        return f"lw::{'indexedarray_t' if t.indexed else 'array_t'}<{ctype(t.dtype)}>"
     if t is None:
         return "void"
     return t.cname
@@ -317,7 +317,7 @@ def privatize(fn: ir.Function, kind: str, gradient: bool) -> dict[int, Private]:
             acc = "double" if t.is_float else t.cname
             n = len(slots)
             where = f"{'lw::grad_at' if gradient else 'lw::at'}(A.{arr.name}, {', '.join(map(str, idx))})"
-            guard = f"A.{arr.name}.grad && " if gradient else ""
+            guard = f"lw::has_grad(A.{arr.name}) && " if gradient else ""
             flush = f"if ({guard}lw_red{n} != 0) lw::atomic_add(&{where}, lw::cast<{t.cname}>(lw_red{n}));"
             slots[key] = Private(f"lw_red{n}", acc, flush)
         out[sid] = slots[key]

@@ -22,6 +22,7 @@ from . import builtins as B
 from . import ir
 from . import types as T
 from .array import array as array_cls
+from .array import indexedarray as indexedarray_cls
 from .codegen import printf_directive
 from .errors import (
     KernelAttributeError,
@@ -614,6 +615,8 @@ class Builder:
                     self.error(node.slice, KernelIndexError, "negative array indices are not supported in kernels")
             if len(indices) == t.ndim:
                 return self.assign_temp(ir.Load(base, indices, self.site(node, base)), t.dtype)
+            if t.indexed:
+                self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} indices")
             return self.assign_temp(ir.View(base, indices), ArrayType(t.dtype, t.ndim - len(indices)))
         if T.is_composite(t):
             self.check_component_indices(t, indices, node)
@@ -1146,6 +1149,8 @@ def _describe(obj: Any) -> str:
 
 def arg_type(ann: Any) -> Any:
     """The kernel type an annotation names (an array annotation, a scalar, vector or matrix type)."""
+    if isinstance(ann, indexedarray_cls):
+        return ArrayType(ann.dtype, ann.ndim, indexed=True)
     if isinstance(ann, array_cls):
         if ann.dtype is None:
             raise TypeError("array annotations need a dtype, e.g. wp.array(dtype=float)")

@@ -20,10 +20,12 @@ class ArrayType:
 
     dtype: Any
     ndim: int
+    indexed: bool = False  # an indexedarray: element i of dimension d is data[indices[d][i]]
 
     @property
     def __name__(self) -> str:  # lets type_name() print it
-        return f"array(dtype={type_name(self.dtype)}, ndim={self.ndim})"
+        kind = "indexedarray" if self.indexed else "array"
+        return f"{kind}(dtype={type_name(self.dtype)}, ndim={self.ndim})"
 
     def __str__(self) -> str:
         return self.__name__
@@ -492,7 +494,7 @@ def thread_exclusive_arrays(fn: Function) -> set[Var]:
                 tid[s.dest] = (s.expr.dim, s.expr.count)
             elif isinstance(s.expr, Copy) and s.expr.value in tid:
                 tid[s.dest] = tid[s.expr.value]
-    candidates = {p for p in fn.params if isinstance(p.type, ArrayType)}
+    candidates = {p for p in fn.params if isinstance(p.type, ArrayType) and not p.type.indexed}  # indices repeat
     for s in stmts:
         access = None
         if isinstance(s, Assign) and isinstance(s.expr, Load):

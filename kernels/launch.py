@@ -15,7 +15,7 @@ import numpy as np
 
 from . import config
 from . import types as T
-from .array import MAX_DIMS, ArrayDesc, array
+from .array import MAX_DIMS, ArrayDesc, array, indexedarray
 from .device import get_device
 from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
 from .extensions import registry
@@ -77,6 +77,15 @@ class LaunchPlan:
 
 def _converter(k: Kernel, name: str, t: Any) -> Any:
     """A function from a Python argument to the value `struct.pack` takes for parameter `name`."""
+    if isinstance(t, ArrayType) and t.indexed:
+        def conv_indexed(v: Any) -> bytes:
+            if not isinstance(v, indexedarray) or v.data is None:
+                raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got {type(v).__name__}")
+            if v.dtype != t.dtype or v.ndim != t.ndim:
+                raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got an indexedarray of "
+                                  f"{T.type_name(v.dtype)} with {v.ndim} dimension(s)")
+            return v._desc_bytes()
+        return conv_indexed
     if isinstance(t, ArrayType):
         dtype, ndim = t.dtype, t.ndim
 
@@ -269,7 +278,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
             _check_error(kernel, lm)
     for i in lk.writes:
         v = params[i]
-        if v.__class__ is array:
+        if v.__class__ is array or v.__class__ is indexedarray:
             v._storage.bump(kernel.key)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import types as T
-from .array import ArrayDesc, array
+from .array import ArrayDesc, IndexedDesc, array
 from .ir import ArrayType
 
 _ids = itertools.count()
@@ -151,7 +151,7 @@ def struct(cls: type) -> type:
 def field_ctype(t: Any) -> Any:
     """The ctypes type a value of kernel type `t` occupies in an argument block or a struct."""
     if isinstance(t, ArrayType):
-        return ArrayDesc
+        return IndexedDesc if t.indexed else ArrayDesc
     if is_struct(t):
         return t._ctype
     if T.is_composite(t):

@@ -496,6 +496,35 @@ template <bool C, typename T> LW_FUNC T& atc(const array_t<T>& a, int64_t i, int
     return C ? ((T*)((char*)a.data + i * a.strides[0] + j * a.strides[1] + k * a.strides[2]))[l] : at(a, i, j, k, l);
 }
 
+// an indexedarray: element i of dimension d is data[indices[d][i]] (a null index array: identity)
+template <typename T> struct indexedarray_t {
+    array_t<T> arr;
+    int32_t* indices[4];
+    int32_t shape[4];
+};
+template <typename T> LW_FUNC int64_t map_index(const indexedarray_t<T>& a, int d, int64_t i) {
+    return a.indices[d] ? (int64_t)a.indices[d][i] : i;
+}
+template <typename T> LW_FUNC T& at(const indexedarray_t<T>& a, int64_t i) { return at(a.arr, map_index(a, 0, i)); }
+template <typename T> LW_FUNC T& at(const indexedarray_t<T>& a, int64_t i, int64_t j) {
+    return at(a.arr, map_index(a, 0, i), map_index(a, 1, j));
+}
+template <typename T> LW_FUNC T& at(const indexedarray_t<T>& a, int64_t i, int64_t j, int64_t k) {
+    return at(a.arr, map_index(a, 0, i), map_index(a, 1, j), map_index(a, 2, k));
+}
+template <typename T> LW_FUNC T& at(const indexedarray_t<T>& a, int64_t i, int64_t j, int64_t k, int64_t l) {
+    return at(a.arr, map_index(a, 0, i), map_index(a, 1, j), map_index(a, 2, k), map_index(a, 3, l));
+}
+template <bool C, typename T, typename... I> LW_FUNC T& atc(const indexedarray_t<T>& a, I... idx) { return at(a, idx...); }
+template <typename T> LW_FUNC indexedarray_t<T> grad_of(const indexedarray_t<T>& a) {
+    indexedarray_t<T> g = a;
+    g.arr.data = a.arr.grad;
+    return g;
+}
+template <typename T> LW_FUNC bool inner_contiguous(const indexedarray_t<T>& a, int ndim) { return true; }
+template <typename T> LW_FUNC bool has_grad(const array_t<T>& a) { return a.grad != 0; }
+template <typename T> LW_FUNC bool has_grad(const indexedarray_t<T>& a) { return a.arr.grad != 0; }
+
 template <typename T> LW_FUNC bool inner_contiguous(const array_t<T>& a, int ndim) {
     return a.shape[ndim - 1] <= 1 || a.strides[ndim - 1] == (int64_t)sizeof(T);
 }
@@ -568,6 +597,16 @@ LW_FUNC T& at_checked(error_t* e, int site, const array_t<T>& a, int64_t i, int6
     k = check_index<T>(e, site, k, a.shape[2], bad);
     l = check_index<T>(e, site, l, a.shape[3], bad);
     return bad ? dummy_ref<T>() : at(a, i, j, k, l);
+}
+template <typename T, typename... I> LW_FUNC T& at_checked(error_t* e, int site, const indexedarray_t<T>& a, I... idx) {
+    int64_t v[] = {(int64_t)idx...};
+    bool bad = false;
+    for (int d = 0; d < (int)sizeof...(I); ++d) v[d] = check_index<T>(e, site, v[d], a.shape[d], bad);
+    if (bad) return dummy_ref<T>();
+    if constexpr (sizeof...(I) == 1) return at(a, v[0]);
+    else if constexpr (sizeof...(I) == 2) return at(a, v[0], v[1]);
+    else if constexpr (sizeof...(I) == 3) return at(a, v[0], v[1], v[2]);
+    else return at(a, v[0], v[1], v[2], v[3]);
 }
 template <typename T> LW_FUNC T& dummy_ref() {
 #if LW_CUDA
@@ -722,6 +761,12 @@ template <typename T> LW_FUNC array_t<T> grad_of(const array_t<T>& a) {
 template <typename T, typename... I> LW_FUNC T& grad_at(const array_t<T>& a, I... idx) { return at(grad_of(a), idx...); }
 template <bool C, typename T, typename... I> LW_FUNC T& gradc(const array_t<T>& a, I... idx) {
     return atc<C>(grad_of(a), idx...);
+}
+template <typename T, typename... I> LW_FUNC T& grad_at(const indexedarray_t<T>& a, I... idx) {
+    return at(grad_of(a), idx...);
+}
+template <bool C, typename T, typename... I> LW_FUNC T& gradc(const indexedarray_t<T>& a, I... idx) {
+    return at(grad_of(a), idx...);
 }
 
 // accumulate into a value of any differentiable type
