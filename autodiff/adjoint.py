@@ -36,13 +36,6 @@ def differentiable(t: Any) -> bool:
     return T.is_composite(t) and t._wp_scalar_type_.is_float or T.is_float(t)
 
 
-def _walk(body: tuple[ir.Stmt, ...]):
-    for s in body:
-        yield s
-        for sub in ("cond_body", "body", "orelse"):
-            yield from _walk(getattr(s, sub, ()))
-
-
 def _assigned(s: ir.Stmt) -> Var | None:
     if isinstance(s, ir.Assign):
         return s.dest
@@ -105,7 +98,7 @@ def _reads(s: ir.Stmt) -> list[tuple[Any, str]]:
 def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
     """Variables a loop body assigns that outlive an iteration, and whether any of their *values*
     is needed by the reverse pass (False: they only flow linearly, so iterations reverse in O(N))."""
-    stmts = list(_walk(loop.body)) + list(_walk(getattr(loop, "cond_body", ())))
+    stmts = list(ir.walk(loop.body)) + list(ir.walk(getattr(loop, "cond_body", ())))
     assigned = {v for s in stmts if (v := _assigned(s)) is not None}
     carried = sorted((v for v in assigned if not _is_temp(v) and v != getattr(loop, "var", None)),
                      key=lambda v: v.name)
@@ -138,7 +131,7 @@ class AdjointEmitter(Emitter):
         self.nsites = 0
         self.site_ids: dict[int, int] = {}
         counts: dict[Var, int] = {}
-        for s in _walk(fn.body):
+        for s in ir.walk(fn.body):
             v = _assigned(s)
             if v is not None:
                 counts[v] = counts.get(v, 0) + 1

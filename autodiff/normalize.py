@@ -28,13 +28,7 @@ def _ov(name: str, *types: Any) -> B.Overload:
 
 def has_jumps(body: tuple[ir.Stmt, ...]) -> bool:
     """Whether a block contains break, continue or return anywhere (nested included)."""
-    for s in body:
-        if isinstance(s, ir.Break | ir.Continue | ir.Return):
-            return True
-        for sub in ("body", "orelse", "cond_body"):
-            if has_jumps(getattr(s, sub, ())):
-                return True
-    return False
+    return any(isinstance(s, ir.Break | ir.Continue | ir.Return) for s in ir.walk(body))
 
 
 class Normalizer:

@@ -465,5 +465,3 @@ def _structs_used(fns: list[ir.Function]) -> list:
                 found.append(t)
     return found
 
-
-__all__ = ["module_source", "ctype", "literal", "Var"]

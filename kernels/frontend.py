@@ -145,17 +145,11 @@ class Builder:
         self.params = tuple(Var(f"v_{n}", t) for n, t in arg_types.items())
         self.vars.update({n: p for n, p in zip(arg_types, self.params, strict=True)})
         self.ret_type: Any = None
-        self.returns = False
         self.loop_depth = 0
         self.tid_count = 0
         self.ntemps = 0
         self.cur_line = source.first_line
-        func = source.func
-        closure = {}
-        if func.__closure__:
-            closure = {n: c.cell_contents for n, c in zip(func.__code__.co_freevars, func.__closure__, strict=True)
-                       if _cell_filled(c)}
-        self.closure = closure
+        self.closure = closure_values(source.func)
         # in a custom gradient (@wp.func_grad), wp.adjoint[x] is the adjoint of parameter x
         self.adjoints = adjoints or {}
         self.static_locals: dict[str, Any] = {}  # loop variables of wp.static-unrolled loops: constants
@@ -463,7 +457,6 @@ class Builder:
                 self.error(node, KernelTypeError, f"'return' without a value in a function returning "
                            f"{T.type_name(self.ret_type)}")
             self.emit(ir.Return(None, line=self.cur_line))
-            self.returns = self.returns or False
             return
         if self.is_kernel:
             self.error(node, KernelSyntaxError, "kernels cannot return a value; write results to an array")
@@ -475,7 +468,6 @@ class Builder:
             self.ret_type = value.type
         else:
             value = self.convert(value, self.ret_type, node.value, what="return value")
-        self.returns = True
         self.emit(ir.Return(value, line=self.cur_line))
 
     @property
@@ -1103,22 +1095,19 @@ _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
 _UNSET = object()
 
 
-def _cell_filled(c: Any) -> bool:
-    try:
-        c.cell_contents  # noqa: B018
-        return True
-    except ValueError:
-        return False
+def closure_values(func: Any) -> dict:
+    """The values a function closes over (cells not yet assigned are left out)."""
+    out = {}
+    for n, c in zip(func.__code__.co_freevars, func.__closure__ or (), strict=False):
+        try:
+            out[n] = c.cell_contents
+        except ValueError:
+            pass
+    return out
 
 
 def _has_bare_return(block: list) -> bool:
-    for s in block:
-        if isinstance(s, ir.Return) and s.value is None:
-            return True
-        for sub in ("body", "orelse", "cond_body"):
-            if hasattr(s, sub) and _has_bare_return(list(getattr(s, sub))):
-                return True
-    return False
+    return any(isinstance(s, ir.Return) and s.value is None for s in ir.walk(tuple(block)))
 
 
 def _coerce(value: Any, t: Any) -> Any:

@@ -360,27 +360,24 @@ def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], f
     def of(o: Any) -> set[int]:
         return alias.get(o, set()) if isinstance(o, Var) else set()
 
-    def walk(body: tuple[Stmt, ...]) -> None:
-        for s in body:
-            if isinstance(s, Assign):
-                e = s.expr
-                if isinstance(s.dest.type, ArrayType) and isinstance(e, Copy | View):
-                    src = e.value if isinstance(e, Copy) else e.array
-                    alias.setdefault(s.dest, set()).update(of(src))
-                elif isinstance(e, Load):
-                    reads.update(of(e.array))
-                elif isinstance(e, Call) and e.target.native in callee_effects:
-                    _call(e)
-            elif isinstance(s, Store):
-                writes.update(of(s.array))
-            elif isinstance(s, Atomic):
-                writes.update(of(s.array))
-                if s.op not in ("add", "sub"):
-                    reads.update(of(s.array))
-            elif isinstance(s, Eval) and s.expr.target.native in callee_effects:
-                _call(s.expr)
-            for sub in ("cond_body", "body", "orelse"):
-                walk(getattr(s, sub, ()))
+    def visit(s: Stmt) -> None:
+        if isinstance(s, Assign):
+            e = s.expr
+            if isinstance(s.dest.type, ArrayType) and isinstance(e, Copy | View):
+                src = e.value if isinstance(e, Copy) else e.array
+                alias.setdefault(s.dest, set()).update(of(src))
+            elif isinstance(e, Load):
+                reads.update(of(e.array))
+            elif isinstance(e, Call) and e.target.native in callee_effects:
+                _call(e)
+        elif isinstance(s, Store):
+            writes.update(of(s.array))
+        elif isinstance(s, Atomic):
+            writes.update(of(s.array))
+            if s.op not in ("add", "sub"):
+                reads.update(of(s.array))
+        elif isinstance(s, Eval) and s.expr.target.native in callee_effects:
+            _call(s.expr)
 
     def _call(e: Call) -> None:
         r, w = callee_effects[e.target.native]
@@ -392,8 +389,9 @@ def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], f
 
     if fn.native_code is not None:  # a C++ snippet: assume it reads every array it is given
         return frozenset(alias), frozenset()
-    walk(fn.body)
-    walk(fn.body)  # a second pass settles aliases made later in a loop body
+    for _ in range(2):  # a second pass settles aliases made later in a loop body
+        for s in walk(fn.body):
+            visit(s)
     return frozenset(reads), frozenset(writes)
 
 

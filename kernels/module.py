@@ -21,7 +21,7 @@ from . import build, codegen, config, ir
 from . import types as T
 from .errors import CompileError, KernelError, KernelTypeError
 from .extensions import registry
-from .frontend import Builder, Source, arg_type
+from .frontend import Builder, Source, arg_type, closure_values
 from .ir import ArrayType, Const
 from .runtime import cpu_runtime, runtime_loaded
 from .structs import is_struct
@@ -70,20 +70,8 @@ def _annotations(func: Any) -> dict:
     ann = dict(getattr(func, "__annotations__", {}))
     for k, v in ann.items():
         if isinstance(v, str):
-            ann[k] = eval(v, func.__globals__, _closure_dict(func))  # noqa: S307 - the user's own annotation
+            ann[k] = eval(v, func.__globals__, closure_values(func))  # noqa: S307 - the user's own annotation
     return ann
-
-
-def _closure_dict(func: Any) -> dict:
-    if not func.__closure__:
-        return {}
-    out = {}
-    for n, c in zip(func.__code__.co_freevars, func.__closure__, strict=True):
-        try:
-            out[n] = c.cell_contents
-        except ValueError:
-            pass
-    return out
 
 
 _functions: dict[tuple[str, str], Function] = {}

@@ -143,27 +143,18 @@ struct Call {
     long long serial_below;
 };
 
-}  // namespace
-
-extern "C" __attribute__((visibility("default"))) void lw_launch(const char* packed) {
-    Call call;
-    __builtin_memcpy(&call, packed, sizeof(call));
-    const void* blob = packed + sizeof(Call);
-    if (call.n <= 0) return;
-    if (call.n < call.serial_below) {
-        call.fn(blob, 0, call.n);
+// Run fn(blob, begin, end) over [0, n) in chunks of at least `grain` on the pool; inline (on the calling
+// thread) when n is below `serial_below`, the machine has one core, or another thread holds the pool.
+void run_range(lw_range_fn fn, const void* blob, long long n, long long grain, long long serial_below) {
+    if (n <= 0) return;
+    Pool* p = n < serial_below ? nullptr : pool();
+    if (p == nullptr || p->nthreads <= 1 || pthread_mutex_trylock(&p->launch_mutex) != 0) {
+        fn(blob, 0, n);
         return;
     }
-    Pool* p = pool();
-    if (p->nthreads <= 1 || pthread_mutex_trylock(&p->launch_mutex) != 0) {
-        call.fn(blob, 0, call.n);  // a single core, or another thread is using the pool: run here
-        return;
-    }
-    p->launch(call.fn, blob, call.n, 64);
+    p->launch(fn, blob, n, grain);
     pthread_mutex_unlock(&p->launch_mutex);
 }
-
-namespace {
 
 struct ZeroJob {
     char* p;
@@ -182,30 +173,22 @@ void zero_range(const void* blob, long long begin, long long end) {
 
 }  // namespace
 
+extern "C" __attribute__((visibility("default"))) void lw_launch(const char* packed) {
+    Call call;
+    __builtin_memcpy(&call, packed, sizeof(call));
+    run_range(call.fn, packed + sizeof(Call), call.n, 64, call.serial_below);
+}
+
 // Zero nbytes at p on every core (array.zero_() of large arrays, e.g. gradients before backward).
 extern "C" __attribute__((visibility("default"))) void lw_zero(void* p, long long nbytes) {
     ZeroJob job{(char*)p, nbytes};
-    long long blocks = (nbytes + kZeroBlock - 1) / kZeroBlock;
-    Pool* pool_ = pool();
-    if (pool_->nthreads <= 1 || blocks < 2 || pthread_mutex_trylock(&pool_->launch_mutex) != 0) {
-        zero_range(&job, 0, blocks);
-        return;
-    }
-    pool_->launch(zero_range, &job, blocks, 1);
-    pthread_mutex_unlock(&pool_->launch_mutex);
+    run_range(zero_range, &job, (nbytes + kZeroBlock - 1) / kZeroBlock, 1, 2);
 }
 
-// Run fn(blob, begin, end) over [0, n) in chunks of at least `grain` on the pool, for other native
-// libraries (the utilities); inline when the pool is busy, small or single-threaded.
+// The same for other native libraries (the utilities): chunks of at least `grain`.
 extern "C" __attribute__((visibility("default"))) void lw_parallel_for(lw_range_fn fn, const void* blob, long long n,
                                                                         long long grain) {
-    Pool* p = pool();
-    if (n <= grain || p->nthreads <= 1 || pthread_mutex_trylock(&p->launch_mutex) != 0) {
-        fn(blob, 0, n);
-        return;
-    }
-    p->launch(fn, blob, n, grain);
-    pthread_mutex_unlock(&p->launch_mutex);
+    run_range(fn, blob, n, grain, grain + 1);
 }
 
 // Takes effect for a pool not yet started; a running pool keeps its size.
