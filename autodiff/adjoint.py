@@ -256,7 +256,12 @@ class AdjointEmitter(Emitter):
             if isinstance(s, ir.Assign):
                 self.reverse_assign(s, n)
             elif isinstance(s, ir.SetComponent):
-                if differentiable(s.var.type):
+                if differentiable(s.var.type) and T.is_matrix(s.var.type) and len(s.indices) == 1:  # a row
+                    i, adj = self.op(s.indices[0]), self.adj(s.var)
+                    if isinstance(s.value, Var) and differentiable(s.value.type):
+                        self.out(f"lw::acc({self.adj(s.value)}, lw::row({adj}, {i}));")
+                    self.out(f"lw::set_row({adj}, {i}, lw::zero<{ctype(s.value.type)}>());")
+                elif differentiable(s.var.type):
                     comp = self.component(s.var, s.indices, self.adj(s.var))
                     if isinstance(s.value, Var) and differentiable(s.value.type):
                         self.out(f"lw::acc({self.adj(s.value)}, {comp});")

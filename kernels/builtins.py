@@ -8,6 +8,7 @@ the arguments of one call.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -202,6 +203,16 @@ class Builtin:
 BUILTINS: dict[str, Builtin] = {}
 
 
+def _erfinv(x: Any) -> Any:
+    """Python-scope inverse error function: Newton steps on math.erf from a logarithmic first guess."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.sign(x) * np.sqrt(np.maximum(-np.log(np.maximum((1.0 - x) * (1.0 + x), 1e-300)), 0.0) * 0.8)
+    erf = np.vectorize(math.erf)
+    for _ in range(60):
+        y = y - (erf(y) - x) / (2.0 / math.sqrt(math.pi) * np.exp(-y * y))
+    return np.where(np.abs(x) < 1.0, y, np.where(np.abs(x) == 1.0, np.sign(x) * np.inf, np.nan))
+
+
 def _ret(spec: Any) -> Callable[[dict], Any]:
     if callable(spec) and not isinstance(spec, type):
         return spec
@@ -283,10 +294,14 @@ for _name, _py in (("floor", np.floor), ("ceil", np.ceil), ("trunc", np.trunc),
         py=_py)
 add("atan2", (F, F), "T", group="Scalar Math", doc="the angle of (x, y): atan2(y, x)", py=np.arctan2)
 add("pow", (F, F), "T", group="Scalar Math", doc="x raised to the power y", py=np.power)
-add("min", (S, S), "T", group="Scalar Math", doc="the smaller of a and b (componentwise for vectors)", py=np.minimum)
+add("min", (S, S), "T", group="Scalar Math", doc="the smaller of a and b (componentwise for vectors); "
+    "min(v): the smallest component", py=lambda *a: np.min(a[0]) if len(a) == 1 else np.minimum(*a))
 add("min", (V, V), vec_ret, group="Scalar Math", doc="")
-add("max", (S, S), "T", group="Scalar Math", doc="the larger of a and b (componentwise for vectors)", py=np.maximum)
+add("min", (V,), "T", group="Scalar Math", doc="")
+add("max", (S, S), "T", group="Scalar Math", doc="the larger of a and b (componentwise for vectors); "
+    "max(v): the largest component", py=lambda *a: np.max(a[0]) if len(a) == 1 else np.maximum(*a))
 add("max", (V, V), vec_ret, group="Scalar Math", doc="")
+add("max", (V,), "T", group="Scalar Math", doc="")
 add("clamp", (S, S, S), "T", group="Scalar Math", doc="x limited to [lo, hi]", py=np.clip)
 add("abs", (S,), "T", group="Scalar Math", doc="|x| (componentwise for vectors); its gradient at 0 is 1",
     py=np.abs)
@@ -297,8 +312,19 @@ add("step", (S,), "T", group="Scalar Math", doc="1 where x < 0, else 0", differe
     py=lambda x: np.where(x < 0, 1, 0))
 add("nonzero", (S,), "T", group="Scalar Math", doc="1 where x != 0, else 0", differentiable=False,
     py=lambda x: np.where(x != 0, 1, 0))
-for _name, _py in (("isnan", np.isnan), ("isinf", np.isinf), ("isfinite", np.isfinite)):
-    add(_name, (F,), T.bool_, group="Scalar Math", doc=f"{_name}(x)", differentiable=False, py=_py)
+for _name, _py in (("isnan", lambda x: bool(np.any(np.isnan(x)))), ("isinf", lambda x: bool(np.any(np.isinf(x)))),
+                   ("isfinite", lambda x: bool(np.all(np.isfinite(x))))):
+    add(_name, (F,), T.bool_, group="Scalar Math", doc=f"{_name}(x); of a vector or matrix: "
+        f"{'whether every component is finite' if _name == 'isfinite' else 'whether any component is'}",
+        differentiable=False, py=_py)
+    add(_name, (VF,), T.bool_, group="Scalar Math", doc="", differentiable=False)
+    add(_name, (Mat("float"),), T.bool_, group="Scalar Math", doc="", differentiable=False)
+add("erf", (F,), "T", group="Scalar Math", doc="the error function", py=np.vectorize(math.erf))
+add("erfc", (F,), "T", group="Scalar Math", doc="the complementary error function 1 - erf(x)",
+    py=np.vectorize(math.erfc))
+add("erfinv", (F,), "T", group="Scalar Math", doc="the inverse error function on (-1, 1)", py=_erfinv)
+add("erfcinv", (F,), "T", group="Scalar Math", doc="the inverse complementary error function on (0, 2)",
+    py=lambda x: _erfinv(1.0 - np.asarray(x, dtype=np.float64)))
 add("lerp", (F, F, F), "T", group="Scalar Math", doc="a + (b - a) * t", py=lambda a, b, t: a + (b - a) * t)
 add("lerp", (VF, VF, F), vec_ret, group="Scalar Math", doc="")
 add("smoothstep", (F, F, F), "T", group="Scalar Math", doc="Hermite interpolation of x between edges a and b",
@@ -333,6 +359,50 @@ add("inverse", (Mat("float", cols="R"),), lambda b: T.matrix((b["R"], b["R"]), b
     doc="the inverse (zeros for a singular matrix; sizes up to 4)", py=np.linalg.inv)
 add("norm_l1", (V,), "T", group="Vector Math", doc="the sum of absolute values", py=lambda v: np.abs(v).sum())
 add("norm_l2", (VF,), "T", group="Vector Math", doc="the Euclidean norm", py=np.linalg.norm)
+add("ddot", (M, M), "T", group="Vector Math", doc="the double contraction sum(a * b) of two matrices",
+    py=lambda a, b: np.sum(np.multiply(a, b)))
+add("argmin", (V,), T.uint32, group="Vector Math", doc="the index of the smallest component (the first on ties)",
+    differentiable=False, py=np.argmin)
+add("argmax", (V,), T.uint32, group="Vector Math", doc="the index of the largest component (the first on ties)",
+    differentiable=False, py=np.argmax)
+for _k in (2, 3, 4):
+    add("matrix_from_rows", (Vec(n="N"),) * _k, lambda b, _k=_k: T.matrix((_k, b["N"]), b["T"]), group="Vector Math",
+        doc="the matrix whose rows are the given vectors (2 to 4)", py=lambda *v: np.stack(v))
+    add("matrix_from_cols", (Vec(n="N"),) * _k, lambda b, _k=_k: T.matrix((b["N"], _k), b["T"]), group="Vector Math",
+        doc="the matrix whose columns are the given vectors (2 to 4)", py=lambda *v: np.stack(v, axis=1))
+for _name, _doc, _py in (
+        ("norm_huber", "the Huber norm: |v|^2 / 2 within delta (default 1), delta (|v| - delta / 2) beyond",
+         lambda v, d=1.0: (lambda n: 0.5 * n * n if n <= d else d * (n - 0.5 * d))(np.linalg.norm(v))),
+        ("norm_pseudo_huber", "the pseudo-Huber norm delta sqrt(1 + |v|^2 / delta^2) (delta default 1)",
+         lambda v, d=1.0: d * np.sqrt(1.0 + np.dot(v, v) / (d * d)))):
+    add(_name, (VF,), "T", group="Vector Math", doc=_doc, py=_py)
+    add(_name, (VF, F), "T", group="Vector Math", doc="")
+add("smooth_normalize", (VF,), vec_ret, group="Vector Math",
+    doc="v / norm_pseudo_huber(v, delta): a normalization that is smooth at 0 (delta default 1)",
+    py=lambda v, d=1.0: np.asarray(v) / (d * np.sqrt(1.0 + np.dot(v, v) / (d * d))))
+add("smooth_normalize", (VF, F), vec_ret, group="Vector Math", doc="")
+# decompositions: each returns its factors packed as the rows of one matrix; the front end's
+# svd3(A, U, sigma, V)-style calls unpack them into the caller's variables (OUTPUT_FORMS)
+for _st in (T.float32, T.float64):
+    for _n in (2, 3):
+        add(f"_svd{_n}", (Exact(T.matrix((_n, _n), _st)),), T.matrix((2 * _n + 1, _n), _st), "lw::svd_packed",
+            group="Vector Math", doc="")
+    add("_qr3", (Exact(T.matrix((3, 3), _st)),), T.matrix((6, 3), _st), "lw::qr_packed", group="Vector Math", doc="")
+    add("_eig3", (Exact(T.matrix((3, 3), _st)),), T.matrix((4, 3), _st), "lw::eig_packed", group="Vector Math",
+        doc="")
+OUTPUT_FORMS = {  # public name -> (packed builtin, the outputs' parts: ("rows"|"components", start, stop) | index)
+    "svd3": ("_svd3", (("rows", 0, 3), 3, ("rows", 4, 7)),
+             "svd3(A, U, sigma, V): A = U diag(sigma) V^T, U and V rotations, sigma decreasing (the last "
+             "negative when det(A) < 0)"),
+    "svd2": ("_svd2", (("rows", 0, 2), 2, ("rows", 3, 5)), "svd2(A, U, sigma, V): the 2x2 version of svd3"),
+    "qr3": ("_qr3", (("rows", 0, 3), ("rows", 3, 6)),
+            "qr3(A, Q, R): A = Q R, Q a rotation, R upper triangular"),
+    "eig3": ("_eig3", (("rows", 0, 3), 3),
+             "eig3(A, Q, d): the symmetric part of A is Q diag(d) Q^T, eigenvectors in Q's columns, d ascending"),
+    "quat_to_axis_angle": ("_quat_axis_angle", (("components", 0, 3), 3),
+                           "quat_to_axis_angle(q, axis, angle): the unit axis (zero for the identity) and the "
+                           "angle in [0, 2 pi] of a unit quaternion"),
+}
 BOOL = Exact(T.bool_)
 add("select", (BOOL, Value(), Value()), "V", group="Utility",
     doc="select(cond, a, b): b where cond holds, else a (Warp's argument order)",
@@ -380,6 +450,11 @@ add("transform_multiply", (TR, TR), transform_of, group="Transformations", doc="
 add("transform_inverse", (TR,), transform_of, group="Transformations", doc="the inverse of a rigid transform",
     py=lambda t: np.concatenate([-T._rotate(np.asarray(t)[3:] * [-1, -1, -1, 1], np.asarray(t)[:3]),
                                  np.asarray(t)[3:] * [-1, -1, -1, 1]]))
+add("_quat_axis_angle", (Q,), lambda b: T.vector(4, b["T"]), "lw::quat_axis_angle_packed", group="Quaternion Math",
+    doc="")
+M44 = Mat("float", rows=4, cols=4)
+add("transform_point", (M44, V3), vec3_of, group="Transformations", doc="")
+add("transform_vector", (M44, V3), vec3_of, group="Transformations", doc="")
 add("_make_transform", (V3, Q), transform_of, "lw::make_transform", group="Transformations",
     doc="wp.transform(p, q) inside kernels")
 
@@ -441,18 +516,23 @@ add("spatial_cross", (V6, V6), spatial_of, group="Spatial Math",
 add("spatial_cross_dual", (V6, V6), spatial_of, group="Spatial Math",
     doc="the force cross product [wa x wb + va x vb; wa x vb]",
     py=lambda a, b: np.r_[np.cross(_top(a), _top(b)) + np.cross(_bottom(a), _bottom(b)), np.cross(_top(a), _bottom(b))])
+M33 = Mat("float", rows=3, cols=3)
+add("spatial_adjoint", (M33, M33), lambda b: T.matrix((6, 6), b["T"]), group="Spatial Math",
+    doc="the 6x6 matrix [[R, 0], [S, R]] of a rotation R and a coupling S",
+    py=lambda r, s: np.block([[r, np.zeros((3, 3))], [s, r]]))
 add("_make_spatial", (V3, V3), spatial_of, "lw::make_spatial", group="Spatial Math",
     doc="wp.spatial_vector(w, v) inside kernels")
 
 # noise: gradient (Perlin) noise of a uint32 seed (e.g. a random state) and a position
 V2F, V3F, V4F = Exact(T.vec2f), Exact(T.vec3f), Exact(T.vec4f)
-for _x in (F32, V2F, V3F):
+for _x in (F32, V2F, V3F, V4F):
     add("noise", (U32, _x), T.float32, group="Noise", doc="gradient noise in [-1, 1] at a position (1-D to 3-D); "
         "differentiable in the position")
 add("pnoise", (U32, F32, I32), T.float32, group="Noise", doc="noise periodic with integer periods per axis",
     differentiable=False)
 add("pnoise", (U32, V2F, I32, I32), T.float32, group="Noise", doc="", differentiable=False)
 add("pnoise", (U32, V3F, I32, I32, I32), T.float32, group="Noise", doc="", differentiable=False)
+add("pnoise", (U32, V4F, I32, I32, I32, I32), T.float32, group="Noise", doc="", differentiable=False)
 for _x in (V2F, V3F):
     add("curlnoise", (U32, _x), lambda b, _t=_x.type: _t, group="Noise",
         doc="divergence-free noise: the curl of a noise potential", differentiable=False)
@@ -484,11 +564,14 @@ SPECIAL_FORMS = {
     "randu": "randu(state) -> a random uint32; advances state",
     "poisson": "poisson(state, lam) -> a Poisson-distributed uint32 count with mean lam; advances state",
     **{name: f"{name}(state) -> {doc}; advances state" for name, (_, _, doc) in _SAMPLERS.items()},
+    **{name: doc for name, (_, _, doc) in OUTPUT_FORMS.items()},
 }
 for _name, _doc in SPECIAL_FORMS.items():
     BUILTINS[_name] = Builtin(_name, {"tid": "Utility", "static": "Utility", "printf": "Utility",
-                                      "expect_near": "Utility", "expect_eq": "Utility"}.get(
-        _name, "Random" if _name.startswith(("rand", "sample", "poisson")) else "Atomics"), _doc)
+                                      "expect_near": "Utility", "expect_eq": "Utility",
+                                      "quat_to_axis_angle": "Quaternion Math"}.get(
+        _name, "Random" if _name.startswith(("rand", "sample", "poisson")) else
+        "Vector Math" if _name in OUTPUT_FORMS else "Atomics"), _doc)
 
 # Python builtins and `math` functions that kernels may call, and the builtin each means
 PYTHON_ALIASES = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins as pybuiltins
 import inspect
+import itertools
 import linecache
 import math
 import textwrap
@@ -23,6 +24,7 @@ from . import ir
 from . import types as T
 from .array import array as array_cls
 from .array import indexedarray as indexedarray_cls
+from .array import zeros as array_zeros
 from .codegen import printf_directive
 from .errors import (
     KernelAttributeError,
@@ -336,7 +338,7 @@ class Builder:
             self.emit(ir.Store(base, indices, value, self.site(target, base), line=self.cur_line))
             return
         if isinstance(base, Var) and T.is_composite(base.type):
-            self.check_component_indices(base.type, indices, target)
+            indices = self.component_indices(base.type, indices, target)
             t = self.component_type(base.type, len(indices))
             value = self.convert(value, t, target)
             self.emit(ir.SetComponent(base, indices, value, line=self.cur_line))
@@ -364,6 +366,10 @@ class Builder:
 
     def _stmt_If(self, node: ast.If) -> None:
         cond = self.condition(node.test)
+        if isinstance(cond, Const):  # a compile-time condition (e.g. wp.static): only the taken branch exists
+            for s in node.body if cond.value else node.orelse:
+                self.stmt(s)
+            return
         body = self.sub_block(node.body)
         orelse = self.sub_block(node.orelse)
         self.emit(ir.If(cond, body, orelse, line=self.src.line(node)))
@@ -597,6 +603,9 @@ class Builder:
                            f"index {idx.value} out of range for a sequence of {len(base.value)}")
         if not isinstance(base, Operand):
             self.error(node.value, KernelTypeError, f"{_describe(getattr(base, 'value', base))} cannot be indexed")
+        if T.is_composite(base.type) and any(isinstance(e, ast.Slice) for e in (
+                node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])):
+            return self.composite_slice(base, node)
         indices = self.indices(node.slice)
         t = base.type
         if isinstance(t, ArrayType):
@@ -611,9 +620,37 @@ class Builder:
                 self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} indices")
             return self.assign_temp(ir.View(base, indices), ArrayType(t.dtype, t.ndim - len(indices)))
         if T.is_composite(t):
-            self.check_component_indices(t, indices, node)
+            indices = self.component_indices(t, indices, node)
             return self.assign_temp(ir.Extract(base, indices), self.component_type(t, len(indices)))
         self.error(node.value, KernelTypeError, f"values of type {T.type_name(t)} cannot be indexed")
+
+    def composite_slice(self, base: Operand, node: ast.Subscript) -> Operand:
+        """v[a:b:c], m[i, :], m[:, j], m[a:b, c:d]: constant slices of a vector or matrix, copied into a
+        new vector (one sliced dimension) or matrix (two)."""
+        t = base.type
+        st = t._wp_scalar_type_
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(elts) > len(t._shape_):
+            self.error(node, KernelIndexError, f"{len(elts)} indices for {T.type_name(t)}")
+        picks: list = []
+        for e, n in zip(elts, t._shape_, strict=False):
+            if isinstance(e, ast.Slice):
+                bounds = [None if x is None else self.eval_static(x, "a slice bound")
+                          for x in (e.lower, e.upper, e.step)]
+                if any(b is not None and not isinstance(b, int) for b in bounds) or bounds[2] == 0:
+                    self.error(e, KernelIndexError, "slice bounds in kernels must be constant integers (step not 0)")
+                picks.append([Const(i, T.int32) for i in range(n)[slice(*bounds)]])
+            else:
+                (idx,) = self.component_indices(T.vector(n, st), self.indices(e), node)
+                picks.append(idx)
+        picks += [[Const(i, T.int32) for i in range(n)] for n in t._shape_[len(elts):]]
+        kept = [len(p) for p in picks if isinstance(p, list)]
+        if 0 in kept:
+            self.error(node, KernelIndexError, f"this slice of {T.type_name(t)} is empty")
+        comps = tuple(self.assign_temp(ir.Extract(base, combo), st)
+                      for combo in itertools.product(*[p if isinstance(p, list) else [p] for p in picks]))
+        rt = T.vector(kept[0], st) if len(kept) == 1 else T.matrix(tuple(kept), st)
+        return self.assign_temp(ir.Construct(rt, comps), rt)
 
     def indices(self, node: ast.expr) -> tuple[Operand, ...]:
         elts = node.elts if isinstance(node, ast.Tuple) else [node]
@@ -627,13 +664,19 @@ class Builder:
             out.append(v)
         return tuple(out)
 
-    def check_component_indices(self, t: Any, indices: tuple, node: ast.AST) -> None:
+    def component_indices(self, t: Any, indices: tuple, node: ast.AST) -> tuple:
+        """Component indices checked against the shape; constant negative ones count from the end."""
         shape = t._shape_
         if len(indices) > len(shape):
             self.error(node, KernelIndexError, f"{len(indices)} indices for {T.type_name(t)}")
+        out = []
         for i, n in zip(indices, shape, strict=False):
-            if isinstance(i, Const) and not 0 <= i.value < n:
-                self.error(node, KernelIndexError, f"index {i.value} out of range for {T.type_name(t)} (size {n})")
+            if isinstance(i, Const):
+                if not -n <= i.value < n:
+                    self.error(node, KernelIndexError, f"index {i.value} out of range for {T.type_name(t)} (size {n})")
+                i = Const(i.value % n, i.type)
+            out.append(i)
+        return tuple(out)
 
     @staticmethod
     def component_type(t: Any, nidx: int) -> Any:
@@ -779,6 +822,12 @@ class Builder:
                 self.error(node, KernelTypeError, f"{obj.__name__}() takes no arguments in kernels (it starts "
                            "zeroed; set fields one by one)")
             return self.assign_temp(ir.Construct(obj, ()), obj)
+        if obj is T.identity:
+            return self.identity_call(node)
+        if obj is T.vector_value or obj is T.matrix_value:
+            return self.composite_call(obj, node)
+        if obj is array_zeros:
+            return self.local_array(node)
         if obj is len:
             if len(node.args) != 1:
                 self.error(node, KernelTypeError, "len() takes one argument")
@@ -913,6 +962,117 @@ class Builder:
         args = [self.convert(a, st, node) for a in args]
         return self.assign_temp(ir.Construct(t, tuple(args)), t)
 
+    def static_keywords(self, node: ast.Call, allowed: tuple[str, ...], what: str) -> dict:
+        """A call's keyword arguments, evaluated in Python when the kernel compiles."""
+        out = {}
+        for k in node.keywords:
+            if k.arg not in allowed:
+                self.error(node, KernelTypeError, f"{what}() takes the keywords {', '.join(allowed)}, not {k.arg}")
+            out[k.arg] = self.eval_static(k.value, f"{what}({k.arg}=...)")
+        return out
+
+    def identity_call(self, node: ast.Call) -> Operand:
+        """wp.identity(n, dtype): compile-time arguments, an identity matrix value."""
+        kw = self.static_keywords(node, ("n", "dtype"), "wp.identity")
+        for name, a in zip(("n", "dtype"), node.args, strict=False):
+            kw[name] = self.eval_static(a, f"wp.identity({name})")
+        n, dtype = kw.get("n"), kw.get("dtype", T.float32)
+        if not isinstance(n, int) or n < 1:
+            self.error(node, KernelTypeError, "wp.identity() needs a constant size n (e.g. n=3)")
+        t = T.matrix((n, n), self.static_scalar(dtype, node))
+        one, zero = _coerce(1, t._wp_scalar_type_), _coerce(0, t._wp_scalar_type_)
+        consts = tuple(Const(one if i % (n + 1) == 0 else zero, t._wp_scalar_type_) for i in range(n * n))
+        return self.assign_temp(ir.Construct(t, consts), t)
+
+    def static_scalar(self, dtype: Any, node: ast.AST) -> Any:
+        try:
+            return T.scalar_type(dtype)
+        except TypeError:
+            self.error(node, KernelTypeError, f"dtype must be a scalar type, got {_describe(dtype)}")
+
+    def composite_call(self, factory: Any, node: ast.Call) -> Operand:
+        """wp.vector(*components, length=, dtype=) and wp.matrix(*components, shape=, dtype=) or
+        wp.matrix(pos, rot, scale): the type from the keywords (compile-time) and the arguments."""
+        is_vec = factory is T.vector_value
+        kw = self.static_keywords(node, ("length" if is_vec else "shape", "dtype"),
+                                  "wp.vector" if is_vec else "wp.matrix")
+        args = [self.value(a) for a in node.args]
+        if not is_vec and len(args) == 3 and T.is_quat(args[1].type):
+            from .mathlib import matrix_trs
+            return self.call_function(matrix_trs, node)
+        if "dtype" in kw:
+            st = self.static_scalar(kw["dtype"], node)
+        elif args:
+            st = T.elem_scalar(self.materialize(args[0]).type)
+        else:
+            st = T.float32
+        if is_vec:
+            n = kw.get("length")
+            if n is None:
+                n = args[0].type._length_ if len(args) == 1 and T.is_vector(args[0].type) else len(args)
+            if not isinstance(n, int) or n < 1:
+                self.error(node, KernelTypeError, "wp.vector() needs a constant positive length")
+            return self.construct(T.vector(n, st), node)
+        shape = kw.get("shape")
+        if shape is None:
+            k = int(round(len(args) ** 0.5))
+            if not args or k * k != len(args):
+                self.error(node, KernelTypeError, "wp.matrix() needs shape=(rows, cols) unless given n*n components")
+            shape = (k, k)
+        if not (isinstance(shape, tuple) and len(shape) == 2 and all(isinstance(d, int) and d > 0 for d in shape)):
+            self.error(node, KernelTypeError, f"wp.matrix(shape=...) must be a constant (rows, cols), got {shape!r}")
+        return self.construct(T.matrix(shape, st), node)
+
+    def local_array(self, node: ast.Call) -> Operand:
+        """wp.zeros(shape, dtype) inside a kernel: a fixed-size local array, zeroed. It is a local
+        vector (1-D) or matrix (2-D, or 1-D of vectors) value: indexed, assigned and differentiated
+        like one, private to the thread."""
+        kw = self.static_keywords(node, ("shape", "dtype"), "wp.zeros")
+        for name, a in zip(("shape", "dtype"), node.args, strict=False):
+            kw[name] = self.eval_static(a, f"wp.zeros({name})")
+        shape, dtype = kw.get("shape"), kw.get("dtype", T.float32)
+        shape = (shape,) if isinstance(shape, int) else shape
+        if not (isinstance(shape, tuple) and 1 <= len(shape) <= 2 and all(isinstance(d, int) and d > 0 for d in shape)):
+            self.error(node, KernelTypeError, "a local array needs a constant shape of 1 or 2 positive sizes, "
+                       f"got {shape!r}")
+        if T.is_vector(dtype) and not (T.is_quat(dtype) or T.is_transform(dtype)) and len(shape) == 1:
+            t = T.matrix((shape[0], dtype._length_), dtype._wp_scalar_type_)
+        elif T.is_composite(dtype):
+            self.error(node, KernelTypeError, f"local arrays hold scalars or vectors (1-D), not {T.type_name(dtype)}")
+        else:
+            st = self.static_scalar(dtype, node)
+            t = T.vector(shape[0], st) if len(shape) == 1 else T.matrix(shape, st)
+        return self.assign_temp(ir.Construct(t, ()), t)
+
+    def output_form(self, name: str, node: ast.Call) -> None:
+        """svd3(A, U, sigma, V) and the like: one packed builtin call, its parts assigned to the
+        variables given after the input."""
+        packed_name, parts, _ = B.OUTPUT_FORMS[name]
+        self.no_keywords(node, f"wp.{name}")
+        if len(node.args) != 1 + len(parts):
+            self.error(node, KernelTypeError, f"wp.{name}() takes {1 + len(parts)} arguments: {B.SPECIAL_FORMS[name]}")
+        source = self.value(node.args[0])
+        if B.resolve(packed_name, [source.type]) is None:
+            takes = " or ".join(str(ov.params[0]) for ov in B.candidates(packed_name))
+            self.error(node.args[0], KernelTypeError, f"wp.{name}() takes a {takes}, got {T.type_name(source.type)}")
+        packed = self.call_builtin(packed_name, [source], node)
+        st = T.elem_scalar(packed.type)
+        for target, part in zip(node.args[1:], parts, strict=True):
+            if not isinstance(target, ast.Name | ast.Attribute | ast.Subscript):
+                self.error(target, KernelTypeError, f"wp.{name}() writes its results into variables; this is not one")
+            if isinstance(part, int):
+                value = self.assign_temp(ir.Extract(packed, (Const(part, T.int32),)),
+                                         self.component_type(packed.type, 1))
+            else:
+                kind, a, b = part
+                pieces = [self.assign_temp(ir.Extract(packed, (Const(i, T.int32),)),
+                                           self.component_type(packed.type, 1)) for i in range(a, b)]
+                if kind == "rows":
+                    value = self.call_builtin("matrix_from_rows", pieces, node)
+                else:
+                    value = self.assign_temp(ir.Construct(T.vector(b - a, st), tuple(pieces)), T.vector(b - a, st))
+            self.assign_to(target, value, node)
+
     def special_form(self, name: str, node: ast.Call) -> Any:
         if name == "tid":
             if node.args or node.keywords:
@@ -931,6 +1091,9 @@ class Builder:
             return None
         if name in ("expect_near", "expect_eq"):
             self.expect_call(name, node)
+            return None
+        if name in B.OUTPUT_FORMS:
+            self.output_form(name, node)
             return None
         # atomics: atomic_op(array, i[, j, ...], [compare,] value)
         self.no_keywords(node, f"wp.{name}")
@@ -1022,13 +1185,17 @@ class Builder:
         """Evaluate `wp.static(expr)`'s argument in Python, in the function's global and closure scope."""
         if len(node.args) != 1 or node.keywords:
             self.error(node, KernelTypeError, "wp.static() takes one expression")
-        expr = ast.Expression(node.args[0])
+        return self.eval_static(node.args[0], "wp.static()")
+
+    def eval_static(self, node: ast.expr, what: str) -> Any:
+        """Evaluate an expression in Python, in the function's global and closure scope."""
+        expr = ast.Expression(node)
         ast.fix_missing_locations(expr)
         try:
             scope = {**self.closure, **self.static_locals}
             return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
-            self.error(node.args[0], KernelTypeError, f"wp.static() could not evaluate this expression: "
+            self.error(node, KernelTypeError, f"{what} could not evaluate this expression: "
                        f"{type(e).__name__}: {e} (it may use only globals, closure values and constants)")
 
     def random_draw(self, name: str, node: ast.Call) -> Operand:

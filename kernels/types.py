@@ -386,6 +386,45 @@ def transformation(dtype: Any = float32) -> type:
                       f"lw::transform_t<{st.cname}>", default_init=False)
 
 
+def identity(n: int, dtype: Any = float32) -> Any:
+    """The n x n identity matrix value (also in kernels: `wp.identity(n=3, dtype=float)`)."""
+    return matrix((n, n), dtype)(*np.eye(n).ravel())
+
+
+def _infer_scalar(args: tuple) -> Any:
+    first = args[0] if args else 0.0
+    if isinstance(first, _CompositeMixin):
+        return first._wp_scalar_type_
+    return python_value_type(first) or float32
+
+
+def vector_value(*args: Any, length: int | None = None, dtype: Any = None) -> Any:
+    """`wp.vector(...)`: a vector value from components (or one value to repeat), its length and scalar
+    type given or inferred from the arguments; `wp.vector(length=5, dtype=float)` is zero."""
+    st = scalar_type(dtype) if dtype is not None else _infer_scalar(args)
+    if length is None:
+        length = args[0]._length_ if len(args) == 1 and isinstance(args[0], _CompositeMixin) else len(args)
+    return vector(length, st)(*args)
+
+
+def matrix_value(*args: Any, shape: tuple[int, int] | None = None, dtype: Any = None) -> Any:
+    """`wp.matrix(...)`: a matrix value from row-major components (or one value to repeat), or the 4x4
+    transform `matrix(pos, rot, scale)` = translate(pos) * rotate(rot) * scale(scale)."""
+    if len(args) == 3 and is_quat(type(args[1])):
+        pos, rot, scl = (np.asarray(a.numpy_value(), dtype=np.float64) for a in args)
+        m = np.eye(4)
+        m[:3, :3] = np.stack([_rotate(rot, e) for e in np.eye(3)], axis=1) * scl
+        m[:3, 3] = pos
+        return matrix((4, 4), dtype or args[1]._wp_scalar_type_)(*m.ravel())
+    st = scalar_type(dtype) if dtype is not None else _infer_scalar(args)
+    if shape is None:
+        n = int(round(len(args) ** 0.5))
+        if n * n != len(args) or not args:
+            raise ValueError("wp.matrix() needs shape= unless given n*n components")
+        shape = (n, n)
+    return matrix(shape, st)(*args)
+
+
 def is_quat(t: Any) -> bool:
     return isinstance(t, type) and issubclass(t, QuaternionType)
 

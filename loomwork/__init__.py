@@ -52,6 +52,13 @@ from .kernels.errors import (
 )
 from .kernels.frontend import adjoint
 from .kernels.launch import launch, synchronize
+from .kernels.mathlib import (
+    quat_from_matrix,
+    quat_slerp,
+    quat_to_rpy,
+    transform_from_matrix,
+    transform_to_matrix,
+)
 from .kernels.module import (
     Function,
     Kernel,
@@ -77,12 +84,15 @@ from .kernels.types import (
     constant,
     dtype_from_numpy,
     dtype_to_numpy,
+    identity,
     quaternion,
     transformation,
 )
+from .kernels.types import matrix_value as matrix
 from .kernels.types import (
     public_type as _public_type,
 )
+from .kernels.types import vector_value as vector
 
 __version__ = "0.1.0"
 
@@ -105,7 +115,8 @@ __all__ = [
     "indexedarray", "indexedarray1d", "indexedarray2d", "indexedarray3d", "indexedarray4d",
     "struct", "overload", "Float", "Int", "Scalar", "set_module_options", "get_module_options", "types",
     "pi", "e", "tau", "inf", "nan", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
-    "func_native",
+    "func_native", "identity", "vector", "matrix", "quat_from_matrix", "quat_slerp", "quat_to_rpy",
+    "transform_from_matrix", "transform_to_matrix",
     *_PUBLIC_TYPES,
     *(name for name in _BUILTINS if not name.startswith("_")),
 ]

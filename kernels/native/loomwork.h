@@ -149,6 +149,8 @@ LW_MATH1(ceil, ceilf, ceil)
 LW_MATH1(trunc, truncf, trunc)
 LW_MATH1(round, roundf, round)
 LW_MATH1(cbrt, cbrtf, cbrt)
+LW_MATH1(erf, erff, erf)
+LW_MATH1(erfc, erfcf, erfc)
 LW_MATH2(atan2, atan2f, atan2)
 LW_MATH2(pow, powf, pow)
 LW_MATH2(fmod, fmodf, fmod)
@@ -1486,7 +1488,7 @@ LW_FUNC uint32_t poisson_of(uint32_t s, float lam) { uint32_t t; return poisson_
 LW_FUNC uint32_t poisson_state(uint32_t s, float lam) { uint32_t t; poisson_run(s, lam, t); return t; }
 
 // ---------------------------------------------------------------------------------------------
-// gradient (Perlin) noise in 1 to 3 dimensions: random unit gradients on the integer lattice, blended
+// gradient (Perlin) noise in 1 to 4 dimensions: random unit gradients on the integer lattice, blended
 // with the quintic fade; the value and its gradient are computed together (the adjoint uses both)
 
 LW_FUNC uint32_t lattice_hash(uint32_t seed, const int32_t* cell, int d) {
@@ -1504,7 +1506,8 @@ template <int D> LW_FUNC vec_t<D, float> lattice_gradient(uint32_t h) {
         g.c[1 % D] = sin(t);
     } else {
         vec_t<3, float> u = sample_unit_sphere_surface_of(h, rand_next(h));
-        for (int k = 0; k < D; ++k) g.c[k] = u.c[k % 3];
+        float t = D == 4 ? 6.283185307179586f * rand_unit(rand_next(rand_next(h))) : 0.0f;
+        for (int k = 0; k < D; ++k) g.c[k] = k < 3 ? u.c[k] * cos(t) : sin(t);
     }
     return g;
 }
@@ -1573,6 +1576,10 @@ LW_FUNC float pnoise(uint32_t seed, vec_t<3, float> x, int32_t px, int32_t py, i
     int32_t p[3] = {px, py, pz};
     return perlin<3>(seed, x, p, 0);
 }
+LW_FUNC float pnoise(uint32_t seed, vec_t<4, float> x, int32_t px, int32_t py, int32_t pz, int32_t pt) {
+    int32_t p[4] = {px, py, pz, pt};
+    return perlin<4>(seed, x, p, 0);
+}
 // divergence-free noise: the curl of a noise potential (one channel in 2-D, three in 3-D), with octaves
 LW_FUNC vec_t<2, float> curlnoise(uint32_t seed, vec_t<2, float> x, uint32_t octaves, float lacunarity, float gain) {
     vec_t<2, float> r = zero<vec_t<2, float>>(), g;
@@ -1634,5 +1641,7 @@ template <typename T> LW_FUNC void expect_eq(T a, T b, const char* where) {
     printf("\n");
     LW_FLUSH();
 }
+
+#include "linalg.h"
 
 }  // namespace lw

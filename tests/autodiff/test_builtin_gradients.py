@@ -17,8 +17,13 @@ DOMAINS = {
     "pow": [(0.5, 2.0), (0.5, 2.0)], "div": [(-2.0, 2.0), (0.5, 2.0)], "mod": [(0.5, 2.0), (2.5, 3.0)],
     "smoothstep": [(-2.0, -1.5), (1.5, 2.0), (-1.0, 1.0)], "clamp": [(-1.0, 1.0), (-3.0, -2.0), (2.0, 3.0)],
     "atan2": [(0.5, 2.0), (0.5, 2.0)], "tan": [(-1.0, 1.0)], "exp": [(-1.0, 1.0)],
-    "frac": [(0.1, 0.9)], "cw_div": [(-2.0, 2.0), (0.5, 2.0)],
+    "frac": [(0.1, 0.9)], "cw_div": [(-2.0, 2.0), (0.5, 2.0)], "erfinv": [(-0.8, 0.8)], "erfcinv": [(0.2, 1.8)],
+    "norm_huber": [(-1.0, 1.0), (0.5, 1.5)], "norm_pseudo_huber": [(-1.0, 1.0), (0.5, 2.0)],
+    "smooth_normalize": [(-1.0, 1.0), (0.5, 2.0)],
 }
+# decompositions: inputs with well-separated singular values and eigenvalues
+SEPARATED = {"_svd2": np.diag([2.0, 0.7]), "_svd3": np.diag([3.0, 1.5, 0.5]), "_qr3": np.diag([3.0, 1.5, 0.5]),
+             "_eig3": np.diag([3.0, 1.5, 0.0])}
 
 
 def concrete(pattern, dtype):
@@ -59,29 +64,23 @@ def cases():
 
 
 def make_kernel(fn, types, ret):
-    if len(types) == 1:
-        (t0,) = types
+    """A kernel applying `fn` elementwise to one array per argument (1 to 4 arguments)."""
+    t = list(types) + [types[0]] * (4 - len(types))
+    n = len(types)
 
-        def k1(a: wp.array(dtype=t0), out: wp.array(dtype=ret)):
-            i = wp.tid()
-            out[i] = fn(a[i])
-
-        return wp.kernel(k1)
-    if len(types) == 2:
-        t0, t1 = types
-
-        def k2(a: wp.array(dtype=t0), b: wp.array(dtype=t1), out: wp.array(dtype=ret)):
-            i = wp.tid()
-            out[i] = fn(a[i], b[i])
-
-        return wp.kernel(k2)
-    t0, t1, t2 = types
-
-    def k3(a: wp.array(dtype=t0), b: wp.array(dtype=t1), c: wp.array(dtype=t2), out: wp.array(dtype=ret)):
+    def k(a: wp.array(dtype=t[0]), b: wp.array(dtype=t[1]), c: wp.array(dtype=t[2]), d: wp.array(dtype=t[3]),
+          out: wp.array(dtype=ret)):
         i = wp.tid()
-        out[i] = fn(a[i], b[i], c[i])
+        if wp.static(n == 1):
+            out[i] = fn(a[i])
+        elif wp.static(n == 2):
+            out[i] = fn(a[i], b[i])
+        elif wp.static(n == 3):
+            out[i] = fn(a[i], b[i], c[i])
+        else:
+            out[i] = fn(a[i], b[i], c[i], d[i])
 
-    return wp.kernel(k3)
+    return wp.kernel(k)
 
 
 CASES = cases()
@@ -109,12 +108,18 @@ def test_builtin_adjoint_matches_finite_differences(name, k, dtype, types, ret):
         if name in ("min", "max") and j == 1:  # separate the operands so no tie sits within eps
             arr = wp.array(inputs[0].numpy() + np.where(rng.uniform(size=inputs[0].numpy().shape) < 0.5, -0.5, 0.5),
                            dtype=t)
+        if name in ("min", "max") and len(types) == 1:  # one vector: components apart, the extreme anywhere
+            v = arr.numpy()
+            arr = wp.array(v + 0.7 * np.stack([rng.permutation(v.shape[1]) for _ in range(N)]), dtype=t)
         if name in ("abs", "norm_l1"):  # keep away from the kink at 0
             v = arr.numpy()
             arr = wp.array(np.where(np.abs(v) < 0.2, v + 0.5, v), dtype=t)
         if name in ("inverse", "determinant"):  # well-conditioned matrices
             arr = wp.array(arr.numpy() + 3.0 * np.eye(3), dtype=t)
+        if name in SEPARATED:
+            arr = wp.array(0.3 * arr.numpy() + SEPARATED[name], dtype=t)
         inputs.append(arr)
+    inputs += [wp.clone(inputs[0]) for _ in range(4 - len(inputs))]  # unused parameters of the kernel
     out = wp.zeros(N, dtype=ret)
     f32 = dtype is wp.float32
     gradcheck(KERNELS[name, k, dtype], N, inputs, [out], eps=1e-3 if f32 else 1e-6,
