@@ -34,5 +34,9 @@ cpu_serial_threshold: int = 8192
 #: CPU worker threads (None: one per core); set before the first launch
 cpu_threads: int | None = None
 
+#: range loops with constant bounds and at most this many iterations (nested: in all) are unrolled, so the
+#: loop variable is a constant in each copy and the adjoint runs straight-line code; 0 turns it off
+max_unroll: int = 16
+
 #: build each kernel's adjoint (reverse-mode) kernel too; a kernel's own enable_backward overrides this
 enable_backward: bool = True

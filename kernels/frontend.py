@@ -148,6 +148,7 @@ class Builder:
         self.vars.update({n: p for n, p in zip(arg_types, self.params, strict=True)})
         self.ret_type: Any = None
         self.loop_depth = 0
+        self.unroll_factor = 1  # product of the iteration counts of the unrolled loops around this point
         self.tid_count = 0
         self.ntemps = 0
         self.cur_line = source.first_line
@@ -403,6 +404,14 @@ class Builder:
         if isinstance(step, Const) and step.value == 0:
             self.error(it.args[2], KernelTypeError, "range() step must not be zero")
         name = node.target.id
+        if all(isinstance(a, Const) for a in (start, stop, step)) and self.unrollable(node):
+            values = range(start.value, stop.value, step.value)
+            if 0 < len(values) * self.unroll_factor <= self.ctx.max_unroll:
+                self.unroll_factor *= len(values)
+                self.unrolled_for(node, [t(v) for v in values])  # typed like the loop variable would be
+                self.unroll_factor //= len(values)
+                self.assign_to(node.target, Const(values[-1], t), node)  # Python leaves i at its last value
+                return
         var = self.vars.get(name)
         if var is None:
             var = Var(f"v_{name}", t)
@@ -414,6 +423,16 @@ class Builder:
         body = self.sub_block(node.body)
         self.loop_depth -= 1
         self.emit(ir.For(var, start, stop, step, body, line=self.src.line(node)))
+
+    @staticmethod
+    def unrollable(node: ast.For) -> bool:
+        """A loop whose body neither jumps out (break/continue) nor assigns its own loop variable."""
+        target = node.target.id
+        for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+            if isinstance(n, ast.Break | ast.Continue) or (
+                    isinstance(n, ast.Name) and n.id == target and isinstance(n.ctx, ast.Store)):
+                return False
+        return True
 
     def unrolled_for(self, node: ast.For, values: Any) -> None:
         """`for i in wp.static(iterable)`: the body once per value, with i a constant each time."""

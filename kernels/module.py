@@ -154,8 +154,9 @@ class FuncInstance:
 class BuildContext:
     """State of one module build: function instances, bounds-check sites, the build options."""
 
-    def __init__(self, debug: bool) -> None:
+    def __init__(self, debug: bool, max_unroll: int = 0) -> None:
         self.debug = debug
+        self.max_unroll = max_unroll
         self.instances: dict[tuple, FuncInstance] = {}
         self.order: list[ir.Function] = []
         self.sites: list[tuple[str, str, str, int]] = []
@@ -455,18 +456,19 @@ class Module:
         return self.options[name] if name in self.options else getattr(config, name)
 
     def options_key(self) -> tuple:
-        return (self.option("mode") == "debug", bool(self.option("fast_math")), bool(self.option("enable_backward")))
+        return (self.option("mode") == "debug", bool(self.option("fast_math")), bool(self.option("enable_backward")),
+                int(self.option("max_unroll")))
 
     def load(self, device: Any) -> LoadedModule:
         """Build (or find in the cache) and load this module for `device`; cached per options."""
         last = self._last
         if (last is not None and last[0] is device and last[1] == config.mode and last[2] == config.fast_math
                 and last[3] == self.version and last[4] == _FUNCTION_GENERATION[0]
-                and last[5] == config.enable_backward):
+                and last[5] == (config.enable_backward, config.max_unroll)):
             return last[6]
         lm = self._load(device)
         self._last = (device, config.mode, config.fast_math, self.version, _FUNCTION_GENERATION[0],
-                      config.enable_backward, lm)
+                      (config.enable_backward, config.max_unroll), lm)
         return lm
 
     def _load(self, device: Any) -> LoadedModule:
@@ -478,8 +480,8 @@ class Module:
         if not device.is_cpu:
             raise CompileError(f"module '{self.name}': loading kernels on {device} is not supported yet")
         t0 = time.perf_counter()
-        debug, fast_math, _ = self.options_key()
-        ctx = BuildContext(debug)
+        debug, fast_math, _, max_unroll = self.options_key()
+        ctx = BuildContext(debug, max_unroll)
         kernel_irs = []
         kernels = [k for k in self.kernels.values() if not k.is_generic]  # generic ones build per overload
         for k in kernels:
@@ -566,21 +568,26 @@ def get_module(name: Any) -> Module:
     return m
 
 
-MODULE_OPTIONS = {"mode": ("release", "debug"), "fast_math": (False, True), "enable_backward": (False, True)}
+MODULE_OPTIONS = {  # name -> (what it takes, whether a value is allowed)
+    "mode": ('"release" or "debug"', lambda v: v in ("release", "debug")),
+    "fast_math": ("True or False", lambda v: isinstance(v, bool)),
+    "enable_backward": ("True or False", lambda v: isinstance(v, bool)),
+    "max_unroll": ("an int >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+}
 
 
 def set_module_options(options: dict, module: Any = None) -> None:
-    """Set build options of one module (default: the caller's): "mode" ("release"/"debug"), "fast_math"
-    and "enable_backward". They override wp.config for that module; the next launch rebuilds it."""
+    """Set build options of one module (default: the caller's): "mode" ("release"/"debug"), "fast_math",
+    "enable_backward" and "max_unroll". They override wp.config for that module; the next launch rebuilds it."""
     if module is None:
         module = inspect.currentframe().f_back.f_globals["__name__"]
     m = get_module(module)
     for name, value in options.items():
-        allowed = MODULE_OPTIONS.get(name)
-        if allowed is None:
+        spec = MODULE_OPTIONS.get(name)
+        if spec is None:
             raise ValueError(f"unknown module option {name!r}; the options are {', '.join(MODULE_OPTIONS)}")
-        if value not in allowed:
-            raise ValueError(f"module option {name!r} takes one of {allowed}, got {value!r}")
+        if not spec[1](value):
+            raise ValueError(f"module option {name!r} takes {spec[0]}, got {value!r}")
         m.options[name] = value
     m.version += 1
 

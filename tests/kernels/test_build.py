@@ -164,7 +164,8 @@ def test_module_options_override_config():
 
     k = wp.kernel(reads_past, module=mod)
     wp.set_module_options({"mode": "debug", "enable_backward": False}, module=mod)
-    assert wp.get_module_options(mod) == {"mode": "debug", "fast_math": False, "enable_backward": False}
+    assert wp.get_module_options(mod) == {"mode": "debug", "fast_math": False, "enable_backward": False,
+                                          "max_unroll": wp.config.max_unroll}
     with pytest.raises(wp.KernelRuntimeError, match="index 5 is out of bounds"):
         wp.launch(k, 1, inputs=[wp.zeros(2, dtype=float)])
     with pytest.raises(wp.LaunchError, match="enable_backward=False"):
@@ -175,5 +176,39 @@ def test_module_options_override_config():
     assert a.numpy()[0] == 5.0
     with pytest.raises(ValueError, match="unknown module option 'speed'"):
         wp.set_module_options({"speed": 11}, module=mod)
-    with pytest.raises(ValueError, match="takes one of"):
+    with pytest.raises(ValueError, match="takes \"release\" or \"debug\""):
         wp.set_module_options({"mode": "fast"}, module=mod)
+
+
+def test_max_unroll_unrolls_constant_loops_without_changing_results(capsys):
+    """Constant range loops up to max_unroll iterations become straight-line code (loop variable a
+    constant, so it may index vector components); results and gradients are the same either way."""
+    from loomwork.autograd import gradcheck
+
+    def carried(x: wp.array(dtype=float), v: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+        i = wp.tid()
+        y = x[i]
+        for k in range(6):
+            y = wp.sin(y) * 1.5 + v[i][k % 3]
+        out[i] = y + float(k)
+
+    outs = {}
+    for unroll in (0, 16):
+        mod = f"test_build_max_unroll_{unroll}"
+        k = wp.kernel(carried, module=mod)
+        wp.set_module_options({"max_unroll": unroll}, module=mod)
+        x = wp.array(np.linspace(-1, 1, 4, dtype=np.float32), requires_grad=True)
+        v = wp.array(np.arange(12, dtype=np.float32).reshape(4, 3) * 0.1, dtype=wp.vec3, requires_grad=True)
+        out = wp.zeros(4, dtype=float, requires_grad=True)
+        wp.config.print_source = True
+        try:
+            wp.launch(k, 4, inputs=[x, v, out])
+        finally:
+            wp.config.print_source = False
+        source = capsys.readouterr().err
+        assert ("for (int32_t lw_i" in source) == (unroll == 0)
+        gradcheck(k, 4, [x, v], [out], eps=1e-3, atol=1e-2, rtol=1e-2)
+        outs[unroll] = out.numpy()
+    assert np.allclose(outs[0], outs[16], rtol=1e-6)
+    with pytest.raises(ValueError, match="an int >= 0"):
+        wp.set_module_options({"max_unroll": -1}, module="test_build_max_unroll_0")

@@ -522,7 +522,7 @@ def test_load_module_and_force_load_build_eagerly():
     """wp.load_module() builds the caller's module now; force_load builds every module."""
     wp.load_module()
     wp.force_load()
-    lm = saxpy.module.loaded[("cpu", False, False, True)]
+    lm = saxpy.module.loaded[("cpu", False, False, True, wp.config.max_unroll)]
     assert "saxpy" in lm.kernels
 
 

@@ -71,3 +71,27 @@ def test_noise_gradient_matches_finite_differences():
     a = jacobian(noise3, 16, [xs], [out])[("xs", "out")]
     f = jacobian_fd(noise3, 16, [xs], [out], eps=1e-3)[("xs", "out")]
     np.testing.assert_allclose(a, f, atol=2e-2)
+
+
+@wp.kernel
+def noise4(xs: wp.array(dtype=wp.vec4), out: wp.array2d(dtype=float)):
+    i = wp.tid()
+    x = xs[i]
+    out[i, 0] = wp.noise(wp.uint32(5), x)
+    out[i, 1] = wp.pnoise(wp.uint32(5), x, 2, 3, 4, 5)
+    out[i, 2] = wp.pnoise(wp.uint32(5), x + wp.vec4(2.0, 3.0, 4.0, 5.0), 2, 3, 4, 5)
+    out[i, 3] = wp.noise(wp.uint32(5), x + wp.vec4(0.0, 0.0, 0.0, 1.0e-3))
+
+
+def test_four_dimensional_noise():
+    """4-D noise (e.g. 3-D space and time): bounded, zero on the lattice, continuous, periodic where asked."""
+    rng = np.random.default_rng(7)
+    xs = rng.uniform(-4, 4, (512, 4)).astype(np.float32)
+    xs[:8] = np.round(xs[:8])
+    out = wp.zeros((512, 4), dtype=float)
+    wp.launch(noise4, 512, inputs=[wp.array(xs, dtype=wp.vec4), out])
+    v = out.numpy()
+    assert np.all(np.abs(v[:, 0]) <= 1.0) and v[:, 0].std() > 0.05
+    assert np.allclose(v[:8, 0], 0.0, atol=1e-6)
+    assert np.allclose(v[:, 1], v[:, 2], atol=1e-5)
+    assert np.abs(v[:, 3] - v[:, 0]).max() < 0.02
