@@ -66,28 +66,46 @@ template <typename T> double parallel_dot(const T* a, const T* b_, long long n) 
     for (int t = 0; t < parts.count; ++t) s += partial[t];
     return s;
 }
-// Two passes over parts (one per thread), each split into kLanes lanes: first every lane's total, then
-// every lane scanned from its offset. A part's lanes are scanned in step, so the adds form kLanes
-// independent chains instead of one dependent one. Lane starts are staggered by a few cache lines:
-// lanes exactly a power of two apart would make each load alias (mod 4 KiB) a store just issued.
+// One pass over cache-sized blocks taken in order by whichever thread is free (an atomic counter), so
+// a block waited on is always being worked on. Per block: its total (the block now sits in cache), the
+// inclusive prefix of the block before (published as soon as that block's total was known), then the
+// scan from cache to the output. Memory sees one read and one write per element, like a copy.
+// Within a block, kLanes lanes of kLane elements are scanned in step so the adds form independent
+// chains, addressed at constant offsets from one pointer; kLane is not a multiple of 1024, since lanes
+// a power of two apart make each load alias (mod 4 KiB) a store just issued.
 const int kLanes = 8;
+const long long kLane = 8232;
+const long long kBlock = kLanes * kLane;  // 257 KiB of float32: stays in a core's L2 between the reads
+
+// Each lane advances 4 elements a step: an in-register prefix (two shifted adds) plus the lane's running
+// total, broadcast from the last element. The kLanes carry chains are independent.
+template <typename E> struct vec4 {
+    typedef E type __attribute__((vector_size(4 * sizeof(E))));
+};
 
 template <bool Inclusive, typename T, typename Acc>
-void scan_lanes(const T* __restrict in, T* __restrict out, const long long* start, Acc* sums, long long steps) {
-    Acc s[kLanes];
+void scan_lanes(const T* __restrict in, T* __restrict out, const Acc* sums) {
+    typedef typename vec4<T>::type VT;
+    typedef typename vec4<Acc>::type VA;
+    typedef typename vec4<long long>::type VI;  // shuffle masks (64-bit lanes, like Acc)
+    const VA zero = {0, 0, 0, 0};
+    VA carry[kLanes];
 #pragma GCC unroll 8
-    for (int l = 0; l < kLanes; ++l) s[l] = sums[l];
-    for (long long j = 0; j < steps; ++j) {
+    for (int l = 0; l < kLanes; ++l) carry[l] = zero + sums[l];
+    for (long long j = 0; j < kLane; j += 4) {
 #pragma GCC unroll 8
         for (int l = 0; l < kLanes; ++l) {
-            Acc v = (Acc)in[start[l] + j];
-            if (Inclusive) s[l] += v;
-            out[start[l] + j] = (T)s[l];
-            if (!Inclusive) s[l] += v;
+            VT raw;
+            __builtin_memcpy(&raw, in + l * kLane + j, sizeof(raw));
+            VA x = __builtin_convertvector(raw, VA);
+            VA v = x + __builtin_shuffle(x, zero, (VI){4, 0, 1, 2});
+            v += __builtin_shuffle(v, zero, (VI){4, 5, 0, 1});
+            v += carry[l];
+            carry[l] = __builtin_shuffle(v, (VI){3, 3, 3, 3});
+            VT res = __builtin_convertvector(Inclusive ? v : v - x, VT);
+            __builtin_memcpy(out + l * kLane + j, &res, sizeof(res));
         }
     }
-#pragma GCC unroll 8
-    for (int l = 0; l < kLanes; ++l) sums[l] = s[l];
 }
 
 template <bool Inclusive, typename T, typename Acc>
@@ -100,59 +118,67 @@ void scan_range(const T* __restrict in, T* __restrict out, long long b, long lon
     }
 }
 
-template <typename T, typename Acc> void parallel_scan(const T* in, T* out, long long n, bool inclusive) {
-    Parts parts(n, 1 << 16);
-    Acc lane_total[256 * kLanes];
-    auto lane_bounds = [&](long long t, int l, long long& b, long long& e) {
-        long long pb = parts.bounds[t], pe = parts.bounds[t + 1], len = pe - pb;
-        auto edge = [&](int k) {
-            long long x = pb + len * k / kLanes + (k > 0 && k < kLanes ? 40LL * k : 0);
-            return x < pb ? pb : (x > pe ? pe : x);
-        };
-        b = edge(l);
-        e = edge(l + 1);
-        if (e < b) e = b;
-    };
-    parallel_for(parts.count, 1, [&](long long b0, long long e0) {
-        for (long long t = b0; t < e0; ++t)
-            for (int l = 0; l < kLanes; ++l) {
-                long long b, e;
-                lane_bounds(t, l, b, e);
-                Acc s = 0;
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+template <bool Inclusive, typename T, typename Acc>
+void scan_block(const T* in, T* out, long long b, long long e, long long k, int* ready, Acc* inclusive_prefix) {
+    bool full = e - b == kBlock;
+    Acc sums[kLanes], total = 0;
+    for (int l = 0; l < (full ? kLanes : 1); ++l) {
+        long long lb = full ? b + l * kLane : b, le = full ? lb + kLane : e;
+        Acc s = 0;
 #pragma omp simd reduction(+ : s)
-                for (long long i = b; i < e; ++i) s += (Acc)in[i];
-                lane_total[t * kLanes + l] = s;
-            }
-    });
-    Acc run = 0;
-    for (long long k = 0; k < (long long)parts.count * kLanes; ++k) {
-        Acc v = lane_total[k];
-        lane_total[k] = run;
-        run += v;
+        for (long long i = lb; i < le; ++i) s += (Acc)in[i];
+        sums[l] = s;
+        total += s;
     }
-    parallel_for(parts.count, 1, [&](long long b0, long long e0) {
-        for (long long t = b0; t < e0; ++t) {
-            long long start[kLanes], len[kLanes], steps = -1;
-            for (int l = 0; l < kLanes; ++l) {
-                long long b, e;
-                lane_bounds(t, l, b, e);
-                start[l] = b;
-                len[l] = e - b;
-                if (steps < 0 || len[l] < steps) steps = len[l];
-            }
-            Acc* sums = &lane_total[t * kLanes];
+    Acc prefix = 0;
+    if (k > 0) {
+        while (!__atomic_load_n(&ready[k - 1], __ATOMIC_ACQUIRE)) spin_pause();
+        prefix = inclusive_prefix[k - 1];
+    }
+    inclusive_prefix[k] = prefix + total;
+    __atomic_store_n(&ready[k], 1, __ATOMIC_RELEASE);
+    if (!full) {  // the array's last, shorter block
+        scan_range<Inclusive>(in, out, b, e, prefix);
+        return;
+    }
+    for (int l = 0; l < kLanes; ++l) {
+        Acc v = sums[l];
+        sums[l] = prefix;
+        prefix += v;
+    }
+    scan_lanes<Inclusive>(in + b, out + b, sums);
+}
+
+template <typename T, typename Acc> void parallel_scan(const T* in, T* out, long long n, bool inclusive) {
+    long long blocks = (n + kBlock - 1) / kBlock;
+    int stack_ready[256];
+    Acc stack_prefix[256];
+    int* ready = blocks <= 256 ? stack_ready : new int[blocks];
+    Acc* prefix = blocks <= 256 ? stack_prefix : new Acc[blocks];
+    for (long long k = 0; k < blocks; ++k) ready[k] = 0;
+    long long next = 0;
+    int workers = blocks < g_threads ? (int)blocks : g_threads;
+    parallel_for(workers, 1, [&](long long, long long) {
+        for (;;) {
+            long long k = __atomic_fetch_add(&next, 1LL, __ATOMIC_RELAXED);
+            if (k >= blocks) return;
+            long long b = k * kBlock, e = b + kBlock < n ? b + kBlock : n;
             if (inclusive)
-                scan_lanes<true>(in, out, start, sums, steps);
+                scan_block<true>(in, out, b, e, k, ready, prefix);
             else
-                scan_lanes<false>(in, out, start, sums, steps);
-            for (int l = 0; l < kLanes; ++l) {  // the part of each lane beyond the common length
-                if (inclusive)
-                    scan_range<true>(in, out, start[l] + steps, start[l] + len[l], sums[l]);
-                else
-                    scan_range<false>(in, out, start[l] + steps, start[l] + len[l], sums[l]);
-            }
+                scan_block<false>(in, out, b, e, k, ready, prefix);
         }
     });
+    if (ready != stack_ready) {
+        delete[] ready;
+        delete[] prefix;
+    }
 }
 
 // LSD radix sort of (key, value) pairs by 32-bit keys mapped to order-preserving unsigned integers,

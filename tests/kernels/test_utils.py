@@ -101,10 +101,12 @@ def test_scoped_timer(capsys):
     assert capsys.readouterr().out == ""
 
 
-@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 100, 65537, 131071])
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 100, 65855, 65856, 65857, 131712, 131713, 1 << 20])
 def test_scan_edge_sizes(n):
-    """Scans of sizes around the lane and part splits (including empty) match cumsum exactly."""
+    """Scans of sizes around the block split (8 lanes of 8232; including empty) match cumsum exactly."""
     x = np.random.default_rng(n).integers(-3, 4, n).astype(np.int32)
     out = wp.zeros(n, dtype=int)
     array_scan(wp.array(x, dtype=int), out, inclusive=True)
     np.testing.assert_array_equal(out.numpy(), np.cumsum(x))
+    array_scan(wp.array(x, dtype=int), out, inclusive=False)
+    np.testing.assert_array_equal(out.numpy(), np.cumsum(x) - x)
