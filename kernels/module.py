@@ -54,7 +54,17 @@ class Function:
         _FUNCTION_GENERATION[0] += 1
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Python scope: run the (last defined) Python body directly."""
+        """Python scope: run the Python body of the last overload whose annotated vector, matrix and
+        struct parameters match the arguments' types (scalars convert), directly."""
+        for pyf in reversed(self.overloads):
+            try:
+                bound = inspect.signature(pyf).bind(*args, **kwargs)
+            except TypeError:
+                continue
+            hints = _annotations(pyf)
+            if all(not isinstance(v, T._CompositeMixin) or not T.is_composite(hints.get(n)) or type(v) is hints[n]
+                   for n, v in bound.arguments.items()):
+                return pyf(*args, **kwargs)
         return self.overloads[-1](*args, **kwargs)
 
     def __repr__(self) -> str:

@@ -13,7 +13,7 @@ from loomwork.autograd import gradcheck
 DTYPES = {"f32": (wp.float32, 2e-5), "f64": (wp.float64, 1e-11)}
 
 
-@wp.kernel
+@wp.kernel(enable_backward=False)
 def decompose(a: wp.array(dtype=Any), u: wp.array(dtype=Any), s: wp.array(dtype=Any), v: wp.array(dtype=Any),
               q: wp.array(dtype=Any), r: wp.array(dtype=Any), eq: wp.array(dtype=Any), ed: wp.array(dtype=Any)):
     i = wp.tid()
@@ -36,7 +36,7 @@ def decompose(a: wp.array(dtype=Any), u: wp.array(dtype=Any), s: wp.array(dtype=
     ed[i] = d
 
 
-@wp.kernel
+@wp.kernel(enable_backward=False)
 def decompose2(a: wp.array(dtype=Any), u: wp.array(dtype=Any), s: wp.array(dtype=Any), v: wp.array(dtype=Any)):
     i = wp.tid()
     U = u[i]
@@ -46,6 +46,13 @@ def decompose2(a: wp.array(dtype=Any), u: wp.array(dtype=Any), s: wp.array(dtype
     u[i] = U
     s[i] = sigma
     v[i] = V
+
+
+for _dtype in (wp.float32, wp.float64):  # instantiated up front: one module build, not one per launch
+    _m3, _v3 = wp.types.matrix((3, 3), _dtype), wp.types.vector(3, _dtype)
+    _m2, _v2 = wp.types.matrix((2, 2), _dtype), wp.types.vector(2, _dtype)
+    wp.overload(decompose, [wp.array(dtype=t) for t in (_m3, _m3, _v3, _m3, _m3, _m3, _m3, _v3)])
+    wp.overload(decompose2, [wp.array(dtype=t) for t in (_m2, _m2, _v2, _m2)])
 
 
 def sample_matrices(rng, n=64):
@@ -126,7 +133,7 @@ def test_decomposition_gradients_match_finite_differences():
               [wp.zeros(4, dtype=wp.float64, requires_grad=True)], eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
-@wp.kernel
+@wp.kernel(enable_backward=False)
 def construct(out: wp.array(dtype=float), i_out: wp.array(dtype=wp.uint32), b_out: wp.array(dtype=wp.bool)):
     m = wp.identity(n=3, dtype=float)
     out[0] = m[0, 0] + m[1, 1] + m[2, 2] + m[0, 1]
@@ -186,13 +193,17 @@ def test_python_scope_constructors():
     assert math.isclose(wp.erfinv(0.5), 0.4769362762044699, rel_tol=1e-12)
 
 
-@wp.kernel
+@wp.kernel(enable_backward=False)
 def error_functions(x: wp.array(dtype=Any), out: wp.array2d(dtype=Any)):
     i = wp.tid()
     out[i, 0] = wp.erf(x[i])
     out[i, 1] = wp.erfc(x[i])
     out[i, 2] = wp.erfinv(wp.erf(x[i]))
     out[i, 3] = wp.erfcinv(wp.erfc(x[i]))
+
+
+for _dtype in (wp.float32, wp.float64):
+    wp.overload(error_functions, [wp.array(dtype=_dtype), wp.array2d(dtype=_dtype)])
 
 
 @pytest.mark.parametrize("prec", DTYPES)
@@ -208,7 +219,7 @@ def test_error_functions(prec):
     assert np.allclose(got[:, 3], x, atol=1e3 * tol)
 
 
-@wp.kernel
+@wp.kernel(enable_backward=False)
 def rotations(q: wp.array(dtype=wp.quatd), t: wp.array(dtype=wp.float64), out_q: wp.array2d(dtype=wp.quatd),
               rpy: wp.array(dtype=wp.vec3d), axis_angle: wp.array(dtype=wp.vec4d), tr: wp.array(dtype=wp.transformd),
               m44: wp.array(dtype=wp.mat44d), pts: wp.array2d(dtype=wp.vec3d)):
@@ -362,7 +373,7 @@ def test_errors_name_the_line(tmp_path, name, body, message):
     assert message in str(info.value) and f"{name}.py" in str(info.value), str(info.value)
 
 
-@wp.kernel
+@wp.kernel(enable_backward=False)
 def huber(v: wp.array(dtype=wp.vec3d), d: wp.array(dtype=wp.float64), out: wp.array2d(dtype=wp.float64),
           n: wp.array(dtype=wp.vec3d), sa: wp.array(dtype=wp.spatial_matrixd)):
     i = wp.tid()
@@ -390,3 +401,16 @@ def test_huber_norms_and_spatial_adjoint_match_their_definitions():
     m = sa.numpy()
     assert np.allclose(m[:, :3, 3:], 0.0) and np.allclose(m[:, :3, :3], m[:, 3:, 3:])
     assert np.allclose(m[:, 3:, :3] @ np.array([1.0, 0.0, 0.0]), np.cross(v, [1.0, 0.0, 0.0]))
+
+
+def test_rotation_builtins_in_python_scope():
+    """The rotation helpers run in Python too, typed by the overload their arguments pick."""
+    q = wp.quat_rpy(0.1, 0.2, 0.3)
+    assert np.allclose(wp.quat_to_rpy(q), [0.1, 0.2, 0.3], atol=1e-6)
+    back = wp.quat_from_matrix(wp.quat_to_matrix(q))
+    assert type(back) is wp.quatf and np.allclose(back, q, atol=1e-6)
+    assert np.allclose(wp.quat_slerp(wp.quat_identity(), wp.quat_rpy(0.0, 0.0, 1.0), 0.5), wp.quat_rpy(0.0, 0.0, 0.5),
+                       atol=1e-6)
+    m = wp.transform_to_matrix(wp.transform(wp.vec3(1.0, 2.0, 3.0), q))
+    assert type(m) is wp.mat44 and np.allclose(wp.transform_from_matrix(m), [1.0, 2.0, 3.0, *q], atol=1e-6)
+    assert wp.norm_huber(wp.vec3(3.0, 0.0, 0.0)) == 2.5
