@@ -27,8 +27,9 @@ NATIVE_DIR = Path(__file__).parent / "native"
 
 @cache
 def header_hash() -> str:
+    """The hash of the native headers generated code includes (the .cpp runtimes hash as sources)."""
     h = hashlib.sha256()
-    for name in sorted(os.listdir(NATIVE_DIR)):
+    for name in sorted(n for n in os.listdir(NATIVE_DIR) if n.endswith(".h")):
         h.update(name.encode())
         h.update((NATIVE_DIR / name).read_bytes())
     return h.hexdigest()
