@@ -243,7 +243,7 @@ template <int N, typename T> LW_FUNC void svd_of(const mat_t<N, N, T>& A, mat_t<
     for (int i = 0; i < N; ++i) s.c[i] = R.c[i * N + i];
 }
 
-template <int N, typename T> LW_FUNC void put_rows(mat_t<2 * N + 1, N, T>& P, int at, const mat_t<N, N, T>& m) {
+template <int R, int N, typename T> LW_FUNC void put_rows(mat_t<R, N, T>& P, int at, const mat_t<N, N, T>& m) {
     for (int i = 0; i < N * N; ++i) P.c[at * N + i] = m.c[i];
 }
 template <int R, int N, typename T> LW_FUNC mat_t<N, N, T> get_rows(const mat_t<R, N, T>& P, int at) {
@@ -297,10 +297,8 @@ template <int N, typename T> LW_FUNC mat_t<2 * N, N, T> qr_packed(mat_t<N, N, T>
     mat_t<N, N, T> Q, R;
     qr_givens(A, Q, R);
     mat_t<2 * N, N, T> P;
-    for (int i = 0; i < N * N; ++i) {
-        P.c[i] = Q.c[i];
-        P.c[N * N + i] = R.c[i];
-    }
+    put_rows(P, 0, Q);
+    put_rows(P, N, R);
     return P;
 }
 template <int N, typename T> LW_FUNC void adj_qr_packed(mat_t<N, N, T> A, mat_t<N, N, T>& adj_A, mat_t<2 * N, N, T> adj) {
@@ -323,7 +321,7 @@ template <int N, typename T> LW_FUNC mat_t<N + 1, N, T> eig_packed(mat_t<N, N, T
     vec_t<N, T> d;
     sym_eig(sym_part(A), Q, d);
     mat_t<N + 1, N, T> P;
-    for (int i = 0; i < N * N; ++i) P.c[i] = Q.c[i];
+    put_rows(P, 0, Q);
     for (int i = 0; i < N; ++i) P.c[N * N + i] = d.c[i];
     return P;
 }
