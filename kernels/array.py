@@ -239,8 +239,9 @@ class array:  # noqa: N801 - Warp's public name
         d = self._desc
         if d is None:
             desc = ArrayDesc()
-            desc.data = self.ptr or 0
-            desc.grad = (self._grad.ptr or 0) if self._grad is not None else 0
+            empty = self.size == 0  # an empty array reads as null in kernels (wp.unot, `if arr:`)
+            desc.data = 0 if empty else self.ptr or 0
+            desc.grad = (self._grad.ptr or 0) if self._grad is not None and not empty else 0
             for i, (s, st) in enumerate(zip(self.shape, self.strides, strict=True)):
                 desc.shape[i] = s
                 desc.strides[i] = st

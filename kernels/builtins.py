@@ -136,13 +136,21 @@ class Exact(Pattern):
 
 @dataclass(frozen=True)
 class Arr(Pattern):
+    """A (not indexed) array; `kind` restricts its scalar dtype, `ndim` its dimension count."""
+
+    kind: str = ""
+    ndim: int = 0
     var: str = "T"
 
     def match(self, t: Any, b: dict) -> bool:
-        return isinstance(t, ArrayType) and self.bind(b, self.var, t.dtype)
+        return (isinstance(t, ArrayType) and not t.indexed and (not self.ndim or t.ndim == self.ndim)
+                and (not self.kind or (T.is_scalar(t.dtype) and _KINDS[self.kind](t.dtype)))
+                and self.bind(b, self.var, t.dtype))
 
     def __str__(self) -> str:
-        return "array"
+        dtype = {"": "", "float": "Float", "int": "Int"}.get(self.kind, self.kind)
+        inner = ", ".join(x for x in (f"dtype={dtype}" if dtype else "", f"ndim={self.ndim}" if self.ndim else "") if x)
+        return f"array({inner})"
 
 
 # -- the records ------------------------------------------------------------------------------
@@ -258,6 +266,7 @@ add("div", (S, S), "T", group="Operators", doc="a / b (integers truncate; intege
 add("div", (V, S), vec_ret, group="Operators", doc="")
 add("div", (S, V), vec_ret, group="Operators", doc="")
 add("div", (M, S), mat_ret, group="Operators", doc="")
+add("div", (S, M), mat_ret, group="Operators", doc="")
 add("floordiv", (S, S), "T", group="Operators", doc="a // b, rounded toward negative infinity",
     differentiable=False)
 add("mod", (S, S), "T", group="Operators", doc="a % b with the sign of a (C semantics, like Warp)")
@@ -409,6 +418,15 @@ add("select", (BOOL, Value(), Value()), "V", group="Utility",
     py=lambda c, a, b: b if c else a)
 add("where", (BOOL, Value(), Value()), "V", group="Utility", doc="where(cond, a, b): a where cond holds, else b",
     py=lambda c, a, b: a if c else b)
+add("unot", (Scalar("any"),), T.bool_, group="Operators", doc="not a: true for False and zero",
+    differentiable=False, py=lambda a: not a)
+add("unot", (Arr(),), T.bool_, group="Operators", doc="true for an empty (null) array", differentiable=False)
+add("div_approx", (F, F), "T", group="Operators",
+    doc="a / b, with the fast approximate float32 division on GPUs (exact on the CPU)", py=lambda a, b: a / b)
+add("inverse_approx", (Mat("float", cols="R"),), lambda b: T.matrix((b["R"], b["R"]), b["T"]), "lw::inverse",
+    group="Vector Math", doc="the inverse; the same computation as wp.inverse here", py=np.linalg.inv)
+add("block_dim", (), T.int32, group="Utility", differentiable=False,
+    doc="threads per block of the launch on a GPU; 1 on the CPU, where each thread runs on its own")
 
 # quaternions and transforms
 Q, TR, V3 = Quat(), Transform(), Vec("float", n=3)
@@ -489,6 +507,9 @@ add("_randu_of", (U32,), T.uint32, "lw::randu_of", group="Random", doc="", diffe
 for _name, (_count, _ret_t, _doc) in _SAMPLERS.items():
     add(f"_{_name}_of", (U32,) * _count, _ret_t, f"lw::{_name}_of", group="Random", doc="", differentiable=False)
     RANDOM_DRAWS[_name] = (f"_{_name}_of", _count)
+add("_sample_cdf_of", (U32, Arr("float", ndim=1)), T.int32, "lw::sample_cdf_of", group="Random", doc="",
+    differentiable=False)
+RANDOM_DRAWS["sample_cdf"] = ("_sample_cdf_of", 1)
 add("_poisson_of", (U32, F32), T.uint32, "lw::poisson_of", group="Random", doc="", differentiable=False)
 add("_poisson_state", (U32, F32), T.uint32, "lw::poisson_state", group="Random", doc="", differentiable=False)
 
@@ -553,6 +574,10 @@ SPECIAL_FORMS = {
     "atomic_or": "atomically OR an integer into array[indices]; returns the previous value",
     "atomic_xor": "atomically XOR an integer into array[indices]; returns the previous value",
     "printf": "wp.printf(fmt, *args): print with a C format string from inside a kernel",
+    "cast": "cast(value, dtype): the same bytes read as another type of the same size (bit reinterpretation)",
+    "breakpoint": "stop in an attached debugger (gdb or cuda-gdb); without one, nothing happens on the CPU",
+    "sample_cdf": "sample_cdf(state, cdf): the first index i with cdf[i] >= u for a uniform u in [0, 1) "
+                  "(inverse-transform sampling of a normalized cumulative distribution); advances state",
     "expect_near": "expect_near(a, b, tolerance=1e-6): print a message with the source line when a float "
                    "or float vector differs from b by more than tolerance",
     "expect_eq": "expect_eq(a, b): print a message with the source line when a != b",

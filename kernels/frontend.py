@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins as pybuiltins
+import ctypes
 import inspect
 import itertools
 import linecache
@@ -25,7 +26,7 @@ from . import types as T
 from .array import array as array_cls
 from .array import indexedarray as indexedarray_cls
 from .array import zeros as array_zeros
-from .codegen import printf_directive
+from .codegen import ctype, printf_directive
 from .errors import (
     KernelAttributeError,
     KernelError,
@@ -35,7 +36,7 @@ from .errors import (
     KernelTypeError,
 )
 from .ir import ArrayType, Const, Operand, Var
-from .structs import is_struct
+from .structs import field_ctype, is_struct, is_tuple, tuple_type
 
 if TYPE_CHECKING:
     from .module import BuildContext, Function
@@ -264,12 +265,20 @@ class Builder:
                 self.assign_to(name, v, value_node)
             return
         value = self.value(value_node)
+        if is_tuple(value.type):
+            fields = value.type.fields
+            if len(fields) != len(names):
+                self.error(value_node, KernelTypeError, f"cannot unpack {len(fields)} values into {len(names)} names")
+            for (fname, ft), name in zip(fields.items(), names, strict=True):
+                self.assign_to(name, self.assign_temp(ir.Field(value, fname), ft), value_node)
+            return
         if T.is_vector(value.type) and value.type._length_ == len(names):
             for i, name in enumerate(names):
                 self.assign_to(name, self.assign_temp(ir.Extract(value, (Const(i, T.int32),)),
                                                       value.type._wp_scalar_type_), value_node)
             return
-        self.error(value_node, KernelSyntaxError, "tuple assignment needs wp.tid(), a tuple or a vector on the right")
+        self.error(value_node, KernelSyntaxError, "tuple assignment needs wp.tid(), a tuple, a vector or a call "
+                   "returning several values on the right")
 
     def check_tid_count(self, n: int, node: ast.AST) -> None:
         if self.tid_count and self.tid_count != n and n > 1 and self.tid_count > 1:
@@ -485,7 +494,7 @@ class Builder:
             return
         if self.is_kernel:
             self.error(node, KernelSyntaxError, "kernels cannot return a value; write results to an array")
-        value = self.value(node.value)
+        value = self.tuple_value(node.value) if isinstance(node.value, ast.Tuple) else self.value(node.value)
         if self.ret_type is None:
             if self.returns_void:
                 self.error(node, KernelTypeError, "this function returns a value here and nothing elsewhere")
@@ -494,6 +503,24 @@ class Builder:
         else:
             value = self.convert(value, self.ret_type, node.value, what="return value")
         self.emit(ir.Return(value, line=self.cur_line))
+
+    def tuple_value(self, node: ast.Tuple) -> Var:
+        """`return a, b, ...`: the values packed into a tuple record the caller unpacks."""
+        if any(isinstance(e, ast.Starred) for e in node.elts) or len(node.elts) < 2:
+            self.error(node, KernelSyntaxError, "return a tuple of two or more values, without *")
+        values = [self.materialize(self.value(e)) for e in node.elts]
+        for v, e in zip(values, node.elts, strict=True):
+            if is_tuple(v.type):
+                self.error(e, KernelTypeError, "tuples cannot be nested")
+        if isinstance(self.ret_type, type) and is_tuple(self.ret_type) and len(self.ret_type.fields) == len(values):
+            types = tuple(self.ret_type.fields.values())  # later returns convert to the first one's types
+        else:
+            types = tuple(v.type for v in values)
+        tt = tuple_type(types)
+        var = self.assign_temp(ir.Construct(tt, ()), tt)
+        for i, (v, ft, e) in enumerate(zip(values, types, node.elts, strict=True)):
+            self.emit(ir.SetField(var, f"f{i}", self.convert(v, ft, e, what=f"return value {i}"), line=self.cur_line))
+        return var
 
     @property
     def returns_void(self) -> bool:
@@ -625,6 +652,14 @@ class Builder:
         if T.is_composite(base.type) and any(isinstance(e, ast.Slice) for e in (
                 node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])):
             return self.composite_slice(base, node)
+        if is_tuple(base.type):
+            n = len(base.type.fields)
+            idx = self.expr(node.slice)
+            if not isinstance(idx, Const) or not T.is_int(idx.type) or not -n <= idx.value < n:
+                self.error(node.slice, KernelIndexError, f"a tuple of {n} values takes a constant index in "
+                           f"[{-n}, {n})")
+            fname = f"f{idx.value % n}"
+            return self.assign_temp(ir.Field(base, fname), base.type.fields[fname])
         indices = self.indices(node.slice)
         t = base.type
         if isinstance(t, ArrayType):
@@ -1114,6 +1149,14 @@ class Builder:
         if name in B.OUTPUT_FORMS:
             self.output_form(name, node)
             return None
+        if name == "cast":
+            return self.bit_cast(node)
+        if name == "breakpoint":
+            if node.args or node.keywords:
+                self.error(node, KernelTypeError, "wp.breakpoint() takes no arguments")
+            ov = B.Overload("breakpoint", (), lambda b: None, "lw::breakpoint", "Utility", "", False)
+            self.emit(ir.Eval(ir.Call(ov, ()), line=self.cur_line))
+            return None
         # atomics: atomic_op(array, i[, j, ...], [compare,] value)
         self.no_keywords(node, f"wp.{name}")
         nvalues = 2 if name == "atomic_cas" else 1
@@ -1200,6 +1243,27 @@ class Builder:
         where = f"{self.src.filename}:{line} in {self.qualname}"
         self.emit(ir.Print(where, operands, check=name, line=self.cur_line))
 
+    def bit_cast(self, node: ast.Call) -> Operand:
+        """`wp.cast(value, dtype)`: reinterpret the value's bytes as `dtype` (sizes must agree)."""
+        args = list(node.args) + [k.value for k in node.keywords if k.arg == "dtype"]
+        if len(args) != 2 or any(k.arg not in ("dtype",) for k in node.keywords):
+            self.error(node, KernelTypeError, "wp.cast() takes (value, dtype)")
+        v = self.materialize(self.value(args[0]))
+        target = self.eval_static(args[1], "wp.cast()'s dtype")
+        try:
+            target = arg_type(target)
+        except TypeError as e:
+            self.error(args[1], KernelTypeError, f"wp.cast(): {e}")
+        if isinstance(target, ArrayType) or isinstance(v.type, ArrayType):
+            self.error(node, KernelTypeError, "wp.cast() reinterprets values, not arrays (use array.view(dtype))")
+        sizes = [ctypes.sizeof(field_ctype(t)) for t in (v.type, target)]
+        if sizes[0] != sizes[1]:
+            self.error(node, KernelTypeError, f"wp.cast(): {T.type_name(v.type)} has {sizes[0]} bytes but "
+                       f"{T.type_name(target)} has {sizes[1]}; the sizes must be equal")
+        ov = B.Overload("cast", (B.Exact(v.type),), lambda b: target, f"lw::bit_cast<{ctype(target)}>",
+                        "Utility", "", False)
+        return self.assign_temp(ir.Call(ov, (v,)), target)
+
     def static_value(self, node: ast.Call) -> Any:
         """Evaluate `wp.static(expr)`'s argument in Python, in the function's global and closure scope."""
         if len(node.args) != 1 or node.keywords:
@@ -1223,14 +1287,20 @@ class Builder:
         self.no_keywords(node, f"wp.{name}")
         extra_type = T.int32 if name == "randi" else T.float32
         forms = {"randi": ((1, 3), "(state) or (state, lo, hi)"), "randf": ((1, 3), "(state) or (state, lo, hi)"),
-                 "poisson": ((2,), "(state, lam)")}.get(name, ((1,), "(state)"))
+                 "poisson": ((2,), "(state, lam)"), "sample_cdf": ((2,), "(state, cdf)")}.get(name, ((1,), "(state)"))
         if len(node.args) not in forms[0]:
             self.error(node, KernelTypeError, f"wp.{name} takes {forms[1]}")
         state = self.expr(node.args[0])
         if not (isinstance(node.args[0], ast.Name) and isinstance(state, Var) and state.type == T.uint32):
             self.error(node.args[0], KernelTypeError, f"the first argument of wp.{name} must be a local random "
                        "state variable, e.g. state = wp.rand_init(seed, tid)")
-        extras = [self.materialize(self.convert(self.value(a), extra_type, a)) for a in node.args[1:]]
+        if name == "sample_cdf":
+            extras = [self.value(node.args[1])]
+            if not B.BUILTINS["_sample_cdf_of"].overloads[0].params[1].match(extras[0].type, {}):
+                self.error(node.args[1], KernelTypeError, "wp.sample_cdf() takes a 1-D float array (not indexed) "
+                           f"as the cdf, got {T.type_name(extras[0].type)}")
+        else:
+            extras = [self.materialize(self.convert(self.value(a), extra_type, a)) for a in node.args[1:]]
         if name == "poisson":  # consumes a value-dependent number of draws: state and value from one start
             value = self.call_builtin("_poisson_of", [state, *extras], node)
             self.emit(ir.Assign(state, ir.Copy(self.call_builtin("_poisson_state", [state, *extras], node)),

@@ -10,8 +10,10 @@ from .module import Function, func
 
 # ruff: noqa: N806, N803  (type parameters of the per-precision factories are capitalized like classes)
 
-acos, asin, atan2, clamp, dot, normalize, quat_to_matrix, sin, sqrt = (BUILTINS[n] for n in (
-    "acos", "asin", "atan2", "clamp", "dot", "normalize", "quat_to_matrix", "sin", "sqrt"))
+(abs_, acos, asin, atan2, clamp, cross, determinant, dot, length, normalize, quat_from_axis_angle, quat_rotate,
+ quat_to_matrix, sin, spatial_bottom, spatial_top, sqrt) = (BUILTINS[n] for n in (
+    "abs", "acos", "asin", "atan2", "clamp", "cross", "determinant", "dot", "length", "normalize",
+    "quat_from_axis_angle", "quat_rotate", "quat_to_matrix", "sin", "spatial_bottom", "spatial_top", "sqrt"))
 PRECISIONS = (T.float32, T.float64)
 
 
@@ -159,3 +161,181 @@ def matrix_trs(S: Any) -> Any:
                    0.0, 0.0, 0.0, 1.0)
 
     return matrix
+
+
+@_overloaded
+def transform_compose(S: Any) -> Any:
+    Q, V3 = T.quaternion(S), T.vector(3, S)
+
+    def transform_compose(position: V3, rotation: Q, scale: V3):
+        """The 4x4 matrix translate(position) * rotate(rotation) * scale(scale)."""
+        return matrix_trs(position, rotation, scale)
+
+    return transform_compose
+
+
+@_overloaded
+def transform_decompose(S: Any) -> Any:
+    M33, M44, V3 = T.matrix((3, 3), S), T.matrix((4, 4), S), T.vector(3, S)
+
+    def transform_decompose(m: M44):
+        """(position, rotation, scale) of a 4x4 matrix translate * rotate * scale: the scales are the
+        column lengths of the upper-left block, all negated when it mirrors (negative determinant)."""
+        s = V3(length(V3(m[0, 0], m[1, 0], m[2, 0])), length(V3(m[0, 1], m[1, 1], m[2, 1])),
+               length(V3(m[0, 2], m[1, 2], m[2, 2])))
+        r = M33(m[0, 0], m[0, 1], m[0, 2], m[1, 0], m[1, 1], m[1, 2], m[2, 0], m[2, 1], m[2, 2])
+        if determinant(r) < 0.0:
+            s = -s
+        for c in range(3):
+            if s[c] != 0.0:
+                for row in range(3):
+                    r[row, c] = r[row, c] / s[c]
+        return V3(m[0, 3], m[1, 3], m[2, 3]), quat_from_matrix(r), s
+
+    return transform_decompose
+
+
+@_overloaded
+def quat_from_euler(S: Any) -> Any:
+    Q, V3 = T.quaternion(S), T.vector(3, S)
+
+    def quat_from_euler(e: V3, i: int, j: int, k: int):
+        """The rotation about fixed axes i, then j, then k by the angles e[i], e[j], e[k] (e[i] again
+        when k == i): qk * qj * qi. Axis indices outside {0, 1, 2}, or j equal to i or k, give NaNs."""
+        if i < 0 or i > 2 or j < 0 or j > 2 or k < 0 or k > 2 or i == j or j == k:
+            nan = S(0.0) / S(0.0)
+            return Q(nan, nan, nan, nan)
+        ai = V3()
+        ai[i] = 1.0
+        aj = V3()
+        aj[j] = 1.0
+        ak = V3()
+        ak[k] = 1.0
+        return quat_from_axis_angle(ak, e[k]) * quat_from_axis_angle(aj, e[j]) * quat_from_axis_angle(ai, e[i])
+
+    return quat_from_euler
+
+
+@_overloaded
+def quat_to_euler(S: Any) -> Any:
+    Q, V3 = T.quaternion(S), T.vector(3, S)
+    V2 = T.vector(2, S)
+    tol = 1.0e-6 if S is T.float32 else 1.0e-12
+
+    def quat_to_euler(q: Q, i: int, j: int, k: int):
+        """The angles of q about fixed axes i, j, k (in that order), indexed by axis for i != k; for
+        proper sequences (k == i) the third angle goes to e[3 - i - j]. At gimbal lock the angle about i
+        is 0. Invalid axis indices give NaNs. (Bernardes and Viollet's direct method, 2022.)"""
+        if i < 0 or i > 2 or j < 0 or j > 2 or k < 0 or k > 2 or i == j or j == k:
+            nan = S(0.0) / S(0.0)
+            return V3(nan, nan, nan)
+        proper = i == k
+        c = k
+        if proper:
+            c = 3 - i - j
+        sign = S(((i - j) * (j - c) * (c - i)) // 2)
+        w = q[3]
+        a = w
+        b = q[i]
+        cc = q[j]
+        d = q[c] * sign
+        if not proper:
+            a = w - q[j]
+            b = q[i] + q[c] * sign
+            cc = q[j] + w
+            d = q[c] * sign - q[i]
+        t2 = 2.0 * atan2(length(V2(cc, d)), length(V2(a, b)))
+        half_sum = atan2(b, a)
+        half_diff = atan2(d, cc)
+        t1 = half_sum - half_diff
+        t3 = half_sum + half_diff
+        if t2 < tol:
+            t1 = S(0.0)
+            t3 = 2.0 * half_sum
+        elif t2 > 3.141592653589793 - tol:
+            t1 = S(0.0)
+            t3 = 2.0 * half_diff
+        if not proper:
+            t3 = t3 * sign
+            t2 = t2 - 1.5707963267948966
+        e = V3()
+        e[i] = t1
+        e[j] = t2
+        e[c] = t3
+        return e
+
+    return quat_to_euler
+
+
+@_overloaded
+def quat_twist(S: Any) -> Any:
+    Q, V3 = T.quaternion(S), T.vector(3, S)
+
+    def quat_twist(axis: V3, q: Q):
+        """The twist of q about the unit axis (swing-twist decomposition); the identity when q turns by
+        180 degrees about an axis perpendicular to it."""
+        p = dot(V3(q[0], q[1], q[2]), axis) * axis
+        t = Q(p[0], p[1], p[2], q[3])
+        n = length(t)
+        if n == 0.0:
+            return Q(0.0, 0.0, 0.0, 1.0)
+        return t / n
+
+    return quat_twist
+
+
+@_overloaded
+def quat_twist_angle(S: Any) -> Any:
+    Q, V3 = T.quaternion(S), T.vector(3, S)
+
+    def quat_twist_angle(axis: V3, q: Q):
+        """The unsigned angle of q's twist about the unit axis: in [0, pi] when q[3] >= 0."""
+        return 2.0 * atan2(abs_(dot(V3(q[0], q[1], q[2]), axis)), q[3])
+
+    return quat_twist_angle
+
+
+@_overloaded
+def quat_twist_angle_signed(S: Any) -> Any:
+    Q, V3 = T.quaternion(S), T.vector(3, S)
+
+    def quat_twist_angle_signed(axis: V3, q: Q):
+        """The signed angle (right-handed about the unit axis) of q's twist: in [-pi, pi] when q[3] >= 0."""
+        return 2.0 * atan2(dot(V3(q[0], q[1], q[2]), axis), q[3])
+
+    return quat_twist_angle_signed
+
+
+def _spatial(S: Any, name: str, doc: str, linear_first: bool) -> Any:
+    TR, SV, Q, V3 = T.transformation(S), T.vector(6, S), T.quaternion(S), T.vector(3, S)
+
+    def mapped(t: TR, x: SV):
+        q = Q(t[3], t[4], t[5], t[6])
+        p = V3(t[0], t[1], t[2])
+        top = quat_rotate(q, spatial_top(x))
+        bottom = quat_rotate(q, spatial_bottom(x))
+        if wp_static_linear_first:
+            return SV(top + cross(p, bottom), bottom)  # a wrench (torque, force): the moment arm acts on force
+        return SV(top, bottom + cross(p, top))  # a twist (angular, linear)
+
+    wp_static_linear_first = linear_first
+    mapped.__name__ = mapped.__qualname__ = name
+    mapped.__doc__ = doc
+    return mapped
+
+
+transform_twist = _overloaded(lambda S: _spatial(
+    S, "transform_twist", "The twist (angular w, linear v) in the frame t maps to: (R w, R v + p x R w).", False))
+transform_wrench = _overloaded(lambda S: _spatial(
+    S, "transform_wrench", "The wrench (torque, force) in the frame t maps to: (R tau + p x R f, R f).", True))
+
+
+@_overloaded
+def velocity_at_point(S: Any) -> Any:
+    SV, V3 = T.vector(6, S), T.vector(3, S)
+
+    def velocity_at_point(qd: SV, r: V3):
+        """The linear velocity v + w x r of the point at offset r on a body with twist (w, v)."""
+        return spatial_bottom(qd) + cross(spatial_top(qd), r)
+
+    return velocity_at_point

@@ -27,6 +27,7 @@ class StructType:
     fields: dict[str, Any] = {}
     cname: str = ""
     _ctype: Any = None
+    is_tuple: bool = False
 
     def __init__(self, **values: Any) -> None:
         object.__setattr__(self, "_values", {})
@@ -200,3 +201,26 @@ def struct_differentiable(t: Any) -> bool:
     if is_struct(t):
         return any(not isinstance(f, ArrayType) and struct_differentiable(f) for f in t.fields.values())
     return T.elem_scalar(t).is_float if (T.is_scalar(t) or T.is_composite(t)) else False
+
+
+_tuple_types: dict[tuple, type] = {}
+
+
+def tuple_type(types: tuple) -> type:
+    """The record type of a function's multiple return values (`return a, b`): a struct with fields
+    f0, f1, ... that the caller unpacks (`a, b = f(x)`) or indexes with constants (`r[0]`)."""
+    t = _tuple_types.get(types)
+    if t is None:
+        fields = {f"f{i}": ft for i, ft in enumerate(types)}
+        names = [T.type_name(ft) for ft in types]
+        ctype_fields = [(n, field_ctype(ft)) for n, ft in fields.items()]
+        ctype = type("tuple_ctype", (ctypes.Structure,), {"_fields_": ctype_fields})
+        cname = "lw::tuple_" + "_".join(re.sub(r"[^0-9A-Za-z]", "_", n) for n in names)
+        t = type(f"tuple[{', '.join(names)}]", (StructType,), {"fields": fields, "cname": cname, "_ctype": ctype,
+                                                              "is_tuple": True})
+        _tuple_types[types] = t
+    return t
+
+
+def is_tuple(t: Any) -> bool:
+    return is_struct(t) and t.is_tuple

@@ -188,6 +188,9 @@ class _CompositeMixin:
     def __truediv__(self, o):
         return self._binary(o, np.divide)
 
+    def __rtruediv__(self, o):
+        return self._binary(o, np.divide, True)
+
     __radd__ = __add__
 
     def __neg__(self):

@@ -53,11 +53,21 @@ from .kernels.errors import (
 from .kernels.frontend import adjoint
 from .kernels.launch import launch, synchronize
 from .kernels.mathlib import (
+    quat_from_euler,
     quat_from_matrix,
     quat_slerp,
+    quat_to_euler,
     quat_to_rpy,
+    quat_twist,
+    quat_twist_angle,
+    quat_twist_angle_signed,
+    transform_compose,
+    transform_decompose,
     transform_from_matrix,
     transform_to_matrix,
+    transform_twist,
+    transform_wrench,
+    velocity_at_point,
 )
 from .kernels.module import (
     Function,
@@ -116,7 +126,9 @@ __all__ = [
     "struct", "overload", "Float", "Int", "Scalar", "set_module_options", "get_module_options", "types",
     "pi", "e", "tau", "inf", "nan", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
     "func_native", "identity", "vector", "matrix", "quat_from_matrix", "quat_slerp", "quat_to_rpy",
-    "transform_from_matrix", "transform_to_matrix",
+    "transform_from_matrix", "transform_to_matrix", "quat_from_euler", "quat_to_euler", "quat_twist",
+    "quat_twist_angle", "quat_twist_angle_signed", "transform_compose", "transform_decompose", "transform_twist",
+    "transform_wrench", "velocity_at_point",
     *_PUBLIC_TYPES,
     *(name for name in _BUILTINS if not name.startswith("_")),
 ]

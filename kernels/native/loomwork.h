@@ -378,6 +378,11 @@ template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> div(mat_t<R, C, T> a,
     for (int i = 0; i < R * C; ++i) r.c[i] = div(a.c[i], s);
     return r;
 }
+template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> div(T s, mat_t<R, C, T> a) {
+    mat_t<R, C, T> r;
+    for (int i = 0; i < R * C; ++i) r.c[i] = div(s, a.c[i]);
+    return r;
+}
 template <int R, int C, typename T> LW_FUNC vec_t<R, T> mul(mat_t<R, C, T> m, vec_t<C, T> v) {
     vec_t<R, T> r;
     for (int i = 0; i < R; ++i) {
@@ -929,6 +934,10 @@ LW_FUNC void adj_mul(T s, mat_t<R, C, T> a, T& adj_s, mat_t<R, C, T>& adj_a, mat
 template <int R, int C, typename T>
 LW_FUNC void adj_div(mat_t<R, C, T> a, T s, mat_t<R, C, T>& adj_a, T& adj_s, mat_t<R, C, T> adj) {
     for (int i = 0; i < R * C; ++i) adj_div(a.c[i], s, adj_a.c[i], adj_s, adj.c[i]);
+}
+template <int R, int C, typename T>
+LW_FUNC void adj_div(T s, mat_t<R, C, T> a, T& adj_s, mat_t<R, C, T>& adj_a, mat_t<R, C, T> adj) {
+    for (int i = 0; i < R * C; ++i) adj_div(s, a.c[i], adj_s, adj_a.c[i], adj.c[i]);
 }
 template <int R, int C, typename T>
 LW_FUNC void adj_mul(mat_t<R, C, T> m, vec_t<C, T> v, mat_t<R, C, T>& adj_m, vec_t<C, T>& adj_v, vec_t<R, T> adj) {
@@ -1486,6 +1495,18 @@ LW_FUNC uint32_t poisson_run(uint32_t s, float lam, uint32_t& out_state) {
 }
 LW_FUNC uint32_t poisson_of(uint32_t s, float lam) { uint32_t t; return poisson_run(s, lam, t); }
 LW_FUNC uint32_t poisson_state(uint32_t s, float lam) { uint32_t t; poisson_run(s, lam, t); return t; }
+// inverse-transform sampling: the first index whose cdf entry is >= u (binary search)
+template <typename T> LW_FUNC int32_t sample_cdf_of(uint32_t s, const array_t<T>& cdf) {
+    T u = T(rand_unit(s));
+    int32_t lo = 0, hi = cdf.shape[0] - 1;
+    if (hi < 0) return 0;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (at(cdf, mid) < u) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
 
 // ---------------------------------------------------------------------------------------------
 // gradient (Perlin) noise in 1 to 4 dimensions: random unit gradients on the integer lattice, blended
@@ -1641,6 +1662,53 @@ template <typename T> LW_FUNC void expect_eq(T a, T b, const char* where) {
     printf("\n");
     LW_FLUSH();
 }
+
+// wp.cast: the same bytes read as another type of the same size
+template <typename D, typename S> LW_FUNC D bit_cast(S s) {
+    D d;
+    const char* from = (const char*)&s;
+    char* to = (char*)&d;
+    for (unsigned i = 0; i < sizeof(D); ++i) to[i] = from[i];
+    return d;
+}
+template <typename T> LW_FUNC bool unot(T a) { return !(a != T(0)); }
+LW_FUNC bool unot(half a) { return !((float)a != 0.0f); }
+template <typename T> LW_FUNC bool unot(const array_t<T>& a) { return a.data == nullptr; }
+template <typename T> LW_FUNC T div_approx(T a, T b) { return div(a, b); }
+template <typename T> LW_FUNC void adj_div_approx(T a, T b, T& adj_a, T& adj_b, T adj) { adj_div(a, b, adj_a, adj_b, adj); }
+#if LW_CUDA
+LW_DEVICE float div_approx(float a, float b) { return __fdividef(a, b); }
+LW_FUNC int32_t block_dim() { return (int32_t)blockDim.x; }
+LW_DEVICE void breakpoint() { __brkpt(); }
+#else
+LW_FUNC int32_t block_dim() { return 1; }  // a CPU launch runs every thread on its own
+#if defined(__linux__)
+extern "C" int open(const char* path, int flags, ...);
+extern "C" long read(int fd, void* buf, unsigned long n);
+extern "C" int close(int fd);
+extern "C" int raise(int sig);
+// Stop in the attached debugger (SIGTRAP); without one (TracerPid 0 in /proc/self/status) do nothing,
+// so a forgotten wp.breakpoint() cannot kill the process.
+inline void breakpoint() {
+    char buf[1024];
+    int fd = open("/proc/self/status", 0);
+    if (fd < 0) return;
+    long n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    for (long i = 0; i + 10 < n; ++i) {
+        if (buf[i] == 'T' && buf[i + 1] == 'r' && buf[i + 2] == 'a' && buf[i + 6] == 'P' && buf[i + 9] == ':') {
+            long j = i + 10;
+            while (buf[j] == ' ' || buf[j] == '\t') ++j;
+            if (buf[j] != '0') raise(5);
+            return;
+        }
+    }
+}
+#else
+inline void breakpoint() {}
+#endif
+#endif
 
 #include "linalg.h"
 
