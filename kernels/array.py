@@ -196,7 +196,7 @@ class array:  # noqa: N801 - Warp's public name
                 self._init_view(src.ctypes.data, outer, src.strides[: len(outer)], src)
                 return
         self._init_new(outer, zero=False)
-        self.numpy()[...] = src.astype(st.np_dtype, copy=False)
+        self.numpy()[...] = T.to_storage(st, src, raw_bits=True)
 
     def _init_structs(self, data: Any, shape: Any) -> None:
         """An array of structs from a sequence of struct instances (or a NumPy array of records)."""
@@ -279,7 +279,8 @@ class array:  # noqa: N801 - Warp's public name
 
     def list(self) -> list:
         """The elements as a Python list (vectors and matrices as their types)."""
-        flat = self.numpy().reshape((self.size,) + (self.dtype._shape_ if T.is_composite(self.dtype) else ()))
+        flat = T.from_storage(T.elem_scalar(self.dtype), self.numpy()).reshape(
+            (self.size,) + (self.dtype._shape_ if T.is_composite(self.dtype) else ()))
         if T.is_composite(self.dtype):
             return [self.dtype(x) for x in flat]
         return flat.tolist()
@@ -291,7 +292,7 @@ class array:  # noqa: N801 - Warp's public name
         return f"array(shape={self.shape}, dtype={T.type_name(self.dtype)}, device={self.device})"
 
     def __str__(self) -> str:
-        return str(self.numpy()) if self.ptr is not None else repr(self)
+        return str(T.from_storage(T.elem_scalar(self.dtype), self.numpy())) if self.ptr is not None else repr(self)
 
     # -- views ----------------------------------------------------------------------------
 
@@ -302,7 +303,7 @@ class array:  # noqa: N801 - Warp's public name
             raise IndexError(f"too many indices ({len(key)}) for an array of {self.ndim} dimensions")
         if all(isinstance(k, int | np.integer) for k in key) and len(key) == self.ndim:
             self._check_cpu("element access")
-            v = self.numpy()[key]
+            v = T.from_storage(T.elem_scalar(self.dtype), self.numpy()[key])
             return self.dtype(v) if T.is_composite(self.dtype) else v.item()
         ptr, shape, strides = self.ptr or 0, [], []
         for dim, k in enumerate(key + (slice(None),) * (self.ndim - len(key))):
@@ -331,7 +332,8 @@ class array:  # noqa: N801 - Warp's public name
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check_cpu("element assignment")
         self._storage.bump("element assignment")
-        self.numpy()[key] = np.asarray(value)
+        self.numpy()[key] = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
+            value.numpy_value() if isinstance(value, T._CompositeMixin) else value))
 
     def reshape(self, shape: Any) -> array:
         """A view with a new shape (contiguous arrays only); one extent may be -1."""
@@ -385,8 +387,9 @@ class array:  # noqa: N801 - Warp's public name
             self.numpy()[...] = np.frombuffer(bytes(record), dtype=np.dtype(self.dtype._ctype))[0] if record else 0
             return self
         if self.size:
-            v = np.asarray(value.numpy_value() if isinstance(value, T._CompositeMixin) else value)
-            self.numpy()[...] = v
+            v = np.asarray(value.numpy_value() if isinstance(value, T._CompositeMixin) else
+                           value.value if isinstance(value, T.ScalarType) else value)
+            self.numpy()[...] = T.to_storage(T.elem_scalar(self.dtype), v)
         return self
 
     fill = fill_
@@ -405,11 +408,16 @@ class array:  # noqa: N801 - Warp's public name
         """Copy the values of `src` (an array, NumPy array or sequence of matching shape) into this array."""
         self._check_cpu("assign")
         self._storage.bump("assign()")
-        values = src.numpy() if isinstance(src, array) else np.asarray(src)
+        st = T.elem_scalar(self.dtype)
+        if isinstance(src, array):  # bits when the types agree, values otherwise
+            src_st = T.elem_scalar(src.dtype)
+            values = src.numpy() if src_st is st else T.from_storage(src_st, src.numpy())
+        else:
+            values = np.asarray(src)
         dst = self.numpy()
         if values.size != dst.size:
             raise ValueError(f"assign: source has {values.size} values, array has {dst.size}")
-        dst[...] = values.reshape(dst.shape)
+        dst[...] = T.to_storage(st, values.reshape(dst.shape), raw_bits=True)
         return self
 
     def clone(self, device: Any = None, requires_grad: bool | None = None) -> array:
@@ -424,6 +432,8 @@ class array:  # noqa: N801 - Warp's public name
 
 def _as_numpy(data: Any, dtype: Any) -> np.ndarray:
     st = T.elem_scalar(dtype).np_dtype if dtype is not None else None
+    if dtype is not None and T.elem_scalar(dtype) is T.bfloat16:
+        st = None if isinstance(data, np.ndarray) else np.float32  # bits (uint16) or values
     if isinstance(data, T._CompositeMixin):
         return data.numpy_value()
     if isinstance(data, list | tuple) and data and isinstance(data[0], T._CompositeMixin):

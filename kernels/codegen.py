@@ -49,7 +49,7 @@ def literal(value: Any, t: Any) -> str:
             text = f"lw::f32_bits({struct.unpack('<I', struct.pack('<f', v32))[0]}u)"
         else:
             text = repr(v32) + "f" if ("." in repr(v32) or "e" in repr(v32)) else repr(v32) + ".0f"
-        return f"lw::half({text})" if t is T.float16 else text
+        return f"{t.cname}({text})" if t in (T.float16, T.bfloat16) else text
     v = int(value)
     suffix = {T.int64: "LL", T.uint64: "ULL", T.uint32: "u"}.get(t)
     if suffix:

@@ -28,7 +28,7 @@ from .structs import field_ctype, is_struct
 _LAUNCH_HEADER = "<Qqqq6i"
 _SCALAR_CODES = {
     T.bool_: "?", T.int8: "b", T.uint8: "B", T.int16: "h", T.uint16: "H", T.int32: "i", T.uint32: "I",
-    T.int64: "q", T.uint64: "Q", T.float16: "e", T.float32: "f", T.float64: "d",
+    T.int64: "q", T.uint64: "Q", T.float16: "e", T.float32: "f", T.float64: "d", T.bfloat16: "H",
 }
 _NULL_ARRAY = bytes(ctypes.sizeof(ArrayDesc))
 
@@ -59,7 +59,8 @@ class LaunchPlan:
         if not self.names:
             return lambda header, params: self.struct.pack(*header, b"\0")
         names = [f"p{i}" for i in range(len(self.names))]
-        values = [n if T.is_scalar(t) else f"c{i}({n})" for i, (n, t) in enumerate(zip(names, self.types, strict=True))]
+        values = [n if T.is_scalar(t) and t is not T.bfloat16 else f"c{i}({n})"  # bfloat16 goes in as its bits
+                  for i, (n, t) in enumerate(zip(names, self.types, strict=True))]
         src = (f"def pack(header, params):\n"
                f"    {', '.join(names)}, = params\n"
                f"    return _pack(*header, {', '.join(values)})\n")
@@ -126,6 +127,8 @@ def _converter(k: Kernel, name: str, t: Any) -> Any:
             v = v.value
         if isinstance(v, np.generic | np.ndarray):
             v = v.item() if np.size(v) == 1 else v
+        if t is T.bfloat16 and isinstance(v, int | float) and not isinstance(v, bool):
+            return int(T.bf16_bits(v))
         if t.is_float and isinstance(v, int | float) and not isinstance(v, bool):
             return float(v)
         if t.is_int and isinstance(v, int) and not isinstance(v, bool):
@@ -154,8 +157,10 @@ def _foreign_array(k: Kernel, name: str, t: ArrayType, v: Any) -> bytes:
     st = T.elem_scalar(t.dtype)
     inner = t.dtype._shape_ if T.is_composite(t.dtype) else ()
     if a.dtype != st.np_dtype:
+        hint = ("wp.array(values, dtype=wp.bfloat16) converts float values; NumPy arrays pass bfloat16 as uint16 bits"
+                if st is T.bfloat16 else f"convert it, e.g. with .astype(np.{st.np_dtype.name})")
         raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got a {type(v).__name__} of dtype "
-                          f"{a.dtype} (convert it, e.g. with .astype(np.{st.np_dtype.name}))")
+                          f"{a.dtype} ({hint})")
     if a.ndim != t.ndim + len(inner) or a.shape[t.ndim:] != inner:
         raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got a {type(v).__name__} of shape "
                           f"{a.shape}" + (f" (a {T.type_name(t.dtype)} array needs trailing dimensions {inner})"

@@ -76,7 +76,7 @@ class StructType:
             elif T.is_composite(t):
                 out[name] = v.numpy_value()
             else:
-                out[name] = np.asarray(v, dtype=t.np_dtype)[()]
+                out[name] = np.asarray(v, dtype=np.float32 if t is T.bfloat16 else t.np_dtype)[()]
         return out
 
     def __repr__(self) -> str:

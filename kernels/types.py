@@ -58,6 +58,8 @@ class ScalarType:
 def _py_value(t: type[ScalarType], x: Any) -> Any:
     if isinstance(x, ScalarType):
         x = x.value
+    if t is bfloat16:
+        return float(bf16_to_float(bf16_bits(x)))
     if t.is_float:
         return float(np.dtype(t.np_dtype).type(x))
     if t is bool_:
@@ -92,14 +94,44 @@ uint64 = _scalar("uint64", "uint64_t", np.uint64, ctypes.c_uint64, "u")
 float16 = _scalar("float16", "lw::half", np.float16, ctypes.c_uint16, "f")
 float32 = _scalar("float32", "float", np.float32, ctypes.c_float, "f")
 float64 = _scalar("float64", "double", np.float64, ctypes.c_double, "f")
+# bfloat16 (the upper 16 bits of a float32): NumPy has no such dtype, so its arrays hold the raw bits
+# as uint16 (`.numpy()` shows them); values convert at the boundaries (bf16_bits / bf16_to_float)
+bfloat16 = _scalar("bfloat16", "lw::bfloat16", np.uint16, ctypes.c_uint16, "f")
+
+
+def bf16_bits(x: Any) -> np.ndarray:
+    """The bfloat16 bit patterns (uint16) of float values, rounded to nearest even (NaN stays NaN)."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return np.where(nan, (u >> 16) | 0x40, rounded).astype(np.uint16)
+
+
+def bf16_to_float(bits: Any) -> np.ndarray:
+    """The float32 values of bfloat16 bit patterns (exact)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def from_storage(st: type[ScalarType], raw: np.ndarray) -> np.ndarray:
+    """The values an array of scalar type `st` holds, from its storage (bfloat16 bits -> float32)."""
+    return bf16_to_float(raw) if st is bfloat16 else raw
+
+
+def to_storage(st: type[ScalarType], values: np.ndarray, raw_bits: bool = False) -> np.ndarray:
+    """Values as the array storage of scalar type `st` (bfloat16: bit patterns; with `raw_bits`, uint16
+    input is taken as bits already, as `.numpy()` gives them)."""
+    if st is bfloat16 and not (raw_bits and values.dtype == np.uint16):
+        return bf16_bits(values)
+    return values.astype(st.np_dtype, copy=False) if is_scalar(st) else values
 
 scalar_types: tuple[type[ScalarType], ...] = (
-    bool_, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, float32, float64,
+    bool_, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, bfloat16, float32, float64,
 )
 int_types = tuple(t for t in scalar_types if t.is_int)
-float_types = (float16, float32, float64)
+float_types = (float16, bfloat16, float32, float64)
+_SUFFIXED_FLOATS = (float16, float32, float64)  # the h/f/d of quath, transformf, spatial_vectord, ...
 
-_NP_TO_SCALAR = {t.np_dtype: t for t in scalar_types}
+_NP_TO_SCALAR = {t.np_dtype: t for t in scalar_types if t is not bfloat16}
 
 
 # --------------------------------------------------------------------------------------------
@@ -138,11 +170,14 @@ class _CompositeMixin:
         raw = [ctypes.Array.__getitem__(self, i) for i in range(self._length_)]  # type: ignore
         if conv is float16:
             return [float(np.uint16(x).view(np.float16)) for x in raw]
+        if conv is bfloat16:
+            return [float(v) for v in bf16_to_float(raw)]
         return raw
 
     def numpy_value(self) -> np.ndarray:
         """The value as a NumPy array of the type's shape."""
-        return np.array(self._flat(), dtype=self._wp_scalar_type_.np_dtype).reshape(self._shape_)
+        st = self._wp_scalar_type_
+        return np.array(self._flat(), dtype=np.float32 if st is bfloat16 else st.np_dtype).reshape(self._shape_)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy_value()
@@ -211,6 +246,8 @@ def _to_ctype_value(t: type[ScalarType], x: Any) -> Any:
         x = x.value
     if t is float16:
         return int(np.array(x, dtype=np.float16).view(np.uint16))
+    if t is bfloat16:
+        return int(bf16_bits(x))
     return _py_value(t, x)
 
 
@@ -597,13 +634,13 @@ mat22f, mat33f, mat44f = (matrix((n, n), float32) for n in (2, 3, 4))
 mat22d, mat33d, mat44d = (matrix((n, n), float64) for n in (2, 3, 4))
 mat22, mat33, mat44 = mat22f, mat33f, mat44f
 mat22h, mat33h, mat44h = (matrix((n, n), float16) for n in (2, 3, 4))
-quath, quatf, quatd = (quaternion(t) for t in float_types)
+quath, quatf, quatd = (quaternion(t) for t in _SUFFIXED_FLOATS)
 quat = quatf
-transformh, transformf, transformd = (transformation(t) for t in float_types)
+transformh, transformf, transformd = (transformation(t) for t in _SUFFIXED_FLOATS)
 transform = transformf
-spatial_vectorh, spatial_vectorf, spatial_vectord = (vector(6, t) for t in float_types)
+spatial_vectorh, spatial_vectorf, spatial_vectord = (vector(6, t) for t in _SUFFIXED_FLOATS)
 spatial_vector = spatial_vectorf
-spatial_matrixh, spatial_matrixf, spatial_matrixd = (matrix((6, 6), t) for t in float_types)
+spatial_matrixh, spatial_matrixf, spatial_matrixd = (matrix((6, 6), t) for t in _SUFFIXED_FLOATS)
 spatial_matrix = spatial_matrixf
 
 #: every type name `import loomwork as wp` exports (scalars, and vectors/matrices in every suffix)

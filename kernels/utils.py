@@ -35,14 +35,14 @@ def _flat_input(a: Any, what: str, count: int | None = None) -> np.ndarray:
 
 def _reduce(kind: str, arrays: list, dtype: Any, out: Any, axis: int | None, what: str, count: int | None) -> Any:
     st = T.elem_scalar(dtype)
-    if st not in _FLOAT_SUFFIX and not st.is_int:
+    if not (st.is_float or st.is_int):
         raise TypeError(f"{what}: unsupported dtype {T.type_name(dtype)}")
     if axis is not None:  # reduce along one axis of a multi-dimensional array
-        vals = [a.numpy().astype(np.float64) for a in arrays]
+        vals = [T.from_storage(st, a.numpy()).astype(np.float64) for a in arrays]
         r = vals[0].sum(axis=axis) if kind == "sum" else (vals[0] * vals[1]).sum(axis=axis)
         if T.is_composite(dtype) and kind == "dot":
             r = r.sum(axis=-1)
-        result = r.astype(st.np_dtype)
+        result = r.astype(np.float32 if st is T.bfloat16 else st.np_dtype)  # values, not bfloat16 bits
         if out is not None:
             out.assign(result)
             return None
@@ -56,13 +56,14 @@ def _reduce(kind: str, arrays: list, dtype: Any, out: Any, axis: int | None, wha
         else:
             total = getattr(rt, f"lw_dot_{suffix}")(flats[0].ctypes.data, flats[1].ctypes.data, flats[0].size)
         result: Any = st.np_dtype.type(total).item()
-    else:  # integers and vector components: exact or per-component sums with NumPy
-        vals = flats[0].reshape(-1, comps).astype(np.float64 if st.is_float else np.int64)
+    else:  # integers, 16-bit floats and vector components: exact or per-component sums with NumPy
+        wide = np.float64 if st.is_float else np.int64
+        vals = T.from_storage(st, flats[0]).reshape(-1, comps).astype(wide)
         if kind == "dot":
-            vals = (vals * flats[1].reshape(-1, comps)).sum(axis=1, keepdims=True)
+            vals = (vals * T.from_storage(st, flats[1]).reshape(-1, comps).astype(wide)).sum(axis=1, keepdims=True)
         s = vals.sum(axis=0)
-        result = dtype(s.astype(st.np_dtype)) if (T.is_composite(dtype) and kind == "sum") else st.np_dtype.type(
-            s.reshape(-1)[0] if s.size == 1 else s.sum()).item()
+        result = dtype(s) if (T.is_composite(dtype) and kind == "sum") else T._py_value(
+            st, s.reshape(-1)[0] if s.size == 1 else s.sum())
     if out is not None:
         out.assign([result.numpy_value()] if isinstance(result, T._CompositeMixin) else [result])
         return None
@@ -118,13 +119,14 @@ def segmented_sort_pairs(keys: array, values: array, count: int, segment_start_i
     """Sort (key, value) pairs by key within each segment [start[i], end[i]) (end defaults to the next start)."""
     k = keys.numpy()[:count]
     v = values.numpy()[:count]
+    order_keys = T.from_storage(T.elem_scalar(keys.dtype), k)  # bfloat16 keys sort by value, not by bits
     starts = np.asarray(segment_start_indices.numpy(), dtype=np.int64)
     ends = np.asarray(segment_end_indices.numpy(), dtype=np.int64) if segment_end_indices is not None else np.r_[
         starts[1:], count]
     for s, e in zip(starts, ends, strict=True):
         if not 0 <= s <= e <= count:
             raise ValueError(f"segmented_sort_pairs: segment [{s}, {e}) is out of range for {count} pairs")
-        order = np.argsort(k[s:e], kind="stable")
+        order = np.argsort(order_keys[s:e], kind="stable")
         k[s:e], v[s:e] = k[s:e][order], v[s:e][order]
     keys._storage.bump("segmented_sort_pairs()")
     values._storage.bump("segmented_sort_pairs()")
@@ -157,7 +159,8 @@ def array_cast(in_array: array, out_array: array, count: int | None = None) -> N
     n = count if count is not None else src.size
     if n > dst.size or n > src.size:
         raise ValueError(f"array_cast: {n} elements do not fit arrays of {src.size} and {dst.size}")
-    dst[:n] = src[:n].astype(dst.dtype)
+    values = T.from_storage(T.elem_scalar(in_array.dtype), src[:n])
+    dst[:n] = T.to_storage(T.elem_scalar(out_array.dtype), values)
     out_array._storage.bump("array_cast()")
 
 

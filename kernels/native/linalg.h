@@ -147,8 +147,12 @@ template <typename T> LW_FUNC void adj_erfcinv(T x, T& adj_x, T adj) {
     T y = erfcinv(x);
     acc(adj_x, neg(mul(adj, mul(T(0.88622692545275801), exp(mul(y, y))))));
 }
-LW_FUNC half erfinv(half x) { return half(erfinv((float)x)); }
-LW_FUNC half erfcinv(half x) { return half(erfcinv((float)x)); }
+#define LW_NARROW_ERFINV(H)                                          \
+    LW_FUNC H erfinv(H x) { return H(erfinv((float)x)); }            \
+    LW_FUNC H erfcinv(H x) { return H(erfcinv((float)x)); }
+LW_NARROW_ERFINV(half)
+LW_NARROW_ERFINV(bfloat16)
+#undef LW_NARROW_ERFINV
 
 // ---------------------------------------------------------------------------------------------
 // small dense decompositions. Rotations are built from Jacobi and Givens steps, so every orthogonal

@@ -107,27 +107,58 @@ struct half {
     }
 };
 
+// bfloat16: the upper half of a float32 (same range, 8 significant bits); storage, arithmetic through float
+struct bfloat16 {
+    uint16_t u;
+    bfloat16() = default;
+    LW_FUNC bfloat16(float f) : u(float_to_bf16(f)) {}
+    LW_FUNC bfloat16(double f) : u(float_to_bf16((float)f)) {}
+    LW_FUNC bfloat16(int32_t i) : u(float_to_bf16((float)i)) {}
+    LW_FUNC operator float() const { return bits_float((uint32_t)u << 16); }
+
+    static LW_FUNC float bits_float(uint32_t x) {
+#if LW_CUDA && defined(__CUDA_ARCH__)
+        return __uint_as_float(x);
+#else
+        return __builtin_bit_cast(float, x);
+#endif
+    }
+    static LW_FUNC uint16_t float_to_bf16(float f) {
+#if LW_CUDA && defined(__CUDA_ARCH__)
+        uint32_t x = __float_as_uint(f);
+#else
+        uint32_t x = __builtin_bit_cast(uint32_t, f);
+#endif
+        if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);  // NaN stays a quiet NaN
+        return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);                 // round to nearest even
+    }
+};
+
 // ---------------------------------------------------------------------------------------------
-// scalar math: one overload per float type; half goes through float
+// scalar math: one overload per float type; half and bfloat16 go through float
 
 #if LW_CUDA
 #define LW_MATH1(name, ff, fd)                                     \
     LW_FUNC float name(float x) { return ::ff(x); }                \
     LW_FUNC double name(double x) { return ::fd(x); }              \
-    LW_FUNC half name(half x) { return half(::ff((float)x)); }
+    LW_FUNC half name(half x) { return half(::ff((float)x)); }     \
+    LW_FUNC bfloat16 name(bfloat16 x) { return bfloat16(::ff((float)x)); }
 #define LW_MATH2(name, ff, fd)                                                 \
     LW_FUNC float name(float x, float y) { return ::ff(x, y); }                \
     LW_FUNC double name(double x, double y) { return ::fd(x, y); }             \
-    LW_FUNC half name(half x, half y) { return half(::ff((float)x, (float)y)); }
+    LW_FUNC half name(half x, half y) { return half(::ff((float)x, (float)y)); } \
+    LW_FUNC bfloat16 name(bfloat16 x, bfloat16 y) { return bfloat16(::ff((float)x, (float)y)); }
 #else
 #define LW_MATH1(name, ff, fd)                                          \
     LW_FUNC float name(float x) { return __builtin_##ff(x); }           \
     LW_FUNC double name(double x) { return __builtin_##fd(x); }         \
-    LW_FUNC half name(half x) { return half(__builtin_##ff((float)x)); }
+    LW_FUNC half name(half x) { return half(__builtin_##ff((float)x)); } \
+    LW_FUNC bfloat16 name(bfloat16 x) { return bfloat16(__builtin_##ff((float)x)); }
 #define LW_MATH2(name, ff, fd)                                                      \
     LW_FUNC float name(float x, float y) { return __builtin_##ff(x, y); }           \
     LW_FUNC double name(double x, double y) { return __builtin_##fd(x, y); }        \
-    LW_FUNC half name(half x, half y) { return half(__builtin_##ff((float)x, (float)y)); }
+    LW_FUNC half name(half x, half y) { return half(__builtin_##ff((float)x, (float)y)); } \
+    LW_FUNC bfloat16 name(bfloat16 x, bfloat16 y) { return bfloat16(__builtin_##ff((float)x, (float)y)); }
 #endif
 
 LW_MATH1(sqrt, sqrtf, sqrt)
@@ -175,10 +206,6 @@ LW_SCALAR_ONLY(double)
 template <typename T> LW_FUNC typename scalar_only<T>::type add(T a, T b) { return T(a + b); }
 template <typename T> LW_FUNC typename scalar_only<T>::type sub(T a, T b) { return T(a - b); }
 template <typename T> LW_FUNC typename scalar_only<T>::type mul(T a, T b) { return T(a * b); }
-LW_FUNC half add(half a, half b) { return half((float)a + (float)b); }
-LW_FUNC half sub(half a, half b) { return half((float)a - (float)b); }
-LW_FUNC half mul(half a, half b) { return half((float)a * (float)b); }
-LW_FUNC half div(half a, half b) { return half((float)a / (float)b); }
 LW_FUNC float div(float a, float b) { return a / b; }
 LW_FUNC double div(double a, double b) { return a / b; }
 // integer division truncates (C semantics, like Warp); division by zero gives 0, never a trap
@@ -190,13 +217,10 @@ template <typename T> LW_FUNC T floordiv(T a, T b) {
 }
 LW_FUNC float floordiv(float a, float b) { return floor(a / b); }
 LW_FUNC double floordiv(double a, double b) { return floor(a / b); }
-LW_FUNC half floordiv(half a, half b) { return half(floor((float)a / (float)b)); }
 template <typename T> LW_FUNC T mod(T a, T b) { return b == T(0) ? T(0) : T(a % b); }
 LW_FUNC float mod(float a, float b) { return fmod(a, b); }
 LW_FUNC double mod(double a, double b) { return fmod(a, b); }
-LW_FUNC half mod(half a, half b) { return half(fmod((float)a, (float)b)); }
 template <typename T> LW_FUNC T neg(T a) { return T(-a); }
-LW_FUNC half neg(half a) { half r = a; r.u ^= 0x8000u; return r; }
 template <typename T> LW_FUNC T pos(T a) { return a; }
 template <typename T> LW_FUNC T bit_and(T a, T b) { return T(a & b); }
 template <typename T> LW_FUNC T bit_or(T a, T b) { return T(a | b); }
@@ -212,19 +236,10 @@ template <typename T> LW_FUNC bool gt(T a, T b) { return a > b; }
 template <typename T> LW_FUNC bool ge(T a, T b) { return a >= b; }
 template <typename T> LW_FUNC bool eq(T a, T b) { return a == b; }
 template <typename T> LW_FUNC bool ne(T a, T b) { return a != b; }
-LW_FUNC bool lt(half a, half b) { return (float)a < (float)b; }
-LW_FUNC bool le(half a, half b) { return (float)a <= (float)b; }
-LW_FUNC bool gt(half a, half b) { return (float)a > (float)b; }
-LW_FUNC bool ge(half a, half b) { return (float)a >= (float)b; }
-LW_FUNC bool eq(half a, half b) { return (float)a == (float)b; }
-LW_FUNC bool ne(half a, half b) { return (float)a != (float)b; }
 template <typename T> LW_FUNC bool truth(T a) { return a != T(0); }
-LW_FUNC bool truth(half a) { return (float)a != 0.0f; }
 
 template <typename T> LW_FUNC T min(T a, T b) { return b < a ? b : a; }
 template <typename T> LW_FUNC T max(T a, T b) { return a < b ? b : a; }
-LW_FUNC half min(half a, half b) { return (float)b < (float)a ? b : a; }
-LW_FUNC half max(half a, half b) { return (float)a < (float)b ? b : a; }
 template <typename T> LW_FUNC T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
 template <typename T> LW_FUNC T abs(T a) { return a < T(0) ? T(-a) : a; }
 #if LW_CUDA
@@ -234,9 +249,7 @@ LW_FUNC double abs(double a) { return ::fabs(a); }
 LW_FUNC float abs(float a) { return __builtin_fabsf(a); }
 LW_FUNC double abs(double a) { return __builtin_fabs(a); }
 #endif
-LW_FUNC half abs(half a) { half r = a; r.u &= 0x7fffu; return r; }
 template <typename T> LW_FUNC T sign(T a) { return a < T(0) ? T(-1) : T(1); }
-LW_FUNC half sign(half a) { return half((float)a < 0.0f ? -1.0f : 1.0f); }
 template <typename T> LW_FUNC T step(T a) { return a < T(0) ? T(1) : T(0); }
 template <typename T> LW_FUNC T nonzero(T a) { return a == T(0) ? T(0) : T(1); }
 template <typename T> LW_FUNC T lerp(T a, T b, T t) { return a + (b - a) * t; }
@@ -247,9 +260,6 @@ template <typename T> LW_FUNC T radians(T x) { return x * T(0.017453292519943295
 template <typename T> LW_FUNC bool isnan(T x) { return x != x; }
 template <typename T> LW_FUNC bool isinf(T x) { return x == x && (x - x) != (x - x); }
 template <typename T> LW_FUNC bool isfinite(T x) { return (x - x) == (x - x); }
-LW_FUNC bool isnan(half x) { return isnan((float)x); }
-LW_FUNC bool isinf(half x) { return isinf((float)x); }
-LW_FUNC bool isfinite(half x) { return isfinite((float)x); }
 template <typename T> LW_FUNC T smoothstep(T a, T b, T x) {
     T t = clamp((x - a) / (b - a), T(0), T(1));
     return t * t * (T(3) - T(2) * t);
@@ -257,6 +267,35 @@ template <typename T> LW_FUNC T smoothstep(T a, T b, T x) {
 
 template <typename To, typename From> LW_FUNC To cast(From x) { return To(x); }
 template <typename To> LW_FUNC To cast(half x) { return To((float)x); }
+template <typename To> LW_FUNC To cast(bfloat16 x) { return To((float)x); }
+
+// the operators of a 16-bit float type H (half, bfloat16): computed in float, rounded back to H
+#define LW_NARROW_OPS(H)                                                                  \
+    LW_FUNC H add(H a, H b) { return H((float)a + (float)b); }                             \
+    LW_FUNC H sub(H a, H b) { return H((float)a - (float)b); }                             \
+    LW_FUNC H mul(H a, H b) { return H((float)a * (float)b); }                             \
+    LW_FUNC H div(H a, H b) { return H((float)a / (float)b); }                             \
+    LW_FUNC H floordiv(H a, H b) { return H(floor((float)a / (float)b)); }                 \
+    LW_FUNC H mod(H a, H b) { return H(fmod((float)a, (float)b)); }                        \
+    LW_FUNC H neg(H a) { H r = a; r.u ^= 0x8000u; return r; }                              \
+    LW_FUNC bool lt(H a, H b) { return (float)a < (float)b; }                              \
+    LW_FUNC bool le(H a, H b) { return (float)a <= (float)b; }                             \
+    LW_FUNC bool gt(H a, H b) { return (float)a > (float)b; }                              \
+    LW_FUNC bool ge(H a, H b) { return (float)a >= (float)b; }                             \
+    LW_FUNC bool eq(H a, H b) { return (float)a == (float)b; }                             \
+    LW_FUNC bool ne(H a, H b) { return (float)a != (float)b; }                             \
+    LW_FUNC bool truth(H a) { return (float)a != 0.0f; }                                   \
+    LW_FUNC bool unot(H a) { return (float)a == 0.0f; }                                    \
+    LW_FUNC H min(H a, H b) { return (float)b < (float)a ? b : a; }                        \
+    LW_FUNC H max(H a, H b) { return (float)a < (float)b ? b : a; }                        \
+    LW_FUNC H abs(H a) { H r = a; r.u &= 0x7fffu; return r; }                              \
+    LW_FUNC H sign(H a) { return H((float)a < 0.0f ? -1.0f : 1.0f); }                      \
+    LW_FUNC bool isnan(H x) { return isnan((float)x); }                                    \
+    LW_FUNC bool isinf(H x) { return isinf((float)x); }                                    \
+    LW_FUNC bool isfinite(H x) { return isfinite((float)x); }
+LW_NARROW_OPS(half)
+LW_NARROW_OPS(bfloat16)
+#undef LW_NARROW_OPS
 
 // literals that have no C++ spelling (inf, nan) come in as bit patterns
 #if LW_CUDA
@@ -699,15 +738,15 @@ template <typename T> inline typename scalar_only<T>::type atomic_min(T* p, T v)
 template <typename T> inline typename scalar_only<T>::type atomic_max(T* p, T v) { return atomic_float_update(p, v, 2); }
 #endif
 
-LW_DEVICE half atomic_add(half* p, half v) {
-    // a compare-and-swap loop on the 32-bit word that holds the half
+template <typename H> LW_DEVICE H atomic_add16(H* p, H v) {
+    // a compare-and-swap loop on the 32-bit word that holds the 16-bit value
     uint32_t* word = (uint32_t*)((uint64_t)p & ~(uint64_t)3);
     int shift = ((uint64_t)p & 2) ? 16 : 0;
 #if LW_CUDA
     uint32_t old = *word;
     for (;;) {
-        half cur; cur.u = (uint16_t)(old >> shift);
-        uint32_t next = (old & ~(0xffffu << shift)) | ((uint32_t)half((float)cur + (float)v).u << shift);
+        H cur; cur.u = (uint16_t)(old >> shift);
+        uint32_t next = (old & ~(0xffffu << shift)) | ((uint32_t)H((float)cur + (float)v).u << shift);
         uint32_t prev = atomicCAS((unsigned int*)word, old, next);
         if (prev == old) return cur;
         old = prev;
@@ -715,12 +754,14 @@ LW_DEVICE half atomic_add(half* p, half v) {
 #else
     uint32_t old = __atomic_load_n(word, __ATOMIC_RELAXED);
     for (;;) {
-        half cur; cur.u = (uint16_t)(old >> shift);
-        uint32_t next = (old & ~(0xffffu << shift)) | ((uint32_t)half((float)cur + (float)v).u << shift);
+        H cur; cur.u = (uint16_t)(old >> shift);
+        uint32_t next = (old & ~(0xffffu << shift)) | ((uint32_t)H((float)cur + (float)v).u << shift);
         if (__atomic_compare_exchange_n(word, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return cur;
     }
 #endif
 }
+LW_DEVICE half atomic_add(half* p, half v) { return atomic_add16(p, v); }
+LW_DEVICE bfloat16 atomic_add(bfloat16* p, bfloat16 v) { return atomic_add16(p, v); }
 template <typename T> LW_DEVICE T atomic_sub(T* p, T v) { return atomic_add(p, neg(v)); }
 
 // vectors and matrices: atomic per component; the previous value is assembled from the components
@@ -778,7 +819,6 @@ template <bool C, typename T, typename... I> LW_FUNC T& gradc(const indexedarray
 
 // accumulate into a value of any differentiable type
 template <typename T> LW_FUNC void acc(T& a, T b) { a = add(a, b); }
-LW_FUNC void acc(half& a, half b) { a = half((float)a + (float)b); }
 
 template <typename T> LW_FUNC void adj_add(T a, T b, T& adj_a, T& adj_b, T adj) { acc(adj_a, adj); acc(adj_b, adj); }
 template <typename T> LW_FUNC void adj_sub(T a, T b, T& adj_a, T& adj_b, T adj) { acc(adj_a, adj); acc(adj_b, neg(adj)); }
@@ -788,10 +828,14 @@ template <typename T, typename = typename scalar_only<T>::type> LW_FUNC void adj
     adj_a += adj * b;
     adj_b += adj * a;
 }
-LW_FUNC void adj_mul(half a, half b, half& adj_a, half& adj_b, half adj) {
-    acc(adj_a, mul(adj, b));
-    acc(adj_b, mul(adj, a));
-}
+#define LW_NARROW_ADJ_MUL(H)                                       \
+    LW_FUNC void adj_mul(H a, H b, H& adj_a, H& adj_b, H adj) {     \
+        acc(adj_a, mul(adj, b));                                    \
+        acc(adj_b, mul(adj, a));                                    \
+    }
+LW_NARROW_ADJ_MUL(half)
+LW_NARROW_ADJ_MUL(bfloat16)
+#undef LW_NARROW_ADJ_MUL
 template <typename T> LW_FUNC void adj_div(T a, T b, T& adj_a, T& adj_b, T adj) {
     acc(adj_a, div(adj, b));
     acc(adj_b, neg(div(mul(adj, a), mul(b, b))));
@@ -880,6 +924,7 @@ template <typename To, typename From> LW_FUNC void adj_cast(From x, From& adj_x,
     acc(adj_x, cast<From>(adj));
 }
 template <typename To> LW_FUNC void adj_cast(half x, half& adj_x, To adj) { acc(adj_x, half((float)adj)); }
+template <typename To> LW_FUNC void adj_cast(bfloat16 x, bfloat16& adj_x, To adj) { acc(adj_x, bfloat16((float)adj)); }
 
 // vectors and matrices (elementwise forms loop over the scalar adjoints)
 #define LW_ADJ_ELEMWISE2(name)                                                                      \
@@ -1672,7 +1717,6 @@ template <typename D, typename S> LW_FUNC D bit_cast(S s) {
     return d;
 }
 template <typename T> LW_FUNC bool unot(T a) { return !(a != T(0)); }
-LW_FUNC bool unot(half a) { return !((float)a != 0.0f); }
 template <typename T> LW_FUNC bool unot(const array_t<T>& a) { return a.data == nullptr; }
 template <typename T> LW_FUNC T div_approx(T a, T b) { return div(a, b); }
 template <typename T> LW_FUNC void adj_div_approx(T a, T b, T& adj_a, T& adj_b, T adj) { adj_div(a, b, adj_a, adj_b, adj); }
