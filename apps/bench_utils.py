@@ -97,6 +97,10 @@ def main(argv: list[str] | None = None) -> dict:
         if warp_python:
             warp = run_json(warp_python, WARP_SCRIPT.format(n=n, m=m), Path(tmp))
     err = abs(array_sum(xa) - ref) / abs(ref)
+    exact = np.cumsum(x.astype(np.float64))
+    array_scan(xa, out)
+    scan_err = np.abs(out.numpy() - exact).max() / np.abs(exact).max()  # worst error, relative to the scale
+    np_scan_err = np.abs(np.cumsum(x) - exact).max() / np.abs(exact).max()
     gb = 4 * n / 1e9
     print(f"array_sum / array_scan of {n} float32, radix_sort_pairs of {m} int32 keys ({wp.get_device('cpu').name})")
     if c is not None:
@@ -108,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
     line = f"  array_scan: {t_scan * 1e3:6.2f} ms  {2 * gb / t_scan:5.1f} GB/s"
     if c is not None:
         line += f" = {t_copy / t_scan:.0%} of the copy loop"
-    print(line + f"   (NumPy cumsum {t_np_scan * 1e3:.2f} ms)")
+    print(line + f"   max error {scan_err:.1e}   (NumPy cumsum {t_np_scan * 1e3:.2f} ms, max error {np_scan_err:.1e})")
     t_sort_only = max(t_sort - t_copy_in, 1e-9)
     print(f"  radix_sort_pairs: {t_sort_only * 1e3:6.1f} ms   numpy.argsort(stable) {t_argsort * 1e3:6.1f} ms   "
           f"({t_argsort / t_sort_only:.1f}x faster)")
@@ -117,7 +121,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"  Warp 1.19: array_sum {warp['sum_s'] * 1e3:.2f} ms (relative error {werr:.1e}), "
               f"array_scan {warp['scan_s'] * 1e3:.2f} ms, radix_sort_pairs {warp['sort_s'] * 1e3:.1f} ms "
               "(including its reset copies)")
-    result.update(sum_s=t_sum, scan_s=t_scan, sort_s=t_sort_only, argsort_s=t_argsort, sum_rel_error=err, warp=warp)
+    result.update(sum_s=t_sum, scan_s=t_scan, sort_s=t_sort_only, argsort_s=t_argsort, sum_rel_error=err,
+                  scan_max_error=scan_err, warp=warp)
     return result
 
 

@@ -2,6 +2,10 @@
 // Built on first use (most programs never call these), into its own library; the runtime's pool comes
 // in through lw_parallel_for, which Python passes to lw_utils_init.
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 typedef void (*lw_range_fn)(const void* blob, long long begin, long long end);
 typedef void (*lw_parallel_for_fn)(lw_range_fn fn, const void* blob, long long n, long long grain);
 
@@ -108,6 +112,46 @@ void scan_lanes(const T* __restrict in, T* __restrict out, const Acc* sums) {
     }
 }
 
+#if defined(__AVX2__)
+// float32 with AVX2: 8 elements a step, prefixed in float (two in-lane shifts, then the low half's total
+// into the high half) and chained in float only within a chunk of kChunk elements, where the running
+// sum stays small; each output adds the chunk's exact (double) start as a float pair, low part first,
+// so it is rounded about once, like a double scan.
+const long long kChunk = 168;  // 21 steps; divides kLane
+
+template <bool Inclusive> void scan_lanes(const float* __restrict in, float* __restrict out, const double* starts,
+                                          const double* chunk_sums) {
+    const __m256i last = _mm256_set1_epi32(7);
+    double at[kLanes];
+    for (int l = 0; l < kLanes; ++l) at[l] = starts[l];
+    for (long long c = 0; c < kLane / kChunk; ++c) {
+        __m256 hi[kLanes], lo[kLanes], carry[kLanes];
+#pragma GCC unroll 8
+        for (int l = 0; l < kLanes; ++l) {
+            float h = (float)at[l];
+            hi[l] = _mm256_set1_ps(h);
+            lo[l] = _mm256_set1_ps((float)(at[l] - (double)h));
+            carry[l] = _mm256_setzero_ps();
+            at[l] += chunk_sums[l * (kLane / kChunk) + c];
+        }
+        for (long long j = c * kChunk; j < (c + 1) * kChunk; j += 8) {
+#pragma GCC unroll 8
+            for (int l = 0; l < kLanes; ++l) {
+                __m256 x = _mm256_loadu_ps(in + l * kLane + j);
+                __m256 v = _mm256_add_ps(x, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(x), 4)));
+                v = _mm256_add_ps(v, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(v), 8)));
+                __m256 low_total = _mm256_permute2f128_ps(v, v, 0x08);  // [0, low half]
+                v = _mm256_add_ps(v, _mm256_shuffle_ps(low_total, low_total, 0xFF));
+                v = _mm256_add_ps(v, carry[l]);
+                carry[l] = _mm256_permutevar8x32_ps(v, last);
+                __m256 r = _mm256_add_ps(hi[l], _mm256_add_ps(Inclusive ? v : _mm256_sub_ps(v, x), lo[l]));
+                _mm256_storeu_ps(out + l * kLane + j, r);
+            }
+        }
+    }
+}
+#endif
+
 template <bool Inclusive, typename T, typename Acc>
 void scan_range(const T* __restrict in, T* __restrict out, long long b, long long e, Acc s) {
     for (long long i = b; i < e; ++i) {
@@ -128,11 +172,29 @@ template <bool Inclusive, typename T, typename Acc>
 void scan_block(const T* in, T* out, long long b, long long e, long long k, int* ready, Acc* inclusive_prefix) {
     bool full = e - b == kBlock;
     Acc sums[kLanes], total = 0;
+#if defined(__AVX2__)
+    constexpr bool chunked = sizeof(T) == 4 && T(0.5) != T(0);  // float32: sums per chunk, see scan_lanes
+    double chunk_sums[chunked ? kLanes * (kLane / kChunk) : 1];
+#else
+    constexpr bool chunked = false;
+#endif
     for (int l = 0; l < (full ? kLanes : 1); ++l) {
         long long lb = full ? b + l * kLane : b, le = full ? lb + kLane : e;
         Acc s = 0;
+        if (chunked && full) {
+#if defined(__AVX2__)
+            for (long long c = 0; c < kLane / kChunk; ++c) {
+                double cs = 0;
+#pragma omp simd reduction(+ : cs)
+                for (long long i = lb + c * kChunk; i < lb + (c + 1) * kChunk; ++i) cs += (double)in[i];
+                chunk_sums[l * (kLane / kChunk) + c] = cs;
+                s += cs;
+            }
+#endif
+        } else {
 #pragma omp simd reduction(+ : s)
-        for (long long i = lb; i < le; ++i) s += (Acc)in[i];
+            for (long long i = lb; i < le; ++i) s += (Acc)in[i];
+        }
         sums[l] = s;
         total += s;
     }
@@ -152,6 +214,12 @@ void scan_block(const T* in, T* out, long long b, long long e, long long k, int*
         sums[l] = prefix;
         prefix += v;
     }
+#if defined(__AVX2__)
+    if constexpr (chunked) {
+        scan_lanes<Inclusive>(in + b, out + b, sums, chunk_sums);
+        return;
+    }
+#endif
     scan_lanes<Inclusive>(in + b, out + b, sums);
 }
 

@@ -110,3 +110,19 @@ def test_scan_edge_sizes(n):
     np.testing.assert_array_equal(out.numpy(), np.cumsum(x))
     array_scan(wp.array(x, dtype=int), out, inclusive=False)
     np.testing.assert_array_equal(out.numpy(), np.cumsum(x) - x)
+
+
+@pytest.mark.parametrize("inclusive", [True, False])
+def test_float32_scans_are_as_accurate_as_a_double_scan(inclusive):
+    """Random float32 prefix sums over 2^21 values stay within a few float32 roundings of the exact sums
+    (a serial float32 scan, like NumPy's cumsum, drifts by orders of magnitude more)."""
+    x = np.random.default_rng(5).standard_normal((1 << 21) + 37).astype(np.float32)
+    exact = np.cumsum(x.astype(np.float64))
+    if not inclusive:
+        exact = np.r_[0.0, exact[:-1]]
+    out = wp.zeros(len(x) + 1, dtype=float)
+    view = out[1:]  # an output that is not 32-byte aligned
+    array_scan(wp.array(x), view, inclusive=inclusive)
+    scale = np.abs(exact).max()
+    assert np.abs(view.numpy() - exact).max() <= 4e-7 * scale
+    assert np.abs(np.cumsum(x) - np.cumsum(x.astype(np.float64))).max() > 1e-5 * scale
