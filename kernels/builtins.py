@@ -200,7 +200,8 @@ class Builtin:
             raise TypeError(f"wp.{self.name}() is a kernel builtin: call it inside a @wp.kernel or @wp.func")
         types = [T.python_value_type(a) or T.float64 for a in args]
         found = resolve(self.name, types) if self.overloads else None
-        vals = [np.asarray(a.numpy_value(), dtype=np.float64) if isinstance(a, T._CompositeMixin) else a for a in args]
+        vals = [np.asarray(a.numpy_value(), dtype=np.float64) if isinstance(a, T._CompositeMixin) else
+                a.value if isinstance(a, T.ScalarType) else a for a in args]
         r = self._py(*vals)
         ret = found[0].ret(found[1]) if found else None
         if ret is not None and T.is_composite(ret):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import operator
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,79 @@ class ScalarType:
 
     def __hash__(self) -> int:
         return hash(self.value)
+
+    def _operand(self, other: Any) -> Any:
+        if isinstance(other, ScalarType):
+            if type(other) is not type(self):
+                raise TypeError(f"{type(self).__name__} and {type(other).__name__} operands: convert one first")
+            return other.value
+        if isinstance(other, int | float | np.number) and not isinstance(other, builtins.bool):
+            return other
+        return NotImplemented
+
+    def _arith(self, other: Any, op: Any, reverse: bool = False) -> Any:
+        """Python-scope arithmetic, rounded to this type (integer types wrap like in kernels)."""
+        o = self._operand(other)
+        if o is NotImplemented:
+            return NotImplemented
+        a, b = (o, self.value) if reverse else (self.value, o)
+        if self.is_int and op in (operator.floordiv, operator.mod) and b == 0:
+            return type(self)(0)  # as in kernels: integer division by zero gives 0
+        if self.is_float:  # IEEE results (inf, nan) rather than Python's ZeroDivisionError
+            with np.errstate(all="ignore"):
+                return type(self)(op(np.float64(a), np.float64(b)))
+        return type(self)(op(a, b))
+
+    def __add__(self, o: Any) -> Any:
+        return self._arith(o, operator.add)
+
+    def __radd__(self, o: Any) -> Any:
+        return self._arith(o, operator.add, True)
+
+    def __sub__(self, o: Any) -> Any:
+        return self._arith(o, operator.sub)
+
+    def __rsub__(self, o: Any) -> Any:
+        return self._arith(o, operator.sub, True)
+
+    def __mul__(self, o: Any) -> Any:
+        return self._arith(o, operator.mul)
+
+    def __rmul__(self, o: Any) -> Any:
+        return self._arith(o, operator.mul, True)
+
+    def __truediv__(self, o: Any) -> Any:
+        if self.is_int:
+            o = self._operand(o)
+            return NotImplemented if o is NotImplemented else self.value / o
+        return self._arith(o, operator.truediv)
+
+    def __rtruediv__(self, o: Any) -> Any:
+        return self._arith(o, operator.truediv, True) if not self.is_int else o / self.value
+
+    def __floordiv__(self, o: Any) -> Any:
+        return self._arith(o, operator.floordiv)
+
+    def __mod__(self, o: Any) -> Any:
+        return self._arith(o, operator.mod)
+
+    def __neg__(self) -> Any:
+        return type(self)(-self.value)
+
+    def __abs__(self) -> Any:
+        return type(self)(abs(self.value))
+
+    def __lt__(self, o: Any) -> bool:
+        return self.value < (o.value if isinstance(o, ScalarType) else o)
+
+    def __le__(self, o: Any) -> bool:
+        return self.value <= (o.value if isinstance(o, ScalarType) else o)
+
+    def __gt__(self, o: Any) -> bool:
+        return self.value > (o.value if isinstance(o, ScalarType) else o)
+
+    def __ge__(self, o: Any) -> bool:
+        return self.value >= (o.value if isinstance(o, ScalarType) else o)
 
 
 def _py_value(t: type[ScalarType], x: Any) -> Any:

@@ -103,3 +103,23 @@ def test_builtins_evaluate_in_python_scope():
     assert wp.normalize(wp.vec2(3.0, 4.0)) == wp.vec2(0.6, 0.8)
     with pytest.raises(TypeError, match="kernel builtin"):
         wp.tid()
+
+
+def test_python_scope_scalar_arithmetic_keeps_the_type():
+    """wp.float32(2) * 3.0 is a float32 (rounded like one); integers wrap and divide like in kernels."""
+    a = wp.float32(2.0)
+    assert a * 3.0 == 6.0 and isinstance(a * 3.0, wp.float32) and isinstance(1.0 - a, wp.float32)
+    assert (wp.float32(1.0) / 3.0).value == float(np.float32(1.0) / np.float32(3.0))
+    assert np.isinf((wp.float32(1e20) * wp.float32(1e20)).value) and np.isnan((wp.float32(0.0) / 0.0).value)
+    assert wp.int8(100) * 3 == 44 and wp.int32(7) // 2 == 3 and wp.int32(7) // 0 == 0 and wp.int32(7) / 2 == 3.5
+    assert -wp.float16(1.5) == -1.5 and abs(wp.int32(-4)) == 4 and wp.float64(2.0) < 3
+    with pytest.raises(TypeError, match="convert one first"):
+        wp.float32(1.0) + wp.float64(1.0)
+
+
+def test_rotation_helpers_run_in_python_scope():
+    q = wp.quat_from_euler(wp.vec3(0.1, 0.2, 0.3), 0, 1, 2)
+    np.testing.assert_allclose(wp.quat_to_euler(q, 0, 1, 2).numpy_value(), [0.1, 0.2, 0.3], atol=1e-6)
+    assert np.isnan(wp.quat_to_euler(q, 0, 0, 2).numpy_value()).all()
+    twist = wp.spatial_vector(1.0, 2.0, 3.0, 4.0, 5.0, 6.0)
+    assert wp.velocity_at_point(twist, wp.vec3(1.0, 0.0, 0.0)) == wp.vec3(4, 8, 4)
