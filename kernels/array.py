@@ -431,9 +431,7 @@ class array:  # noqa: N801 - Warp's public name
 
 
 def _as_numpy(data: Any, dtype: Any) -> np.ndarray:
-    st = T.elem_scalar(dtype).np_dtype if dtype is not None else None
-    if dtype is not None and T.elem_scalar(dtype) is T.bfloat16:
-        st = None if isinstance(data, np.ndarray) else np.float32  # bits (uint16) or values
+    st = T.elem_scalar(dtype).value_dtype if dtype is not None else None
     if isinstance(data, T._CompositeMixin):
         return data.numpy_value()
     if isinstance(data, list | tuple) and data and isinstance(data[0], T._CompositeMixin):

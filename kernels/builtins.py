@@ -148,9 +148,8 @@ class Arr(Pattern):
                 and self.bind(b, self.var, t.dtype))
 
     def __str__(self) -> str:
-        dtype = {"": "", "float": "Float", "int": "Int"}.get(self.kind, self.kind)
-        inner = ", ".join(x for x in (f"dtype={dtype}" if dtype else "", f"ndim={self.ndim}" if self.ndim else "") if x)
-        return f"array({inner})"
+        parts = ([f"dtype={Scalar(self.kind)}"] if self.kind else []) + ([f"ndim={self.ndim}"] if self.ndim else [])
+        return f"array({', '.join(parts)})"
 
 
 # -- the records ------------------------------------------------------------------------------

@@ -1296,7 +1296,7 @@ class Builder:
                        "state variable, e.g. state = wp.rand_init(seed, tid)")
         if name == "sample_cdf":
             extras = [self.value(node.args[1])]
-            if not B.BUILTINS["_sample_cdf_of"].overloads[0].params[1].match(extras[0].type, {}):
+            if B.resolve("_sample_cdf_of", [T.uint32, extras[0].type]) is None:
                 self.error(node.args[1], KernelTypeError, "wp.sample_cdf() takes a 1-D float array (not indexed) "
                            f"as the cdf, got {T.type_name(extras[0].type)}")
         else:

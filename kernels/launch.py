@@ -128,7 +128,7 @@ def _converter(k: Kernel, name: str, t: Any) -> Any:
         if isinstance(v, np.generic | np.ndarray):
             v = v.item() if np.size(v) == 1 else v
         if t is T.bfloat16 and isinstance(v, int | float) and not isinstance(v, bool):
-            return int(T.bf16_bits(v))
+            return T._to_ctype_value(t, v)  # its bits
         if t.is_float and isinstance(v, int | float) and not isinstance(v, bool):
             return float(v)
         if t.is_int and isinstance(v, int) and not isinstance(v, bool):

@@ -195,6 +195,12 @@ def transform_decompose(S: Any) -> Any:
     return transform_decompose
 
 
+@func
+def _euler_axes(i: int, j: int, k: int):
+    """Whether i, j, k name an Euler axis sequence: axes in {0, 1, 2}, neighbours different."""
+    return i >= 0 and i <= 2 and j >= 0 and j <= 2 and k >= 0 and k <= 2 and i != j and j != k
+
+
 @_overloaded
 def quat_from_euler(S: Any) -> Any:
     Q, V3 = T.quaternion(S), T.vector(3, S)
@@ -202,7 +208,7 @@ def quat_from_euler(S: Any) -> Any:
     def quat_from_euler(e: V3, i: int, j: int, k: int):
         """The rotation about fixed axes i, then j, then k by the angles e[i], e[j], e[k] (e[i] again
         when k == i): qk * qj * qi. Axis indices outside {0, 1, 2}, or j equal to i or k, give NaNs."""
-        if i < 0 or i > 2 or j < 0 or j > 2 or k < 0 or k > 2 or i == j or j == k:
+        if not _euler_axes(i, j, k):
             nan = S(0.0) / S(0.0)
             return Q(nan, nan, nan, nan)
         ai = V3()
@@ -226,7 +232,7 @@ def quat_to_euler(S: Any) -> Any:
         """The angles of q about fixed axes i, j, k (in that order), indexed by axis for i != k; for
         proper sequences (k == i) the third angle goes to e[3 - i - j]. At gimbal lock the angle about i
         is 0. Invalid axis indices give NaNs. (Bernardes and Viollet's direct method, 2022.)"""
-        if i < 0 or i > 2 or j < 0 or j > 2 or k < 0 or k > 2 or i == j or j == k:
+        if not _euler_axes(i, j, k):
             nan = S(0.0) / S(0.0)
             return V3(nan, nan, nan)
         proper = i == k
@@ -306,28 +312,40 @@ def quat_twist_angle_signed(S: Any) -> Any:
     return quat_twist_angle_signed
 
 
-def _spatial(S: Any, name: str, doc: str, linear_first: bool) -> Any:
+@_overloaded
+def _rotated_parts(S: Any) -> Any:
     TR, SV, Q, V3 = T.transformation(S), T.vector(6, S), T.quaternion(S), T.vector(3, S)
 
-    def mapped(t: TR, x: SV):
+    def rotated_parts(t: TR, x: SV):
+        """t's translation, and x's top and bottom halves rotated by t's rotation."""
         q = Q(t[3], t[4], t[5], t[6])
-        p = V3(t[0], t[1], t[2])
-        top = quat_rotate(q, spatial_top(x))
-        bottom = quat_rotate(q, spatial_bottom(x))
-        if wp_static_linear_first:
-            return SV(top + cross(p, bottom), bottom)  # a wrench (torque, force): the moment arm acts on force
-        return SV(top, bottom + cross(p, top))  # a twist (angular, linear)
+        return V3(t[0], t[1], t[2]), quat_rotate(q, spatial_top(x)), quat_rotate(q, spatial_bottom(x))
 
-    wp_static_linear_first = linear_first
-    mapped.__name__ = mapped.__qualname__ = name
-    mapped.__doc__ = doc
-    return mapped
+    return rotated_parts
 
 
-transform_twist = _overloaded(lambda S: _spatial(
-    S, "transform_twist", "The twist (angular w, linear v) in the frame t maps to: (R w, R v + p x R w).", False))
-transform_wrench = _overloaded(lambda S: _spatial(
-    S, "transform_wrench", "The wrench (torque, force) in the frame t maps to: (R tau + p x R f, R f).", True))
+@_overloaded
+def transform_twist(S: Any) -> Any:
+    TR, SV = T.transformation(S), T.vector(6, S)
+
+    def transform_twist(t: TR, x: SV):
+        """The twist (angular w, linear v) in the frame t maps to: (R w, R v + p x R w)."""
+        p, w, v = _rotated_parts(t, x)
+        return SV(w, v + cross(p, w))
+
+    return transform_twist
+
+
+@_overloaded
+def transform_wrench(S: Any) -> Any:
+    TR, SV = T.transformation(S), T.vector(6, S)
+
+    def transform_wrench(t: TR, x: SV):
+        """The wrench (torque tau, force f) in the frame t maps to: (R tau + p x R f, R f)."""
+        p, tau, f = _rotated_parts(t, x)
+        return SV(tau + cross(p, f), f)
+
+    return transform_wrench
 
 
 @_overloaded

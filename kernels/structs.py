@@ -76,7 +76,7 @@ class StructType:
             elif T.is_composite(t):
                 out[name] = v.numpy_value()
             else:
-                out[name] = np.asarray(v, dtype=np.float32 if t is T.bfloat16 else t.np_dtype)[()]
+                out[name] = np.asarray(v, dtype=t.value_dtype)[()]
         return out
 
     def __repr__(self) -> str:
@@ -212,12 +212,13 @@ def tuple_type(types: tuple) -> type:
     t = _tuple_types.get(types)
     if t is None:
         fields = {f"f{i}": ft for i, ft in enumerate(types)}
-        names = [T.type_name(ft) for ft in types]
+        from .codegen import ctype as cpp_type  # C++ spellings are unique where Python names may not be
+
         ctype_fields = [(n, field_ctype(ft)) for n, ft in fields.items()]
         ctype = type("tuple_ctype", (ctypes.Structure,), {"_fields_": ctype_fields})
-        cname = "lw::tuple_" + "_".join(re.sub(r"[^0-9A-Za-z]", "_", n) for n in names)
-        t = type(f"tuple[{', '.join(names)}]", (StructType,), {"fields": fields, "cname": cname, "_ctype": ctype,
-                                                              "is_tuple": True})
+        cname = "lw::tuple_" + "_".join(re.sub(r"[^0-9A-Za-z]", "_", cpp_type(ft)) for ft in types)
+        name = f"tuple[{', '.join(T.type_name(ft) for ft in types)}]"
+        t = type(name, (StructType,), {"fields": fields, "cname": cname, "_ctype": ctype, "is_tuple": True})
         _tuple_types[types] = t
     return t
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import functools
 import operator
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 # scalars
 
 
+@functools.total_ordering
 class ScalarType:
     """Base of the scalar type classes (`float32`, `int64`, ...).
 
@@ -26,7 +28,8 @@ class ScalarType:
     """
 
     cname: str = ""
-    np_dtype: np.dtype
+    np_dtype: np.dtype  # how arrays store it
+    value_dtype: np.dtype  # how NumPy holds its values (they differ for bfloat16 only)
     _ctype: Any = None
     is_float = False
     is_int = False
@@ -119,15 +122,6 @@ class ScalarType:
     def __lt__(self, o: Any) -> bool:
         return self.value < (o.value if isinstance(o, ScalarType) else o)
 
-    def __le__(self, o: Any) -> bool:
-        return self.value <= (o.value if isinstance(o, ScalarType) else o)
-
-    def __gt__(self, o: Any) -> bool:
-        return self.value > (o.value if isinstance(o, ScalarType) else o)
-
-    def __ge__(self, o: Any) -> bool:
-        return self.value >= (o.value if isinstance(o, ScalarType) else o)
-
 
 def _py_value(t: type[ScalarType], x: Any) -> Any:
     if isinstance(x, ScalarType):
@@ -141,11 +135,12 @@ def _py_value(t: type[ScalarType], x: Any) -> Any:
     return int(np.array(x).astype(t.np_dtype))
 
 
-def _scalar(name: str, cname: str, np_dtype: Any, ctype: Any, kind: str) -> type[ScalarType]:
+def _scalar(name: str, cname: str, np_dtype: Any, ctype: Any, kind: str, value_dtype: Any = None) -> type[ScalarType]:
     dt = np.dtype(np_dtype)
     attrs = {
         "cname": cname,
         "np_dtype": dt,
+        "value_dtype": np.dtype(value_dtype) if value_dtype is not None else dt,
         "_ctype": ctype,
         "is_float": kind == "f",
         "is_int": kind in "iu",
@@ -170,7 +165,7 @@ float32 = _scalar("float32", "float", np.float32, ctypes.c_float, "f")
 float64 = _scalar("float64", "double", np.float64, ctypes.c_double, "f")
 # bfloat16 (the upper 16 bits of a float32): NumPy has no such dtype, so its arrays hold the raw bits
 # as uint16 (`.numpy()` shows them); values convert at the boundaries (bf16_bits / bf16_to_float)
-bfloat16 = _scalar("bfloat16", "lw::bfloat16", np.uint16, ctypes.c_uint16, "f")
+bfloat16 = _scalar("bfloat16", "lw::bfloat16", np.uint16, ctypes.c_uint16, "f", value_dtype=np.float32)
 
 
 def bf16_bits(x: Any) -> np.ndarray:
@@ -250,8 +245,7 @@ class _CompositeMixin:
 
     def numpy_value(self) -> np.ndarray:
         """The value as a NumPy array of the type's shape."""
-        st = self._wp_scalar_type_
-        return np.array(self._flat(), dtype=np.float32 if st is bfloat16 else st.np_dtype).reshape(self._shape_)
+        return np.array(self._flat(), dtype=self._wp_scalar_type_.value_dtype).reshape(self._shape_)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy_value()

@@ -42,7 +42,7 @@ def _reduce(kind: str, arrays: list, dtype: Any, out: Any, axis: int | None, wha
         r = vals[0].sum(axis=axis) if kind == "sum" else (vals[0] * vals[1]).sum(axis=axis)
         if T.is_composite(dtype) and kind == "dot":
             r = r.sum(axis=-1)
-        result = r.astype(np.float32 if st is T.bfloat16 else st.np_dtype)  # values, not bfloat16 bits
+        result = r.astype(st.value_dtype)
         if out is not None:
             out.assign(result)
             return None

@@ -52,6 +52,15 @@ struct launch_t {
     int32_t pad;
 };
 
+// the same bytes read as another type of the same size (wp.cast; compilers turn the loop into a move)
+template <typename D, typename S> LW_FUNC D bit_cast(S s) {
+    D d;
+    const char* from = (const char*)&s;
+    char* to = (char*)&d;
+    for (unsigned i = 0; i < sizeof(D); ++i) to[i] = from[i];
+    return d;
+}
+
 // ---------------------------------------------------------------------------------------------
 // half precision (storage type; arithmetic goes through float)
 
@@ -114,21 +123,10 @@ struct bfloat16 {
     LW_FUNC bfloat16(float f) : u(float_to_bf16(f)) {}
     LW_FUNC bfloat16(double f) : u(float_to_bf16((float)f)) {}
     LW_FUNC bfloat16(int32_t i) : u(float_to_bf16((float)i)) {}
-    LW_FUNC operator float() const { return bits_float((uint32_t)u << 16); }
+    LW_FUNC operator float() const { return bit_cast<float>((uint32_t)u << 16); }
 
-    static LW_FUNC float bits_float(uint32_t x) {
-#if LW_CUDA && defined(__CUDA_ARCH__)
-        return __uint_as_float(x);
-#else
-        return __builtin_bit_cast(float, x);
-#endif
-    }
     static LW_FUNC uint16_t float_to_bf16(float f) {
-#if LW_CUDA && defined(__CUDA_ARCH__)
-        uint32_t x = __float_as_uint(f);
-#else
-        uint32_t x = __builtin_bit_cast(uint32_t, f);
-#endif
+        uint32_t x = bit_cast<uint32_t>(f);
         if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);  // NaN stays a quiet NaN
         return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);                 // round to nearest even
     }
@@ -266,8 +264,6 @@ template <typename T> LW_FUNC T smoothstep(T a, T b, T x) {
 }
 
 template <typename To, typename From> LW_FUNC To cast(From x) { return To(x); }
-template <typename To> LW_FUNC To cast(half x) { return To((float)x); }
-template <typename To> LW_FUNC To cast(bfloat16 x) { return To((float)x); }
 
 // the operators of a 16-bit float type H (half, bfloat16): computed in float, rounded back to H
 #define LW_NARROW_OPS(H)                                                                  \
@@ -292,7 +288,8 @@ template <typename To> LW_FUNC To cast(bfloat16 x) { return To((float)x); }
     LW_FUNC H sign(H a) { return H((float)a < 0.0f ? -1.0f : 1.0f); }                      \
     LW_FUNC bool isnan(H x) { return isnan((float)x); }                                    \
     LW_FUNC bool isinf(H x) { return isinf((float)x); }                                    \
-    LW_FUNC bool isfinite(H x) { return isfinite((float)x); }
+    LW_FUNC bool isfinite(H x) { return isfinite((float)x); }                              \
+    template <typename To> LW_FUNC To cast(H x) { return To((float)x); }
 LW_NARROW_OPS(half)
 LW_NARROW_OPS(bfloat16)
 #undef LW_NARROW_OPS
@@ -828,14 +825,6 @@ template <typename T, typename = typename scalar_only<T>::type> LW_FUNC void adj
     adj_a += adj * b;
     adj_b += adj * a;
 }
-#define LW_NARROW_ADJ_MUL(H)                                       \
-    LW_FUNC void adj_mul(H a, H b, H& adj_a, H& adj_b, H adj) {     \
-        acc(adj_a, mul(adj, b));                                    \
-        acc(adj_b, mul(adj, a));                                    \
-    }
-LW_NARROW_ADJ_MUL(half)
-LW_NARROW_ADJ_MUL(bfloat16)
-#undef LW_NARROW_ADJ_MUL
 template <typename T> LW_FUNC void adj_div(T a, T b, T& adj_a, T& adj_b, T adj) {
     acc(adj_a, div(adj, b));
     acc(adj_b, neg(div(mul(adj, a), mul(b, b))));
@@ -923,8 +912,16 @@ template <typename T> LW_FUNC void adj_smoothstep(T a, T b, T x, T& adj_a, T& ad
 template <typename To, typename From> LW_FUNC void adj_cast(From x, From& adj_x, To adj) {
     acc(adj_x, cast<From>(adj));
 }
-template <typename To> LW_FUNC void adj_cast(half x, half& adj_x, To adj) { acc(adj_x, half((float)adj)); }
-template <typename To> LW_FUNC void adj_cast(bfloat16 x, bfloat16& adj_x, To adj) { acc(adj_x, bfloat16((float)adj)); }
+// the adjoints a 16-bit float type needs beyond the generic ones
+#define LW_NARROW_ADJ(H)                                                                      \
+    LW_FUNC void adj_mul(H a, H b, H& adj_a, H& adj_b, H adj) {                                \
+        acc(adj_a, mul(adj, b));                                                               \
+        acc(adj_b, mul(adj, a));                                                               \
+    }                                                                                          \
+    template <typename To> LW_FUNC void adj_cast(H x, H& adj_x, To adj) { acc(adj_x, H((float)adj)); }
+LW_NARROW_ADJ(half)
+LW_NARROW_ADJ(bfloat16)
+#undef LW_NARROW_ADJ
 
 // vectors and matrices (elementwise forms loop over the scalar adjoints)
 #define LW_ADJ_ELEMWISE2(name)                                                                      \
@@ -1708,14 +1705,6 @@ template <typename T> LW_FUNC void expect_eq(T a, T b, const char* where) {
     LW_FLUSH();
 }
 
-// wp.cast: the same bytes read as another type of the same size
-template <typename D, typename S> LW_FUNC D bit_cast(S s) {
-    D d;
-    const char* from = (const char*)&s;
-    char* to = (char*)&d;
-    for (unsigned i = 0; i < sizeof(D); ++i) to[i] = from[i];
-    return d;
-}
 template <typename T> LW_FUNC bool unot(T a) { return !(a != T(0)); }
 template <typename T> LW_FUNC bool unot(const array_t<T>& a) { return a.data == nullptr; }
 template <typename T> LW_FUNC T div_approx(T a, T b) { return div(a, b); }

@@ -80,6 +80,8 @@ template <typename T> double parallel_dot(const T* a, const T* b_, long long n) 
 const int kLanes = 8;
 const long long kLane = 8232;
 const long long kBlock = kLanes * kLane;  // 257 KiB of float32: stays in a core's L2 between the reads
+const long long kChunk = 168;             // the first read sums each lane in chunks (see the float32 scan)
+const long long kChunks = kLane / kChunk;
 
 // Each lane advances 4 elements a step: an in-register prefix (two shifted adds) plus the lane's running
 // total, broadcast from the last element. The kLanes carry chains are independent.
@@ -88,7 +90,7 @@ template <typename E> struct vec4 {
 };
 
 template <bool Inclusive, typename T, typename Acc>
-void scan_lanes(const T* __restrict in, T* __restrict out, const Acc* sums) {
+void scan_lanes(const T* __restrict in, T* __restrict out, const Acc* sums, const Acc* /* chunk sums */) {
     typedef typename vec4<T>::type VT;
     typedef typename vec4<Acc>::type VA;
     typedef typename vec4<long long>::type VI;  // shuffle masks (64-bit lanes, like Acc)
@@ -117,14 +119,12 @@ void scan_lanes(const T* __restrict in, T* __restrict out, const Acc* sums) {
 // into the high half) and chained in float only within a chunk of kChunk elements, where the running
 // sum stays small; each output adds the chunk's exact (double) start as a float pair, low part first,
 // so it is rounded about once, like a double scan.
-const long long kChunk = 168;  // 21 steps; divides kLane
-
 template <bool Inclusive> void scan_lanes(const float* __restrict in, float* __restrict out, const double* starts,
                                           const double* chunk_sums) {
     const __m256i last = _mm256_set1_epi32(7);
     double at[kLanes];
     for (int l = 0; l < kLanes; ++l) at[l] = starts[l];
-    for (long long c = 0; c < kLane / kChunk; ++c) {
+    for (long long c = 0; c < kChunks; ++c) {
         __m256 hi[kLanes], lo[kLanes], carry[kLanes];
 #pragma GCC unroll 8
         for (int l = 0; l < kLanes; ++l) {
@@ -132,7 +132,7 @@ template <bool Inclusive> void scan_lanes(const float* __restrict in, float* __r
             hi[l] = _mm256_set1_ps(h);
             lo[l] = _mm256_set1_ps((float)(at[l] - (double)h));
             carry[l] = _mm256_setzero_ps();
-            at[l] += chunk_sums[l * (kLane / kChunk) + c];
+            at[l] += chunk_sums[l * kChunks + c];
         }
         for (long long j = c * kChunk; j < (c + 1) * kChunk; j += 8) {
 #pragma GCC unroll 8
@@ -171,31 +171,13 @@ inline void spin_pause() {
 template <bool Inclusive, typename T, typename Acc>
 void scan_block(const T* in, T* out, long long b, long long e, long long k, int* ready, Acc* inclusive_prefix) {
     bool full = e - b == kBlock;
-    Acc sums[kLanes], total = 0;
-#if defined(__AVX2__)
-    constexpr bool chunked = sizeof(T) == 4 && T(0.5) != T(0);  // float32: sums per chunk, see scan_lanes
-    double chunk_sums[chunked ? kLanes * (kLane / kChunk) : 1];
-#else
-    constexpr bool chunked = false;
-#endif
-    for (int l = 0; l < (full ? kLanes : 1); ++l) {
-        long long lb = full ? b + l * kLane : b, le = full ? lb + kLane : e;
+    Acc sums[kLanes], chunk_sums[kLanes * kChunks], total = 0;
+    for (long long c = 0; c < (full ? kLanes * kChunks : 1); ++c) {  // chunk c is in lane c / kChunks
+        long long cb = full ? b + c * kChunk : b, ce = full ? cb + kChunk : e;
         Acc s = 0;
-        if (chunked && full) {
-#if defined(__AVX2__)
-            for (long long c = 0; c < kLane / kChunk; ++c) {
-                double cs = 0;
-#pragma omp simd reduction(+ : cs)
-                for (long long i = lb + c * kChunk; i < lb + (c + 1) * kChunk; ++i) cs += (double)in[i];
-                chunk_sums[l * (kLane / kChunk) + c] = cs;
-                s += cs;
-            }
-#endif
-        } else {
 #pragma omp simd reduction(+ : s)
-            for (long long i = lb; i < le; ++i) s += (Acc)in[i];
-        }
-        sums[l] = s;
+        for (long long i = cb; i < ce; ++i) s += (Acc)in[i];
+        chunk_sums[c] = s;
         total += s;
     }
     Acc prefix = 0;
@@ -209,18 +191,11 @@ void scan_block(const T* in, T* out, long long b, long long e, long long k, int*
         scan_range<Inclusive>(in, out, b, e, prefix);
         return;
     }
-    for (int l = 0; l < kLanes; ++l) {
-        Acc v = sums[l];
+    for (int l = 0; l < kLanes; ++l) {  // each lane's start
         sums[l] = prefix;
-        prefix += v;
+        for (long long c = 0; c < kChunks; ++c) prefix += chunk_sums[l * kChunks + c];
     }
-#if defined(__AVX2__)
-    if constexpr (chunked) {
-        scan_lanes<Inclusive>(in + b, out + b, sums, chunk_sums);
-        return;
-    }
-#endif
-    scan_lanes<Inclusive>(in + b, out + b, sums);
+    scan_lanes<Inclusive>(in + b, out + b, sums, chunk_sums);
 }
 
 template <typename T, typename Acc> void parallel_scan(const T* in, T* out, long long n, bool inclusive) {
