@@ -380,3 +380,40 @@ def test_errors_name_the_line():
         u, v = nested(a[0])
 
     assert "tuples are only supported on the left of an assignment" in build(uses_nested, "nested")
+
+
+def _make_struct():
+    @wp.struct
+    class Pair:  # the same Python name in every call: distinct types, distinct C++ records
+        a: float
+
+    return Pair
+
+
+_PairOne, _PairTwo = _make_struct(), _make_struct()
+
+
+@wp.func
+def _split_one(x: float):
+    p = _PairOne()
+    p.a = x * 2.0
+    return p, x
+
+
+@wp.func
+def _split_two(x: float):
+    p = _PairTwo()
+    p.a = x * 3.0
+    return p, x
+
+
+def test_tuples_of_same_named_structs_stay_distinct():
+    @wp.kernel
+    def both(out: wp.array(dtype=float)):
+        p, x = _split_one(1.0)
+        q, y = _split_two(1.0)
+        out[0] = p.a + q.a + x + y
+
+    out = wp.zeros(1, dtype=float)
+    wp.launch(both, 1, inputs=[out])
+    assert out.numpy()[0] == 7.0
