@@ -3,7 +3,8 @@
     python -m loomwork.apps.bench_utils [--warp-python PATH]
 
 Sums and scans are compared with the machine's memory bandwidth, measured by C OpenMP loops this
-benchmark builds (a reading loop for sums, a copying loop for scans), and with NumPy and Warp;
+benchmark builds (a reading loop for sums, a copying loop for scans, and a copy with streaming stores,
+which array_scan uses for outputs beyond the cache), and with NumPy and Warp;
 the sort with numpy.argsort(kind="stable") and Warp's radix sort.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import loomwork as wp
-from loomwork.apps.benchutil import best_time, build_openmp, find_python, run_json
+from loomwork.apps.benchutil import best_time, best_times, build_openmp, find_python, run_json
 from loomwork.utils import array_scan, array_sum, radix_sort_pairs
 
 C_REFERENCE = r"""
@@ -30,6 +31,23 @@ double read_sum(const float* x, long n) {
 void copy(const float* x, float* y, long n) {
     #pragma omp parallel for simd schedule(static)
     for (long i = 0; i < n; ++i) y[i] = x[i];
+}
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+/* A copy whose stores skip reading the destination (y 32-byte aligned, n a multiple of 8). */
+int stream_copy(const float* x, float* y, long n) {
+#if defined(__AVX__)
+    #pragma omp parallel
+    {
+        #pragma omp for schedule(static)
+        for (long i = 0; i < n; i += 8) _mm256_stream_ps(y + i, _mm256_loadu_ps(x + i));
+        _mm_sfence();
+    }
+    return 1;
+#else
+    return 0;
+#endif
 }
 """
 
@@ -71,14 +89,20 @@ def main(argv: list[str] | None = None) -> dict:
     result: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         c = build_openmp(Path(tmp), "reference", C_REFERENCE)
+        timed = {"sum": lambda: array_sum(xa), "scan": lambda: array_scan(xa, out)}
         if c is not None:
             c.read_sum.argtypes, c.read_sum.restype = [ctypes.c_void_p, ctypes.c_long], ctypes.c_double
             c.copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+            c.stream_copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
             y = np.empty_like(x)
-            t_read = best_time(lambda: c.read_sum(x.ctypes.data, n), 10)
-            t_copy = best_time(lambda: c.copy(x.ctypes.data, y.ctypes.data, n), 10)
-        t_sum = best_time(lambda: array_sum(xa), 10)
-        t_scan = best_time(lambda: array_scan(xa, out), 10)
+            y_at, k = y.ctypes.data + (-y.ctypes.data % 32), (n - 8) // 8 * 8  # aligned, within y
+            timed["read"] = lambda: c.read_sum(x.ctypes.data, n)
+            timed["copy"] = lambda: c.copy(x.ctypes.data, y.ctypes.data, n)
+            if c.stream_copy(x.ctypes.data, y_at, k):  # 0: built without AVX
+                timed["stream"] = lambda: c.stream_copy(x.ctypes.data, y_at, k)
+        times = best_times(timed)
+        t_sum, t_scan, t_read, t_copy = times["sum"], times["scan"], times.get("read"), times.get("copy")
+        t_stream = times["stream"] * n / k if "stream" in times else None
         t_np_sum = best_time(lambda: x.sum(), 5)
         t_np_scan = best_time(lambda: np.cumsum(x), 5)
         keys0 = np.random.default_rng(1).integers(-2**31, 2**31 - 1, m).astype(np.int32)
@@ -104,7 +128,10 @@ def main(argv: list[str] | None = None) -> dict:
     gb = 4 * n / 1e9
     print(f"array_sum / array_scan of {n} float32, radix_sort_pairs of {m} int32 keys ({wp.get_device('cpu').name})")
     if c is not None:
-        print(f"  memory bandwidth (C OpenMP): read {gb / t_read:5.1f} GB/s, copy {2 * gb / t_copy:5.1f} GB/s")
+        line = f"  memory bandwidth (C OpenMP): read {gb / t_read:5.1f} GB/s, copy {2 * gb / t_copy:5.1f} GB/s"
+        if t_stream:
+            line += f", copy with streaming stores {2 * gb / t_stream:5.1f} GB/s"
+        print(line)
     line = f"  array_sum:  {t_sum * 1e3:6.2f} ms  {gb / t_sum:5.1f} GB/s"
     if c is not None:
         line += f" = {t_read / t_sum:.0%} of the read loop"
@@ -112,6 +139,8 @@ def main(argv: list[str] | None = None) -> dict:
     line = f"  array_scan: {t_scan * 1e3:6.2f} ms  {2 * gb / t_scan:5.1f} GB/s"
     if c is not None:
         line += f" = {t_copy / t_scan:.0%} of the copy loop"
+        if t_stream:
+            line += f" ({t_stream / t_scan:.0%} of the streaming copy)"
     print(line + f"   max error {scan_err:.1e}   (NumPy cumsum {t_np_scan * 1e3:.2f} ms, max error {np_scan_err:.1e})")
     t_sort_only = max(t_sort - t_copy_in, 1e-9)
     print(f"  radix_sort_pairs: {t_sort_only * 1e3:6.1f} ms   numpy.argsort(stable) {t_argsort * 1e3:6.1f} ms   "

@@ -23,6 +23,16 @@ def best_time(fn: Callable[[], object], reps: int) -> float:
     return best
 
 
+def best_times(fns: dict[str, Callable[[], object]], rounds: int = 6, reps: int = 3) -> dict[str, float]:
+    """Best-of timings of several calls taken in alternation, `rounds` times `reps` each, so that a burst of
+    load from elsewhere on a shared machine slows them alike and their ratios stay meaningful."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            best[name] = min(best[name], best_time(fn, reps))
+    return best
+
+
 def run_json(python: str, script: str, workdir: Path) -> dict:
     """Run `script` as a file (Warp reads kernel source from files) in a new process; parse its last JSON line."""
     path = workdir / f"bench_script_{abs(hash(script))}.py"

@@ -2,7 +2,7 @@
 // Built on first use (most programs never call these), into its own library; the runtime's pool comes
 // in through lw_parallel_for, which Python passes to lw_utils_init.
 
-#if defined(__AVX2__)
+#if defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
@@ -71,17 +71,34 @@ template <typename T> double parallel_dot(const T* a, const T* b_, long long n) 
     return s;
 }
 // One pass over cache-sized blocks taken in order by whichever thread is free (an atomic counter), so
-// a block waited on is always being worked on. Per block: its total (the block now sits in cache), the
-// inclusive prefix of the block before (published as soon as that block's total was known), then the
-// scan from cache to the output. Memory sees one read and one write per element, like a copy.
-// Within a block, kLanes lanes of kLane elements are scanned in step so the adds form independent
-// chains, addressed at constant offsets from one pointer; kLane is not a multiple of 1024, since lanes
-// a power of two apart make each load alias (mod 4 KiB) a store just issued.
+// a block waited on is always being worked on. Per block: its chunk sums (the block now sits in cache),
+// the inclusive prefix of the block before (published as soon as that block's total was known), then the
+// scan from cache to the output. Memory sees one read and one write per element, like a copy; outputs of
+// kStreamBytes and more are written with streaming stores, which skip reading the destination lines.
+// Within a block, kLanes lanes are scanned in step so the adds form independent chains; a full block's
+// lane is not a multiple of 1024 elements, since lanes a power of two apart make each load alias (mod
+// 4 KiB) a store just issued. What is left after whole chunks (under kLanes * kChunk) is scanned serially.
 const int kLanes = 8;
-const long long kLane = 8232;
-const long long kBlock = kLanes * kLane;  // 257 KiB of float32: stays in a core's L2 between the reads
-const long long kChunk = 168;             // the first read sums each lane in chunks (see the float32 scan)
-const long long kChunks = kLane / kChunk;
+const long long kChunk = 168;                           // each lane is summed and chained in chunks
+const long long kFullLane = 49 * kChunk;                // a full block's lane
+const long long kBlock = kLanes * kFullLane;            // 257 KiB of float32: stays in a core's L2 between the reads
+const long long kStreamBytes = 32LL << 20;              // outputs larger than a typical last-level cache
+#if defined(__SSE2__)
+const bool kCanStream = true;
+#else
+const bool kCanStream = false;
+#endif
+
+// Store one vector; streaming stores need it aligned to its size.
+template <bool Stream, typename V> inline void store_vec(void* p, const V& v) {
+#if defined(__AVX__)
+    if constexpr (Stream && sizeof(V) == 32) return _mm256_stream_si256((__m256i*)p, (__m256i)v);
+#endif
+#if defined(__SSE2__)
+    if constexpr (Stream && sizeof(V) == 16) return _mm_stream_si128((__m128i*)p, (__m128i)v);
+#endif
+    __builtin_memcpy(p, &v, sizeof(V));
+}
 
 // Each lane advances 4 elements a step: an in-register prefix (two shifted adds) plus the lane's running
 // total, broadcast from the last element. The kLanes carry chains are independent.
@@ -89,63 +106,64 @@ template <typename E> struct vec4 {
     typedef E type __attribute__((vector_size(4 * sizeof(E))));
 };
 
-template <bool Inclusive, typename T, typename Acc>
-void scan_lanes(const T* __restrict in, T* __restrict out, const Acc* sums, const Acc* /* chunk sums */) {
+template <bool Inclusive, bool Stream, typename T, typename Acc>
+__attribute__((always_inline)) inline void scan_lanes(const T* __restrict in, T* __restrict out, long long lane,
+                                                      const Acc* starts, const Acc* /* chunk sums */) {
     typedef typename vec4<T>::type VT;
     typedef typename vec4<Acc>::type VA;
     typedef typename vec4<long long>::type VI;  // shuffle masks (64-bit lanes, like Acc)
     const VA zero = {0, 0, 0, 0};
     VA carry[kLanes];
 #pragma GCC unroll 8
-    for (int l = 0; l < kLanes; ++l) carry[l] = zero + sums[l];
-    for (long long j = 0; j < kLane; j += 4) {
+    for (int l = 0; l < kLanes; ++l) carry[l] = zero + starts[l];
+    for (long long j = 0; j < lane; j += 4) {
 #pragma GCC unroll 8
         for (int l = 0; l < kLanes; ++l) {
             VT raw;
-            __builtin_memcpy(&raw, in + l * kLane + j, sizeof(raw));
+            __builtin_memcpy(&raw, in + l * lane + j, sizeof(raw));
             VA x = __builtin_convertvector(raw, VA);
             VA v = x + __builtin_shuffle(x, zero, (VI){4, 0, 1, 2});
             v += __builtin_shuffle(v, zero, (VI){4, 5, 0, 1});
             v += carry[l];
             carry[l] = __builtin_shuffle(v, (VI){3, 3, 3, 3});
-            VT res = __builtin_convertvector(Inclusive ? v : v - x, VT);
-            __builtin_memcpy(out + l * kLane + j, &res, sizeof(res));
+            store_vec<Stream>(out + l * lane + j, __builtin_convertvector(Inclusive ? v : v - x, VT));
         }
     }
 }
 
 #if defined(__AVX2__)
 // float32 with AVX2: 8 elements a step, prefixed in float (two in-lane shifts, then the low half's total
-// into the high half) and chained in float only within a chunk of kChunk elements, where the running
-// sum stays small; each output adds the chunk's exact (double) start as a float pair, low part first,
-// so it is rounded about once, like a double scan.
-template <bool Inclusive> void scan_lanes(const float* __restrict in, float* __restrict out, const double* starts,
-                                          const double* chunk_sums) {
+// into the high half) and chained in float only within a chunk, where the running sum stays small; each
+// output adds the chunk's exact (double) start as a float pair, the low part carried in the chain, so it
+// is rounded about once, like a double scan.
+template <bool Inclusive, bool Stream>
+__attribute__((always_inline)) inline void scan_lanes(const float* __restrict in, float* __restrict out,
+                                                      long long lane, const double* starts,
+                                                      const double* chunk_sums) {
     const __m256i last = _mm256_set1_epi32(7);
+    const long long chunks = lane / kChunk;
     double at[kLanes];
     for (int l = 0; l < kLanes; ++l) at[l] = starts[l];
-    for (long long c = 0; c < kChunks; ++c) {
-        __m256 hi[kLanes], lo[kLanes], carry[kLanes];
+    for (long long c = 0; c < chunks; ++c) {
+        __m256 hi[kLanes], carry[kLanes];
 #pragma GCC unroll 8
         for (int l = 0; l < kLanes; ++l) {
             float h = (float)at[l];
             hi[l] = _mm256_set1_ps(h);
-            lo[l] = _mm256_set1_ps((float)(at[l] - (double)h));
-            carry[l] = _mm256_setzero_ps();
-            at[l] += chunk_sums[l * kChunks + c];
+            carry[l] = _mm256_set1_ps((float)(at[l] - (double)h));
+            at[l] += chunk_sums[l * chunks + c];
         }
         for (long long j = c * kChunk; j < (c + 1) * kChunk; j += 8) {
 #pragma GCC unroll 8
             for (int l = 0; l < kLanes; ++l) {
-                __m256 x = _mm256_loadu_ps(in + l * kLane + j);
+                __m256 x = _mm256_loadu_ps(in + l * lane + j);
                 __m256 v = _mm256_add_ps(x, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(x), 4)));
                 v = _mm256_add_ps(v, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(v), 8)));
                 __m256 low_total = _mm256_permute2f128_ps(v, v, 0x08);  // [0, low half]
                 v = _mm256_add_ps(v, _mm256_shuffle_ps(low_total, low_total, 0xFF));
                 v = _mm256_add_ps(v, carry[l]);
                 carry[l] = _mm256_permutevar8x32_ps(v, last);
-                __m256 r = _mm256_add_ps(hi[l], _mm256_add_ps(Inclusive ? v : _mm256_sub_ps(v, x), lo[l]));
-                _mm256_storeu_ps(out + l * kLane + j, r);
+                store_vec<Stream>(out + l * lane + j, _mm256_add_ps(hi[l], Inclusive ? v : _mm256_sub_ps(v, x)));
             }
         }
     }
@@ -162,43 +180,51 @@ void scan_range(const T* __restrict in, T* __restrict out, long long b, long lon
     }
 }
 
+template <typename T, typename Acc> Acc range_sum(const T* in, long long b, long long e) {
+    Acc s = 0;
+#pragma omp simd reduction(+ : s)
+    for (long long i = b; i < e; ++i) s += (Acc)in[i];
+    return s;
+}
+
 inline void spin_pause() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
 }
 
-template <bool Inclusive, typename T, typename Acc>
-void scan_block(const T* in, T* out, long long b, long long e, long long k, int* ready, Acc* inclusive_prefix) {
-    bool full = e - b == kBlock;
-    Acc sums[kLanes], chunk_sums[kLanes * kChunks], total = 0;
-    for (long long c = 0; c < (full ? kLanes * kChunks : 1); ++c) {  // chunk c is in lane c / kChunks
-        long long cb = full ? b + c * kChunk : b, ce = full ? cb + kChunk : e;
-        Acc s = 0;
-#pragma omp simd reduction(+ : s)
-        for (long long i = cb; i < ce; ++i) s += (Acc)in[i];
-        chunk_sums[c] = s;
-        total += s;
+// Block k is [b, e); `start` is what comes before block 0.
+template <bool Inclusive, bool Stream, typename T, typename Acc>
+void scan_block(const T* in, T* out, long long b, long long e, long long k, int* ready, Acc* inclusive_prefix,
+                Acc start) {
+    const long long chunks = (e - b) / (kLanes * kChunk), lane = chunks * kChunk, tail = b + kLanes * lane;
+    Acc chunk_sums[kLanes * (kFullLane / kChunk)], total = 0;
+    for (long long c = 0; c < kLanes * chunks; ++c) {  // chunk c is in lane c / chunks
+        chunk_sums[c] = range_sum<T, Acc>(in, b + c * kChunk, b + (c + 1) * kChunk);
+        total += chunk_sums[c];
     }
-    Acc prefix = 0;
+    total += range_sum<T, Acc>(in, tail, e);
+    Acc prefix = start;
     if (k > 0) {
         while (!__atomic_load_n(&ready[k - 1], __ATOMIC_ACQUIRE)) spin_pause();
         prefix = inclusive_prefix[k - 1];
     }
     inclusive_prefix[k] = prefix + total;
     __atomic_store_n(&ready[k], 1, __ATOMIC_RELEASE);
-    if (!full) {  // the array's last, shorter block
-        scan_range<Inclusive>(in, out, b, e, prefix);
-        return;
+    Acc starts[kLanes];
+    for (int l = 0; l < kLanes; ++l) {
+        starts[l] = prefix;
+        for (long long c = 0; c < chunks; ++c) prefix += chunk_sums[l * chunks + c];
     }
-    for (int l = 0; l < kLanes; ++l) {  // each lane's start
-        sums[l] = prefix;
-        for (long long c = 0; c < kChunks; ++c) prefix += chunk_sums[l * kChunks + c];
-    }
-    scan_lanes<Inclusive>(in + b, out + b, sums, chunk_sums);
+    if (lane == kFullLane)  // a copy with the lane length constant, for the addressing
+        scan_lanes<Inclusive, Stream>(in + b, out + b, kFullLane, starts, chunk_sums);
+    else if (lane > 0)
+        scan_lanes<Inclusive, Stream>(in + b, out + b, lane, starts, chunk_sums);
+    scan_range<Inclusive>(in, out, tail, e, prefix);
 }
 
-template <typename T, typename Acc> void parallel_scan(const T* in, T* out, long long n, bool inclusive) {
+template <bool Inclusive, bool Stream, typename T, typename Acc>
+void scan_blocks(const T* in, T* out, long long n, Acc start) {
     long long blocks = (n + kBlock - 1) / kBlock;
     int stack_ready[256];
     Acc stack_prefix[256];
@@ -210,17 +236,34 @@ template <typename T, typename Acc> void parallel_scan(const T* in, T* out, long
     parallel_for(workers, 1, [&](long long, long long) {
         for (;;) {
             long long k = __atomic_fetch_add(&next, 1LL, __ATOMIC_RELAXED);
-            if (k >= blocks) return;
+            if (k >= blocks) break;
             long long b = k * kBlock, e = b + kBlock < n ? b + kBlock : n;
-            if (inclusive)
-                scan_block<true>(in, out, b, e, k, ready, prefix);
-            else
-                scan_block<false>(in, out, b, e, k, ready, prefix);
+            scan_block<Inclusive, Stream>(in, out, b, e, k, ready, prefix, start);
         }
+#if defined(__SSE2__)
+        if (Stream) _mm_sfence();  // streamed stores are visible before the pool reports the work done
+#endif
     });
     if (ready != stack_ready) {
         delete[] ready;
         delete[] prefix;
+    }
+}
+
+// Streaming starts at the first output element aligned to 32 bytes; the few before it are scanned here.
+template <typename T, typename Acc> void parallel_scan(const T* in, T* out, long long n, bool inclusive) {
+    unsigned long long addr = (unsigned long long)out;
+    bool stream = kCanStream && n * (long long)sizeof(T) >= kStreamBytes && addr % sizeof(T) == 0;
+    long long head = stream ? (long long)((0 - addr) % 32 / sizeof(T)) : 0;
+    Acc start = range_sum<T, Acc>(in, 0, head);
+    if (inclusive) {
+        scan_range<true>(in, out, 0, head, (Acc)0);
+        stream ? scan_blocks<true, true>(in + head, out + head, n - head, start)
+               : scan_blocks<true, false>(in, out, n, start);
+    } else {
+        scan_range<false>(in, out, 0, head, (Acc)0);
+        stream ? scan_blocks<false, true>(in + head, out + head, n - head, start)
+               : scan_blocks<false, false>(in, out, n, start);
     }
 }
 

@@ -101,9 +101,11 @@ def test_scoped_timer(capsys):
     assert capsys.readouterr().out == ""
 
 
-@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 100, 65855, 65856, 65857, 131712, 131713, 1 << 20])
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 100, 1343, 1344, 1345, 3000, 65855, 65856, 65857, 67200, 131712,
+                               131713, 1 << 20])
 def test_scan_edge_sizes(n):
-    """Scans of sizes around the block split (8 lanes of 8232; including empty) match cumsum exactly."""
+    """Scans of sizes around the splits (blocks of 8 lanes of 8232, lanes of whole 168-element chunks, a
+    serial tail; including empty) match cumsum exactly."""
     x = np.random.default_rng(n).integers(-3, 4, n).astype(np.int32)
     out = wp.zeros(n, dtype=int)
     array_scan(wp.array(x, dtype=int), out, inclusive=True)
@@ -126,3 +128,23 @@ def test_float32_scans_are_as_accurate_as_a_double_scan(inclusive):
     scale = np.abs(exact).max()
     assert np.abs(view.numpy() - exact).max() <= 4e-7 * scale
     assert np.abs(np.cumsum(x) - np.cumsum(x.astype(np.float64))).max() > 1e-5 * scale
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_scans_of_outputs_beyond_the_cache(dtype):
+    """Outputs of 32 MiB and more are written with streaming stores from the first 32-byte aligned element:
+    exact (integer-valued) results for inclusive, exclusive, misaligned and in-place scans."""
+    n = (32 << 20) // np.dtype(dtype).itemsize + 37
+    x = np.random.default_rng(6).integers(-5, 6, n).astype(dtype)
+    ref = np.cumsum(x.astype(np.int64)).astype(dtype)
+    out = wp.zeros(n + 3, dtype=wp.dtype_from_numpy(dtype))
+    for offset in (0, 1, 3):
+        view = out[offset:offset + n]
+        array_scan(wp.array(x), view, inclusive=True)
+        np.testing.assert_array_equal(view.numpy(), ref)
+    array_scan(wp.array(x), view, inclusive=False)
+    np.testing.assert_array_equal(view.numpy()[1:], ref[:-1])
+    assert view.numpy()[0] == 0
+    a = wp.array(x)
+    array_scan(a, a)
+    np.testing.assert_array_equal(a.numpy(), ref)
