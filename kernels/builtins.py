@@ -504,6 +504,7 @@ _SAMPLERS = {  # sample_* -> (states consumed, result type, doc)
     "sample_triangle": (2, T.vec2f, "uniform barycentric coordinates (u, v) of a triangle, u + v <= 1"),
 }
 add("_randu_of", (U32,), T.uint32, "lw::randu_of", group="Random", doc="", differentiable=False)
+add("_randu_of", (U32, U32, U32), T.uint32, "lw::randu_of", group="Random", doc="", differentiable=False)
 for _name, (_count, _ret_t, _doc) in _SAMPLERS.items():
     add(f"_{_name}_of", (U32,) * _count, _ret_t, f"lw::{_name}_of", group="Random", doc="", differentiable=False)
     RANDOM_DRAWS[_name] = (f"_{_name}_of", _count)
@@ -554,10 +555,10 @@ add("pnoise", (U32, F32, I32), T.float32, group="Noise", doc="noise periodic wit
 add("pnoise", (U32, V2F, I32, I32), T.float32, group="Noise", doc="", differentiable=False)
 add("pnoise", (U32, V3F, I32, I32, I32), T.float32, group="Noise", doc="", differentiable=False)
 add("pnoise", (U32, V4F, I32, I32, I32, I32), T.float32, group="Noise", doc="", differentiable=False)
-for _x in (V2F, V3F):
-    add("curlnoise", (U32, _x), lambda b, _t=_x.type: _t, group="Noise",
+for _x, _t in ((V2F, T.vec2f), (V3F, T.vec3f), (V4F, T.vec3f)):  # a vec4 is (x, y, z, time): a 3-D field
+    add("curlnoise", (U32, _x), _t, group="Noise",
         doc="divergence-free noise: the curl of a noise potential", differentiable=False)
-    add("curlnoise", (U32, _x, U32, F32, F32), lambda b, _t=_x.type: _t, group="Noise",
+    add("curlnoise", (U32, _x, U32, F32, F32), _t, group="Noise",
         doc="curlnoise(seed, x, octaves, lacunarity, gain)", differentiable=False)
 
 # special forms: the front end handles their arguments itself (arrays, indices, launch state)
@@ -586,7 +587,7 @@ SPECIAL_FORMS = {
     "randi": "randi(state) -> a random int32; randi(state, lo, hi) -> in [lo, hi); advances state",
     "randf": "randf(state) -> a random float in [0, 1); randf(state, lo, hi) -> in [lo, hi); advances state",
     "randn": "randn(state) -> a standard normal float; advances state",
-    "randu": "randu(state) -> a random uint32; advances state",
+    "randu": "randu(state) -> a random uint32; randu(state, lo, hi) -> in [lo, hi); advances state",
     "poisson": "poisson(state, lam) -> a Poisson-distributed uint32 count with mean lam; advances state",
     **{name: f"{name}(state) -> {doc}; advances state" for name, (_, _, doc) in _SAMPLERS.items()},
     **{name: doc for name, (_, _, doc) in OUTPUT_FORMS.items()},

@@ -878,8 +878,10 @@ class Builder:
             return self.assign_temp(ir.Construct(obj, ()), obj)
         if obj is T.identity:
             return self.identity_call(node)
-        if obj is T.vector_value or obj is T.matrix_value:
-            return self.composite_call(obj, node)
+        if obj in (T.vector_value, T.vector, T.matrix_value, T.matrix):  # wp.types.vector(...) constructs too
+            return self.composite_call(obj in (T.vector_value, T.vector), node)
+        if obj is T.quaternion or obj is T.transformation:
+            return self.typed_kind_call(obj, node)
         if obj is array_zeros:
             return self.local_array(node)
         if obj is len:
@@ -995,10 +997,12 @@ class Builder:
             return v
         return self.assign_temp(ir.Construct(t, (v,)), t)
 
-    def construct(self, t: Any, node: ast.Call) -> Operand:
+    def construct(self, t: Any, node: ast.Call, args: list[Operand] | None = None) -> Operand:
+        """A value of composite type `t` from the call's arguments (evaluated here unless given)."""
         st = t._wp_scalar_type_
         n = t._length_
-        args = [self.value(a) for a in node.args]
+        if args is None:
+            args = [self.value(a) for a in node.args]
         if T.is_transform(t) and len(args) == 2:  # wp.transform(p, q)
             return self.call_builtin("_make_transform", args, node)
         if T.is_vector(t) and n == 6 and len(args) == 2 and all(T.is_vector(a.type) for a in args):
@@ -1044,29 +1048,23 @@ class Builder:
         except TypeError:
             self.error(node, KernelTypeError, f"dtype must be a scalar type, got {_describe(dtype)}")
 
-    def composite_call(self, factory: Any, node: ast.Call) -> Operand:
+    def composite_call(self, is_vec: bool, node: ast.Call) -> Operand:
         """wp.vector(*components, length=, dtype=) and wp.matrix(*components, shape=, dtype=) or
         wp.matrix(pos, rot, scale): the type from the keywords (compile-time) and the arguments."""
-        is_vec = factory is T.vector_value
-        kw = self.static_keywords(node, ("length" if is_vec else "shape", "dtype"),
-                                  "wp.vector" if is_vec else "wp.matrix")
+        what = "wp.vector" if is_vec else "wp.matrix"
+        kw = self.static_keywords(node, ("length" if is_vec else "shape", "dtype"), what)
         args = [self.value(a) for a in node.args]
         if not is_vec and len(args) == 3 and T.is_quat(args[1].type):
             from .mathlib import matrix_trs
             return self.call_function(matrix_trs, node)
-        if "dtype" in kw:
-            st = self.static_scalar(kw["dtype"], node)
-        elif args:
-            st = T.elem_scalar(self.materialize(args[0]).type)
-        else:
-            st = T.float32
+        st = self.dtype_of_call(kw, args, node)
         if is_vec:
             n = kw.get("length")
             if n is None:
                 n = args[0].type._length_ if len(args) == 1 and T.is_vector(args[0].type) else len(args)
             if not isinstance(n, int) or n < 1:
                 self.error(node, KernelTypeError, "wp.vector() needs a constant positive length")
-            return self.construct(T.vector(n, st), node)
+            return self.construct(T.vector(n, st), node, args)
         shape = kw.get("shape")
         if shape is None:
             k = int(round(len(args) ** 0.5))
@@ -1075,7 +1073,19 @@ class Builder:
             shape = (k, k)
         if not (isinstance(shape, tuple) and len(shape) == 2 and all(isinstance(d, int) and d > 0 for d in shape)):
             self.error(node, KernelTypeError, f"wp.matrix(shape=...) must be a constant (rows, cols), got {shape!r}")
-        return self.construct(T.matrix(shape, st), node)
+        return self.construct(T.matrix(shape, st), node, args)
+
+    def typed_kind_call(self, factory: Any, node: ast.Call) -> Operand:
+        """wp.types.quaternion(*components, dtype=) and wp.types.transformation(p, q, dtype=) in kernels."""
+        kw = self.static_keywords(node, ("dtype",), f"wp.types.{factory.__name__}")
+        args = [self.value(a) for a in node.args]
+        return self.construct(factory(self.dtype_of_call(kw, args, node)), node, args)
+
+    def dtype_of_call(self, kw: dict, args: list[Operand], node: ast.Call) -> Any:
+        """A constructor call's scalar type: its dtype= keyword, else its first argument's, else float32."""
+        if "dtype" in kw:
+            return self.static_scalar(kw["dtype"], node)
+        return T.elem_scalar(self.materialize(args[0]).type) if args else T.float32
 
     def local_array(self, node: ast.Call) -> Operand:
         """wp.zeros(shape, dtype) inside a kernel: a fixed-size local array, zeroed. It is a local
@@ -1176,7 +1186,7 @@ class Builder:
         words = (T.int32, T.uint32, T.int64, T.uint64)  # what the hardware atomics take
         allowed = {
             "add": T.is_scalar(dtype) or T.is_composite(dtype), "sub": T.is_scalar(dtype) or T.is_composite(dtype),
-            "min": T.is_scalar(dtype) or T.is_vector(dtype), "max": T.is_scalar(dtype) or T.is_vector(dtype),
+            "min": T.is_scalar(dtype) or T.is_composite(dtype), "max": T.is_scalar(dtype) or T.is_composite(dtype),
             "exch": dtype in words + (T.float32, T.float64), "cas": dtype in words + (T.float32, T.float64),
             "and": dtype in words, "or": dtype in words, "xor": dtype in words,
         }[op]
@@ -1285,9 +1295,10 @@ class Builder:
         """`wp.randf(state, ...)`: advance the state variable (an assignment the IR sees) and return a
         pure function of the new state(s)."""
         self.no_keywords(node, f"wp.{name}")
-        extra_type = T.int32 if name == "randi" else T.float32
-        forms = {"randi": ((1, 3), "(state) or (state, lo, hi)"), "randf": ((1, 3), "(state) or (state, lo, hi)"),
-                 "poisson": ((2,), "(state, lam)"), "sample_cdf": ((2,), "(state, cdf)")}.get(name, ((1,), "(state)"))
+        extra_type = {"randi": T.int32, "randu": T.uint32}.get(name, T.float32)
+        ranged = ((1, 3), "(state) or (state, lo, hi)")
+        forms = {"randi": ranged, "randu": ranged, "randf": ranged, "poisson": ((2,), "(state, lam)"),
+                 "sample_cdf": ((2,), "(state, cdf)")}.get(name, ((1,), "(state)"))
         if len(node.args) not in forms[0]:
             self.error(node, KernelTypeError, f"wp.{name} takes {forms[1]}")
         state = self.expr(node.args[0])

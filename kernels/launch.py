@@ -363,3 +363,8 @@ def _check_error(k: Kernel, lm: LoadedModule) -> None:
 
 def synchronize() -> None:
     """Wait for all outstanding work; CPU launches complete before `launch` returns."""
+
+
+def synchronize_device(device: Any = None) -> None:
+    """Wait for the work queued on one device (default: the current one); CPU work is already done."""
+    get_device(device)

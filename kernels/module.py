@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import itertools
 import re
 import sys
 import threading
@@ -286,9 +287,14 @@ class Kernel:
     """A `@wp.kernel`: a function run once per thread of a launch grid."""
 
     def __init__(self, func: Any, key: str | None = None, enable_backward: bool | None = None,
-                 module: Module | None = None) -> None:
+                 module: Module | None = None, options: dict | None = None) -> None:
+        unknown = set(options or {}) - {"enable_backward"}
+        if unknown:
+            raise ValueError(f"kernel '{key or func.__qualname__}': per-kernel options are only 'enable_backward', got "
+                             f"{sorted(unknown)}; build options belong to the module (module_options=, "
+                             "wp.set_module_options)")
         self.func = func
-        self.enable_backward = enable_backward
+        self.enable_backward = (options or {}).get("enable_backward", enable_backward)
         self.__name__ = func.__name__
         self.__qualname__ = func.__qualname__
         self.__doc__ = func.__doc__
@@ -379,6 +385,11 @@ class Kernel:
         return f"'{self.key}' (defined at {where})"
 
     @property
+    def options(self) -> dict:
+        """The kernel's own options (Warp's `Kernel.options`): "enable_backward" when it was given."""
+        return {} if self.enable_backward is None else {"enable_backward": bool(self.enable_backward)}
+
+    @property
     def backward_enabled(self) -> bool:
         """Whether the module builds this kernel's adjoint: the kernel's option, else its module's, else wp.config's."""
         if self.enable_backward is not None:
@@ -392,13 +403,25 @@ class Kernel:
         return f"<loomwork kernel {self.key}>"
 
 
-def kernel(f: Any = None, *, enable_backward: bool | None = None, module: Any = None) -> Any:
-    """Decorator: make `f` a kernel launched with `wp.launch`. Usable as `@wp.kernel` or `@wp.kernel(...)`."""
+def kernel(f: Any = None, *, enable_backward: bool | None = None, module: Any = None,
+           module_options: dict | None = None) -> Any:
+    """Decorator: make `f` a kernel launched with `wp.launch`. Usable as `@wp.kernel` or `@wp.kernel(...)`.
+    `module` names the module to build it in (default: its Python module's); "unique" gives it a module of
+    its own, whose build options `module_options` sets (see `set_module_options`)."""
 
     def wrap(func: Any) -> Kernel:
-        return Kernel(func, enable_backward=enable_backward, module=get_module(module) if module else None)
+        name = module
+        if module == "unique":
+            name = f"{func.__module__}.{func.__qualname__}.unique{next(_unique_modules)}"
+        m = get_module(name) if name else get_module(func.__module__)
+        if module_options:
+            m.set_options(module_options)
+        return Kernel(func, enable_backward=enable_backward, module=m)
 
     return wrap(f) if f is not None else wrap
+
+
+_unique_modules = itertools.count()
 
 
 @dataclass
@@ -464,6 +487,17 @@ class Module:
 
     def option(self, name: str) -> Any:
         return self.options[name] if name in self.options else getattr(config, name)
+
+    def set_options(self, options: dict) -> None:
+        """Set build options (checked against MODULE_OPTIONS); the next launch rebuilds the module."""
+        for name, value in options.items():
+            spec = MODULE_OPTIONS.get(name)
+            if spec is None:
+                raise ValueError(f"unknown module option {name!r}; the options are {', '.join(MODULE_OPTIONS)}")
+            if not spec[1](value):
+                raise ValueError(f"module option {name!r} takes {spec[0]}, got {value!r}")
+            self.options[name] = value
+        self.version += 1
 
     def options_key(self) -> tuple:
         return (self.option("mode") == "debug", bool(self.option("fast_math")), bool(self.option("enable_backward")),
@@ -591,15 +625,7 @@ def set_module_options(options: dict, module: Any = None) -> None:
     "enable_backward" and "max_unroll". They override wp.config for that module; the next launch rebuilds it."""
     if module is None:
         module = inspect.currentframe().f_back.f_globals["__name__"]
-    m = get_module(module)
-    for name, value in options.items():
-        spec = MODULE_OPTIONS.get(name)
-        if spec is None:
-            raise ValueError(f"unknown module option {name!r}; the options are {', '.join(MODULE_OPTIONS)}")
-        if not spec[1](value):
-            raise ValueError(f"module option {name!r} takes {spec[0]}, got {value!r}")
-        m.options[name] = value
-    m.version += 1
+    get_module(module).set_options(options)
 
 
 def get_module_options(module: Any = None) -> dict:

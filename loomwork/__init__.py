@@ -51,7 +51,7 @@ from .kernels.errors import (
     LaunchError,
 )
 from .kernels.frontend import adjoint
-from .kernels.launch import launch, synchronize
+from .kernels.launch import launch, synchronize, synchronize_device
 from .kernels.mathlib import (
     quat_from_euler,
     quat_from_matrix,
@@ -106,11 +106,17 @@ from .kernels.types import vector_value as vector
 
 __version__ = "0.1.0"
 
-pi = 3.141592653589793
-e = 2.718281828459045
-tau = 6.283185307179586
-inf = float("inf")
-nan = float("nan")
+pi = PI = 3.141592653589793
+HALF_PI = 1.5707963267948966
+e = E = 2.718281828459045
+tau = TAU = 6.283185307179586
+LOG2E = 1.4426950408889634
+LOG10E = 0.4342944819032518
+LN2 = 0.6931471805599453
+LN10 = 2.302585092994046
+PHI = 1.618033988749895  # the golden ratio
+inf = INF = float("inf")
+nan = NAN = float("nan")
 
 globals().update({name: _public_type(name) for name in _PUBLIC_TYPES})  # float32, vec3, quat, mat33d, ...
 globals().update({name: b for name, b in _BUILTINS.items() if not name.startswith("_")})
@@ -120,11 +126,13 @@ __all__ = [
     "from_numpy", "from_ptr", "full", "full_like", "ones", "ones_like", "zeros", "zeros_like", "Device", "ScopedDevice",
     "get_cuda_device_count", "get_device", "get_devices", "is_cpu_available", "is_cuda_available",
     "set_device", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",
-    "KernelTypeError", "LaunchError", "launch", "synchronize", "Function", "Kernel", "force_load", "func",
+    "KernelTypeError", "LaunchError", "launch", "synchronize", "synchronize_device", "Function", "Kernel",
+    "force_load", "func",
     "kernel", "load_module", "constant", "dtype_from_numpy", "dtype_to_numpy", "quaternion", "transformation",
     "indexedarray", "indexedarray1d", "indexedarray2d", "indexedarray3d", "indexedarray4d",
     "struct", "overload", "Float", "Int", "Scalar", "set_module_options", "get_module_options", "types",
-    "pi", "e", "tau", "inf", "nan", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
+    "pi", "e", "tau", "inf", "nan", "PI", "HALF_PI", "E", "TAU", "LOG2E", "LOG10E", "LN2", "LN10", "PHI", "INF",
+    "NAN", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
     "func_native", "identity", "vector", "matrix", "quat_from_matrix", "quat_slerp", "quat_to_rpy",
     "transform_from_matrix", "transform_to_matrix", "quat_from_euler", "quat_to_euler", "quat_twist",
     "quat_twist_angle", "quat_twist_angle_signed", "transform_compose", "transform_decompose", "transform_twist",

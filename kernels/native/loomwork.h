@@ -184,10 +184,10 @@ LW_MATH2(atan2, atan2f, atan2)
 LW_MATH2(pow, powf, pow)
 LW_MATH2(fmod, fmodf, fmod)
 
-// scalar_only<T>::type is T for built-in arithmetic types and absent otherwise, so the generic scalar
+// scalar_only<T, R = T>::type is R for the scalar types and absent otherwise, so the generic scalar
 // templates below never compete with the vector and matrix overloads
-template <typename T> struct scalar_only {};
-#define LW_SCALAR_ONLY(T) template <> struct scalar_only<T> { typedef T type; };
+template <typename T, typename R = T> struct scalar_only {};
+#define LW_SCALAR_ONLY(T) template <typename R> struct scalar_only<T, R> { typedef R type; };
 LW_SCALAR_ONLY(bool)
 LW_SCALAR_ONLY(int8_t)
 LW_SCALAR_ONLY(uint8_t)
@@ -199,6 +199,8 @@ LW_SCALAR_ONLY(int64_t)
 LW_SCALAR_ONLY(uint64_t)
 LW_SCALAR_ONLY(float)
 LW_SCALAR_ONLY(double)
+LW_SCALAR_ONLY(half)
+LW_SCALAR_ONLY(bfloat16)
 #undef LW_SCALAR_ONLY
 
 template <typename T> LW_FUNC typename scalar_only<T>::type add(T a, T b) { return T(a + b); }
@@ -207,7 +209,7 @@ template <typename T> LW_FUNC typename scalar_only<T>::type mul(T a, T b) { retu
 LW_FUNC float div(float a, float b) { return a / b; }
 LW_FUNC double div(double a, double b) { return a / b; }
 // integer division truncates (C semantics, like Warp); division by zero gives 0, never a trap
-template <typename T> LW_FUNC T div(T a, T b) { return b == T(0) ? T(0) : T(a / b); }
+template <typename T> LW_FUNC typename scalar_only<T>::type div(T a, T b) { return b == T(0) ? T(0) : T(a / b); }
 template <typename T> LW_FUNC T floordiv(T a, T b) {
     if (b == T(0)) return T(0);
     T q = T(a / b);
@@ -215,11 +217,11 @@ template <typename T> LW_FUNC T floordiv(T a, T b) {
 }
 LW_FUNC float floordiv(float a, float b) { return floor(a / b); }
 LW_FUNC double floordiv(double a, double b) { return floor(a / b); }
-template <typename T> LW_FUNC T mod(T a, T b) { return b == T(0) ? T(0) : T(a % b); }
+template <typename T> LW_FUNC typename scalar_only<T>::type mod(T a, T b) { return b == T(0) ? T(0) : T(a % b); }
 LW_FUNC float mod(float a, float b) { return fmod(a, b); }
 LW_FUNC double mod(double a, double b) { return fmod(a, b); }
-template <typename T> LW_FUNC T neg(T a) { return T(-a); }
-template <typename T> LW_FUNC T pos(T a) { return a; }
+template <typename T> LW_FUNC typename scalar_only<T>::type neg(T a) { return T(-a); }
+template <typename T> LW_FUNC typename scalar_only<T>::type pos(T a) { return a; }
 template <typename T> LW_FUNC T bit_and(T a, T b) { return T(a & b); }
 template <typename T> LW_FUNC T bit_or(T a, T b) { return T(a | b); }
 template <typename T> LW_FUNC T bit_xor(T a, T b) { return T(a ^ b); }
@@ -228,18 +230,18 @@ template <typename T> LW_FUNC T rshift(T a, T b) { return T(a >> b); }
 template <typename T> LW_FUNC T invert(T a) { return T(~a); }
 LW_FUNC bool invert(bool a) { return !a; }
 
-template <typename T> LW_FUNC bool lt(T a, T b) { return a < b; }
-template <typename T> LW_FUNC bool le(T a, T b) { return a <= b; }
-template <typename T> LW_FUNC bool gt(T a, T b) { return a > b; }
-template <typename T> LW_FUNC bool ge(T a, T b) { return a >= b; }
-template <typename T> LW_FUNC bool eq(T a, T b) { return a == b; }
-template <typename T> LW_FUNC bool ne(T a, T b) { return a != b; }
-template <typename T> LW_FUNC bool truth(T a) { return a != T(0); }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type lt(T a, T b) { return a < b; }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type le(T a, T b) { return a <= b; }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type gt(T a, T b) { return a > b; }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type ge(T a, T b) { return a >= b; }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type eq(T a, T b) { return a == b; }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type ne(T a, T b) { return a != b; }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type truth(T a) { return a != T(0); }
 
-template <typename T> LW_FUNC T min(T a, T b) { return b < a ? b : a; }
-template <typename T> LW_FUNC T max(T a, T b) { return a < b ? b : a; }
+template <typename T> LW_FUNC typename scalar_only<T>::type min(T a, T b) { return b < a ? b : a; }
+template <typename T> LW_FUNC typename scalar_only<T>::type max(T a, T b) { return a < b ? b : a; }
 template <typename T> LW_FUNC T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
-template <typename T> LW_FUNC T abs(T a) { return a < T(0) ? T(-a) : a; }
+template <typename T> LW_FUNC typename scalar_only<T>::type abs(T a) { return a < T(0) ? T(-a) : a; }
 #if LW_CUDA
 LW_FUNC float abs(float a) { return ::fabsf(a); }
 LW_FUNC double abs(double a) { return ::fabs(a); }
@@ -247,9 +249,9 @@ LW_FUNC double abs(double a) { return ::fabs(a); }
 LW_FUNC float abs(float a) { return __builtin_fabsf(a); }
 LW_FUNC double abs(double a) { return __builtin_fabs(a); }
 #endif
-template <typename T> LW_FUNC T sign(T a) { return a < T(0) ? T(-1) : T(1); }
-template <typename T> LW_FUNC T step(T a) { return a < T(0) ? T(1) : T(0); }
-template <typename T> LW_FUNC T nonzero(T a) { return a == T(0) ? T(0) : T(1); }
+template <typename T> LW_FUNC typename scalar_only<T>::type sign(T a) { return a < T(0) ? T(-1) : T(1); }
+template <typename T> LW_FUNC typename scalar_only<T>::type step(T a) { return a < T(0) ? T(1) : T(0); }
+template <typename T> LW_FUNC typename scalar_only<T>::type nonzero(T a) { return a == T(0) ? T(0) : T(1); }
 template <typename T> LW_FUNC T lerp(T a, T b, T t) { return a + (b - a) * t; }
 template <typename T> LW_FUNC T frac(T x) { return x - trunc(x); }
 template <typename T> LW_FUNC T rsqrt(T x) { return T(1) / sqrt(x); }
@@ -762,26 +764,21 @@ LW_DEVICE bfloat16 atomic_add(bfloat16* p, bfloat16 v) { return atomic_add16(p, 
 template <typename T> LW_DEVICE T atomic_sub(T* p, T v) { return atomic_add(p, neg(v)); }
 
 // vectors and matrices: atomic per component; the previous value is assembled from the components
-template <int N, typename T> LW_DEVICE vec_t<N, T> atomic_add(vec_t<N, T>* p, vec_t<N, T> v) {
-    vec_t<N, T> r;
-    for (int i = 0; i < N; ++i) r.c[i] = atomic_add(&p->c[i], v.c[i]);
-    return r;
-}
-template <int N, typename T> LW_DEVICE vec_t<N, T> atomic_min(vec_t<N, T>* p, vec_t<N, T> v) {
-    vec_t<N, T> r;
-    for (int i = 0; i < N; ++i) r.c[i] = atomic_min(&p->c[i], v.c[i]);
-    return r;
-}
-template <int N, typename T> LW_DEVICE vec_t<N, T> atomic_max(vec_t<N, T>* p, vec_t<N, T> v) {
-    vec_t<N, T> r;
-    for (int i = 0; i < N; ++i) r.c[i] = atomic_max(&p->c[i], v.c[i]);
-    return r;
-}
-template <int R, int C, typename T> LW_DEVICE mat_t<R, C, T> atomic_add(mat_t<R, C, T>* p, mat_t<R, C, T> v) {
-    mat_t<R, C, T> r;
-    for (int i = 0; i < R * C; ++i) r.c[i] = atomic_add(&p->c[i], v.c[i]);
-    return r;
-}
+#define LW_COMPONENT_ATOMIC(op)                                                                            \
+    template <int N, typename T> LW_DEVICE vec_t<N, T> atomic_##op(vec_t<N, T>* p, vec_t<N, T> v) {        \
+        vec_t<N, T> r;                                                                                      \
+        for (int i = 0; i < N; ++i) r.c[i] = atomic_##op(&p->c[i], v.c[i]);                               \
+        return r;                                                                                           \
+    }                                                                                                       \
+    template <int R, int C, typename T> LW_DEVICE mat_t<R, C, T> atomic_##op(mat_t<R, C, T>* p, mat_t<R, C, T> v) { \
+        mat_t<R, C, T> r;                                                                                   \
+        for (int i = 0; i < R * C; ++i) r.c[i] = atomic_##op(&p->c[i], v.c[i]);                            \
+        return r;                                                                                           \
+    }
+LW_COMPONENT_ATOMIC(add)
+LW_COMPONENT_ATOMIC(min)
+LW_COMPONENT_ATOMIC(max)
+#undef LW_COMPONENT_ATOMIC
 
 // ---------------------------------------------------------------------------------------------
 // thread index: the launch's linear index split into its dimensions (row-major, last fastest)
@@ -817,64 +814,64 @@ template <bool C, typename T, typename... I> LW_FUNC T& gradc(const indexedarray
 // accumulate into a value of any differentiable type
 template <typename T> LW_FUNC void acc(T& a, T b) { a = add(a, b); }
 
-template <typename T> LW_FUNC void adj_add(T a, T b, T& adj_a, T& adj_b, T adj) { acc(adj_a, adj); acc(adj_b, adj); }
-template <typename T> LW_FUNC void adj_sub(T a, T b, T& adj_a, T& adj_b, T adj) { acc(adj_a, adj); acc(adj_b, neg(adj)); }
-template <typename T> LW_FUNC void adj_pos(T a, T& adj_a, T adj) { acc(adj_a, adj); }
-template <typename T> LW_FUNC void adj_neg(T a, T& adj_a, T adj) { acc(adj_a, neg(adj)); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_add(T a, T b, T& adj_a, T& adj_b, T adj) { acc(adj_a, adj); acc(adj_b, adj); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sub(T a, T b, T& adj_a, T& adj_b, T adj) { acc(adj_a, adj); acc(adj_b, neg(adj)); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_pos(T a, T& adj_a, T adj) { acc(adj_a, adj); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_neg(T a, T& adj_a, T adj) { acc(adj_a, neg(adj)); }
 template <typename T, typename = typename scalar_only<T>::type> LW_FUNC void adj_mul(T a, T b, T& adj_a, T& adj_b, T adj) {
     adj_a += adj * b;
     adj_b += adj * a;
 }
-template <typename T> LW_FUNC void adj_div(T a, T b, T& adj_a, T& adj_b, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_div(T a, T b, T& adj_a, T& adj_b, T adj) {
     acc(adj_a, div(adj, b));
     acc(adj_b, neg(div(mul(adj, a), mul(b, b))));
 }
-template <typename T> LW_FUNC void adj_mod(T a, T b, T& adj_a, T& adj_b, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_mod(T a, T b, T& adj_a, T& adj_b, T adj) {
     acc(adj_a, adj);
     acc(adj_b, neg(mul(adj, trunc(div(a, b)))));
 }
-template <typename T> LW_FUNC void adj_pow(T a, T b, T& adj_a, T& adj_b, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_pow(T a, T b, T& adj_a, T& adj_b, T adj) {
     T r = pow(a, b);
     if (!(a == T(0) && b < T(1))) acc(adj_a, mul(mul(adj, b), pow(a, sub(b, T(1)))));
     if (a > T(0)) acc(adj_b, mul(mul(adj, r), log(a)));
 }
-template <typename T> LW_FUNC void adj_sqrt(T a, T& adj_a, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sqrt(T a, T& adj_a, T adj) {
     if (a > T(0)) acc(adj_a, div(mul(T(0.5), adj), sqrt(a)));
 }
-template <typename T> LW_FUNC void adj_sin(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, cos(a))); }
-template <typename T> LW_FUNC void adj_cos(T a, T& adj_a, T adj) { acc(adj_a, neg(mul(adj, sin(a)))); }
-template <typename T> LW_FUNC void adj_tan(T a, T& adj_a, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sin(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, cos(a))); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_cos(T a, T& adj_a, T adj) { acc(adj_a, neg(mul(adj, sin(a)))); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_tan(T a, T& adj_a, T adj) {
     T t = tan(a);
     acc(adj_a, mul(adj, add(T(1), mul(t, t))));
 }
-template <typename T> LW_FUNC void adj_asin(T a, T& adj_a, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_asin(T a, T& adj_a, T adj) {
     acc(adj_a, div(adj, sqrt(sub(T(1), mul(a, a)))));
 }
-template <typename T> LW_FUNC void adj_acos(T a, T& adj_a, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_acos(T a, T& adj_a, T adj) {
     acc(adj_a, neg(div(adj, sqrt(sub(T(1), mul(a, a))))));
 }
-template <typename T> LW_FUNC void adj_atan(T a, T& adj_a, T adj) { acc(adj_a, div(adj, add(T(1), mul(a, a)))); }
-template <typename T> LW_FUNC void adj_sinh(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, cosh(a))); }
-template <typename T> LW_FUNC void adj_cosh(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, sinh(a))); }
-template <typename T> LW_FUNC void adj_tanh(T a, T& adj_a, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_atan(T a, T& adj_a, T adj) { acc(adj_a, div(adj, add(T(1), mul(a, a)))); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sinh(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, cosh(a))); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_cosh(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, sinh(a))); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_tanh(T a, T& adj_a, T adj) {
     T t = tanh(a);
     acc(adj_a, mul(adj, sub(T(1), mul(t, t))));
 }
-template <typename T> LW_FUNC void adj_exp(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, exp(a))); }
-template <typename T> LW_FUNC void adj_log(T a, T& adj_a, T adj) { acc(adj_a, div(adj, a)); }
-template <typename T> LW_FUNC void adj_log2(T a, T& adj_a, T adj) { acc(adj_a, div(adj, mul(a, T(0.6931471805599453)))); }
-template <typename T> LW_FUNC void adj_log10(T a, T& adj_a, T adj) { acc(adj_a, div(adj, mul(a, T(2.302585092994046)))); }
-template <typename T> LW_FUNC void adj_cbrt(T a, T& adj_a, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_exp(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, exp(a))); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_log(T a, T& adj_a, T adj) { acc(adj_a, div(adj, a)); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_log2(T a, T& adj_a, T adj) { acc(adj_a, div(adj, mul(a, T(0.6931471805599453)))); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_log10(T a, T& adj_a, T adj) { acc(adj_a, div(adj, mul(a, T(2.302585092994046)))); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_cbrt(T a, T& adj_a, T adj) {
     T c = cbrt(a);
     if (c != T(0)) acc(adj_a, div(adj, mul(T(3), mul(c, c))));
 }
-template <typename T> LW_FUNC void adj_degrees(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(57.29577951308232))); }
-template <typename T> LW_FUNC void adj_radians(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(0.017453292519943295))); }
-template <typename T> LW_FUNC void adj_rsqrt(T a, T& adj_a, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_degrees(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(57.29577951308232))); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_radians(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(0.017453292519943295))); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_rsqrt(T a, T& adj_a, T adj) {
     if (a > T(0)) acc(adj_a, mul(adj, div(T(-0.5), mul(a, sqrt(a)))));
 }
-template <typename T> LW_FUNC void adj_frac(T a, T& adj_a, T adj) { acc(adj_a, adj); }
-template <typename T> LW_FUNC void adj_atan2(T y, T x, T& adj_y, T& adj_x, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_frac(T a, T& adj_a, T adj) { acc(adj_a, adj); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_atan2(T y, T x, T& adj_y, T& adj_x, T adj) {
     T d = add(mul(x, x), mul(y, y));
     if (d > T(0)) {
         acc(adj_y, div(mul(adj, x), d));
@@ -882,24 +879,24 @@ template <typename T> LW_FUNC void adj_atan2(T y, T x, T& adj_y, T& adj_x, T adj
     }
 }
 // min/max/clamp: the gradient goes to the operand that was selected; abs: sign, with 1 at 0
-template <typename T> LW_FUNC void adj_min(T a, T b, T& adj_a, T& adj_b, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_min(T a, T b, T& adj_a, T& adj_b, T adj) {
     if (lt(b, a)) acc(adj_b, adj); else acc(adj_a, adj);
 }
-template <typename T> LW_FUNC void adj_max(T a, T b, T& adj_a, T& adj_b, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_max(T a, T b, T& adj_a, T& adj_b, T adj) {
     if (lt(a, b)) acc(adj_b, adj); else acc(adj_a, adj);
 }
-template <typename T> LW_FUNC void adj_clamp(T x, T lo, T hi, T& adj_x, T& adj_lo, T& adj_hi, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_clamp(T x, T lo, T hi, T& adj_x, T& adj_lo, T& adj_hi, T adj) {
     if (lt(x, lo)) acc(adj_lo, adj);
     else if (lt(hi, x)) acc(adj_hi, adj);
     else acc(adj_x, adj);
 }
-template <typename T> LW_FUNC void adj_abs(T a, T& adj_a, T adj) { acc(adj_a, lt(a, T(0)) ? neg(adj) : adj); }
-template <typename T> LW_FUNC void adj_lerp(T a, T b, T t, T& adj_a, T& adj_b, T& adj_t, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_abs(T a, T& adj_a, T adj) { acc(adj_a, lt(a, T(0)) ? neg(adj) : adj); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_lerp(T a, T b, T t, T& adj_a, T& adj_b, T& adj_t, T adj) {
     acc(adj_a, mul(adj, sub(T(1), t)));
     acc(adj_b, mul(adj, t));
     acc(adj_t, mul(adj, sub(b, a)));
 }
-template <typename T> LW_FUNC void adj_smoothstep(T a, T b, T x, T& adj_a, T& adj_b, T& adj_x, T adj) {
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_smoothstep(T a, T b, T x, T& adj_a, T& adj_b, T& adj_x, T adj) {
     T w = sub(b, a);
     T t = div(sub(x, a), w);
     if (t <= T(0) || t >= T(1)) return;
@@ -1481,6 +1478,10 @@ LW_FUNC void adj_spatial_cross_dual(vec_t<6, T> a, vec_t<6, T> b, vec_t<6, T>& a
 // random sampling: pure functions of the states the front end draws for them
 
 LW_FUNC uint32_t randu_of(uint32_t s) { return s; }
+LW_FUNC uint32_t randu_of(uint32_t s, uint32_t lo, uint32_t hi) {
+    uint32_t span = hi - lo;
+    return span == 0u ? lo : lo + s % span;
+}
 LW_FUNC vec_t<2, float> sample_unit_square_of(uint32_t a, uint32_t b) {
     return make<vec_t<2, float>>(rand_unit(a) - 0.5f, rand_unit(b) - 0.5f);
 }
@@ -1670,7 +1671,24 @@ LW_FUNC vec_t<3, float> curlnoise(uint32_t seed, vec_t<3, float> x, uint32_t oct
     }
     return r;
 }
-template <int D> LW_FUNC vec_t<D, float> curlnoise(uint32_t seed, vec_t<D, float> x) { return curlnoise(seed, x, 1u, 2.0f, 0.5f); }
+// time-varying 3-D curl noise: a potential over (x, y, z, t), differentiated in space only
+LW_FUNC vec_t<3, float> curlnoise(uint32_t seed, vec_t<4, float> x, uint32_t octaves, float lacunarity, float gain) {
+    vec_t<3, float> r = zero<vec_t<3, float>>();
+    vec_t<4, float> g0, g1, g2;
+    float freq = 1.0f, amp = 1.0f;
+    for (uint32_t o = 0; o < octaves; ++o) {
+        vec_t<4, float> xf = mul(x, freq);
+        perlin<4>(rand_next(seed + 3 * o), xf, 0, &g0);
+        perlin<4>(rand_next(seed + 3 * o + 1), xf, 0, &g1);
+        perlin<4>(rand_next(seed + 3 * o + 2), xf, 0, &g2);
+        vec_t<3, float> c = make<vec_t<3, float>>(g2.c[1] - g1.c[2], g0.c[2] - g2.c[0], g1.c[0] - g0.c[1]);
+        r = add(r, mul(c, amp * freq));
+        freq *= lacunarity;
+        amp *= gain;
+    }
+    return r;
+}
+template <int D> LW_FUNC auto curlnoise(uint32_t seed, vec_t<D, float> x) { return curlnoise(seed, x, 1u, 2.0f, 0.5f); }
 
 // ---------------------------------------------------------------------------------------------
 // expectations inside kernels: print a message (with the source location) when one fails
@@ -1708,7 +1726,7 @@ template <typename T> LW_FUNC void expect_eq(T a, T b, const char* where) {
 template <typename T> LW_FUNC bool unot(T a) { return !(a != T(0)); }
 template <typename T> LW_FUNC bool unot(const array_t<T>& a) { return a.data == nullptr; }
 template <typename T> LW_FUNC T div_approx(T a, T b) { return div(a, b); }
-template <typename T> LW_FUNC void adj_div_approx(T a, T b, T& adj_a, T& adj_b, T adj) { adj_div(a, b, adj_a, adj_b, adj); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_div_approx(T a, T b, T& adj_a, T& adj_b, T adj) { adj_div(a, b, adj_a, adj_b, adj); }
 #if LW_CUDA
 LW_DEVICE float div_approx(float a, float b) { return __fdividef(a, b); }
 LW_FUNC int32_t block_dim() { return (int32_t)blockDim.x; }

@@ -1,0 +1,189 @@
+"""Forms Warp programs use, each against an oracle: wp.types constructors and queries inside and outside
+kernels, the math constants, ranged randu, 4-D curl noise, matrix atomics, quaternion and transform
+operators, Kernel(options=) and module="unique"."""
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+import loomwork.types as wpt
+from loomwork.kernels.errors import LaunchError
+
+
+@wp.kernel
+def construct_with_types(out3: wp.array(dtype=wp.vec3), out23: wp.array(dtype=wp.types.matrix((2, 3), float)),
+                         outq: wp.array(dtype=wp.quatd), outt: wp.array(dtype=wp.transform),
+                         consts: wp.array(dtype=float)):
+    out3[0] = wp.types.vector(1.0, 2.0, 3.0) + wp.types.vector(length=3, dtype=float)
+    out23[0] = wp.types.matrix(1.0, 2.0, 3.0, 4.0, 5.0, 6.0, shape=(2, 3))
+    outq[0] = wp.types.quaternion(0.0, 0.0, 0.0, 1.0, dtype=wp.float64)
+    outt[0] = wp.types.transformation(wp.vec3(1.0, 2.0, 3.0), wp.quat_identity(), dtype=float)
+    consts[0] = wp.HALF_PI
+    consts[1] = wp.TAU - 2.0 * wp.PI
+    consts[2] = wp.LOG2E * wp.LN2
+    consts[3] = wp.LOG10E * wp.LN10
+    consts[4] = wp.PHI * wp.PHI - wp.PHI
+    consts[5] = wp.E
+
+
+def test_wp_types_constructors_and_constants_in_kernels():
+    """wp.types.vector/matrix/quaternion/transformation construct values in kernels; the constants are
+    Python floats usable in kernels (float32 there)."""
+    out3, out23 = wp.zeros(1, dtype=wp.vec3), wp.zeros(1, dtype=wp.types.matrix((2, 3), float))
+    outq, outt, consts = wp.zeros(1, dtype=wp.quatd), wp.zeros(1, dtype=wp.transform), wp.zeros(6)
+    wp.launch(construct_with_types, 1, inputs=[out3, out23, outq, outt, consts])
+    np.testing.assert_array_equal(out3.numpy()[0], [1, 2, 3])
+    np.testing.assert_array_equal(out23.numpy()[0], [[1, 2, 3], [4, 5, 6]])
+    np.testing.assert_array_equal(outq.numpy()[0], [0, 0, 0, 1])
+    np.testing.assert_array_equal(outt.numpy()[0], [1, 2, 3, 0, 0, 0, 1])
+    np.testing.assert_allclose(consts.numpy(), [np.pi / 2, 0, 1, 1, 1, np.e], rtol=1e-6, atol=1e-6)
+    assert wp.PI == np.pi and wp.HALF_PI == np.pi / 2 and wp.INF == np.inf and np.isnan(wp.NAN)
+
+
+def test_wp_types_queries():
+    """type_is_* ask about types, is_* about values; sizes, ctypes, names and equality like Warp's."""
+    assert wpt.type_is_float(float) and wpt.type_is_int(int) and not wpt.type_is_int(bool)
+    assert wpt.type_is_vector(wp.vec3) and wpt.type_is_vector(wp.spatial_vector) and not wpt.type_is_vector(wp.quat)
+    assert wpt.type_is_quaternion(wp.quat) and wpt.type_is_transformation(wp.transform)
+    assert wpt.type_is_matrix(wp.mat33) and wpt.type_is_composite(wp.quat) and not wpt.type_is_composite(float)
+    assert wpt.type_is_value(wp.vec3) and wpt.type_is_value(float) and not wpt.type_is_value(wp.array)
+    assert wpt.type_is_array(wp.array(dtype=float)) and wpt.type_is_array(wp.indexedarray(dtype=float))
+    assert (wpt.type_size(wp.mat33), wpt.type_size(wp.transform), wpt.type_size(wp.float32)) == (9, 7, 1)
+    assert wpt.type_size_in_bytes(wp.mat33d) == 72 and wpt.type_size_in_bytes(float) == 4
+    assert wpt.type_ctype(float) is __import__("ctypes").c_float and wpt.type_ctype(wp.vec3) is wp.vec3
+    assert [wpt.type_repr(t) for t in (float, wp.vec3, wp.types.matrix((2, 3), wp.float32), wp.quat)] == [
+        "float", "vec3f", "mat23f", "quatf"]
+    assert wpt.type_repr(wp.array2d(dtype=float)) == "array(ndim=2, dtype=float32)"
+    assert wpt.types_equal(float, wp.float32) and wpt.types_equal(wp.vec3, wp.types.vector(3, wp.float32))
+    assert not wpt.types_equal(wp.vec3, wp.vec3d)
+    assert wpt.types_equal(wp.array(dtype=float), wp.array(dtype=wp.float32))
+    assert not wpt.types_equal(wp.array(dtype=float), wp.array2d(dtype=float))
+    assert wpt.is_float(1.0) and wpt.is_float(wp.float16(1)) and wpt.is_int(3) and not wpt.is_int(True)
+    assert wpt.is_scalar(1.0) and not wpt.is_scalar(True) and wpt.is_value(True) and not wpt.is_value("a")
+    assert wpt.is_vector(wp.vec3()) and not wpt.is_vector(wp.quat()) and wpt.is_quaternion(wp.quat())
+    assert wpt.is_matrix(wp.mat22()) and wpt.is_composite(wp.transform()) and wpt.is_array(wp.zeros(1))
+    assert not wpt.is_vector(wp.vec3) and not wpt.is_array(np.zeros(1))
+
+
+@wp.kernel
+def ranged_randu(seed: int, lo: wp.uint32, hi: wp.uint32, out: wp.array(dtype=wp.uint32)):
+    i = wp.tid()
+    state = wp.rand_init(seed, i)
+    out[i] = wp.randu(state, lo, hi)
+
+
+def test_randu_in_a_range():
+    """randu(state, lo, hi) is uniform on [lo, hi) (bounds, mean, every value hit) and reproducible."""
+    n = 100_000
+    a, b = wp.zeros(n, dtype=wp.uint32), wp.zeros(n, dtype=wp.uint32)
+    wp.launch(ranged_randu, n, inputs=[7, wp.uint32(10), wp.uint32(20), a])
+    wp.launch(ranged_randu, n, inputs=[7, wp.uint32(10), wp.uint32(20), b])
+    x = a.numpy()
+    np.testing.assert_array_equal(x, b.numpy())
+    assert x.min() == 10 and x.max() == 19 and len(np.unique(x)) == 10
+    assert abs(x.mean() - 14.5) < 0.05
+
+
+@wp.kernel
+def curl4_divergence(xs: wp.array(dtype=wp.vec4), h: float, div: wp.array(dtype=float),
+                     mag: wp.array(dtype=float), dt_change: wp.array(dtype=float)):
+    i = wp.tid()
+    x = xs[i]
+    s = wp.uint32(5)
+    c = wp.curlnoise(s, x, wp.uint32(2), 2.0, 0.5)
+    dx = wp.curlnoise(s, x + wp.vec4(h, 0.0, 0.0, 0.0), wp.uint32(2), 2.0, 0.5) - wp.curlnoise(
+        s, x - wp.vec4(h, 0.0, 0.0, 0.0), wp.uint32(2), 2.0, 0.5)
+    dy = wp.curlnoise(s, x + wp.vec4(0.0, h, 0.0, 0.0), wp.uint32(2), 2.0, 0.5) - wp.curlnoise(
+        s, x - wp.vec4(0.0, h, 0.0, 0.0), wp.uint32(2), 2.0, 0.5)
+    dz = wp.curlnoise(s, x + wp.vec4(0.0, 0.0, h, 0.0), wp.uint32(2), 2.0, 0.5) - wp.curlnoise(
+        s, x - wp.vec4(0.0, 0.0, h, 0.0), wp.uint32(2), 2.0, 0.5)
+    div[i] = (dx[0] + dy[1] + dz[2]) / (2.0 * h)
+    mag[i] = wp.length(c)
+    dt_change[i] = wp.length(wp.curlnoise(s, x + wp.vec4(0.0, 0.0, 0.0, 0.5)) - wp.curlnoise(s, x))
+
+
+def test_time_varying_curl_noise_is_divergence_free_in_space():
+    """curlnoise of a vec4 (x, y, z, t) is a 3-D field, divergence-free in space and changing with t."""
+    xs = wp.array(np.random.default_rng(0).uniform(-3, 3, (500, 4)).astype(np.float32), dtype=wp.vec4)
+    div, mag, change = wp.zeros(500), wp.zeros(500), wp.zeros(500)
+    wp.launch(curl4_divergence, 500, inputs=[xs, 2e-3, div, mag, change])
+    assert np.abs(div.numpy()).max() < 1e-2 * mag.numpy().mean()
+    assert mag.numpy().mean() > 0.1 and change.numpy().mean() > 0.1
+
+
+@wp.kernel
+def matrix_min_max(vals: wp.array(dtype=wp.mat22), lo: wp.array(dtype=wp.mat22), hi: wp.array(dtype=wp.mat22)):
+    i = wp.tid()
+    wp.atomic_min(lo, 0, vals[i])
+    wp.atomic_max(hi, 0, vals[i])
+
+
+def test_atomic_min_max_of_matrices():
+    """atomic_min/atomic_max on matrix arrays work per component, like on vectors."""
+    v = np.random.default_rng(1).standard_normal((1000, 2, 2)).astype(np.float32)
+    lo = wp.array(np.full((1, 2, 2), np.inf, np.float32), dtype=wp.mat22)
+    hi = wp.array(np.full((1, 2, 2), -np.inf, np.float32), dtype=wp.mat22)
+    wp.launch(matrix_min_max, 1000, inputs=[wp.array(v, dtype=wp.mat22), lo, hi])
+    np.testing.assert_array_equal(lo.numpy()[0], v.min(0))
+    np.testing.assert_array_equal(hi.numpy()[0], v.max(0))
+
+
+@wp.kernel
+def quat_transform_ops(q: wp.array(dtype=wp.quat), t: wp.array(dtype=wp.transform), oq: wp.array(dtype=wp.quat),
+                       ot: wp.array(dtype=wp.transform), flags: wp.array(dtype=int)):
+    a, b = q[0], q[1]
+    oq[0] = -a
+    oq[1] = wp.abs(a)
+    oq[2] = wp.min(a, b)
+    oq[3] = wp.max(a, b)
+    ot[0] = -t[0]
+    ot[1] = wp.abs(t[0])
+    ot[2] = wp.max(t[0], t[1])
+    flags[0] = int(a == a)
+    flags[1] = int(a != b)
+    flags[2] = int(t[0] == t[1])
+
+
+def test_quaternion_and_transform_operators():
+    """Negation, abs, min, max and (in)equality of quaternions and transforms are componentwise."""
+    rng = np.random.default_rng(2)
+    q, t = rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((2, 7)).astype(np.float32)
+    oq, ot, flags = wp.zeros(4, dtype=wp.quat), wp.zeros(3, dtype=wp.transform), wp.zeros(3, dtype=int)
+    wp.launch(quat_transform_ops, 1, inputs=[wp.array(q, dtype=wp.quat), wp.array(t, dtype=wp.transform), oq, ot,
+                                             flags])
+    np.testing.assert_array_equal(oq.numpy(), [-q[0], np.abs(q[0]), np.minimum(q[0], q[1]), np.maximum(q[0], q[1])])
+    np.testing.assert_array_equal(ot.numpy(), [-t[0], np.abs(t[0]), np.maximum(t[0], t[1])])
+    np.testing.assert_array_equal(flags.numpy(), [1, 1, 0])
+
+
+def _fill(a: wp.array(dtype=float)):
+    a[wp.tid()] = 2.0 * float(wp.tid())
+
+
+def test_kernel_objects_with_options_and_unique_modules():
+    """wp.Kernel(func, key, options) and @wp.kernel(module="unique", module_options=...) as in Warp: the
+    options hold, a unique module is the kernel's alone, so a broken kernel elsewhere does not stop it."""
+    k = wp.Kernel(func=_fill, key="fill_no_backward", options={"enable_backward": False})
+    assert k.options == {"enable_backward": False}
+    a = wp.zeros(4, requires_grad=True)
+    wp.launch(k, 4, inputs=[a])
+    np.testing.assert_array_equal(a.numpy(), [0, 2, 4, 6])
+    with pytest.raises(LaunchError, match="enable_backward=False"):
+        wp.launch(k, 4, inputs=[a], adj_inputs=[a], adjoint=True)
+    with pytest.raises(ValueError, match="only 'enable_backward'"):
+        wp.Kernel(func=_fill, key="bad", options={"fast_math": True})
+
+    def broken(a: wp.array(dtype=float)):
+        a[0] = wp.no_such_builtin(1.0)
+
+    good = wp.kernel(_fill, module="unique", module_options={"mode": "debug"})
+    bad = wp.kernel(broken, module="unique")
+    assert good.module is not bad.module and good.module.option("mode") == "debug"
+    with pytest.raises(Exception, match="no_such_builtin"):
+        wp.launch(bad, 1, inputs=[a])
+    b = wp.zeros(3)
+    wp.launch(good, 3, inputs=[b])
+    wp.synchronize_device()
+    np.testing.assert_array_equal(b.numpy(), [0, 2, 4])
+    with pytest.raises(ValueError, match="unknown module option"):
+        wp.kernel(_fill, module="unique", module_options={"no_such_option": 1})
