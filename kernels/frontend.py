@@ -1190,7 +1190,8 @@ class Builder:
             "exch": dtype in words + (T.float32, T.float64), "cas": dtype in words + (T.float32, T.float64),
             "and": dtype in words, "or": dtype in words, "xor": dtype in words,
         }[op]
-        if not allowed or dtype is T.bool_ or (dtype is T.float16 and op not in ("add", "sub")):
+        narrow = T.elem_scalar(dtype) in (T.float16, T.bfloat16)  # 16-bit floats: atomic add and sub only
+        if not allowed or dtype is T.bool_ or (narrow and op not in ("add", "sub")):
             self.error(node, KernelTypeError, f"wp.{name}() does not support arrays of {T.type_name(dtype)}")
         value = self.convert(self.value(node.args[-1]), dtype, node.args[-1], what=f"wp.{name}() value")
         compare = None

@@ -187,3 +187,18 @@ def test_kernel_objects_with_options_and_unique_modules():
     np.testing.assert_array_equal(b.numpy(), [0, 2, 4])
     with pytest.raises(ValueError, match="unknown module option"):
         wp.kernel(_fill, module="unique", module_options={"no_such_option": 1})
+
+
+def _atomic_max_kernel(dtype):
+    @wp.kernel(module="unique")  # each in its own module: one rejected kernel does not break the others
+    def atomic_max_of(a: wp.array(dtype=dtype)):
+        wp.atomic_max(a, 0, a[1])
+
+    return atomic_max_of
+
+
+@pytest.mark.parametrize("dtype", [wp.float16, wp.bfloat16, wp.vec3h])
+def test_atomic_min_max_of_16_bit_floats_is_a_clear_error(dtype):
+    """Atomic min/max of float16/bfloat16 values (scalars or components) is a TypeError, not a C++ error."""
+    with pytest.raises(TypeError, match="does not support arrays of"):
+        wp.launch(_atomic_max_kernel(dtype), 1, inputs=[wp.zeros(2, dtype=dtype)])
