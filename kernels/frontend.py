@@ -1303,9 +1303,15 @@ class Builder:
         if len(node.args) not in forms[0]:
             self.error(node, KernelTypeError, f"wp.{name} takes {forms[1]}")
         state = self.expr(node.args[0])
-        if not (isinstance(node.args[0], ast.Name) and isinstance(state, Var) and state.type == T.uint32):
-            self.error(node.args[0], KernelTypeError, f"the first argument of wp.{name} must be a local random "
-                       "state variable, e.g. state = wp.rand_init(seed, tid)")
+        if not (isinstance(node.args[0], ast.Name) and isinstance(state, Var)):  # e.g. states[tid]: a copy advances
+            state = self.value(node.args[0])
+            if state.type == T.uint32:
+                copy = self.temp(T.uint32)
+                self.emit(ir.Assign(copy, ir.Copy(state), line=self.cur_line))
+                state = copy
+        if state.type != T.uint32:
+            self.error(node.args[0], KernelTypeError, f"the first argument of wp.{name} must be a uint32 random "
+                       f"state, e.g. state = wp.rand_init(seed, tid); got {T.type_name(state.type)}")
         if name == "sample_cdf":
             extras = [self.value(node.args[1])]
             if B.resolve("_sample_cdf_of", [T.uint32, extras[0].type]) is None:

@@ -72,15 +72,33 @@ def test_gradients_flow_to_the_range_bounds():
     assert hi.grad.numpy()[0] == pytest.approx(u_sum, rel=1e-4)
 
 
-def test_state_must_be_a_local_variable():
-    """wp.randf on something other than a uint32 local is a clear TypeError."""
+def test_state_must_be_a_uint32():
+    """wp.randf on something other than a uint32 state is a clear TypeError."""
 
     def bad(a: wp.array(dtype=float)):
-        a[0] = wp.randf(wp.rand_init(1))
+        a[0] = wp.randf(1.5)
 
-    k = wp.kernel(bad, module="test_random_bad")
-    with pytest.raises(TypeError, match="local random state variable"):
+    k = wp.kernel(bad, module="unique")
+    with pytest.raises(TypeError, match="must be a uint32 random state"):
         wp.launch(k, 1, inputs=[np.zeros(1, np.float32)])
+
+
+@wp.kernel
+def draws_from_stored_states(states: wp.array(dtype=wp.uint32), out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = wp.randf(states[i]) + float(wp.poisson(states[i], 4.0)) * 0.0
+    s = states[i]
+    out[i] -= wp.randf(s)
+
+
+def test_states_read_from_arrays_advance_a_copy():
+    """A state read from an array (like Warp, e.g. wp.poisson(states[tid], lam)) draws from a copy: the
+    array is unchanged and the draw equals one from a local holding the same state."""
+    states = wp.array(np.arange(100, 200, dtype=np.uint32))
+    out = wp.zeros(100)
+    wp.launch(draws_from_stored_states, 100, inputs=[states, out])
+    np.testing.assert_array_equal(states.numpy(), np.arange(100, 200))
+    np.testing.assert_array_equal(out.numpy(), 0.0)
 
 
 @wp.kernel
