@@ -1302,13 +1302,11 @@ class Builder:
                  "sample_cdf": ((2,), "(state, cdf)")}.get(name, ((1,), "(state)"))
         if len(node.args) not in forms[0]:
             self.error(node, KernelTypeError, f"wp.{name} takes {forms[1]}")
-        state = self.expr(node.args[0])
-        if not (isinstance(node.args[0], ast.Name) and isinstance(state, Var)):  # e.g. states[tid]: a copy advances
-            state = self.value(node.args[0])
-            if state.type == T.uint32:
-                copy = self.temp(T.uint32)
-                self.emit(ir.Assign(copy, ir.Copy(state), line=self.cur_line))
-                state = copy
+        state = self.value(node.args[0])
+        if state.type == T.uint32 and not (isinstance(node.args[0], ast.Name) and isinstance(state, Var)):
+            copy = self.temp(T.uint32)  # e.g. states[tid]: a copy advances
+            self.emit(ir.Assign(copy, ir.Copy(state), line=self.cur_line))
+            state = copy
         if state.type != T.uint32:
             self.error(node.args[0], KernelTypeError, f"the first argument of wp.{name} must be a uint32 random "
                        f"state, e.g. state = wp.rand_init(seed, tid); got {T.type_name(state.type)}")

@@ -413,10 +413,10 @@ def kernel(f: Any = None, *, enable_backward: bool | None = None, module: Any = 
         name = module
         if module == "unique":
             name = f"{func.__module__}.{func.__qualname__}.unique{next(_unique_modules)}"
-        m = get_module(name) if name else get_module(func.__module__)
+        k = Kernel(func, enable_backward=enable_backward, module=get_module(name) if name else None)
         if module_options:
-            m.set_options(module_options)
-        return Kernel(func, enable_backward=enable_backward, module=m)
+            k.module.set_options(module_options)
+        return k
 
     return wrap(f) if f is not None else wrap
 
@@ -490,13 +490,13 @@ class Module:
 
     def set_options(self, options: dict) -> None:
         """Set build options (checked against MODULE_OPTIONS); the next launch rebuilds the module."""
-        for name, value in options.items():
+        for name, value in options.items():  # all checked before any is set
             spec = MODULE_OPTIONS.get(name)
             if spec is None:
                 raise ValueError(f"unknown module option {name!r}; the options are {', '.join(MODULE_OPTIONS)}")
             if not spec[1](value):
                 raise ValueError(f"module option {name!r} takes {spec[0]}, got {value!r}")
-            self.options[name] = value
+        self.options.update(options)
         self.version += 1
 
     def options_key(self) -> tuple:

@@ -1656,31 +1656,18 @@ LW_FUNC vec_t<2, float> curlnoise(uint32_t seed, vec_t<2, float> x, uint32_t oct
     }
     return r;
 }
-LW_FUNC vec_t<3, float> curlnoise(uint32_t seed, vec_t<3, float> x, uint32_t octaves, float lacunarity, float gain) {
-    vec_t<3, float> r = zero<vec_t<3, float>>(), g0, g1, g2;
-    float freq = 1.0f, amp = 1.0f;
-    for (uint32_t o = 0; o < octaves; ++o) {
-        vec_t<3, float> xf = mul(x, freq);
-        perlin<3>(rand_next(seed + 3 * o), xf, 0, &g0);
-        perlin<3>(rand_next(seed + 3 * o + 1), xf, 0, &g1);
-        perlin<3>(rand_next(seed + 3 * o + 2), xf, 0, &g2);
-        vec_t<3, float> c = make<vec_t<3, float>>(g2.c[1] - g1.c[2], g0.c[2] - g2.c[0], g1.c[0] - g0.c[1]);
-        r = add(r, mul(c, amp * freq));
-        freq *= lacunarity;
-        amp *= gain;
-    }
-    return r;
-}
-// time-varying 3-D curl noise: a potential over (x, y, z, t), differentiated in space only
-LW_FUNC vec_t<3, float> curlnoise(uint32_t seed, vec_t<4, float> x, uint32_t octaves, float lacunarity, float gain) {
+// D = 3, or 4 for time-varying 3-D noise at (x, y, z, t): the potential is differentiated in space only
+// (the 2-D function above is the better match for vec2)
+template <int D>
+LW_FUNC vec_t<3, float> curlnoise(uint32_t seed, vec_t<D, float> x, uint32_t octaves, float lacunarity, float gain) {
     vec_t<3, float> r = zero<vec_t<3, float>>();
-    vec_t<4, float> g0, g1, g2;
+    vec_t<D, float> g0, g1, g2;
     float freq = 1.0f, amp = 1.0f;
     for (uint32_t o = 0; o < octaves; ++o) {
-        vec_t<4, float> xf = mul(x, freq);
-        perlin<4>(rand_next(seed + 3 * o), xf, 0, &g0);
-        perlin<4>(rand_next(seed + 3 * o + 1), xf, 0, &g1);
-        perlin<4>(rand_next(seed + 3 * o + 2), xf, 0, &g2);
+        vec_t<D, float> xf = mul(x, freq);
+        perlin<D>(rand_next(seed + 3 * o), xf, 0, &g0);
+        perlin<D>(rand_next(seed + 3 * o + 1), xf, 0, &g1);
+        perlin<D>(rand_next(seed + 3 * o + 2), xf, 0, &g2);
         vec_t<3, float> c = make<vec_t<3, float>>(g2.c[1] - g1.c[2], g0.c[2] - g2.c[0], g1.c[0] - g0.c[1]);
         r = add(r, mul(c, amp * freq));
         freq *= lacunarity;

@@ -38,10 +38,11 @@ struct Parts {
     }
 };
 
-template <typename T> double chunk_sum(const T* p, long long b, long long e) {
-    double s = 0.0;
+// The sum of p[b, e) accumulated in Acc (double for floats; long long keeps integer scans exact).
+template <typename T, typename Acc = double> Acc range_sum(const T* p, long long b, long long e) {
+    Acc s = 0;
 #pragma omp simd reduction(+ : s)
-    for (long long i = b; i < e; ++i) s += (double)p[i];
+    for (long long i = b; i < e; ++i) s += (Acc)p[i];
     return s;
 }
 template <typename T> double chunk_dot(const T* a, const T* b_, long long b, long long e) {
@@ -54,7 +55,7 @@ template <typename T> double parallel_sum(const T* p, long long n) {
     Parts parts(n, 1 << 16);
     double partial[256];
     parallel_for(parts.count, 1, [&](long long b, long long e) {
-        for (long long t = b; t < e; ++t) partial[t] = chunk_sum(p, parts.bounds[t], parts.bounds[t + 1]);
+        for (long long t = b; t < e; ++t) partial[t] = range_sum(p, parts.bounds[t], parts.bounds[t + 1]);
     });
     double s = 0.0;
     for (int t = 0; t < parts.count; ++t) s += partial[t];
@@ -107,8 +108,8 @@ template <typename E> struct vec4 {
 };
 
 template <bool Inclusive, bool Stream, typename T, typename Acc>
-__attribute__((always_inline)) inline void scan_lanes(const T* __restrict in, T* __restrict out, long long lane,
-                                                      const Acc* starts, const Acc* /* chunk sums */) {
+void scan_lanes(const T* __restrict in, T* __restrict out, long long lane, const Acc* starts,
+                const Acc* /* chunk sums */) {
     typedef typename vec4<T>::type VT;
     typedef typename vec4<Acc>::type VA;
     typedef typename vec4<long long>::type VI;  // shuffle masks (64-bit lanes, like Acc)
@@ -137,9 +138,8 @@ __attribute__((always_inline)) inline void scan_lanes(const T* __restrict in, T*
 // output adds the chunk's exact (double) start as a float pair, the low part carried in the chain, so it
 // is rounded about once, like a double scan.
 template <bool Inclusive, bool Stream>
-__attribute__((always_inline)) inline void scan_lanes(const float* __restrict in, float* __restrict out,
-                                                      long long lane, const double* starts,
-                                                      const double* chunk_sums) {
+void scan_lanes(const float* __restrict in, float* __restrict out, long long lane, const double* starts,
+                const double* chunk_sums) {
     const __m256i last = _mm256_set1_epi32(7);
     const long long chunks = lane / kChunk;
     double at[kLanes];
@@ -180,13 +180,6 @@ void scan_range(const T* __restrict in, T* __restrict out, long long b, long lon
     }
 }
 
-template <typename T, typename Acc> Acc range_sum(const T* in, long long b, long long e) {
-    Acc s = 0;
-#pragma omp simd reduction(+ : s)
-    for (long long i = b; i < e; ++i) s += (Acc)in[i];
-    return s;
-}
-
 inline void spin_pause() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -216,9 +209,7 @@ void scan_block(const T* in, T* out, long long b, long long e, long long k, int*
         starts[l] = prefix;
         for (long long c = 0; c < chunks; ++c) prefix += chunk_sums[l * chunks + c];
     }
-    if (lane == kFullLane)  // a copy with the lane length constant, for the addressing
-        scan_lanes<Inclusive, Stream>(in + b, out + b, kFullLane, starts, chunk_sums);
-    else if (lane > 0)
+    if (lane > 0)
         scan_lanes<Inclusive, Stream>(in + b, out + b, lane, starts, chunk_sums);
     scan_range<Inclusive>(in, out, tail, e, prefix);
 }
@@ -256,14 +247,16 @@ template <typename T, typename Acc> void parallel_scan(const T* in, T* out, long
     bool stream = kCanStream && n * (long long)sizeof(T) >= kStreamBytes && addr % sizeof(T) == 0;
     long long head = stream ? (long long)((0 - addr) % 32 / sizeof(T)) : 0;
     Acc start = range_sum<T, Acc>(in, 0, head);
+    const T* rest_in = in + head;
+    T* rest_out = out + head;
     if (inclusive) {
         scan_range<true>(in, out, 0, head, (Acc)0);
-        stream ? scan_blocks<true, true>(in + head, out + head, n - head, start)
-               : scan_blocks<true, false>(in, out, n, start);
+        stream ? scan_blocks<true, true>(rest_in, rest_out, n - head, start)
+               : scan_blocks<true, false>(rest_in, rest_out, n - head, start);
     } else {
         scan_range<false>(in, out, 0, head, (Acc)0);
-        stream ? scan_blocks<false, true>(in + head, out + head, n - head, start)
-               : scan_blocks<false, false>(in, out, n, start);
+        stream ? scan_blocks<false, true>(rest_in, rest_out, n - head, start)
+               : scan_blocks<false, false>(rest_in, rest_out, n - head, start);
     }
 }
 

@@ -2,6 +2,8 @@
 kernels, the math constants, ranged randu, 4-D curl noise, matrix atomics, quaternion and transform
 operators, Kernel(options=) and module="unique"."""
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -50,7 +52,7 @@ def test_wp_types_queries():
     assert wpt.type_is_array(wp.array(dtype=float)) and wpt.type_is_array(wp.indexedarray(dtype=float))
     assert (wpt.type_size(wp.mat33), wpt.type_size(wp.transform), wpt.type_size(wp.float32)) == (9, 7, 1)
     assert wpt.type_size_in_bytes(wp.mat33d) == 72 and wpt.type_size_in_bytes(float) == 4
-    assert wpt.type_ctype(float) is __import__("ctypes").c_float and wpt.type_ctype(wp.vec3) is wp.vec3
+    assert wpt.type_ctype(float) is ctypes.c_float and wpt.type_ctype(wp.vec3) is wp.vec3
     assert [wpt.type_repr(t) for t in (float, wp.vec3, wp.types.matrix((2, 3), wp.float32), wp.quat)] == [
         "float", "vec3f", "mat23f", "quatf"]
     assert wpt.type_repr(wp.array2d(dtype=float)) == "array(ndim=2, dtype=float32)"
