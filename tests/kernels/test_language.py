@@ -1,6 +1,9 @@
 """The kernel language's first slice, each construct checked against a NumPy or Python oracle."""
 
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -518,12 +521,39 @@ def test_vector_and_matrix_kernel_arguments():
     assert out.numpy()[0] == 1.0 + 10.0 + 100.0
 
 
-def test_load_module_and_force_load_build_eagerly():
-    """wp.load_module() builds the caller's module now; force_load builds every module."""
+def test_load_module_builds_the_callers_module_eagerly():
+    """wp.load_module() builds the caller's module now, before any launch."""
     wp.load_module()
-    wp.force_load()
     lm = saxpy.module.loaded[("cpu", False, False, True, wp.config.max_unroll)]
     assert "saxpy" in lm.kernels
+
+
+FORCE_LOAD_PROGRAM = """
+import loomwork as wp
+from loomwork.kernels.module import get_module
+
+@wp.kernel
+def first(a: wp.array(dtype=float)):
+    a[wp.tid()] = 1.0
+
+def second_body(a: wp.array(dtype=int)):
+    a[wp.tid()] = 2
+
+second = wp.kernel(second_body, module="force_load_second")
+wp.force_load()
+print(sorted(len(get_module(m).loaded) for m in ("__main__", "force_load_second")))
+"""
+
+
+def test_force_load_builds_every_module(tmp_path):
+    """wp.force_load() builds every module with kernels, in a fresh process (so no other test's modules,
+    some broken on purpose, are part of "every")."""
+    script = tmp_path / "force_load.py"
+    script.write_text(FORCE_LOAD_PROGRAM)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, LOOMWORK_CACHE_DIR=wp.config.kernel_cache_dir))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[1, 1]"
 
 
 def test_contiguous_and_strided_entries_agree():
