@@ -1,6 +1,7 @@
 """The repository's shape: layers import one way, optional frameworks stay optional, packaging works."""
 
 import ast
+import graphlib
 import os
 import subprocess
 import sys
@@ -39,6 +40,41 @@ def test_layers_import_downward_only(layer):
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)} from above its layer"
 
 
+# kernels/ from the bottom up: a module may import only modules listed before it (locally too)
+KERNEL_ORDER = [
+    "errors", "config", "types", "ir", "device", "builtins", "extensions", "build", "runtime", "array",
+    "annotations", "utils", "functions", "structs", "mathlib", "codegen", "frontend", "callforms", "module",
+    "launch", "__init__",
+]
+
+
+def kernel_imports(path: Path) -> set[str]:
+    """The kernels/ modules a kernels/ file imports, at top level or inside functions (not under TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+                   and node.test.id == "TYPE_CHECKING" for n in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only or not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level == 1:
+            found.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+        elif (node.module or "").startswith("loomwork.kernels."):
+            found.add(node.module.split(".")[2])
+    return found - {path.stem}
+
+
+def test_kernel_layer_has_no_import_cycles_and_imports_downward():
+    """Inside kernels/ the imports form no cycle, and each module imports only those below it in KERNEL_ORDER."""
+    files = {p.stem: p for p in (ROOT / "kernels").glob("*.py")}
+    assert set(files) == set(KERNEL_ORDER), "place every kernels/ module in KERNEL_ORDER"
+    graph = {name: kernel_imports(path) & set(files) for name, path in files.items()}
+    graphlib.TopologicalSorter(graph).prepare()  # raises CycleError naming the cycle
+    for name, deps in graph.items():
+        above = {d for d in deps if KERNEL_ORDER.index(d) > KERNEL_ORDER.index(name)}
+        assert not above, f"kernels/{name}.py imports {sorted(above)} from above it"
+
+
 def test_import_loads_no_optional_framework():
     """`import loomwork` needs only NumPy: no torch, jax, cupy, cuda-python, usd, trimesh, pyvista, imaging."""
     code = ("import sys, loomwork; bad = [m for m in sys.modules if m.split('.')[0] in "
@@ -62,6 +98,7 @@ def test_non_editable_install_ships_the_native_files(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                     "--target", str(target), str(ROOT)], check=True, capture_output=True, text=True)
     assert (target / "loomwork" / "kernels" / "native" / "loomwork.h").exists()
+    assert (target / "loomwork" / "geometry" / "native" / "hash_grid.h").exists()
     code = ("import numpy as np, loomwork as wp\n"
             "@wp.kernel\n"
             "def k(a: wp.array(dtype=float)):\n"
