@@ -418,8 +418,7 @@ class AdjointEmitter(Emitter):
             if not target.differentiable or g is None or not any(
                     isinstance(a, Var) and differentiable(a.type) for a in e.args):
                 return
-            name = target.native.replace("lw::", "lw::adj_", 1)
-            self.out(f"{name}({', '.join(args + adjs + [g])});")
+            self.out(f"{target.adjoint}({', '.join(args + adjs + [g])});")
             return
         ret = target.ir.ret
         tail = [g] if g is not None else ([self.decl(f"lw_dummy_r{self.site(e)}", ret)] if ret is not None else [])

@@ -1,1 +1,6 @@
-"""loomwork.geometry (see the README's architecture section)."""
+"""loomwork.geometry: geometry types of the kernel layer, added through its extension registry (native
+headers, value types, handle types and builtins registered from this package's own files)."""
+
+from .hash_grid import HashGrid, hash_grid_query_t
+
+__all__ = ["HashGrid", "hash_grid_query_t"]

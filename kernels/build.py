@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 
 from .errors import CompileError
+from .extensions import registry
 
 NATIVE_DIR = Path(__file__).parent / "native"
 
@@ -125,7 +126,8 @@ def build_cpu(source: str, name: str, cache_dir: str, debug: bool, fast_math: bo
     t0 = time.perf_counter()
     with _staged(cache_dir, name, folder) as tmp:
         (tmp / "module.cpp").write_text(source)
-        cmd = [find_compiler(), *flags, f"-I{NATIVE_DIR}", "module.cpp", "-o", "module.so"]
+        includes = [f"-I{d}" for d in (NATIVE_DIR, *registry.include_dirs())]
+        cmd = [find_compiler(), *flags, *includes, "module.cpp", "-o", "module.so"]
         proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompileError(
@@ -184,6 +186,8 @@ def build_cuda(source: str, name: str, cache_dir: str, arch: int, debug: bool, f
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"module.cu", 0, [], [])
     _nvrtc_check(nvrtc, err, "nvrtcCreateProgram")
     try:
+        # extension headers are hashed through their digests in the source's include lines
+        opts += [f"--include-path={d}" for d in registry.include_dirs()]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(f"NVRTC failed to compile {what} for sm_{arch}:\n{_trim(_nvrtc_log(nvrtc, prog))}")

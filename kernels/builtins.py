@@ -152,6 +152,31 @@ class Arr(Pattern):
         return f"array({', '.join(parts)})"
 
 
+@dataclass(frozen=True)
+class Out(Pattern):
+    """An output parameter: the argument names a variable (or a field or element) that the call assigns.
+    `type` is what it receives: a type, a type-variable name or a rule on the bindings (like a return
+    type); `inout` passes the variable's current value in as well (an iterator's state, a random state).
+    A variable not defined yet (`t` is None) is created with that type."""
+
+    type: Any
+    inout: bool = False
+
+    def match(self, t: Any, b: dict) -> bool:
+        want = _ret(self.type)(b)
+        return want is not None and (t is None or t == want)
+
+    def __str__(self) -> str:
+        t = self.type
+        name = T.type_name(t) if isinstance(t, type) else t if isinstance(t, str) else "value"
+        return f"{'inout' if self.inout else 'out'} {name}"
+
+
+def InOut(type: Any) -> Out:  # noqa: N802 - reads like the Out pattern it makes
+    """An in-out parameter (see `Out`)."""
+    return Out(type, inout=True)
+
+
 # -- the records ------------------------------------------------------------------------------
 
 
@@ -166,18 +191,31 @@ class Overload:
     group: str
     doc: str
     differentiable: bool = True
+    adjoint: str | None = None  # the native adjoint's symbol: adj(args..., adj_args&..., adj_ret)
+    header: Any = None  # an extension's NativeHeader that declares `native` (None: loomwork.h)
 
     def signature(self) -> str:
         return f"{self.name}({', '.join(map(str, self.params))})"
+
+    @property
+    def outputs(self) -> tuple[int, ...]:
+        """Positions of the out and in-out parameters."""
+        return tuple(i for i, p in enumerate(self.params) if isinstance(p, Out))
 
     def match(self, arg_types: list[Any]) -> dict | None:
         if len(arg_types) != len(self.params):
             return None
         b: dict = {}
         for p, t in zip(self.params, arg_types, strict=True):
+            if t is None and not isinstance(p, Out):
+                return None
             if not p.match(t, b):
                 return None
         return b
+
+    def output_types(self, b: dict) -> tuple:
+        """The types the out and in-out parameters receive, in order."""
+        return tuple(_ret(self.params[i].type)(b) for i in self.outputs)
 
 
 class Builtin:
@@ -230,11 +268,23 @@ def _ret(spec: Any) -> Callable[[dict], Any]:
 
 
 def add(name: str, params: tuple, ret: Any, native: str | None = None, *, group: str, doc: str,
-        differentiable: bool = True, py: Callable | None = None) -> None:
+        differentiable: bool = True, adjoint: str | None = None, header: Any = None,
+        py: Callable | None = None) -> Overload:
+    """Add an overload of builtin `name` (created on first use). The native symbol defaults to
+    `lw::<name>` and, for a differentiable overload of loomwork.h, its adjoint to `lw::adj_<name>`."""
+    native = native or f"lw::{name}"
+    if differentiable and adjoint is None:
+        if header is not None:
+            raise ValueError(f"builtin {name}: a differentiable overload from an extension header needs its "
+                             "adjoint symbol (adjoint=...), or differentiable=False")
+        adjoint = "lw::adj_" + native.removeprefix("lw::")
     bi = BUILTINS.get(name)
     if bi is None:
         bi = BUILTINS[name] = Builtin(name, group, doc, py)
-    bi.overloads.append(Overload(name, tuple(params), _ret(ret), native or f"lw::{name}", group, doc, differentiable))
+    ov = Overload(name, tuple(params), _ret(ret), native, group, doc, differentiable,
+                  adjoint if differentiable else None, header)
+    bi.overloads.append(ov)
+    return ov
 
 
 def vec_ret(b: dict) -> Any:

@@ -10,23 +10,21 @@ from __future__ import annotations
 
 import ast
 import builtins as pybuiltins
-import ctypes
 import inspect
 import itertools
 import linecache
 import math
 import textwrap
 import types as pytypes
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import builtins as B
 from . import ir
 from . import types as T
+from .annotations import arg_type, closure_values
 from .array import array as array_cls
-from .array import indexedarray as indexedarray_cls
-from .array import zeros as array_zeros
-from .codegen import ctype, printf_directive
 from .errors import (
     KernelAttributeError,
     KernelError,
@@ -36,10 +34,46 @@ from .errors import (
     KernelTypeError,
 )
 from .ir import ArrayType, Const, Operand, Var
-from .structs import field_ctype, is_struct, is_tuple, tuple_type
+from .structs import is_struct, is_tuple, tuple_type
 
 if TYPE_CHECKING:
-    from .module import BuildContext, Function
+    from .functions import Function
+    from .module import BuildContext
+
+# A call form handles a call itself: handler(builder, call node, callee) -> the call's value (or None).
+CallForm = Callable[["Builder", ast.Call, Any], Any]
+CALL_FORMS: dict[Any, CallForm] = {}  # by builtin name, or by the Python object called (len, wp.identity, ...)
+CALL_KINDS: list[tuple[Callable[[Any], bool], CallForm]] = []  # (predicate on the callee, handler), in order
+
+
+def call_form(*keys: Any) -> Callable[[CallForm], CallForm]:
+    """Decorator: `handler` builds calls of the builtins named by `keys` (strings) or of the Python objects
+    `keys` (anything else)."""
+    def register(handler: CallForm) -> CallForm:
+        for key in keys:
+            CALL_FORMS[key] = handler
+        return handler
+    return register
+
+
+def call_kind(predicate: Callable[[Any], bool]) -> Callable[[CallForm], CallForm]:
+    """Decorator: `handler` builds calls of every callee for which `predicate` holds (types, Functions...)."""
+    def register(handler: CallForm) -> CallForm:
+        CALL_KINDS.append((predicate, handler))
+        return handler
+    return register
+
+
+def call_form_of(obj: Any) -> CallForm | None:
+    """The registered handler for calls of `obj`, if any."""
+    key = obj.name if isinstance(obj, B.Builtin) else obj
+    try:
+        form = CALL_FORMS.get(key)
+    except TypeError:  # an unhashable callee
+        form = None
+    if form is None and not isinstance(obj, B.Builtin):
+        form = next((h for pred, h in CALL_KINDS if pred(obj)), None)
+    return form
 
 _OPS = {
     ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
@@ -132,8 +166,28 @@ def _indent_removed(text: str, dedented: str) -> int:
     return 0
 
 
+class Scope:
+    """The state of one function body while it is built: the blocks being filled, named variables and
+    temporaries, the return type, and where the builder is (loops, unrolled loops, wp.tid() use)."""
+
+    def __init__(self, arg_types: dict[str, Any], closure: dict, adjoints: dict[str, Var] | None) -> None:
+        self.blocks: list[list[ir.Stmt]] = [[]]
+        self.params = tuple(Var(f"v_{n}", t) for n, t in arg_types.items())
+        self.vars: dict[str, Var] = dict(zip(arg_types, self.params, strict=True))
+        self.locals: list[Var] = []
+        self.ret_type: Any = None
+        self.loop_depth = 0
+        self.unroll_factor = 1  # product of the iteration counts of the unrolled loops around this point
+        self.tid_count = 0
+        self.ntemps = 0
+        self.closure = closure
+        self.adjoints = adjoints or {}  # in a @wp.func_grad, wp.adjoint[x] is the adjoint of parameter x
+        self.static_locals: dict[str, Any] = {}  # loop variables of wp.static-unrolled loops: constants
+
+
 class Builder:
-    """Builds the typed IR of one kernel, or of one instance of a user function."""
+    """Builds the typed IR of one kernel, or of one instance of a user function. Statements and
+    expressions have one handler per AST node type; calls of special forms go through `CALL_FORMS`."""
 
     def __init__(self, source: Source, qualname: str, cname: str, arg_types: dict[str, Any],
                  is_kernel: bool, ctx: BuildContext, adjoints: dict[str, Var] | None = None) -> None:
@@ -142,21 +196,8 @@ class Builder:
         self.cname = cname
         self.is_kernel = is_kernel
         self.ctx = ctx
-        self.blocks: list[list[ir.Stmt]] = [[]]
-        self.vars: dict[str, Var] = {}
-        self.locals: list[Var] = []
-        self.params = tuple(Var(f"v_{n}", t) for n, t in arg_types.items())
-        self.vars.update({n: p for n, p in zip(arg_types, self.params, strict=True)})
-        self.ret_type: Any = None
-        self.loop_depth = 0
-        self.unroll_factor = 1  # product of the iteration counts of the unrolled loops around this point
-        self.tid_count = 0
-        self.ntemps = 0
         self.cur_line = source.first_line
-        self.closure = closure_values(source.func)
-        # in a custom gradient (@wp.func_grad), wp.adjoint[x] is the adjoint of parameter x
-        self.adjoints = adjoints or {}
-        self.static_locals: dict[str, Any] = {}  # loop variables of wp.static-unrolled loops: constants
+        self.scope = Scope(arg_types, closure_values(source.func), adjoints)
 
     # -- entry ---------------------------------------------------------------------------
 
@@ -167,8 +208,8 @@ class Builder:
         for stmt in node.body:
             self.stmt(stmt)
         return ir.Function(
-            name=self.cname, params=self.params, ret=self.ret_type, locals=tuple(self.locals),
-            body=tuple(self.blocks[0]), is_kernel=self.is_kernel, tid_count=self.tid_count,
+            name=self.cname, params=self.scope.params, ret=self.scope.ret_type, locals=tuple(self.scope.locals),
+            body=tuple(self.scope.blocks[0]), is_kernel=self.is_kernel, tid_count=self.scope.tid_count,
         )
 
     # -- errors --------------------------------------------------------------------------
@@ -182,12 +223,12 @@ class Builder:
     # -- emission helpers ------------------------------------------------------------------
 
     def emit(self, stmt: ir.Stmt) -> None:
-        self.blocks[-1].append(stmt)
+        self.scope.blocks[-1].append(stmt)
 
     def temp(self, t: Any) -> Var:
-        self.ntemps += 1
-        v = Var(f"t{self.ntemps}", t)
-        self.locals.append(v)
+        self.scope.ntemps += 1
+        v = Var(f"t{self.scope.ntemps}", t)
+        self.scope.locals.append(v)
         return v
 
     def assign_temp(self, expr: ir.Expr, t: Any) -> Var:
@@ -196,10 +237,10 @@ class Builder:
         return v
 
     def sub_block(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
-        self.blocks.append([])
+        self.scope.blocks.append([])
         for s in stmts:
             self.stmt(s)
-        return tuple(self.blocks.pop())
+        return tuple(self.scope.blocks.pop())
 
     # -- statements ------------------------------------------------------------------------
 
@@ -281,22 +322,23 @@ class Builder:
                    "returning several values on the right")
 
     def check_tid_count(self, n: int, node: ast.AST) -> None:
-        if self.tid_count and self.tid_count != n and n > 1 and self.tid_count > 1:
-            self.error(node, KernelTypeError, f"wp.tid() unpacked into {n} indices here but {self.tid_count} before")
-        self.tid_count = max(self.tid_count, n)
+        if self.scope.tid_count and self.scope.tid_count != n and n > 1 and self.scope.tid_count > 1:
+            self.error(node, KernelTypeError,
+                       f"wp.tid() unpacked into {n} indices here but {self.scope.tid_count} before")
+        self.scope.tid_count = max(self.scope.tid_count, n)
 
     def assign_to(self, target: ast.expr, value: Operand, node: ast.AST, declared: Any = None) -> None:
         if isinstance(target, ast.Name):
             name = target.id
-            existing = self.vars.get(name)
+            existing = self.scope.vars.get(name)
             if existing is None:
                 value = self.materialize(value)
                 var = Var(f"v_{name}", declared or value.type)
-                if var in self.locals:  # a name reused after a scope: same C++ variable
+                if var in self.scope.locals:  # a name reused after a scope: same C++ variable
                     pass
                 else:
-                    self.locals.append(var)
-                self.vars[name] = var
+                    self.scope.locals.append(var)
+                self.scope.vars[name] = var
             else:
                 var = existing
                 value = self.convert(value, var.type, target, what=f"variable '{name}'")
@@ -323,7 +365,7 @@ class Builder:
                 if idx is None or idx >= base.type._length_:
                     self.error(target, KernelAttributeError,
                                f"{T.type_name(base.type)} has no component '{target.attr}'")
-                if base not in self.locals and base not in self.params:
+                if base not in self.scope.locals and base not in self.scope.params:
                     self.error(target, KernelSyntaxError, "only local vectors can be modified in place")
                 value = self.convert(value, base.type._wp_scalar_type_, target)
                 self.emit(ir.SetComponent(base, (Const(idx, T.int32),), value, line=self.cur_line))
@@ -415,22 +457,22 @@ class Builder:
         name = node.target.id
         if all(isinstance(a, Const) for a in (start, stop, step)) and self.unrollable(node):
             values = range(start.value, stop.value, step.value)
-            if 0 < len(values) * self.unroll_factor <= self.ctx.max_unroll:
-                self.unroll_factor *= len(values)
+            if 0 < len(values) * self.scope.unroll_factor <= self.ctx.max_unroll:
+                self.scope.unroll_factor *= len(values)
                 self.unrolled_for(node, [t(v) for v in values])  # typed like the loop variable would be
-                self.unroll_factor //= len(values)
+                self.scope.unroll_factor //= len(values)
                 self.assign_to(node.target, Const(values[-1], t), node)  # Python leaves i at its last value
                 return
-        var = self.vars.get(name)
+        var = self.scope.vars.get(name)
         if var is None:
             var = Var(f"v_{name}", t)
-            self.vars[name] = var
-            self.locals.append(var)
+            self.scope.vars[name] = var
+            self.scope.locals.append(var)
         elif var.type != t:
             self.error(node.target, KernelTypeError, f"loop variable '{name}' was {T.type_name(var.type)} before")
-        self.loop_depth += 1
+        self.scope.loop_depth += 1
         body = self.sub_block(node.body)
-        self.loop_depth -= 1
+        self.scope.loop_depth -= 1
         self.emit(ir.For(var, start, stop, step, body, line=self.src.line(node)))
 
     @staticmethod
@@ -454,54 +496,54 @@ class Builder:
         if any(isinstance(s, ast.Break | ast.Continue) for s in ast.walk(ast.Module(body=node.body, type_ignores=[]))):
             self.error(node, KernelSyntaxError, "break and continue are not supported in loops unrolled by wp.static")
         name = node.target.id
-        saved = self.static_locals.get(name, _UNSET)
+        saved = self.scope.static_locals.get(name, _UNSET)
         for v in values:
-            self.static_locals[name] = v
+            self.scope.static_locals[name] = v
             for s in node.body:
                 self.stmt(s)
         if saved is _UNSET:
-            self.static_locals.pop(name, None)
+            self.scope.static_locals.pop(name, None)
         else:
-            self.static_locals[name] = saved
+            self.scope.static_locals[name] = saved
 
     def _stmt_While(self, node: ast.While) -> None:
         if node.orelse:
             self.error(node, KernelSyntaxError, "while ... else is not supported in kernels")
-        self.blocks.append([])
+        self.scope.blocks.append([])
         cond = self.condition(node.test)
-        cond_body = tuple(self.blocks.pop())
-        self.loop_depth += 1
+        cond_body = tuple(self.scope.blocks.pop())
+        self.scope.loop_depth += 1
         body = self.sub_block(node.body)
-        self.loop_depth -= 1
+        self.scope.loop_depth -= 1
         self.emit(ir.While(cond_body, cond, body, line=self.src.line(node)))
 
     def _stmt_Break(self, node: ast.Break) -> None:
-        if not self.loop_depth:
+        if not self.scope.loop_depth:
             self.error(node, KernelSyntaxError, "'break' outside a loop")
         self.emit(ir.Break(line=self.cur_line))
 
     def _stmt_Continue(self, node: ast.Continue) -> None:
-        if not self.loop_depth:
+        if not self.scope.loop_depth:
             self.error(node, KernelSyntaxError, "'continue' outside a loop")
         self.emit(ir.Continue(line=self.cur_line))
 
     def _stmt_Return(self, node: ast.Return) -> None:
         if node.value is None:
-            if self.ret_type not in (None, type(None)) and not self.is_kernel:
+            if self.scope.ret_type not in (None, type(None)) and not self.is_kernel:
                 self.error(node, KernelTypeError, f"'return' without a value in a function returning "
-                           f"{T.type_name(self.ret_type)}")
+                           f"{T.type_name(self.scope.ret_type)}")
             self.emit(ir.Return(None, line=self.cur_line))
             return
         if self.is_kernel:
             self.error(node, KernelSyntaxError, "kernels cannot return a value; write results to an array")
         value = self.tuple_value(node.value) if isinstance(node.value, ast.Tuple) else self.value(node.value)
-        if self.ret_type is None:
+        if self.scope.ret_type is None:
             if self.returns_void:
                 self.error(node, KernelTypeError, "this function returns a value here and nothing elsewhere")
             value = self.materialize(value)
-            self.ret_type = value.type
+            self.scope.ret_type = value.type
         else:
-            value = self.convert(value, self.ret_type, node.value, what="return value")
+            value = self.convert(value, self.scope.ret_type, node.value, what="return value")
         self.emit(ir.Return(value, line=self.cur_line))
 
     def tuple_value(self, node: ast.Tuple) -> Var:
@@ -512,8 +554,9 @@ class Builder:
         for v, e in zip(values, node.elts, strict=True):
             if is_tuple(v.type):
                 self.error(e, KernelTypeError, "tuples cannot be nested")
-        if isinstance(self.ret_type, type) and is_tuple(self.ret_type) and len(self.ret_type.fields) == len(values):
-            types = tuple(self.ret_type.fields.values())  # later returns convert to the first one's types
+        rt = self.scope.ret_type
+        if isinstance(rt, type) and is_tuple(rt) and len(rt.fields) == len(values):
+            types = tuple(rt.fields.values())  # later returns convert to the first one's types
         else:
             types = tuple(v.type for v in values)
         tt = tuple_type(types)
@@ -524,7 +567,7 @@ class Builder:
 
     @property
     def returns_void(self) -> bool:
-        return _has_bare_return(self.blocks[0])
+        return _has_bare_return(self.scope.blocks[0])
 
     # -- expressions ---------------------------------------------------------------------
 
@@ -565,12 +608,12 @@ class Builder:
         self.error(node, KernelTypeError, f"constants of type {type(v).__name__} are not supported in kernels")
 
     def _expr_Name(self, node: ast.Name) -> Any:
-        if node.id in self.static_locals:
-            return self.from_python(self.static_locals[node.id], node)
-        var = self.vars.get(node.id)
+        if node.id in self.scope.static_locals:
+            return self.from_python(self.scope.static_locals[node.id], node)
+        var = self.scope.vars.get(node.id)
         if var is not None:
             return var
-        for scope in (self.closure, self.src.func.__globals__, pybuiltins.__dict__):
+        for scope in (self.scope.closure, self.src.func.__globals__, pybuiltins.__dict__):
             if node.id in scope:
                 return self.from_python(scope[node.id], node)
         self.error(node, KernelNameError, f"name '{node.id}' is not defined")
@@ -602,9 +645,11 @@ class Builder:
                 if node.attr == "ndim":
                     return Const(t.ndim, T.int32)
                 self.error(node, KernelAttributeError, f"arrays in kernels have no attribute '{node.attr}'")
-            if is_struct(t):
+            if T.is_record(t):
                 if node.attr not in t.fields:
-                    self.error(node, KernelAttributeError, f"struct {t.__name__} has no field '{node.attr}'")
+                    kind = "struct" if is_struct(t) else "value type"
+                    self.error(node, KernelAttributeError, f"{kind} {t.__name__} has no field '{node.attr}'"
+                               + (f" (fields: {', '.join(t.fields)})" if t.fields else ""))
                 field_t = t.fields[node.attr]
                 return self.assign_temp(ir.Field(base, node.attr), field_t)
             if T.is_transform(t) and node.attr in ("p", "q"):
@@ -618,12 +663,12 @@ class Builder:
         self.error(node, KernelAttributeError, f"no attribute '{node.attr}' here")
 
     def adjoint_var(self, node: ast.Subscript) -> Var:
-        if not self.adjoints:
+        if not self.scope.adjoints:
             self.error(node, KernelSyntaxError, "wp.adjoint[...] can only be used in a @wp.func_grad function")
-        if not isinstance(node.slice, ast.Name) or node.slice.id not in self.adjoints:
+        if not isinstance(node.slice, ast.Name) or node.slice.id not in self.scope.adjoints:
             self.error(node.slice, KernelNameError, "wp.adjoint[...] takes the name of a differentiable parameter "
-                       f"of the function: one of {', '.join(sorted(self.adjoints))}")
-        return self.adjoints[node.slice.id]
+                       f"of the function: one of {', '.join(sorted(self.scope.adjoints))}")
+        return self.scope.adjoints[node.slice.id]
 
     def _expr_Subscript(self, node: ast.Subscript) -> Any:
         base = self.expr(node.value)
@@ -779,14 +824,14 @@ class Builder:
         """`a < b < c`: each further comparison runs only while the previous ones held."""
         if i == len(node.ops):
             return
-        self.blocks.append([])
+        self.scope.blocks.append([])
         right = self.value(node.comparators[i])
         self.emit(ir.Assign(res, ir.Copy(self.compare(node.ops[i], left, right, node)), line=self.cur_line))
         self._compare_rest(res, node, i + 1, right)
         self.emit_if_popped(res)
 
     def emit_if_popped(self, cond: Operand, negate: bool = False) -> None:
-        block = tuple(self.blocks.pop())
+        block = tuple(self.scope.blocks.pop())
         self.emit(ir.If(cond, (), block, line=self.cur_line) if negate else ir.If(cond, block, (), line=self.cur_line))
 
     def compare(self, op: ast.cmpop, left: Operand, right: Operand, node: ast.AST) -> Operand:
@@ -806,7 +851,7 @@ class Builder:
     def _bool_rest(self, res: Var, values: list[ast.expr], is_and: bool) -> None:
         if not values:
             return
-        self.blocks.append([])
+        self.scope.blocks.append([])
         v = self.truth(self.value(values[0]), values[0])
         self.emit(ir.Assign(res, ir.Copy(v), line=self.cur_line))
         self._bool_rest(res, values[1:], is_and)
@@ -814,12 +859,12 @@ class Builder:
 
     def _expr_IfExp(self, node: ast.IfExp) -> Operand:
         cond = self.condition(node.test)
-        self.blocks.append([])
+        self.scope.blocks.append([])
         a = self.value(node.body)
-        body = self.blocks.pop()
-        self.blocks.append([])
+        body = self.scope.blocks.pop()
+        self.scope.blocks.append([])
         b = self.value(node.orelse)
-        orelse = self.blocks.pop()
+        orelse = self.scope.blocks.pop()
         a, b = self.unify([a, b], node)
         if a.type != b.type:
             self.error(node, KernelTypeError, f"the two branches have different types: {T.type_name(a.type)} "
@@ -853,57 +898,61 @@ class Builder:
         if not isinstance(f, PyObj):
             self.error(node.func, KernelTypeError, "this value is not callable")
         obj = f.value
-        from .module import Function, Kernel
-
+        form = call_form_of(obj)
+        if form is not None:
+            return form(self, node, obj)
         if isinstance(obj, B.Builtin):
-            if obj.name in B.SPECIAL_FORMS:
-                return self.special_form(obj.name, node)
-            self.no_keywords(node, obj.name)
-            return self.call_builtin(obj.name, [self.value(a) for a in node.args], node)
-        if isinstance(obj, Function):
-            return self.call_function(obj, node)
-        if isinstance(obj, Kernel):
-            self.error(node, KernelTypeError, f"kernel '{obj.key}' cannot be called from a kernel; "
-                       "make it a @wp.func")
-        if isinstance(obj, type) and (issubclass(obj, T.ScalarType) or obj in (int, float, bool)):
-            self.no_keywords(node, obj.__name__)
-            return self.cast(T.scalar_type(obj), node)
-        if T.is_composite(obj):
-            self.no_keywords(node, obj.__name__)
-            return self.construct(obj, node)
-        if is_struct(obj):
-            if node.args or node.keywords:
-                self.error(node, KernelTypeError, f"{obj.__name__}() takes no arguments in kernels (it starts "
-                           "zeroed; set fields one by one)")
-            return self.assign_temp(ir.Construct(obj, ()), obj)
-        if obj is T.identity:
-            return self.identity_call(node)
-        if obj in (T.vector_value, T.vector, T.matrix_value, T.matrix):  # wp.types.vector(...) constructs too
-            return self.composite_call(obj in (T.vector_value, T.vector), node)
-        if obj is T.quaternion or obj is T.transformation:
-            return self.typed_kind_call(obj, node)
-        if obj is array_zeros:
-            return self.local_array(node)
-        if obj is len:
-            if len(node.args) != 1:
-                self.error(node, KernelTypeError, "len() takes one argument")
-            v = self.value(node.args[0])
-            if isinstance(v.type, ArrayType):
-                return self.assign_temp(ir.Shape(v, 0), T.int32)
-            if T.is_composite(v.type):
-                return Const(v.type._shape_[0], T.int32)
-            self.error(node, KernelTypeError, f"len() of {T.type_name(v.type)}")
-        if obj is range:
-            self.error(node, KernelSyntaxError, "range() can only be used as a for-loop iterable")
-        if obj is print:
-            self.print_call(node)
-            return None
+            return self.builtin_call(obj, node)
         alias = _python_alias(obj)
         if alias is not None:
             self.no_keywords(node, alias)
             return self.call_builtin(alias, [self.value(a) for a in node.args], node)
         self.error(node.func, KernelTypeError, f"cannot call {_describe(obj)} from a kernel; "
                    "kernels call builtins and @wp.func functions")
+
+    def builtin_call(self, bi: B.Builtin, node: ast.Call) -> Any:
+        """A call of a table builtin. Arguments in out / in-out positions name variables the call assigns."""
+        self.no_keywords(node, bi.name)
+        outs = next((ov.outputs for ov in bi.overloads if len(ov.params) == len(node.args) and ov.outputs), ())
+        if not outs:
+            return self.call_builtin(bi.name, [self.value(a) for a in node.args], node)
+        inputs = [self.value(a) for i, a in enumerate(node.args) if i not in outs]
+        out_types, inouts = [], []
+        for pos in outs:
+            target = node.args[pos]
+            if not isinstance(target, ast.Name | ast.Attribute | ast.Subscript):
+                self.error(target, KernelTypeError, f"argument {pos + 1} of {bi.name}() is an output: pass a "
+                           "variable (or a field or element) for the call to assign")
+            new = isinstance(target, ast.Name) and target.id not in self.scope.vars
+            current = None if new else self.value(target)
+            out_types.append(None if current is None else current.type)
+            inouts.append(current)
+        def in_order(values: list) -> list:
+            ins, outs_t = iter(values), iter(out_types)
+            return [next(outs_t) if i in outs else next(ins).type for i in range(len(node.args))]
+
+        for unified in (self.unify(inputs, node), [self.materialize(a) for a in inputs]):
+            found = B.resolve(bi.name, in_order(unified))
+            if found is not None:
+                break
+        if found is None:
+            got = ", ".join("?" if t is None else T.type_name(t) for t in in_order(inputs))
+            cands = "\n".join(f"      {ov.signature()}" for ov in B.candidates(bi.name))
+            self.error(node, KernelTypeError, f"no overload of {bi.name}() takes ({got}); these do:\n{cands}")
+        ov, bindings = found
+        missing = [pos for pos, cur in zip(outs, inouts, strict=True) if cur is None and ov.params[pos].inout]
+        if missing:
+            self.error(node.args[missing[0]], KernelNameError, f"argument {missing[0] + 1} of {bi.name}() is "
+                       "read and written: it must be a variable defined before the call")
+        ret = ov.ret(bindings)
+        kinds = ov.output_types(bindings)
+        record = tuple_type(((ret,) if ret is not None else ()) + kinds)
+        passed = [*unified, *(cur for pos, cur in zip(outs, inouts, strict=True) if ov.params[pos].inout)]
+        result = self.assign_temp(ir.Call(ov, tuple(passed), type=record), record)
+        first = 1 if ret is not None else 0
+        for k, (pos, t) in enumerate(zip(outs, kinds, strict=True)):
+            self.assign_to(node.args[pos], self.assign_temp(ir.Field(result, f"f{first + k}"), t), node)
+        return self.assign_temp(ir.Field(result, "f0"), ret) if ret is not None else None
 
     def no_keywords(self, node: ast.Call, name: str) -> None:
         if node.keywords:
@@ -981,300 +1030,6 @@ class Builder:
             return None
         return self.assign_temp(call, inst.ir.ret)
 
-    def cast(self, t: Any, node: ast.Call) -> Operand:
-        if len(node.args) != 1:
-            if not node.args:
-                return Const(_coerce(0, t), t)
-            self.error(node, KernelTypeError, f"{t.__name__}() takes one argument")
-        v = self.value(node.args[0])
-        if isinstance(v, Const):
-            return Const(_coerce(v.value, t), t)
-        if not T.is_scalar(v.type):
-            self.error(node, KernelTypeError, f"cannot convert {T.type_name(v.type)} to {t.__name__}")
-        if t is T.bool_:
-            return self.truth(v, node)
-        if v.type == t:
-            return v
-        return self.assign_temp(ir.Construct(t, (v,)), t)
-
-    def construct(self, t: Any, node: ast.Call, args: list[Operand] | None = None) -> Operand:
-        """A value of composite type `t` from the call's arguments (evaluated here unless given)."""
-        st = t._wp_scalar_type_
-        n = t._length_
-        if args is None:
-            args = [self.value(a) for a in node.args]
-        if T.is_transform(t) and len(args) == 2:  # wp.transform(p, q)
-            return self.call_builtin("_make_transform", args, node)
-        if T.is_vector(t) and n == 6 and len(args) == 2 and all(T.is_vector(a.type) for a in args):
-            return self.call_builtin("_make_spatial", args, node)  # wp.spatial_vector(w, v)
-        if not args:
-            return self.assign_temp(ir.Construct(t, ()), t)
-        if len(args) == 1 and T.is_composite(args[0].type):
-            if args[0].type._shape_ != t._shape_:
-                self.error(node, KernelTypeError, f"cannot convert {T.type_name(args[0].type)} to {T.type_name(t)}")
-            return args[0] if args[0].type == t else self.assign_temp(ir.Construct(t, (args[0],)), t)
-        if T.is_matrix(t) and len(args) == t._shape_[0] and all(T.is_vector(a.type) for a in args):
-            self.error(node, KernelTypeError, f"{T.type_name(t)}() takes {n} scalars (row-major), not row vectors")
-        if len(args) not in (1, n):
-            self.error(node, KernelTypeError, f"{T.type_name(t)}() takes 0, 1 or {n} scalar arguments, got {len(args)}")
-        args = [self.convert(a, st, node) for a in args]
-        return self.assign_temp(ir.Construct(t, tuple(args)), t)
-
-    def static_keywords(self, node: ast.Call, allowed: tuple[str, ...], what: str) -> dict:
-        """A call's keyword arguments, evaluated in Python when the kernel compiles."""
-        out = {}
-        for k in node.keywords:
-            if k.arg not in allowed:
-                self.error(node, KernelTypeError, f"{what}() takes the keywords {', '.join(allowed)}, not {k.arg}")
-            out[k.arg] = self.eval_static(k.value, f"{what}({k.arg}=...)")
-        return out
-
-    def identity_call(self, node: ast.Call) -> Operand:
-        """wp.identity(n, dtype): compile-time arguments, an identity matrix value."""
-        kw = self.static_keywords(node, ("n", "dtype"), "wp.identity")
-        for name, a in zip(("n", "dtype"), node.args, strict=False):
-            kw[name] = self.eval_static(a, f"wp.identity({name})")
-        n, dtype = kw.get("n"), kw.get("dtype", T.float32)
-        if not isinstance(n, int) or n < 1:
-            self.error(node, KernelTypeError, "wp.identity() needs a constant size n (e.g. n=3)")
-        t = T.matrix((n, n), self.static_scalar(dtype, node))
-        one, zero = _coerce(1, t._wp_scalar_type_), _coerce(0, t._wp_scalar_type_)
-        consts = tuple(Const(one if i % (n + 1) == 0 else zero, t._wp_scalar_type_) for i in range(n * n))
-        return self.assign_temp(ir.Construct(t, consts), t)
-
-    def static_scalar(self, dtype: Any, node: ast.AST) -> Any:
-        try:
-            return T.scalar_type(dtype)
-        except TypeError:
-            self.error(node, KernelTypeError, f"dtype must be a scalar type, got {_describe(dtype)}")
-
-    def composite_call(self, is_vec: bool, node: ast.Call) -> Operand:
-        """wp.vector(*components, length=, dtype=) and wp.matrix(*components, shape=, dtype=) or
-        wp.matrix(pos, rot, scale): the type from the keywords (compile-time) and the arguments."""
-        what = "wp.vector" if is_vec else "wp.matrix"
-        kw = self.static_keywords(node, ("length" if is_vec else "shape", "dtype"), what)
-        args = [self.value(a) for a in node.args]
-        if not is_vec and len(args) == 3 and T.is_quat(args[1].type):
-            from .mathlib import matrix_trs
-            return self.call_function(matrix_trs, node)
-        st = self.dtype_of_call(kw, args, node)
-        if is_vec:
-            n = kw.get("length")
-            if n is None:
-                n = args[0].type._length_ if len(args) == 1 and T.is_vector(args[0].type) else len(args)
-            if not isinstance(n, int) or n < 1:
-                self.error(node, KernelTypeError, "wp.vector() needs a constant positive length")
-            return self.construct(T.vector(n, st), node, args)
-        shape = kw.get("shape")
-        if shape is None:
-            k = int(round(len(args) ** 0.5))
-            if not args or k * k != len(args):
-                self.error(node, KernelTypeError, "wp.matrix() needs shape=(rows, cols) unless given n*n components")
-            shape = (k, k)
-        if not (isinstance(shape, tuple) and len(shape) == 2 and all(isinstance(d, int) and d > 0 for d in shape)):
-            self.error(node, KernelTypeError, f"wp.matrix(shape=...) must be a constant (rows, cols), got {shape!r}")
-        return self.construct(T.matrix(shape, st), node, args)
-
-    def typed_kind_call(self, factory: Any, node: ast.Call) -> Operand:
-        """wp.types.quaternion(*components, dtype=) and wp.types.transformation(p, q, dtype=) in kernels."""
-        kw = self.static_keywords(node, ("dtype",), f"wp.types.{factory.__name__}")
-        args = [self.value(a) for a in node.args]
-        return self.construct(factory(self.dtype_of_call(kw, args, node)), node, args)
-
-    def dtype_of_call(self, kw: dict, args: list[Operand], node: ast.Call) -> Any:
-        """A constructor call's scalar type: its dtype= keyword, else its first argument's, else float32."""
-        if "dtype" in kw:
-            return self.static_scalar(kw["dtype"], node)
-        return T.elem_scalar(self.materialize(args[0]).type) if args else T.float32
-
-    def local_array(self, node: ast.Call) -> Operand:
-        """wp.zeros(shape, dtype) inside a kernel: a fixed-size local array, zeroed. It is a local
-        vector (1-D) or matrix (2-D, or 1-D of vectors) value: indexed, assigned and differentiated
-        like one, private to the thread."""
-        kw = self.static_keywords(node, ("shape", "dtype"), "wp.zeros")
-        for name, a in zip(("shape", "dtype"), node.args, strict=False):
-            kw[name] = self.eval_static(a, f"wp.zeros({name})")
-        shape, dtype = kw.get("shape"), kw.get("dtype", T.float32)
-        shape = (shape,) if isinstance(shape, int) else shape
-        if not (isinstance(shape, tuple) and 1 <= len(shape) <= 2 and all(isinstance(d, int) and d > 0 for d in shape)):
-            self.error(node, KernelTypeError, "a local array needs a constant shape of 1 or 2 positive sizes, "
-                       f"got {shape!r}")
-        if T.is_vector(dtype) and not (T.is_quat(dtype) or T.is_transform(dtype)) and len(shape) == 1:
-            t = T.matrix((shape[0], dtype._length_), dtype._wp_scalar_type_)
-        elif T.is_composite(dtype):
-            self.error(node, KernelTypeError, f"local arrays hold scalars or vectors (1-D), not {T.type_name(dtype)}")
-        else:
-            st = self.static_scalar(dtype, node)
-            t = T.vector(shape[0], st) if len(shape) == 1 else T.matrix(shape, st)
-        return self.assign_temp(ir.Construct(t, ()), t)
-
-    def output_form(self, name: str, node: ast.Call) -> None:
-        """svd3(A, U, sigma, V) and the like: one packed builtin call, its parts assigned to the
-        variables given after the input."""
-        packed_name, parts, _ = B.OUTPUT_FORMS[name]
-        self.no_keywords(node, f"wp.{name}")
-        if len(node.args) != 1 + len(parts):
-            self.error(node, KernelTypeError, f"wp.{name}() takes {1 + len(parts)} arguments: {B.SPECIAL_FORMS[name]}")
-        source = self.value(node.args[0])
-        if B.resolve(packed_name, [source.type]) is None:
-            takes = " or ".join(str(ov.params[0]) for ov in B.candidates(packed_name))
-            self.error(node.args[0], KernelTypeError, f"wp.{name}() takes a {takes}, got {T.type_name(source.type)}")
-        packed = self.call_builtin(packed_name, [source], node)
-        st = T.elem_scalar(packed.type)
-        for target, part in zip(node.args[1:], parts, strict=True):
-            if not isinstance(target, ast.Name | ast.Attribute | ast.Subscript):
-                self.error(target, KernelTypeError, f"wp.{name}() writes its results into variables; this is not one")
-            if isinstance(part, int):
-                value = self.assign_temp(ir.Extract(packed, (Const(part, T.int32),)),
-                                         self.component_type(packed.type, 1))
-            else:
-                kind, a, b = part
-                pieces = [self.assign_temp(ir.Extract(packed, (Const(i, T.int32),)),
-                                           self.component_type(packed.type, 1)) for i in range(a, b)]
-                if kind == "rows":
-                    value = self.call_builtin("matrix_from_rows", pieces, node)
-                else:
-                    value = self.assign_temp(ir.Construct(T.vector(b - a, st), tuple(pieces)), T.vector(b - a, st))
-            self.assign_to(target, value, node)
-
-    def special_form(self, name: str, node: ast.Call) -> Any:
-        if name == "tid":
-            if node.args or node.keywords:
-                self.error(node, KernelTypeError, "wp.tid() takes no arguments")
-            if not self.is_kernel:
-                self.error(node, KernelSyntaxError, "wp.tid() can only be used in kernels, not in functions")
-            self.check_tid_count(1, node)
-            return self.assign_temp(ir.Tid(0, 1), T.int32)
-        if name in B.RANDOM_DRAWS or name == "poisson":
-            return self.random_draw(name, node)
-        if name == "static":
-            value = self.static_value(node)
-            return self.from_python(value, node)
-        if name == "printf":
-            self.printf_call(node)
-            return None
-        if name in ("expect_near", "expect_eq"):
-            self.expect_call(name, node)
-            return None
-        if name in B.OUTPUT_FORMS:
-            self.output_form(name, node)
-            return None
-        if name == "cast":
-            return self.bit_cast(node)
-        if name == "breakpoint":
-            if node.args or node.keywords:
-                self.error(node, KernelTypeError, "wp.breakpoint() takes no arguments")
-            ov = B.Overload("breakpoint", (), lambda b: None, "lw::breakpoint", "Utility", "", False)
-            self.emit(ir.Eval(ir.Call(ov, ()), line=self.cur_line))
-            return None
-        # atomics: atomic_op(array, i[, j, ...], [compare,] value)
-        self.no_keywords(node, f"wp.{name}")
-        nvalues = 2 if name == "atomic_cas" else 1
-        if len(node.args) < 2 + nvalues:
-            self.error(node, KernelTypeError, f"wp.{name}(array, index..., {'compare, ' if nvalues == 2 else ''}value) "
-                       "takes an array, indices and a value")
-        arr = self.value(node.args[0])
-        if not isinstance(arr.type, ArrayType):
-            self.error(node.args[0], KernelTypeError, f"wp.{name}() needs an array first, got {T.type_name(arr.type)}")
-        idx_nodes = node.args[1:-nvalues]
-        if len(idx_nodes) != arr.type.ndim:
-            self.error(node, KernelTypeError, f"wp.{name}() on a {arr.type.ndim}-D array takes {arr.type.ndim} "
-                       f"indices, got {len(idx_nodes)}")
-        indices = tuple(self.indices(i)[0] for i in idx_nodes)
-        dtype = arr.type.dtype
-        op = name.split("_", 1)[1]
-        words = (T.int32, T.uint32, T.int64, T.uint64)  # what the hardware atomics take
-        allowed = {
-            "add": T.is_scalar(dtype) or T.is_composite(dtype), "sub": T.is_scalar(dtype) or T.is_composite(dtype),
-            "min": T.is_scalar(dtype) or T.is_composite(dtype), "max": T.is_scalar(dtype) or T.is_composite(dtype),
-            "exch": dtype in words + (T.float32, T.float64), "cas": dtype in words + (T.float32, T.float64),
-            "and": dtype in words, "or": dtype in words, "xor": dtype in words,
-        }[op]
-        narrow = T.elem_scalar(dtype) in (T.float16, T.bfloat16)  # 16-bit floats: atomic add and sub only
-        if not allowed or dtype is T.bool_ or (narrow and op not in ("add", "sub")):
-            self.error(node, KernelTypeError, f"wp.{name}() does not support arrays of {T.type_name(dtype)}")
-        value = self.convert(self.value(node.args[-1]), dtype, node.args[-1], what=f"wp.{name}() value")
-        compare = None
-        if op == "cas":
-            compare = self.convert(self.value(node.args[-2]), dtype, node.args[-2], what="wp.atomic_cas() compare")
-        dest = self.temp(dtype)
-        self.emit(ir.Atomic(op, arr, indices, value, dest, self.site(node, arr), compare, line=self.cur_line))
-        return dest
-
-    def print_call(self, node: ast.Call) -> None:
-        """Python's print: string constants and scalar/vector/matrix values, space-separated, one line."""
-        if node.keywords:
-            self.error(node, KernelTypeError, "print() takes no keyword arguments in kernels")
-        parts, args = [], []
-        for a in node.args:
-            if isinstance(a, ast.Constant) and isinstance(a.value, str):
-                parts.append(a.value.replace("%", "%%"))
-                continue
-            v = self.materialize(self.value(a))
-            if not (T.is_scalar(v.type) or T.is_composite(v.type)):
-                self.error(a, KernelTypeError, f"print() cannot show a {T.type_name(v.type)}")
-            parts.append(printf_directive(v.type))
-            args.append(v)
-        self.emit(ir.Print(" ".join(parts) + "\n", tuple(args), line=self.cur_line))
-
-    def printf_call(self, node: ast.Call) -> None:
-        """wp.printf(fmt, *args): a C format string; one directive per scalar argument."""
-        if not node.args or not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            self.error(node, KernelTypeError, "wp.printf takes a constant format string first")
-        args = [self.materialize(self.value(a)) for a in node.args[1:]]
-        for a, n in zip(args, node.args[1:], strict=True):
-            if not T.is_scalar(a.type):
-                self.error(n, KernelTypeError, f"wp.printf arguments must be scalars, got {T.type_name(a.type)}")
-        self.emit(ir.Print(node.args[0].value, tuple(args), line=self.cur_line))
-
-    def expect_call(self, name: str, node: ast.Call) -> None:
-        """expect_near(a, b, tolerance=1e-6) / expect_eq(a, b): checked where they run, reported by line."""
-        args = list(node.args)
-        kwargs = {k.arg: k.value for k in node.keywords}
-        if name == "expect_near" and "tolerance" in kwargs:
-            args.append(kwargs.pop("tolerance"))
-        if kwargs or not 2 <= len(args) <= (3 if name == "expect_near" else 2):
-            self.error(node, KernelTypeError, f"wp.{name} takes (a, b{', tolerance' if name == 'expect_near' else ''})")
-        a, b = self.unify([self.value(args[0]), self.value(args[1])], node)
-        a, b = self.materialize(a), self.materialize(b)
-        if a.type != b.type:
-            self.error(node, KernelTypeError, f"wp.{name} compares values of one type, got {T.type_name(a.type)} "
-                       f"and {T.type_name(b.type)}")
-        ok = T.is_float(a.type) or (T.is_vector(a.type) and a.type._wp_scalar_type_.is_float) if name == "expect_near" \
-            else T.is_scalar(a.type) or T.is_vector(a.type)
-        if not ok:
-            self.error(node, KernelTypeError, f"wp.{name} does not take {T.type_name(a.type)}")
-        operands = (a, b)
-        if name == "expect_near":
-            tol = self.value(args[2]) if len(args) == 3 else Const(1e-6, T.float64)
-            if not T.is_float(tol.type) and not (isinstance(tol, Const) and tol.weak):
-                self.error(args[2], KernelTypeError, "the tolerance must be a float")
-            operands = (a, b, Const(float(tol.value), T.float64) if isinstance(tol, Const) else tol)
-        line, _ = self.src.location(node)
-        where = f"{self.src.filename}:{line} in {self.qualname}"
-        self.emit(ir.Print(where, operands, check=name, line=self.cur_line))
-
-    def bit_cast(self, node: ast.Call) -> Operand:
-        """`wp.cast(value, dtype)`: reinterpret the value's bytes as `dtype` (sizes must agree)."""
-        args = list(node.args) + [k.value for k in node.keywords if k.arg == "dtype"]
-        if len(args) != 2 or any(k.arg not in ("dtype",) for k in node.keywords):
-            self.error(node, KernelTypeError, "wp.cast() takes (value, dtype)")
-        v = self.materialize(self.value(args[0]))
-        target = self.eval_static(args[1], "wp.cast()'s dtype")
-        try:
-            target = arg_type(target)
-        except TypeError as e:
-            self.error(args[1], KernelTypeError, f"wp.cast(): {e}")
-        if isinstance(target, ArrayType) or isinstance(v.type, ArrayType):
-            self.error(node, KernelTypeError, "wp.cast() reinterprets values, not arrays (use array.view(dtype))")
-        sizes = [ctypes.sizeof(field_ctype(t)) for t in (v.type, target)]
-        if sizes[0] != sizes[1]:
-            self.error(node, KernelTypeError, f"wp.cast(): {T.type_name(v.type)} has {sizes[0]} bytes but "
-                       f"{T.type_name(target)} has {sizes[1]}; the sizes must be equal")
-        ov = B.Overload("cast", (B.Exact(v.type),), lambda b: target, f"lw::bit_cast<{ctype(target)}>",
-                        "Utility", "", False)
-        return self.assign_temp(ir.Call(ov, (v,)), target)
-
     def static_value(self, node: ast.Call) -> Any:
         """Evaluate `wp.static(expr)`'s argument in Python, in the function's global and closure scope."""
         if len(node.args) != 1 or node.keywords:
@@ -1286,51 +1041,11 @@ class Builder:
         expr = ast.Expression(node)
         ast.fix_missing_locations(expr)
         try:
-            scope = {**self.closure, **self.static_locals}
+            scope = {**self.scope.closure, **self.scope.static_locals}
             return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
             self.error(node, KernelTypeError, f"{what} could not evaluate this expression: "
                        f"{type(e).__name__}: {e} (it may use only globals, closure values and constants)")
-
-    def random_draw(self, name: str, node: ast.Call) -> Operand:
-        """`wp.randf(state, ...)`: advance the state variable (an assignment the IR sees) and return a
-        pure function of the new state(s)."""
-        self.no_keywords(node, f"wp.{name}")
-        extra_type = {"randi": T.int32, "randu": T.uint32}.get(name, T.float32)
-        ranged = ((1, 3), "(state) or (state, lo, hi)")
-        forms = {"randi": ranged, "randu": ranged, "randf": ranged, "poisson": ((2,), "(state, lam)"),
-                 "sample_cdf": ((2,), "(state, cdf)")}.get(name, ((1,), "(state)"))
-        if len(node.args) not in forms[0]:
-            self.error(node, KernelTypeError, f"wp.{name} takes {forms[1]}")
-        state = self.value(node.args[0])
-        if state.type == T.uint32 and not (isinstance(node.args[0], ast.Name) and isinstance(state, Var)):
-            copy = self.temp(T.uint32)  # e.g. states[tid]: a copy advances
-            self.emit(ir.Assign(copy, ir.Copy(state), line=self.cur_line))
-            state = copy
-        if state.type != T.uint32:
-            self.error(node.args[0], KernelTypeError, f"the first argument of wp.{name} must be a uint32 random "
-                       f"state, e.g. state = wp.rand_init(seed, tid); got {T.type_name(state.type)}")
-        if name == "sample_cdf":
-            extras = [self.value(node.args[1])]
-            if B.resolve("_sample_cdf_of", [T.uint32, extras[0].type]) is None:
-                self.error(node.args[1], KernelTypeError, "wp.sample_cdf() takes a 1-D float array (not indexed) "
-                           f"as the cdf, got {T.type_name(extras[0].type)}")
-        else:
-            extras = [self.materialize(self.convert(self.value(a), extra_type, a)) for a in node.args[1:]]
-        if name == "poisson":  # consumes a value-dependent number of draws: state and value from one start
-            value = self.call_builtin("_poisson_of", [state, *extras], node)
-            self.emit(ir.Assign(state, ir.Copy(self.call_builtin("_poisson_state", [state, *extras], node)),
-                                line=self.cur_line))
-            return value
-        func, count = B.RANDOM_DRAWS[name]
-        states, cur = [], state
-        for _ in range(count):
-            cur = self.call_builtin("_rand_next", [cur], node)
-            states.append(cur)
-        self.emit(ir.Assign(state, ir.Copy(cur), line=self.cur_line))
-        return self.call_builtin(func, states + extras, node)
-
-    # -- types ---------------------------------------------------------------------------------
 
     def materialize(self, v: Operand) -> Operand:
         """A weak literal gets its default type (int32 / float32) when stored to a variable."""
@@ -1367,17 +1082,6 @@ _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
 _UNSET = object()
 
 
-def closure_values(func: Any) -> dict:
-    """The values a function closes over (cells not yet assigned are left out)."""
-    out = {}
-    for n, c in zip(func.__code__.co_freevars, func.__closure__ or (), strict=False):
-        try:
-            out[n] = c.cell_contents
-        except ValueError:
-            pass
-    return out
-
-
 def _has_bare_return(block: list) -> bool:
     return any(isinstance(s, ir.Return) and s.value is None for s in ir.walk(tuple(block)))
 
@@ -1406,25 +1110,3 @@ def _describe(obj: Any) -> str:
     if callable(obj):
         return f"'{getattr(obj, '__qualname__', getattr(obj, '__name__', repr(obj)))}'"
     return f"'{type(obj).__name__}' object"
-
-
-def arg_type(ann: Any) -> Any:
-    """The kernel type an annotation names (an array annotation, a scalar, vector or matrix type)."""
-    if isinstance(ann, indexedarray_cls):
-        return ArrayType(ann.dtype, ann.ndim, indexed=True)
-    if isinstance(ann, array_cls):
-        if ann.dtype is None:
-            raise TypeError("array annotations need a dtype, e.g. wp.array(dtype=float)")
-        return ArrayType(ann.dtype, ann.ndim)
-    if T.is_generic(ann):
-        return ann
-    if is_struct(ann):
-        return ann
-    if isinstance(ann, type) and issubclass(ann, array_cls):
-        raise TypeError(f"{ann.__name__} needs a dtype, e.g. {ann.__name__}(dtype=float)")
-    if T.is_composite(ann):
-        return ann
-    try:
-        return T.scalar_type(ann)
-    except TypeError:
-        raise TypeError(f"{ann!r} is not a type kernels understand") from None

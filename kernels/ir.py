@@ -30,6 +30,16 @@ class ArrayType:
     def __str__(self) -> str:
         return self.__name__
 
+    @property
+    def cname(self) -> str:
+        """The C++ type of the array descriptor kernels receive."""
+        return f"lw::{'indexedarray_t' if self.indexed else 'array_t'}<{ctype(self.dtype)}>"
+
+
+def ctype(t: Any) -> str:
+    """The C++ spelling of a kernel type (None: void)."""
+    return "void" if t is None else t.cname
+
 
 @dataclass(frozen=True)
 class Var:
@@ -66,6 +76,7 @@ class Call:
 
     target: Any  # builtins.Overload or module.FuncInstance
     args: tuple[Operand, ...]
+    type: Any = None  # for a builtin with out parameters: the record of its result and outputs
 
     def __str__(self) -> str:
         return f"{self.target.name}({', '.join(map(str, self.args))})"

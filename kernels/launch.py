@@ -135,6 +135,8 @@ def _converter(k: Kernel, name: str, t: Any) -> Any:
             return v
         if t is T.bool_ and isinstance(v, bool | int):
             return bool(v)
+        if t is T.uint64 and isinstance(v, registry.handle_types):  # a Mesh, HashGrid...: its id
+            return v.id
         raise LaunchError(f"kernel {k.label} argument '{name}' expects {T.type_name(t)}, got "
                           f"{type(v).__name__} ({v!r})")
     return conv_scalar

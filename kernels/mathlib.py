@@ -6,7 +6,7 @@ from typing import Any
 
 from . import types as T
 from .builtins import BUILTINS
-from .module import Function, func
+from .functions import Function, func
 
 # ruff: noqa: N806, N803  (type parameters of the per-precision factories are capitalized like classes)
 

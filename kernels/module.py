@@ -18,127 +18,20 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import build, codegen, config, ir
+from . import build, callforms, codegen, config, functions, ir  # noqa: F401 (callforms registers the call forms)
 from . import types as T
-from .errors import CompileError, KernelError, KernelTypeError
+from .annotations import annotations, arg_type
+from .errors import CompileError, KernelTypeError
 from .extensions import registry
-from .frontend import Builder, Source, arg_type, closure_values
+from .frontend import Builder, Source, call_kind
+from .functions import Function
 from .ir import ArrayType, Const
 from .runtime import cpu_runtime, runtime_loaded
 from .structs import is_struct
 
-_FUNCTION_GENERATION = [0]  # bumped whenever any @wp.func changes, so dependent modules rebuild
-
 
 def _sanitize(name: str) -> str:
     return re.sub(r"\W", "_", name)
-
-
-class Function:
-    """A `@wp.func`: callable from kernels and other functions, with overloads by argument types."""
-
-    def __init__(self, func: Any) -> None:
-        self.key = func.__qualname__
-        self.__name__ = func.__name__
-        self.__qualname__ = func.__qualname__
-        self.__doc__ = func.__doc__
-        self.__module__ = func.__module__
-        self.overloads: list[Any] = []
-        self.native_snippets: tuple | None = None  # wp.func_native: (snippet, adjoint snippet, replay snippet)
-        self.custom_grad: Any = None  # a Python function given by @wp.func_grad
-        self.custom_replay: Any = None  # a Python function given by @wp.func_replay
-        self.add_overload(func)
-
-    def add_overload(self, func: Any) -> None:
-        sig = _annotation_key(func)
-        self.overloads = [f for f in self.overloads if _annotation_key(f) != sig] + [func]
-        _FUNCTION_GENERATION[0] += 1
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Python scope: run the Python body of the last overload whose annotated vector, matrix and
-        struct parameters match the arguments' types (scalars convert), directly."""
-        for pyf in reversed(self.overloads):
-            try:
-                bound = inspect.signature(pyf).bind(*args, **kwargs)
-            except TypeError:
-                continue
-            hints = _annotations(pyf)
-            if all(not isinstance(v, T._CompositeMixin) or not T.is_composite(hints.get(n)) or type(v) is hints[n]
-                   for n, v in bound.arguments.items()):
-                return pyf(*args, **kwargs)
-        return self.overloads[-1](*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<loomwork function {self.key}>"
-
-
-def _annotation_key(func: Any) -> tuple:
-    hints = _annotations(func)
-    return tuple((n, repr(hints.get(n))) for n in inspect.signature(func).parameters)
-
-
-def _annotations(func: Any) -> dict:
-    ann = dict(getattr(func, "__annotations__", {}))
-    for k, v in ann.items():
-        if isinstance(v, str):
-            ann[k] = eval(v, func.__globals__, closure_values(func))  # noqa: S307 - the user's own annotation
-    return ann
-
-
-_functions: dict[tuple[str, str], Function] = {}
-
-
-def func(f: Any) -> Function:
-    """Decorator: make `f` a function kernels can call. Redefining a name with other argument
-    types adds an overload; with the same types, replaces it."""
-    key = (f.__module__, f.__qualname__)
-    fn = _functions.get(key)
-    if fn is None:
-        fn = _functions[key] = Function(f)
-    else:
-        fn.add_overload(f)
-    return fn
-
-
-def func_native(snippet: str, adj_snippet: str | None = None, replay_snippet: str | None = None) -> Any:
-    """Decorator: a function whose body is C++ `snippet` (parameters by their Python names; the
-    Python body is not compiled). `adj_snippet` accumulates into `adj_<name>` (arrays: gradient views,
-    so `adj_out[tid]` reads an output's adjoint) from `adj_ret`; `replay_snippet` replaces the forward
-    snippet in the backward pass."""
-    if not isinstance(snippet, str) or (adj_snippet is not None and not isinstance(adj_snippet, str)):
-        raise TypeError("wp.func_native takes C++ source strings")
-
-    def wrap(f: Any) -> Function:
-        fn = func(f)
-        fn.native_snippets = (snippet, adj_snippet, replay_snippet)
-        _FUNCTION_GENERATION[0] += 1
-        return fn
-
-    return wrap
-
-
-def _attach(f: Function, attr: str, decorator: str) -> Any:
-    if not isinstance(f, Function):
-        raise TypeError(f"@wp.{decorator} takes a @wp.func, got {type(f).__name__}")
-
-    def wrap(pyfunc: Any) -> Any:
-        setattr(f, attr, pyfunc)
-        _FUNCTION_GENERATION[0] += 1  # modules that call f rebuild
-        return pyfunc
-
-    return wrap
-
-
-def func_grad(f: Function) -> Any:
-    """Decorator: give @wp.func `f` a hand-written adjoint. It takes f's parameters plus `adj_ret`
-    (when f returns a value) and accumulates into `wp.adjoint[param]`."""
-    return _attach(f, "custom_grad", "func_grad")
-
-
-def func_replay(f: Function) -> Any:
-    """Decorator: give @wp.func `f` the function its backward pass calls instead of re-running it
-    (same parameters and return type; for functions with side effects such as atomics)."""
-    return _attach(f, "custom_replay", "func_replay")
 
 
 @dataclass
@@ -216,7 +109,7 @@ class BuildContext:
             except TypeError as e:
                 errors.append(f"{fn.key}{sig}: {e}")
                 continue
-            hints = _annotations(pyf)
+            hints = annotations(pyf)
             types: dict[str, Any] = {}
             ok = True
             for n, p in sig.parameters.items():
@@ -356,7 +249,7 @@ class Kernel:
 
     def signature(self) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         if self._signature is None:
-            hints = _annotations(self.func)
+            hints = annotations(self.func)
             names, types = [], []
             for n, p in inspect.signature(self.func).parameters.items():
                 if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
@@ -401,6 +294,11 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<loomwork kernel {self.key}>"
+
+
+@call_kind(lambda obj: isinstance(obj, Kernel))
+def _kernel_call(bld: Builder, node: Any, obj: Kernel) -> None:
+    bld.error(node, KernelTypeError, f"kernel '{obj.key}' cannot be called from a kernel; make it a @wp.func")
 
 
 def kernel(f: Any = None, *, enable_backward: bool | None = None, module: Any = None,
@@ -507,16 +405,16 @@ class Module:
         """Build (or find in the cache) and load this module for `device`; cached per options."""
         last = self._last
         if (last is not None and last[0] is device and last[1] == config.mode and last[2] == config.fast_math
-                and last[3] == self.version and last[4] == _FUNCTION_GENERATION[0]
+                and last[3] == self.version and last[4] == functions.GENERATION[0]
                 and last[5] == (config.enable_backward, config.max_unroll)):
             return last[6]
         lm = self._load(device)
-        self._last = (device, config.mode, config.fast_math, self.version, _FUNCTION_GENERATION[0],
+        self._last = (device, config.mode, config.fast_math, self.version, functions.GENERATION[0],
                       (config.enable_backward, config.max_unroll), lm)
         return lm
 
     def _load(self, device: Any) -> LoadedModule:
-        version = (self.version, _FUNCTION_GENERATION[0])
+        version = (self.version, functions.GENERATION[0])
         key = (str(device),) + self.options_key()
         lm = self.loaded.get(key)
         if lm is not None and lm.version == version:
@@ -662,6 +560,5 @@ def force_load(device: Any = None, modules: list | None = None) -> None:
             mod.load(get_device(device))
 
 
-__all__ = ["Kernel", "Function", "kernel", "func", "func_grad", "func_replay", "func_native",
-           "load_module", "force_load", "get_module", "KernelError",
-           "ArrayType"]
+__all__ = ["Kernel", "kernel", "load_module", "force_load", "get_module", "set_module_options", "get_module_options",
+           "overload"]

@@ -10,23 +10,22 @@ from __future__ import annotations
 import ctypes
 import itertools
 import re
+import sys
 from typing import Any
 
 import numpy as np
 
 from . import types as T
+from .annotations import arg_type
 from .array import ArrayDesc, IndexedDesc, array
-from .ir import ArrayType
+from .ir import ArrayType, ctype
 
 _ids = itertools.count()
 
 
-class StructType:
+class StructType(T.RecordType):
     """Base of every @wp.struct class. `cls.fields` maps field names to kernel types."""
 
-    fields: dict[str, Any] = {}
-    cname: str = ""
-    _ctype: Any = None
     is_tuple: bool = False
 
     def __init__(self, **values: Any) -> None:
@@ -126,25 +125,21 @@ def _convert(struct_name: str, name: str, t: Any, value: Any) -> Any:
 
 def struct(cls: type) -> type:
     """Decorator: turn an annotated class into a struct type usable in kernels and as kernel arguments."""
-    from .frontend import arg_type  # the one place annotations become kernel types
-
     annotations = dict(getattr(cls, "__annotations__", {}))
     if not annotations:
         raise TypeError(f"@wp.struct {cls.__name__} declares no fields (annotate them: `x: float`)")
     fields: dict[str, Any] = {}
     for name, ann in annotations.items():
         if isinstance(ann, str):
-            import sys
-
             ann = eval(ann, vars(sys.modules[cls.__module__]))  # noqa: S307 - the user's own annotation
         try:
-            fields[name] = ann if is_struct(ann) else arg_type(ann)
+            fields[name] = arg_type(ann)
         except TypeError as e:
             raise TypeError(f"@wp.struct {cls.__name__}: field '{name}': {e}") from None
     ctype_fields = [(n, field_ctype(t)) for n, t in fields.items()]
-    ctype = type(f"{cls.__name__}_ctype", (ctypes.Structure,), {"_fields_": ctype_fields})
+    layout = type(f"{cls.__name__}_ctype", (ctypes.Structure,), {"_fields_": ctype_fields})
     cname = f"lw::s_{re.sub(r'[^0-9A-Za-z_]', '_', cls.__qualname__)}_{next(_ids)}"
-    attrs = {"fields": fields, "cname": cname, "_ctype": ctype, "__module__": cls.__module__,
+    attrs = {"fields": fields, "cname": cname, "_ctype": layout, "__module__": cls.__module__,
              "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
     return type(cls.__name__, (StructType,), attrs)
 
@@ -153,47 +148,9 @@ def field_ctype(t: Any) -> Any:
     """The ctypes type a value of kernel type `t` occupies in an argument block or a struct."""
     if isinstance(t, ArrayType):
         return IndexedDesc if t.indexed else ArrayDesc
-    if is_struct(t):
-        return t._ctype
     if T.is_composite(t):
         return t
-    return t._ctype
-
-
-def struct_declarations(types: list) -> str:
-    """C++ declarations of struct types (dependencies first) and their adjoint accumulation."""
-    ordered: list = []
-
-    def visit(t: Any) -> None:
-        if t in ordered:
-            return
-        for ft in t.fields.values():
-            if is_struct(ft):
-                visit(ft)
-        ordered.append(t)
-
-    for t in types:
-        visit(t)
-    from .codegen import ctype
-
-    lines = ["namespace lw {"]
-    for t in ordered:
-        name = t.cname.split("::", 1)[1]
-        lines.append(f"struct {name} {{")
-        lines += [f"    {ctype(ft)} {fn};" for fn, ft in t.fields.items()]
-        lines.append("};")
-        diff = [fn for fn, ft in t.fields.items() if not isinstance(ft, ArrayType) and struct_differentiable(ft)]
-        lines.append(f"LW_FUNC void acc({name}& a, {name} b) {{")
-        lines += [f"    acc(a.{fn}, b.{fn});" for fn in diff]
-        lines.append("}")
-        # gradients of arrays of structs accumulate field by field
-        lines.append(f"LW_DEVICE {name} atomic_add({name}* p, {name} v) {{")
-        lines.append(f"    {name} r{{}};")
-        lines += [f"    r.{fn} = atomic_add(&p->{fn}, v.{fn});" for fn in diff]
-        lines.append("    return r;")
-        lines.append("}")
-    lines.append("}  // namespace lw")
-    return "\n".join(lines) + "\n"
+    return t._ctype  # scalars and records
 
 
 def struct_differentiable(t: Any) -> bool:
@@ -212,13 +169,11 @@ def tuple_type(types: tuple) -> type:
     t = _tuple_types.get(types)
     if t is None:
         fields = {f"f{i}": ft for i, ft in enumerate(types)}
-        from .codegen import ctype as cpp_type  # C++ spellings are unique where Python names may not be
-
         ctype_fields = [(n, field_ctype(ft)) for n, ft in fields.items()]
-        ctype = type("tuple_ctype", (ctypes.Structure,), {"_fields_": ctype_fields})
-        cname = "lw::tuple_" + "_".join(re.sub(r"[^0-9A-Za-z]", "_", cpp_type(ft)) for ft in types)
+        layout = type("tuple_ctype", (ctypes.Structure,), {"_fields_": ctype_fields})
+        cname = "lw::tuple_" + "_".join(re.sub(r"[^0-9A-Za-z]", "_", ctype(ft)) for ft in types)
         name = f"tuple[{', '.join(T.type_name(ft) for ft in types)}]"
-        t = type(name, (StructType,), {"fields": fields, "cname": cname, "_ctype": ctype, "is_tuple": True})
+        t = type(name, (StructType,), {"fields": fields, "cname": cname, "_ctype": layout, "is_tuple": True})
         _tuple_types[types] = t
     return t
 

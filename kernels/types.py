@@ -567,9 +567,24 @@ def scalar_type(t: Any) -> type[ScalarType]:
     raise TypeError(f"{t!r} is not a scalar type")
 
 
+class RecordType:
+    """Base of the kernel types laid out as C++ records: @wp.struct classes and the native value types
+    extensions declare. `fields` maps field names to kernel types, `cname` is the C++ name and
+    `_ctype` the ctypes layout."""
+
+    fields: dict[str, Any] = {}
+    cname: str = ""
+    _ctype: Any = None
+
+
+def is_record(t: Any) -> bool:
+    """Whether `t` is a record type (a @wp.struct class or an extension's native value type)."""
+    return isinstance(t, type) and issubclass(t, RecordType) and t._ctype is not None
+
+
 def is_struct_type(t: Any) -> bool:
-    """Whether `t` is a @wp.struct class (recognized by shape, as structs build on this module)."""
-    return isinstance(t, type) and hasattr(t, "fields") and hasattr(t, "_pack") and getattr(t, "_ctype", None)
+    """Whether `t` is a @wp.struct class (a record with Python-side instances)."""
+    return is_record(t) and hasattr(t, "_pack")
 
 
 def normalize_dtype(t: Any) -> type:

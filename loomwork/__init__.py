@@ -5,6 +5,7 @@
 
 from . import types  # noqa: E402  (wp.types.vector / wp.types.matrix)
 from .autodiff.tape import OverwriteError, Tape  # importing autodiff registers reverse mode
+from .geometry import HashGrid, hash_grid_query_t  # registers the geometry builtins
 from .kernels import config
 from .kernels.array import (
     array,
@@ -50,7 +51,9 @@ from .kernels.errors import (
     KernelTypeError,
     LaunchError,
 )
+from .kernels.extensions import publish_into as _publish_into
 from .kernels.frontend import adjoint
+from .kernels.functions import Function, func, func_grad, func_native, func_replay
 from .kernels.launch import launch, synchronize, synchronize_device
 from .kernels.mathlib import (
     quat_from_euler,
@@ -70,13 +73,8 @@ from .kernels.mathlib import (
     velocity_at_point,
 )
 from .kernels.module import (
-    Function,
     Kernel,
     force_load,
-    func,
-    func_grad,
-    func_native,
-    func_replay,
     get_module_options,
     kernel,
     load_module,
@@ -136,7 +134,8 @@ __all__ = [
     "func_native", "identity", "vector", "matrix", "quat_from_matrix", "quat_slerp", "quat_to_rpy",
     "transform_from_matrix", "transform_to_matrix", "quat_from_euler", "quat_to_euler", "quat_twist",
     "quat_twist_angle", "quat_twist_angle_signed", "transform_compose", "transform_decompose", "transform_twist",
-    "transform_wrench", "velocity_at_point",
+    "transform_wrench", "velocity_at_point", "HashGrid", "hash_grid_query_t",
     *_PUBLIC_TYPES,
     *(name for name in _BUILTINS if not name.startswith("_")),
 ]
+_publish_into(globals())  # names extensions export (now and later): wp.<name>, listed in __all__

@@ -1,0 +1,48 @@
+"""Annotations -> kernel types: what a parameter, field or local annotation names, and the evaluated
+annotations and closure values of a Python function (string annotations resolve in its scope)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import types as T
+from .array import array, indexedarray
+from .ir import ArrayType
+
+
+def arg_type(ann: Any) -> Any:
+    """The kernel type an annotation names (an array annotation, a scalar, vector, matrix or record type)."""
+    if isinstance(ann, indexedarray):
+        return ArrayType(ann.dtype, ann.ndim, indexed=True)
+    if isinstance(ann, array):
+        if ann.dtype is None:
+            raise TypeError("array annotations need a dtype, e.g. wp.array(dtype=float)")
+        return ArrayType(ann.dtype, ann.ndim)
+    if T.is_generic(ann) or T.is_record(ann) or T.is_composite(ann):
+        return ann
+    if isinstance(ann, type) and issubclass(ann, array):
+        raise TypeError(f"{ann.__name__} needs a dtype, e.g. {ann.__name__}(dtype=float)")
+    try:
+        return T.scalar_type(ann)
+    except TypeError:
+        raise TypeError(f"{ann!r} is not a type kernels understand") from None
+
+
+def closure_values(func: Any) -> dict:
+    """The values a function closes over (cells not yet assigned are left out)."""
+    out = {}
+    for n, c in zip(func.__code__.co_freevars, func.__closure__ or (), strict=False):
+        try:
+            out[n] = c.cell_contents
+        except ValueError:
+            pass
+    return out
+
+
+def annotations(func: Any) -> dict:
+    """A function's annotations with strings (`from __future__ import annotations`) evaluated."""
+    ann = dict(getattr(func, "__annotations__", {}))
+    for k, v in ann.items():
+        if isinstance(v, str):
+            ann[k] = eval(v, func.__globals__, closure_values(func))  # noqa: S307 - the user's own annotation
+    return ann

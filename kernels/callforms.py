@@ -1,0 +1,476 @@
+"""The kernel language's call forms: calls the front end handles itself rather than resolving against
+the builtin table (constructors and casts, wp.tid, atomics, random draws, printing and checks,
+output forms, wp.static, local arrays). Each is registered in `frontend.CALL_FORMS` by the name or
+Python object it handles, or in `frontend.CALL_KINDS` by a predicate on the callee; extensions add
+their own the same way."""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+from typing import Any
+
+from . import builtins as B
+from . import ir
+from . import types as T
+from .annotations import arg_type
+from .array import zeros as array_zeros
+from .codegen import printf_directive
+from .errors import KernelSyntaxError, KernelTypeError
+from .frontend import Builder, _coerce, _describe, call_form, call_kind
+from .functions import Function
+from .ir import ArrayType, Const, Operand, Var, ctype
+from .mathlib import matrix_trs
+from .structs import field_ctype, is_struct
+
+# -- wp.tid, wp.static, breakpoint ------------------------------------------------------------------
+
+
+@call_form("tid")
+def tid(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    if node.args or node.keywords:
+        bld.error(node, KernelTypeError, "wp.tid() takes no arguments")
+    if not bld.is_kernel:
+        bld.error(node, KernelSyntaxError, "wp.tid() can only be used in kernels, not in functions")
+    bld.check_tid_count(1, node)
+    return bld.assign_temp(ir.Tid(0, 1), T.int32)
+
+
+@call_form("static")
+def static(bld: Builder, node: ast.Call, obj: Any) -> Any:
+    return bld.from_python(bld.static_value(node), node)
+
+
+@call_form("breakpoint")
+def breakpoint_(bld: Builder, node: ast.Call, obj: Any) -> None:
+    if node.args or node.keywords:
+        bld.error(node, KernelTypeError, "wp.breakpoint() takes no arguments")
+    ov = B.Overload("breakpoint", (), lambda b: None, "lw::breakpoint", "Utility", "", False)
+    bld.emit(ir.Eval(ir.Call(ov, ()), line=bld.cur_line))
+
+
+# -- atomics -------------------------------------------------------------------------------------
+
+
+@call_form("atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas", "atomic_and",
+           "atomic_or", "atomic_xor")
+def atomic(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """atomic_op(array, i[, j, ...], [compare,] value): returns the previous value."""
+    name = obj.name
+    bld.no_keywords(node, f"wp.{name}")
+    nvalues = 2 if name == "atomic_cas" else 1
+    if len(node.args) < 2 + nvalues:
+        bld.error(node, KernelTypeError, f"wp.{name}(array, index..., {'compare, ' if nvalues == 2 else ''}value) "
+                   "takes an array, indices and a value")
+    arr = bld.value(node.args[0])
+    if not isinstance(arr.type, ArrayType):
+        bld.error(node.args[0], KernelTypeError, f"wp.{name}() needs an array first, got {T.type_name(arr.type)}")
+    idx_nodes = node.args[1:-nvalues]
+    if len(idx_nodes) != arr.type.ndim:
+        bld.error(node, KernelTypeError, f"wp.{name}() on a {arr.type.ndim}-D array takes {arr.type.ndim} "
+                   f"indices, got {len(idx_nodes)}")
+    indices = tuple(bld.indices(i)[0] for i in idx_nodes)
+    dtype = arr.type.dtype
+    op = name.split("_", 1)[1]
+    words = (T.int32, T.uint32, T.int64, T.uint64)  # what the hardware atomics take
+    allowed = {
+        "add": T.is_scalar(dtype) or T.is_composite(dtype), "sub": T.is_scalar(dtype) or T.is_composite(dtype),
+        "min": T.is_scalar(dtype) or T.is_composite(dtype), "max": T.is_scalar(dtype) or T.is_composite(dtype),
+        "exch": dtype in words + (T.float32, T.float64), "cas": dtype in words + (T.float32, T.float64),
+        "and": dtype in words, "or": dtype in words, "xor": dtype in words,
+    }[op]
+    narrow = T.elem_scalar(dtype) in (T.float16, T.bfloat16)  # 16-bit floats: atomic add and sub only
+    if not allowed or dtype is T.bool_ or (narrow and op not in ("add", "sub")):
+        bld.error(node, KernelTypeError, f"wp.{name}() does not support arrays of {T.type_name(dtype)}")
+    value = bld.convert(bld.value(node.args[-1]), dtype, node.args[-1], what=f"wp.{name}() value")
+    compare = None
+    if op == "cas":
+        compare = bld.convert(bld.value(node.args[-2]), dtype, node.args[-2], what="wp.atomic_cas() compare")
+    dest = bld.temp(dtype)
+    bld.emit(ir.Atomic(op, arr, indices, value, dest, bld.site(node, arr), compare, line=bld.cur_line))
+    return dest
+
+
+# -- printing and checks ----------------------------------------------------------------------------
+
+
+@call_form(print)
+def print_form(bld: Builder, node: ast.Call, obj: Any) -> None:
+    print_call(bld, node)
+
+
+@call_form("printf")
+def printf_form(bld: Builder, node: ast.Call, obj: Any) -> None:
+    printf_call(bld, node)
+
+
+@call_form("expect_near", "expect_eq")
+def expect_form(bld: Builder, node: ast.Call, obj: Any) -> None:
+    expect_call(bld, obj.name, node)
+
+
+def print_call(bld: Builder, node: ast.Call) -> None:
+    """Python's print: string constants and scalar/vector/matrix values, space-separated, one line."""
+    if node.keywords:
+        bld.error(node, KernelTypeError, "print() takes no keyword arguments in kernels")
+    parts, args = [], []
+    for a in node.args:
+        if isinstance(a, ast.Constant) and isinstance(a.value, str):
+            parts.append(a.value.replace("%", "%%"))
+            continue
+        v = bld.materialize(bld.value(a))
+        if not (T.is_scalar(v.type) or T.is_composite(v.type)):
+            bld.error(a, KernelTypeError, f"print() cannot show a {T.type_name(v.type)}")
+        parts.append(printf_directive(v.type))
+        args.append(v)
+    bld.emit(ir.Print(" ".join(parts) + "\n", tuple(args), line=bld.cur_line))
+
+
+def printf_call(bld: Builder, node: ast.Call) -> None:
+    """wp.printf(fmt, *args): a C format string; one directive per scalar argument."""
+    if not node.args or not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        bld.error(node, KernelTypeError, "wp.printf takes a constant format string first")
+    args = [bld.materialize(bld.value(a)) for a in node.args[1:]]
+    for a, n in zip(args, node.args[1:], strict=True):
+        if not T.is_scalar(a.type):
+            bld.error(n, KernelTypeError, f"wp.printf arguments must be scalars, got {T.type_name(a.type)}")
+    bld.emit(ir.Print(node.args[0].value, tuple(args), line=bld.cur_line))
+
+
+def expect_call(bld: Builder, name: str, node: ast.Call) -> None:
+    """expect_near(a, b, tolerance=1e-6) / expect_eq(a, b): checked where they run, reported by line."""
+    args = list(node.args)
+    kwargs = {k.arg: k.value for k in node.keywords}
+    if name == "expect_near" and "tolerance" in kwargs:
+        args.append(kwargs.pop("tolerance"))
+    if kwargs or not 2 <= len(args) <= (3 if name == "expect_near" else 2):
+        bld.error(node, KernelTypeError, f"wp.{name} takes (a, b{', tolerance' if name == 'expect_near' else ''})")
+    a, b = bld.unify([bld.value(args[0]), bld.value(args[1])], node)
+    a, b = bld.materialize(a), bld.materialize(b)
+    if a.type != b.type:
+        bld.error(node, KernelTypeError, f"wp.{name} compares values of one type, got {T.type_name(a.type)} "
+                   f"and {T.type_name(b.type)}")
+    ok = T.is_float(a.type) or (T.is_vector(a.type) and a.type._wp_scalar_type_.is_float) if name == "expect_near" \
+        else T.is_scalar(a.type) or T.is_vector(a.type)
+    if not ok:
+        bld.error(node, KernelTypeError, f"wp.{name} does not take {T.type_name(a.type)}")
+    operands = (a, b)
+    if name == "expect_near":
+        tol = bld.value(args[2]) if len(args) == 3 else Const(1e-6, T.float64)
+        if not T.is_float(tol.type) and not (isinstance(tol, Const) and tol.weak):
+            bld.error(args[2], KernelTypeError, "the tolerance must be a float")
+        operands = (a, b, Const(float(tol.value), T.float64) if isinstance(tol, Const) else tol)
+    line, _ = bld.src.location(node)
+    where = f"{bld.src.filename}:{line} in {bld.qualname}"
+    bld.emit(ir.Print(where, operands, check=name, line=bld.cur_line))
+
+
+# -- casts and constructors ----------------------------------------------------------------------
+
+
+@call_form("cast")
+def cast_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    return bit_cast(bld, node)
+
+
+def bit_cast(bld: Builder, node: ast.Call) -> Operand:
+    """`wp.cast(value, dtype)`: reinterpret the value's bytes as `dtype` (sizes must agree)."""
+    args = list(node.args) + [k.value for k in node.keywords if k.arg == "dtype"]
+    if len(args) != 2 or any(k.arg not in ("dtype",) for k in node.keywords):
+        bld.error(node, KernelTypeError, "wp.cast() takes (value, dtype)")
+    v = bld.materialize(bld.value(args[0]))
+    target = bld.eval_static(args[1], "wp.cast()'s dtype")
+    try:
+        target = arg_type(target)
+    except TypeError as e:
+        bld.error(args[1], KernelTypeError, f"wp.cast(): {e}")
+    if isinstance(target, ArrayType) or isinstance(v.type, ArrayType):
+        bld.error(node, KernelTypeError, "wp.cast() reinterprets values, not arrays (use array.view(dtype))")
+    sizes = [ctypes.sizeof(field_ctype(t)) for t in (v.type, target)]
+    if sizes[0] != sizes[1]:
+        bld.error(node, KernelTypeError, f"wp.cast(): {T.type_name(v.type)} has {sizes[0]} bytes but "
+                   f"{T.type_name(target)} has {sizes[1]}; the sizes must be equal")
+    ov = B.Overload("cast", (B.Exact(v.type),), lambda b: target, f"lw::bit_cast<{ctype(target)}>",
+                    "Utility", "", False)
+    return bld.assign_temp(ir.Call(ov, (v,)), target)
+
+
+@call_kind(lambda obj: isinstance(obj, type) and (issubclass(obj, T.ScalarType) or obj in (int, float, bool)))
+def scalar_cast(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    bld.no_keywords(node, obj.__name__)
+    return cast(bld, T.scalar_type(obj), node)
+
+
+@call_kind(T.is_composite)
+def composite_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    bld.no_keywords(node, obj.__name__)
+    return construct(bld, obj, node)
+
+
+@call_kind(is_struct)
+def struct_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    if node.args or node.keywords:
+        bld.error(node, KernelTypeError, f"{obj.__name__}() takes no arguments in kernels (it starts "
+                  "zeroed; set fields one by one)")
+    return bld.assign_temp(ir.Construct(obj, ()), obj)
+
+
+@call_kind(lambda obj: isinstance(obj, Function))
+def function_call(bld: Builder, node: ast.Call, obj: Any) -> Any:
+    return bld.call_function(obj, node)
+
+
+@call_form(T.identity)
+def identity_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    return identity_call(bld, node)
+
+
+@call_form(T.vector_value, T.vector, T.matrix_value, T.matrix)  # wp.types.vector(...) constructs too
+def composite_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    return composite_call(bld, obj in (T.vector_value, T.vector), node)
+
+
+@call_form(T.quaternion, T.transformation)
+def typed_kind_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    return typed_kind_call(bld, obj, node)
+
+
+@call_form(array_zeros)
+def local_array_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    return local_array(bld, node)
+
+
+@call_form(len)
+def len_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    if len(node.args) != 1:
+        bld.error(node, KernelTypeError, "len() takes one argument")
+    v = bld.value(node.args[0])
+    if isinstance(v.type, ArrayType):
+        return bld.assign_temp(ir.Shape(v, 0), T.int32)
+    if T.is_composite(v.type):
+        return Const(v.type._shape_[0], T.int32)
+    bld.error(node, KernelTypeError, f"len() of {T.type_name(v.type)}")
+
+
+@call_form(range)
+def range_form(bld: Builder, node: ast.Call, obj: Any) -> None:
+    bld.error(node, KernelSyntaxError, "range() can only be used as a for-loop iterable")
+
+
+def cast(bld: Builder, t: Any, node: ast.Call) -> Operand:
+    if len(node.args) != 1:
+        if not node.args:
+            return Const(_coerce(0, t), t)
+        bld.error(node, KernelTypeError, f"{t.__name__}() takes one argument")
+    v = bld.value(node.args[0])
+    if isinstance(v, Const):
+        return Const(_coerce(v.value, t), t)
+    if not T.is_scalar(v.type):
+        bld.error(node, KernelTypeError, f"cannot convert {T.type_name(v.type)} to {t.__name__}")
+    if t is T.bool_:
+        return bld.truth(v, node)
+    if v.type == t:
+        return v
+    return bld.assign_temp(ir.Construct(t, (v,)), t)
+
+
+def construct(bld: Builder, t: Any, node: ast.Call, args: list[Operand] | None = None) -> Operand:
+    """A value of composite type `t` from the call's arguments (evaluated here unless given)."""
+    st = t._wp_scalar_type_
+    n = t._length_
+    if args is None:
+        args = [bld.value(a) for a in node.args]
+    if T.is_transform(t) and len(args) == 2:  # wp.transform(p, q)
+        return bld.call_builtin("_make_transform", args, node)
+    if T.is_vector(t) and n == 6 and len(args) == 2 and all(T.is_vector(a.type) for a in args):
+        return bld.call_builtin("_make_spatial", args, node)  # wp.spatial_vector(w, v)
+    if not args:
+        return bld.assign_temp(ir.Construct(t, ()), t)
+    if len(args) == 1 and T.is_composite(args[0].type):
+        if args[0].type._shape_ != t._shape_:
+            bld.error(node, KernelTypeError, f"cannot convert {T.type_name(args[0].type)} to {T.type_name(t)}")
+        return args[0] if args[0].type == t else bld.assign_temp(ir.Construct(t, (args[0],)), t)
+    if T.is_matrix(t) and len(args) == t._shape_[0] and all(T.is_vector(a.type) for a in args):
+        bld.error(node, KernelTypeError, f"{T.type_name(t)}() takes {n} scalars (row-major), not row vectors")
+    if len(args) not in (1, n):
+        bld.error(node, KernelTypeError, f"{T.type_name(t)}() takes 0, 1 or {n} scalar arguments, got {len(args)}")
+    args = [bld.convert(a, st, node) for a in args]
+    return bld.assign_temp(ir.Construct(t, tuple(args)), t)
+
+
+def static_keywords(bld: Builder, node: ast.Call, allowed: tuple[str, ...], what: str) -> dict:
+    """A call's keyword arguments, evaluated in Python when the kernel compiles."""
+    out = {}
+    for k in node.keywords:
+        if k.arg not in allowed:
+            bld.error(node, KernelTypeError, f"{what}() takes the keywords {', '.join(allowed)}, not {k.arg}")
+        out[k.arg] = bld.eval_static(k.value, f"{what}({k.arg}=...)")
+    return out
+
+
+def identity_call(bld: Builder, node: ast.Call) -> Operand:
+    """wp.identity(n, dtype): compile-time arguments, an identity matrix value."""
+    kw = static_keywords(bld, node, ("n", "dtype"), "wp.identity")
+    for name, a in zip(("n", "dtype"), node.args, strict=False):
+        kw[name] = bld.eval_static(a, f"wp.identity({name})")
+    n, dtype = kw.get("n"), kw.get("dtype", T.float32)
+    if not isinstance(n, int) or n < 1:
+        bld.error(node, KernelTypeError, "wp.identity() needs a constant size n (e.g. n=3)")
+    t = T.matrix((n, n), static_scalar(bld, dtype, node))
+    one, zero = _coerce(1, t._wp_scalar_type_), _coerce(0, t._wp_scalar_type_)
+    consts = tuple(Const(one if i % (n + 1) == 0 else zero, t._wp_scalar_type_) for i in range(n * n))
+    return bld.assign_temp(ir.Construct(t, consts), t)
+
+
+def static_scalar(bld: Builder, dtype: Any, node: ast.AST) -> Any:
+    try:
+        return T.scalar_type(dtype)
+    except TypeError:
+        bld.error(node, KernelTypeError, f"dtype must be a scalar type, got {_describe(dtype)}")
+
+
+def composite_call(bld: Builder, is_vec: bool, node: ast.Call) -> Operand:
+    """wp.vector(*components, length=, dtype=) and wp.matrix(*components, shape=, dtype=) or
+    wp.matrix(pos, rot, scale): the type from the keywords (compile-time) and the arguments."""
+    what = "wp.vector" if is_vec else "wp.matrix"
+    kw = static_keywords(bld, node, ("length" if is_vec else "shape", "dtype"), what)
+    args = [bld.value(a) for a in node.args]
+    if not is_vec and len(args) == 3 and T.is_quat(args[1].type):
+        return bld.call_function(matrix_trs, node)
+    st = dtype_of_call(bld, kw, args, node)
+    if is_vec:
+        n = kw.get("length")
+        if n is None:
+            n = args[0].type._length_ if len(args) == 1 and T.is_vector(args[0].type) else len(args)
+        if not isinstance(n, int) or n < 1:
+            bld.error(node, KernelTypeError, "wp.vector() needs a constant positive length")
+        return construct(bld, T.vector(n, st), node, args)
+    shape = kw.get("shape")
+    if shape is None:
+        k = int(round(len(args) ** 0.5))
+        if not args or k * k != len(args):
+            bld.error(node, KernelTypeError, "wp.matrix() needs shape=(rows, cols) unless given n*n components")
+        shape = (k, k)
+    if not (isinstance(shape, tuple) and len(shape) == 2 and all(isinstance(d, int) and d > 0 for d in shape)):
+        bld.error(node, KernelTypeError, f"wp.matrix(shape=...) must be a constant (rows, cols), got {shape!r}")
+    return construct(bld, T.matrix(shape, st), node, args)
+
+
+def typed_kind_call(bld: Builder, factory: Any, node: ast.Call) -> Operand:
+    """wp.types.quaternion(*components, dtype=) and wp.types.transformation(p, q, dtype=) in kernels."""
+    kw = static_keywords(bld, node, ("dtype",), f"wp.types.{factory.__name__}")
+    args = [bld.value(a) for a in node.args]
+    return construct(bld, factory(dtype_of_call(bld, kw, args, node)), node, args)
+
+
+def dtype_of_call(bld: Builder, kw: dict, args: list[Operand], node: ast.Call) -> Any:
+    """A constructor call's scalar type: its dtype= keyword, else its first argument's, else float32."""
+    if "dtype" in kw:
+        return static_scalar(bld, kw["dtype"], node)
+    return T.elem_scalar(bld.materialize(args[0]).type) if args else T.float32
+
+
+def local_array(bld: Builder, node: ast.Call) -> Operand:
+    """wp.zeros(shape, dtype) inside a kernel: a fixed-size local array, zeroed. It is a local
+    vector (1-D) or matrix (2-D, or 1-D of vectors) value: indexed, assigned and differentiated
+    like one, private to the thread."""
+    kw = static_keywords(bld, node, ("shape", "dtype"), "wp.zeros")
+    for name, a in zip(("shape", "dtype"), node.args, strict=False):
+        kw[name] = bld.eval_static(a, f"wp.zeros({name})")
+    shape, dtype = kw.get("shape"), kw.get("dtype", T.float32)
+    shape = (shape,) if isinstance(shape, int) else shape
+    if not (isinstance(shape, tuple) and 1 <= len(shape) <= 2 and all(isinstance(d, int) and d > 0 for d in shape)):
+        bld.error(node, KernelTypeError, "a local array needs a constant shape of 1 or 2 positive sizes, "
+                   f"got {shape!r}")
+    if T.is_vector(dtype) and not (T.is_quat(dtype) or T.is_transform(dtype)) and len(shape) == 1:
+        t = T.matrix((shape[0], dtype._length_), dtype._wp_scalar_type_)
+    elif T.is_composite(dtype):
+        bld.error(node, KernelTypeError, f"local arrays hold scalars or vectors (1-D), not {T.type_name(dtype)}")
+    else:
+        st = static_scalar(bld, dtype, node)
+        t = T.vector(shape[0], st) if len(shape) == 1 else T.matrix(shape, st)
+    return bld.assign_temp(ir.Construct(t, ()), t)
+
+
+# -- output forms and random draws ---------------------------------------------------------------
+
+
+@call_form(*B.OUTPUT_FORMS)
+def output_form_call(bld: Builder, node: ast.Call, obj: Any) -> None:
+    output_form(bld, obj.name, node)
+
+
+def output_form(bld: Builder, name: str, node: ast.Call) -> None:
+    """svd3(A, U, sigma, V) and the like: one packed builtin call, its parts assigned to the
+    variables given after the input."""
+    packed_name, parts, _ = B.OUTPUT_FORMS[name]
+    bld.no_keywords(node, f"wp.{name}")
+    if len(node.args) != 1 + len(parts):
+        bld.error(node, KernelTypeError, f"wp.{name}() takes {1 + len(parts)} arguments: {B.SPECIAL_FORMS[name]}")
+    source = bld.value(node.args[0])
+    if B.resolve(packed_name, [source.type]) is None:
+        takes = " or ".join(str(ov.params[0]) for ov in B.candidates(packed_name))
+        bld.error(node.args[0], KernelTypeError, f"wp.{name}() takes a {takes}, got {T.type_name(source.type)}")
+    packed = bld.call_builtin(packed_name, [source], node)
+    st = T.elem_scalar(packed.type)
+    for target, part in zip(node.args[1:], parts, strict=True):
+        if not isinstance(target, ast.Name | ast.Attribute | ast.Subscript):
+            bld.error(target, KernelTypeError, f"wp.{name}() writes its results into variables; this is not one")
+        if isinstance(part, int):
+            value = bld.assign_temp(ir.Extract(packed, (Const(part, T.int32),)),
+                                     bld.component_type(packed.type, 1))
+        else:
+            kind, a, b = part
+            pieces = [bld.assign_temp(ir.Extract(packed, (Const(i, T.int32),)),
+                                       bld.component_type(packed.type, 1)) for i in range(a, b)]
+            if kind == "rows":
+                value = bld.call_builtin("matrix_from_rows", pieces, node)
+            else:
+                value = bld.assign_temp(ir.Construct(T.vector(b - a, st), tuple(pieces)), T.vector(b - a, st))
+        bld.assign_to(target, value, node)
+
+
+@call_form(*B.RANDOM_DRAWS, "poisson")
+def random_draw_call(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    return random_draw(bld, obj.name, node)
+
+
+def random_draw(bld: Builder, name: str, node: ast.Call) -> Operand:
+    """`wp.randf(state, ...)`: advance the state variable (an assignment the IR sees) and return a
+    pure function of the new state(s)."""
+    bld.no_keywords(node, f"wp.{name}")
+    extra_type = {"randi": T.int32, "randu": T.uint32}.get(name, T.float32)
+    ranged = ((1, 3), "(state) or (state, lo, hi)")
+    forms = {"randi": ranged, "randu": ranged, "randf": ranged, "poisson": ((2,), "(state, lam)"),
+             "sample_cdf": ((2,), "(state, cdf)")}.get(name, ((1,), "(state)"))
+    if len(node.args) not in forms[0]:
+        bld.error(node, KernelTypeError, f"wp.{name} takes {forms[1]}")
+    state = bld.value(node.args[0])
+    if state.type == T.uint32 and not (isinstance(node.args[0], ast.Name) and isinstance(state, Var)):
+        copy = bld.temp(T.uint32)  # e.g. states[tid]: a copy advances
+        bld.emit(ir.Assign(copy, ir.Copy(state), line=bld.cur_line))
+        state = copy
+    if state.type != T.uint32:
+        bld.error(node.args[0], KernelTypeError, f"the first argument of wp.{name} must be a uint32 random "
+                   f"state, e.g. state = wp.rand_init(seed, tid); got {T.type_name(state.type)}")
+    if name == "sample_cdf":
+        extras = [bld.value(node.args[1])]
+        if B.resolve("_sample_cdf_of", [T.uint32, extras[0].type]) is None:
+            bld.error(node.args[1], KernelTypeError, "wp.sample_cdf() takes a 1-D float array (not indexed) "
+                       f"as the cdf, got {T.type_name(extras[0].type)}")
+    else:
+        extras = [bld.materialize(bld.convert(bld.value(a), extra_type, a)) for a in node.args[1:]]
+    if name == "poisson":  # consumes a value-dependent number of draws: state and value from one start
+        value = bld.call_builtin("_poisson_of", [state, *extras], node)
+        bld.emit(ir.Assign(state, ir.Copy(bld.call_builtin("_poisson_state", [state, *extras], node)),
+                            line=bld.cur_line))
+        return value
+    func, count = B.RANDOM_DRAWS[name]
+    states, cur = [], state
+    for _ in range(count):
+        cur = bld.call_builtin("_rand_next", [cur], node)
+        states.append(cur)
+    bld.emit(ir.Assign(state, ir.Copy(cur), line=bld.cur_line))
+    return bld.call_builtin(func, states + extras, node)
+
+# -- types ---------------------------------------------------------------------------------

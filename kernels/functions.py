@@ -1,0 +1,115 @@
+"""`@wp.func` and its companions: functions kernels call, with overloads by argument type, custom
+adjoints and replays (`@wp.func_grad`, `@wp.func_replay`) and C++ bodies (`wp.func_native`).
+
+A function is compiled per call site's argument types when a module that uses it is built;
+`GENERATION` counts changes to any function, so modules that may call a changed one rebuild.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from . import types as T
+from .annotations import annotations
+
+GENERATION = [0]  # bumped whenever any @wp.func changes, so dependent modules rebuild
+
+
+class Function:
+    """A `@wp.func`: callable from kernels and other functions, with overloads by argument types."""
+
+    def __init__(self, func: Any) -> None:
+        self.key = func.__qualname__
+        self.__name__ = func.__name__
+        self.__qualname__ = func.__qualname__
+        self.__doc__ = func.__doc__
+        self.__module__ = func.__module__
+        self.overloads: list[Any] = []
+        self.native_snippets: tuple | None = None  # wp.func_native: (snippet, adjoint snippet, replay snippet)
+        self.custom_grad: Any = None  # a Python function given by @wp.func_grad
+        self.custom_replay: Any = None  # a Python function given by @wp.func_replay
+        self.add_overload(func)
+
+    def add_overload(self, func: Any) -> None:
+        sig = _annotation_key(func)
+        self.overloads = [f for f in self.overloads if _annotation_key(f) != sig] + [func]
+        GENERATION[0] += 1
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Python scope: run the Python body of the last overload whose annotated vector, matrix and
+        struct parameters match the arguments' types (scalars convert), directly."""
+        for pyf in reversed(self.overloads):
+            try:
+                bound = inspect.signature(pyf).bind(*args, **kwargs)
+            except TypeError:
+                continue
+            hints = annotations(pyf)
+            if all(not isinstance(v, T._CompositeMixin) or not T.is_composite(hints.get(n)) or type(v) is hints[n]
+                   for n, v in bound.arguments.items()):
+                return pyf(*args, **kwargs)
+        return self.overloads[-1](*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<loomwork function {self.key}>"
+
+
+def _annotation_key(func: Any) -> tuple:
+    hints = annotations(func)
+    return tuple((n, repr(hints.get(n))) for n in inspect.signature(func).parameters)
+
+
+_functions: dict[tuple[str, str], Function] = {}
+
+
+def func(f: Any) -> Function:
+    """Decorator: make `f` a function kernels can call. Redefining a name with other argument
+    types adds an overload; with the same types, replaces it."""
+    key = (f.__module__, f.__qualname__)
+    fn = _functions.get(key)
+    if fn is None:
+        fn = _functions[key] = Function(f)
+    else:
+        fn.add_overload(f)
+    return fn
+
+
+def func_native(snippet: str, adj_snippet: str | None = None, replay_snippet: str | None = None) -> Any:
+    """Decorator: a function whose body is C++ `snippet` (parameters by their Python names; the
+    Python body is not compiled). `adj_snippet` accumulates into `adj_<name>` (arrays: gradient views,
+    so `adj_out[tid]` reads an output's adjoint) from `adj_ret`; `replay_snippet` replaces the forward
+    snippet in the backward pass."""
+    if not isinstance(snippet, str) or (adj_snippet is not None and not isinstance(adj_snippet, str)):
+        raise TypeError("wp.func_native takes C++ source strings")
+
+    def wrap(f: Any) -> Function:
+        fn = func(f)
+        fn.native_snippets = (snippet, adj_snippet, replay_snippet)
+        GENERATION[0] += 1
+        return fn
+
+    return wrap
+
+
+def _attach(f: Function, attr: str, decorator: str) -> Any:
+    if not isinstance(f, Function):
+        raise TypeError(f"@wp.{decorator} takes a @wp.func, got {type(f).__name__}")
+
+    def wrap(pyfunc: Any) -> Any:
+        setattr(f, attr, pyfunc)
+        GENERATION[0] += 1  # modules that call f rebuild
+        return pyfunc
+
+    return wrap
+
+
+def func_grad(f: Function) -> Any:
+    """Decorator: give @wp.func `f` a hand-written adjoint. It takes f's parameters plus `adj_ret`
+    (when f returns a value) and accumulates into `wp.adjoint[param]`."""
+    return _attach(f, "custom_grad", "func_grad")
+
+
+def func_replay(f: Function) -> Any:
+    """Decorator: give @wp.func `f` the function its backward pass calls instead of re-running it
+    (same parameters and return type; for functions with side effects such as atomics)."""
+    return _attach(f, "custom_replay", "func_replay")
