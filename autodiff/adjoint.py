@@ -20,7 +20,7 @@ from loomwork.kernels import ir
 from loomwork.kernels import types as T
 from loomwork.kernels.builtins import Overload
 from loomwork.kernels.codegen import Emitter, ctype, entry_points, privatize, unique_slots
-from loomwork.kernels.ir import ArrayType, Var
+from loomwork.kernels.ir import ArrayType, Use, Var
 from loomwork.kernels.structs import is_struct, struct_differentiable
 
 from .normalize import normalize
@@ -36,72 +36,27 @@ def differentiable(t: Any) -> bool:
     return T.is_composite(t) and t._wp_scalar_type_.is_float or T.is_float(t)
 
 
-def _assigned(s: ir.Stmt) -> Var | None:
-    if isinstance(s, ir.Assign):
-        return s.dest
-    if isinstance(s, ir.SetComponent | ir.SetField):
-        return s.var
-    if isinstance(s, ir.Atomic):
-        return s.dest
-    if isinstance(s, ir.For):
-        return s.var
-    return None
-
-
 def _is_temp(v: Var) -> bool:
     return v.name.startswith(("t", "lw_n"))
 
 
-def _reads(s: ir.Stmt) -> list[tuple[Any, str]]:
-    """(operand, role) pairs a statement reads; role tells how the value is used."""
-    ops: list[tuple[Any, str]] = []
-    if isinstance(s, ir.Assign):
-        e = s.expr
-        if isinstance(e, ir.Copy):
-            ops.append((e.value, "linear"))
-        elif isinstance(e, ir.Call):
-            role = "linear" if isinstance(e.target, Overload) and e.target.name in _LINEAR_OPS else "value"
-            ops += [(a, role) for a in e.args]
-        elif isinstance(e, ir.Extract):
-            ops.append((e.value, "linear"))
-            ops += [(i, "value") for i in e.indices]
-        elif isinstance(e, ir.Field):
-            ops.append((e.value, "linear"))
-        elif isinstance(e, ir.Construct):
-            ops += [(a, "linear" if T.is_composite(e.type) else "value") for a in e.args]
-        elif isinstance(e, ir.Load | ir.View):
-            ops += [(e.array, "value")] + [(i, "value") for i in e.indices]
-        elif isinstance(e, ir.Shape):
-            ops.append((e.array, "value"))
-    elif isinstance(s, ir.Store):
-        ops += [(s.array, "value"), (s.value, "store")] + [(i, "value") for i in s.indices]
-    elif isinstance(s, ir.Atomic):
-        role = "store" if s.op in ("add", "sub") else "value"
-        ops += [(s.array, "value"), (s.value, role)] + [(i, "value") for i in s.indices]
-    elif isinstance(s, ir.SetComponent):
-        ops += [(s.var, "linear"), (s.value, "store")] + [(i, "value") for i in s.indices]
-    elif isinstance(s, ir.SetField):
-        ops += [(s.var, "linear"), (s.value, "store")]
-    elif isinstance(s, ir.Eval):
-        ops += [(a, "value") for a in s.expr.args]
-    elif isinstance(s, ir.If):
-        ops.append((s.cond, "value"))
-    elif isinstance(s, ir.For):
-        ops += [(s.start, "value"), (s.stop, "value"), (s.step, "value")]
-    elif isinstance(s, ir.While):
-        ops.append((s.cond, "value"))
-    elif isinstance(s, ir.Return) and s.value is not None:
-        ops.append((s.value, "value"))
-    return ops
+def _uses(s: ir.Stmt) -> tuple[tuple[Any, Use], ...]:
+    """How the adjoint uses a statement's operands: as the IR says, except that a sum, difference or
+    negation assigned to a variable is linear in its arguments, and a print plays no part."""
+    if isinstance(s, ir.Print):
+        return ()
+    call = s.call() if isinstance(s, ir.Assign) else None
+    if call is not None and isinstance(call.target, Overload) and call.target.name in _LINEAR_OPS:
+        return tuple((a, Use.LINEAR) for a in call.args)
+    return s.uses()
 
 
 def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
     """Variables a loop body assigns that outlive an iteration, and whether any of their *values*
     is needed by the reverse pass (False: they only flow linearly, so iterations reverse in O(N))."""
-    stmts = list(ir.walk(loop.body)) + list(ir.walk(getattr(loop, "cond_body", ())))
-    assigned = {v for s in stmts if (v := _assigned(s)) is not None}
-    carried = sorted((v for v in assigned if not _is_temp(v) and v != getattr(loop, "var", None)),
-                     key=lambda v: v.name)
+    stmts = [s for b in loop.blocks() for s in ir.walk(b)]
+    assigned = {v for s in stmts for v in s.targets()}
+    carried = sorted((v for v in assigned if not _is_temp(v) and v not in loop.targets()), key=lambda v: v.name)
     # greatest set of variables whose values no statement needs: start from everything assigned,
     # drop any variable read for its value or flowing into a variable outside the set
     linear = set(assigned)
@@ -109,12 +64,10 @@ def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
     while changed:
         changed = False
         for s in stmts:
-            dest = _assigned(s) if isinstance(s, ir.Assign | ir.SetComponent | ir.SetField) else None
-            for op, role in _reads(s):
+            for op, use in _uses(s):
                 if not isinstance(op, Var) or op not in linear:
                     continue
-                ok = role == "store" or (role == "linear" and dest is not None and dest in linear)
-                if not ok:
+                if use is Use.VALUE or (use is Use.LINEAR and not linear.issuperset(s.targets())):
                     linear.discard(op)
                     changed = True
     return carried, any(v not in linear for v in carried)
@@ -132,8 +85,7 @@ class AdjointEmitter(Emitter):
         self.site_ids: dict[int, int] = {}
         counts: dict[Var, int] = {}
         for s in ir.walk(fn.body):
-            v = _assigned(s)
-            if v is not None:
+            for v in s.targets():
                 counts[v] = counts.get(v, 0) + 1
         params = set(fn.params)
         self.saved = {v for v, n in counts.items() if n > 1 or not _is_temp(v) or v in params}
@@ -211,8 +163,7 @@ class AdjointEmitter(Emitter):
 
     def snapshot(self, loop: ir.Stmt, n: int, restore: bool) -> None:
         carried, _ = self.loops[n]
-        extra = [loop.var] if isinstance(loop, ir.For) else []
-        for v in carried + extra:
+        for v in carried + list(loop.targets()):
             snap = self.decl(f"lw_e{n}_{v.name}", v.type)
             self.out(f"{v.name} = {snap};" if restore else f"{snap} = {v.name};")
 
