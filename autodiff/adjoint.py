@@ -118,38 +118,42 @@ class AdjointEmitter(Emitter):
 
     def replay(self, body: tuple[ir.Stmt, ...]) -> None:
         for s in body:
-            n = self.site(s)
-            if isinstance(s, ir.Assign):
-                if s.dest in self.saved:
-                    self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
-                self.out(f"{s.dest.name} = {self.replay_expr(s.expr)};")
-            elif isinstance(s, ir.SetComponent | ir.SetField):
-                self.out(f"{self.decl(f'lw_sv{n}', s.var.type)} = {s.var.name};")
-                self.block((s,))
-            elif isinstance(s, ir.Atomic):
-                if s.dest is not None:  # the previous value: read, not re-applied
-                    if s.dest in self.saved:
-                        self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
-                    self.out(f"{s.dest.name} = {self.element(s.array, s.indices, s.site)};")
-            elif isinstance(s, ir.Store | ir.Return | ir.Print):
-                pass
-            elif isinstance(s, ir.Eval):
-                self.out(f"{self.replay_expr(s.expr)};")
-            elif isinstance(s, ir.If):
-                c = self.decl(f"lw_c{n}", T.bool_)
-                self.out(f"{c} = {self.op(s.cond)};")
-                self.out(f"if ({c}) {{")
-                self.nest(self.replay, s.body)
-                if s.orelse:
-                    self.out("} else {")
-                    self.nest(self.replay, s.orelse)
-                self.out("}")
-            elif isinstance(s, ir.For):
-                self.replay_for(s, n)
-            elif isinstance(s, ir.While):
-                self.replay_while(s, n)
-            else:
-                raise TypeError(f"adjoint: unexpected statement {type(s).__name__}")
+            getattr(self, f"r_{type(s).__name__}")(s, self.site(s))
+
+    def r_Assign(self, s: ir.Assign, n: int) -> None:
+        if s.dest in self.saved:
+            self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
+        self.out(f"{s.dest.name} = {self.replay_expr(s.expr)};")
+
+    def r_SetComponent(self, s: ir.SetComponent | ir.SetField, n: int) -> None:
+        self.out(f"{self.decl(f'lw_sv{n}', s.var.type)} = {s.var.name};")
+        self.block((s,))
+
+    r_SetField = r_SetComponent
+
+    def r_Atomic(self, s: ir.Atomic, n: int) -> None:
+        if s.dest is not None:  # the previous value: read, not re-applied
+            if s.dest in self.saved:
+                self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
+            self.out(f"{s.dest.name} = {self.element(s.array, s.indices, s.site)};")
+
+    def r_Eval(self, s: ir.Eval, n: int) -> None:
+        self.out(f"{self.replay_expr(s.expr)};")
+
+    def r_If(self, s: ir.If, n: int) -> None:
+        c = self.decl(f"lw_c{n}", T.bool_)
+        self.out(f"{c} = {self.op(s.cond)};")
+        self.out(f"if ({c}) {{")
+        self.nest(self.replay, s.body)
+        if s.orelse:
+            self.out("} else {")
+            self.nest(self.replay, s.orelse)
+        self.out("}")
+
+    def r_Store(self, s: ir.Stmt, n: int) -> None:
+        """Side effects and returns do not replay."""
+
+    r_Print = r_Return = r_Store
 
     def replay_expr(self, e: ir.Expr) -> str:
         if isinstance(e, ir.Call) and not isinstance(e.target, Overload):  # a user function: its replay twin
@@ -167,7 +171,7 @@ class AdjointEmitter(Emitter):
             snap = self.decl(f"lw_e{n}_{v.name}", v.type)
             self.out(f"{v.name} = {snap};" if restore else f"{snap} = {v.name};")
 
-    def replay_for(self, s: ir.For, n: int) -> None:
+    def r_For(self, s: ir.For, n: int) -> None:
         self.loops[n] = loop_carried(s)
         t = s.var.type
         b, e, st = (self.decl(f"lw_{k}{n}", t) for k in ("b", "e", "s"))
@@ -185,7 +189,7 @@ class AdjointEmitter(Emitter):
         self.depth -= 1
         self.out("}")
 
-    def replay_while(self, s: ir.While, n: int) -> None:
+    def r_While(self, s: ir.While, n: int) -> None:
         self.loops[n] = loop_carried(s)
         cnt = self.decl(f"lw_cnt{n}", T.int64)
         self.out(f"{cnt} = 0;")
@@ -203,49 +207,51 @@ class AdjointEmitter(Emitter):
 
     def reverse(self, body: tuple[ir.Stmt, ...]) -> None:
         for s in reversed(body):
-            n = self.site(s)
-            if isinstance(s, ir.Assign):
-                self.reverse_assign(s, n)
-            elif isinstance(s, ir.SetComponent):
-                if differentiable(s.var.type) and T.is_matrix(s.var.type) and len(s.indices) == 1:  # a row
-                    i, adj = self.op(s.indices[0]), self.adj(s.var)
-                    if isinstance(s.value, Var) and differentiable(s.value.type):
-                        self.out(f"lw::acc({self.adj(s.value)}, lw::row({adj}, {i}));")
-                    self.out(f"lw::set_row({adj}, {i}, lw::zero<{ctype(s.value.type)}>());")
-                elif differentiable(s.var.type):
-                    comp = self.component(s.var, s.indices, self.adj(s.var))
-                    if isinstance(s.value, Var) and differentiable(s.value.type):
-                        self.out(f"lw::acc({self.adj(s.value)}, {comp});")
-                    self.out(f"{comp} = {{}};")
-                self.out(f"{s.var.name} = lw_sv{n};")
-            elif isinstance(s, ir.SetField):
-                if differentiable(s.var.type) and differentiable(s.value.type):
-                    comp = f"{self.adj(s.var)}.{s.name}"
-                    if isinstance(s.value, Var):
-                        self.out(f"lw::acc({self.adj(s.value)}, {comp});")
-                    self.out(f"{comp} = {{}};")
-                self.out(f"{s.var.name} = lw_sv{n};")
-            elif isinstance(s, ir.Store):
-                if isinstance(s.value, Var) and differentiable(s.value.type):
-                    self.out(f"if (lw::has_grad({self.op(s.array)})) "
-                             f"lw::acc({self.adj(s.value)}, {self.grad(s.array, s.indices)});")
-            elif isinstance(s, ir.Atomic):
-                self.reverse_atomic(s, n)
-            elif isinstance(s, ir.Eval):
-                self.reverse_call(s.expr, None)
-            elif isinstance(s, ir.If):
-                self.out(f"if (lw_c{n}) {{")
-                self.nest(self.reverse, s.body)
-                if s.orelse:
-                    self.out("} else {")
-                    self.nest(self.reverse, s.orelse)
-                self.out("}")
-            elif isinstance(s, ir.For | ir.While):
-                self.reverse_loop(s, n)
-            elif isinstance(s, ir.Return | ir.Print):
-                pass
+            getattr(self, f"rev_{type(s).__name__}")(s, self.site(s))
 
-    def reverse_loop(self, s: ir.For | ir.While, n: int) -> None:
+    def rev_SetComponent(self, s: ir.SetComponent, n: int) -> None:
+        if differentiable(s.var.type) and T.is_matrix(s.var.type) and len(s.indices) == 1:  # a row
+            i, adj = self.op(s.indices[0]), self.adj(s.var)
+            if isinstance(s.value, Var) and differentiable(s.value.type):
+                self.out(f"lw::acc({self.adj(s.value)}, lw::row({adj}, {i}));")
+            self.out(f"lw::set_row({adj}, {i}, lw::zero<{ctype(s.value.type)}>());")
+        elif differentiable(s.var.type):
+            comp = self.component(s.var, s.indices, self.adj(s.var))
+            if isinstance(s.value, Var) and differentiable(s.value.type):
+                self.out(f"lw::acc({self.adj(s.value)}, {comp});")
+            self.out(f"{comp} = {{}};")
+        self.out(f"{s.var.name} = lw_sv{n};")
+
+    def rev_SetField(self, s: ir.SetField, n: int) -> None:
+        if differentiable(s.var.type) and differentiable(s.value.type):
+            comp = f"{self.adj(s.var)}.{s.name}"
+            if isinstance(s.value, Var):
+                self.out(f"lw::acc({self.adj(s.value)}, {comp});")
+            self.out(f"{comp} = {{}};")
+        self.out(f"{s.var.name} = lw_sv{n};")
+
+    def rev_Store(self, s: ir.Store, n: int) -> None:
+        if isinstance(s.value, Var) and differentiable(s.value.type):
+            self.out(f"if (lw::has_grad({self.op(s.array)})) "
+                     f"lw::acc({self.adj(s.value)}, {self.grad(s.array, s.indices)});")
+
+    def rev_Eval(self, s: ir.Eval, n: int) -> None:
+        self.reverse_call(s.expr, None)
+
+    def rev_If(self, s: ir.If, n: int) -> None:
+        self.out(f"if (lw_c{n}) {{")
+        self.nest(self.reverse, s.body)
+        if s.orelse:
+            self.out("} else {")
+            self.nest(self.reverse, s.orelse)
+        self.out("}")
+
+    def rev_Print(self, s: ir.Stmt, n: int) -> None:
+        """Prints and returns have no adjoint."""
+
+    rev_Return = rev_Print
+
+    def rev_For(self, s: ir.For | ir.While, n: int) -> None:
         _, needs_values = self.loops[n]
         self.out(f"for (int64_t lw_k{n} = lw_cnt{n} - 1; lw_k{n} >= 0; --lw_k{n}) {{")
         self.depth += 1
@@ -259,6 +265,8 @@ class AdjointEmitter(Emitter):
         self.depth -= 1
         self.out("}")
         self.snapshot(s, n, restore=True)
+
+    rev_While = rev_For
 
     def replay_iteration(self, s: ir.For | ir.While, n: int, k: str) -> None:
         if isinstance(s, ir.For):
@@ -277,7 +285,7 @@ class AdjointEmitter(Emitter):
             return f"{name}.c[({idx[0]}) * {var.type._shape_[1]} + ({idx[1]})]"
         return f"{name}.c[{idx[0]}]"
 
-    def reverse_atomic(self, s: ir.Atomic, n: int) -> None:
+    def rev_Atomic(self, s: ir.Atomic, n: int) -> None:
         if s.dest is not None:
             if s.dest in self.saved:
                 self.out(f"{s.dest.name} = lw_sv{n};")
@@ -296,7 +304,7 @@ class AdjointEmitter(Emitter):
             cur = f"lw::at({arr}, {', '.join(self.op(i) for i in s.indices)})"
             self.out(f"if (lw::has_grad({arr}) && lw::eq({cur}, {self.op(s.value)})) lw::acc({a}, {g});")
 
-    def reverse_assign(self, s: ir.Assign, n: int) -> None:
+    def rev_Assign(self, s: ir.Assign, n: int) -> None:
         d = s.dest
         if d in self.saved:
             self.out(f"{d.name} = lw_sv{n};")
@@ -308,39 +316,50 @@ class AdjointEmitter(Emitter):
         ad = self.adj(d)
         g = self.decl(f"lw_g{n}", d.type)
         self.out(f"{g} = {ad}; {ad} = {{}};")
-        if isinstance(e, ir.Copy):
-            if isinstance(e.value, Var) and differentiable(e.value.type):
-                self.out(f"lw::acc({self.adj(e.value)}, {g});")
-        elif isinstance(e, ir.Call):
-            self.reverse_call(e, g)
-        elif isinstance(e, ir.Load):
-            r = self.private.get(id(s))
-            if r is not None:  # accumulated per chunk, applied once by the entry point
-                self.out(f"{r.name} += lw::cast<{r.acc_type}>({g});")
-            elif e.array in self.exclusive:  # no other thread touches this element
-                self.out(f"if (lw::has_grad({self.op(e.array)})) lw::acc({self.grad(e.array, e.indices)}, {g});")
-            else:
-                target = self.grad(e.array, e.indices)
-                self.out(f"if (lw::has_grad({self.op(e.array)})) lw::atomic_add(&{target}, {g});")
-        elif isinstance(e, ir.Extract):
-            t = e.value.type
-            av = self.adj(e.value)
-            idx = [self.op(i) for i in e.indices]
-            if T.is_matrix(t) and len(idx) == 1:
-                cols = t._shape_[1]
-                self.out(f"for (int lw_c = 0; lw_c < {cols}; ++lw_c) lw::acc({av}.c[({idx[0]}) * {cols} + lw_c], "
-                         f"{g}.c[lw_c]);")
-            elif T.is_matrix(t):
-                self.out(f"lw::acc({av}.c[({idx[0]}) * {t._shape_[1]} + ({idx[1]})], {g});")
-            else:
-                self.out(f"lw::acc({av}.c[{idx[0]}], {g});")
-        elif isinstance(e, ir.Field):
-            if differentiable(e.value.type):
-                self.out(f"lw::acc({self.adj(e.value)}.{e.name}, {g});")
-        elif isinstance(e, ir.Construct):
-            self.reverse_construct(e, g)
+        getattr(self, f"rev_{type(e).__name__}")(s, g)
 
-    def reverse_construct(self, e: ir.Construct, g: str) -> None:
+    # -- the adjoint of each expression an assignment may have: `g` holds the destination's adjoint --
+
+    def rev_Copy(self, s: ir.Assign, g: str) -> None:
+        v = s.expr.value
+        if isinstance(v, Var) and differentiable(v.type):
+            self.out(f"lw::acc({self.adj(v)}, {g});")
+
+    def rev_Call(self, s: ir.Assign, g: str) -> None:
+        self.reverse_call(s.expr, g)
+
+    def rev_Load(self, s: ir.Assign, g: str) -> None:
+        e = s.expr
+        r = self.private.get(id(s))
+        if r is not None:  # accumulated per chunk, applied once by the entry point
+            self.out(f"{r.name} += lw::cast<{r.acc_type}>({g});")
+        elif e.array in self.exclusive:  # no other thread touches this element
+            self.out(f"if (lw::has_grad({self.op(e.array)})) lw::acc({self.grad(e.array, e.indices)}, {g});")
+        else:
+            target = self.grad(e.array, e.indices)
+            self.out(f"if (lw::has_grad({self.op(e.array)})) lw::atomic_add(&{target}, {g});")
+
+    def rev_Extract(self, s: ir.Assign, g: str) -> None:
+        e = s.expr
+        t = e.value.type
+        av = self.adj(e.value)
+        idx = [self.op(i) for i in e.indices]
+        if T.is_matrix(t) and len(idx) == 1:
+            cols = t._shape_[1]
+            self.out(f"for (int lw_c = 0; lw_c < {cols}; ++lw_c) lw::acc({av}.c[({idx[0]}) * {cols} + lw_c], "
+                     f"{g}.c[lw_c]);")
+        elif T.is_matrix(t):
+            self.out(f"lw::acc({av}.c[({idx[0]}) * {t._shape_[1]} + ({idx[1]})], {g});")
+        else:
+            self.out(f"lw::acc({av}.c[{idx[0]}], {g});")
+
+    def rev_Field(self, s: ir.Assign, g: str) -> None:
+        e = s.expr
+        if differentiable(e.value.type):
+            self.out(f"lw::acc({self.adj(e.value)}.{e.name}, {g});")
+
+    def rev_Construct(self, s: ir.Assign, g: str) -> None:
+        e = s.expr
         t = e.type
         args = list(e.args)
         if not args:
@@ -429,7 +448,7 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
     if replay_ir is None:
         rep = [f"static LW_DEVICE {ret} rep_{name}({params})", "{", *decls, *replay]
         rep += [f"    return {ret_expr};"] if ret_t is not None else []
-        parts.append("\n".join(rep + ["}"]))
+        parts.append("\n".join([*rep, "}"]))
     if grad_ir is None:
         if ret_t is not None:
             adj_params.append(f"{ret} adj_ret")

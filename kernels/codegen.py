@@ -252,48 +252,55 @@ class Emitter:
         return f"lw::at({self.op(arr)}, {idx})"
 
     def expr(self, e: ir.Expr) -> str:
-        if isinstance(e, ir.Copy):
-            return self.op(e.value)
-        if isinstance(e, ir.Call):
-            args = ", ".join(self.op(a) for a in e.args)
-            return f"{e.target.native}({args})"
-        if isinstance(e, ir.Load):
-            return self.element(e.array, e.indices, e.site)
-        if isinstance(e, ir.View):
-            idx = [self.op(i) for i in e.indices]
-            if self.debug:
-                idx = [f"lw::checked(&lw_error, -1, {i}, {self.op(e.array)}.shape[{d}])" for d, i in enumerate(idx)]
-            return f"lw::subview({self.op(e.array)}, {len(idx)}, {', '.join(idx)})"
-        if isinstance(e, ir.Extract):
-            t = e.value.type
-            idx = [self.op(i) for i in e.indices]
-            if T.is_matrix(t):
-                if len(idx) == 1:
-                    return f"lw::row({self.op(e.value)}, {idx[0]})"
-                return f"{self.op(e.value)}({idx[0]}, {idx[1]})"
-            return f"{self.op(e.value)}.c[{idx[0]}]"
-        if isinstance(e, ir.Field):
-            return f"{self.op(e.value)}.{e.name}"
-        if isinstance(e, ir.Shape):
-            return f"{self.op(e.array)}.shape[{e.dim}]"
-        if isinstance(e, ir.Construct):
-            t = e.type
-            if T.is_scalar(t):
-                return f"lw::cast<{t.cname}>({self.op(e.args[0])})"
-            if is_struct(t):
-                return f"{t.cname}{{}}"
-            if not e.args:
-                if T.is_transform(t):
-                    return f"lw::transform_identity_t<{t._wp_scalar_type_.cname}>()"
-                return f"lw::zero<{t.cname}>()"
-            if len(e.args) == 1 and T.is_composite(e.args[0].type):
-                return f"lw::convert<{t.cname}>({self.op(e.args[0])})"
-            if len(e.args) == 1 and t._length_ > 1:
-                return f"lw::splat<{t.cname}>({self.op(e.args[0])})"
-            return f"lw::make<{t.cname}>({', '.join(self.op(a) for a in e.args)})"
-        if isinstance(e, ir.Tid):
-            return "(int32_t)lw_idx" if e.count == 1 else f"lw_tid[{e.dim}]"
-        raise TypeError(f"codegen: unknown IR expression {type(e).__name__}")
+        return getattr(self, f"e_{type(e).__name__}")(e)
+
+    def e_Copy(self, e: ir.Copy) -> str:
+        return self.op(e.value)
+
+    def e_Call(self, e: ir.Call) -> str:
+        return f"{e.target.native}({', '.join(self.op(a) for a in e.args)})"
+
+    def e_Load(self, e: ir.Load) -> str:
+        return self.element(e.array, e.indices, e.site)
+
+    def e_View(self, e: ir.View) -> str:
+        idx = [self.op(i) for i in e.indices]
+        if self.debug:
+            idx = [f"lw::checked(&lw_error, -1, {i}, {self.op(e.array)}.shape[{d}])" for d, i in enumerate(idx)]
+        return f"lw::subview({self.op(e.array)}, {len(idx)}, {', '.join(idx)})"
+
+    def e_Extract(self, e: ir.Extract) -> str:
+        idx = [self.op(i) for i in e.indices]
+        if T.is_matrix(e.value.type):
+            if len(idx) == 1:
+                return f"lw::row({self.op(e.value)}, {idx[0]})"
+            return f"{self.op(e.value)}({idx[0]}, {idx[1]})"
+        return f"{self.op(e.value)}.c[{idx[0]}]"
+
+    def e_Field(self, e: ir.Field) -> str:
+        return f"{self.op(e.value)}.{e.name}"
+
+    def e_Shape(self, e: ir.Shape) -> str:
+        return f"{self.op(e.array)}.shape[{e.dim}]"
+
+    def e_Construct(self, e: ir.Construct) -> str:
+        t = e.type
+        if T.is_scalar(t):
+            return f"lw::cast<{t.cname}>({self.op(e.args[0])})"
+        if is_struct(t):
+            return f"{t.cname}{{}}"
+        if not e.args:
+            if T.is_transform(t):
+                return f"lw::transform_identity_t<{t._wp_scalar_type_.cname}>()"
+            return f"lw::zero<{t.cname}>()"
+        if len(e.args) == 1 and T.is_composite(e.args[0].type):
+            return f"lw::convert<{t.cname}>({self.op(e.args[0])})"
+        if len(e.args) == 1 and t._length_ > 1:
+            return f"lw::splat<{t.cname}>({self.op(e.args[0])})"
+        return f"lw::make<{t.cname}>({', '.join(self.op(a) for a in e.args)})"
+
+    def e_Tid(self, e: ir.Tid) -> str:
+        return "(int32_t)lw_idx" if e.count == 1 else f"lw_tid[{e.dim}]"
 
 
 @dataclass(frozen=True)
