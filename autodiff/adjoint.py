@@ -19,7 +19,7 @@ from typing import Any
 from loomwork.kernels import ir
 from loomwork.kernels import types as T
 from loomwork.kernels.builtins import Overload
-from loomwork.kernels.codegen import Emitter, ctype, entry_points, privatize, unique_slots
+from loomwork.kernels.codegen import SOURCE_NAME, Emitter, ctype, entry_points, number_lines, privatize, unique_slots
 from loomwork.kernels.ir import ArrayType, Use, Var
 from loomwork.kernels.structs import is_struct, struct_differentiable
 
@@ -118,7 +118,7 @@ class AdjointEmitter(Emitter):
 
     def replay(self, body: tuple[ir.Stmt, ...]) -> None:
         for s in body:
-            getattr(self, f"r_{type(s).__name__}")(s, self.site(s))
+            self.statement(s, getattr(self, f"r_{type(s).__name__}"), self.site(s))
 
     def r_Assign(self, s: ir.Assign, n: int) -> None:
         if s.dest in self.saved:
@@ -207,7 +207,7 @@ class AdjointEmitter(Emitter):
 
     def reverse(self, body: tuple[ir.Stmt, ...]) -> None:
         for s in reversed(body):
-            getattr(self, f"rev_{type(s).__name__}")(s, self.site(s))
+            self.statement(s, getattr(self, f"rev_{type(s).__name__}"), self.site(s))
 
     def rev_SetComponent(self, s: ir.SetComponent, n: int) -> None:
         if differentiable(s.var.type) and T.is_matrix(s.var.type) and len(s.indices) == 1:  # a row
@@ -398,6 +398,7 @@ class AdjointEmitter(Emitter):
 
 def _emit_function(em: AdjointEmitter, fn: ir.Function) -> tuple[list[str], list[str]]:
     """Replay and reverse of a function body, with the declarations they need."""
+    em.map_lines(fn)
     for v in fn.locals:
         em.decl(v.name, v.type)
     em.depth = 1
@@ -433,10 +434,12 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
         plain.out(f"static LW_DEVICE void adj_{name}({sig})")
         plain.out("{")
         plain.depth = 1
+        plain.map_lines(grad_ir)
         plain.declare(grad_ir)
         plain.block(grad_ir.body)
         plain.depth = 0
         plain.out("}")
+        plain.lines += plain.end_lines()
         parts.append("\n".join(plain.lines))
     if replay_ir is not None and grad_ir is not None:
         return "\n".join(parts) + "\n"
@@ -448,7 +451,7 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
     if replay_ir is None:
         rep = [f"static LW_DEVICE {ret} rep_{name}({params})", "{", *decls, *replay]
         rep += [f"    return {ret_expr};"] if ret_t is not None else []
-        parts.append("\n".join([*rep, "}"]))
+        parts.append("\n".join([*rep, "}", *em.end_lines()]))
     if grad_ir is None:
         if ret_t is not None:
             adj_params.append(f"{ret} adj_ret")
@@ -456,7 +459,7 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
         flush = [f"    lw::acc(adjref_{p.name}, a_{p.name});" for p in fn.params
                  if differentiable(p.type) and f"a_{p.name}" in em.declared]
         parts.append("\n".join([f"static LW_DEVICE void adj_{name}({sig})", "{", *decls, *replay, *reverse,
-                                 *flush, "}"]))
+                                 *flush, "}", *em.end_lines()]))
     return "\n".join(parts) + "\n"
 
 
@@ -490,7 +493,7 @@ def kernel_adjoint(fn: ir.Function, debug: bool) -> str:
     lines = [
         "template <bool LW_C>",
         f"static LW_FORCE_INLINE void {k}_adj_body(const lw::launch_t& L, int64_t lw_idx{params})",
-        "{", *tid, *decls, *replay, *reverse, "}",
+        "{", *tid, *decls, *replay, *reverse, "}", *em.end_lines(),
     ]
     contig = " && ".join(
         f"lw::inner_contiguous(A.{p.name}, {p.type.ndim})" for p in fn.params if isinstance(p.type, ArrayType)
@@ -506,4 +509,5 @@ def module_adjoint_source(functions: list[ir.Function], kernels: list[ir.Functio
     custom = custom or {}
     parts = [function_adjoint(f, debug, *custom.get(f.name, (None, None))) for f in functions]
     parts += [kernel_adjoint(k, debug) for k in kernels]
-    return "\n".join(parts)
+    # it follows the forward source, whose length is not known here: its lines are numbered on their own
+    return number_lines("\n".join(parts), f"{SOURCE_NAME} (adjoint part)")

@@ -168,7 +168,7 @@ class Builder:
             self.stmt(stmt)
         return ir.Function(
             name=self.cname, params=self.params, ret=self.ret_type, locals=tuple(self.locals),
-            body=tuple(self.blocks[0]), is_kernel=self.is_kernel, tid_count=self.tid_count,
+            body=tuple(self.blocks[0]), is_kernel=self.is_kernel, tid_count=self.tid_count, filename=self.src.filename,
         )
 
     # -- errors --------------------------------------------------------------------------

@@ -522,6 +522,7 @@ class Function:
     is_kernel: bool
     tid_count: int = 0
     native_code: tuple | None = None  # wp.func_native: (snippet, adjoint snippet, replay snippet)
+    filename: str = ""  # the Python file the statements' lines refer to ("" : unknown)
 
     def dump(self) -> str:
         lines = [

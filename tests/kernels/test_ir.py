@@ -1,16 +1,45 @@
-"""The IR's node interface: operands, targets and blocks of every node, and the passes that read them."""
+"""The IR's node interface (operands, targets, blocks) and the #line directives that map C++ to Python."""
 
 import dataclasses
+import inspect
 import itertools
+import re
+import shutil
+import subprocess
 from collections import Counter
 
 import pytest
 
-from loomwork.autodiff.adjoint import loop_carried
+import loomwork as wp
+from loomwork.autodiff.adjoint import loop_carried, module_adjoint_source
 from loomwork.autodiff.normalize import normalize
-from loomwork.kernels import ir
+from loomwork.kernels import build, codegen, ir
 from loomwork.kernels import types as T
 from loomwork.kernels.builtins import resolve
+from loomwork.kernels.frontend import Builder, Source
+from loomwork.kernels.module import BuildContext
+
+
+@wp.func
+def bounded_sum(x: float, n: int) -> float:
+    s = 0.0
+    for _ in range(n):
+        if s > 2.0:
+            break
+        s = s + x * x
+    return s
+
+
+@wp.kernel
+def mapped(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    b[i] = bounded_sum(a[i], 3) + wp.sin(a[i])
+
+
+@wp.kernel(module="test_ir_debug", module_options={"mode": "debug"})
+def debug_mapped(a: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = wp.cos(a[i])
 
 
 class _Target:
@@ -142,3 +171,76 @@ def test_out_parameters_of_a_call_are_targets():
     assert ir.Assign(d, call).targets() == (d, u, v)
     assert ir.Eval(call).targets() == (u, v)
     assert ir.Eval(ir.Call(_Target(), (p,))).targets() == ()
+
+
+# -- #line directives -------------------------------------------------------------------------------
+
+
+def _presumed(text: str, name: str) -> list:
+    """The (file, line) a C++ compiler gives each line of `text` (None for the #line directives)."""
+    where, out = [name, 1], []
+    for line in text.split("\n"):
+        m = re.fullmatch(r'#line (\d+)(?: "(.*)")?', line)
+        if m:
+            where = [m[2] or where[0], int(m[1])]
+            out.append(None)
+        else:
+            out.append(tuple(where))
+            where[1] += 1
+    return out
+
+
+def _python_line(func, text: str) -> int:
+    lines, first = inspect.getsourcelines(func)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+def _sources(k) -> tuple[str, str]:
+    ctx = BuildContext(False)
+    fn = Builder(Source(k.func), k.key, k.cname, dict(zip(*k.signature(), strict=True)), True, ctx).build()
+    return codegen.module_source(ctx.order, [fn], False), module_adjoint_source(ctx.order, [fn], False, ctx.custom)
+
+
+def test_generated_lines_map_to_python_and_back():
+    """Statements (forward and adjoint) map to their Python lines; the rest keeps the generated file's numbers."""
+    forward, adjoint = _sources(mapped)
+    sin_line = _python_line(mapped.func, "wp.sin")
+    square_line = _python_line(bounded_sum.overloads[0], "x * x")
+    for text, name, sin, square in ((forward, "module.cpp", "lw::sin(", "lw::mul(v_x, v_x)"),
+                                    (adjoint, "module.cpp (adjoint part)", "lw::adj_sin(", "lw::adj_mul(v_x, v_x")):
+        where = _presumed(text, name)
+        lines = text.split("\n")
+        for k, w in enumerate(where):
+            if w is not None and w[0] == name:
+                assert w[1] == k + 1, (k, lines[k])
+        assert {where[k] for k, line in enumerate(lines) if sin in line} == {(__file__, sin_line)}
+        assert {where[k] for k, line in enumerate(lines) if square in line} == {(__file__, square_line)}
+        assert {where[k][0] for k, line in enumerate(lines) if "LW_EXPORT" in line} == {name}
+
+
+def test_compiler_errors_name_the_python_file_and_line(tmp_path):
+    """A C++ error in a statement is reported at its Python file and line (odd characters in the name too)."""
+    x = ir.Var("v_x", F)
+    body = (ir.Assign(x, ir.Copy(ir.Const(1.0, F)), line=40),
+            ir.Assign(x, ir.Call(_Target(native="lw::no_such_builtin"), (x,)), line=41))
+    filename = str(tmp_path / 'odd "name" \\ here.py')
+    fn = ir.Function("k_bad", (), None, (x,), body, True, tid_count=1, filename=filename)
+    source = codegen.module_source([], [fn], False)
+    with pytest.raises(wp.CompileError) as err:
+        build.build_cpu(source, "bad", str(tmp_path), False, False, False, "a broken module")
+    assert f"{filename}:41:" in str(err.value)
+    if build.nvrtc_available():
+        with pytest.raises(wp.CompileError) as err:
+            build.build_cuda(source, "bad", str(tmp_path), 75, False, False, False, "a broken module")
+        assert f"{filename}(41)" in str(err.value)
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="needs readelf to read the debug line table")
+def test_debug_builds_map_machine_code_to_python_lines():
+    """A debug build's line table (DWARF) names this file and the kernel's statement lines."""
+    path = debug_mapped.module.load(wp.get_device("cpu")).path
+    table = subprocess.run(["readelf", "--debug-dump=decodedline", str(path)], capture_output=True, text=True,
+                           check=True).stdout
+    name = __file__.rsplit("/", 1)[-1]
+    lines = {int(row.split()[1]) for row in table.splitlines() if row.startswith(name + " ")}
+    assert _python_line(debug_mapped.func, "wp.cos") in lines
