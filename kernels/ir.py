@@ -4,6 +4,11 @@ Three-address form with structured control flow: every expression's operands are
 constants, every statement is one step, and `if`/`for`/`while` keep their nesting so code
 generation (and the adjoint pass) can walk the tree. Nodes are frozen dataclasses; `dump()`
 prints a function readably (`wp.config.print_ir`).
+
+Every node answers the same questions, so passes need not know node classes: `uses()` /
+`operands()` (what it reads, and how), `accesses()` (the array elements it touches) and, for
+statements, `targets()` (the variables it writes), `blocks()` / `with_blocks()` (nested blocks) and
+`call()`. Each statement keeps its Python `line`, which code generation turns into `#line` directives.
 """
 
 from __future__ import annotations
