@@ -19,8 +19,8 @@ from typing import Any
 from loomwork.kernels import ir
 from loomwork.kernels import types as T
 from loomwork.kernels.builtins import Overload
-from loomwork.kernels.codegen import Emitter, ctype, entry_points, privatize, unique_slots
-from loomwork.kernels.ir import ArrayType, Var
+from loomwork.kernels.codegen import SOURCE_NAME, Emitter, ctype, entry_points, number_lines, privatize, unique_slots
+from loomwork.kernels.ir import ArrayType, Use, Var
 from loomwork.kernels.structs import is_struct, struct_differentiable
 
 from .normalize import normalize
@@ -36,72 +36,27 @@ def differentiable(t: Any) -> bool:
     return T.is_composite(t) and t._wp_scalar_type_.is_float or T.is_float(t)
 
 
-def _assigned(s: ir.Stmt) -> Var | None:
-    if isinstance(s, ir.Assign):
-        return s.dest
-    if isinstance(s, ir.SetComponent | ir.SetField):
-        return s.var
-    if isinstance(s, ir.Atomic):
-        return s.dest
-    if isinstance(s, ir.For):
-        return s.var
-    return None
-
-
 def _is_temp(v: Var) -> bool:
     return v.name.startswith(("t", "lw_n"))
 
 
-def _reads(s: ir.Stmt) -> list[tuple[Any, str]]:
-    """(operand, role) pairs a statement reads; role tells how the value is used."""
-    ops: list[tuple[Any, str]] = []
-    if isinstance(s, ir.Assign):
-        e = s.expr
-        if isinstance(e, ir.Copy):
-            ops.append((e.value, "linear"))
-        elif isinstance(e, ir.Call):
-            role = "linear" if isinstance(e.target, Overload) and e.target.name in _LINEAR_OPS else "value"
-            ops += [(a, role) for a in e.args]
-        elif isinstance(e, ir.Extract):
-            ops.append((e.value, "linear"))
-            ops += [(i, "value") for i in e.indices]
-        elif isinstance(e, ir.Field):
-            ops.append((e.value, "linear"))
-        elif isinstance(e, ir.Construct):
-            ops += [(a, "linear" if T.is_composite(e.type) else "value") for a in e.args]
-        elif isinstance(e, ir.Load | ir.View):
-            ops += [(e.array, "value")] + [(i, "value") for i in e.indices]
-        elif isinstance(e, ir.Shape):
-            ops.append((e.array, "value"))
-    elif isinstance(s, ir.Store):
-        ops += [(s.array, "value"), (s.value, "store")] + [(i, "value") for i in s.indices]
-    elif isinstance(s, ir.Atomic):
-        role = "store" if s.op in ("add", "sub") else "value"
-        ops += [(s.array, "value"), (s.value, role)] + [(i, "value") for i in s.indices]
-    elif isinstance(s, ir.SetComponent):
-        ops += [(s.var, "linear"), (s.value, "store")] + [(i, "value") for i in s.indices]
-    elif isinstance(s, ir.SetField):
-        ops += [(s.var, "linear"), (s.value, "store")]
-    elif isinstance(s, ir.Eval):
-        ops += [(a, "value") for a in s.expr.args]
-    elif isinstance(s, ir.If):
-        ops.append((s.cond, "value"))
-    elif isinstance(s, ir.For):
-        ops += [(s.start, "value"), (s.stop, "value"), (s.step, "value")]
-    elif isinstance(s, ir.While):
-        ops.append((s.cond, "value"))
-    elif isinstance(s, ir.Return) and s.value is not None:
-        ops.append((s.value, "value"))
-    return ops
+def _uses(s: ir.Stmt) -> tuple[tuple[Any, Use], ...]:
+    """How the adjoint uses a statement's operands: as the IR says, except that a sum, difference or
+    negation assigned to a variable is linear in its arguments, and a print plays no part."""
+    if isinstance(s, ir.Print):
+        return ()
+    call = s.call() if isinstance(s, ir.Assign) else None
+    if call is not None and isinstance(call.target, Overload) and call.target.name in _LINEAR_OPS:
+        return tuple((a, Use.LINEAR) for a in call.args)
+    return s.uses()
 
 
 def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
     """Variables a loop body assigns that outlive an iteration, and whether any of their *values*
     is needed by the reverse pass (False: they only flow linearly, so iterations reverse in O(N))."""
-    stmts = list(ir.walk(loop.body)) + list(ir.walk(getattr(loop, "cond_body", ())))
-    assigned = {v for s in stmts if (v := _assigned(s)) is not None}
-    carried = sorted((v for v in assigned if not _is_temp(v) and v != getattr(loop, "var", None)),
-                     key=lambda v: v.name)
+    stmts = [s for b in loop.blocks() for s in ir.walk(b)]
+    assigned = {v for s in stmts for v in s.targets()}
+    carried = sorted((v for v in assigned if not _is_temp(v) and v not in loop.targets()), key=lambda v: v.name)
     # greatest set of variables whose values no statement needs: start from everything assigned,
     # drop any variable read for its value or flowing into a variable outside the set
     linear = set(assigned)
@@ -109,12 +64,10 @@ def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
     while changed:
         changed = False
         for s in stmts:
-            dest = _assigned(s) if isinstance(s, ir.Assign | ir.SetComponent | ir.SetField) else None
-            for op, role in _reads(s):
+            for op, use in _uses(s):
                 if not isinstance(op, Var) or op not in linear:
                     continue
-                ok = role == "store" or (role == "linear" and dest is not None and dest in linear)
-                if not ok:
+                if use is Use.VALUE or (use is Use.LINEAR and not linear.issuperset(s.targets())):
                     linear.discard(op)
                     changed = True
     return carried, any(v not in linear for v in carried)
@@ -132,8 +85,7 @@ class AdjointEmitter(Emitter):
         self.site_ids: dict[int, int] = {}
         counts: dict[Var, int] = {}
         for s in ir.walk(fn.body):
-            v = _assigned(s)
-            if v is not None:
+            for v in s.targets():
                 counts[v] = counts.get(v, 0) + 1
         params = set(fn.params)
         self.saved = {v for v, n in counts.items() if n > 1 or not _is_temp(v) or v in params}
@@ -166,38 +118,42 @@ class AdjointEmitter(Emitter):
 
     def replay(self, body: tuple[ir.Stmt, ...]) -> None:
         for s in body:
-            n = self.site(s)
-            if isinstance(s, ir.Assign):
-                if s.dest in self.saved:
-                    self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
-                self.out(f"{s.dest.name} = {self.replay_expr(s.expr)};")
-            elif isinstance(s, ir.SetComponent | ir.SetField):
-                self.out(f"{self.decl(f'lw_sv{n}', s.var.type)} = {s.var.name};")
-                self.block((s,))
-            elif isinstance(s, ir.Atomic):
-                if s.dest is not None:  # the previous value: read, not re-applied
-                    if s.dest in self.saved:
-                        self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
-                    self.out(f"{s.dest.name} = {self.element(s.array, s.indices, s.site)};")
-            elif isinstance(s, ir.Store | ir.Return | ir.Print):
-                pass
-            elif isinstance(s, ir.Eval):
-                self.out(f"{self.replay_expr(s.expr)};")
-            elif isinstance(s, ir.If):
-                c = self.decl(f"lw_c{n}", T.bool_)
-                self.out(f"{c} = {self.op(s.cond)};")
-                self.out(f"if ({c}) {{")
-                self.nest(self.replay, s.body)
-                if s.orelse:
-                    self.out("} else {")
-                    self.nest(self.replay, s.orelse)
-                self.out("}")
-            elif isinstance(s, ir.For):
-                self.replay_for(s, n)
-            elif isinstance(s, ir.While):
-                self.replay_while(s, n)
-            else:
-                raise TypeError(f"adjoint: unexpected statement {type(s).__name__}")
+            self.statement(s, getattr(self, f"r_{type(s).__name__}"), self.site(s))
+
+    def r_Assign(self, s: ir.Assign, n: int) -> None:
+        if s.dest in self.saved:
+            self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
+        self.out(f"{s.dest.name} = {self.replay_expr(s.expr)};")
+
+    def r_SetComponent(self, s: ir.SetComponent | ir.SetField, n: int) -> None:
+        self.out(f"{self.decl(f'lw_sv{n}', s.var.type)} = {s.var.name};")
+        self.block((s,))
+
+    r_SetField = r_SetComponent
+
+    def r_Atomic(self, s: ir.Atomic, n: int) -> None:
+        if s.dest is not None:  # the previous value: read, not re-applied
+            if s.dest in self.saved:
+                self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
+            self.out(f"{s.dest.name} = {self.element(s.array, s.indices, s.site)};")
+
+    def r_Eval(self, s: ir.Eval, n: int) -> None:
+        self.out(f"{self.replay_expr(s.expr)};")
+
+    def r_If(self, s: ir.If, n: int) -> None:
+        c = self.decl(f"lw_c{n}", T.bool_)
+        self.out(f"{c} = {self.op(s.cond)};")
+        self.out(f"if ({c}) {{")
+        self.nest(self.replay, s.body)
+        if s.orelse:
+            self.out("} else {")
+            self.nest(self.replay, s.orelse)
+        self.out("}")
+
+    def r_Store(self, s: ir.Stmt, n: int) -> None:
+        """Side effects and returns do not replay."""
+
+    r_Print = r_Return = r_Store
 
     def replay_expr(self, e: ir.Expr) -> str:
         if isinstance(e, ir.Call) and not isinstance(e.target, Overload):  # a user function: its replay twin
@@ -211,12 +167,11 @@ class AdjointEmitter(Emitter):
 
     def snapshot(self, loop: ir.Stmt, n: int, restore: bool) -> None:
         carried, _ = self.loops[n]
-        extra = [loop.var] if isinstance(loop, ir.For) else []
-        for v in carried + extra:
+        for v in carried + list(loop.targets()):
             snap = self.decl(f"lw_e{n}_{v.name}", v.type)
             self.out(f"{v.name} = {snap};" if restore else f"{snap} = {v.name};")
 
-    def replay_for(self, s: ir.For, n: int) -> None:
+    def r_For(self, s: ir.For, n: int) -> None:
         self.loops[n] = loop_carried(s)
         t = s.var.type
         b, e, st = (self.decl(f"lw_{k}{n}", t) for k in ("b", "e", "s"))
@@ -234,7 +189,7 @@ class AdjointEmitter(Emitter):
         self.depth -= 1
         self.out("}")
 
-    def replay_while(self, s: ir.While, n: int) -> None:
+    def r_While(self, s: ir.While, n: int) -> None:
         self.loops[n] = loop_carried(s)
         cnt = self.decl(f"lw_cnt{n}", T.int64)
         self.out(f"{cnt} = 0;")
@@ -252,49 +207,51 @@ class AdjointEmitter(Emitter):
 
     def reverse(self, body: tuple[ir.Stmt, ...]) -> None:
         for s in reversed(body):
-            n = self.site(s)
-            if isinstance(s, ir.Assign):
-                self.reverse_assign(s, n)
-            elif isinstance(s, ir.SetComponent):
-                if differentiable(s.var.type) and T.is_matrix(s.var.type) and len(s.indices) == 1:  # a row
-                    i, adj = self.op(s.indices[0]), self.adj(s.var)
-                    if isinstance(s.value, Var) and differentiable(s.value.type):
-                        self.out(f"lw::acc({self.adj(s.value)}, lw::row({adj}, {i}));")
-                    self.out(f"lw::set_row({adj}, {i}, lw::zero<{ctype(s.value.type)}>());")
-                elif differentiable(s.var.type):
-                    comp = self.component(s.var, s.indices, self.adj(s.var))
-                    if isinstance(s.value, Var) and differentiable(s.value.type):
-                        self.out(f"lw::acc({self.adj(s.value)}, {comp});")
-                    self.out(f"{comp} = {{}};")
-                self.out(f"{s.var.name} = lw_sv{n};")
-            elif isinstance(s, ir.SetField):
-                if differentiable(s.var.type) and differentiable(s.value.type):
-                    comp = f"{self.adj(s.var)}.{s.name}"
-                    if isinstance(s.value, Var):
-                        self.out(f"lw::acc({self.adj(s.value)}, {comp});")
-                    self.out(f"{comp} = {{}};")
-                self.out(f"{s.var.name} = lw_sv{n};")
-            elif isinstance(s, ir.Store):
-                if isinstance(s.value, Var) and differentiable(s.value.type):
-                    self.out(f"if (lw::has_grad({self.op(s.array)})) "
-                             f"lw::acc({self.adj(s.value)}, {self.grad(s.array, s.indices)});")
-            elif isinstance(s, ir.Atomic):
-                self.reverse_atomic(s, n)
-            elif isinstance(s, ir.Eval):
-                self.reverse_call(s.expr, None)
-            elif isinstance(s, ir.If):
-                self.out(f"if (lw_c{n}) {{")
-                self.nest(self.reverse, s.body)
-                if s.orelse:
-                    self.out("} else {")
-                    self.nest(self.reverse, s.orelse)
-                self.out("}")
-            elif isinstance(s, ir.For | ir.While):
-                self.reverse_loop(s, n)
-            elif isinstance(s, ir.Return | ir.Print):
-                pass
+            self.statement(s, getattr(self, f"rev_{type(s).__name__}"), self.site(s))
 
-    def reverse_loop(self, s: ir.For | ir.While, n: int) -> None:
+    def rev_SetComponent(self, s: ir.SetComponent, n: int) -> None:
+        if differentiable(s.var.type) and T.is_matrix(s.var.type) and len(s.indices) == 1:  # a row
+            i, adj = self.op(s.indices[0]), self.adj(s.var)
+            if isinstance(s.value, Var) and differentiable(s.value.type):
+                self.out(f"lw::acc({self.adj(s.value)}, lw::row({adj}, {i}));")
+            self.out(f"lw::set_row({adj}, {i}, lw::zero<{ctype(s.value.type)}>());")
+        elif differentiable(s.var.type):
+            comp = self.component(s.var, s.indices, self.adj(s.var))
+            if isinstance(s.value, Var) and differentiable(s.value.type):
+                self.out(f"lw::acc({self.adj(s.value)}, {comp});")
+            self.out(f"{comp} = {{}};")
+        self.out(f"{s.var.name} = lw_sv{n};")
+
+    def rev_SetField(self, s: ir.SetField, n: int) -> None:
+        if differentiable(s.var.type) and differentiable(s.value.type):
+            comp = f"{self.adj(s.var)}.{s.name}"
+            if isinstance(s.value, Var):
+                self.out(f"lw::acc({self.adj(s.value)}, {comp});")
+            self.out(f"{comp} = {{}};")
+        self.out(f"{s.var.name} = lw_sv{n};")
+
+    def rev_Store(self, s: ir.Store, n: int) -> None:
+        if isinstance(s.value, Var) and differentiable(s.value.type):
+            self.out(f"if (lw::has_grad({self.op(s.array)})) "
+                     f"lw::acc({self.adj(s.value)}, {self.grad(s.array, s.indices)});")
+
+    def rev_Eval(self, s: ir.Eval, n: int) -> None:
+        self.reverse_call(s.expr, None)
+
+    def rev_If(self, s: ir.If, n: int) -> None:
+        self.out(f"if (lw_c{n}) {{")
+        self.nest(self.reverse, s.body)
+        if s.orelse:
+            self.out("} else {")
+            self.nest(self.reverse, s.orelse)
+        self.out("}")
+
+    def rev_Print(self, s: ir.Stmt, n: int) -> None:
+        """Prints and returns have no adjoint."""
+
+    rev_Return = rev_Print
+
+    def rev_For(self, s: ir.For | ir.While, n: int) -> None:
         _, needs_values = self.loops[n]
         self.out(f"for (int64_t lw_k{n} = lw_cnt{n} - 1; lw_k{n} >= 0; --lw_k{n}) {{")
         self.depth += 1
@@ -308,6 +265,8 @@ class AdjointEmitter(Emitter):
         self.depth -= 1
         self.out("}")
         self.snapshot(s, n, restore=True)
+
+    rev_While = rev_For
 
     def replay_iteration(self, s: ir.For | ir.While, n: int, k: str) -> None:
         if isinstance(s, ir.For):
@@ -326,7 +285,7 @@ class AdjointEmitter(Emitter):
             return f"{name}.c[({idx[0]}) * {var.type._shape_[1]} + ({idx[1]})]"
         return f"{name}.c[{idx[0]}]"
 
-    def reverse_atomic(self, s: ir.Atomic, n: int) -> None:
+    def rev_Atomic(self, s: ir.Atomic, n: int) -> None:
         if s.dest is not None:
             if s.dest in self.saved:
                 self.out(f"{s.dest.name} = lw_sv{n};")
@@ -345,7 +304,7 @@ class AdjointEmitter(Emitter):
             cur = f"lw::at({arr}, {', '.join(self.op(i) for i in s.indices)})"
             self.out(f"if (lw::has_grad({arr}) && lw::eq({cur}, {self.op(s.value)})) lw::acc({a}, {g});")
 
-    def reverse_assign(self, s: ir.Assign, n: int) -> None:
+    def rev_Assign(self, s: ir.Assign, n: int) -> None:
         d = s.dest
         if d in self.saved:
             self.out(f"{d.name} = lw_sv{n};")
@@ -357,39 +316,50 @@ class AdjointEmitter(Emitter):
         ad = self.adj(d)
         g = self.decl(f"lw_g{n}", d.type)
         self.out(f"{g} = {ad}; {ad} = {{}};")
-        if isinstance(e, ir.Copy):
-            if isinstance(e.value, Var) and differentiable(e.value.type):
-                self.out(f"lw::acc({self.adj(e.value)}, {g});")
-        elif isinstance(e, ir.Call):
-            self.reverse_call(e, g)
-        elif isinstance(e, ir.Load):
-            r = self.private.get(id(s))
-            if r is not None:  # accumulated per chunk, applied once by the entry point
-                self.out(f"{r.name} += lw::cast<{r.acc_type}>({g});")
-            elif e.array in self.exclusive:  # no other thread touches this element
-                self.out(f"if (lw::has_grad({self.op(e.array)})) lw::acc({self.grad(e.array, e.indices)}, {g});")
-            else:
-                target = self.grad(e.array, e.indices)
-                self.out(f"if (lw::has_grad({self.op(e.array)})) lw::atomic_add(&{target}, {g});")
-        elif isinstance(e, ir.Extract):
-            t = e.value.type
-            av = self.adj(e.value)
-            idx = [self.op(i) for i in e.indices]
-            if T.is_matrix(t) and len(idx) == 1:
-                cols = t._shape_[1]
-                self.out(f"for (int lw_c = 0; lw_c < {cols}; ++lw_c) lw::acc({av}.c[({idx[0]}) * {cols} + lw_c], "
-                         f"{g}.c[lw_c]);")
-            elif T.is_matrix(t):
-                self.out(f"lw::acc({av}.c[({idx[0]}) * {t._shape_[1]} + ({idx[1]})], {g});")
-            else:
-                self.out(f"lw::acc({av}.c[{idx[0]}], {g});")
-        elif isinstance(e, ir.Field):
-            if differentiable(e.value.type):
-                self.out(f"lw::acc({self.adj(e.value)}.{e.name}, {g});")
-        elif isinstance(e, ir.Construct):
-            self.reverse_construct(e, g)
+        getattr(self, f"rev_{type(e).__name__}")(s, g)
 
-    def reverse_construct(self, e: ir.Construct, g: str) -> None:
+    # -- the adjoint of each expression an assignment may have: `g` holds the destination's adjoint --
+
+    def rev_Copy(self, s: ir.Assign, g: str) -> None:
+        v = s.expr.value
+        if isinstance(v, Var) and differentiable(v.type):
+            self.out(f"lw::acc({self.adj(v)}, {g});")
+
+    def rev_Call(self, s: ir.Assign, g: str) -> None:
+        self.reverse_call(s.expr, g)
+
+    def rev_Load(self, s: ir.Assign, g: str) -> None:
+        e = s.expr
+        r = self.private.get(id(s))
+        if r is not None:  # accumulated per chunk, applied once by the entry point
+            self.out(f"{r.name} += lw::cast<{r.acc_type}>({g});")
+        elif e.array in self.exclusive:  # no other thread touches this element
+            self.out(f"if (lw::has_grad({self.op(e.array)})) lw::acc({self.grad(e.array, e.indices)}, {g});")
+        else:
+            target = self.grad(e.array, e.indices)
+            self.out(f"if (lw::has_grad({self.op(e.array)})) lw::atomic_add(&{target}, {g});")
+
+    def rev_Extract(self, s: ir.Assign, g: str) -> None:
+        e = s.expr
+        t = e.value.type
+        av = self.adj(e.value)
+        idx = [self.op(i) for i in e.indices]
+        if T.is_matrix(t) and len(idx) == 1:
+            cols = t._shape_[1]
+            self.out(f"for (int lw_c = 0; lw_c < {cols}; ++lw_c) lw::acc({av}.c[({idx[0]}) * {cols} + lw_c], "
+                     f"{g}.c[lw_c]);")
+        elif T.is_matrix(t):
+            self.out(f"lw::acc({av}.c[({idx[0]}) * {t._shape_[1]} + ({idx[1]})], {g});")
+        else:
+            self.out(f"lw::acc({av}.c[{idx[0]}], {g});")
+
+    def rev_Field(self, s: ir.Assign, g: str) -> None:
+        e = s.expr
+        if differentiable(e.value.type):
+            self.out(f"lw::acc({self.adj(e.value)}.{e.name}, {g});")
+
+    def rev_Construct(self, s: ir.Assign, g: str) -> None:
+        e = s.expr
         t = e.type
         args = list(e.args)
         if not args:
@@ -427,6 +397,7 @@ class AdjointEmitter(Emitter):
 
 def _emit_function(em: AdjointEmitter, fn: ir.Function) -> tuple[list[str], list[str]]:
     """Replay and reverse of a function body, with the declarations they need."""
+    em.map_lines(fn)
     for v in fn.locals:
         em.decl(v.name, v.type)
     em.depth = 1
@@ -462,10 +433,12 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
         plain.out(f"static LW_DEVICE void adj_{name}({sig})")
         plain.out("{")
         plain.depth = 1
+        plain.map_lines(grad_ir)
         plain.declare(grad_ir)
         plain.block(grad_ir.body)
         plain.depth = 0
         plain.out("}")
+        plain.lines += plain.end_lines()
         parts.append("\n".join(plain.lines))
     if replay_ir is not None and grad_ir is not None:
         return "\n".join(parts) + "\n"
@@ -477,7 +450,7 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
     if replay_ir is None:
         rep = [f"static LW_DEVICE {ret} rep_{name}({params})", "{", *decls, *replay]
         rep += [f"    return {ret_expr};"] if ret_t is not None else []
-        parts.append("\n".join(rep + ["}"]))
+        parts.append("\n".join([*rep, "}", *em.end_lines()]))
     if grad_ir is None:
         if ret_t is not None:
             adj_params.append(f"{ret} adj_ret")
@@ -485,7 +458,7 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
         flush = [f"    lw::acc(adjref_{p.name}, a_{p.name});" for p in fn.params
                  if differentiable(p.type) and f"a_{p.name}" in em.declared]
         parts.append("\n".join([f"static LW_DEVICE void adj_{name}({sig})", "{", *decls, *replay, *reverse,
-                                 *flush, "}"]))
+                                 *flush, "}", *em.end_lines()]))
     return "\n".join(parts) + "\n"
 
 
@@ -519,7 +492,7 @@ def kernel_adjoint(fn: ir.Function, debug: bool) -> str:
     lines = [
         "template <bool LW_C>",
         f"static LW_FORCE_INLINE void {k}_adj_body(const lw::launch_t& L, int64_t lw_idx{params})",
-        "{", *tid, *decls, *replay, *reverse, "}",
+        "{", *tid, *decls, *replay, *reverse, "}", *em.end_lines(),
     ]
     contig = " && ".join(
         f"lw::inner_contiguous(A.{p.name}, {p.type.ndim})" for p in fn.params if isinstance(p.type, ArrayType)
@@ -535,4 +508,5 @@ def module_adjoint_source(functions: list[ir.Function], kernels: list[ir.Functio
     custom = custom or {}
     parts = [function_adjoint(f, debug, *custom.get(f.name, (None, None))) for f in functions]
     parts += [kernel_adjoint(k, debug) for k in kernels]
-    return "\n".join(parts)
+    # it follows the forward source, whose length is not known here: its lines are numbered on their own
+    return number_lines("\n".join(parts), f"{SOURCE_NAME} (adjoint part)")

@@ -26,9 +26,13 @@ def _ov(name: str, *types: Any) -> B.Overload:
     return found[0]
 
 
+# the exit state each jump sets
+_EXIT_CODES: dict[type, int] = {ir.Continue: 1, ir.Break: 2, ir.Return: 3}
+
+
 def has_jumps(body: tuple[ir.Stmt, ...]) -> bool:
     """Whether a block contains break, continue or return anywhere (nested included)."""
-    return any(isinstance(s, ir.Break | ir.Continue | ir.Return) for s in ir.walk(body))
+    return any(type(s) in _EXIT_CODES for s in ir.walk(body))
 
 
 class Normalizer:
@@ -44,64 +48,58 @@ class Normalizer:
         self.new_locals.append(v)
         return v
 
-    def exit_is(self, code: int, op: str = "eq") -> tuple[list[ir.Stmt], Var]:
+    def exit_is(self, code: int, line: int, op: str = "eq") -> tuple[list[ir.Stmt], Var]:
         g = self.temp(T.bool_)
-        return [ir.Assign(g, ir.Call(_ov(op, T.int32, T.int32), (EXIT, Const(code, T.int32))))], g
+        return [ir.Assign(g, ir.Call(_ov(op, T.int32, T.int32), (EXIT, Const(code, T.int32))), line=line)], g
 
     def run(self) -> ir.Function:
         fn = self.fn
         if not has_jumps(fn.body):
             return fn
-        body = [ir.Assign(EXIT, ir.Copy(Const(0, T.int32)))] + self.block(fn.body)
+        body = [_set_exit(0, 0), *self.block(fn.body)]
         extra = [EXIT] + ([self.rv] if self.rv is not None else [])
         if self.rv is not None:
             body.append(ir.Return(self.rv))
         return replace(fn, body=tuple(body), locals=fn.locals + tuple(extra) + tuple(self.new_locals))
 
-    def block(self, stmts: tuple[ir.Stmt, ...]) -> list[ir.Stmt]:
+    def block(self, stmts: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
         out: list[ir.Stmt] = []
         for i, s in enumerate(stmts):
             out.extend(self.stmt(s))
-            if i + 1 < len(stmts) and (isinstance(s, ir.Break | ir.Continue | ir.Return) or has_jumps((s,))):
-                guard, g = self.exit_is(0)
+            if i + 1 < len(stmts) and has_jumps((s,)):  # what follows runs only while no jump was taken
+                guard, g = self.exit_is(0, s.line)
                 out.extend(guard)
-                out.append(ir.If(g, tuple(self.block(stmts[i + 1:])), ()))
+                out.append(ir.If(g, self.block(stmts[i + 1:]), (), line=s.line))
                 break
-        return out
+        return tuple(out)
 
     def stmt(self, s: ir.Stmt) -> list[ir.Stmt]:
-        if isinstance(s, ir.Break):
-            return [ir.Assign(EXIT, ir.Copy(Const(2, T.int32)))]
-        if isinstance(s, ir.Continue):
-            return [ir.Assign(EXIT, ir.Copy(Const(1, T.int32)))]
-        if isinstance(s, ir.Return):
-            out: list[ir.Stmt] = []
-            if s.value is not None:
-                out.append(ir.Assign(self.rv, ir.Copy(s.value)))
-            return out + [ir.Assign(EXIT, ir.Copy(Const(3, T.int32)))]
-        if isinstance(s, ir.If):
-            return [replace(s, body=tuple(self.block(s.body)), orelse=tuple(self.block(s.orelse)))]
-        if isinstance(s, ir.For | ir.While):
-            jumps = has_jumps(s.body)
-            body = self.block(s.body)
-            if jumps:  # a `continue` ends only its own iteration
-                cont, g = self.exit_is(1)
-                body += cont + [ir.If(g, (ir.Assign(EXIT, ir.Copy(Const(0, T.int32))),), ())]
-            if isinstance(s, ir.For):
-                loop: ir.Stmt = replace(s, body=tuple(body))
-            else:
-                cond_body, cond = list(s.cond_body), s.cond
-                if jumps:  # keep looping only while running: cond and lw_x < 2
-                    c = self.temp(T.bool_)
-                    more, g = self.exit_is(2, "lt")
-                    cond_body += [ir.Assign(c, ir.Copy(cond)), ir.If(c, tuple(more + [ir.Assign(c, ir.Copy(g))]), ())]
-                    cond = c
-                loop = replace(s, cond_body=tuple(cond_body), cond=cond, body=tuple(body))
-            if not jumps:
-                return [loop]
-            brk, g = self.exit_is(2)
-            return [loop] + brk + [ir.If(g, (ir.Assign(EXIT, ir.Copy(Const(0, T.int32))),), ())]
-        return [s]
+        code = _EXIT_CODES.get(type(s))
+        if code is not None:  # a jump sets the exit state; a returned value lands in lw_rv
+            return [ir.Assign(self.rv, ir.Copy(v), line=s.line) for v in s.operands()] + [_set_exit(code, s.line)]
+        if isinstance(s, ir.For | ir.While) and has_jumps(s.body):
+            return self.loop(s)
+        return [s.with_blocks(*(self.block(b) for b in s.blocks()))]
+
+    def loop(self, s: ir.For | ir.While) -> list[ir.Stmt]:
+        """A loop whose body jumps: `continue` ends only its own iteration, `break` and `return` end the loop."""
+        body = self.block(s.body)
+        cont, g = self.exit_is(1, s.line)
+        body += (*cont, ir.If(g, (_set_exit(0, s.line),), (), line=s.line))
+        if isinstance(s, ir.For):
+            loop = s.with_blocks(body)
+        else:  # keep looping only while running: cond and lw_x < 2
+            c = self.temp(T.bool_)
+            more, g = self.exit_is(2, s.line, "lt")
+            cond_body = (*s.cond_body, ir.Assign(c, ir.Copy(s.cond), line=s.line),
+                         ir.If(c, (*more, ir.Assign(c, ir.Copy(g), line=s.line)), (), line=s.line))
+            loop = replace(s, cond=c).with_blocks(cond_body, body)
+        brk, g = self.exit_is(2, s.line)
+        return [loop, *brk, ir.If(g, (_set_exit(0, s.line),), (), line=s.line)]
+
+
+def _set_exit(code: int, line: int) -> ir.Assign:
+    return ir.Assign(EXIT, ir.Copy(Const(code, T.int32)), line=line)
 
 
 def normalize(fn: ir.Function) -> ir.Function:

@@ -91,6 +91,15 @@ def content_hash(*parts: str) -> str:
     return h.hexdigest()[:20]
 
 
+def source_key(source: str, debug: bool) -> str:
+    """The part of a source that decides a build: release builds carry no line information, so their
+    `#line` directives (Python files and lines) are left out, and moving a kernel in its file or editing
+    a comment above it finds the cached build."""
+    if debug:
+        return source
+    return "\n".join(line for line in source.split("\n") if not line.startswith("#line "))
+
+
 def _publish(tmp: Path, final: Path) -> None:
     """Move a finished build folder into place; if another process got there first, keep theirs."""
     try:
@@ -118,7 +127,7 @@ def build_cpu(source: str, name: str, cache_dir: str, debug: bool, fast_math: bo
               what: str) -> Path:
     """Compile `source` to a shared library (or find it cached) and return its path."""
     flags = cpu_flags(debug, fast_math)
-    digest = content_hash(source, header_hash(), " ".join(flags), compiler_identity())
+    digest = content_hash(source_key(source, debug), header_hash(), " ".join(flags), compiler_identity())
     folder = Path(cache_dir) / f"{name}-{digest}"
     lib = folder / "module.so"
     if lib.exists():
@@ -177,7 +186,8 @@ def build_cuda(source: str, name: str, cache_dir: str, arch: int, debug: bool, f
     if fast_math:
         opts.append("--use_fast_math")
     err, version_major, version_minor = nvrtc.nvrtcVersion()
-    digest = content_hash(source, header_hash(), " ".join(opts), f"nvrtc{version_major}.{version_minor}")
+    digest = content_hash(source_key(source, debug), header_hash(), " ".join(opts),
+                          f"nvrtc{version_major}.{version_minor}")
     folder = Path(cache_dir) / f"{name}-cuda-{digest}"
     out = folder / f"module.sm_{arch}.cubin"
     if out.exists():

@@ -4,12 +4,17 @@ A module's source holds its user-function instances, then for every kernel an ar
 a body function (one thread's work) and two thin entry layers chosen by the preprocessor: the CPU
 entry runs a range of launch indices (the runtime's thread pool hands out ranges), the CUDA entry
 is a grid-stride loop. g++ and NVRTC compile the very same text.
+
+Function and kernel bodies carry `#line` directives, so a compiler message or a debugger names the
+Python file and line of the statement; after each body a directive returns to the generated file's
+own numbering (see `LINE_MARK`).
 """
 
 from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +24,10 @@ from .ir import ArrayType, Const, Var, ctype
 from .structs import is_struct, struct_differentiable
 
 HEADER_NAME = "loomwork.h"
+SOURCE_NAME = "module.cpp"  # what the C++ compiler calls the source of a module
+
+# ends the lines mapped to Python: `number_lines` turns it into a #line directive naming the line's own position
+LINE_MARK = "#line lw_generated"
 
 
 def literal(value: Any, t: Any) -> str:
@@ -60,9 +69,28 @@ class Emitter:
         self.lines: list[str] = []
         self.depth = 0
         self.loops = 0
+        self.pyfile = ""  # the Python file of the function being written, as a C string ("": no #line)
+        self.line = 0  # the Python line of the statement being written (0: unknown)
+        self.presumed: int | None = None  # the line the compiler gives the next output line, after a #line
 
     def out(self, text: str) -> None:
+        if self.line and self.pyfile and self.line != self.presumed:
+            # the file name once; later directives of the function only change the line
+            self.lines.append(f"#line {self.line} {self.pyfile}" if self.presumed is None else f"#line {self.line}")
+            self.presumed = self.line
         self.lines.append("    " * self.depth + text)
+        if self.presumed is not None:
+            self.presumed += 1
+
+    def map_lines(self, fn: ir.Function) -> None:
+        """Maps the statements written from now on to the lines of `fn`'s Python file (when it is known)."""
+        self.pyfile = c_string(fn.filename) if fn.filename else ""
+        self.presumed = None
+
+    def end_lines(self) -> list[str]:
+        """The lines that end a function mapped to Python: what follows is the generated file's own code."""
+        self.presumed = None
+        return [LINE_MARK] if self.pyfile else []
 
     def op(self, o: Any) -> str:
         if isinstance(o, Const):
@@ -79,12 +107,14 @@ class Emitter:
         self.out(f"static LW_DEVICE {ctype(fn.ret)} {fn.name}({params})")
         self.out("{")
         self.depth += 1
+        self.map_lines(fn)
         self.declare(fn)
         self.block(fn.body)
         if fn.ret is not None:
             self.out(f"return {ctype(fn.ret)}{{}};")
         self.depth -= 1
         self.out("}")
+        self.lines += self.end_lines()
         self.out("")
 
     def native_function(self, name: str, fn: ir.Function, snippet: str, adjoint: bool = False) -> None:
@@ -129,12 +159,14 @@ class Emitter:
         if fn.tid_count > 1:
             self.out("int32_t lw_tid[4];")
             self.out("lw::tid_split(L, lw_idx, lw_tid);")
+        self.map_lines(fn)
         self.declare(fn)
         self.in_kernel = True
         self.block(fn.body)
         self.in_kernel = False
         self.depth -= 1
         self.out("}")
+        self.lines += self.end_lines()
         contig = " && ".join(
             f"lw::inner_contiguous(A.{p.name}, {p.type.ndim})" for p in fn.params if isinstance(p.type, ArrayType)
         ) or "true"
@@ -144,7 +176,14 @@ class Emitter:
 
     def block(self, body: tuple[ir.Stmt, ...]) -> None:
         for s in body:
-            getattr(self, f"s_{type(s).__name__}")(s)
+            self.statement(s, getattr(self, f"s_{type(s).__name__}"))
+
+    def statement(self, s: ir.Stmt, write: Callable[..., None], *args: Any) -> None:
+        """`write(s, *args)` with the output mapped to `s`'s Python line (its block's line when unknown)."""
+        outer = self.line
+        self.line = s.line or outer
+        write(s, *args)
+        self.line = outer
 
     def s_Assign(self, s: ir.Assign) -> None:
         self.out(f"{s.dest.name} = {self.expr(s.expr)};")
@@ -243,51 +282,57 @@ class Emitter:
         return f"lw::at({self.op(arr)}, {idx})"
 
     def expr(self, e: ir.Expr) -> str:
-        if isinstance(e, ir.Copy):
-            return self.op(e.value)
-        if isinstance(e, ir.Call):
-            if getattr(e.target, "outputs", ()):
-                return self.call_with_outputs(e)
-            args = ", ".join(self.op(a) for a in e.args)
-            return f"{e.target.native}({args})"
-        if isinstance(e, ir.Load):
-            return self.element(e.array, e.indices, e.site)
-        if isinstance(e, ir.View):
-            idx = [self.op(i) for i in e.indices]
-            if self.debug:
-                idx = [f"lw::checked(&lw_error, -1, {i}, {self.op(e.array)}.shape[{d}])" for d, i in enumerate(idx)]
-            return f"lw::subview({self.op(e.array)}, {len(idx)}, {', '.join(idx)})"
-        if isinstance(e, ir.Extract):
-            t = e.value.type
-            idx = [self.op(i) for i in e.indices]
-            if T.is_matrix(t):
-                if len(idx) == 1:
-                    return f"lw::row({self.op(e.value)}, {idx[0]})"
-                return f"{self.op(e.value)}({idx[0]}, {idx[1]})"
-            return f"{self.op(e.value)}.c[{idx[0]}]"
-        if isinstance(e, ir.Field):
-            return f"{self.op(e.value)}.{e.name}"
-        if isinstance(e, ir.Shape):
-            return f"{self.op(e.array)}.shape[{e.dim}]"
-        if isinstance(e, ir.Construct):
-            t = e.type
-            if T.is_scalar(t):
-                return f"lw::cast<{t.cname}>({self.op(e.args[0])})"
-            if is_struct(t):
-                return f"{t.cname}{{}}"
-            if not e.args:
-                if T.is_transform(t):
-                    return f"lw::transform_identity_t<{t._wp_scalar_type_.cname}>()"
-                return f"lw::zero<{t.cname}>()"
-            if len(e.args) == 1 and T.is_composite(e.args[0].type):
-                return f"lw::convert<{t.cname}>({self.op(e.args[0])})"
-            if len(e.args) == 1 and t._length_ > 1:
-                return f"lw::splat<{t.cname}>({self.op(e.args[0])})"
-            return f"lw::make<{t.cname}>({', '.join(self.op(a) for a in e.args)})"
-        if isinstance(e, ir.Tid):
-            return "(int32_t)lw_idx" if e.count == 1 else f"lw_tid[{e.dim}]"
-        raise TypeError(f"codegen: unknown IR expression {type(e).__name__}")
+        return getattr(self, f"e_{type(e).__name__}")(e)
 
+    def e_Copy(self, e: ir.Copy) -> str:
+        return self.op(e.value)
+
+    def e_Call(self, e: ir.Call) -> str:
+        if getattr(e.target, "outputs", ()):
+            return self.call_with_outputs(e)
+        return f"{e.target.native}({', '.join(self.op(a) for a in e.args)})"
+
+    def e_Load(self, e: ir.Load) -> str:
+        return self.element(e.array, e.indices, e.site)
+
+    def e_View(self, e: ir.View) -> str:
+        idx = [self.op(i) for i in e.indices]
+        if self.debug:
+            idx = [f"lw::checked(&lw_error, -1, {i}, {self.op(e.array)}.shape[{d}])" for d, i in enumerate(idx)]
+        return f"lw::subview({self.op(e.array)}, {len(idx)}, {', '.join(idx)})"
+
+    def e_Extract(self, e: ir.Extract) -> str:
+        idx = [self.op(i) for i in e.indices]
+        if T.is_matrix(e.value.type):
+            if len(idx) == 1:
+                return f"lw::row({self.op(e.value)}, {idx[0]})"
+            return f"{self.op(e.value)}({idx[0]}, {idx[1]})"
+        return f"{self.op(e.value)}.c[{idx[0]}]"
+
+    def e_Field(self, e: ir.Field) -> str:
+        return f"{self.op(e.value)}.{e.name}"
+
+    def e_Shape(self, e: ir.Shape) -> str:
+        return f"{self.op(e.array)}.shape[{e.dim}]"
+
+    def e_Construct(self, e: ir.Construct) -> str:
+        t = e.type
+        if T.is_scalar(t):
+            return f"lw::cast<{t.cname}>({self.op(e.args[0])})"
+        if is_struct(t):
+            return f"{t.cname}{{}}"
+        if not e.args:
+            if T.is_transform(t):
+                return f"lw::transform_identity_t<{t._wp_scalar_type_.cname}>()"
+            return f"lw::zero<{t.cname}>()"
+        if len(e.args) == 1 and T.is_composite(e.args[0].type):
+            return f"lw::convert<{t.cname}>({self.op(e.args[0])})"
+        if len(e.args) == 1 and t._length_ > 1:
+            return f"lw::splat<{t.cname}>({self.op(e.args[0])})"
+        return f"lw::make<{t.cname}>({', '.join(self.op(a) for a in e.args)})"
+
+    def e_Tid(self, e: ir.Tid) -> str:
+        return "(int32_t)lw_idx" if e.count == 1 else f"lw_tid[{e.dim}]"
 
     def call_with_outputs(self, e: ir.Call) -> str:
         """A builtin with out / in-out parameters as an expression: a lambda fills the call's result record
@@ -430,7 +475,17 @@ def module_source(functions: list[ir.Function], kernels: list[ir.Function], debu
         em.function(fn)
     for k in kernels:
         em.kernel(k)
-    return "\n".join(em.lines) + "\n"
+    return number_lines("\n".join(em.lines) + "\n", SOURCE_NAME)
+
+
+def number_lines(text: str, name: str) -> str:
+    """`text` with each LINE_MARK replaced by the #line directive that gives the lines after it their
+    own numbers in `text`, in a file called `name`."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line == LINE_MARK:
+            lines[i] = f"#line {i + 2} {c_string(name)}"
+    return "\n".join(lines)
 
 
 def struct_declarations(types: list) -> str:

@@ -210,6 +210,7 @@ class Builder:
         return ir.Function(
             name=self.cname, params=self.scope.params, ret=self.scope.ret_type, locals=tuple(self.scope.locals),
             body=tuple(self.scope.blocks[0]), is_kernel=self.is_kernel, tid_count=self.scope.tid_count,
+            filename=self.src.filename,
         )
 
     # -- errors --------------------------------------------------------------------------

@@ -4,14 +4,21 @@ Three-address form with structured control flow: every expression's operands are
 constants, every statement is one step, and `if`/`for`/`while` keep their nesting so code
 generation (and the adjoint pass) can walk the tree. Nodes are frozen dataclasses; `dump()`
 prints a function readably (`wp.config.print_ir`).
+
+Every node answers the same questions, so passes need not know node classes: `uses()` /
+`operands()` (what it reads, and how), `accesses()` (the array elements it touches) and, for
+statements, `targets()` (the variables it writes), `blocks()` / `with_blocks()` (nested blocks) and
+`call()`. Each statement keeps its Python `line`, which code generation turns into `#line` directives.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, NamedTuple
 
-from .types import is_scalar, type_name
+from .types import is_composite, is_scalar, type_name
 
 
 @dataclass(frozen=True)
@@ -67,90 +74,174 @@ class Const:
 Operand = Var | Const
 
 
+class Use(Enum):
+    """How a node uses one of its operands."""
+
+    VALUE = "value"  # the result depends on the operand's value (an index, a condition, a nonlinear argument)
+    LINEAR = "linear"  # the node's targets are a linear function of the operand (copies, components, sums)
+    STORE = "store"  # the operand is written as it is into memory or into part of a target
+
+
+class Mode(Enum):
+    """What a statement does to an array element it accesses."""
+
+    READ = "read"
+    WRITE = "write"
+    ADD = "add"  # accumulates into it (atomic add/sub): the element's previous value does not matter
+    UPDATE = "update"  # reads it and writes it (the other atomics)
+
+
+class Access(NamedTuple):
+    """One array element a node reads or writes: `array[indices]`."""
+
+    array: Operand
+    indices: tuple[Operand, ...]
+    mode: Mode
+
+
+def _values(ops: tuple[Operand, ...]) -> tuple[tuple[Operand, Use], ...]:
+    return tuple((o, Use.VALUE) for o in ops)
+
+
+class Node:
+    """The interface every expression and statement offers the passes, so they need not know node classes."""
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        """Every operand the node reads, with how it uses it, in a stable order."""
+        return ()
+
+    def operands(self) -> tuple[Operand, ...]:
+        """Every operand the node reads (arrays, indices, values, conditions, loop bounds)."""
+        return tuple(o for o, _ in self.uses())
+
+    def accesses(self) -> tuple[Access, ...]:
+        """The array elements the node reads or writes."""
+        return ()
+
+
 # -- expressions (the right-hand sides of Assign) ---------------------------------------------
 
 
 @dataclass(frozen=True)
-class Call:
+class Expr(Node):
+    """The value an Assign gives its destination."""
+
+    def aliased(self) -> tuple[Operand, ...]:
+        """The arrays whose memory the expression's value (an array) refers to."""
+        return ()
+
+
+@dataclass(frozen=True)
+class Call(Expr):
     """A builtin overload or a user function instance applied to operands."""
 
     target: Any  # builtins.Overload or module.FuncInstance
     args: tuple[Operand, ...]
-    type: Any = None  # for a builtin with out parameters: the record of its result and outputs
+    type: Any = None  # for a builtin with out parameters: the record of its result and outputs, which
+    # codegen fills through references; the IR call stays pure (outputs are that record's fields)
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return _values(self.args)
 
     def __str__(self) -> str:
         return f"{self.target.name}({', '.join(map(str, self.args))})"
 
 
 @dataclass(frozen=True)
-class Load:
+class Load(Expr):
     """Read `array[indices]` (all dimensions indexed)."""
 
     array: Operand
     indices: tuple[Operand, ...]
     site: int
 
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return _values((self.array, *self.indices))
+
+    def accesses(self) -> tuple[Access, ...]:
+        return (Access(self.array, self.indices, Mode.READ),)
+
     def __str__(self) -> str:
         return f"load {self.array}[{', '.join(map(str, self.indices))}]"
 
 
 @dataclass(frozen=True)
-class View:
+class View(Expr):
     """The sub-array `array[indices]` with fewer indices than dimensions."""
 
     array: Operand
     indices: tuple[Operand, ...]
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return _values((self.array, *self.indices))
+
+    def aliased(self) -> tuple[Operand, ...]:
+        return (self.array,)
 
     def __str__(self) -> str:
         return f"view {self.array}[{', '.join(map(str, self.indices))}]"
 
 
 @dataclass(frozen=True)
-class Extract:
+class Extract(Expr):
     """A component of a vector (`v[i]`), an element (`m[i, j]`) or row (`m[i]`) of a matrix."""
 
     value: Operand
     indices: tuple[Operand, ...]
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return ((self.value, Use.LINEAR), *_values(self.indices))
 
     def __str__(self) -> str:
         return f"extract {self.value}[{', '.join(map(str, self.indices))}]"
 
 
 @dataclass(frozen=True)
-class Shape:
+class Shape(Expr):
     """`array.shape[dim]`."""
 
     array: Operand
     dim: int
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return ((self.array, Use.VALUE),)
 
     def __str__(self) -> str:
         return f"shape {self.array}[{self.dim}]"
 
 
 @dataclass(frozen=True)
-class Construct:
+class Construct(Expr):
     """A value of `type` from components, a broadcast scalar, nothing (zeros) or a conversion."""
 
     type: Any
     args: tuple[Operand, ...]
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        """A vector, matrix, ... is linear in its components; a scalar conversion needs its value."""
+        use = Use.LINEAR if is_composite(self.type) else Use.VALUE
+        return tuple((a, use) for a in self.args)
 
     def __str__(self) -> str:
         return f"{type_name(self.type)}({', '.join(map(str, self.args))})"
 
 
 @dataclass(frozen=True)
-class Field:
+class Field(Expr):
     """`value.name` of a struct."""
 
     value: Operand
     name: str
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return ((self.value, Use.LINEAR),)
 
     def __str__(self) -> str:
         return f"{self.value}.{self.name}"
 
 
 @dataclass(frozen=True)
-class Tid:
+class Tid(Expr):
     """Component `dim` of the thread index for a launch unpacked into `count` indices."""
 
     dim: int
@@ -161,30 +252,63 @@ class Tid:
 
 
 @dataclass(frozen=True)
-class Copy:
+class Copy(Expr):
     """The value of another operand (assignment between variables)."""
 
     value: Operand
 
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return ((self.value, Use.LINEAR),)
+
+    def aliased(self) -> tuple[Operand, ...]:
+        return (self.value,) if isinstance(self.value.type, ArrayType) else ()
+
     def __str__(self) -> str:
         return str(self.value)
-
-
-Expr = Call | Load | View | Extract | Field | Shape | Construct | Tid | Copy
 
 
 # -- statements ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Stmt:
+class Stmt(Node):
+    """One step of a function body; `line` is its Python source line (0: unknown)."""
+
     line: int = field(default=0, kw_only=True)
+
+    def targets(self) -> tuple[Var, ...]:
+        """The variables the statement writes: the one place passes learn what a statement assigns."""
+        return ()
+
+    def blocks(self) -> tuple[tuple[Stmt, ...], ...]:
+        """The nested blocks, in the order they run first."""
+        return ()
+
+    def with_blocks(self, *blocks: tuple[Stmt, ...]) -> Stmt:
+        """The same statement with its nested blocks replaced (as many, in the order of `blocks()`)."""
+        return self
+
+    def call(self) -> Call | None:
+        """The call the statement makes, if any."""
+        return None
 
 
 @dataclass(frozen=True)
 class Assign(Stmt):
     dest: Var
     expr: Expr
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return self.expr.uses()
+
+    def accesses(self) -> tuple[Access, ...]:
+        return self.expr.accesses()
+
+    def targets(self) -> tuple[Var, ...]:
+        return (self.dest,)
+
+    def call(self) -> Call | None:
+        return self.expr if isinstance(self.expr, Call) else None
 
     def __str__(self) -> str:
         return f"{self.dest} = {self.expr}"
@@ -196,6 +320,12 @@ class Store(Stmt):
     indices: tuple[Operand, ...]
     value: Operand
     site: int
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return (*_values((self.array, *self.indices)), (self.value, Use.STORE))
+
+    def accesses(self) -> tuple[Access, ...]:
+        return (Access(self.array, self.indices, Mode.WRITE),)
 
     def __str__(self) -> str:
         return f"store {self.array}[{', '.join(map(str, self.indices))}] = {self.value}"
@@ -213,6 +343,22 @@ class Atomic(Stmt):
     site: int
     compare: Operand | None = None  # for "cas": the value expected in memory
 
+    @property
+    def accumulates(self) -> bool:
+        """Whether it adds `value` into the element (add, sub) rather than combining the two."""
+        return self.op in ("add", "sub")
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        value = (self.value, Use.STORE if self.accumulates else Use.VALUE)
+        compare = (self.compare,) if self.compare is not None else ()
+        return (*_values((self.array, *self.indices)), value, *_values(compare))
+
+    def accesses(self) -> tuple[Access, ...]:
+        return (Access(self.array, self.indices, Mode.ADD if self.accumulates else Mode.UPDATE),)
+
+    def targets(self) -> tuple[Var, ...]:
+        return (self.dest,) if self.dest is not None else ()
+
     def __str__(self) -> str:
         lhs = f"{self.dest} = " if self.dest is not None else ""
         cmp = f"{self.compare}, " if self.compare is not None else ""
@@ -227,6 +373,12 @@ class SetComponent(Stmt):
     indices: tuple[Operand, ...]
     value: Operand
 
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return ((self.var, Use.LINEAR), *_values(self.indices), (self.value, Use.STORE))
+
+    def targets(self) -> tuple[Var, ...]:
+        return (self.var,)
+
     def __str__(self) -> str:
         return f"{self.var}[{', '.join(map(str, self.indices))}] = {self.value}"
 
@@ -238,6 +390,12 @@ class SetField(Stmt):
     var: Var
     name: str
     value: Operand
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return ((self.var, Use.LINEAR), (self.value, Use.STORE))
+
+    def targets(self) -> tuple[Var, ...]:
+        return (self.var,)
 
     def __str__(self) -> str:
         return f"{self.var}.{self.name} = {self.value}"
@@ -252,6 +410,9 @@ class Print(Stmt):
     args: tuple[Operand, ...]
     check: str | None = None
 
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return _values(self.args)
+
     def __str__(self) -> str:
         return f"printf {self.fmt!r}, {', '.join(map(str, self.args))}"
 
@@ -262,6 +423,12 @@ class Eval(Stmt):
 
     expr: Call
 
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return self.expr.uses()
+
+    def call(self) -> Call | None:
+        return self.expr
+
     def __str__(self) -> str:
         return str(self.expr)
 
@@ -271,6 +438,16 @@ class If(Stmt):
     cond: Operand
     body: tuple[Stmt, ...]
     orelse: tuple[Stmt, ...]
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return ((self.cond, Use.VALUE),)
+
+    def blocks(self) -> tuple[tuple[Stmt, ...], ...]:
+        return (self.body, self.orelse)
+
+    def with_blocks(self, *blocks: tuple[Stmt, ...]) -> If:
+        body, orelse = blocks
+        return replace(self, body=body, orelse=orelse)
 
 
 @dataclass(frozen=True)
@@ -283,6 +460,19 @@ class For(Stmt):
     step: Operand
     body: tuple[Stmt, ...]
 
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return _values((self.start, self.stop, self.step))
+
+    def targets(self) -> tuple[Var, ...]:
+        return (self.var,)
+
+    def blocks(self) -> tuple[tuple[Stmt, ...], ...]:
+        return (self.body,)
+
+    def with_blocks(self, *blocks: tuple[Stmt, ...]) -> For:
+        (body,) = blocks
+        return replace(self, body=body)
+
 
 @dataclass(frozen=True)
 class While(Stmt):
@@ -291,6 +481,16 @@ class While(Stmt):
     cond_body: tuple[Stmt, ...]
     cond: Operand
     body: tuple[Stmt, ...]
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return ((self.cond, Use.VALUE),)
+
+    def blocks(self) -> tuple[tuple[Stmt, ...], ...]:
+        return (self.cond_body, self.body)
+
+    def with_blocks(self, *blocks: tuple[Stmt, ...]) -> While:
+        cond_body, body = blocks
+        return replace(self, cond_body=cond_body, body=body)
 
 
 @dataclass(frozen=True)
@@ -309,6 +509,9 @@ class Continue(Stmt):
 class Return(Stmt):
     value: Operand | None = None
 
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return ((self.value, Use.VALUE),) if self.value is not None else ()
+
     def __str__(self) -> str:
         return "return" if self.value is None else f"return {self.value}"
 
@@ -325,6 +528,7 @@ class Function:
     is_kernel: bool
     tid_count: int = 0
     native_code: tuple | None = None  # wp.func_native: (snippet, adjoint snippet, replay snippet)
+    filename: str = ""  # the Python file the statements' lines refer to ("" : unknown)
 
     def dump(self) -> str:
         lines = [
@@ -373,30 +577,21 @@ def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], f
 
     def visit(s: Stmt) -> None:
         if isinstance(s, Assign):
-            e = s.expr
-            if isinstance(s.dest.type, ArrayType) and isinstance(e, Copy | View):
-                src = e.value if isinstance(e, Copy) else e.array
+            for src in s.expr.aliased():
                 alias.setdefault(s.dest, set()).update(of(src))
-            elif isinstance(e, Load):
-                reads.update(of(e.array))
-            elif isinstance(e, Call) and e.target.native in callee_effects:
-                _call(e)
-        elif isinstance(s, Store):
-            writes.update(of(s.array))
-        elif isinstance(s, Atomic):
-            writes.update(of(s.array))
-            if s.op not in ("add", "sub"):
-                reads.update(of(s.array))
-        elif isinstance(s, Eval) and s.expr.target.native in callee_effects:
-            _call(s.expr)
-
-    def _call(e: Call) -> None:
-        r, w = callee_effects[e.target.native]
-        for i, a in enumerate(e.args):
-            if i in r:
-                reads.update(of(a))
-            if i in w:
-                writes.update(of(a))
+        for a in s.accesses():
+            if a.mode in (Mode.READ, Mode.UPDATE):
+                reads.update(of(a.array))
+            if a.mode is not Mode.READ:
+                writes.update(of(a.array))
+        call = s.call()
+        if call is not None and call.target.native in callee_effects:
+            r, w = callee_effects[call.target.native]
+            for i, arg in enumerate(call.args):
+                if i in r:
+                    reads.update(of(arg))
+                if i in w:
+                    writes.update(of(arg))
 
     if fn.native_code is not None:  # a C++ snippet: assume it reads every array it is given
         return frozenset(alias), frozenset()
@@ -406,50 +601,12 @@ def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], f
     return frozenset(reads), frozenset(writes)
 
 
-def operands(s: Stmt) -> list[Any]:
-    """Every operand a statement reads (arrays, indices, values, conditions, loop bounds)."""
-    if isinstance(s, Assign):
-        e = s.expr
-        if isinstance(e, Copy):
-            return [e.value]
-        if isinstance(e, Call | Construct):
-            return list(e.args)
-        if isinstance(e, Load | View):
-            return [e.array, *e.indices]
-        if isinstance(e, Extract):
-            return [e.value, *e.indices]
-        if isinstance(e, Field):
-            return [e.value]
-        if isinstance(e, Shape):
-            return [e.array]
-        return []
-    if isinstance(s, Store):
-        return [s.array, *s.indices, s.value]
-    if isinstance(s, Atomic):
-        return [s.array, *s.indices, s.value] + ([s.compare] if s.compare is not None else [])
-    if isinstance(s, SetComponent):
-        return [s.var, *s.indices, s.value]
-    if isinstance(s, SetField):
-        return [s.var, s.value]
-    if isinstance(s, Eval):
-        return list(s.expr.args)
-    if isinstance(s, Print):
-        return list(s.args)
-    if isinstance(s, If | While):
-        return [s.cond]
-    if isinstance(s, For):
-        return [s.start, s.stop, s.step]
-    if isinstance(s, Return):
-        return [s.value] if s.value is not None else []
-    return []
-
-
-def walk(body: tuple[Stmt, ...]):
+def walk(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
     """Every statement of a block, nested ones included, in order."""
     for s in body:
         yield s
-        for sub in ("cond_body", "body", "orelse"):
-            yield from walk(getattr(s, sub, ()))
+        for b in s.blocks():
+            yield from walk(b)
 
 
 def private_reductions(fn: Function, kind: str) -> dict[int, tuple[Var, tuple]]:
@@ -462,28 +619,26 @@ def private_reductions(fn: Function, kind: str) -> dict[int, tuple[Var, tuple]]:
     """
     stmts = list(walk(fn.body))
     params = {p for p in fn.params if isinstance(p.type, ArrayType) and is_scalar(p.type.dtype)}
-    read = {o for s in stmts for o in operands(s) if isinstance(o, Var)}
+    read = {o for s in stmts for o in s.operands() if isinstance(o, Var)}
+    mode = Mode.ADD if kind == "atomic" else Mode.READ
     found: dict[int, tuple[Var, tuple]] = {}
     for s in stmts:
-        if kind == "atomic" and isinstance(s, Atomic) and s.op in ("add", "sub") and s.array in params \
-                and all(isinstance(i, Const) for i in s.indices) and (s.dest is None or s.dest not in read):
-            found[id(s)] = (s.array, tuple(i.value for i in s.indices))
-        elif kind == "load" and isinstance(s, Assign) and isinstance(s.expr, Load) and s.expr.array in params \
-                and all(isinstance(i, Const) for i in s.expr.indices):
-            found[id(s)] = (s.expr.array, tuple(i.value for i in s.expr.indices))
+        if mode is Mode.ADD and read.intersection(s.targets()):
+            continue  # the previous value is used
+        for a in s.accesses():
+            if a.mode is mode and a.array in params and all(isinstance(i, Const) for i in a.indices):
+                found[id(s)] = (a.array, tuple(i.value for i in a.indices))
     # keep only parameters that are used in no other way
     claimed = {p for p, _ in found.values()}
     for s in stmts:
-        uses = [o for o in operands(s) if o in claimed]
+        uses = [o for o in s.operands() if o in claimed]
         if uses and id(s) not in found:
             claimed -= set(uses)
         elif id(s) in found:
             arr = found[id(s)][0]
-            others = [o for o in operands(s) if o == arr]
-            if len(others) > 1:  # the array also feeds the value or an index
+            if s.operands().count(arr) > 1:  # the array also feeds the value or an index
                 claimed.discard(arr)
     return {k: v for k, v in found.items() if v[0] in claimed}
-
 
 
 def thread_exclusive_arrays(fn: Function) -> set[Var]:
@@ -493,8 +648,7 @@ def thread_exclusive_arrays(fn: Function) -> set[Var]:
     stmts = list(walk(fn.body))
     assigned: dict[Var, int] = {}
     for s in stmts:
-        d = s.var if isinstance(s, SetComponent | SetField | For) else getattr(s, "dest", None)
-        if isinstance(d, Var):
+        for d in s.targets():
             assigned[d] = assigned.get(d, 0) + 1
     tid: dict[Var, tuple[int, int]] = {}
     for s in fn.body:  # top level only: not inside a loop or a branch
@@ -505,14 +659,10 @@ def thread_exclusive_arrays(fn: Function) -> set[Var]:
                 tid[s.dest] = tid[s.expr.value]
     candidates = {p for p in fn.params if isinstance(p.type, ArrayType) and not p.type.indexed}  # indices repeat
     for s in stmts:
-        access = None
-        if isinstance(s, Assign) and isinstance(s.expr, Load):
-            access = (s.expr.array, s.expr.indices)
-        elif isinstance(s, Store | Atomic):
-            access = (s.array, s.indices)
-        exclusive = access is not None and access[0] in candidates and _is_thread_index(access[1], tid)
-        for o in operands(s):
-            if o in candidates and not (exclusive and o is access[0] and operands(s).count(o) == 1):
+        ops = s.operands()
+        exclusive = {a.array for a in s.accesses() if _is_thread_index(a.indices, tid)}
+        for o in ops:
+            if o in candidates and not (o in exclusive and ops.count(o) == 1):
                 candidates.discard(o)
     return candidates
 

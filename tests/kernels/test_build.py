@@ -212,3 +212,14 @@ def test_max_unroll_unrolls_constant_loops_without_changing_results(capsys):
     assert np.allclose(outs[0], outs[16], rtol=1e-6)
     with pytest.raises(ValueError, match="an int >= 0"):
         wp.set_module_options({"max_unroll": -1}, module="test_build_max_unroll_0")
+
+
+def test_release_cache_keys_ignore_line_directives():
+    """Moving a kernel within its file changes only #line directives: release builds keep their cache entry,
+    debug builds (whose line tables name the Python lines) are rebuilt."""
+    from loomwork.kernels.build import source_key
+
+    a = '#line 10 "k.py"\nx = 1;\n#line 11\ny = 2;\n'
+    b = '#line 14 "k.py"\nx = 1;\n#line 15\ny = 2;\n'
+    assert source_key(a, debug=False) == source_key(b, debug=False)
+    assert source_key(a, debug=True) != source_key(b, debug=True)
