@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--warp-python", default=None, help="a Python interpreter with warp-lang installed")
     args = p.parse_args(argv)
     n = args.n
-    threads = wp.kernels.device.cpu_count()
+    threads = wp.kernels.cpu.cpu_count()
     warp_python = find_python(args.warp_python, "LOOMWORK_WARP_PYTHON")
     results: dict = {"n": n, "threads": threads}
     print(f"loomwork kernel benchmark on {wp.get_device('cpu').name} ({threads} threads), saxpy n = {n}")

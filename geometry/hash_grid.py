@@ -54,8 +54,8 @@ class HashGrid:
         if not all(isinstance(d, int | np.integer) and 0 < d < 2**10 for d in dims):
             raise ValueError(f"HashGrid dimensions must be ints in [1, 1024), got {dims}")
         self.device = get_device(device)
-        if not self.device.is_cpu:  # the query builtins read host memory
-            raise DeviceError(f"HashGrid on {self.device} is not supported yet (CPU only)")
+        if not self.device.backend.host_accessible:  # its tables are NumPy arrays the queries read
+            raise DeviceError(f"HashGrid on {self.device} is not supported yet (devices with host memory only)")
         self.dims = tuple(int(d) for d in dims)
         self.reserved = 0
         self._desc = _GridDesc(dim_x=self.dims[0], dim_y=self.dims[1], dim_z=self.dims[2], cell_width=1.0)

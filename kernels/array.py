@@ -1,7 +1,8 @@
 """`array`: a typed, strided view of device memory, 1-D to 4-D, and the functions that make one.
 
 An array is a pointer, a shape, byte strides, a dtype and a device, plus whatever keeps the memory
-alive (`_owner`). On the CPU the memory is a NumPy buffer, so `.numpy()` is a zero-copy view.
+alive (`_owner`). The device's backend allocates, copies and zeroes the memory; where it is host
+memory (the CPU: a NumPy buffer) `.numpy()` is a zero-copy view.
 The same class spelled without data (`wp.array(dtype=float, ndim=2)`, `wp.array2d[float]`) is the
 annotation of a kernel parameter.
 """
@@ -19,7 +20,6 @@ from .device import Device, get_device
 from .errors import DeviceError
 
 MAX_DIMS = 4
-_PARALLEL_ZERO = 1 << 20  # bytes from which zero_() uses the thread pool
 
 
 class ArrayDesc(ctypes.Structure):
@@ -142,17 +142,15 @@ class array:  # noqa: N801 - Warp's public name
 
     # -- construction helpers ------------------------------------------------------------
 
-    def _check_cpu(self, what: str) -> None:
-        if not self.device.is_cpu:
+    def _check_host(self, what: str) -> None:
+        """Operations done with NumPy need memory the host can read (the device's backend says)."""
+        if not self.device.backend.host_accessible:
             raise DeviceError(f"{what} on device {self.device} is not supported yet")
 
     def _init_new(self, shape: tuple[int, ...], zero: bool) -> None:
-        self._check_cpu("allocation")
-        itemsize = T.type_size(self.dtype)
-        nbytes = max(int(np.prod(shape)) * itemsize, 1)
-        buf = np.zeros(nbytes, dtype=np.uint8) if zero else np.empty(nbytes, dtype=np.uint8)
-        self._owner = buf
-        self._init_view(buf.ctypes.data, shape, None, buf)
+        nbytes = max(int(np.prod(shape)) * T.type_size(self.dtype), 1)
+        ptr, owner = self.device.backend.allocate(nbytes, zero=zero)
+        self._init_view(ptr, shape, None, owner)
         self.capacity = nbytes
 
     def _init_view(self, ptr: int, shape: tuple[int, ...], strides: Any, owner: Any) -> None:
@@ -189,7 +187,8 @@ class array:  # noqa: N801 - Warp's public name
         outer = src.shape[: src.ndim - len(inner)] or (1,)
         src = src.reshape(outer + inner)
         _normalize_shape(outer)
-        if not copy and src.dtype == st.np_dtype and isinstance(data, np.ndarray) and self.device.is_cpu:
+        in_place = not copy and isinstance(data, np.ndarray) and self.device.backend.host_accessible
+        if in_place and src.dtype == st.np_dtype:
             item_strides = src.strides[len(outer):]
             expect = _contiguous_strides(inner, st.size)[:len(inner)] if inner else ()
             if item_strides == expect:
@@ -250,7 +249,7 @@ class array:  # noqa: N801 - Warp's public name
 
     @property
     def __array_interface__(self) -> dict:
-        self._check_cpu("__array_interface__")
+        self._check_host("__array_interface__")
         if T.is_struct_type(self.dtype):  # a structured NumPy view, one record per struct
             record = np.dtype(self.dtype._ctype)
             return {"version": 3, "shape": self.shape, "strides": self.strides, "typestr": f"|V{record.itemsize}",
@@ -302,7 +301,7 @@ class array:  # noqa: N801 - Warp's public name
         if len(key) > self.ndim:
             raise IndexError(f"too many indices ({len(key)}) for an array of {self.ndim} dimensions")
         if all(isinstance(k, int | np.integer) for k in key) and len(key) == self.ndim:
-            self._check_cpu("element access")
+            self._check_host("element access")
             v = T.from_storage(T.elem_scalar(self.dtype), self.numpy()[key])
             return self.dtype(v) if T.is_composite(self.dtype) else v.item()
         ptr, shape, strides = self.ptr or 0, [], []
@@ -330,7 +329,7 @@ class array:  # noqa: N801 - Warp's public name
         return view
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._check_cpu("element assignment")
+        self._check_host("element assignment")
         self._storage.bump("element assignment")
         self.numpy()[key] = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
             value.numpy_value() if isinstance(value, T._CompositeMixin) else value))
@@ -378,7 +377,7 @@ class array:  # noqa: N801 - Warp's public name
 
     def fill_(self, value: Any) -> array:
         """Set every element to `value` (a scalar, or a vector/matrix for such dtypes)."""
-        self._check_cpu("fill_")
+        self._check_host("fill_")
         self._storage.bump("fill_()")
         if self.size and T.is_struct_type(self.dtype):
             record = value._pack() if isinstance(value, self.dtype) else None
@@ -395,18 +394,16 @@ class array:  # noqa: N801 - Warp's public name
     fill = fill_
 
     def zero_(self) -> array:
-        """Set every element to zero (large contiguous arrays on every core)."""
-        if self.ptr is not None and self.is_contiguous and self.device.is_cpu and self.capacity >= _PARALLEL_ZERO:
-            from .runtime import cpu_runtime
-
+        """Set every element to zero (contiguous arrays by the device's backend: large ones on every CPU core)."""
+        if self.ptr is not None and self.is_contiguous:
             self._storage.bump("zero_()")
-            cpu_runtime().lw_zero(self.ptr, self.size * T.type_size(self.dtype))
+            self.device.backend.zero(self.ptr, self.size * T.type_size(self.dtype))
             return self
         return self.fill_(0)
 
     def assign(self, src: Any) -> array:
         """Copy the values of `src` (an array, NumPy array or sequence of matching shape) into this array."""
-        self._check_cpu("assign")
+        self._check_host("assign")
         self._storage.bump("assign()")
         st = T.elem_scalar(self.dtype)
         if isinstance(src, array):  # bits when the types agree, values otherwise
@@ -626,8 +623,6 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
         raise TypeError("wp.copy takes two arrays")
     if T.type_size(dest.dtype) != T.type_size(src.dtype):
         raise TypeError(f"wp.copy: element sizes differ ({T.type_name(src.dtype)} -> {T.type_name(dest.dtype)})")
-    dest._check_cpu("copy")
-    src._check_cpu("copy")
     dest._storage.bump("wp.copy()")
     count = count or src.size - src_offset
     if src_offset + count > src.size or dest_offset + count > dest.size or min(count, src_offset, dest_offset) < 0:
@@ -635,6 +630,12 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
             f"wp.copy: {count} elements from offset {src_offset} of {src.size} to offset {dest_offset} of {dest.size}"
             " is out of range"
         )
+    if count and dest.dtype == src.dtype and dest.device == src.device and dest.is_contiguous and src.is_contiguous:
+        size = T.type_size(dest.dtype)
+        dest.device.backend.copy(dest.ptr + dest_offset * size, src.ptr + src_offset * size, count * size)
+        return
+    dest._check_host("copy")
+    src._check_host("copy")
     d = dest.numpy().reshape((dest.size,) + dest.numpy().shape[dest.ndim:])
     s = src.numpy().reshape((src.size,) + src.numpy().shape[src.ndim:])
     d[dest_offset:dest_offset + count] = s[src_offset:src_offset + count].reshape(d[:count].shape)

@@ -1,10 +1,13 @@
-"""Devices: where arrays live and kernels run ("cpu", "cuda:N")."""
+"""Devices: where arrays live and kernels run ("cpu", "cuda:N"), each served by the backend of its kind."""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
+from .backend import Backend
+from .cpu import CpuBackend
 from .errors import DeviceError
 
 
@@ -23,11 +26,17 @@ class Device:
     def is_cuda(self) -> bool:
         return self.alias.startswith("cuda")
 
+    @cached_property
+    def backend(self) -> Backend:
+        """The object that allocates, compiles, loads and launches for this device (made on first use)."""
+        kind = _kinds.get(self.alias.partition(":")[0])
+        if kind is None:
+            raise DeviceError(f"device {self.alias!r} has no backend")
+        return kind[0](self.ordinal)
+
     @property
     def name(self) -> str:
-        if self.is_cpu:
-            return _cpu_name()
-        return self.alias
+        return self.backend.device_name()
 
     @property
     def arch(self) -> int:
@@ -51,20 +60,21 @@ class Device:
         return hash(self.alias)
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
+#: the backend kinds: a device alias's prefix -> (the factory of a device's backend, given its ordinal;
+#: how many such devices this machine has). A CUDA backend adds "cuda" with `register_backend`.
+_kinds: dict[str, tuple[Callable[[int], Backend], Callable[[], int]]] = {
+    "cpu": (lambda ordinal: CpuBackend(), lambda: 1),
+}
 
-    return platform.processor() or "CPU"
+
+def register_backend(kind: str, factory: Callable[[int], Backend], count: Callable[[], int]) -> None:
+    """Make devices "`kind`:N" (N < `count()`; "`kind`" is "`kind`:0") available, `factory(N)` making
+    the backend of each on its first use."""
+    _kinds[kind] = (factory, count)
 
 
 _CPU = Device("cpu")
+_devices: dict[str, Device] = {"cpu": _CPU}  # one Device object per alias
 _current: Device = _CPU
 
 
@@ -75,14 +85,27 @@ def get_device(ident: Any = None) -> Device:
     if isinstance(ident, Device):
         return ident
     if isinstance(ident, str):
-        if ident == "cpu":
-            return _CPU
-        if ident == "cuda" or ident.startswith("cuda:"):
-            raise DeviceError(
-                f"device {ident!r} is not available: no CUDA device was found on this machine "
-                "(loomwork runs kernels on 'cpu' here)"
-            )
+        device = _devices.get(ident)
+        if device is not None:
+            return device
+        kind, colon, number = ident.partition(":")
+        if kind == "cuda" and not _device_count(kind):
+            raise DeviceError(f"device {ident!r} is not available: no CUDA device was found on this machine "
+                              "(loomwork runs kernels on 'cpu' here)")
+        if kind != "cpu" and kind in _kinds and (not colon or number.isdigit()):
+            ordinal = int(number or 0)
+            if ordinal >= _device_count(kind):
+                raise DeviceError(f"device {ident!r} is not available: this machine has {_device_count(kind)} "
+                                  f"{kind} device(s)")
+            device = _devices.setdefault(f"{kind}:{ordinal}", Device(f"{kind}:{ordinal}", ordinal))
+            _devices[ident] = device
+            return device
     raise DeviceError(f"unknown device {ident!r}; expected 'cpu', 'cuda' or 'cuda:N'")
+
+
+def _device_count(kind: str) -> int:
+    entry = _kinds.get(kind)
+    return entry[1]() if entry is not None else 0
 
 
 def set_device(ident: Any) -> None:
@@ -93,29 +116,22 @@ def set_device(ident: Any) -> None:
 
 def get_devices() -> list[Device]:
     """Every device this process can use."""
-    return [_CPU]
+    return [_CPU] + [get_device(f"{kind}:{i}") for kind in _kinds if kind != "cpu" for i in range(_device_count(kind))]
 
 
 def get_cuda_device_count() -> int:
     """Number of CUDA devices visible to this process."""
-    return 0
+    return _device_count("cuda")
 
 
 def is_cuda_available() -> bool:
     """Whether a CUDA device can run kernels here."""
-    return False
+    return get_cuda_device_count() > 0
 
 
 def is_cpu_available() -> bool:
     return True
 
-
-def cpu_count() -> int:
-    """Cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 class ScopedDevice:

@@ -1,8 +1,9 @@
 """`wp.launch`: check and pack a kernel's arguments, then run its grid.
 
-Arguments are packed into one byte string laid out like the native `launch_t` followed by the
-kernel's argument struct. The packing plan (a `struct.Struct` and one converter per parameter) is
-built once per loaded kernel, so a launch costs one `pack` and one ctypes call.
+Arguments are packed into one byte string: the device backend's launch header (ending in the native
+`launch_t`) followed by the kernel's argument struct. The packing plan (a `struct.Struct` and one
+converter per parameter) is built once per loaded kernel, and the backend's header and launch functions
+are bound when the module loads, so a launch costs one `pack` and one call into the backend.
 """
 
 from __future__ import annotations
@@ -13,19 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from . import config
 from . import types as T
 from .array import MAX_DIMS, ArrayDesc, array, indexedarray
-from .device import get_device
+from .backend import Launcher
+from .device import Device, get_device, get_devices
 from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
 from .extensions import registry
 from .ir import ArrayType
 from .module import Kernel, LoadedKernel, LoadedModule
-from .runtime import cpu_runtime
 from .structs import field_ctype, is_struct
 
-# the runtime's call record (range function, size, serial threshold), then lw::launch_t (size, ndim, dims, pad)
-_LAUNCH_HEADER = "<Qqqq6i"
 _SCALAR_CODES = {
     T.bool_: "?", T.int8: "b", T.uint8: "B", T.int16: "h", T.uint16: "H", T.int32: "i", T.uint32: "I",
     T.int64: "q", T.uint64: "Q", T.float16: "e", T.float32: "f", T.float64: "d", T.bfloat16: "H",
@@ -34,13 +32,13 @@ _NULL_ARRAY = bytes(ctypes.sizeof(ArrayDesc))
 
 
 class LaunchPlan:
-    """How to turn a kernel's Python arguments into the packed argument block."""
+    """How to turn a kernel's Python arguments into the packed block a launch on `device` takes."""
 
-    def __init__(self, k: Kernel) -> None:
+    def __init__(self, k: Kernel, device: Device) -> None:
         names, types = k.signature()
         fields = [(n, field_ctype(t)) for n, t in zip(names, types, strict=True)] or [("unused", ctypes.c_char)]
         layout = type("Args", (ctypes.Structure,), {"_fields_": fields})
-        fmt, pos = [_LAUNCH_HEADER], 0
+        fmt, pos = ["<" + device.backend.launch_format], 0
         for (n, _), t in zip(fields, types or [None], strict=True):
             off = getattr(layout, n).offset
             fmt.append("x" * (off - pos))
@@ -50,7 +48,7 @@ class LaunchPlan:
         fmt.append("x" * (ctypes.sizeof(layout) - pos))
         self.struct = struct.Struct("".join(fmt))
         self.names, self.types = names, types
-        self.converters = [_converter(k, n, t) for n, t in zip(names, types, strict=True)]
+        self.converters = [_converter(k, n, t, device) for n, t in zip(names, types, strict=True)]
         self.pack = self._fast_packer()
 
     def _fast_packer(self) -> Any:
@@ -76,8 +74,9 @@ class LaunchPlan:
             raise _pack_error(kernel, self, values, e) from None
 
 
-def _converter(k: Kernel, name: str, t: Any) -> Any:
-    """A function from a Python argument to the value `struct.pack` takes for parameter `name`."""
+def _converter(k: Kernel, name: str, t: Any, device: Device) -> Any:
+    """A function from a Python argument to the value `struct.pack` takes for parameter `name` of a
+    launch on `device`."""
     if isinstance(t, ArrayType) and t.indexed:
         def conv_indexed(v: Any) -> bytes:
             if not isinstance(v, indexedarray) or v.data is None:
@@ -93,17 +92,18 @@ def _converter(k: Kernel, name: str, t: Any) -> Any:
         def conv_array(v: Any) -> bytes:
             if v.__class__ is array:  # the common case, in as few steps as possible
                 d = v._desc
-                if d is not None and v.dtype is dtype and v.ndim == ndim and v.device.alias == "cpu":
+                if d is not None and v.dtype is dtype and v.ndim == ndim and v.device is device:
                     return d
             if isinstance(v, array):
                 if v.dtype != t.dtype or v.ndim != t.ndim:
                     _bad_array(k, name, t, v)
-                if not v.device.is_cpu:
-                    raise DeviceError(f"kernel {k.label} argument '{name}': array is on {v.device}, launch is on cpu")
+                if v.device != device:
+                    raise DeviceError(f"kernel {k.label} argument '{name}': array is on {v.device}, "
+                                      f"launch is on {device}")
                 return v._desc_bytes()
             if v is None:
                 return _NULL_ARRAY
-            return _foreign_array(k, name, t, v)
+            return _foreign_array(k, name, t, v, device)
         return conv_array
     if is_struct(t):
         def conv_struct(v: Any) -> bytes:
@@ -147,14 +147,18 @@ def _bad_array(k: Kernel, name: str, t: ArrayType, v: Any) -> None:
                       f"{T.type_name(v.dtype)} with {v.ndim} dimension(s)")
 
 
-def _foreign_array(k: Kernel, name: str, t: ArrayType, v: Any) -> bytes:
-    """NumPy arrays and other objects with `__array_interface__` / `__array__`, viewed without copying."""
+def _foreign_array(k: Kernel, name: str, t: ArrayType, v: Any, device: Device) -> bytes:
+    """NumPy arrays and other objects with `__array_interface__` / `__array__`, viewed without copying
+    (host memory: only devices whose backend reads host memory take them)."""
     if isinstance(v, T.ScalarType | int | float) or not (
         hasattr(v, "__array_interface__") or hasattr(v, "__array__")
     ):
         raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got {type(v).__name__}")
     if hasattr(v, "__cuda_array_interface__") and not hasattr(v, "__array_interface__"):
-        raise DeviceError(f"kernel {k.label} argument '{name}': a CUDA array was passed to a CPU launch")
+        raise DeviceError(f"kernel {k.label} argument '{name}': a CUDA array was passed to a launch on {device}")
+    if not device.backend.host_accessible:
+        raise DeviceError(f"kernel {k.label} argument '{name}': a {type(v).__name__} in host memory was passed to "
+                          f"a launch on {device}; pass a wp.array on {device}")
     a = np.asarray(v)
     st = T.elem_scalar(t.dtype)
     inner = t.dtype._shape_ if T.is_composite(t.dtype) else ()
@@ -208,13 +212,6 @@ def _instantiate(kernel: Kernel, params: list) -> Kernel:
         raise LaunchError(str(e)) from None
 
 
-def _launch_cpu(blob: bytes) -> None:
-    """Run a packed launch on the thread pool (the first call loads the runtime and rebinds this name)."""
-    global _launch_cpu
-    _launch_cpu = cpu_runtime().lw_launch
-    _launch_cpu(blob)
-
-
 def _dims(dim: Any) -> tuple[int, ...]:
     if isinstance(dim, int) and not isinstance(dim, bool):
         dims = (dim,)
@@ -247,11 +244,9 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     else:
         dims = _dims(dim)
     dev = get_device(device)
-    if not dev.is_cpu:
-        raise DeviceError(f"kernel {kernel.label}: launching on {dev} is not supported yet")
     lm = kernel.module.load(dev)
     lk = lm.kernels[kernel.key]
-    plan = lk.plan or _make_plan(lk)
+    plan = lk.plan or _make_plan(lk, dev)
     params = [*inputs, *outputs]
     if len(params) != len(plan.names):
         sig = ", ".join(f"{n}: {T.type_name(t)}" for n, t in zip(plan.names, plan.types, strict=True))
@@ -261,26 +256,24 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         raise LaunchValueError(f"kernel {kernel.label} unpacks wp.tid() into {lk.tid_count} indices but was "
                                f"launched with dim={dims}")
     if adjoint:
-        _launch_adjoint(kernel, lm.adjoint_ptr(kernel.key), plan, dims, params, [*adj_inputs, *adj_outputs])
+        _launch_adjoint(kernel, lm.adjoint(kernel.key), plan, dims, params, [*adj_inputs, *adj_outputs])
         return
     recorders = registry.recorders
     if recorders and record_tape:
         recorders[-1].record_launch(kernel, lk, dims, params, dev)
-    threshold = config.cpu_serial_threshold
     if len(dims) == 1:
         size = dims[0]
-        header = (lk.fn_ptr, size, threshold, size, 1, size, 1, 1, 1, 0)
     else:
         size = 1
         for d in dims:
             size *= d
-        header = (lk.fn_ptr, size, threshold, size, len(dims), *dims, *(1,) * (MAX_DIMS - len(dims)), 0)
+    header = lk.header(size, dims)
     try:
         blob = plan.pack(header, params)
     except (struct.error, OverflowError, TypeError):
         blob = plan.pack_checked(kernel, header, params)
     if size:
-        _launch_cpu(blob)
+        lk.launch(blob)
         if lm.debug:
             _check_error(kernel, lm)
     for i in lk.writes:
@@ -289,11 +282,11 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
             v._storage.bump(kernel.key)
 
 
-def _launch_adjoint(kernel: Kernel, adj_fn_ptr: int, plan: LaunchPlan, dims: tuple, params: list,
+def _launch_adjoint(kernel: Kernel, adjoint: Launcher | None, plan: LaunchPlan, dims: tuple, params: list,
                     adj_params: list) -> None:
     """Run a kernel's adjoint: array gradients come from `adj_params` (or, when it is empty, from each
     array's own `.grad`); scalar adjoints are not returned, as in Warp."""
-    if not adj_fn_ptr:
+    if adjoint is None:
         raise LaunchError(f"kernel {kernel.label} was built without its backward pass "
                           "(enable_backward=False); it cannot be launched with adjoint=True")
     if adj_params and len(adj_params) != len(params):
@@ -307,14 +300,12 @@ def _launch_adjoint(kernel: Kernel, adj_fn_ptr: int, plan: LaunchPlan, dims: tup
     size = 1
     for d in dims:
         size *= d
-    header = (adj_fn_ptr, size, config.cpu_serial_threshold, size, len(dims), *dims,
-              *(1,) * (MAX_DIMS - len(dims)), 0)
     try:
-        blob = plan.struct.pack(*header, *values)
+        blob = plan.struct.pack(*adjoint.header(size, dims), *values)
     except (struct.error, OverflowError) as e:
         raise _pack_error(kernel, plan, values, e) from None
     if size:
-        _launch_cpu(blob)
+        adjoint.launch(blob)
 
 
 def _with_grad(kernel: Kernel, name: str, t: ArrayType, primal: Any, desc: bytes, adj: Any) -> bytes:
@@ -335,8 +326,8 @@ def _with_grad(kernel: Kernel, name: str, t: ArrayType, primal: Any, desc: bytes
     return desc[:8] + struct.pack("<Q", adj.ptr or 0) + desc[16:]
 
 
-def _make_plan(lk: LoadedKernel) -> LaunchPlan:
-    lk.plan = LaunchPlan(lk.kernel)
+def _make_plan(lk: LoadedKernel, device: Device) -> LaunchPlan:
+    lk.plan = LaunchPlan(lk.kernel, device)
     return lk.plan
 
 
@@ -364,9 +355,11 @@ def _check_error(k: Kernel, lm: LoadedModule) -> None:
 
 
 def synchronize() -> None:
-    """Wait for all outstanding work; CPU launches complete before `launch` returns."""
+    """Wait for all outstanding work on every device (CPU launches complete before `launch` returns)."""
+    for dev in get_devices():
+        dev.backend.synchronize()
 
 
 def synchronize_device(device: Any = None) -> None:
-    """Wait for the work queued on one device (default: the current one); CPU work is already done."""
-    get_device(device)
+    """Wait for the work queued on one device (default: the current one)."""
+    get_device(device).backend.synchronize()

@@ -7,12 +7,10 @@ front end for every kernel, one C++ source, one shared library, cached on disk b
 
 from __future__ import annotations
 
-import ctypes
 import inspect
 import itertools
 import re
 import sys
-import threading
 import time
 import typing
 from dataclasses import dataclass, field
@@ -21,12 +19,12 @@ from typing import Any
 from . import build, callforms, codegen, config, functions, ir  # noqa: F401 (callforms registers the call forms)
 from . import types as T
 from .annotations import annotations, arg_type
-from .errors import CompileError, KernelTypeError
+from .backend import BuildOptions, ErrorRecord, Launcher, Program
+from .errors import KernelTypeError
 from .extensions import registry
 from .frontend import Builder, Source, call_kind
 from .functions import Function
 from .ir import ArrayType, Const
-from .runtime import cpu_runtime, runtime_loaded
 from .structs import is_struct
 
 
@@ -324,10 +322,12 @@ _unique_modules = itertools.count()
 
 @dataclass
 class LoadedKernel:
-    """A kernel ready to launch on the CPU: its range functions, argument layout and array effects."""
+    """A kernel ready to launch on one device: its backend's header and launch functions (see
+    `backend.Launcher`), argument layout and array effects."""
 
     kernel: Kernel
-    fn_ptr: int
+    header: Any  # (size, dims) -> the launch header's values
+    launch: Any  # (packed block) -> None
     has_backward: bool
     tid_count: int
     reads: frozenset  # positions of array parameters whose values the kernel reads
@@ -337,30 +337,29 @@ class LoadedKernel:
 
 @dataclass
 class LoadedModule:
-    lib: Any
+    """A module built and loaded on one device."""
+
+    program: Program
     kernels: dict[str, LoadedKernel]
     sites: list[tuple[str, str, str, int]]
-    error: Any
+    error: ErrorRecord
     debug: bool
     path: Any
     version: tuple = field(default=())
-    build_adjoint: Any = None  # builds the adjoint library (forward + reverse source) and returns its path
-    adj_ptrs: dict | None = None
-    adj_lib: Any = None
+    build_adjoint: Any = None  # builds and loads the adjoint program (forward + reverse source)
+    adjoints: dict[str, Launcher] | None = None
+    adj_program: Program | None = None
 
-    def adjoint_ptr(self, key: str) -> int:
-        """The adjoint range function of kernel `key` (0 without a backward pass). Adjoints compile on
+    def adjoint(self, key: str) -> Launcher | None:
+        """The launcher of kernel `key`'s adjoint (None without a backward pass). Adjoints compile on
         first use: most launches never need them, and they are most of a module's compile time."""
-        lk = self.kernels[key]
-        if not lk.has_backward:
-            return 0
-        if self.adj_ptrs is None:
-            self.adj_lib = ctypes.CDLL(str(self.build_adjoint()))
-            self.adj_ptrs = {
-                k: ctypes.cast(getattr(self.adj_lib, f"{lk_.kernel.cname}_adj_cpu"), ctypes.c_void_p).value
-                for k, lk_ in self.kernels.items() if lk_.has_backward
-            }
-        return self.adj_ptrs[key]
+        if not self.kernels[key].has_backward:
+            return None
+        if self.adjoints is None:
+            self.adj_program = self.build_adjoint()
+            self.adjoints = {k: self.adj_program.kernel(f"{lk.kernel.cname}_adj")
+                             for k, lk in self.kernels.items() if lk.has_backward}
+        return self.adjoints[key]
 
 
 class Module:
@@ -419,8 +418,7 @@ class Module:
         lm = self.loaded.get(key)
         if lm is not None and lm.version == version:
             return lm
-        if not device.is_cpu:
-            raise CompileError(f"module '{self.name}': loading kernels on {device} is not supported yet")
+        backend = device.backend
         t0 = time.perf_counter()
         debug, fast_math, _, max_unroll = self.options_key()
         ctx = BuildContext(debug, max_unroll)
@@ -449,52 +447,27 @@ class Module:
             print(adjoint_source() if backward else source, file=sys.stderr)
         what = f"module '{self.name}' (kernels: {', '.join(k.key for k in kernels)})"
         name = _sanitize(self.name)[-40:]
-        # the first module of a process also needs the CPU runtime: build both at once (compilers run
-        # as subprocesses, so the two builds overlap)
-        runtime_thread = None
-        if not runtime_loaded():
-            runtime_thread = threading.Thread(target=_try_load_runtime, daemon=True)
-            runtime_thread.start()
-        lib_path = build.build_cpu(source, name, config.kernel_cache_dir, debug, fast_math, config.verbose, what)
+        options = BuildOptions(debug, fast_math, config.kernel_cache_dir, config.verbose)
+        artifact = backend.compile(source, name, options, what)
         if config.verify_cuda:  # the complete source, adjoints included, must compile for the GPU
             build.build_cuda(adjoint_source() if backward else source, name, config.kernel_cache_dir,
                              config.verify_cuda_arch, debug, fast_math, config.verbose, what)
-        if runtime_thread is not None:
-            runtime_thread.join()
-        cpu_runtime()  # raises here if the runtime build failed
-        lib = ctypes.CDLL(str(lib_path))
-        lib.lw_module_error.restype = ctypes.c_void_p
-        err = ErrorRecord.from_address(lib.lw_module_error())
+        program = backend.load(artifact)
         loaded = {}
         for k, fn in zip(kernels, kernel_irs, strict=True):
-            ptr = ctypes.cast(getattr(lib, f"{k.cname}_cpu"), ctypes.c_void_p).value
+            entry = program.kernel(k.cname)
             reads, writes = ir.array_effects(fn, effects)
-            loaded[k.key] = LoadedKernel(k, ptr, fn in backward, fn.tid_count, reads, writes)
+            loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes)
 
-        def build_adjoint() -> Any:
-            return build.build_cpu(adjoint_source(), f"{name}-adj", config.kernel_cache_dir, debug, fast_math,
-                                   config.verbose, f"the adjoints of {what}")
+        def build_adjoint() -> Program:
+            return backend.load(backend.compile(adjoint_source(), f"{name}-adj", options, f"the adjoints of {what}"))
 
-        lm = LoadedModule(lib, loaded, ctx.sites, err, debug, lib_path, version, build_adjoint)
+        lm = LoadedModule(program, loaded, ctx.sites, program.error, debug, artifact, version, build_adjoint)
         self.loaded[key] = lm
         if config.verbose:
             print(f"loomwork: module '{self.name}' ready in {(time.perf_counter() - t0) * 1e3:.1f} ms "
-                  f"({lib_path.parent.name})", file=sys.stderr)
+                  f"({artifact.parent.name})", file=sys.stderr)
         return lm
-
-
-def _try_load_runtime() -> None:
-    try:
-        cpu_runtime()
-    except Exception:  # noqa: BLE001 - reported by the cpu_runtime() call that follows the join
-        pass
-
-
-class ErrorRecord(ctypes.Structure):
-    """Mirrors `lw::error_t`: the first fault a debug-mode launch met."""
-
-    _fields_ = [("code", ctypes.c_int32), ("site", ctypes.c_int32), ("index", ctypes.c_int64),
-                ("extent", ctypes.c_int64)]
 
 
 _modules: dict[str, Module] = {}

@@ -104,8 +104,8 @@ def _convert(struct_name: str, name: str, t: Any, value: Any) -> Any:
             return None
         if not isinstance(value, array) or value.dtype != t.dtype or value.ndim != t.ndim:
             raise TypeError(f"{where} expects {t}, got {value!r}")
-        if not value.device.is_cpu:
-            raise TypeError(f"{where}: arrays in structs must be on the CPU here, got {value.device}")
+        if not value.device.backend.host_accessible:
+            raise TypeError(f"{where}: arrays in structs must be in host memory here, got one on {value.device}")
         return value
     if is_struct(t):
         if not isinstance(value, t):

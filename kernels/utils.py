@@ -12,17 +12,22 @@ import numpy as np
 
 from . import types as T
 from .array import array, empty
-from .runtime import utils_library
+from .cpu import utils_library
 
 _FLOAT_SUFFIX = {T.float32: "f32", T.float64: "f64"}
+
+
+def _check_host(a: array, what: str) -> None:
+    """The native routines run on the CPU's thread pool: they need arrays in host memory."""
+    if not a.device.backend.host_accessible:
+        raise TypeError(f"{what}: arrays on {a.device} are not supported yet")
 
 
 def _flat_input(a: Any, what: str, count: int | None = None) -> np.ndarray:
     """A contiguous 1-D NumPy view of the scalar components of `a` (copied only when `a` is strided)."""
     if not isinstance(a, array):
         raise TypeError(f"{what}: expected a wp.array, got {type(a).__name__}")
-    if not a.device.is_cpu:
-        raise TypeError(f"{what}: arrays on {a.device} are not supported yet")
+    _check_host(a, what)
     v = np.ascontiguousarray(a.numpy())
     comps = int(np.prod(a.dtype._shape_)) if T.is_composite(a.dtype) else 1
     v = v.reshape(-1)
@@ -89,6 +94,7 @@ def array_scan(in_array: array, out_array: array, inclusive: bool = True) -> Non
         raise TypeError("array_scan: out_array must be a wp.array of the input's dtype and size")
     if not out_array.is_contiguous or T.is_composite(in_array.dtype):
         raise TypeError("array_scan: scalar arrays only, with a contiguous output")
+    _check_host(out_array, "array_scan")
     suffix = {T.float32: "f32", T.float64: "f64", T.int32: "i32"}.get(in_array.dtype)
     if suffix is None:
         raise TypeError(f"array_scan: supports float32, float64 and int32, got {T.type_name(in_array.dtype)}")
@@ -106,8 +112,10 @@ def radix_sort_pairs(keys: array, values: array, count: int) -> None:
                         f"{T.type_name(keys.dtype)} and {T.type_name(values.dtype)}")
     if not (keys.is_contiguous and values.is_contiguous) or count > min(keys.size, values.size) or count < 0:
         raise ValueError(f"radix_sort_pairs: count {count} must fit contiguous arrays of {keys.size} and {values.size}")
-    scratch_k = empty(max(count, 1), dtype=keys.dtype)
-    scratch_v = empty(max(count, 1), dtype=T.int32)
+    _check_host(keys, "radix_sort_pairs")
+    _check_host(values, "radix_sort_pairs")
+    scratch_k = empty(max(count, 1), dtype=keys.dtype, device=keys.device)
+    scratch_v = empty(max(count, 1), dtype=T.int32, device=keys.device)
     fn = utils_library().lw_radix_sort_i32 if keys.dtype is T.int32 else utils_library().lw_radix_sort_f32
     fn(keys.ptr, values.ptr, scratch_k.ptr, scratch_v.ptr, count)
     keys._storage.bump("radix_sort_pairs()")

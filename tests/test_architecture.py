@@ -42,7 +42,7 @@ def test_layers_import_downward_only(layer):
 
 # kernels/ from the bottom up: a module may import only modules listed before it (locally too)
 KERNEL_ORDER = [
-    "errors", "config", "types", "ir", "device", "builtins", "extensions", "build", "runtime", "array",
+    "errors", "config", "types", "ir", "builtins", "extensions", "build", "backend", "cpu", "device", "array",
     "annotations", "utils", "functions", "structs", "mathlib", "codegen", "frontend", "callforms", "module",
     "launch", "__init__",
 ]
@@ -73,6 +73,51 @@ def test_kernel_layer_has_no_import_cycles_and_imports_downward():
     for name, deps in graph.items():
         above = {d for d in deps if KERNEL_ORDER.index(d) > KERNEL_ORDER.index(name)}
         assert not above, f"kernels/{name}.py imports {sorted(above)} from above it"
+
+
+BACKEND_FILES = {"backend.py", "cpu.py"}  # the device-backend interface and its CPU implementation
+
+
+class _DeviceKindTests(ast.NodeVisitor):
+    """Collects tests of a device's kind (`.is_cpu`, `.is_cuda`, `.alias == "cpu"`, `.alias.startswith(...)`)
+    and direct uses of the CPU runtime or compiler, outside the definitions of the public properties."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[int, str]] = []
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # noqa: N802 - ast.NodeVisitor's naming
+        if node.name not in ("is_cpu", "is_cuda"):  # Device.is_cpu / is_cuda themselves stay
+            self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:  # noqa: N802
+        if node.attr in ("is_cpu", "is_cuda", "cpu_runtime", "build_cpu"):
+            self.found.append((node.lineno, f".{node.attr}"))
+        if node.attr == "startswith" and isinstance(node.value, ast.Attribute) and node.value.attr == "alias":
+            self.found.append((node.lineno, ".alias.startswith"))
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:  # noqa: N802
+        if node.id in ("cpu_runtime", "build_cpu"):
+            self.found.append((node.lineno, node.id))
+
+    def visit_Compare(self, node: ast.Compare) -> None:  # noqa: N802
+        sides = [node.left, *node.comparators]
+        if any(isinstance(s, ast.Attribute) and s.attr == "alias" for s in sides) and any(
+                isinstance(s, ast.Constant) and isinstance(s.value, str) for s in sides):
+            self.found.append((node.lineno, "alias compared with a string"))
+        self.generic_visit(node)
+
+
+def test_only_backends_branch_on_the_device_kind():
+    """Outside the backend files, the kernel layer asks `device.backend` instead of testing the device's kind
+    (the public Device.is_cpu / is_cuda properties stay), and reaches the CPU runtime and compiler only through
+    the CPU backend."""
+    for path in sorted((ROOT / "kernels").glob("*.py")):
+        if path.name in BACKEND_FILES:
+            continue
+        visitor = _DeviceKindTests()
+        visitor.visit(ast.parse(path.read_text()))
+        assert not visitor.found, f"kernels/{path.name} tests the device kind: {visitor.found}"
 
 
 def test_import_loads_no_optional_framework():

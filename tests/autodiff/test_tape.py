@@ -277,6 +277,6 @@ def test_adjoints_are_built_on_first_use():
     with tape:
         wp.launch(k, 1, inputs=[x, y])
     lm = k.module.load(wp.get_device("cpu"))
-    assert lm.adj_ptrs is None
+    assert lm.adjoints is None
     tape.backward(grads={y: np.ones(1, dtype=np.float32)})
-    assert lm.adj_ptrs is not None and x.grad.numpy()[0] == 6.0
+    assert lm.adjoints is not None and x.grad.numpy()[0] == 6.0

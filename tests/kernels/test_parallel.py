@@ -5,7 +5,7 @@ import threading
 import numpy as np
 
 import loomwork as wp
-from loomwork.kernels.runtime import cpu_runtime
+from loomwork.kernels.cpu import cpu_runtime
 
 
 @wp.kernel

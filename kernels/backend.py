@@ -1,0 +1,101 @@
+"""The device-backend interface: what loomwork asks of one kind of device.
+
+A `Backend` serves one device: it allocates, copies and zeroes memory, compiles a module's source and
+loads it as a `Program`, and hands out a `Launcher` per kernel entry. Arrays, launches and utilities
+ask the device's backend (`device.backend`) instead of testing which kind of device it is. The CPU
+implementation is `cpu.py`; a CUDA backend lives in its own file and registers itself with
+`device.register_backend`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: `struct` format of `lw::launch_t` (size, ndim, dims[4], padding): ends every launch header
+LAUNCH_T = "q6i"
+
+
+class ErrorRecord(ctypes.Structure):
+    """Mirrors `lw::error_t`: the first fault a debug-mode launch met."""
+
+    _fields_ = [("code", ctypes.c_int32), ("site", ctypes.c_int32), ("index", ctypes.c_int64),
+                ("extent", ctypes.c_int64)]
+
+
+class BuildOptions:
+    """What a module build needs besides its source (from the module's options and `wp.config`)."""
+
+    __slots__ = ("debug", "fast_math", "cache_dir", "verbose")
+
+    def __init__(self, debug: bool, fast_math: bool, cache_dir: str, verbose: bool) -> None:
+        self.debug, self.fast_math, self.cache_dir, self.verbose = debug, fast_math, cache_dir, verbose
+
+
+class Launcher:
+    """How to run one kernel entry, bound once when its module loads so a launch looks nothing up.
+
+    `header(size, dims)` gives the values packed (in the backend's `launch_format`) ahead of the
+    kernel's argument block for a grid of `dims` (`size` threads in all); `launch(blob)` runs the
+    packed block."""
+
+    __slots__ = ("header", "launch")
+
+    def __init__(self, header: Callable[[int, tuple[int, ...]], tuple], launch: Callable[[bytes], None]) -> None:
+        self.header, self.launch = header, launch
+
+
+class Program(ABC):
+    """A module's compiled code, loaded on one device."""
+
+    #: the module's fault record (written by debug-mode launches, read after each of them)
+    error: ErrorRecord
+
+    @abstractmethod
+    def kernel(self, name: str) -> Launcher:
+        """The launcher of the generated entry `name` (a kernel's C name, or it plus "_adj")."""
+
+
+class Backend(ABC):
+    """One device's memory, compiler, loader and launches.
+
+    Memory is addressed by integer pointers; an allocation lives as long as the owner object
+    `allocate` returns (there is no explicit free)."""
+
+    #: the device kind this backend serves ("cpu", "cuda")
+    name: str
+    #: whether its memory is host memory, so NumPy views arrays in place and host data needs no copy
+    host_accessible: bool
+    #: `struct` format (no byte order) of a launch header; the kernel's argument block follows it
+    launch_format: str
+
+    @abstractmethod
+    def device_name(self) -> str:
+        """The hardware's name (`Device.name`), e.g. the processor model."""
+
+    @abstractmethod
+    def allocate(self, nbytes: int, *, zero: bool) -> tuple[int, Any]:
+        """`nbytes` of device memory (zeroed when `zero`): its address and the object that owns it."""
+
+    @abstractmethod
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        """Copy `nbytes` between two addresses of this device's memory (the ranges may overlap)."""
+
+    @abstractmethod
+    def zero(self, ptr: int, nbytes: int) -> None:
+        """Set `nbytes` at `ptr` to zero."""
+
+    @abstractmethod
+    def compile(self, source: str, name: str, options: BuildOptions, what: str) -> Path:
+        """Build a module's generated source (or find it in the cache); `what` names it in errors."""
+
+    @abstractmethod
+    def load(self, artifact: Path) -> Program:
+        """Load what `compile` built."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait until the work queued on this device is done."""

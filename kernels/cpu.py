@@ -1,0 +1,156 @@
+"""The CPU backend: NumPy buffers for memory, the system C++ compiler for modules, ctypes to load them,
+and the runtime library's thread pool to run launches (the runtime is built once and cached)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import threading
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import build, config
+from .backend import LAUNCH_T, Backend, BuildOptions, ErrorRecord, Launcher, Program
+
+_PARALLEL_ZERO = 1 << 20  # bytes from which zero() uses the thread pool
+
+
+def cpu_count() -> int:
+    """Cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def runtime_loaded() -> bool:
+    """Whether the runtime is already loaded in this process."""
+    return cpu_runtime.cache_info().currsize > 0
+
+
+@cache
+def cpu_runtime() -> ctypes.CDLL:
+    """Build (first use only) and load the runtime; its `lw_launch` runs a kernel's range function."""
+    source = (build.NATIVE_DIR / "runtime.cpp").read_text()
+    lib_path = build.build_cpu(source, "runtime", config.kernel_cache_dir, debug=False, fast_math=False,
+                               verbose=config.verbose, what="the loomwork CPU runtime")
+    lib = ctypes.CDLL(str(lib_path))
+    lib.lw_launch.restype = None  # no argtypes: its one argument is a bytes object, passed as char*
+    lib.lw_set_num_threads.argtypes = [ctypes.c_int]
+    lib.lw_get_num_threads.restype = ctypes.c_int
+    lib.lw_zero.argtypes = [ctypes.c_void_p, ctypes.c_longlong]
+    lib.lw_zero.restype = None
+    lib.lw_set_num_threads(int(config.cpu_threads or cpu_count()))
+    return lib
+
+
+@cache
+def utils_library() -> ctypes.CDLL:
+    """The native loomwork.utils routines (built on first use), running on the runtime's thread pool."""
+    rt = cpu_runtime()
+    source = (build.NATIVE_DIR / "utils.cpp").read_text()
+    lib_path = build.build_cpu(source, "utils", config.kernel_cache_dir, debug=False, fast_math=False,
+                               verbose=config.verbose, what="the loomwork.utils routines")
+    lib = ctypes.CDLL(str(lib_path))
+    parallel_for = ctypes.cast(rt.lw_parallel_for, ctypes.c_void_p).value
+    lib.lw_utils_init.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.lw_utils_init(parallel_for, rt.lw_get_num_threads())
+    p, n = ctypes.c_void_p, ctypes.c_longlong
+    for name in ("lw_sum_f32", "lw_sum_f64"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [p, n], ctypes.c_double
+    for name in ("lw_dot_f32", "lw_dot_f64"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, n], ctypes.c_double
+    for name in ("lw_scan_f32", "lw_scan_f64", "lw_scan_i32"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, n, ctypes.c_int], None
+    for name in ("lw_radix_sort_i32", "lw_radix_sort_f32"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [p, p, p, p, n], None
+    return lib
+
+
+def _try_load_runtime() -> None:
+    try:
+        cpu_runtime()
+    except Exception:  # noqa: BLE001 - reported by the cpu_runtime() call in CpuBackend.load
+        pass
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU"
+
+
+def _launcher(fn: int, launch: Any) -> Launcher:
+    """The runtime's call record (range function, size, serial threshold), then `lw::launch_t`."""
+
+    def header(size: int, dims: tuple[int, ...]) -> tuple:
+        if len(dims) == 1:
+            return (fn, size, config.cpu_serial_threshold, size, 1, size, 1, 1, 1, 0)
+        return (fn, size, config.cpu_serial_threshold, size, len(dims), *dims, *(1,) * (4 - len(dims)), 0)
+
+    return Launcher(header, launch)
+
+
+class CpuProgram(Program):
+    """A module's shared library, loaded with ctypes; kernels run on the runtime's thread pool."""
+
+    def __init__(self, path: Path, launch: Any) -> None:
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.lw_module_error.restype = ctypes.c_void_p
+        self.error = ErrorRecord.from_address(self.lib.lw_module_error())
+        self._launch = launch
+
+    def kernel(self, name: str) -> Launcher:
+        return _launcher(ctypes.cast(getattr(self.lib, f"{name}_cpu"), ctypes.c_void_p).value, self._launch)
+
+
+class CpuBackend(Backend):
+    """The CPU: host memory, so `array.numpy()` is a zero-copy view; launches finish before they return."""
+
+    name = "cpu"
+    host_accessible = True
+    launch_format = "Qqq" + LAUNCH_T
+
+    def device_name(self) -> str:
+        return _cpu_name()
+
+    def allocate(self, nbytes: int, *, zero: bool) -> tuple[int, Any]:
+        buf = np.zeros(nbytes, dtype=np.uint8) if zero else np.empty(nbytes, dtype=np.uint8)
+        return buf.ctypes.data, buf
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+    def zero(self, ptr: int, nbytes: int) -> None:
+        if nbytes >= _PARALLEL_ZERO:
+            cpu_runtime().lw_zero(ptr, nbytes)
+        else:
+            ctypes.memset(ptr, 0, nbytes)
+
+    def compile(self, source: str, name: str, options: BuildOptions, what: str) -> Path:
+        # the first module of a process also needs the runtime: build both at once (compilers run as
+        # subprocesses, so the two builds overlap)
+        runtime_thread = None
+        if not runtime_loaded():
+            runtime_thread = threading.Thread(target=_try_load_runtime, daemon=True)
+            runtime_thread.start()
+        path = build.build_cpu(source, name, options.cache_dir, options.debug, options.fast_math, options.verbose,
+                               what)
+        if runtime_thread is not None:
+            runtime_thread.join()
+        return path
+
+    def load(self, artifact: Path) -> CpuProgram:
+        return CpuProgram(artifact, cpu_runtime().lw_launch)  # cpu_runtime() raises here if its build failed
+
+    def synchronize(self) -> None:
+        """CPU launches complete before `launch` returns: nothing is outstanding."""

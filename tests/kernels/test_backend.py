@@ -1,0 +1,237 @@
+"""The device-backend interface: the CPU backend used directly, and arrays and launches routed through a
+second backend registered by the test."""
+
+import ctypes
+import itertools
+import struct
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+from loomwork.kernels import device as device_module
+from loomwork.kernels.backend import Backend, BuildOptions, Launcher, Program
+from loomwork.kernels.cpu import CpuBackend
+from loomwork.utils import array_sum
+
+FILL_SOURCE = r"""
+#include "loomwork.h"
+static lw::error_t error;
+LW_EXPORT lw::error_t* lw_module_error() { return &error; }
+struct fill_args { float* out; float value; };
+LW_EXPORT void fill_cpu(const void* blob, long long begin, long long end) {
+    fill_args a;
+    __builtin_memcpy(&a, (const char*)blob + sizeof(lw::launch_t), sizeof(a));
+    for (long long i = begin; i < end; ++i) a.out[i] = a.value + (float)i;
+}
+"""
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), s: float):
+    i = wp.tid()
+    x[i] = x[i] * s
+
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+@wp.struct
+class Holder:
+    values: wp.array(dtype=float)
+
+
+def _bytes_at(ptr: int, n: int) -> np.ndarray:
+    return np.frombuffer((ctypes.c_uint8 * n).from_address(ptr), dtype=np.uint8)
+
+
+def test_cpu_backend_memory():
+    """The CPU backend allocates (zeroed or not), copies and zeroes host memory, small and large."""
+    backend = wp.get_device("cpu").backend
+    assert isinstance(backend, Backend) and backend.name == "cpu" and backend.host_accessible
+    for n in (64, 3 << 20):  # below and above the size zeroed on the thread pool
+        ptr, owner = backend.allocate(n, zero=True)
+        assert owner is not None and not _bytes_at(ptr, n).any()
+        src_ptr, src_owner = backend.allocate(n, zero=False)
+        pattern = (np.arange(n) % 251 + 1).astype(np.uint8)
+        _bytes_at(src_ptr, n)[:] = pattern
+        backend.copy(ptr, src_ptr, n)
+        np.testing.assert_array_equal(_bytes_at(ptr, n), pattern)
+        backend.zero(ptr + 1, n - 2)
+        got = _bytes_at(ptr, n)
+        assert got[0] == pattern[0] and got[-1] == pattern[-1] and not got[1:-1].any()
+    assert backend.synchronize() is None
+
+
+def test_cpu_backend_compiles_loads_and_launches(tmp_path):
+    """compile -> load -> kernel launcher -> header + packed arguments -> launch, through the interface."""
+    backend = wp.get_device("cpu").backend
+    options = BuildOptions(debug=False, fast_math=False, cache_dir=str(tmp_path), verbose=False)
+    program = backend.load(backend.compile(FILL_SOURCE, "fill", options, "a hand-written module"))
+    assert isinstance(program, Program) and program.error.code == 0
+    launcher = program.kernel("fill")
+    assert isinstance(launcher, Launcher)
+    n = 100_000  # above the serial threshold: runs on the thread pool
+    ptr, owner = backend.allocate(4 * n, zero=True)
+    blob = struct.pack("<" + backend.launch_format + "Qf4x", *launcher.header(n, (n,)), ptr, 0.5)
+    launcher.launch(blob)
+    np.testing.assert_array_equal(np.frombuffer(owner, dtype=np.float32), np.arange(n, dtype=np.float32) + 0.5)
+    assert launcher.header(6, (2, 3))[-7:] == (6, 2, 2, 3, 1, 1, 0)  # lw::launch_t: size, ndim, dims, pad
+
+
+def test_cpu_device_keeps_its_public_properties():
+    """Device("cpu") still answers alias, ordinal, is_cpu, is_cuda, name, arch, == and hash."""
+    cpu = wp.get_device("cpu")
+    assert (cpu.alias, cpu.ordinal, cpu.is_cpu, cpu.is_cuda, cpu.arch) == ("cpu", -1, True, False, 0)
+    assert cpu == "cpu" and cpu != "cuda:0" and hash(cpu) == hash("cpu") and isinstance(cpu.name, str) and cpu.name
+
+
+class RecordingProgram(Program):
+    """Wraps a CPU program: every launch of one of its kernels is recorded."""
+
+    def __init__(self, inner: Program, calls: list) -> None:
+        self.inner, self.calls, self.error = inner, calls, inner.error
+
+    def kernel(self, name: str) -> Launcher:
+        entry = self.inner.kernel(name)
+
+        def launch(blob: bytes) -> None:
+            self.calls.append(("launch", name))
+            entry.launch(blob)
+
+        return Launcher(entry.header, launch)
+
+
+class RecordingBackend(CpuBackend):
+    """A second backend kind on CPU memory that records what loomwork asks of it."""
+
+    name = "rec"
+
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    def allocate(self, nbytes, *, zero):
+        self.calls.append(("allocate", nbytes, zero))
+        return super().allocate(nbytes, zero=zero)
+
+    def copy(self, dst, src, nbytes):
+        self.calls.append(("copy", nbytes))
+        super().copy(dst, src, nbytes)
+
+    def zero(self, ptr, nbytes):
+        self.calls.append(("zero", nbytes))
+        super().zero(ptr, nbytes)
+
+    def compile(self, source, name, options, what):
+        self.calls.append(("compile", name))
+        return super().compile(source, name, options, what)
+
+    def load(self, artifact):
+        self.calls.append(("load",))
+        return RecordingProgram(super().load(artifact), self.calls)
+
+    def synchronize(self):
+        self.calls.append(("synchronize",))
+
+
+class DeviceMemoryBackend(RecordingBackend):
+    """The same, claiming that the host cannot read its memory (as a GPU's)."""
+
+    name = "devmem"
+    host_accessible = False
+
+
+_kind_numbers = itertools.count()
+
+
+@pytest.fixture
+def register(monkeypatch):
+    """Registers a backend class under a fresh kind name (modules stay loaded per device alias) and returns
+    that kind's device; the registry and device table are restored afterwards."""
+    monkeypatch.setattr(device_module, "_kinds", dict(device_module._kinds))
+    monkeypatch.setattr(device_module, "_devices", dict(device_module._devices))
+
+    def add(cls: type) -> wp.kernels.device.Device:
+        kind = f"{cls.name}{next(_kind_numbers)}"
+        device_module.register_backend(kind, lambda ordinal: cls(), lambda: 1)
+        return wp.get_device(kind)
+
+    return add
+
+
+def test_a_registered_backend_serves_arrays(register):
+    """Arrays on another kind of device allocate, copy and zero through its backend, never testing is_cpu."""
+    dev = register(RecordingBackend)
+    kind = str(dev)[:-2]
+    assert str(dev) == f"{kind}:0" and dev.ordinal == 0 and not dev.is_cpu and dev is wp.get_device(f"{kind}:0")
+    calls = dev.backend.calls
+    a = wp.zeros(8, dtype=float, device=dev)
+    assert calls == [("allocate", 32, True)] and a.device is dev
+    a.fill_(3.0)
+    b = wp.empty_like(a)
+    wp.copy(b, a)
+    np.testing.assert_array_equal(b.numpy(), np.full(8, 3.0, np.float32))
+    a.zero_()
+    assert calls[1:] == [("allocate", 32, False), ("copy", 32), ("zero", 32)]
+    assert not a.numpy().any()
+    with pytest.raises(wp.DeviceError, match=f"'{kind}:1' is not available: this machine has 1 {kind} device"):
+        wp.get_device(f"{kind}:1")
+    assert dev in wp.get_devices()
+
+
+def test_a_registered_backend_compiles_loads_and_launches(register):
+    """wp.launch on another device kind compiles, loads and launches through its backend; a CPU array
+    passed to it is a DeviceError naming the argument."""
+    dev = register(RecordingBackend)
+    calls = dev.backend.calls
+    x = wp.array(np.arange(6, dtype=np.float32), device=dev)
+    wp.launch(scale, dim=6, inputs=[x, 2.0], device=dev)
+    np.testing.assert_array_equal(x.numpy(), 2.0 * np.arange(6, dtype=np.float32))
+    kinds = [c[0] for c in calls]
+    assert kinds.count("compile") == 1 and kinds.count("load") == 1 and ("launch", scale.cname) in calls
+    wp.launch(scale, dim=6, inputs=[x, 2.0], device=dev)
+    assert [c[0] for c in calls].count("compile") == 1 and calls.count(("launch", scale.cname)) == 2
+    with pytest.raises(wp.DeviceError, match=f"argument 'x': array is on cpu, launch is on {dev}"):
+        wp.launch(scale, dim=6, inputs=[wp.zeros(6, dtype=float), 2.0], device=dev)
+    wp.synchronize_device(dev)
+    wp.synchronize()
+    assert calls[-2:] == [("synchronize",), ("synchronize",)]
+
+
+def test_a_registered_backend_runs_adjoints(register):
+    """Tape.backward on another device kind builds and launches the adjoints through its backend."""
+    dev = register(RecordingBackend)
+    calls = dev.backend.calls
+    x = wp.array(np.array([1.0, 2.0, 3.0], dtype=np.float32), requires_grad=True, device=dev)
+    y = wp.zeros(3, dtype=float, requires_grad=True, device=dev)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, dim=3, inputs=[x, y], device=dev)
+    tape.backward(grads={y: np.ones(3, dtype=np.float32)})
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
+    assert [c[0] for c in calls].count("compile") == 2 and ("launch", f"{square.cname}_adj") in calls
+
+
+def test_host_access_is_asked_of_the_backend(register):
+    """Where the backend says the host cannot read its memory, NumPy views, host arrays in launches,
+    structs and the utilities refuse clearly; allocation, copies, zeroing and launches still work."""
+    dev = register(DeviceMemoryBackend)
+    a = wp.zeros(4, dtype=float, device=dev)
+    b = wp.empty(4, dtype=float, device=dev)
+    wp.copy(b, a)
+    b.zero_()
+    wp.launch(scale, dim=4, inputs=[b, 2.0], device=dev)
+    assert [c[0] for c in dev.backend.calls].count("launch") == 1
+    with pytest.raises(wp.DeviceError, match=f"__array_interface__ on device {dev} is not supported yet"):
+        a.numpy()
+    with pytest.raises(wp.DeviceError, match=f"fill_ on device {dev}"):
+        a.fill_(1.0)
+    with pytest.raises(wp.DeviceError, match=f"argument 'x': a ndarray in host memory was passed to a launch on {dev}"):
+        wp.launch(scale, dim=4, inputs=[np.zeros(4, np.float32), 2.0], device=dev)
+    with pytest.raises(TypeError, match=f"array_sum: arrays on {dev} are not supported yet"):
+        array_sum(a)
+    with pytest.raises(TypeError, match="field 'values' of struct Holder: arrays in structs must be in host memory"):
+        Holder(values=a)
