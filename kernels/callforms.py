@@ -95,21 +95,7 @@ def atomic(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 
 
 @call_form(print)
-def print_form(bld: Builder, node: ast.Call, obj: Any) -> None:
-    print_call(bld, node)
-
-
-@call_form("printf")
-def printf_form(bld: Builder, node: ast.Call, obj: Any) -> None:
-    printf_call(bld, node)
-
-
-@call_form("expect_near", "expect_eq")
-def expect_form(bld: Builder, node: ast.Call, obj: Any) -> None:
-    expect_call(bld, obj.name, node)
-
-
-def print_call(bld: Builder, node: ast.Call) -> None:
+def print_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     """Python's print: string constants and scalar/vector/matrix values, space-separated, one line."""
     if node.keywords:
         bld.error(node, KernelTypeError, "print() takes no keyword arguments in kernels")
@@ -126,7 +112,8 @@ def print_call(bld: Builder, node: ast.Call) -> None:
     bld.emit(ir.Print(" ".join(parts) + "\n", tuple(args), line=bld.cur_line))
 
 
-def printf_call(bld: Builder, node: ast.Call) -> None:
+@call_form("printf")
+def printf_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     """wp.printf(fmt, *args): a C format string; one directive per scalar argument."""
     if not node.args or not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
         bld.error(node, KernelTypeError, "wp.printf takes a constant format string first")
@@ -137,8 +124,10 @@ def printf_call(bld: Builder, node: ast.Call) -> None:
     bld.emit(ir.Print(node.args[0].value, tuple(args), line=bld.cur_line))
 
 
-def expect_call(bld: Builder, name: str, node: ast.Call) -> None:
+@call_form("expect_near", "expect_eq")
+def expect_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     """expect_near(a, b, tolerance=1e-6) / expect_eq(a, b): checked where they run, reported by line."""
+    name = obj.name
     args = list(node.args)
     kwargs = {k.arg: k.value for k in node.keywords}
     if name == "expect_near" and "tolerance" in kwargs:
@@ -169,11 +158,7 @@ def expect_call(bld: Builder, name: str, node: ast.Call) -> None:
 
 
 @call_form("cast")
-def cast_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    return bit_cast(bld, node)
-
-
-def bit_cast(bld: Builder, node: ast.Call) -> Operand:
+def bit_cast(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     """`wp.cast(value, dtype)`: reinterpret the value's bytes as `dtype` (sizes must agree)."""
     args = list(node.args) + [k.value for k in node.keywords if k.arg == "dtype"]
     if len(args) != 2 or any(k.arg not in ("dtype",) for k in node.keywords):
@@ -220,11 +205,6 @@ def function_call(bld: Builder, node: ast.Call, obj: Any) -> Any:
     return bld.call_function(obj, node)
 
 
-@call_form(T.identity)
-def identity_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    return identity_call(bld, node)
-
-
 @call_form(T.vector_value, T.vector, T.matrix_value, T.matrix)  # wp.types.vector(...) constructs too
 def composite_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     return composite_call(bld, obj in (T.vector_value, T.vector), node)
@@ -233,11 +213,6 @@ def composite_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 @call_form(T.quaternion, T.transformation)
 def typed_kind_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     return typed_kind_call(bld, obj, node)
-
-
-@call_form(array_zeros)
-def local_array_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    return local_array(bld, node)
 
 
 @call_form(len)
@@ -308,7 +283,8 @@ def static_keywords(bld: Builder, node: ast.Call, allowed: tuple[str, ...], what
     return out
 
 
-def identity_call(bld: Builder, node: ast.Call) -> Operand:
+@call_form(T.identity)
+def identity_call(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     """wp.identity(n, dtype): compile-time arguments, an identity matrix value."""
     kw = static_keywords(bld, node, ("n", "dtype"), "wp.identity")
     for name, a in zip(("n", "dtype"), node.args, strict=False):
@@ -370,7 +346,8 @@ def dtype_of_call(bld: Builder, kw: dict, args: list[Operand], node: ast.Call) -
     return T.elem_scalar(bld.materialize(args[0]).type) if args else T.float32
 
 
-def local_array(bld: Builder, node: ast.Call) -> Operand:
+@call_form(array_zeros)
+def local_array(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     """wp.zeros(shape, dtype) inside a kernel: a fixed-size local array, zeroed. It is a local
     vector (1-D) or matrix (2-D, or 1-D of vectors) value: indexed, assigned and differentiated
     like one, private to the thread."""
@@ -396,13 +373,10 @@ def local_array(bld: Builder, node: ast.Call) -> Operand:
 
 
 @call_form(*B.OUTPUT_FORMS)
-def output_form_call(bld: Builder, node: ast.Call, obj: Any) -> None:
-    output_form(bld, obj.name, node)
-
-
-def output_form(bld: Builder, name: str, node: ast.Call) -> None:
+def output_form(bld: Builder, node: ast.Call, obj: Any) -> None:
     """svd3(A, U, sigma, V) and the like: one packed builtin call, its parts assigned to the
     variables given after the input."""
+    name = obj.name
     packed_name, parts, _ = B.OUTPUT_FORMS[name]
     bld.no_keywords(node, f"wp.{name}")
     if len(node.args) != 1 + len(parts):
@@ -431,13 +405,10 @@ def output_form(bld: Builder, name: str, node: ast.Call) -> None:
 
 
 @call_form(*B.RANDOM_DRAWS, "poisson")
-def random_draw_call(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    return random_draw(bld, obj.name, node)
-
-
-def random_draw(bld: Builder, name: str, node: ast.Call) -> Operand:
+def random_draw(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     """`wp.randf(state, ...)`: advance the state variable (an assignment the IR sees) and return a
     pure function of the new state(s)."""
+    name = obj.name
     bld.no_keywords(node, f"wp.{name}")
     extra_type = {"randi": T.int32, "randu": T.uint32}.get(name, T.float32)
     ranged = ((1, 3), "(state) or (state, lo, hi)")
