@@ -1,6 +1,6 @@
 """The kernel language's call forms: calls the front end handles itself rather than resolving against
-the builtin table (constructors and casts, wp.tid, atomics, random draws, printing and checks,
-output forms, wp.static, local arrays). Each is registered in `frontend.CALL_FORMS` by the name or
+the builtin table (constructors and casts, wp.tid, atomics, printing and checks, wp.static, local
+arrays). Each is registered in `frontend.CALL_FORMS` by the name or
 Python object it handles, or in `frontend.CALL_KINDS` by a predicate on the callee; extensions add
 their own the same way."""
 
@@ -19,7 +19,7 @@ from .codegen import printf_directive
 from .errors import KernelSyntaxError, KernelTypeError
 from .frontend import Builder, _coerce, _describe, call_form, call_kind
 from .functions import Function
-from .ir import ArrayType, Const, Operand, Var, ctype
+from .ir import ArrayType, Const, Operand, ctype
 from .mathlib import matrix_trs
 from .structs import field_ctype, is_struct
 
@@ -368,80 +368,5 @@ def local_array(bld: Builder, node: ast.Call, obj: Any) -> Operand:
         t = T.vector(shape[0], st) if len(shape) == 1 else T.matrix(shape, st)
     return bld.assign_temp(ir.Construct(t, ()), t)
 
-
-# -- output forms and random draws ---------------------------------------------------------------
-
-
-@call_form(*B.OUTPUT_FORMS)
-def output_form(bld: Builder, node: ast.Call, obj: Any) -> None:
-    """svd3(A, U, sigma, V) and the like: one packed builtin call, its parts assigned to the
-    variables given after the input."""
-    name = obj.name
-    packed_name, parts, _ = B.OUTPUT_FORMS[name]
-    bld.no_keywords(node, f"wp.{name}")
-    if len(node.args) != 1 + len(parts):
-        bld.error(node, KernelTypeError, f"wp.{name}() takes {1 + len(parts)} arguments: {B.SPECIAL_FORMS[name]}")
-    source = bld.value(node.args[0])
-    if B.resolve(packed_name, [source.type]) is None:
-        takes = " or ".join(str(ov.params[0]) for ov in B.candidates(packed_name))
-        bld.error(node.args[0], KernelTypeError, f"wp.{name}() takes a {takes}, got {T.type_name(source.type)}")
-    packed = bld.call_builtin(packed_name, [source], node)
-    st = T.elem_scalar(packed.type)
-    for target, part in zip(node.args[1:], parts, strict=True):
-        if not isinstance(target, ast.Name | ast.Attribute | ast.Subscript):
-            bld.error(target, KernelTypeError, f"wp.{name}() writes its results into variables; this is not one")
-        if isinstance(part, int):
-            value = bld.assign_temp(ir.Extract(packed, (Const(part, T.int32),)),
-                                     bld.component_type(packed.type, 1))
-        else:
-            kind, a, b = part
-            pieces = [bld.assign_temp(ir.Extract(packed, (Const(i, T.int32),)),
-                                       bld.component_type(packed.type, 1)) for i in range(a, b)]
-            if kind == "rows":
-                value = bld.call_builtin("matrix_from_rows", pieces, node)
-            else:
-                value = bld.assign_temp(ir.Construct(T.vector(b - a, st), tuple(pieces)), T.vector(b - a, st))
-        bld.assign_to(target, value, node)
-
-
-@call_form(*B.RANDOM_DRAWS, "poisson")
-def random_draw(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    """`wp.randf(state, ...)`: advance the state variable (an assignment the IR sees) and return a
-    pure function of the new state(s)."""
-    name = obj.name
-    bld.no_keywords(node, f"wp.{name}")
-    extra_type = {"randi": T.int32, "randu": T.uint32}.get(name, T.float32)
-    ranged = ((1, 3), "(state) or (state, lo, hi)")
-    forms = {"randi": ranged, "randu": ranged, "randf": ranged, "poisson": ((2,), "(state, lam)"),
-             "sample_cdf": ((2,), "(state, cdf)")}.get(name, ((1,), "(state)"))
-    if len(node.args) not in forms[0]:
-        bld.error(node, KernelTypeError, f"wp.{name} takes {forms[1]}")
-    state = bld.value(node.args[0])
-    if state.type == T.uint32 and not (isinstance(node.args[0], ast.Name) and isinstance(state, Var)):
-        copy = bld.temp(T.uint32)  # e.g. states[tid]: a copy advances
-        bld.emit(ir.Assign(copy, ir.Copy(state), line=bld.cur_line))
-        state = copy
-    if state.type != T.uint32:
-        bld.error(node.args[0], KernelTypeError, f"the first argument of wp.{name} must be a uint32 random "
-                   f"state, e.g. state = wp.rand_init(seed, tid); got {T.type_name(state.type)}")
-    if name == "sample_cdf":
-        extras = [bld.value(node.args[1])]
-        if B.resolve("_sample_cdf_of", [T.uint32, extras[0].type]) is None:
-            bld.error(node.args[1], KernelTypeError, "wp.sample_cdf() takes a 1-D float array (not indexed) "
-                       f"as the cdf, got {T.type_name(extras[0].type)}")
-    else:
-        extras = [bld.materialize(bld.convert(bld.value(a), extra_type, a)) for a in node.args[1:]]
-    if name == "poisson":  # consumes a value-dependent number of draws: state and value from one start
-        value = bld.call_builtin("_poisson_of", [state, *extras], node)
-        bld.emit(ir.Assign(state, ir.Copy(bld.call_builtin("_poisson_state", [state, *extras], node)),
-                            line=bld.cur_line))
-        return value
-    func, count = B.RANDOM_DRAWS[name]
-    states, cur = [], state
-    for _ in range(count):
-        cur = bld.call_builtin("_rand_next", [cur], node)
-        states.append(cur)
-    bld.emit(ir.Assign(state, ir.Copy(cur), line=bld.cur_line))
-    return bld.call_builtin(func, states + extras, node)
 
 # -- types ---------------------------------------------------------------------------------

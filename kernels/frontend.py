@@ -912,48 +912,78 @@ class Builder:
                    "kernels call builtins and @wp.func functions")
 
     def builtin_call(self, bi: B.Builtin, node: ast.Call) -> Any:
-        """A call of a table builtin. Arguments in out / in-out positions name variables the call assigns."""
+        """A call of a table builtin. Arguments in out positions name variables (or fields or elements) the
+        call assigns; an in-out argument that is a variable is updated too, while any other value (an array
+        element, an expression) passes a copy the call advances, as in Warp."""
         self.no_keywords(node, bi.name)
-        outs = next((ov.outputs for ov in bi.overloads if len(ov.params) == len(node.args) and ov.outputs), ())
-        if not outs:
+        shape = next((ov for ov in bi.overloads if len(ov.params) == len(node.args) and ov.outputs), None)
+        if shape is None:
             return self.call_builtin(bi.name, [self.value(a) for a in node.args], node)
-        inputs = [self.value(a) for i, a in enumerate(node.args) if i not in outs]
-        out_types, inouts = [], []
-        for pos in outs:
+        outs: dict[int, Any] = {}
+        current: dict[int, Operand] = {}
+        copied: set[int] = set()
+        for pos in shape.outputs:
             target = node.args[pos]
-            if not isinstance(target, ast.Name | ast.Attribute | ast.Subscript):
+            inout = shape.params[pos].inout
+            place = isinstance(target, ast.Name | ast.Attribute | ast.Subscript)
+            if not place and not inout:
                 self.error(target, KernelTypeError, f"argument {pos + 1} of {bi.name}() is an output: pass a "
                            "variable (or a field or element) for the call to assign")
-            new = isinstance(target, ast.Name) and target.id not in self.scope.vars
-            current = None if new else self.value(target)
-            out_types.append(None if current is None else current.type)
-            inouts.append(current)
-        def in_order(values: list) -> list:
-            ins, outs_t = iter(values), iter(out_types)
-            return [next(outs_t) if i in outs else next(ins).type for i in range(len(node.args))]
-
-        for unified in (self.unify(inputs, node), [self.materialize(a) for a in inputs]):
-            found = B.resolve(bi.name, in_order(unified))
-            if found is not None:
-                break
+            if isinstance(target, ast.Name) and target.id not in self.scope.vars:
+                if inout:
+                    self.error(target, KernelNameError, f"argument {pos + 1} of {bi.name}() is read and written: "
+                               "it must be a variable defined before the call")
+                outs[pos] = None
+                continue
+            if inout and not (place and self.is_local_place(target)):
+                copy = self.temp(self.value(target).type)
+                self.emit(ir.Assign(copy, ir.Copy(self.value(target)), line=self.cur_line))
+                current[pos] = copy
+                copied.add(pos)
+            else:
+                current[pos] = self.value(target)
+            outs[pos] = current[pos].type
+        inputs = [self.value(a) for i, a in enumerate(node.args) if i not in outs]
+        found, inputs = self.resolve_literals(bi.name, inputs, node, outs)
         if found is None:
-            got = ", ".join("?" if t is None else T.type_name(t) for t in in_order(inputs))
+            fresh, _ = self.resolve_literals(bi.name, inputs, node, dict.fromkeys(outs))
+            if fresh is not None:  # the inputs fit: an output variable has another type than the call gives
+                ov, bindings = fresh
+                for pos, t in zip(ov.outputs, ov.output_types(bindings), strict=True):
+                    if outs[pos] is not None and outs[pos] != t:
+                        kind = "an in-out" if ov.params[pos].inout else "an output"
+                        self.error(node.args[pos], KernelTypeError, f"argument {pos + 1} of {bi.name}() is {kind} "
+                                   f"{T.type_name(t)}, but {ast.unparse(node.args[pos])} is a "
+                                   f"{T.type_name(outs[pos])}")
+            got = ", ".join("?" if t is None else T.type_name(t) for t in self.layout(
+                [a.type for a in inputs], outs))
             cands = "\n".join(f"      {ov.signature()}" for ov in B.candidates(bi.name))
             self.error(node, KernelTypeError, f"no overload of {bi.name}() takes ({got}); these do:\n{cands}")
         ov, bindings = found
-        missing = [pos for pos, cur in zip(outs, inouts, strict=True) if cur is None and ov.params[pos].inout]
-        if missing:
-            self.error(node.args[missing[0]], KernelNameError, f"argument {missing[0] + 1} of {bi.name}() is "
-                       "read and written: it must be a variable defined before the call")
         ret = ov.ret(bindings)
         kinds = ov.output_types(bindings)
         record = tuple_type(((ret,) if ret is not None else ()) + kinds)
-        passed = [*unified, *(cur for pos, cur in zip(outs, inouts, strict=True) if ov.params[pos].inout)]
+        passed = [*inputs, *(current[pos] for pos in ov.outputs if ov.params[pos].inout)]
         result = self.assign_temp(ir.Call(ov, tuple(passed), type=record), record)
         first = 1 if ret is not None else 0
-        for k, (pos, t) in enumerate(zip(outs, kinds, strict=True)):
-            self.assign_to(node.args[pos], self.assign_temp(ir.Field(result, f"f{first + k}"), t), node)
+        for k, (pos, t) in enumerate(zip(ov.outputs, kinds, strict=True)):
+            if pos not in copied:
+                self.assign_to(node.args[pos], self.assign_temp(ir.Field(result, f"f{first + k}"), t), node)
         return self.assign_temp(ir.Field(result, "f0"), ret) if ret is not None else None
+
+    def is_local_place(self, target: ast.expr) -> bool:
+        """Whether `target` is a variable or a field or component of one (not an array element)."""
+        while isinstance(target, ast.Attribute | ast.Subscript):
+            if isinstance(target, ast.Subscript) and isinstance(self.value(target.value).type, ArrayType):
+                return False
+            target = target.value
+        return isinstance(target, ast.Name) and target.id in self.scope.vars
+
+    @staticmethod
+    def layout(values: list, outs: dict[int, Any]) -> list:
+        """Input values with the out / in-out positions' entries put back in argument order."""
+        it = iter(values)
+        return [outs[i] if i in outs else next(it) for i in range(len(values) + len(outs))]
 
     def no_keywords(self, node: ast.Call, name: str) -> None:
         if node.keywords:
@@ -990,27 +1020,28 @@ class Builder:
         ov, bindings = found
         return self.assign_temp(ir.Call(ov, tuple(args)), ov.ret(bindings))
 
-    def resolve_literals(self, name: str, args: list[Operand], node: ast.AST) -> tuple[Any, list[Operand]]:
+    def resolve_literals(self, name: str, args: list[Operand], node: ast.AST,
+                         outs: dict[int, Any] | None = None) -> tuple[Any, list[Operand]]:
         """Resolve an overload, letting bare literals adapt: first to the other operands' scalar type,
-        then as their default types, then to an overload's exact parameter types."""
+        then as their default types, then to an overload's exact parameter types. `outs` holds the types
+        of out / in-out arguments by position (None: a variable the call creates); `args` are the others."""
+        outs = outs or {}
         unified = self.unify(args, node)
-        found = B.resolve(name, [a.type for a in unified])
-        if found is not None:
-            return found, unified
-        defaults = [self.materialize(a) for a in args]
-        found = B.resolve(name, [a.type for a in defaults])
-        if found is not None:
-            return found, defaults
+        for cand in (unified, [self.materialize(a) for a in args]):
+            found = B.resolve(name, self.layout([a.type for a in cand], outs))
+            if found is not None:
+                return found, cand
         for ov in B.candidates(name):
-            if len(ov.params) != len(args):
+            if len(ov.params) != len(args) + len(outs):
                 continue
+            params = [p for i, p in enumerate(ov.params) if i not in outs]
             fitted = []
-            for a, p in zip(args, ov.params, strict=True):
+            for a, p in zip(args, params, strict=True):
                 if isinstance(a, Const) and a.weak and isinstance(p, B.Exact) and T.is_scalar(p.type) and (
                         T.is_int(a.type) or p.type.is_float):
                     a = Const(_coerce(a.value, p.type), p.type)
                 fitted.append(a)
-            b = ov.match([a.type for a in fitted])
+            b = ov.match(self.layout([a.type for a in fitted], outs))
             if b is not None:
                 return (ov, b), fitted
         return None, unified

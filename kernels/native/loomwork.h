@@ -1241,7 +1241,8 @@ template <typename T> LW_FUNC void adj_transform_inverse(transform_t<T> t, trans
 
 // ---------------------------------------------------------------------------------------------
 // random numbers: a 32-bit state advanced by a permuted congruential step (PCG's RXS-M-XS output
-// permutation applied to an LCG step). Pure functions: the front end assigns the advanced state back.
+// permutation applied to an LCG step). Each draw advances the caller's state (an in-out argument) and
+// maps the new state(s) through a pure function `<name>_of`.
 
 LW_FUNC uint32_t rand_next(uint32_t s) {
     uint32_t x = s * 747796405u + 2891336453u;
@@ -1258,15 +1259,23 @@ LW_FUNC int32_t randi_of(uint32_t s, int32_t lo, int32_t hi) {
 }
 LW_FUNC float randf_of(uint32_t s) { return rand_unit(s); }
 LW_FUNC float randf_of(uint32_t s, float lo, float hi) { return lo + (hi - lo) * rand_unit(s); }
-LW_FUNC void adj_randf_of(uint32_t s, float lo, float hi, uint32_t& adj_s, float& adj_lo, float& adj_hi, float adj) {
-    float u = rand_unit(s);
-    adj_lo += adj * (1.0f - u);
-    adj_hi += adj * u;
+LW_FUNC uint32_t draw(uint32_t& s) { return s = rand_next(s); }
+LW_FUNC int32_t randi(uint32_t& s) { return randi_of(draw(s)); }
+LW_FUNC int32_t randi(uint32_t& s, int32_t lo, int32_t hi) { return randi_of(draw(s), lo, hi); }
+LW_FUNC float randf(uint32_t& s) { return randf_of(draw(s)); }
+LW_FUNC float randf(uint32_t& s, float lo, float hi) { return randf_of(draw(s), lo, hi); }
+// the adjoint gets the inputs (lo, hi), then the state as it was before the draw, then the adjoints
+template <typename Rec>
+LW_FUNC void adj_randf(float lo, float hi, uint32_t s, float& adj_lo, float& adj_hi, uint32_t& adj_s, const Rec& adj) {
+    float u = rand_unit(rand_next(s));
+    adj_lo += adj.f0 * (1.0f - u);
+    adj_hi += adj.f0 * u;
 }
 LW_FUNC float randn_of(uint32_t s1, uint32_t s2) {  // Box-Muller on two uniforms; u1 in (0, 1]
     float u1 = 1.0f - rand_unit(s1), u2 = rand_unit(s2);
     return sqrt(-2.0f * log(u1)) * cos(6.283185307179586f * u2);
 }
+LW_FUNC float randn(uint32_t& s) { uint32_t a = draw(s), b = draw(s); return randn_of(a, b); }
 
 // ---------------------------------------------------------------------------------------------
 // more vector and matrix math
@@ -1475,13 +1484,15 @@ LW_FUNC void adj_spatial_cross_dual(vec_t<6, T> a, vec_t<6, T> b, vec_t<6, T>& a
 }
 
 // ---------------------------------------------------------------------------------------------
-// random sampling: pure functions of the states the front end draws for them
+// random sampling: pure functions of the states drawn for them
 
 LW_FUNC uint32_t randu_of(uint32_t s) { return s; }
 LW_FUNC uint32_t randu_of(uint32_t s, uint32_t lo, uint32_t hi) {
     uint32_t span = hi - lo;
     return span == 0u ? lo : lo + s % span;
 }
+LW_FUNC uint32_t randu(uint32_t& s) { return randu_of(draw(s)); }
+LW_FUNC uint32_t randu(uint32_t& s, uint32_t lo, uint32_t hi) { return randu_of(draw(s), lo, hi); }
 LW_FUNC vec_t<2, float> sample_unit_square_of(uint32_t a, uint32_t b) {
     return make<vec_t<2, float>>(rand_unit(a) - 0.5f, rand_unit(b) - 0.5f);
 }
@@ -1515,29 +1526,34 @@ LW_FUNC vec_t<2, float> sample_triangle_of(uint32_t a, uint32_t b) {  // uniform
     float r = sqrt(rand_unit(a)), t = rand_unit(b);
     return make<vec_t<2, float>>(1.0f - r, r * t);
 }
-// Poisson counts: Knuth's product of uniforms for small means, a rounded normal for large ones. The
-// draws it consumes depend on the outcome, so the front end asks for the value and the advanced state
-// as two pure functions of the same state.
-LW_FUNC uint32_t poisson_run(uint32_t s, float lam, uint32_t& out_state) {
+// the samplers as draws: sample_unit_square(state) and so on
+#define LW_DRAW1(name) LW_FUNC auto name(uint32_t& s) { uint32_t a = draw(s); return name##_of(a); }
+#define LW_DRAW2(name) LW_FUNC auto name(uint32_t& s) { uint32_t a = draw(s), b = draw(s); return name##_of(a, b); }
+#define LW_DRAW3(name) \
+    LW_FUNC auto name(uint32_t& s) { uint32_t a = draw(s), b = draw(s), c = draw(s); return name##_of(a, b, c); }
+LW_DRAW2(sample_unit_square)
+LW_DRAW3(sample_unit_cube)
+LW_DRAW1(sample_unit_ring)
+LW_DRAW2(sample_unit_disk)
+LW_DRAW2(sample_unit_sphere_surface)
+LW_DRAW3(sample_unit_sphere)
+LW_DRAW2(sample_unit_hemisphere_surface)
+LW_DRAW3(sample_unit_hemisphere)
+LW_DRAW2(sample_triangle)
+#undef LW_DRAW1
+#undef LW_DRAW2
+#undef LW_DRAW3
+// Poisson counts: Knuth's product of uniforms for small means, a rounded normal for large ones
+LW_FUNC uint32_t poisson(uint32_t& s, float lam) {
     if (lam > 30.0f) {
-        uint32_t s1 = rand_next(s), s2 = rand_next(s1);
-        out_state = s2;
-        float x = lam + sqrt(lam) * randn_of(s1, s2);
+        float x = lam + sqrt(lam) * randn(s);
         return x < 0.0f ? 0u : (uint32_t)(x + 0.5f);
     }
     float limit = exp(-lam), p = 1.0f;
     uint32_t k = 0;
-    for (;;) {
-        s = rand_next(s);
-        p *= rand_unit(s);
-        if (p <= limit) break;
-        ++k;
-    }
-    out_state = s;
+    while ((p *= rand_unit(draw(s))) > limit) ++k;
     return k;
 }
-LW_FUNC uint32_t poisson_of(uint32_t s, float lam) { uint32_t t; return poisson_run(s, lam, t); }
-LW_FUNC uint32_t poisson_state(uint32_t s, float lam) { uint32_t t; poisson_run(s, lam, t); return t; }
 // inverse-transform sampling: the first index whose cdf entry is >= u (binary search)
 template <typename T> LW_FUNC int32_t sample_cdf_of(uint32_t s, const array_t<T>& cdf) {
     T u = T(rand_unit(s));
@@ -1550,6 +1566,7 @@ template <typename T> LW_FUNC int32_t sample_cdf_of(uint32_t s, const array_t<T>
     }
     return lo;
 }
+template <typename T> LW_FUNC int32_t sample_cdf(uint32_t& s, const array_t<T>& cdf) { return sample_cdf_of(draw(s), cdf); }
 
 // ---------------------------------------------------------------------------------------------
 // gradient (Perlin) noise in 1 to 4 dimensions: random unit gradients on the integer lattice, blended
