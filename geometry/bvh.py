@@ -1,0 +1,218 @@
+"""`wp.Bvh`: a bounding volume hierarchy over boxes, for overlap and ray queries in kernels.
+
+In a kernel, `q = wp.bvh_query_aabb(bvh_id, lower, upper)` (or `bvh_query_ray(id, start, dir)`,
+`bvh_query_sphere(id, center, radius)`, `bvh_query_capsule(id, start, dir, radius)`, each with an
+optional subtree `root`) starts a query and `while wp.bvh_query_next(q, index):` visits every box it
+touches. Trees are built on the host by a threaded binned-SAH (or centroid-median) builder into a flat
+node array (geometry/native/bvh_build.cpp); the kernels' side is geometry/native/bvh.h.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loomwork.kernels import types as T
+from loomwork.kernels.array import array
+from loomwork.kernels.builtins import Exact, InOut, Out
+from loomwork.kernels.extensions import (
+    add_builtin,
+    export_name,
+    register_handle_type,
+    register_header,
+    register_value_type,
+)
+
+from .common import GeometryError, finite_or_raise, handles, host_library, int32_array, vec3_array
+
+HEADER = register_header(Path(__file__).parent / "native" / "bvh.h")
+
+BVH_STACK = 50  # bvh.h: the entries a traversal stack holds (trees are at most 48 levels deep)
+MAX_DEPTH = 48
+
+
+class BvhConstructor(enum.IntEnum):
+    """How a tree is built: SAH (binned surface-area heuristic, the best queries) or MEDIAN (faster
+    builds). LBVH and CUBQL name Warp's GPU builders; on host memory they build with SAH."""
+
+    SAH = 0
+    MEDIAN = 1
+    LBVH = 2
+    CUBQL = -1
+
+    @classmethod
+    def parse(cls, value: Any) -> BvhConstructor:
+        if value is None:
+            return cls.SAH
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls[str(value).upper()]
+        except KeyError:
+            raise GeometryError(f"unknown BVH constructor {value!r}: expected one of "
+                                f"{', '.join(m.name.lower() for m in cls)}") from None
+
+
+class BvhDesc(ctypes.Structure):
+    """Mirrors `lw::bvh_t` in bvh.h."""
+
+    _fields_ = [("tag", ctypes.c_uint32), ("num_nodes", ctypes.c_int32), ("num_items", ctypes.c_int32),
+                ("num_groups", ctypes.c_int32), ("nodes", ctypes.c_uint64), ("order", ctypes.c_uint64),
+                ("item_lowers", ctypes.c_uint64), ("item_uppers", ctypes.c_uint64), ("group_keys", ctypes.c_uint64),
+                ("group_roots", ctypes.c_uint64)]
+
+
+NODE_DTYPE = np.dtype([("lo", np.float32, 3), ("a", np.int32), ("hi", np.float32, 3), ("b", np.int32)])
+
+
+class Tree:
+    """A built tree over n boxes (NumPy (n, 3) float32 views that stay alive with it) and its descriptor."""
+
+    def __init__(self, lowers: np.ndarray, uppers: np.ndarray, groups: np.ndarray | None, constructor: BvhConstructor,
+                 leaf_size: int, what: str) -> None:
+        n = len(lowers)
+        self.lowers, self.uppers, self.groups = lowers, uppers, groups
+        self.nodes = np.zeros(max(2 * n - 1, 1), dtype=NODE_DTYPE)
+        self.order = np.zeros(n, dtype=np.int32)
+        self.group_keys = np.zeros(max(n, 1), dtype=np.int32)
+        self.group_roots = np.zeros(max(n, 1), dtype=np.int32)
+        self.desc, self.id = handles().allocate(BvhDesc)
+        self.build(constructor, leaf_size, what)
+
+    def build(self, constructor: BvhConstructor, leaf_size: int, what: str) -> None:
+        n = len(self.lowers)
+        num_groups, depth = ctypes.c_int32(0), ctypes.c_int32(0)
+        if n:
+            finite_or_raise(self.lowers, f"{what}: lower bounds")
+            finite_or_raise(self.uppers, f"{what}: upper bounds")
+            ptr = (lambda a: a.ctypes.data)
+            count = host_library().lw_bvh_build(
+                ptr(self.lowers), ptr(self.uppers), n, None if self.groups is None else ptr(self.groups),
+                int(constructor == BvhConstructor.MEDIAN), leaf_size, ptr(self.nodes), ptr(self.order),
+                ptr(self.group_keys), ptr(self.group_roots), ctypes.byref(num_groups), ctypes.byref(depth))
+            if depth.value > MAX_DEPTH:
+                raise GeometryError(f"{what}: the tree is {depth.value} levels deep, more than the {MAX_DEPTH} "
+                                    "its queries can traverse (too many groups?)")
+        else:
+            count = 0
+        self.depth = depth.value
+        d = self.desc
+        d.num_nodes, d.num_items, d.num_groups = count, n, num_groups.value
+        d.nodes, d.order = self.nodes.ctypes.data, self.order.ctypes.data
+        d.item_lowers, d.item_uppers = self.lowers.ctypes.data, self.uppers.ctypes.data
+        d.group_keys, d.group_roots = self.group_keys.ctypes.data, self.group_roots.ctypes.data
+
+    def refit(self) -> None:
+        """Refit every node to the current boxes (the same topology)."""
+        if self.desc.num_nodes:
+            finite_or_raise(self.lowers, "refit: lower bounds")
+            finite_or_raise(self.uppers, "refit: upper bounds")
+            host_library().lw_bvh_refit(self.nodes.ctypes.data, self.desc.num_nodes, self.order.ctypes.data,
+                                        self.lowers.ctypes.data, self.uppers.ctypes.data)
+
+    def free(self) -> None:
+        handles().release(self.id)
+
+
+def leaf_size_or_raise(leaf_size: Any, what: str) -> int:
+    if not isinstance(leaf_size, int | np.integer) or leaf_size < 1:
+        raise GeometryError(f"{what} must be an int >= 1, got {leaf_size!r}")
+    return int(leaf_size)
+
+
+class Bvh:
+    """A bounding volume hierarchy over the boxes [lowers[i], uppers[i]] (wp.vec3 arrays, kept by
+    reference: `refit()` after moving them, `rebuild()` after large changes)."""
+
+    def __init__(self, lowers: Any, uppers: Any, constructor: Any = None, groups: Any = None,
+                 leaf_size: int = 1) -> None:
+        self._tree: Tree | None = None
+        lowers = vec3_array(lowers, "Bvh lowers")
+        uppers = vec3_array(uppers, "Bvh uppers", lowers.device)
+        if len(lowers) != len(uppers):
+            raise GeometryError(f"Bvh: lowers and uppers differ in length ({len(lowers)} and {len(uppers)})")
+        if lowers.device != uppers.device:
+            raise GeometryError(f"Bvh: lowers are on {lowers.device}, uppers on {uppers.device}")
+        self.constructor = BvhConstructor.parse(constructor)
+        if groups is not None:
+            if self.constructor == BvhConstructor.CUBQL:
+                raise GeometryError("Grouped BVHs are not supported with constructor='cubql'")
+            groups = int32_array(groups, "Bvh groups", lowers.device)
+            if groups.size != len(lowers):
+                raise GeometryError(f"Bvh: groups has {groups.size} entries for {len(lowers)} boxes")
+        self.leaf_size = leaf_size_or_raise(leaf_size, "Bvh leaf_size")
+        self.device = lowers.device
+        self.lowers, self.uppers, self.groups = lowers, uppers, groups
+        lo, hi = lowers.numpy().reshape(-1, 3), uppers.numpy().reshape(-1, 3)
+        if (lo > hi).any():
+            bad = int(np.argwhere((lo > hi).any(axis=1))[0, 0])
+            raise GeometryError(f"Bvh: box {bad} has lower {lo[bad].tolist()} above upper {hi[bad].tolist()}")
+        self._tree = Tree(lo, hi, None if groups is None else groups.numpy().reshape(-1), self.constructor,
+                          self.leaf_size, "Bvh")
+
+    @property
+    def id(self) -> int:
+        """The handle kernels take as a `wp.uint64`."""
+        if self._tree is None:
+            raise GeometryError("this Bvh was not built")
+        return self._tree.id
+
+    def refit(self) -> None:
+        """Refit the tree to the boxes' current values (call after changing lowers / uppers)."""
+        self._tree.refit()
+
+    def rebuild(self, constructor: Any = None) -> None:
+        """Rebuild the tree from the boxes' current values, with `constructor` (default: the one it had)."""
+        if constructor is not None:
+            self.constructor = BvhConstructor.parse(constructor)
+        self._tree.build(self.constructor, self.leaf_size, "Bvh.rebuild")
+
+    def __del__(self) -> None:
+        tree = getattr(self, "_tree", None)
+        if tree is not None:
+            tree.free()
+            self._tree = None
+
+    def __repr__(self) -> str:
+        n = 0 if self._tree is None else self._tree.desc.num_items
+        return f"Bvh(boxes={n}, constructor={self.constructor.name.lower()}, device={self.device})"
+
+
+def query_type(name: str, cname: str, readable: tuple[str, ...] = ()) -> type:
+    """A value type with bvh.h's `bvh_query_t` layout (mesh face queries share it)."""
+    return register_value_type(name, cname, [
+        ("id", T.uint64), ("kind", T.int32), ("count", T.int32), ("leaf_pos", T.int32), ("leaf_end", T.int32),
+        ("a", T.vec3f), ("b", T.vec3f), ("rcp", T.vec3f), ("radius", T.float32),
+        ("stack", T.vector(BVH_STACK, T.int32))], header=HEADER, readable=readable)
+
+
+bvh_query_t = query_type("bvh_query_t", "lw::bvh_query_t")
+
+register_handle_type(Bvh)
+export_name("Bvh", Bvh)
+export_name("BvhQuery", bvh_query_t)
+export_name("bvh_query_t", bvh_query_t)
+U64, V3, F32, I32 = Exact(T.uint64), Exact(T.vec3f), Exact(T.float32), Exact(T.int32)
+_ROOT = "; `root` (optional): the node to start from (wp.bvh_get_group_root), -1 for the whole tree"
+for _name, _params, _doc in (
+        ("bvh_query_aabb", (U64, V3, V3), "bvh_query_aabb(id, low, high): the boxes overlapping [low, high]"),
+        ("bvh_query_ray", (U64, V3, V3), "bvh_query_ray(id, start, dir): the boxes the ray hits (t >= 0, t in "
+                                         "multiples of |dir| up to bvh_query_next's max_dist)"),
+        ("bvh_query_sphere", (U64, V3, F32), "bvh_query_sphere(id, center, radius): the boxes within radius of center"),
+        ("bvh_query_capsule", (U64, V3, V3, F32), "bvh_query_capsule(id, start, dir, radius): the boxes the ray "
+                                                  "inflated by radius touches (dir = p1 - p0 and max_dist 1 for a "
+                                                  "segment)")):
+    for _root in ((), (I32,)):
+        add_builtin(_name, _params + _root, bvh_query_t, f"lw::{_name}", header=HEADER, group="Geometry",
+                    differentiable=False, doc=_doc + _ROOT)
+for _extra in ((), (F32,)):
+    add_builtin("bvh_query_next", (InOut(bvh_query_t), Out(T.int32), *_extra), T.bool_, "lw::bvh_query_next",
+                header=HEADER, group="Geometry", differentiable=False,
+                doc="bvh_query_next(query, index, max_dist=inf): the next box's index into `index`; False at the "
+                    "end (max_dist bounds ray and capsule queries, in multiples of |dir|)")
+add_builtin("bvh_get_group_root", (U64, I32), T.int32, "lw::bvh_get_group_root", header=HEADER, group="Geometry",
+            differentiable=False, doc="bvh_get_group_root(id, group): the root node of a group's subtree (-1: none)")

@@ -1,0 +1,131 @@
+"""What the geometry types share: their host library (BVH builds, refits, mesh data), the table of live
+handles their ids name, the error they raise for bad input, and argument checks.
+
+A handle's id is the address of its descriptor with the descriptor's generation in the top 16 bits.
+Descriptors live in slabs that are never given back, and freeing one clears its generation: a kernel
+handed the id of a freed object reads a descriptor that says so, and its queries find nothing instead
+of reading freed memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loomwork.kernels import config
+from loomwork.kernels import types as T
+from loomwork.kernels.array import array
+from loomwork.kernels.build import build_cpu
+from loomwork.kernels.cpu import cpu_runtime
+from loomwork.kernels.errors import DeviceError, LoomworkError
+
+NATIVE_DIR = Path(__file__).parent / "native"
+
+
+class GeometryError(LoomworkError, ValueError, RuntimeError):
+    """Unusable input to a geometry type (a Mesh, a Bvh): what is wrong and which argument."""
+
+
+@cache
+def host_library() -> ctypes.CDLL:
+    """The geometry host routines (built on first use), running on the CPU runtime's thread pool."""
+    rt = cpu_runtime()
+    source = (NATIVE_DIR / "bvh_build.cpp").read_text()
+    path = build_cpu(source, "geometry", config.kernel_cache_dir, debug=False, fast_math=False,
+                     verbose=config.verbose, what="the loomwork.geometry host routines")
+    lib = ctypes.CDLL(str(path))
+    p, i = ctypes.c_void_p, ctypes.c_int
+    lib.lw_geometry_init.argtypes = [p, i]
+    lib.lw_geometry_init(ctypes.cast(rt.lw_parallel_for, p).value, rt.lw_get_num_threads())
+    lib.lw_bvh_build.argtypes = [p, p, i, p, i, i, p, p, p, p, p, p]
+    lib.lw_bvh_build.restype = i
+    lib.lw_bvh_refit.argtypes = [p, i, p, p, p]
+    lib.lw_triangle_bounds.argtypes = [p, p, i, p, p]
+    lib.lw_winding_moments.argtypes = [p, i, p, p, p, p]
+    for f in (lib.lw_bvh_refit, lib.lw_triangle_bounds, lib.lw_winding_moments):
+        f.restype = None
+    return lib
+
+
+_SLOT_BYTES = 256
+_SLAB_SLOTS = 64
+
+
+class HandleTable:
+    """Descriptor slots for live handles, handed out and taken back; ids carry a generation."""
+
+    def __init__(self) -> None:
+        self._slabs: list[np.ndarray] = []
+        self._free: list[int] = []
+        self._generation = 0
+        self.live: dict[int, Any] = {}  # id -> descriptor
+
+    def allocate(self, desc_type: type[ctypes.Structure]) -> tuple[Any, int]:
+        """A zeroed descriptor of `desc_type` (whose first field is the uint32 `tag`) and its id."""
+        assert ctypes.sizeof(desc_type) <= _SLOT_BYTES
+        if not self._free:
+            slab = np.zeros(_SLOT_BYTES * _SLAB_SLOTS, dtype=np.uint8)
+            self._slabs.append(slab)
+            self._free += [slab.ctypes.data + k * _SLOT_BYTES for k in reversed(range(_SLAB_SLOTS))]
+        addr = self._free.pop()
+        ctypes.memset(addr, 0, _SLOT_BYTES)
+        self._generation = self._generation % 0xFFFF + 1  # 1..65535: a zero tag means freed
+        desc = desc_type.from_address(addr)
+        desc.tag = self._generation
+        handle = (self._generation << 48) | addr
+        self.live[handle] = desc
+        return desc, handle
+
+    def release(self, handle: int) -> None:
+        """Free a handle's descriptor: its id stops naming anything."""
+        desc = self.live.pop(handle, None)
+        if desc is not None:
+            addr = ctypes.addressof(desc)
+            ctypes.memset(addr, 0, _SLOT_BYTES)
+            self._free.append(addr)
+
+
+@cache
+def handles() -> HandleTable:
+    """The process's table of live Mesh and Bvh descriptors (created on first use)."""
+    return HandleTable()
+
+
+def vec3_array(value: Any, what: str, device: Any = None, *, allow_none: bool = False) -> array | None:
+    """`value` as a contiguous 1-D wp.array of vec3 (lists and NumPy arrays are converted), or a clear error."""
+    if value is None:
+        if allow_none:
+            return None
+        raise GeometryError(f"{what} is required")
+    a = value if isinstance(value, array) else array(np.asarray(value, dtype=np.float32).reshape(-1, 3),
+                                                     dtype=T.vec3f, device=device)
+    if a.dtype is not T.vec3f or a.ndim != 1 or not a.is_contiguous:
+        raise GeometryError(f"{what} must be a contiguous 1-D array of wp.vec3, got {a!r}")
+    host_only(a, what)
+    return a
+
+
+def int32_array(value: Any, what: str, device: Any = None) -> array:
+    """`value` as a contiguous 1-D wp.array of int32, or a clear error."""
+    a = value if isinstance(value, array) else array(np.asarray(value, dtype=np.int32).reshape(-1),
+                                                     dtype=T.int32, device=device)
+    if a.dtype is not T.int32 or not a.is_contiguous:
+        raise GeometryError(f"{what} must be a contiguous array of wp.int32, got {a!r}")
+    host_only(a, what)
+    return a
+
+
+def host_only(a: array, what: str) -> None:
+    """Trees are built and queried from host memory for now."""
+    if not a.device.backend.host_accessible:
+        raise DeviceError(f"{what} is on {a.device}: meshes and BVHs support host-memory devices only for now")
+
+
+def finite_or_raise(values: np.ndarray, what: str) -> None:
+    if not np.isfinite(values).all():
+        bad = int(np.argwhere(~np.isfinite(values).reshape(len(values), -1).all(axis=1))[0, 0])
+        raise GeometryError(f"{what} has a NaN or infinite value (item {bad}: {values[bad].tolist()})")

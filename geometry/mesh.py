@@ -1,0 +1,276 @@
+"""`wp.Mesh`: a triangle mesh with a BVH over its faces, for point, ray and box queries in kernels.
+
+In a kernel, `q = wp.mesh_query_point(mesh_id, p, max_dist)` finds the closest point (`q.face`, `q.u`,
+`q.v`, `q.sign` < 0 inside), `wp.mesh_query_ray(mesh_id, start, dir, max_t)` the nearest hit,
+`q = wp.mesh_query_aabb(mesh_id, low, high)` with `while wp.mesh_query_next(q, face):` the faces whose
+boxes overlap a box, and `wp.mesh_eval_position(mesh_id, face, u, v)` a point on a face (the point
+u * p0 + v * p1 + (1 - u - v) * p2). Signs come from three axis-aligned rays (`mesh_query_point`),
+angle-weighted pseudo-normals (`_sign_normal`), ray parity (`_sign_parity`) or fast winding numbers
+(`_sign_winding_number`, meshes built with `support_winding_number=True`). The queries live in
+geometry/native/mesh.h.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loomwork.kernels import types as T
+from loomwork.kernels.builtins import Exact, InOut, Out
+from loomwork.kernels.extensions import (
+    add_builtin,
+    export_name,
+    register_handle_type,
+    register_header,
+    register_value_type,
+)
+
+from .bvh import BvhConstructor, Tree, leaf_size_or_raise, query_type
+from .common import GeometryError, finite_or_raise, handles, host_library, int32_array, vec3_array
+
+HEADER = register_header(Path(__file__).parent / "native" / "mesh.h")
+
+
+class MeshDesc(ctypes.Structure):
+    """Mirrors `lw::mesh_t` in mesh.h."""
+
+    _fields_ = [("tag", ctypes.c_uint32), ("num_points", ctypes.c_int32), ("num_tris", ctypes.c_int32),
+                ("has_winding", ctypes.c_int32), ("bvh", ctypes.c_uint64), ("points", ctypes.c_uint64),
+                ("velocities", ctypes.c_uint64), ("indices", ctypes.c_uint64), ("moments", ctypes.c_uint64),
+                ("vertex_normals", ctypes.c_uint64), ("edge_normals", ctypes.c_uint64), ("avg_edge", ctypes.c_float),
+                ("pad", ctypes.c_int32)]
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    return np.divide(v, n, out=np.zeros_like(v), where=n > 0)
+
+
+def pseudo_normals(p: np.ndarray, tris: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Angle-weighted vertex normals, per-triangle edge normals (edge k from vertex k to k + 1: the sum of
+    its faces' unit normals) and the mean edge length: what `mesh_query_point_sign_normal` reads."""
+    corners = p[tris].astype(np.float64)  # (T, 3, 3)
+    fn = _unit(np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]))
+    vn = np.zeros((len(p), 3))
+    for k in range(3):
+        e1 = _unit(corners[:, (k + 1) % 3] - corners[:, k])
+        e2 = _unit(corners[:, (k + 2) % 3] - corners[:, k])
+        angle = np.arccos(np.clip((e1 * e2).sum(axis=1), -1.0, 1.0))
+        for c in range(3):
+            vn[:, c] += np.bincount(tris[:, k], weights=angle * fn[:, c], minlength=len(p))
+    a, b = tris.reshape(-1), np.roll(tris, -1, axis=1).reshape(-1)
+    keys = np.minimum(a, b).astype(np.int64) * len(p) + np.maximum(a, b)
+    _, edge_of, = np.unique(keys, return_inverse=True)
+    face_of_edge = np.repeat(np.arange(len(tris)), 3)
+    en = np.stack([np.bincount(edge_of, weights=fn[face_of_edge, c]) for c in range(3)], axis=1)[edge_of]
+    lengths = np.linalg.norm(corners - np.roll(corners, -1, axis=1), axis=2)
+    return vn.astype(np.float32), en.astype(np.float32), float(lengths.mean())
+
+
+class Mesh:
+    """A triangle mesh: `points` (wp.vec3), `indices` (int32, three per triangle, flattened), optional
+    per-point `velocities`; kept by reference (`refit()` after moving the points in place, or assign
+    `mesh.points = new_points`)."""
+
+    def __init__(self, points: Any, indices: Any, velocities: Any = None, support_winding_number: bool = False,
+                 bvh_constructor: Any = None, bvh_leaf_size: int | None = None, groups: Any = None) -> None:
+        self._tree: Tree | None = None
+        self._desc, self._id = None, 0
+        points = vec3_array(points, "Mesh points")
+        indices = int32_array(indices, "Mesh indices", points.device)
+        if indices.ndim != 1:
+            raise GeometryError(f"Mesh indices must be a flattened 1-D array (3 per triangle), got shape "
+                                f"{indices.shape}")
+        if indices.size % 3 or indices.size == 0:
+            raise GeometryError(f"Mesh indices must hold three entries per triangle and at least one triangle, "
+                                f"got {indices.size} entries")
+        if indices.device != points.device:
+            raise GeometryError(f"Mesh: points are on {points.device}, indices on {indices.device}")
+        velocities = vec3_array(velocities, "Mesh velocities", points.device, allow_none=True)
+        if velocities is not None and len(velocities) != len(points):
+            raise GeometryError(f"Mesh: {len(velocities)} velocities for {len(points)} points")
+        tris = indices.numpy().reshape(-1, 3)
+        bad = (tris < 0) | (tris >= len(points))
+        if bad.any():
+            t = int(np.argwhere(bad.any(axis=1))[0, 0])
+            raise GeometryError(f"Mesh indices: triangle {t} has {tris[t].tolist()}, out of range for "
+                                f"{len(points)} points")
+        self.constructor = BvhConstructor.parse(bvh_constructor)
+        if groups is not None:
+            if self.constructor == BvhConstructor.CUBQL:
+                raise GeometryError("Grouped mesh queries are not supported with bvh_constructor='cubql'")
+            groups = int32_array(groups, "Mesh groups", points.device)
+            if groups.size != len(tris):
+                raise GeometryError(f"Mesh: groups has {groups.size} entries for {len(tris)} triangles")
+        self.leaf_size = leaf_size_or_raise(4 if bvh_leaf_size in (None, 0) else bvh_leaf_size, "Mesh bvh_leaf_size")
+        self.device = points.device
+        self.indices, self.groups = indices, groups
+        self.support_winding_number = bool(support_winding_number)
+        self._points, self._velocities = points, velocities
+        self._tris = tris
+        n = len(tris)
+        self._lowers, self._uppers = np.zeros((n, 3), np.float32), np.zeros((n, 3), np.float32)
+        self._update_geometry()
+        self._tree = Tree(self._lowers, self._uppers, None if groups is None else groups.numpy().reshape(-1),
+                          self.constructor, self.leaf_size, "Mesh")
+        self._moments = np.zeros((self._tree.desc.num_nodes, 16), np.float32) if self.support_winding_number else None
+        self._desc, self._id = handles().allocate(MeshDesc)
+        self._publish()
+
+    @property
+    def id(self) -> int:
+        """The handle kernels take as a `wp.uint64`."""
+        if not self._id:
+            raise GeometryError("this Mesh was not built")
+        return self._id
+
+    @property
+    def points(self) -> Any:
+        """The vertex positions; assigning an array of the same length refits the mesh to it."""
+        return self._points
+
+    @points.setter
+    def points(self, new: Any) -> None:
+        new = vec3_array(new, "Mesh.points", self.device)
+        if new.device != self.device or len(new) != len(self._points):
+            raise GeometryError(f"Mesh.points: the new points ({len(new)} on {new.device}) must match the old "
+                                f"({len(self._points)} on {self.device})")
+        self._points = new
+        self.refit()
+
+    @property
+    def velocities(self) -> Any:
+        """The per-point velocities (None when the mesh has none); assigning needs no refit."""
+        return self._velocities
+
+    @velocities.setter
+    def velocities(self, new: Any) -> None:
+        new = vec3_array(new, "Mesh.velocities", self.device)
+        if len(new) != len(self._points):
+            raise GeometryError(f"Mesh.velocities: {len(new)} velocities for {len(self._points)} points")
+        self._velocities = new
+        self._publish()
+
+    def refit(self) -> None:
+        """Refit the tree (and the sign data) to the points' current positions."""
+        self._update_geometry()
+        self._tree.refit()
+        self._publish()
+
+    def _update_geometry(self) -> None:
+        p = self._points.numpy().reshape(-1, 3)
+        finite_or_raise(p, "Mesh points")
+        host_library().lw_triangle_bounds(p.ctypes.data, self.indices.ptr, len(self._tris), self._lowers.ctypes.data,
+                                          self._uppers.ctypes.data)
+        self._vertex_normals, self._edge_normals, self._avg_edge = pseudo_normals(p, self._tris)
+
+    def _publish(self) -> None:
+        d, t = self._desc, self._tree
+        if self._moments is not None:
+            host_library().lw_winding_moments(t.nodes.ctypes.data, t.desc.num_nodes, t.order.ctypes.data,
+                                              self._points.ptr, self.indices.ptr, self._moments.ctypes.data)
+        d.num_points, d.num_tris, d.bvh = len(self._points), len(self._tris), t.id
+        d.points, d.indices = self._points.ptr, self.indices.ptr
+        d.velocities = self._velocities.ptr if self._velocities is not None else 0
+        d.has_winding = int(self._moments is not None)
+        d.moments = self._moments.ctypes.data if self._moments is not None else 0
+        d.vertex_normals, d.edge_normals = self._vertex_normals.ctypes.data, self._edge_normals.ctypes.data
+        d.avg_edge = self._avg_edge
+
+    def __del__(self) -> None:
+        if getattr(self, "_id", 0):
+            handles().release(self._id)
+            self._id = 0
+        tree = getattr(self, "_tree", None)
+        if tree is not None:
+            tree.free()
+            self._tree = None
+
+    def __repr__(self) -> str:
+        return f"Mesh(points={len(self._points)}, triangles={len(self._tris)}, device={self.device})"
+
+
+mesh_query_point_t = register_value_type(
+    "mesh_query_point_t", "lw::mesh_query_point_t",
+    [("result", T.bool_), ("sign", T.float32), ("face", T.int32), ("u", T.float32), ("v", T.float32)],
+    header=HEADER, readable=("result", "sign", "face", "u", "v"))
+mesh_query_ray_t = register_value_type(
+    "mesh_query_ray_t", "lw::mesh_query_ray_t",
+    [("result", T.bool_), ("sign", T.float32), ("face", T.int32), ("t", T.float32), ("u", T.float32),
+     ("v", T.float32), ("normal", T.vec3f)],
+    header=HEADER, readable=("result", "sign", "face", "t", "u", "v", "normal"))
+mesh_query_aabb_t = query_type("mesh_query_aabb_t", "lw::mesh_query_aabb_t")
+
+register_handle_type(Mesh)
+for _name, _obj in (("Mesh", Mesh), ("MeshQueryPoint", mesh_query_point_t), ("MeshQueryRay", mesh_query_ray_t),
+                    ("MeshQueryAABB", mesh_query_aabb_t), ("MeshQuery", mesh_query_aabb_t),
+                    ("mesh_query_point_t", mesh_query_point_t), ("mesh_query_ray_t", mesh_query_ray_t),
+                    ("mesh_query_aabb_t", mesh_query_aabb_t)):
+    export_name(_name, _obj)
+
+U64, V3, F32, I32 = Exact(T.uint64), Exact(T.vec3f), Exact(T.float32), Exact(T.int32)
+OF, OI, OV = Out(T.float32), Out(T.int32), Out(T.vec3f)
+_G = {"header": HEADER, "group": "Geometry"}
+
+
+def _point(name: str, extra: tuple, doc: str, *, outs: tuple = (OF, OI, OF, OF), differentiable: bool = True) -> None:
+    """The struct form `name(id, point, max_dist, *extra)` and Warp's out-parameter form (`inside`, `face`, `u`,
+    `v` after max_dist, then the extra parameters); both with and without the optional extras."""
+    for ex in ((extra, ()) if extra else ((),)):
+        add_builtin(name, (U64, V3, F32, *ex), mesh_query_point_t, f"lw::{name}", differentiable=False, **_G,
+                    doc=doc)
+        add_builtin(name, (U64, V3, F32, *outs, *ex), T.bool_, f"lw::{name}", differentiable=differentiable,
+                    adjoint=f"lw::adj_{name}" if differentiable else None, **_G, doc=doc)
+
+
+_PT = ": the closest point strictly within max_dist (q.result, q.face, q.u, q.v"
+_point("mesh_query_point", (), "mesh_query_point(id, point, max_dist)" + _PT + ", q.sign < 0 inside by a vote of "
+       "three axis-aligned rays: for watertight meshes)")
+_point("mesh_query_point_no_sign", (), "mesh_query_point_no_sign(id, point, max_dist)" + _PT + "; no sign)",
+       outs=(OI, OF, OF))
+_point("mesh_query_furthest_point_no_sign", (), "mesh_query_furthest_point_no_sign(id, point, min_dist): the "
+       "furthest point strictly beyond min_dist (a vertex of q.face)", outs=(OI, OF, OF), differentiable=False)
+_point("mesh_query_point_sign_normal", (F32,), "mesh_query_point_sign_normal(id, point, max_dist, epsilon=1e-3)"
+       + _PT + ", q.sign from the angle-weighted pseudo-normal of the nearest face, edge or vertex)")
+_point("mesh_query_point_sign_parity", (I32, F32), "mesh_query_point_sign_parity(id, point, max_dist, n_sample=1, "
+       "perturbation_scale=0.1)" + _PT + ", q.sign < 0 when at least half of n_sample rays cross an odd count)")
+_point("mesh_query_point_sign_winding_number", (F32, F32), "mesh_query_point_sign_winding_number(id, point, "
+       "max_dist, accuracy=2, threshold=0.5)" + _PT + ", q.sign < 0 where the fast winding number exceeds threshold; "
+       "needs support_winding_number=True, else the ray vote)")
+_RAY = ("mesh_query_ray(id, start, dir, max_t, root=-1): the nearest hit with t < max_t (in multiples of |dir|): "
+        "q.result, q.t, q.face, q.u, q.v, q.normal (unit), q.sign > 0 on a face's front")
+for _root in ((), (I32,)):
+    add_builtin("mesh_query_ray", (U64, V3, V3, F32, *_root), mesh_query_ray_t, "lw::mesh_query_ray",
+                differentiable=False, **_G, doc=_RAY)
+    add_builtin("mesh_query_ray", (U64, V3, V3, F32, OF, OF, OF, OF, OV, OI, *_root), T.bool_, "lw::mesh_query_ray",
+                adjoint="lw::adj_mesh_query_ray", **_G, doc=_RAY)
+    add_builtin("mesh_query_ray_anyhit", (U64, V3, V3, F32, *_root), T.bool_, "lw::mesh_query_ray_anyhit",
+                differentiable=False, **_G, doc="mesh_query_ray_anyhit(id, start, dir, max_t, root=-1): whether the "
+                                                "ray hits a face with t < max_t")
+    add_builtin("mesh_query_ray_count_intersections", (U64, V3, V3, *_root), T.int32,
+                "lw::mesh_query_ray_count_intersections", differentiable=False, **_G,
+                doc="mesh_query_ray_count_intersections(id, start, dir, root=-1): the faces the ray crosses at t >= 0")
+add_builtin("mesh_query_aabb", (U64, V3, V3), mesh_query_aabb_t, "lw::mesh_query_aabb", differentiable=False, **_G,
+            doc="mesh_query_aabb(id, low, high): iterate (mesh_query_next) the faces whose boxes overlap [low, high]")
+add_builtin("mesh_query_sphere", (U64, V3, F32), mesh_query_aabb_t, "lw::mesh_query_sphere", differentiable=False,
+            **_G, doc="mesh_query_sphere(id, center, radius): iterate the faces whose boxes are within radius")
+for _next in ("mesh_query_next", "mesh_query_aabb_next"):
+    add_builtin(_next, (InOut(mesh_query_aabb_t), Out(T.int32)), T.bool_, "lw::mesh_query_next", differentiable=False,
+                **_G, doc=f"{_next}(query, index): the next face into `index`; False at the end")
+for _name, _what in (("mesh_eval_position", "points"), ("mesh_eval_velocity", "velocities")):
+    add_builtin(_name, (U64, I32, F32, F32), T.vec3f, f"lw::{_name}", adjoint=f"lw::adj_{_name}", **_G,
+                doc=f"{_name}(id, face, u, v): u * x0 + v * x1 + (1 - u - v) * x2 of the face's {_what} "
+                    "(differentiable in u and v)")
+add_builtin("mesh_eval_face_normal", (U64, I32), T.vec3f, "lw::mesh_eval_face_normal", differentiable=False, **_G,
+            doc="mesh_eval_face_normal(id, face): the face's unit normal (by its winding)")
+for _name, _ret, _doc in (("mesh_get_point", T.vec3f, "the point of corner `index` (3 * face + k)"),
+                          ("mesh_get_velocity", T.vec3f, "the velocity of corner `index` (3 * face + k)"),
+                          ("mesh_get_index", T.int32, "indices[index]: the point of corner `index`")):
+    add_builtin(_name, (U64, I32), _ret, f"lw::{_name}", differentiable=False, **_G, doc=f"{_name}(id, index): {_doc}")
+add_builtin("mesh_get_bvh", (U64,), T.uint64, "lw::mesh_get_bvh", differentiable=False, **_G,
+            doc="mesh_get_bvh(id): the id of the mesh's tree over its faces' boxes")
+add_builtin("mesh_get_group_root", (U64, I32), T.int32, "lw::mesh_get_group_root", differentiable=False, **_G,
+            doc="mesh_get_group_root(id, group): the root of a group's subtree for mesh_query_ray (-1: none)")

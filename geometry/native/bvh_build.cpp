@@ -1,0 +1,405 @@
+// loomwork.geometry host library: BVH construction (binned SAH or centroid median, on the runtime's
+// thread pool), refits, and the per-mesh data its queries read (triangle bounds, winding-number moments).
+// Built on first use like loomwork.utils; Python owns every buffer, these routines only fill them.
+// The node layout is bvh.h's (flat, device-neutral): keep the two in step.
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+typedef void (*lw_range_fn)(const void* blob, long long begin, long long end);
+typedef void (*lw_parallel_for_fn)(lw_range_fn fn, const void* blob, long long n, long long grain);
+
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+lw_parallel_for_fn g_parallel_for = nullptr;
+int g_threads = 1;
+
+template <typename F> void tramp(const void* blob, long long b, long long e) { (*(const F*)blob)(b, e); }
+
+template <typename F> void parallel_for(long long n, long long grain, const F& f) {
+    if (g_parallel_for == nullptr || n <= grain) {
+        f(0LL, n);
+        return;
+    }
+    g_parallel_for(&tramp<F>, &f, n, grain);
+}
+
+// bvh.h's bvh_node_t: an inner node's children are `a` and `b`; a leaf holds items [a, a - b - 1)...
+// encoded as b = -count (so b < 0 marks a leaf) and a = the first slot in the item order.
+struct Node {
+    float lo[3];
+    int32_t a;
+    float hi[3];
+    int32_t b;
+};
+
+const int kMaxDepth = 48;  // bvh.h's traversal stacks hold kMaxDepth + 2 entries
+const int kBins = 32;
+
+// plain comparisons: fminf/fmaxf are library calls (NaN rules) and inputs are checked finite
+inline float fmin_(float a, float b) { return a < b ? a : b; }
+inline float fmax_(float a, float b) { return a > b ? a : b; }
+
+struct Box {
+    float lo[3], hi[3];
+    void clear() {
+        for (int k = 0; k < 3; ++k) lo[k] = INFINITY, hi[k] = -INFINITY;
+    }
+    void grow(const float* l, const float* h) {
+        for (int k = 0; k < 3; ++k) lo[k] = fmin_(lo[k], l[k]), hi[k] = fmax_(hi[k], h[k]);
+    }
+    void grow(const Box& o) { grow(o.lo, o.hi); }
+    float area() const {
+        float d[3];
+        for (int k = 0; k < 3; ++k) d[k] = fmax_(hi[k] - lo[k], 0.0f);
+        return d[0] * d[1] + d[1] * d[2] + d[2] * d[0];
+    }
+};
+
+struct Builder {
+    const float* lowers;  // 3 floats per item
+    const float* uppers;
+    std::vector<float> cent;  // item centroids
+    int32_t* order;           // the item order being partitioned (becomes the leaf item order)
+    Node* nodes;              // 2n - 1 slots; a range [s, e) rooted at slot p fills slots [p, p + 2(e - s) - 1)
+    const int32_t* group_of;  // per item, for grouped trees (null: one group)
+    int leaf_size;
+    bool sah;
+    int32_t* group_roots;  // per group, in sorted order: the slot of its subtree's root
+
+    const float* c(int32_t i) const { return &cent[3 * (size_t)i]; }
+
+    void bounds(int s, int e, Box& box, Box& cbox) const {
+        box.clear();
+        cbox.clear();
+        for (int i = s; i < e; ++i) {
+            int32_t it = order[i];
+            box.grow(lowers + 3 * (size_t)it, uppers + 3 * (size_t)it);
+            cbox.grow(c(it), c(it));
+        }
+    }
+
+    // Where to split [s, e): the partition point, after reordering `order`. Returns s when it becomes a leaf.
+    int split(int s, int e, int depth, const Box& cbox, int group_begin, int group_end) {
+        int n = e - s;
+        if (group_of != nullptr && group_end - group_begin > 1) {
+            // one group per subtree: split between groups, half of the groups on each side
+            int gmid = (group_begin + group_end) / 2;
+            int32_t key = group_key_at(gmid);
+            return (int)(std::lower_bound(order + s, order + e, key,
+                                          [&](int32_t it, int32_t k) { return group_of[it] < k; }) - order);
+        }
+        if (n <= leaf_size) return s;
+        int axis = 0;
+        float ext[3];
+        for (int k = 0; k < 3; ++k) ext[k] = cbox.hi[k] - cbox.lo[k];
+        if (ext[1] > ext[axis]) axis = 1;
+        if (ext[2] > ext[axis]) axis = 2;
+        // deep trees (skewed inputs) fall back to count medians, which halve the range each level
+        int need = 0;
+        for (int m = n; m > leaf_size; m = (m + 1) / 2) ++need;
+        bool median = !sah || depth + need >= kMaxDepth || !(ext[axis] > 0.0f);
+        if (!median) {
+            int best = binned_sah(s, e, cbox);
+            if (best > s && best < e) return best;
+        }
+        int mid = s + n / 2;
+        if (ext[axis] > 0.0f)
+            std::nth_element(order + s, order + mid, order + e,
+                             [&](int32_t x, int32_t y) { return c(x)[axis] < c(y)[axis]; });
+        return mid;
+    }
+
+    int binned_sah(int s, int e, const Box& cbox) {
+        // small ranges get fewer bins: the sweeps below cost as much as the items otherwise
+        const int nb = std::min(kBins, std::max(4, e - s));
+        float best_cost = INFINITY;
+        int best_axis = -1, best_bin = 0;
+        for (int axis = 0; axis < 3; ++axis) {
+            float ext = cbox.hi[axis] - cbox.lo[axis];
+            if (!(ext > 0.0f)) continue;
+            float scale = nb / ext;
+            Box bins[kBins];
+            int counts[kBins] = {0};
+            for (int b = 0; b < nb; ++b) bins[b].clear();
+            for (int i = s; i < e; ++i) {
+                int32_t it = order[i];
+                int b = std::min(nb - 1, (int)((c(it)[axis] - cbox.lo[axis]) * scale));
+                counts[b]++;
+                bins[b].grow(lowers + 3 * (size_t)it, uppers + 3 * (size_t)it);
+            }
+            float right_area[kBins];
+            int right_count[kBins];
+            Box acc;
+            acc.clear();
+            int cnt = 0;
+            for (int b = nb - 1; b > 0; --b) {
+                acc.grow(bins[b]);
+                cnt += counts[b];
+                right_area[b] = acc.area();
+                right_count[b] = cnt;
+            }
+            acc.clear();
+            cnt = 0;
+            for (int b = 0; b < nb - 1; ++b) {
+                acc.grow(bins[b]);
+                cnt += counts[b];
+                if (cnt == 0 || right_count[b + 1] == 0) continue;
+                float cost = acc.area() * cnt + right_area[b + 1] * right_count[b + 1];
+                if (cost < best_cost) best_cost = cost, best_axis = axis, best_bin = b;
+            }
+        }
+        if (best_axis < 0) return s;
+        float ext = cbox.hi[best_axis] - cbox.lo[best_axis];
+        float scale = nb / ext;
+        int32_t* mid = std::partition(order + s, order + e, [&](int32_t it) {
+            return std::min(nb - 1, (int)((c(it)[best_axis] - cbox.lo[best_axis]) * scale)) <= best_bin;
+        });
+        return (int)(mid - order);
+    }
+
+    // group keys in sorted order, for grouped builds: filled by the caller
+    std::vector<int32_t> group_keys;
+    std::vector<int32_t> group_starts;  // the first position of each group in `order`
+    int32_t group_key_at(int g) const { return group_keys[g]; }
+    int group_index_of_pos(int pos) const {
+        return (int)(std::upper_bound(group_starts.begin(), group_starts.end(), pos) - group_starts.begin()) - 1;
+    }
+
+    struct Task {
+        int s, e, slot, depth;
+    };
+
+    // Build [s, e) into its slots; ranges larger than `spawn_above` are handed back as tasks instead.
+    void build(int s, int e, int slot, int depth, int spawn_above, std::vector<Task>* spawned, int& max_depth) {
+        Box box, cbox;
+        bounds(s, e, box, cbox);
+        Node& nd = nodes[slot];
+        for (int k = 0; k < 3; ++k) nd.lo[k] = box.lo[k], nd.hi[k] = box.hi[k];
+        int g0 = 0, g1 = 1;
+        if (group_of != nullptr) {
+            g0 = group_index_of_pos(s);
+            g1 = group_index_of_pos(e - 1) + 1;
+            if (g1 - g0 == 1 && group_starts[g0] == s) group_roots[g0] = slot;
+        }
+        if (depth > max_depth) max_depth = depth;
+        int m = split(s, e, depth, cbox, g0, g1);
+        if (m <= s || m >= e) {
+            nd.a = s;
+            nd.b = -(e - s);
+            return;
+        }
+        nd.a = slot + 1;
+        nd.b = slot + 2 * (m - s);
+        for (int part = 0; part < 2; ++part) {
+            int cs = part ? m : s, ce = part ? e : m, cslot = part ? nd.b : nd.a;
+            if (spawned != nullptr && ce - cs <= spawn_above)
+                spawned->push_back({cs, ce, cslot, depth + 1});
+            else
+                build(cs, ce, cslot, depth + 1, spawn_above, spawned, max_depth);
+        }
+    }
+};
+
+// Renumber the used slots in increasing order (parents stay before their children) and drop the holes;
+// `index` receives each slot's new number.
+int compact(Node* nodes, int slots, const std::vector<uint8_t>& used, std::vector<int32_t>& index) {
+    index.assign(slots, -1);
+    int count = 0;
+    for (int i = 0; i < slots; ++i)
+        if (used[i]) index[i] = count++;
+    for (int i = 0; i < slots; ++i) {
+        if (!used[i]) continue;
+        Node nd = nodes[i];
+        if (nd.b >= 0) nd.a = index[nd.a], nd.b = index[nd.b];
+        nodes[index[i]] = nd;
+    }
+    return count;
+}
+
+void mark_used(const Node* nodes, int root, std::vector<uint8_t>& used) {
+    std::vector<int> stack{root};
+    while (!stack.empty()) {
+        int i = stack.back();
+        stack.pop_back();
+        used[i] = 1;
+        if (nodes[i].b >= 0) stack.push_back(nodes[i].a), stack.push_back(nodes[i].b);
+    }
+}
+
+}  // namespace
+
+EXPORT void lw_geometry_init(lw_parallel_for_fn pf, int threads) {
+    g_parallel_for = pf;
+    g_threads = threads < 1 ? 1 : threads;
+}
+
+// Build a tree over n > 0 boxes into `nodes` (2n - 1 slots) and `order` (n items: the leaf order).
+// groups (null: none) assigns each box a group; group_keys / group_roots (n entries) receive the sorted
+// distinct keys and their subtrees' roots, num_groups their count. Returns the node count; max_depth is set.
+EXPORT int lw_bvh_build(const float* lowers, const float* uppers, int n, const int32_t* groups, int median,
+                        int leaf_size, void* nodes_out, int32_t* order, int32_t* group_keys, int32_t* group_roots,
+                        int32_t* num_groups, int32_t* max_depth_out) {
+    Builder bd;
+    bd.lowers = lowers;
+    bd.uppers = uppers;
+    bd.nodes = (Node*)nodes_out;
+    bd.order = order;
+    bd.group_of = groups;
+    bd.leaf_size = leaf_size < 1 ? 1 : leaf_size;
+    bd.sah = !median;
+    bd.group_roots = group_roots;
+    bd.cent.resize(3 * (size_t)n);
+    parallel_for(n, 4096, [&](long long b, long long e) {
+        for (long long i = b; i < e; ++i)
+            for (int k = 0; k < 3; ++k) bd.cent[3 * i + k] = 0.5f * (lowers[3 * i + k] + uppers[3 * i + k]);
+    });
+    for (int i = 0; i < n; ++i) order[i] = i;
+    *num_groups = 0;
+    if (groups != nullptr) {
+        std::stable_sort(order, order + n, [&](int32_t x, int32_t y) { return groups[x] < groups[y]; });
+        for (int i = 0; i < n; ++i)
+            if (i == 0 || groups[order[i]] != groups[order[i - 1]]) {
+                bd.group_keys.push_back(groups[order[i]]);
+                bd.group_starts.push_back(i);
+            }
+        *num_groups = (int32_t)bd.group_keys.size();
+        for (size_t g = 0; g < bd.group_keys.size(); ++g) group_keys[g] = bd.group_keys[g], group_roots[g] = -1;
+    }
+    // the top of the tree on this thread, then its subtrees in parallel (each fills its own slot range)
+    int depth_top = 0;
+    std::vector<Builder::Task> tasks;
+    int spawn_above = g_threads > 1 && n > 4096 ? std::max(1024, n / (8 * g_threads)) : n;
+    if (spawn_above >= n) {
+        bd.build(0, n, 0, 0, n, nullptr, depth_top);
+    } else {
+        bd.build(0, n, 0, 0, spawn_above, &tasks, depth_top);
+    }
+    std::vector<int> depths(tasks.size(), 0);
+    parallel_for((long long)tasks.size(), 1, [&](long long b, long long e) {
+        for (long long t = b; t < e; ++t) bd.build(tasks[t].s, tasks[t].e, tasks[t].slot, tasks[t].depth, n, nullptr, depths[t]);
+    });
+    int max_depth = depth_top;
+    for (int d : depths) max_depth = std::max(max_depth, d);
+    *max_depth_out = max_depth;
+    int slots = 2 * n - 1;
+    std::vector<uint8_t> used(slots, 0);
+    mark_used(bd.nodes, 0, used);
+    std::vector<int32_t> index;
+    int count = compact(bd.nodes, slots, used, index);
+    for (int32_t g = 0; g < *num_groups; ++g) group_roots[g] = group_roots[g] >= 0 ? index[group_roots[g]] : -1;
+    return count;
+}
+
+// Refit every node to the current item boxes (children come after their parents: sweep backwards).
+EXPORT void lw_bvh_refit(void* nodes_, int num_nodes, const int32_t* order, const float* lowers,
+                         const float* uppers) {
+    Node* nodes = (Node*)nodes_;
+    for (int i = num_nodes - 1; i >= 0; --i) {
+        Node& nd = nodes[i];
+        Box box;
+        box.clear();
+        if (nd.b < 0) {
+            for (int j = nd.a; j < nd.a - nd.b; ++j) box.grow(lowers + 3 * (size_t)order[j], uppers + 3 * (size_t)order[j]);
+        } else {
+            box.grow(nodes[nd.a].lo, nodes[nd.a].hi);
+            box.grow(nodes[nd.b].lo, nodes[nd.b].hi);
+        }
+        for (int k = 0; k < 3; ++k) nd.lo[k] = box.lo[k], nd.hi[k] = box.hi[k];
+    }
+}
+
+// The bounds of each triangle (lowers/uppers: 3 floats per triangle).
+EXPORT void lw_triangle_bounds(const float* points, const int32_t* indices, int num_tris, float* lowers,
+                               float* uppers) {
+    parallel_for(num_tris, 4096, [&](long long b, long long e) {
+        for (long long t = b; t < e; ++t) {
+            const float* p[3] = {points + 3 * (size_t)indices[3 * t], points + 3 * (size_t)indices[3 * t + 1],
+                                 points + 3 * (size_t)indices[3 * t + 2]};
+            for (int k = 0; k < 3; ++k) {
+                lowers[3 * t + k] = fmin_(p[0][k], fmin_(p[1][k], p[2][k]));
+                uppers[3 * t + k] = fmax_(p[0][k], fmax_(p[1][k], p[2][k]));
+            }
+        }
+    });
+}
+
+// Per node, the moments the fast winding number approximates a subtree with (Barill et al. 2018):
+// the area-weighted centroid, the sum of area-weighted normals (dipole), the second-order term
+// (sum of area * (centroid_t - centroid) outer normal_t, 9 floats) and the radius that bounds every
+// triangle vertex of the subtree around the centroid. `moments` holds 16 floats per node.
+EXPORT void lw_winding_moments(const void* nodes_, int num_nodes, const int32_t* order, const float* points,
+                               const int32_t* indices, float* moments) {
+    const Node* nodes = (const Node*)nodes_;
+    std::vector<double> area(num_nodes), cen(3 * (size_t)num_nodes);
+    auto tri = [&](int32_t t, int v) { return points + 3 * (size_t)indices[3 * t + v]; };
+    auto tri_data = [&](int32_t t, double* c, double* an, double& a) {
+        const float *p0 = tri(t, 0), *p1 = tri(t, 1), *p2 = tri(t, 2);
+        double e1[3], e2[3];
+        for (int k = 0; k < 3; ++k) e1[k] = p1[k] - p0[k], e2[k] = p2[k] - p0[k], c[k] = (p0[k] + p1[k] + p2[k]) / 3.0;
+        an[0] = 0.5 * (e1[1] * e2[2] - e1[2] * e2[1]);
+        an[1] = 0.5 * (e1[2] * e2[0] - e1[0] * e2[2]);
+        an[2] = 0.5 * (e1[0] * e2[1] - e1[1] * e2[0]);
+        a = sqrt(an[0] * an[0] + an[1] * an[1] + an[2] * an[2]);
+    };
+    // bottom-up: areas and area-weighted centroids
+    for (int i = num_nodes - 1; i >= 0; --i) {
+        const Node& nd = nodes[i];
+        double a = 0.0, c[3] = {0, 0, 0};
+        if (nd.b < 0) {
+            for (int j = nd.a; j < nd.a - nd.b; ++j) {
+                double tc[3], an[3], ta;
+                tri_data(order[j], tc, an, ta);
+                a += ta;
+                for (int k = 0; k < 3; ++k) c[k] += ta * tc[k];
+            }
+        } else {
+            for (int ch : {nd.a, nd.b}) {
+                a += area[ch];
+                for (int k = 0; k < 3; ++k) c[k] += area[ch] * cen[3 * (size_t)ch + k];
+            }
+        }
+        area[i] = a;
+        for (int k = 0; k < 3; ++k) cen[3 * (size_t)i + k] = a > 0.0 ? c[k] / a : 0.5 * (nd.lo[k] + nd.hi[k]);
+    }
+    // per node: its triangles (each node's leaves, found by walking its subtree)
+    parallel_for(num_nodes, 256, [&](long long b, long long e) {
+        std::vector<int> stack;
+        for (long long i = b; i < e; ++i) {
+            const double* c = &cen[3 * (size_t)i];
+            double n[3] = {0, 0, 0}, m2[9] = {0}, r2 = 0.0;
+            stack.assign(1, (int)i);
+            while (!stack.empty()) {
+                const Node& nd = nodes[stack.back()];
+                stack.pop_back();
+                if (nd.b >= 0) {
+                    stack.push_back(nd.a);
+                    stack.push_back(nd.b);
+                    continue;
+                }
+                for (int j = nd.a; j < nd.a - nd.b; ++j) {
+                    double tc[3], an[3], ta;
+                    tri_data(order[j], tc, an, ta);
+                    for (int k = 0; k < 3; ++k) n[k] += an[k];
+                    for (int r = 0; r < 3; ++r)
+                        for (int q = 0; q < 3; ++q) m2[3 * r + q] += (tc[r] - c[r]) * an[q];
+                    for (int v = 0; v < 3; ++v) {
+                        const float* p = tri(order[j], v);
+                        double d2 = 0.0;
+                        for (int k = 0; k < 3; ++k) d2 += (p[k] - c[k]) * (p[k] - c[k]);
+                        r2 = std::max(r2, d2);
+                    }
+                }
+            }
+            float* out = moments + 16 * (size_t)i;
+            for (int k = 0; k < 3; ++k) out[k] = (float)c[k], out[3 + k] = (float)n[k];
+            for (int k = 0; k < 9; ++k) out[6 + k] = (float)m2[k];
+            out[15] = (float)sqrt(r2);
+        }
+    });
+}

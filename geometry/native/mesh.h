@@ -1,0 +1,772 @@
+// loomwork.geometry: triangle mesh queries (wp.Mesh): closest and furthest points with inside/outside
+// signs, rays, face boxes, and evaluation on faces. Included after loomwork.h by modules that use them.
+#pragma once
+
+#include "bvh.h"
+
+namespace lw {
+
+// What a Mesh's id points to (below the generation in its top 16 bits).
+struct mesh_t {
+    uint32_t tag;
+    int32_t num_points;
+    int32_t num_tris;
+    int32_t has_winding;      // moments are there (support_winding_number)
+    uint64_t bvh;             // the id of the tree over the triangles' boxes
+    uint64_t points;          // bvh_vec3*
+    uint64_t velocities;      // bvh_vec3* or 0
+    uint64_t indices;         // int32_t*, 3 per triangle
+    uint64_t moments;         // float*, 16 per tree node (bvh_build.cpp: lw_winding_moments)
+    uint64_t vertex_normals;  // bvh_vec3*: angle-weighted pseudo-normals
+    uint64_t edge_normals;    // bvh_vec3*, 3 per triangle: edge k (vertex k to k + 1), sum of its faces' normals
+    float avg_edge;           // mean edge length (the sign_normal epsilon is relative to it)
+    int32_t pad;
+};
+
+struct mesh_query_point_t {
+    bool result;
+    float sign;
+    int32_t face;
+    float u, v;
+};
+
+struct mesh_query_ray_t {
+    bool result;
+    float sign;
+    int32_t face;
+    float t, u, v;
+    bvh_vec3 normal;
+};
+
+LW_FUNC bvh_vec3 mesh_v3(float x, float y, float z) {
+    bvh_vec3 r;
+    r.c[0] = x;
+    r.c[1] = y;
+    r.c[2] = z;
+    return r;
+}
+
+struct mesh_view {
+    const mesh_t* m;
+    const bvh_t* t;
+    const bvh_vec3* points;
+    const int32_t* indices;
+};
+
+// The mesh and its tree an id names; false for a freed or empty mesh.
+LW_FUNC bool mesh_open(uint64_t id, mesh_view& v) {
+    v.m = handle_get<mesh_t>(id);
+    if (v.m == 0) return false;
+    v.t = handle_get<bvh_t>(v.m->bvh);
+    v.points = (const bvh_vec3*)v.m->points;
+    v.indices = (const int32_t*)v.m->indices;
+    return v.t != 0 && v.t->num_nodes > 0;
+}
+
+LW_FUNC void mesh_tri(const mesh_view& v, int32_t f, bvh_vec3& a, bvh_vec3& b, bvh_vec3& c) {
+    a = v.points[v.indices[3 * f]];
+    b = v.points[v.indices[3 * f + 1]];
+    c = v.points[v.indices[3 * f + 2]];
+}
+
+// ---------------------------------------------------------------------------------------------
+// closest and furthest points
+
+// Which feature of a triangle a closest point lies on (its gradient differs on each).
+enum { TRI_FACE = 0, TRI_EDGE_AB = 1, TRI_EDGE_BC = 2, TRI_EDGE_CA = 3, TRI_A = 4, TRI_B = 5, TRI_C = 6 };
+
+// The point of triangle abc closest to p as weights (wa, wb) of a and b (c gets 1 - wa - wb), and its feature.
+LW_FUNC int tri_closest(bvh_vec3 a, bvh_vec3 b, bvh_vec3 c, bvh_vec3 p, float& wa, float& wb) {
+    bvh_vec3 ab = sub(b, a), ac = sub(c, a), ap = sub(p, a);
+    float d1 = dot(ab, ap), d2 = dot(ac, ap);
+    if (d1 <= 0.0f && d2 <= 0.0f) { wa = 1.0f; wb = 0.0f; return TRI_A; }
+    bvh_vec3 bp = sub(p, b);
+    float d3 = dot(ab, bp), d4 = dot(ac, bp);
+    if (d3 >= 0.0f && d4 <= d3) { wa = 0.0f; wb = 1.0f; return TRI_B; }
+    float vc = d1 * d4 - d3 * d2;
+    if (vc <= 0.0f && d1 >= 0.0f && d3 <= 0.0f) {
+        float s = d1 / (d1 - d3);
+        wa = 1.0f - s; wb = s; return TRI_EDGE_AB;
+    }
+    bvh_vec3 cp = sub(p, c);
+    float d5 = dot(ab, cp), d6 = dot(ac, cp);
+    if (d6 >= 0.0f && d5 <= d6) { wa = 0.0f; wb = 0.0f; return TRI_C; }
+    float vb = d5 * d2 - d1 * d6;
+    if (vb <= 0.0f && d2 >= 0.0f && d6 <= 0.0f) {
+        float s = d2 / (d2 - d6);
+        wa = 1.0f - s; wb = 0.0f; return TRI_EDGE_CA;
+    }
+    float va = d3 * d6 - d5 * d4;
+    if (va <= 0.0f && (d4 - d3) >= 0.0f && (d5 - d6) >= 0.0f) {
+        float s = (d4 - d3) / ((d4 - d3) + (d5 - d6));
+        wa = 0.0f; wb = 1.0f - s; return TRI_EDGE_BC;
+    }
+    float den = 1.0f / (va + vb + vc);
+    float sv = vb * den, sw = vc * den;
+    wa = 1.0f - sv - sw; wb = sv; return TRI_FACE;
+}
+
+// Triangles whose area is negligible next to their longest edge take no part in point queries.
+LW_FUNC bool tri_degenerate(bvh_vec3 a, bvh_vec3 b, bvh_vec3 c) {
+    bvh_vec3 ab = sub(b, a), ac = sub(c, a), bc = sub(c, b);
+    float e2 = max(max(dot(ab, ab), dot(ac, ac)), dot(bc, bc));
+    float n2 = length_sq(cross(ab, ac));
+    return !(n2 > 1e-12f * e2 * e2);
+}
+
+LW_FUNC bvh_vec3 tri_point(bvh_vec3 a, bvh_vec3 b, bvh_vec3 c, float wa, float wb) {
+    return add(add(mul(a, wa), mul(b, wb)), mul(c, 1.0f - wa - wb));
+}
+
+// The face nearest p strictly within max_dist, with the barycentric weights of its closest point.
+LW_FUNC bool mesh_closest(const mesh_view& v, bvh_vec3 p, float max_dist, int32_t& face, float& u, float& w,
+                          int& feature) {
+    const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
+    const int32_t* order = (const int32_t*)v.t->order;
+    float best = max_dist >= 1.8e19f ? 3.0e38f : max_dist * max_dist;
+    bool found = false;
+    int32_t stack[BVH_STACK];
+    float dist[BVH_STACK];
+    int count = 1;
+    stack[0] = 0;
+    dist[0] = bvh_box_dist_sq(nodes[0].lo, nodes[0].hi, p);
+    while (count > 0) {
+        --count;
+        if (dist[count] >= best) continue;
+        const bvh_node_t& n = nodes[stack[count]];
+        if (bvh_is_leaf(n)) {
+            for (int32_t j = n.a; j < n.a - n.b; ++j) {
+                int32_t f = order[j];
+                bvh_vec3 a, b, c;
+                mesh_tri(v, f, a, b, c);
+                if (tri_degenerate(a, b, c)) continue;
+                float wa, wb;
+                int feat = tri_closest(a, b, c, p, wa, wb);
+                float d2 = length_sq(sub(p, tri_point(a, b, c, wa, wb)));
+                if (d2 < best) {
+                    best = d2;
+                    face = f;
+                    u = wa;
+                    w = wb;
+                    feature = feat;
+                    found = true;
+                }
+            }
+            continue;
+        }
+        float da = bvh_box_dist_sq(nodes[n.a].lo, nodes[n.a].hi, p);
+        float db = bvh_box_dist_sq(nodes[n.b].lo, nodes[n.b].hi, p);
+        int32_t near_node = n.a, far_node = n.b;
+        if (db < da) {
+            float t = da; da = db; db = t;
+            near_node = n.b; far_node = n.a;
+        }
+        if (db < best) { stack[count] = far_node; dist[count++] = db; }
+        if (da < best) { stack[count] = near_node; dist[count++] = da; }
+    }
+    return found;
+}
+
+LW_FUNC float bvh_box_far_dist_sq(const float* lo, const float* hi, const bvh_vec3& p) {
+    float d2 = 0.0f;
+    for (int k = 0; k < 3; ++k) {
+        float d = max(abs(p.c[k] - lo[k]), abs(hi[k] - p.c[k]));
+        d2 += d * d;
+    }
+    return d2;
+}
+
+// The face with the point farthest from p, strictly beyond min_dist (that point is one of its vertices).
+LW_FUNC bool mesh_furthest(const mesh_view& v, bvh_vec3 p, float min_dist, int32_t& face, float& u, float& w) {
+    const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
+    const int32_t* order = (const int32_t*)v.t->order;
+    float best = min_dist > 0.0f ? min_dist * min_dist : -1.0f;
+    bool found = false;
+    int32_t stack[BVH_STACK];
+    int count = 1;
+    stack[0] = 0;
+    while (count > 0) {
+        const bvh_node_t& n = nodes[stack[--count]];
+        if (bvh_box_far_dist_sq(n.lo, n.hi, p) <= best) continue;
+        if (!bvh_is_leaf(n)) {
+            stack[count++] = n.a;
+            stack[count++] = n.b;
+            continue;
+        }
+        for (int32_t j = n.a; j < n.a - n.b; ++j) {
+            int32_t f = order[j];
+            bvh_vec3 t[3];
+            mesh_tri(v, f, t[0], t[1], t[2]);
+            if (tri_degenerate(t[0], t[1], t[2])) continue;
+            for (int k = 0; k < 3; ++k) {
+                float d2 = length_sq(sub(p, t[k]));
+                if (d2 > best) {
+                    best = d2;
+                    face = f;
+                    u = k == 0 ? 1.0f : 0.0f;
+                    w = k == 1 ? 1.0f : 0.0f;
+                    found = true;
+                }
+            }
+        }
+    }
+    return found;
+}
+
+// ---------------------------------------------------------------------------------------------
+// rays
+
+// Ray o + t d against triangle abc: t, and the weights of a and b at the hit (Moller-Trumbore).
+LW_FUNC bool tri_ray(bvh_vec3 a, bvh_vec3 b, bvh_vec3 c, bvh_vec3 o, bvh_vec3 d, float& t, float& wa, float& wb) {
+    bvh_vec3 e1 = sub(b, a), e2 = sub(c, a);
+    bvh_vec3 pv = cross(d, e2);
+    float det = dot(e1, pv);
+    if (det == 0.0f) return false;
+    float inv = 1.0f / det;
+    bvh_vec3 tv = sub(o, a);
+    float s1 = dot(tv, pv) * inv;
+    if (s1 < 0.0f || s1 > 1.0f) return false;
+    bvh_vec3 qv = cross(tv, e1);
+    float s2 = dot(d, qv) * inv;
+    if (s2 < 0.0f || s1 + s2 > 1.0f) return false;
+    t = dot(e2, qv) * inv;
+    wa = 1.0f - s1 - s2;
+    wb = s1;
+    return true;
+}
+
+// The nearest hit with 0 <= t < max_t (from subtree `root`, -1: the whole mesh).
+LW_FUNC bool mesh_ray(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, float& t_hit,
+                      int32_t& face, float& u, float& w) {
+    int32_t r = bvh_root(*v.t, root);
+    if (r < 0) return false;
+    const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
+    const int32_t* order = (const int32_t*)v.t->order;
+    bvh_vec3 rcp = bvh_safe_rcp(d);
+    float best = max_t;
+    bool found = false;
+    int32_t stack[BVH_STACK];
+    float enter[BVH_STACK];
+    int count = 1;
+    stack[0] = r;
+    enter[0] = 0.0f;
+    while (count > 0) {
+        --count;
+        if (enter[count] >= best) continue;
+        const bvh_node_t& n = nodes[stack[count]];
+        if (bvh_is_leaf(n)) {
+            for (int32_t j = n.a; j < n.a - n.b; ++j) {
+                int32_t f = order[j];
+                bvh_vec3 a, b, c;
+                mesh_tri(v, f, a, b, c);
+                float t, wa, wb;
+                if (tri_ray(a, b, c, o, d, t, wa, wb) && t >= 0.0f && t < best) {
+                    best = t;
+                    t_hit = t;
+                    face = f;
+                    u = wa;
+                    w = wb;
+                    found = true;
+                }
+            }
+            continue;
+        }
+        float ta0, ta1, tb0, tb1;
+        bvh_slab(nodes[n.a].lo, nodes[n.a].hi, 0.0f, o, rcp, ta0, ta1);
+        bvh_slab(nodes[n.b].lo, nodes[n.b].hi, 0.0f, o, rcp, tb0, tb1);
+        ta0 = max(ta0, 0.0f);
+        tb0 = max(tb0, 0.0f);
+        bool ha = ta0 <= ta1 && ta0 < best, hb = tb0 <= tb1 && tb0 < best;
+        if (ha && hb) {
+            bool a_first = ta0 <= tb0;
+            stack[count] = a_first ? n.b : n.a;
+            enter[count++] = a_first ? tb0 : ta0;
+            stack[count] = a_first ? n.a : n.b;
+            enter[count++] = a_first ? ta0 : tb0;
+        } else if (ha || hb) {
+            stack[count] = ha ? n.a : n.b;
+            enter[count++] = ha ? ta0 : tb0;
+        }
+    }
+    return found;
+}
+
+// How many faces the ray crosses at t >= 0 (subtree `root`, -1: the whole mesh).
+LW_FUNC int32_t mesh_ray_count(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, int32_t root) {
+    int32_t r = bvh_root(*v.t, root);
+    if (r < 0) return 0;
+    const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
+    const int32_t* order = (const int32_t*)v.t->order;
+    bvh_vec3 rcp = bvh_safe_rcp(d);
+    int32_t hits = 0, stack[BVH_STACK], count = 1;
+    stack[0] = r;
+    while (count > 0) {
+        const bvh_node_t& n = nodes[stack[--count]];
+        float t0, t1;
+        bvh_slab(n.lo, n.hi, 0.0f, o, rcp, t0, t1);
+        if (!(t1 >= 0.0f && t1 >= t0)) continue;
+        if (!bvh_is_leaf(n)) {
+            stack[count++] = n.b;
+            stack[count++] = n.a;
+            continue;
+        }
+        for (int32_t j = n.a; j < n.a - n.b; ++j) {
+            bvh_vec3 a, b, c;
+            mesh_tri(v, order[j], a, b, c);
+            float t, wa, wb;
+            if (tri_ray(a, b, c, o, d, t, wa, wb) && t >= 0.0f) ++hits;
+        }
+    }
+    return hits;
+}
+
+LW_FUNC bvh_vec3 mesh_face_normal(const mesh_view& v, int32_t f) {
+    bvh_vec3 a, b, c;
+    mesh_tri(v, f, a, b, c);
+    bvh_vec3 n = cross(sub(b, a), sub(c, a));
+    float l = length(n);
+    return l > 0.0f ? mul(n, 1.0f / l) : n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// inside / outside
+
+// Three axis-aligned rays vote: a ray whose nearest hit is on a face's back side says inside.
+LW_FUNC float mesh_sign_rays(const mesh_view& v, bvh_vec3 p) {
+    int inside = 0;
+    for (int k = 0; k < 3; ++k) {
+        bvh_vec3 d = mesh_v3(k == 0 ? 1.0f : 0.0f, k == 1 ? 1.0f : 0.0f, k == 2 ? 1.0f : 0.0f);
+        float t, wa, wb;
+        int32_t f;
+        if (mesh_ray(v, p, d, 3.0e38f, -1, t, f, wa, wb) && dot(mesh_face_normal(v, f), d) > 0.0f) ++inside;
+    }
+    return inside >= 2 ? -1.0f : 1.0f;
+}
+
+// Rays around (1, 1, 1) perturbed by a fixed random sequence: inside when at least half cross an odd count.
+LW_FUNC float mesh_sign_parity(const mesh_view& v, bvh_vec3 p, int32_t n_sample, float scale) {
+    if (n_sample <= 0) return -1.0f;
+    uint32_t state = 0x9e3779b9u;
+    int odd = 0;
+    for (int s = 0; s < n_sample; ++s) {
+        bvh_vec3 d;
+        for (int k = 0; k < 3; ++k) {
+            state = state * 1664525u + 1013904223u;
+            float r = (float)(state >> 8) * (1.0f / 16777216.0f);
+            d.c[k] = 1.0f + scale * (2.0f * r - 1.0f);
+        }
+        if (mesh_ray_count(v, p, d, -1) & 1) ++odd;
+    }
+    return 2 * odd >= n_sample ? -1.0f : 1.0f;
+}
+
+// The angle-weighted pseudo-normal of the closest point's feature (face, edge or vertex; within epsilon
+// of the mesh's mean edge length counts as on it) decides: p behind it is inside.
+LW_FUNC float mesh_sign_normal(const mesh_view& v, bvh_vec3 p, int32_t f, float wa, float wb, float epsilon) {
+    bvh_vec3 a, b, c;
+    mesh_tri(v, f, a, b, c);
+    bvh_vec3 q = tri_point(a, b, c, wa, wb);
+    float wc = 1.0f - wa - wb;
+    float tol = epsilon * v.m->avg_edge;
+    // distances of q from the edges' lines, through the weights (w_k * height_k)
+    bvh_vec3 nrm = cross(sub(b, a), sub(c, a));
+    float twice_area = length(nrm);
+    float la = length(sub(c, b)), lb = length(sub(a, c)), lc = length(sub(b, a));
+    float ha = la > 0.0f ? wa * twice_area / la : 0.0f;  // from edge bc
+    float hb = lb > 0.0f ? wb * twice_area / lb : 0.0f;  // from edge ca
+    float hc = lc > 0.0f ? wc * twice_area / lc : 0.0f;  // from edge ab
+    bool on_bc = ha <= tol, on_ca = hb <= tol, on_ab = hc <= tol;
+    const bvh_vec3* vn = (const bvh_vec3*)v.m->vertex_normals;
+    const bvh_vec3* en = (const bvh_vec3*)v.m->edge_normals;
+    bvh_vec3 n;
+    if (on_ab && on_ca) n = vn[v.indices[3 * f]];
+    else if (on_ab && on_bc) n = vn[v.indices[3 * f + 1]];
+    else if (on_bc && on_ca) n = vn[v.indices[3 * f + 2]];
+    else if (on_ab) n = en[3 * f];
+    else if (on_bc) n = en[3 * f + 1];
+    else if (on_ca) n = en[3 * f + 2];
+    else n = nrm;
+    return dot(sub(p, q), n) < 0.0f ? -1.0f : 1.0f;
+}
+
+// The solid angle of triangle abc seen from p (Van Oosterom and Strackee), over 4 pi.
+LW_FUNC float tri_winding(bvh_vec3 a, bvh_vec3 b, bvh_vec3 c, bvh_vec3 p) {
+    bvh_vec3 x = sub(a, p), y = sub(b, p), z = sub(c, p);
+    float lx = length(x), ly = length(y), lz = length(z);
+    float num = dot(x, cross(y, z));
+    float den = lx * ly * lz + dot(x, y) * lz + dot(y, z) * lx + dot(z, x) * ly;
+    return atan2(num, den) * (0.5f / 3.14159265358979f);
+}
+
+// The generalized winding number at p (fast winding numbers: distant subtrees by their dipole moments
+// up to second order, near ones triangle by triangle).
+LW_FUNC float mesh_winding_number(const mesh_view& v, bvh_vec3 p, float accuracy) {
+    const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
+    const int32_t* order = (const int32_t*)v.t->order;
+    const float* mom = (const float*)v.m->moments;
+    float w = 0.0f;
+    int32_t stack[BVH_STACK];
+    int count = 1;
+    stack[0] = 0;
+    while (count > 0) {
+        int32_t i = stack[--count];
+        const float* m = mom + 16 * i;
+        bvh_vec3 x = mesh_v3(m[0] - p.c[0], m[1] - p.c[1], m[2] - p.c[2]);
+        float r2 = length_sq(x);
+        if (r2 > accuracy * accuracy * m[15] * m[15] && r2 > 0.0f) {
+            float ir = 1.0f / sqrt(r2), ir3 = ir * ir * ir, ir5 = ir3 * ir * ir;
+            float first = (x.c[0] * m[3] + x.c[1] * m[4] + x.c[2] * m[5]) * ir3;
+            float second = 0.0f;
+            for (int r = 0; r < 3; ++r)
+                for (int q = 0; q < 3; ++q)
+                    second += ((r == q ? ir3 : 0.0f) - 3.0f * x.c[r] * x.c[q] * ir5) * m[6 + 3 * r + q];
+            w += (first + second) * (0.25f / 3.14159265358979f);
+            continue;
+        }
+        const bvh_node_t& n = nodes[i];
+        if (!bvh_is_leaf(n)) {
+            stack[count++] = n.a;
+            stack[count++] = n.b;
+            continue;
+        }
+        for (int32_t j = n.a; j < n.a - n.b; ++j) {
+            bvh_vec3 a, b, c;
+            mesh_tri(v, order[j], a, b, c);
+            w += tri_winding(a, b, c, p);
+        }
+    }
+    return w;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the builtins: query structs, and the out-parameter forms Warp keeps
+
+enum { SIGN_NONE = 0, SIGN_RAYS = 1, SIGN_NORMAL = 2, SIGN_PARITY = 3, SIGN_WINDING = 4 };
+
+LW_FUNC mesh_query_point_t mesh_point_query(uint64_t id, bvh_vec3 p, float max_dist, int mode, float a, float b,
+                                            int32_t n) {
+    mesh_query_point_t q{};
+    q.face = -1;
+    mesh_view v;
+    int feature;
+    if (!mesh_open(id, v) || !mesh_closest(v, p, max_dist, q.face, q.u, q.v, feature)) {
+        q.sign = 1.0f;
+        return q;
+    }
+    q.result = true;
+    if (mode == SIGN_NONE) q.sign = 0.0f;
+    else if (mode == SIGN_NORMAL) q.sign = mesh_sign_normal(v, p, q.face, q.u, q.v, a);
+    else if (mode == SIGN_PARITY) q.sign = mesh_sign_parity(v, p, n, a);
+    else if (mode == SIGN_WINDING && v.m->has_winding) q.sign = mesh_winding_number(v, p, a) > b ? -1.0f : 1.0f;
+    else q.sign = mesh_sign_rays(v, p);
+    return q;
+}
+
+LW_FUNC mesh_query_point_t mesh_query_point(uint64_t id, bvh_vec3 p, float max_dist) {
+    return mesh_point_query(id, p, max_dist, SIGN_RAYS, 0.0f, 0.0f, 0);
+}
+LW_FUNC mesh_query_point_t mesh_query_point_no_sign(uint64_t id, bvh_vec3 p, float max_dist) {
+    return mesh_point_query(id, p, max_dist, SIGN_NONE, 0.0f, 0.0f, 0);
+}
+LW_FUNC mesh_query_point_t mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float max_dist, float epsilon) {
+    return mesh_point_query(id, p, max_dist, SIGN_NORMAL, epsilon, 0.0f, 0);
+}
+LW_FUNC mesh_query_point_t mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float max_dist) {
+    return mesh_query_point_sign_normal(id, p, max_dist, 1e-3f);
+}
+LW_FUNC mesh_query_point_t mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float max_dist, int32_t n_sample,
+                                                         float scale) {
+    return mesh_point_query(id, p, max_dist, SIGN_PARITY, scale, 0.0f, n_sample);
+}
+LW_FUNC mesh_query_point_t mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float max_dist) {
+    return mesh_query_point_sign_parity(id, p, max_dist, 1, 0.1f);
+}
+LW_FUNC mesh_query_point_t mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float max_dist,
+                                                                 float accuracy, float threshold) {
+    return mesh_point_query(id, p, max_dist, SIGN_WINDING, accuracy, threshold, 0);
+}
+LW_FUNC mesh_query_point_t mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float max_dist) {
+    return mesh_query_point_sign_winding_number(id, p, max_dist, 2.0f, 0.5f);
+}
+LW_FUNC mesh_query_point_t mesh_query_furthest_point_no_sign(uint64_t id, bvh_vec3 p, float min_dist) {
+    mesh_query_point_t q{};
+    q.face = -1;
+    mesh_view v;
+    q.result = mesh_open(id, v) && mesh_furthest(v, p, min_dist, q.face, q.u, q.v);
+    return q;
+}
+
+// out-parameter forms: the struct's fields into the caller's variables
+LW_FUNC bool mesh_point_out(const mesh_query_point_t& q, float& inside, int32_t& face, float& u, float& v) {
+    if (q.result) inside = q.sign, face = q.face, u = q.u, v = q.v;
+    return q.result;
+}
+LW_FUNC bool mesh_query_point(uint64_t id, bvh_vec3 p, float max_dist, float& inside, int32_t& face, float& u,
+                              float& v) {
+    return mesh_point_out(mesh_query_point(id, p, max_dist), inside, face, u, v);
+}
+LW_FUNC bool mesh_query_point_no_sign(uint64_t id, bvh_vec3 p, float max_dist, int32_t& face, float& u, float& v) {
+    float s;
+    return mesh_point_out(mesh_query_point_no_sign(id, p, max_dist), s, face, u, v);
+}
+LW_FUNC bool mesh_query_furthest_point_no_sign(uint64_t id, bvh_vec3 p, float min_dist, int32_t& face, float& u,
+                                               float& v) {
+    float s;
+    return mesh_point_out(mesh_query_furthest_point_no_sign(id, p, min_dist), s, face, u, v);
+}
+LW_FUNC bool mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float max_dist, float& inside, int32_t& face,
+                                          float& u, float& v, float epsilon) {
+    return mesh_point_out(mesh_query_point_sign_normal(id, p, max_dist, epsilon), inside, face, u, v);
+}
+LW_FUNC bool mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float max_dist, float& inside, int32_t& face,
+                                          float& u, float& v) {
+    return mesh_query_point_sign_normal(id, p, max_dist, inside, face, u, v, 1e-3f);
+}
+LW_FUNC bool mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float max_dist, float& inside,
+                                                  int32_t& face, float& u, float& v, float accuracy, float threshold) {
+    return mesh_point_out(mesh_query_point_sign_winding_number(id, p, max_dist, accuracy, threshold), inside, face,
+                          u, v);
+}
+LW_FUNC bool mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float max_dist, float& inside,
+                                                  int32_t& face, float& u, float& v) {
+    return mesh_query_point_sign_winding_number(id, p, max_dist, inside, face, u, v, 2.0f, 0.5f);
+}
+LW_FUNC bool mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float max_dist, float& inside, int32_t& face,
+                                          float& u, float& v, int32_t n_sample, float scale) {
+    return mesh_point_out(mesh_query_point_sign_parity(id, p, max_dist, n_sample, scale), inside, face, u, v);
+}
+LW_FUNC bool mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float max_dist, float& inside, int32_t& face,
+                                          float& u, float& v) {
+    return mesh_query_point_sign_parity(id, p, max_dist, inside, face, u, v, 1, 0.1f);
+}
+
+LW_FUNC mesh_query_ray_t mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root) {
+    mesh_query_ray_t q{};
+    q.face = -1;
+    mesh_view v;
+    if (!mesh_open(id, v) || !mesh_ray(v, o, d, max_t, root, q.t, q.face, q.u, q.v)) return q;
+    q.result = true;
+    q.normal = mesh_face_normal(v, q.face);
+    q.sign = dot(q.normal, d) < 0.0f ? 1.0f : -1.0f;
+    return q;
+}
+LW_FUNC mesh_query_ray_t mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t) {
+    return mesh_query_ray(id, o, d, max_t, -1);
+}
+LW_FUNC bool mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, float& t, float& u, float& v,
+                            float& sign, bvh_vec3& normal, int32_t& face, int32_t root) {
+    mesh_query_ray_t q = mesh_query_ray(id, o, d, max_t, root);
+    if (q.result) t = q.t, u = q.u, v = q.v, sign = q.sign, normal = q.normal, face = q.face;
+    return q.result;
+}
+LW_FUNC bool mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, float& t, float& u, float& v,
+                            float& sign, bvh_vec3& normal, int32_t& face) {
+    return mesh_query_ray(id, o, d, max_t, t, u, v, sign, normal, face, -1);
+}
+LW_FUNC bool mesh_query_ray_anyhit(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root) {
+    return mesh_query_ray(id, o, d, max_t, root).result;
+}
+LW_FUNC bool mesh_query_ray_anyhit(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t) {
+    return mesh_query_ray_anyhit(id, o, d, max_t, -1);
+}
+LW_FUNC int32_t mesh_query_ray_count_intersections(uint64_t id, bvh_vec3 o, bvh_vec3 d, int32_t root) {
+    mesh_view v;
+    return mesh_open(id, v) ? mesh_ray_count(v, o, d, root) : 0;
+}
+LW_FUNC int32_t mesh_query_ray_count_intersections(uint64_t id, bvh_vec3 o, bvh_vec3 d) {
+    return mesh_query_ray_count_intersections(id, o, d, -1);
+}
+
+// face boxes overlapping [lo, hi] (or within radius of a center): iterate with mesh_query_next
+LW_FUNC mesh_query_aabb_t mesh_face_query(uint64_t id, int32_t kind, bvh_vec3 a, bvh_vec3 b, float radius) {
+    const mesh_t* m = handle_get<mesh_t>(id);
+    mesh_query_aabb_t q;
+    (bvh_query_t&)q = bvh_query_start(m != 0 ? m->bvh : 0, kind, a, b, radius, -1);
+    return q;
+}
+LW_FUNC mesh_query_aabb_t mesh_query_aabb(uint64_t id, bvh_vec3 lo, bvh_vec3 hi) {
+    return mesh_face_query(id, BVH_QUERY_AABB, lo, hi, 0.0f);
+}
+LW_FUNC mesh_query_aabb_t mesh_query_sphere(uint64_t id, bvh_vec3 center, float radius) {
+    return mesh_face_query(id, BVH_QUERY_SPHERE, center, center, radius);
+}
+LW_FUNC bool mesh_query_next(mesh_query_aabb_t& q, int32_t& index) { return bvh_query_next(q, index); }
+
+LW_FUNC uint64_t mesh_get_bvh(uint64_t id) {
+    const mesh_t* m = handle_get<mesh_t>(id);
+    return m != 0 ? m->bvh : 0;
+}
+LW_FUNC int32_t mesh_get_group_root(uint64_t id, int32_t group) { return bvh_get_group_root(mesh_get_bvh(id), group); }
+
+// ---------------------------------------------------------------------------------------------
+// evaluation on faces (out-of-range faces and indices give zeros)
+
+LW_FUNC bool mesh_face_ok(const mesh_t* m, int32_t f) { return m != 0 && f >= 0 && f < m->num_tris; }
+
+LW_FUNC bvh_vec3 mesh_eval_corners(const mesh_t* m, const bvh_vec3* data, int32_t f, float u, float v) {
+    if (!mesh_face_ok(m, f) || data == 0) return zero<bvh_vec3>();
+    const int32_t* idx = (const int32_t*)m->indices;
+    return tri_point(data[idx[3 * f]], data[idx[3 * f + 1]], data[idx[3 * f + 2]], u, v);
+}
+LW_FUNC void adj_mesh_eval_corners(const mesh_t* m, const bvh_vec3* data, int32_t f, float& adj_u, float& adj_v,
+                                   const bvh_vec3& adj_ret) {
+    if (!mesh_face_ok(m, f) || data == 0) return;
+    const int32_t* idx = (const int32_t*)m->indices;
+    bvh_vec3 c = data[idx[3 * f + 2]];
+    adj_u += dot(adj_ret, sub(data[idx[3 * f]], c));
+    adj_v += dot(adj_ret, sub(data[idx[3 * f + 1]], c));
+}
+LW_FUNC bvh_vec3 mesh_eval_position(uint64_t id, int32_t f, float u, float v) {
+    const mesh_t* m = handle_get<mesh_t>(id);
+    return mesh_eval_corners(m, m ? (const bvh_vec3*)m->points : 0, f, u, v);
+}
+LW_FUNC void adj_mesh_eval_position(uint64_t id, int32_t f, float u, float v, uint64_t&, int32_t&, float& adj_u,
+                                    float& adj_v, const bvh_vec3& adj_ret) {
+    const mesh_t* m = handle_get<mesh_t>(id);
+    adj_mesh_eval_corners(m, m ? (const bvh_vec3*)m->points : 0, f, adj_u, adj_v, adj_ret);
+}
+LW_FUNC bvh_vec3 mesh_eval_velocity(uint64_t id, int32_t f, float u, float v) {
+    const mesh_t* m = handle_get<mesh_t>(id);
+    return mesh_eval_corners(m, m ? (const bvh_vec3*)m->velocities : 0, f, u, v);
+}
+LW_FUNC void adj_mesh_eval_velocity(uint64_t id, int32_t f, float u, float v, uint64_t&, int32_t&, float& adj_u,
+                                    float& adj_v, const bvh_vec3& adj_ret) {
+    const mesh_t* m = handle_get<mesh_t>(id);
+    adj_mesh_eval_corners(m, m ? (const bvh_vec3*)m->velocities : 0, f, adj_u, adj_v, adj_ret);
+}
+LW_FUNC bvh_vec3 mesh_eval_face_normal(uint64_t id, int32_t f) {
+    mesh_view v;
+    v.m = handle_get<mesh_t>(id);
+    if (!mesh_face_ok(v.m, f)) return zero<bvh_vec3>();
+    v.points = (const bvh_vec3*)v.m->points;
+    v.indices = (const int32_t*)v.m->indices;
+    return mesh_face_normal(v, f);
+}
+LW_FUNC bvh_vec3 mesh_get_point(uint64_t id, int32_t i) {
+    const mesh_t* m = handle_get<mesh_t>(id);
+    if (m == 0 || i < 0 || i >= 3 * m->num_tris) return zero<bvh_vec3>();
+    return ((const bvh_vec3*)m->points)[((const int32_t*)m->indices)[i]];
+}
+LW_FUNC bvh_vec3 mesh_get_velocity(uint64_t id, int32_t i) {
+    const mesh_t* m = handle_get<mesh_t>(id);
+    if (m == 0 || m->velocities == 0 || i < 0 || i >= 3 * m->num_tris) return zero<bvh_vec3>();
+    return ((const bvh_vec3*)m->velocities)[((const int32_t*)m->indices)[i]];
+}
+LW_FUNC int32_t mesh_get_index(uint64_t id, int32_t i) {
+    const mesh_t* m = handle_get<mesh_t>(id);
+    if (m == 0 || i < 0 || i >= 3 * m->num_tris) return -1;
+    return ((const int32_t*)m->indices)[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+// adjoints: the closest point's barycentric weights move with p (on a face, an edge; not at a vertex)
+
+LW_FUNC void adj_closest_weights(const mesh_view& v, bvh_vec3 p, int32_t f, int feature, float adj_u, float adj_w,
+                                 bvh_vec3& adj_p) {
+    bvh_vec3 t[3];
+    mesh_tri(v, f, t[0], t[1], t[2]);
+    bvh_vec3 ga = zero<bvh_vec3>(), gb = zero<bvh_vec3>();  // gradients of the weights of a and b
+    if (feature == TRI_FACE) {
+        bvh_vec3 n = cross(sub(t[1], t[0]), sub(t[2], t[0]));
+        float n2 = length_sq(n);
+        if (n2 <= 0.0f) return;
+        ga = mul(cross(n, sub(t[2], t[1])), 1.0f / n2);  // n / |n| x (c - b) / |n|
+        gb = mul(cross(n, sub(t[0], t[2])), 1.0f / n2);
+    } else if (feature >= TRI_EDGE_AB && feature <= TRI_EDGE_CA) {
+        int i = feature == TRI_EDGE_AB ? 0 : (feature == TRI_EDGE_BC ? 1 : 2), j = (i + 1) % 3;
+        bvh_vec3 e = sub(t[j], t[i]);
+        float e2 = length_sq(e);
+        if (e2 <= 0.0f) return;
+        bvh_vec3 g = mul(e, 1.0f / e2);  // d(weight of vertex j)/dp; vertex i's is its negative
+        if (j == 0) ga = g; else if (j == 1) gb = g;
+        if (i == 0) ga = neg(g); else if (i == 1) gb = neg(g);
+    } else {
+        return;
+    }
+    adj_p = add(adj_p, add(mul(ga, adj_u), mul(gb, adj_w)));
+}
+
+// d(u, v)/dp of a closest-point query (the sign and the face do not vary smoothly)
+LW_FUNC void adj_mesh_closest(uint64_t id, bvh_vec3 p, float max_dist, float adj_u, float adj_v, bvh_vec3& adj_p) {
+    mesh_view v;
+    int32_t f = -1;
+    float u, w;
+    int feature;
+    if (mesh_open(id, v) && mesh_closest(v, p, max_dist, f, u, w, feature))
+        adj_closest_weights(v, p, f, feature, adj_u, adj_v, adj_p);
+}
+template <typename R>
+LW_FUNC void adj_mesh_query_point(uint64_t id, bvh_vec3 p, float max_dist, uint64_t&, bvh_vec3& adj_p, float&,
+                                  const R& adj) {
+    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+}
+template <typename R>
+LW_FUNC void adj_mesh_query_point_no_sign(uint64_t id, bvh_vec3 p, float max_dist, uint64_t&, bvh_vec3& adj_p, float&,
+                                          const R& adj) {
+    adj_mesh_closest(id, p, max_dist, adj.f2, adj.f3, adj_p);
+}
+template <typename R>
+LW_FUNC void adj_mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float max_dist, float, uint64_t&,
+                                              bvh_vec3& adj_p, float&, float&, const R& adj) {
+    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+}
+template <typename R>
+LW_FUNC void adj_mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float max_dist, uint64_t& a, bvh_vec3& adj_p,
+                                              float& b, const R& adj) {
+    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+}
+template <typename R>
+LW_FUNC void adj_mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float max_dist, float, float,
+                                                      uint64_t&, bvh_vec3& adj_p, float&, float&, float&,
+                                                      const R& adj) {
+    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+}
+template <typename R>
+LW_FUNC void adj_mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float max_dist, uint64_t&,
+                                                      bvh_vec3& adj_p, float&, const R& adj) {
+    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+}
+template <typename R>
+LW_FUNC void adj_mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float max_dist, int32_t, float, uint64_t&,
+                                              bvh_vec3& adj_p, float&, int32_t&, float&, const R& adj) {
+    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+}
+template <typename R>
+LW_FUNC void adj_mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float max_dist, uint64_t&, bvh_vec3& adj_p,
+                                              float&, const R& adj) {
+    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+}
+
+// ray hits: t and the hit's weights move with the origin and direction
+template <typename R>
+LW_FUNC void adj_ray_hit(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, bvh_vec3& adj_o,
+                         bvh_vec3& adj_d, const R& adj) {
+    mesh_view v;
+    float t, wa, wb;
+    int32_t f;
+    if (!mesh_open(id, v) || !mesh_ray(v, o, d, max_t, root, t, f, wa, wb)) return;
+    bvh_vec3 a, b, c;
+    mesh_tri(v, f, a, b, c);
+    bvh_vec3 n = cross(sub(b, a), sub(c, a));
+    float nd = dot(n, d), n2 = length_sq(n);
+    if (nd == 0.0f || n2 == 0.0f) return;
+    // x = o + t d on the plane: dt/do = -n / (n.d), dt/dd = t dt/do; the weights are linear in x
+    bvh_vec3 ga = mul(cross(n, sub(c, b)), 1.0f / n2), gb = mul(cross(n, sub(a, c)), 1.0f / n2);
+    bvh_vec3 gx = add(mul(ga, adj.f2), mul(gb, adj.f3));  // d(loss)/dx through the weights
+    float gt = adj.f1 + dot(gx, d);                        // d(loss)/dt, directly and through x
+    bvh_vec3 dt_do = mul(n, -1.0f / nd);
+    adj_o = add(adj_o, add(gx, mul(dt_do, gt)));
+    adj_d = add(adj_d, add(mul(gx, t), mul(dt_do, gt * t)));
+}
+template <typename R>
+LW_FUNC void adj_mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, uint64_t&,
+                                bvh_vec3& adj_o, bvh_vec3& adj_d, float&, int32_t&, const R& adj) {
+    adj_ray_hit(id, o, d, max_t, root, adj_o, adj_d, adj);
+}
+template <typename R>
+LW_FUNC void adj_mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, uint64_t&, bvh_vec3& adj_o,
+                                bvh_vec3& adj_d, float&, const R& adj) {
+    adj_ray_hit(id, o, d, max_t, -1, adj_o, adj_d, adj);
+}
+
+}  // namespace lw
