@@ -31,8 +31,7 @@ from .common import GeometryError, finite_or_raise, handles, host_library, int32
 
 HEADER = register_header(Path(__file__).parent / "native" / "bvh.h")
 
-BVH_STACK = 50  # bvh.h: the entries a traversal stack holds (trees are at most 48 levels deep)
-MAX_DEPTH = 48
+BVH_STACK = 64  # bvh.h: the entries a traversal stack holds
 
 
 class BvhConstructor(enum.IntEnum):
@@ -60,10 +59,11 @@ class BvhConstructor(enum.IntEnum):
 class BvhDesc(ctypes.Structure):
     """Mirrors `lw::bvh_t` in bvh.h."""
 
-    _fields_ = [("tag", ctypes.c_uint32), ("num_nodes", ctypes.c_int32), ("num_items", ctypes.c_int32),
-                ("num_groups", ctypes.c_int32), ("nodes", ctypes.c_uint64), ("order", ctypes.c_uint64),
-                ("item_lowers", ctypes.c_uint64), ("item_uppers", ctypes.c_uint64), ("group_keys", ctypes.c_uint64),
-                ("group_roots", ctypes.c_uint64)]
+    _fields_ = [("nodes", ctypes.c_uint64), ("node_uppers", ctypes.c_uint64), ("parents", ctypes.c_uint64),
+                ("unused", ctypes.c_uint64), ("order", ctypes.c_uint64), ("max_depth", ctypes.c_int32),
+                ("max_nodes", ctypes.c_int32), ("num_nodes", ctypes.c_int32), ("tag", ctypes.c_uint32),
+                ("num_items", ctypes.c_int32), ("num_groups", ctypes.c_int32), ("item_lowers", ctypes.c_uint64),
+                ("item_uppers", ctypes.c_uint64), ("group_keys", ctypes.c_uint64), ("group_roots", ctypes.c_uint64)]
 
 
 NODE_DTYPE = np.dtype([("lo", np.float32, 3), ("a", np.int32), ("hi", np.float32, 3), ("b", np.int32)])
@@ -77,6 +77,7 @@ class Tree:
         n = len(lowers)
         self.lowers, self.uppers, self.groups = lowers, uppers, groups
         self.nodes = np.zeros(max(2 * n - 1, 1), dtype=NODE_DTYPE)
+        self.parents = np.zeros(len(self.nodes), dtype=np.int32)
         self.order = np.zeros(n, dtype=np.int32)
         self.group_keys = np.zeros(max(n, 1), dtype=np.int32)
         self.group_roots = np.zeros(max(n, 1), dtype=np.int32)
@@ -92,17 +93,17 @@ class Tree:
             ptr = (lambda a: a.ctypes.data)
             count = host_library().lw_bvh_build(
                 ptr(self.lowers), ptr(self.uppers), n, None if self.groups is None else ptr(self.groups),
-                int(constructor == BvhConstructor.MEDIAN), leaf_size, ptr(self.nodes), ptr(self.order),
-                ptr(self.group_keys), ptr(self.group_roots), ctypes.byref(num_groups), ctypes.byref(depth))
-            if depth.value > MAX_DEPTH:
-                raise GeometryError(f"{what}: the tree is {depth.value} levels deep, more than the {MAX_DEPTH} "
-                                    "its queries can traverse (too many groups?)")
+                int(constructor == BvhConstructor.MEDIAN), leaf_size, ptr(self.nodes), ptr(self.parents),
+                ptr(self.order), ptr(self.group_keys), ptr(self.group_roots), ctypes.byref(num_groups),
+                ctypes.byref(depth))
         else:
             count = 0
         self.depth = depth.value
         d = self.desc
-        d.num_nodes, d.num_items, d.num_groups = count, n, num_groups.value
-        d.nodes, d.order = self.nodes.ctypes.data, self.order.ctypes.data
+        d.num_nodes, d.max_nodes, d.num_items, d.num_groups = count, len(self.nodes), n, num_groups.value
+        d.max_depth = self.depth
+        d.nodes, d.order, d.parents = self.nodes.ctypes.data, self.order.ctypes.data, self.parents.ctypes.data
+        d.node_uppers = d.nodes + NODE_DTYPE.fields["hi"][1]
         d.item_lowers, d.item_uppers = self.lowers.ctypes.data, self.uppers.ctypes.data
         d.group_keys, d.group_roots = self.group_keys.ctypes.data, self.group_roots.ctypes.data
 
@@ -216,3 +217,11 @@ for _extra in ((), (F32,)):
                     "end (max_dist bounds ray and capsule queries, in multiples of |dir|)")
 add_builtin("bvh_get_group_root", (U64, I32), T.int32, "lw::bvh_get_group_root", header=HEADER, group="Geometry",
             differentiable=False, doc="bvh_get_group_root(id, group): the root node of a group's subtree (-1: none)")
+
+
+def is_cubql_available() -> bool:
+    """Whether the cuBQL BVH builder is there: never here ("cubql" builds with SAH on host memory)."""
+    return False
+
+
+export_name("is_cubql_available", is_cubql_available)

@@ -1,10 +1,10 @@
 """What the geometry types share: their host library (BVH builds, refits, mesh data), the table of live
 handles their ids name, the error they raise for bad input, and argument checks.
 
-A handle's id is the address of its descriptor with the descriptor's generation in the top 16 bits.
-Descriptors live in slabs that are never given back, and freeing one clears its generation: a kernel
-handed the id of a freed object reads a descriptor that says so, and its queries find nothing instead
-of reading freed memory.
+A handle's id is the address of its descriptor. Descriptors live in slabs that are never given back, and
+freeing one clears its tag: a kernel handed the id of a freed object reads a descriptor that says so, and
+its queries find nothing instead of reading freed memory (once the slot is reused, such an id names the
+new object).
 """
 
 from __future__ import annotations
@@ -22,12 +22,16 @@ from loomwork.kernels.array import array
 from loomwork.kernels.build import build_cpu
 from loomwork.kernels.cpu import cpu_runtime
 from loomwork.kernels.errors import DeviceError, LoomworkError
+from loomwork.kernels.extensions import export_name
 
 NATIVE_DIR = Path(__file__).parent / "native"
 
 
 class GeometryError(LoomworkError, ValueError, RuntimeError):
     """Unusable input to a geometry type (a Mesh, a Bvh): what is wrong and which argument."""
+
+
+export_name("GeometryError", GeometryError)
 
 
 @cache
@@ -61,11 +65,10 @@ class HandleTable:
     def __init__(self) -> None:
         self._slabs: list[np.ndarray] = []
         self._free: list[int] = []
-        self._generation = 0
         self.live: dict[int, Any] = {}  # id -> descriptor
 
     def allocate(self, desc_type: type[ctypes.Structure]) -> tuple[Any, int]:
-        """A zeroed descriptor of `desc_type` (whose first field is the uint32 `tag`) and its id."""
+        """A zeroed descriptor of `desc_type` (with a uint32 field `tag`, set nonzero here) and its id."""
         assert ctypes.sizeof(desc_type) <= _SLOT_BYTES
         if not self._free:
             slab = np.zeros(_SLOT_BYTES * _SLAB_SLOTS, dtype=np.uint8)
@@ -73,12 +76,10 @@ class HandleTable:
             self._free += [slab.ctypes.data + k * _SLOT_BYTES for k in reversed(range(_SLAB_SLOTS))]
         addr = self._free.pop()
         ctypes.memset(addr, 0, _SLOT_BYTES)
-        self._generation = self._generation % 0xFFFF + 1  # 1..65535: a zero tag means freed
         desc = desc_type.from_address(addr)
-        desc.tag = self._generation
-        handle = (self._generation << 48) | addr
-        self.live[handle] = desc
-        return desc, handle
+        desc.tag = 1
+        self.live[addr] = desc
+        return desc, addr
 
     def release(self, handle: int) -> None:
         """Free a handle's descriptor: its id stops naming anything."""

@@ -16,26 +16,35 @@ struct bvh_node_t {
     int32_t b;
 };
 
-const int BVH_STACK = 50;  // the builder keeps trees at most 48 levels deep (kMaxDepth in bvh_build.cpp)
+// Traversal stacks: trees are at most 31 levels deep below a group's root (bvh_build.cpp), with at most
+// 31 levels of groups above those roots.
+const int BVH_STACK = 64;
 
-// What a Bvh's id points to (below its top 16 bits, which carry the descriptor's generation).
+// What a Bvh's id points to. Its head reads like Warp's host BVH header, so tools that inspect a tree
+// through the id (node bounds, parents, item order, depth, node count) find what they expect.
 struct bvh_t {
-    uint32_t tag;  // the generation the id must carry; 0 once the tree is freed
+    uint64_t nodes;        // bvh_node_t* (also where Warp's header has its node lower bounds)
+    uint64_t node_uppers;  // nodes + 16 bytes
+    uint64_t parents;      // int32_t*: each node's parent, -1 for the root
+    uint64_t unused;
+    uint64_t order;        // int32_t*: the item at each leaf position
+    int32_t max_depth;     // levels below a group's root (the root, without groups)
+    int32_t max_nodes;
     int32_t num_nodes;
+    uint32_t tag;          // nonzero while the tree is alive
     int32_t num_items;
     int32_t num_groups;
-    uint64_t nodes;        // bvh_node_t*
-    uint64_t order;        // int32_t*: the item at each leaf position
     uint64_t item_lowers;  // bvh_vec3*: each item's box
     uint64_t item_uppers;
     uint64_t group_keys;   // int32_t*: the distinct group ids, sorted
     uint64_t group_roots;  // int32_t*: the root node of each group's subtree
 };
 
-// The descriptor an id names, or null for a freed one (an id from a descriptor of another generation).
+// The descriptor an id names, or null for a freed one. Descriptors stay mapped after their objects are
+// freed (geometry/common.py), so a stale id reads a cleared tag instead of freed memory.
 template <typename D> LW_FUNC const D* handle_get(uint64_t id) {
-    const D* d = (const D*)(id & 0xffffffffffffull);
-    if (d == 0 || d->tag != (uint32_t)(id >> 48)) return 0;
+    const D* d = (const D*)id;
+    if (d == 0 || d->tag == 0) return 0;
     return d;
 }
 

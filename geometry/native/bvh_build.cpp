@@ -38,7 +38,9 @@ struct Node {
     int32_t b;
 };
 
-const int kMaxDepth = 48;  // bvh.h's traversal stacks hold kMaxDepth + 2 entries
+// Levels below a group's root (the whole tree without groups): bvh.h's traversal stacks hold these plus
+// the levels of up to 2^31 groups above them.
+const int kMaxDepth = 31;
 const int kBins = 32;
 
 // plain comparisons: fminf/fmaxf are library calls (NaN rules) and inputs are checked finite
@@ -185,7 +187,10 @@ struct Builder {
         if (group_of != nullptr) {
             g0 = group_index_of_pos(s);
             g1 = group_index_of_pos(e - 1) + 1;
-            if (g1 - g0 == 1 && group_starts[g0] == s) group_roots[g0] = slot;
+            if (g1 - g0 == 1 && group_roots[g0] < 0) {  // the shallowest node of one group: its root
+                group_roots[g0] = slot;
+                depth = 0;  // depths count from a group's root
+            }
         }
         if (depth > max_depth) max_depth = depth;
         int m = split(s, e, depth, cbox, g0, g1);
@@ -207,16 +212,20 @@ struct Builder {
 };
 
 // Renumber the used slots in increasing order (parents stay before their children) and drop the holes;
-// `index` receives each slot's new number.
-int compact(Node* nodes, int slots, const std::vector<uint8_t>& used, std::vector<int32_t>& index) {
+// `index` receives each slot's new number, `parents` each node's parent (-1 for the root).
+int compact(Node* nodes, int slots, const std::vector<uint8_t>& used, std::vector<int32_t>& index, int32_t* parents) {
     index.assign(slots, -1);
     int count = 0;
     for (int i = 0; i < slots; ++i)
         if (used[i]) index[i] = count++;
+    parents[0] = -1;
     for (int i = 0; i < slots; ++i) {
         if (!used[i]) continue;
         Node nd = nodes[i];
-        if (nd.b >= 0) nd.a = index[nd.a], nd.b = index[nd.b];
+        if (nd.b >= 0) {
+            nd.a = index[nd.a], nd.b = index[nd.b];
+            parents[nd.a] = parents[nd.b] = index[i];
+        }
         nodes[index[i]] = nd;
     }
     return count;
@@ -239,11 +248,13 @@ EXPORT void lw_geometry_init(lw_parallel_for_fn pf, int threads) {
     g_threads = threads < 1 ? 1 : threads;
 }
 
-// Build a tree over n > 0 boxes into `nodes` (2n - 1 slots) and `order` (n items: the leaf order).
+// Build a tree over n > 0 boxes into `nodes` (2n - 1 slots), `parents` (as many) and `order` (n items: the
+// leaf order).
 // groups (null: none) assigns each box a group; group_keys / group_roots (n entries) receive the sorted
-// distinct keys and their subtrees' roots, num_groups their count. Returns the node count; max_depth is set.
+// distinct keys and their subtrees' roots, num_groups their count. Returns the node count; max_depth is set to
+// the most levels below a group's root (at most kMaxDepth).
 EXPORT int lw_bvh_build(const float* lowers, const float* uppers, int n, const int32_t* groups, int median,
-                        int leaf_size, void* nodes_out, int32_t* order, int32_t* group_keys, int32_t* group_roots,
+                        int leaf_size, void* nodes_out, int32_t* parents, int32_t* order, int32_t* group_keys, int32_t* group_roots,
                         int32_t* num_groups, int32_t* max_depth_out) {
     Builder bd;
     bd.lowers = lowers;
@@ -291,7 +302,7 @@ EXPORT int lw_bvh_build(const float* lowers, const float* uppers, int n, const i
     std::vector<uint8_t> used(slots, 0);
     mark_used(bd.nodes, 0, used);
     std::vector<int32_t> index;
-    int count = compact(bd.nodes, slots, used, index);
+    int count = compact(bd.nodes, slots, used, index, parents);
     for (int32_t g = 0; g < *num_groups; ++g) group_roots[g] = group_roots[g] >= 0 ? index[group_roots[g]] : -1;
     return count;
 }
