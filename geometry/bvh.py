@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from loomwork.kernels import types as T
-from loomwork.kernels.array import array
 from loomwork.kernels.builtins import Exact, InOut, Out
 from loomwork.kernels.extensions import (
     add_builtin,
@@ -90,12 +89,12 @@ class Tree:
         if n:
             finite_or_raise(self.lowers, f"{what}: lower bounds")
             finite_or_raise(self.uppers, f"{what}: upper bounds")
-            ptr = (lambda a: a.ctypes.data)
             count = host_library().lw_bvh_build(
-                ptr(self.lowers), ptr(self.uppers), n, None if self.groups is None else ptr(self.groups),
-                int(constructor == BvhConstructor.MEDIAN), leaf_size, ptr(self.nodes), ptr(self.parents),
-                ptr(self.order), ptr(self.group_keys), ptr(self.group_roots), ctypes.byref(num_groups),
-                ctypes.byref(depth))
+                *(a.ctypes.data for a in (self.lowers, self.uppers)), n,
+                None if self.groups is None else self.groups.ctypes.data, int(constructor == BvhConstructor.MEDIAN),
+                leaf_size, *(a.ctypes.data for a in (self.nodes, self.parents, self.order, self.group_keys,
+                                                     self.group_roots)),
+                ctypes.byref(num_groups), ctypes.byref(depth))
         else:
             count = 0
         self.depth = depth.value

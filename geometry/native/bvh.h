@@ -50,25 +50,27 @@ template <typename D> LW_FUNC const D* handle_get(uint64_t id) {
 
 LW_FUNC bool bvh_is_leaf(const bvh_node_t& n) { return n.b < 0; }
 
-// 1 / d per axis, with zero components made tiny so slab tests never form 0 * inf
+// 1 / d per axis (infinite for a zero component: bvh_slab treats those axes apart)
 LW_FUNC bvh_vec3 bvh_safe_rcp(bvh_vec3 d) {
     bvh_vec3 r;
-    for (int k = 0; k < 3; ++k) {
-        float x = d.c[k];
-        if (x < 1e-30f && x > -1e-30f) x = x < 0.0f ? -1e-30f : 1e-30f;
-        r.c[k] = 1.0f / x;
-    }
+    for (int k = 0; k < 3; ++k) r.c[k] = 1.0f / d.c[k];
     return r;
 }
 
 // The ray's parameter interval [tmin, tmax] inside the box [lo - pad, hi + pad] (empty when tmin > tmax).
+// An axis the ray runs parallel to admits every t when the origin lies within its slab (faces included),
+// none otherwise.
 LW_FUNC void bvh_slab(const float* lo, const float* hi, float pad, const bvh_vec3& o, const bvh_vec3& rcp, float& tmin,
                       float& tmax) {
     tmin = -3.0e38f;
     tmax = 3.0e38f;
     for (int k = 0; k < 3; ++k) {
-        float t1 = (lo[k] - pad - o.c[k]) * rcp.c[k];
-        float t2 = (hi[k] + pad - o.c[k]) * rcp.c[k];
+        float a = lo[k] - pad - o.c[k], b = hi[k] + pad - o.c[k], r = rcp.c[k];
+        if (r > 3.0e38f || r < -3.0e38f) {
+            if (a > 0.0f || b < 0.0f) tmin = 3.0e38f, tmax = -3.0e38f;
+            continue;
+        }
+        float t1 = a * r, t2 = b * r;
         tmin = max(tmin, min(t1, t2));
         tmax = min(tmax, max(t1, t2));
     }

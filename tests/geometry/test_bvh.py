@@ -23,7 +23,7 @@ def query(bvh: wp.uint64, kind: int, a: wp.vec3, b: wp.vec3, radius: float, max_
         q = wp.bvh_query_sphere(bvh, a, radius, root)
     else:
         q = wp.bvh_query_capsule(bvh, a, b, radius, root)
-    i = int(0)
+    i = 0
     while wp.bvh_query_next(q, i, max_dist):
         hits[i] += 1
 
