@@ -50,6 +50,8 @@ def host_library() -> ctypes.CDLL:
     lib.lw_bvh_refit.argtypes = [p, i, p, p, p]
     lib.lw_triangle_bounds.argtypes = [p, p, i, p, p]
     lib.lw_winding_moments.argtypes = [p, i, p, p, p, p]
+    lib.lw_mesh_normals.argtypes = [p, i, p, i, p, p]
+    lib.lw_mesh_normals.restype = ctypes.c_float
     for f in (lib.lw_bvh_refit, lib.lw_triangle_bounds, lib.lw_winding_moments):
         f.restype = None
     return lib

@@ -44,32 +44,6 @@ class MeshDesc(ctypes.Structure):
                 ("pad", ctypes.c_int32)]
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(v, axis=-1, keepdims=True)
-    return np.divide(v, n, out=np.zeros_like(v), where=n > 0)
-
-
-def pseudo_normals(p: np.ndarray, tris: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Angle-weighted vertex normals, per-triangle edge normals (edge k from vertex k to k + 1: the sum of
-    its faces' unit normals) and the mean edge length: what `mesh_query_point_sign_normal` reads."""
-    corners = p[tris].astype(np.float64)  # (T, 3, 3)
-    fn = _unit(np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]))
-    vn = np.zeros((len(p), 3))
-    for k in range(3):
-        e1 = _unit(corners[:, (k + 1) % 3] - corners[:, k])
-        e2 = _unit(corners[:, (k + 2) % 3] - corners[:, k])
-        angle = np.arccos(np.clip((e1 * e2).sum(axis=1), -1.0, 1.0))
-        for c in range(3):
-            vn[:, c] += np.bincount(tris[:, k], weights=angle * fn[:, c], minlength=len(p))
-    a, b = tris.reshape(-1), np.roll(tris, -1, axis=1).reshape(-1)
-    keys = np.minimum(a, b).astype(np.int64) * len(p) + np.maximum(a, b)
-    _, edge_of, = np.unique(keys, return_inverse=True)
-    face_of_edge = np.repeat(np.arange(len(tris)), 3)
-    en = np.stack([np.bincount(edge_of, weights=fn[face_of_edge, c]) for c in range(3)], axis=1)[edge_of]
-    lengths = np.linalg.norm(corners - np.roll(corners, -1, axis=1), axis=2)
-    return vn.astype(np.float32), en.astype(np.float32), float(lengths.mean())
-
-
 class Mesh:
     """A triangle mesh: `points` (wp.vec3), `indices` (int32, three per triangle, flattened), optional
     per-point `velocities`; kept by reference (`refit()` after moving the points in place, or assign
@@ -113,6 +87,8 @@ class Mesh:
         self._tris = tris
         n = len(tris)
         self._lowers, self._uppers = np.zeros((n, 3), np.float32), np.zeros((n, 3), np.float32)
+        self._vertex_normals = np.zeros((len(points), 3), np.float32)
+        self._edge_normals = np.zeros((n, 3, 3), np.float32)
         self._update_geometry()
         self._tree = Tree(self._lowers, self._uppers, None if groups is None else groups.numpy().reshape(-1),
                           self.constructor, self.leaf_size, "Mesh")
@@ -163,9 +139,11 @@ class Mesh:
     def _update_geometry(self) -> None:
         p = self._points.numpy().reshape(-1, 3)
         finite_or_raise(p, "Mesh points")
-        host_library().lw_triangle_bounds(p.ctypes.data, self.indices.ptr, len(self._tris), self._lowers.ctypes.data,
-                                          self._uppers.ctypes.data)
-        self._vertex_normals, self._edge_normals, self._avg_edge = pseudo_normals(p, self._tris)
+        lib = host_library()
+        lib.lw_triangle_bounds(p.ctypes.data, self.indices.ptr, len(self._tris), self._lowers.ctypes.data,
+                               self._uppers.ctypes.data)
+        self._avg_edge = lib.lw_mesh_normals(p.ctypes.data, len(p), self.indices.ptr, len(self._tris),
+                                             self._vertex_normals.ctypes.data, self._edge_normals.ctypes.data)
 
     def _publish(self) -> None:
         d, t = self._desc, self._tree

@@ -63,38 +63,66 @@ struct Box {
     }
 };
 
+// An item while building: its box and index, partitioned in place (one cache line holds two).
+struct Prim {
+    float lo[3];
+    int32_t id;
+    float hi[3];
+    int32_t pad;
+    float c(int k) const { return lo[k] + hi[k]; }  // twice the centroid: only comparisons need it
+};
+
 struct Builder {
-    const float* lowers;  // 3 floats per item
-    const float* uppers;
-    std::vector<float> cent;  // item centroids
-    int32_t* order;           // the item order being partitioned (becomes the leaf item order)
+    std::vector<Prim> prims;
     Node* nodes;              // 2n - 1 slots; a range [s, e) rooted at slot p fills slots [p, p + 2(e - s) - 1)
     const int32_t* group_of;  // per item, for grouped trees (null: one group)
     int leaf_size;
     bool sah;
     int32_t* group_roots;  // per group, in sorted order: the slot of its subtree's root
 
-    const float* c(int32_t i) const { return &cent[3 * (size_t)i]; }
-
     void bounds(int s, int e, Box& box, Box& cbox) const {
         box.clear();
         cbox.clear();
         for (int i = s; i < e; ++i) {
-            int32_t it = order[i];
-            box.grow(lowers + 3 * (size_t)it, uppers + 3 * (size_t)it);
-            cbox.grow(c(it), c(it));
+            const Prim& p = prims[i];
+            box.grow(p.lo, p.hi);
+            float c[3] = {p.c(0), p.c(1), p.c(2)};
+            cbox.grow(c, c);
         }
     }
 
-    // Where to split [s, e): the partition point, after reordering `order`. Returns s when it becomes a leaf.
-    int split(int s, int e, int depth, const Box& cbox, int group_begin, int group_end) {
+    // Move the items with key(p) true to the front of [s, e); their centroid bounds into cl, the rest's into cr.
+    template <typename K> int partition(int s, int e, const K& key, Box& cl, Box& cr) {
+        cl.clear();
+        cr.clear();
+        int i = s, j = e - 1;
+        while (i <= j) {
+            float c[3] = {prims[i].c(0), prims[i].c(1), prims[i].c(2)};
+            if (key(prims[i])) {
+                cl.grow(c, c);
+                ++i;
+            } else {
+                cr.grow(c, c);
+                std::swap(prims[i], prims[j--]);
+            }
+        }
+        return i;
+    }
+
+    // Split [s, e) (box and centroid bounds given): the partition point, with the children's bounds, or s
+    // for a leaf.
+    int split(int s, int e, int depth, const Box& cbox, int group_begin, int group_end, Box child[2],
+              Box ccen[2]) {
         int n = e - s;
         if (group_of != nullptr && group_end - group_begin > 1) {
             // one group per subtree: split between groups, half of the groups on each side
-            int gmid = (group_begin + group_end) / 2;
-            int32_t key = group_key_at(gmid);
-            return (int)(std::lower_bound(order + s, order + e, key,
-                                          [&](int32_t it, int32_t k) { return group_of[it] < k; }) - order);
+            int32_t key = group_keys[(group_begin + group_end) / 2];
+            int m = (int)(std::lower_bound(prims.begin() + s, prims.begin() + e, key,
+                                           [&](const Prim& p, int32_t k) { return group_of[p.id] < k; }) -
+                          prims.begin());
+            bounds(s, m, child[0], ccen[0]);
+            bounds(m, e, child[1], ccen[1]);
+            return m;
         }
         if (n <= leaf_size) return s;
         int axis = 0;
@@ -105,82 +133,90 @@ struct Builder {
         // deep trees (skewed inputs) fall back to count medians, which halve the range each level
         int need = 0;
         for (int m = n; m > leaf_size; m = (m + 1) / 2) ++need;
-        bool median = !sah || depth + need >= kMaxDepth || !(ext[axis] > 0.0f);
-        if (!median) {
-            int best = binned_sah(s, e, cbox);
-            if (best > s && best < e) return best;
+        if (sah && depth + need < kMaxDepth && ext[axis] > 0.0f && n > 2) {
+            int m = binned_sah(s, e, cbox, child, ccen);
+            if (m > s && m < e) return m;
         }
         int mid = s + n / 2;
         if (ext[axis] > 0.0f)
-            std::nth_element(order + s, order + mid, order + e,
-                             [&](int32_t x, int32_t y) { return c(x)[axis] < c(y)[axis]; });
+            std::nth_element(prims.begin() + s, prims.begin() + mid, prims.begin() + e,
+                             [&](const Prim& x, const Prim& y) { return x.c(axis) < y.c(axis); });
+        bounds(s, mid, child[0], ccen[0]);
+        bounds(mid, e, child[1], ccen[1]);
         return mid;
     }
 
-    int binned_sah(int s, int e, const Box& cbox) {
+    int binned_sah(int s, int e, const Box& cbox, Box child[2], Box ccen[2]) {
         // small ranges get fewer bins: the sweeps below cost as much as the items otherwise
         const int nb = std::min(kBins, std::max(4, e - s));
+        Box bins[3][kBins];
+        int counts[3][kBins] = {{0}};
+        float lo[3], scale[3];
+        for (int k = 0; k < 3; ++k) {
+            float ext = cbox.hi[k] - cbox.lo[k];
+            lo[k] = cbox.lo[k];
+            scale[k] = ext > 0.0f ? nb / ext : 0.0f;
+            for (int b = 0; b < nb; ++b) bins[k][b].clear();
+        }
+        for (int i = s; i < e; ++i) {  // one pass over the items bins them along all three axes
+            const Prim& p = prims[i];
+            for (int k = 0; k < 3; ++k) {
+                int b = std::min(nb - 1, (int)((p.c(k) - lo[k]) * scale[k]));
+                counts[k][b]++;
+                bins[k][b].grow(p.lo, p.hi);
+            }
+        }
         float best_cost = INFINITY;
         int best_axis = -1, best_bin = 0;
-        for (int axis = 0; axis < 3; ++axis) {
-            float ext = cbox.hi[axis] - cbox.lo[axis];
-            if (!(ext > 0.0f)) continue;
-            float scale = nb / ext;
-            Box bins[kBins];
-            int counts[kBins] = {0};
-            for (int b = 0; b < nb; ++b) bins[b].clear();
-            for (int i = s; i < e; ++i) {
-                int32_t it = order[i];
-                int b = std::min(nb - 1, (int)((c(it)[axis] - cbox.lo[axis]) * scale));
-                counts[b]++;
-                bins[b].grow(lowers + 3 * (size_t)it, uppers + 3 * (size_t)it);
-            }
+        for (int k = 0; k < 3; ++k) {
+            if (!(scale[k] > 0.0f)) continue;
             float right_area[kBins];
             int right_count[kBins];
             Box acc;
             acc.clear();
             int cnt = 0;
             for (int b = nb - 1; b > 0; --b) {
-                acc.grow(bins[b]);
-                cnt += counts[b];
+                acc.grow(bins[k][b]);
+                cnt += counts[k][b];
                 right_area[b] = acc.area();
                 right_count[b] = cnt;
             }
             acc.clear();
             cnt = 0;
             for (int b = 0; b < nb - 1; ++b) {
-                acc.grow(bins[b]);
-                cnt += counts[b];
+                acc.grow(bins[k][b]);
+                cnt += counts[k][b];
                 if (cnt == 0 || right_count[b + 1] == 0) continue;
                 float cost = acc.area() * cnt + right_area[b + 1] * right_count[b + 1];
-                if (cost < best_cost) best_cost = cost, best_axis = axis, best_bin = b;
+                if (cost < best_cost) best_cost = cost, best_axis = k, best_bin = b;
             }
         }
         if (best_axis < 0) return s;
-        float ext = cbox.hi[best_axis] - cbox.lo[best_axis];
-        float scale = nb / ext;
-        int32_t* mid = std::partition(order + s, order + e, [&](int32_t it) {
-            return std::min(nb - 1, (int)((c(it)[best_axis] - cbox.lo[best_axis]) * scale)) <= best_bin;
-        });
-        return (int)(mid - order);
+        child[0].clear();
+        child[1].clear();
+        for (int b = 0; b < nb; ++b) child[b > best_bin].grow(bins[best_axis][b]);
+        const int k = best_axis;
+        return partition(s, e, [&](const Prim& p) {
+            return std::min(nb - 1, (int)((p.c(k) - lo[k]) * scale[k])) <= best_bin;
+        }, ccen[0], ccen[1]);
     }
 
     // group keys in sorted order, for grouped builds: filled by the caller
     std::vector<int32_t> group_keys;
-    std::vector<int32_t> group_starts;  // the first position of each group in `order`
-    int32_t group_key_at(int g) const { return group_keys[g]; }
+    std::vector<int32_t> group_starts;  // the first position of each group
     int group_index_of_pos(int pos) const {
         return (int)(std::upper_bound(group_starts.begin(), group_starts.end(), pos) - group_starts.begin()) - 1;
     }
 
     struct Task {
         int s, e, slot, depth;
+        Box box, cbox;
     };
 
-    // Build [s, e) into its slots; ranges larger than `spawn_above` are handed back as tasks instead.
-    void build(int s, int e, int slot, int depth, int spawn_above, std::vector<Task>* spawned, int& max_depth) {
-        Box box, cbox;
-        bounds(s, e, box, cbox);
+    // Build [s, e) (its box and centroid bounds given) into its slots; ranges of at most `spawn_above` items
+    // are handed back as tasks instead.
+    void build(int s, int e, int slot, int depth, const Box& box, const Box& cbox, int spawn_above,
+               std::vector<Task>* spawned, int& max_depth) {
         Node& nd = nodes[slot];
         for (int k = 0; k < 3; ++k) nd.lo[k] = box.lo[k], nd.hi[k] = box.hi[k];
         int g0 = 0, g1 = 1;
@@ -193,7 +229,8 @@ struct Builder {
             }
         }
         if (depth > max_depth) max_depth = depth;
-        int m = split(s, e, depth, cbox, g0, g1);
+        Box child[2], ccen[2];
+        int m = split(s, e, depth, cbox, g0, g1, child, ccen);
         if (m <= s || m >= e) {
             nd.a = s;
             nd.b = -(e - s);
@@ -204,9 +241,9 @@ struct Builder {
         for (int part = 0; part < 2; ++part) {
             int cs = part ? m : s, ce = part ? e : m, cslot = part ? nd.b : nd.a;
             if (spawned != nullptr && ce - cs <= spawn_above)
-                spawned->push_back({cs, ce, cslot, depth + 1});
+                spawned->push_back({cs, ce, cslot, depth + 1, child[part], ccen[part]});
             else
-                build(cs, ce, cslot, depth + 1, spawn_above, spawned, max_depth);
+                build(cs, ce, cslot, depth + 1, child[part], ccen[part], spawn_above, spawned, max_depth);
         }
     }
 };
@@ -257,26 +294,26 @@ EXPORT int lw_bvh_build(const float* lowers, const float* uppers, int n, const i
                         int leaf_size, void* nodes_out, int32_t* parents, int32_t* order, int32_t* group_keys, int32_t* group_roots,
                         int32_t* num_groups, int32_t* max_depth_out) {
     Builder bd;
-    bd.lowers = lowers;
-    bd.uppers = uppers;
     bd.nodes = (Node*)nodes_out;
-    bd.order = order;
     bd.group_of = groups;
     bd.leaf_size = leaf_size < 1 ? 1 : leaf_size;
     bd.sah = !median;
     bd.group_roots = group_roots;
-    bd.cent.resize(3 * (size_t)n);
+    bd.prims.resize(n);
     parallel_for(n, 4096, [&](long long b, long long e) {
-        for (long long i = b; i < e; ++i)
-            for (int k = 0; k < 3; ++k) bd.cent[3 * i + k] = 0.5f * (lowers[3 * i + k] + uppers[3 * i + k]);
+        for (long long i = b; i < e; ++i) {
+            Prim& p = bd.prims[i];
+            for (int k = 0; k < 3; ++k) p.lo[k] = lowers[3 * i + k], p.hi[k] = uppers[3 * i + k];
+            p.id = (int32_t)i;
+        }
     });
-    for (int i = 0; i < n; ++i) order[i] = i;
     *num_groups = 0;
     if (groups != nullptr) {
-        std::stable_sort(order, order + n, [&](int32_t x, int32_t y) { return groups[x] < groups[y]; });
+        std::stable_sort(bd.prims.begin(), bd.prims.end(),
+                         [&](const Prim& x, const Prim& y) { return groups[x.id] < groups[y.id]; });
         for (int i = 0; i < n; ++i)
-            if (i == 0 || groups[order[i]] != groups[order[i - 1]]) {
-                bd.group_keys.push_back(groups[order[i]]);
+            if (i == 0 || groups[bd.prims[i].id] != groups[bd.prims[i - 1].id]) {
+                bd.group_keys.push_back(groups[bd.prims[i].id]);
                 bd.group_starts.push_back(i);
             }
         *num_groups = (int32_t)bd.group_keys.size();
@@ -286,14 +323,15 @@ EXPORT int lw_bvh_build(const float* lowers, const float* uppers, int n, const i
     int depth_top = 0;
     std::vector<Builder::Task> tasks;
     int spawn_above = g_threads > 1 && n > 4096 ? std::max(1024, n / (8 * g_threads)) : n;
-    if (spawn_above >= n) {
-        bd.build(0, n, 0, 0, n, nullptr, depth_top);
-    } else {
-        bd.build(0, n, 0, 0, spawn_above, &tasks, depth_top);
-    }
+    Box box, cbox;
+    bd.bounds(0, n, box, cbox);
+    bd.build(0, n, 0, 0, box, cbox, spawn_above, spawn_above >= n ? nullptr : &tasks, depth_top);
     std::vector<int> depths(tasks.size(), 0);
     parallel_for((long long)tasks.size(), 1, [&](long long b, long long e) {
-        for (long long t = b; t < e; ++t) bd.build(tasks[t].s, tasks[t].e, tasks[t].slot, tasks[t].depth, n, nullptr, depths[t]);
+        for (long long t = b; t < e; ++t) {
+            const Builder::Task& k = tasks[t];
+            bd.build(k.s, k.e, k.slot, k.depth, k.box, k.cbox, n, nullptr, depths[t]);
+        }
     });
     int max_depth = depth_top;
     for (int d : depths) max_depth = std::max(max_depth, d);
@@ -304,6 +342,7 @@ EXPORT int lw_bvh_build(const float* lowers, const float* uppers, int n, const i
     std::vector<int32_t> index;
     int count = compact(bd.nodes, slots, used, index, parents);
     for (int32_t g = 0; g < *num_groups; ++g) group_roots[g] = group_roots[g] >= 0 ? index[group_roots[g]] : -1;
+    for (int i = 0; i < n; ++i) order[i] = bd.prims[i].id;
     return count;
 }
 
@@ -413,4 +452,59 @@ EXPORT void lw_winding_moments(const void* nodes_, int num_nodes, const int32_t*
             out[15] = (float)sqrt(r2);
         }
     });
+}
+
+// What sign-by-normal queries read (mesh.h): angle-weighted vertex pseudo-normals, per triangle edge k
+// (vertex k to k + 1) the sum of the unit normals of the faces sharing that edge, and the mean edge length
+// (returned). Normals are left unnormalized: only their direction matters.
+EXPORT float lw_mesh_normals(const float* points, int num_points, const int32_t* indices, int num_tris,
+                             float* vertex_normals, float* edge_normals) {
+    std::vector<float> fn(3 * (size_t)num_tris);
+    auto pt = [&](int32_t t, int v) { return points + 3 * (size_t)indices[3 * (size_t)t + v]; };
+    auto sub3 = [](const float* a, const float* b, double* d) {
+        for (int k = 0; k < 3; ++k) d[k] = (double)a[k] - b[k];
+    };
+    double total_len = 0.0;
+    memset(vertex_normals, 0, 3 * sizeof(float) * (size_t)num_points);
+    for (int t = 0; t < num_tris; ++t) {
+        double e[3][3], len[3];
+        for (int k = 0; k < 3; ++k) {
+            sub3(pt(t, (k + 1) % 3), pt(t, k), e[k]);
+            len[k] = sqrt(e[k][0] * e[k][0] + e[k][1] * e[k][1] + e[k][2] * e[k][2]);
+            total_len += len[k];
+        }
+        double n[3] = {e[0][1] * e[2][2] - e[0][2] * e[2][1], e[0][2] * e[2][0] - e[0][0] * e[2][2],
+                       e[0][0] * e[2][1] - e[0][1] * e[2][0]};
+        // e[2] runs from vertex 2 to 0, so e0 x e2 points against the winding normal
+        double nl = sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+        for (int k = 0; k < 3; ++k) fn[3 * (size_t)t + k] = nl > 0.0 ? (float)(-n[k] / nl) : 0.0f;
+        for (int k = 0; k < 3; ++k) {  // the corner angle at vertex k, between edges k and k - 1 (reversed)
+            const double* a = e[k];
+            const double* b = e[(k + 2) % 3];
+            double den = len[k] * len[(k + 2) % 3];
+            double cosang = den > 0.0 ? -(a[0] * b[0] + a[1] * b[1] + a[2] * b[2]) / den : 1.0;
+            double ang = acos(std::max(-1.0, std::min(1.0, cosang)));
+            float* vn = vertex_normals + 3 * (size_t)indices[3 * (size_t)t + k];
+            for (int c = 0; c < 3; ++c) vn[c] += (float)(ang * fn[3 * (size_t)t + c]);
+        }
+    }
+    // edges: an open-addressing table from (min, max) vertex pairs to the sum of their faces' normals
+    size_t cap = 16;
+    while (cap < 6 * (size_t)num_tris) cap <<= 1;
+    std::vector<uint64_t> keys(cap, ~0ull);
+    std::vector<float> sums(3 * cap, 0.0f);
+    std::vector<uint32_t> slot_of(3 * (size_t)num_tris);
+    for (int t = 0; t < num_tris; ++t)
+        for (int k = 0; k < 3; ++k) {
+            uint64_t a = (uint32_t)indices[3 * (size_t)t + k], b = (uint32_t)indices[3 * (size_t)t + (k + 1) % 3];
+            uint64_t key = a < b ? (a << 32 | b) : (b << 32 | a);
+            size_t h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+            while (keys[h] != key && keys[h] != ~0ull) h = (h + 1) & (cap - 1);
+            keys[h] = key;
+            for (int c = 0; c < 3; ++c) sums[3 * h + c] += fn[3 * (size_t)t + c];
+            slot_of[3 * (size_t)t + k] = (uint32_t)h;
+        }
+    for (size_t i = 0; i < 3 * (size_t)num_tris; ++i)
+        for (int c = 0; c < 3; ++c) edge_normals[3 * i + c] = sums[3 * (size_t)slot_of[i] + c];
+    return num_tris > 0 ? (float)(total_len / (3.0 * num_tris)) : 0.0f;
 }

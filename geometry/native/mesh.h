@@ -216,22 +216,51 @@ LW_FUNC bool mesh_furthest(const mesh_view& v, bvh_vec3 p, float min_dist, int32
 // ---------------------------------------------------------------------------------------------
 // rays
 
-// Ray o + t d against triangle abc: t, and the weights of a and b at the hit (Moller-Trumbore).
-LW_FUNC bool tri_ray(bvh_vec3 a, bvh_vec3 b, bvh_vec3 c, bvh_vec3 o, bvh_vec3 d, float& t, float& wa, float& wb) {
-    bvh_vec3 e1 = sub(b, a), e2 = sub(c, a);
-    bvh_vec3 pv = cross(d, e2);
-    float det = dot(e1, pv);
+// A ray set up for watertight triangle tests (Woop, Benthin and Wald 2013): the axis it runs most along
+// becomes z, and a shear makes it the z axis, so a ray through an edge or a vertex shared by triangles
+// hits at least one of them.
+struct ray_shear {
+    int kx, ky, kz;
+    float sx, sy, sz;
+};
+
+LW_FUNC ray_shear ray_shear_of(bvh_vec3 d) {
+    ray_shear r;
+    float ax = abs(d.c[0]), ay = abs(d.c[1]), az = abs(d.c[2]);
+    r.kz = ax > ay ? (ax > az ? 0 : 2) : (ay > az ? 1 : 2);
+    r.kx = r.kz == 2 ? 0 : r.kz + 1;
+    r.ky = r.kx == 2 ? 0 : r.kx + 1;
+    if (d.c[r.kz] < 0.0f) {
+        int k = r.kx;
+        r.kx = r.ky;
+        r.ky = k;
+    }
+    r.sz = 1.0f / d.c[r.kz];
+    r.sx = d.c[r.kx] * r.sz;
+    r.sy = d.c[r.ky] * r.sz;
+    return r;
+}
+
+// Ray o + t d (sheared as r) against triangle abc, either side: t, and the weights of a and b at the hit.
+LW_FUNC bool tri_ray(bvh_vec3 a, bvh_vec3 b, bvh_vec3 c, bvh_vec3 o, const ray_shear& r, float& t, float& wa,
+                     float& wb) {
+    bvh_vec3 A = sub(a, o), B = sub(b, o), C = sub(c, o);
+    float ax = A.c[r.kx] - r.sx * A.c[r.kz], ay = A.c[r.ky] - r.sy * A.c[r.kz];
+    float bx = B.c[r.kx] - r.sx * B.c[r.kz], by = B.c[r.ky] - r.sy * B.c[r.kz];
+    float cx = C.c[r.kx] - r.sx * C.c[r.kz], cy = C.c[r.ky] - r.sy * C.c[r.kz];
+    float u = cx * by - cy * bx, v = ax * cy - ay * cx, w = bx * ay - by * ax;
+    if (u == 0.0f || v == 0.0f || w == 0.0f) {  // on an edge in float: decide in double
+        u = (float)((double)cx * by - (double)cy * bx);
+        v = (float)((double)ax * cy - (double)ay * cx);
+        w = (float)((double)bx * ay - (double)by * ax);
+    }
+    if ((u < 0.0f || v < 0.0f || w < 0.0f) && (u > 0.0f || v > 0.0f || w > 0.0f)) return false;
+    float det = u + v + w;
     if (det == 0.0f) return false;
     float inv = 1.0f / det;
-    bvh_vec3 tv = sub(o, a);
-    float s1 = dot(tv, pv) * inv;
-    if (s1 < 0.0f || s1 > 1.0f) return false;
-    bvh_vec3 qv = cross(tv, e1);
-    float s2 = dot(d, qv) * inv;
-    if (s2 < 0.0f || s1 + s2 > 1.0f) return false;
-    t = dot(e2, qv) * inv;
-    wa = 1.0f - s1 - s2;
-    wb = s1;
+    t = (u * A.c[r.kz] + v * B.c[r.kz] + w * C.c[r.kz]) * r.sz * inv;
+    wa = u * inv;
+    wb = v * inv;
     return true;
 }
 
@@ -243,6 +272,7 @@ LW_FUNC bool mesh_ray(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, i
     const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
     const int32_t* order = (const int32_t*)v.t->order;
     bvh_vec3 rcp = bvh_safe_rcp(d);
+    ray_shear shear = ray_shear_of(d);
     float best = max_t;
     bool found = false;
     int32_t stack[BVH_STACK];
@@ -260,7 +290,7 @@ LW_FUNC bool mesh_ray(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, i
                 bvh_vec3 a, b, c;
                 mesh_tri(v, f, a, b, c);
                 float t, wa, wb;
-                if (tri_ray(a, b, c, o, d, t, wa, wb) && t >= 0.0f && t < best) {
+                if (tri_ray(a, b, c, o, shear, t, wa, wb) && t >= 0.0f && t < best) {
                     best = t;
                     t_hit = t;
                     face = f;
@@ -298,6 +328,7 @@ LW_FUNC int32_t mesh_ray_count(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, int32
     const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
     const int32_t* order = (const int32_t*)v.t->order;
     bvh_vec3 rcp = bvh_safe_rcp(d);
+    ray_shear shear = ray_shear_of(d);
     int32_t hits = 0, stack[BVH_STACK], count = 1;
     stack[0] = r;
     while (count > 0) {
@@ -314,7 +345,7 @@ LW_FUNC int32_t mesh_ray_count(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, int32
             bvh_vec3 a, b, c;
             mesh_tri(v, order[j], a, b, c);
             float t, wa, wb;
-            if (tri_ray(a, b, c, o, d, t, wa, wb) && t >= 0.0f) ++hits;
+            if (tri_ray(a, b, c, o, shear, t, wa, wb) && t >= 0.0f) ++hits;
         }
     }
     return hits;
