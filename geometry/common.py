@@ -45,14 +45,13 @@ def host_library() -> ctypes.CDLL:
     p, i = ctypes.c_void_p, ctypes.c_int
     lib.lw_geometry_init.argtypes = [p, i]
     lib.lw_geometry_init(ctypes.cast(rt.lw_parallel_for, p).value, rt.lw_get_num_threads())
-    lib.lw_bvh_build.argtypes = [p, p, i, p, i, i, p, p, p, p, p, p]
+    lib.lw_bvh_build.argtypes = [p, p, i, p, i, i, p, p, p, p, p, p, p]
     lib.lw_bvh_build.restype = i
     lib.lw_bvh_refit.argtypes = [p, i, p, p, p]
-    lib.lw_triangle_bounds.argtypes = [p, p, i, p, p]
+    lib.lw_triangle_bounds.argtypes = [p, p, i, p, p, p]
     lib.lw_winding_moments.argtypes = [p, i, p, p, p, p]
-    lib.lw_mesh_normals.argtypes = [p, i, p, i, p, p]
-    lib.lw_mesh_normals.restype = ctypes.c_float
-    for f in (lib.lw_bvh_refit, lib.lw_triangle_bounds, lib.lw_winding_moments):
+    lib.lw_leaf_corners.argtypes = [p, p, p, i, p]
+    for f in (lib.lw_bvh_refit, lib.lw_triangle_bounds, lib.lw_winding_moments, lib.lw_leaf_corners):
         f.restype = None
     return lib
 

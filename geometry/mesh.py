@@ -40,8 +40,7 @@ class MeshDesc(ctypes.Structure):
     _fields_ = [("tag", ctypes.c_uint32), ("num_points", ctypes.c_int32), ("num_tris", ctypes.c_int32),
                 ("has_winding", ctypes.c_int32), ("bvh", ctypes.c_uint64), ("points", ctypes.c_uint64),
                 ("velocities", ctypes.c_uint64), ("indices", ctypes.c_uint64), ("moments", ctypes.c_uint64),
-                ("vertex_normals", ctypes.c_uint64), ("edge_normals", ctypes.c_uint64), ("avg_edge", ctypes.c_float),
-                ("pad", ctypes.c_int32)]
+                ("leaf_corners", ctypes.c_uint64), ("avg_edge", ctypes.c_float), ("pad", ctypes.c_int32)]
 
 
 class Mesh:
@@ -87,12 +86,13 @@ class Mesh:
         self._tris = tris
         n = len(tris)
         self._lowers, self._uppers = np.zeros((n, 3), np.float32), np.zeros((n, 3), np.float32)
-        self._vertex_normals = np.zeros((len(points), 3), np.float32)
-        self._edge_normals = np.zeros((n, 3, 3), np.float32)
+        self._perimeters = np.zeros(n, np.float32)
         self._update_geometry()
         self._tree = Tree(self._lowers, self._uppers, None if groups is None else groups.numpy().reshape(-1),
                           self.constructor, self.leaf_size, "Mesh")
         self._moments = np.zeros((self._tree.desc.num_nodes, 16), np.float32) if self.support_winding_number else None
+        self._leaf_corners = np.zeros((n, 3, 3), np.float32)
+        self._update_tree_data()
         self._desc, self._id = handles().allocate(MeshDesc)
         self._publish()
 
@@ -134,6 +134,7 @@ class Mesh:
         """Refit the tree (and the sign data) to the points' current positions."""
         self._update_geometry()
         self._tree.refit()
+        self._update_tree_data()
         self._publish()
 
     def _update_geometry(self) -> None:
@@ -141,21 +142,26 @@ class Mesh:
         finite_or_raise(p, "Mesh points")
         lib = host_library()
         lib.lw_triangle_bounds(p.ctypes.data, self.indices.ptr, len(self._tris), self._lowers.ctypes.data,
-                               self._uppers.ctypes.data)
-        self._avg_edge = lib.lw_mesh_normals(p.ctypes.data, len(p), self.indices.ptr, len(self._tris),
-                                             self._vertex_normals.ctypes.data, self._edge_normals.ctypes.data)
+                               self._uppers.ctypes.data, self._perimeters.ctypes.data)
+        self._avg_edge = float(self._perimeters.sum(dtype=np.float64)) / (3 * len(self._tris))
+
+    def _update_tree_data(self) -> None:
+        """The leaf-ordered triangle corners and winding-number moments: after every build or refit."""
+        t, lib = self._tree, host_library()
+        lib.lw_leaf_corners(self._points.ptr, self.indices.ptr, t.order.ctypes.data, len(self._tris),
+                            self._leaf_corners.ctypes.data)
+        if self._moments is not None:
+            lib.lw_winding_moments(t.nodes.ctypes.data, t.desc.num_nodes, t.order.ctypes.data, self._points.ptr,
+                                   self.indices.ptr, self._moments.ctypes.data)
 
     def _publish(self) -> None:
         d, t = self._desc, self._tree
-        if self._moments is not None:
-            host_library().lw_winding_moments(t.nodes.ctypes.data, t.desc.num_nodes, t.order.ctypes.data,
-                                              self._points.ptr, self.indices.ptr, self._moments.ctypes.data)
         d.num_points, d.num_tris, d.bvh = len(self._points), len(self._tris), t.id
         d.points, d.indices = self._points.ptr, self.indices.ptr
         d.velocities = self._velocities.ptr if self._velocities is not None else 0
         d.has_winding = int(self._moments is not None)
         d.moments = self._moments.ctypes.data if self._moments is not None else 0
-        d.vertex_normals, d.edge_normals = self._vertex_normals.ctypes.data, self._edge_normals.ctypes.data
+        d.leaf_corners = self._leaf_corners.ctypes.data
         d.avg_edge = self._avg_edge
 
     def __del__(self) -> None:

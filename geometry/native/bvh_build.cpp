@@ -364,13 +364,20 @@ EXPORT void lw_bvh_refit(void* nodes_, int num_nodes, const int32_t* order, cons
     }
 }
 
-// The bounds of each triangle (lowers/uppers: 3 floats per triangle).
+// The bounds of each triangle (lowers/uppers: 3 floats per triangle) and its perimeter.
 EXPORT void lw_triangle_bounds(const float* points, const int32_t* indices, int num_tris, float* lowers,
-                               float* uppers) {
+                               float* uppers, float* perimeters) {
     parallel_for(num_tris, 4096, [&](long long b, long long e) {
         for (long long t = b; t < e; ++t) {
             const float* p[3] = {points + 3 * (size_t)indices[3 * t], points + 3 * (size_t)indices[3 * t + 1],
                                  points + 3 * (size_t)indices[3 * t + 2]};
+            float len = 0.0f;
+            for (int v = 0; v < 3; ++v) {
+                float d2 = 0.0f;
+                for (int k = 0; k < 3; ++k) d2 += (p[(v + 1) % 3][k] - p[v][k]) * (p[(v + 1) % 3][k] - p[v][k]);
+                len += sqrtf(d2);
+            }
+            perimeters[t] = len;
             for (int k = 0; k < 3; ++k) {
                 lowers[3 * t + k] = fmin_(p[0][k], fmin_(p[1][k], p[2][k]));
                 uppers[3 * t + k] = fmax_(p[0][k], fmax_(p[1][k], p[2][k]));
@@ -454,57 +461,11 @@ EXPORT void lw_winding_moments(const void* nodes_, int num_nodes, const int32_t*
     });
 }
 
-// What sign-by-normal queries read (mesh.h): angle-weighted vertex pseudo-normals, per triangle edge k
-// (vertex k to k + 1) the sum of the unit normals of the faces sharing that edge, and the mean edge length
-// (returned). Normals are left unnormalized: only their direction matters.
-EXPORT float lw_mesh_normals(const float* points, int num_points, const int32_t* indices, int num_tris,
-                             float* vertex_normals, float* edge_normals) {
-    std::vector<float> fn(3 * (size_t)num_tris);
-    auto pt = [&](int32_t t, int v) { return points + 3 * (size_t)indices[3 * (size_t)t + v]; };
-    auto sub3 = [](const float* a, const float* b, double* d) {
-        for (int k = 0; k < 3; ++k) d[k] = (double)a[k] - b[k];
-    };
-    double total_len = 0.0;
-    memset(vertex_normals, 0, 3 * sizeof(float) * (size_t)num_points);
-    for (int t = 0; t < num_tris; ++t) {
-        double e[3][3], len[3];
-        for (int k = 0; k < 3; ++k) {
-            sub3(pt(t, (k + 1) % 3), pt(t, k), e[k]);
-            len[k] = sqrt(e[k][0] * e[k][0] + e[k][1] * e[k][1] + e[k][2] * e[k][2]);
-            total_len += len[k];
-        }
-        double n[3] = {e[0][1] * e[2][2] - e[0][2] * e[2][1], e[0][2] * e[2][0] - e[0][0] * e[2][2],
-                       e[0][0] * e[2][1] - e[0][1] * e[2][0]};
-        // e[2] runs from vertex 2 to 0, so e0 x e2 points against the winding normal
-        double nl = sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
-        for (int k = 0; k < 3; ++k) fn[3 * (size_t)t + k] = nl > 0.0 ? (float)(-n[k] / nl) : 0.0f;
-        for (int k = 0; k < 3; ++k) {  // the corner angle at vertex k, between edges k and k - 1 (reversed)
-            const double* a = e[k];
-            const double* b = e[(k + 2) % 3];
-            double den = len[k] * len[(k + 2) % 3];
-            double cosang = den > 0.0 ? -(a[0] * b[0] + a[1] * b[1] + a[2] * b[2]) / den : 1.0;
-            double ang = acos(std::max(-1.0, std::min(1.0, cosang)));
-            float* vn = vertex_normals + 3 * (size_t)indices[3 * (size_t)t + k];
-            for (int c = 0; c < 3; ++c) vn[c] += (float)(ang * fn[3 * (size_t)t + c]);
-        }
-    }
-    // edges: an open-addressing table from (min, max) vertex pairs to the sum of their faces' normals
-    size_t cap = 16;
-    while (cap < 6 * (size_t)num_tris) cap <<= 1;
-    std::vector<uint64_t> keys(cap, ~0ull);
-    std::vector<float> sums(3 * cap, 0.0f);
-    std::vector<uint32_t> slot_of(3 * (size_t)num_tris);
-    for (int t = 0; t < num_tris; ++t)
-        for (int k = 0; k < 3; ++k) {
-            uint64_t a = (uint32_t)indices[3 * (size_t)t + k], b = (uint32_t)indices[3 * (size_t)t + (k + 1) % 3];
-            uint64_t key = a < b ? (a << 32 | b) : (b << 32 | a);
-            size_t h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
-            while (keys[h] != key && keys[h] != ~0ull) h = (h + 1) & (cap - 1);
-            keys[h] = key;
-            for (int c = 0; c < 3; ++c) sums[3 * h + c] += fn[3 * (size_t)t + c];
-            slot_of[3 * (size_t)t + k] = (uint32_t)h;
-        }
-    for (size_t i = 0; i < 3 * (size_t)num_tris; ++i)
-        for (int c = 0; c < 3; ++c) edge_normals[3 * i + c] = sums[3 * (size_t)slot_of[i] + c];
-    return num_tris > 0 ? (float)(total_len / (3.0 * num_tris)) : 0.0f;
+// The corners of triangle order[j] at out[9 j ...]: the leaf-ordered copy mesh.h's leaf loops read.
+EXPORT void lw_leaf_corners(const float* points, const int32_t* indices, const int32_t* order, int n, float* out) {
+    parallel_for(n, 4096, [&](long long b, long long e) {
+        for (long long j = b; j < e; ++j)
+            for (int v = 0; v < 3; ++v)
+                memcpy(out + 9 * j + 3 * v, points + 3 * (size_t)indices[3 * (size_t)order[j] + v], 3 * sizeof(float));
+    });
 }

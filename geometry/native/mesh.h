@@ -17,8 +17,8 @@ struct mesh_t {
     uint64_t velocities;      // bvh_vec3* or 0
     uint64_t indices;         // int32_t*, 3 per triangle
     uint64_t moments;         // float*, 16 per tree node (bvh_build.cpp: lw_winding_moments)
-    uint64_t vertex_normals;  // bvh_vec3*: angle-weighted pseudo-normals
-    uint64_t edge_normals;    // bvh_vec3*, 3 per triangle: edge k (vertex k to k + 1), sum of its faces' normals
+    uint64_t leaf_corners;    // bvh_vec3*, 3 per tree item position: the corners of triangle order[j], stored in
+                              // leaf order so that a leaf's triangles are read from one place
     float avg_edge;           // mean edge length (the sign_normal epsilon is relative to it)
     int32_t pad;
 };
@@ -67,6 +67,14 @@ LW_FUNC void mesh_tri(const mesh_view& v, int32_t f, bvh_vec3& a, bvh_vec3& b, b
     a = v.points[v.indices[3 * f]];
     b = v.points[v.indices[3 * f + 1]];
     c = v.points[v.indices[3 * f + 2]];
+}
+
+// The corners of the triangle at tree item position j (that is, of face order[j]).
+LW_FUNC void mesh_tri_at(const mesh_view& v, int32_t j, bvh_vec3& a, bvh_vec3& b, bvh_vec3& c) {
+    const bvh_vec3* t = (const bvh_vec3*)v.m->leaf_corners + 3 * j;
+    a = t[0];
+    b = t[1];
+    c = t[2];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -138,7 +146,7 @@ LW_FUNC bool mesh_closest(const mesh_view& v, bvh_vec3 p, float max_dist, int32_
             for (int32_t j = n.a; j < n.a - n.b; ++j) {
                 int32_t f = order[j];
                 bvh_vec3 a, b, c;
-                mesh_tri(v, f, a, b, c);
+                mesh_tri_at(v, j, a, b, c);
                 if (tri_degenerate(a, b, c)) continue;
                 float wa, wb;
                 int feat = tri_closest(a, b, c, p, wa, wb);
@@ -196,7 +204,7 @@ LW_FUNC bool mesh_furthest(const mesh_view& v, bvh_vec3 p, float min_dist, int32
         for (int32_t j = n.a; j < n.a - n.b; ++j) {
             int32_t f = order[j];
             bvh_vec3 t[3];
-            mesh_tri(v, f, t[0], t[1], t[2]);
+            mesh_tri_at(v, j, t[0], t[1], t[2]);
             if (tri_degenerate(t[0], t[1], t[2])) continue;
             for (int k = 0; k < 3; ++k) {
                 float d2 = length_sq(sub(p, t[k]));
@@ -286,14 +294,13 @@ LW_FUNC bool mesh_ray(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, i
         const bvh_node_t& n = nodes[stack[count]];
         if (bvh_is_leaf(n)) {
             for (int32_t j = n.a; j < n.a - n.b; ++j) {
-                int32_t f = order[j];
                 bvh_vec3 a, b, c;
-                mesh_tri(v, f, a, b, c);
+                mesh_tri_at(v, j, a, b, c);
                 float t, wa, wb;
                 if (tri_ray(a, b, c, o, shear, t, wa, wb) && t >= 0.0f && t < best) {
                     best = t;
                     t_hit = t;
-                    face = f;
+                    face = order[j];
                     u = wa;
                     w = wb;
                     found = true;
@@ -343,7 +350,7 @@ LW_FUNC int32_t mesh_ray_count(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, int32
         }
         for (int32_t j = n.a; j < n.a - n.b; ++j) {
             bvh_vec3 a, b, c;
-            mesh_tri(v, order[j], a, b, c);
+            mesh_tri_at(v, j, a, b, c);
             float t, wa, wb;
             if (tri_ray(a, b, c, o, shear, t, wa, wb) && t >= 0.0f) ++hits;
         }
@@ -391,8 +398,38 @@ LW_FUNC float mesh_sign_parity(const mesh_view& v, bvh_vec3 p, int32_t n_sample,
     return 2 * odd >= n_sample ? -1.0f : 1.0f;
 }
 
-// The angle-weighted pseudo-normal of the closest point's feature (face, edge or vertex; within epsilon
-// of the mesh's mean edge length counts as on it) decides: p behind it is inside.
+// The angle-weighted pseudo-normal at a vertex (edge_end < 0) or the pseudo-normal of an edge: the faces
+// around it, found with a small box query at the point q on it, weighted by their angle at the vertex
+// (each face sharing the edge counts once).
+LW_FUNC bvh_vec3 mesh_feature_normal(const mesh_view& v, bvh_vec3 q, float reach, int32_t vertex, int32_t edge_end) {
+    bvh_vec3 n = zero<bvh_vec3>(), pad = mesh_v3(reach, reach, reach);
+    bvh_query_t it = bvh_query_start(v.m->bvh, BVH_QUERY_AABB, sub(q, pad), add(q, pad), 0.0f, -1);
+    int32_t f;
+    while (bvh_query_next(it, f)) {
+        int k = 0;
+        while (k < 3 && v.indices[3 * f + k] != vertex) ++k;
+        if (k == 3) continue;
+        bvh_vec3 x[3];
+        mesh_tri(v, f, x[0], x[1], x[2]);
+        bvh_vec3 fn = cross(sub(x[1], x[0]), sub(x[2], x[0]));
+        float l = length(fn);
+        if (l <= 0.0f) continue;
+        fn = mul(fn, 1.0f / l);
+        if (edge_end >= 0) {
+            if (v.indices[3 * f + (k + 1) % 3] == edge_end || v.indices[3 * f + (k + 2) % 3] == edge_end)
+                n = add(n, fn);
+            continue;
+        }
+        bvh_vec3 e1 = sub(x[(k + 1) % 3], x[k]), e2 = sub(x[(k + 2) % 3], x[k]);
+        float d = length(e1) * length(e2);
+        float angle = d > 0.0f ? acos(clamp(dot(e1, e2) / d, -1.0f, 1.0f)) : 0.0f;
+        n = add(n, mul(fn, angle));
+    }
+    return n;
+}
+
+// The pseudo-normal of the closest point's feature (face, edge or vertex; within epsilon of the mesh's
+// mean edge length counts as on it) decides: p behind it is inside.
 LW_FUNC float mesh_sign_normal(const mesh_view& v, bvh_vec3 p, int32_t f, float wa, float wb, float epsilon) {
     bvh_vec3 a, b, c;
     mesh_tri(v, f, a, b, c);
@@ -403,20 +440,18 @@ LW_FUNC float mesh_sign_normal(const mesh_view& v, bvh_vec3 p, int32_t f, float 
     bvh_vec3 nrm = cross(sub(b, a), sub(c, a));
     float twice_area = length(nrm);
     float la = length(sub(c, b)), lb = length(sub(a, c)), lc = length(sub(b, a));
-    float ha = la > 0.0f ? wa * twice_area / la : 0.0f;  // from edge bc
-    float hb = lb > 0.0f ? wb * twice_area / lb : 0.0f;  // from edge ca
-    float hc = lc > 0.0f ? wc * twice_area / lc : 0.0f;  // from edge ab
-    bool on_bc = ha <= tol, on_ca = hb <= tol, on_ab = hc <= tol;
-    const bvh_vec3* vn = (const bvh_vec3*)v.m->vertex_normals;
-    const bvh_vec3* en = (const bvh_vec3*)v.m->edge_normals;
-    bvh_vec3 n;
-    if (on_ab && on_ca) n = vn[v.indices[3 * f]];
-    else if (on_ab && on_bc) n = vn[v.indices[3 * f + 1]];
-    else if (on_bc && on_ca) n = vn[v.indices[3 * f + 2]];
-    else if (on_ab) n = en[3 * f];
-    else if (on_bc) n = en[3 * f + 1];
-    else if (on_ca) n = en[3 * f + 2];
-    else n = nrm;
+    bool on_bc = la > 0.0f && wa * twice_area / la <= tol;
+    bool on_ca = lb > 0.0f && wb * twice_area / lb <= tol;
+    bool on_ab = lc > 0.0f && wc * twice_area / lc <= tol;
+    const int32_t* ix = v.indices + 3 * f;
+    float reach = 2.0f * tol + 1e-6f * v.m->avg_edge;
+    bvh_vec3 n = nrm;
+    if (on_ab && on_ca) n = mesh_feature_normal(v, a, reach, ix[0], -1);
+    else if (on_ab && on_bc) n = mesh_feature_normal(v, b, reach, ix[1], -1);
+    else if (on_bc && on_ca) n = mesh_feature_normal(v, c, reach, ix[2], -1);
+    else if (on_ab) n = mesh_feature_normal(v, q, reach, ix[0], ix[1]);
+    else if (on_bc) n = mesh_feature_normal(v, q, reach, ix[1], ix[2]);
+    else if (on_ca) n = mesh_feature_normal(v, q, reach, ix[2], ix[0]);
     return dot(sub(p, q), n) < 0.0f ? -1.0f : 1.0f;
 }
 
@@ -462,7 +497,7 @@ LW_FUNC float mesh_winding_number(const mesh_view& v, bvh_vec3 p, float accuracy
         }
         for (int32_t j = n.a; j < n.a - n.b; ++j) {
             bvh_vec3 a, b, c;
-            mesh_tri(v, order[j], a, b, c);
+            mesh_tri_at(v, j, a, b, c);
             w += tri_winding(a, b, c, p);
         }
     }

@@ -400,3 +400,21 @@ def test_rays_through_shared_edges_and_vertices_never_slip_through():
     hit = t.numpy() >= 0
     assert 0.3 < hit.mean() < 0.5
     assert np.abs(t.numpy() - sphere_t)[hit].max() < 0.01  # the facets' sagitta
+
+
+def test_sign_normal_is_right_past_a_sharp_convex_edge():
+    """Points just past the tip of a thin wedge, where either face's own normal says 'inside': the edge's
+    pseudo-normal says outside; points just within the tip are inside."""
+    h = 0.05
+    # a prism along y: the sharp edge (x = 0, z = 0), faces opening toward -x to z = +-h
+    pts = np.array([[0, 0, 0], [-1, 0, h], [-1, 0, -h], [0, 1, 0], [-1, 1, h], [-1, 1, -h]], np.float32)
+    tris = [[0, 1, 2], [3, 5, 4],  # end caps
+            [0, 3, 4], [0, 4, 1],  # upper face
+            [0, 2, 5], [0, 5, 3],  # lower face
+            [1, 4, 5], [1, 5, 2]]  # back
+    mesh = wp.Mesh(wp.array(pts, dtype=wp.vec3), wp.array(np.array(tris, np.int32).reshape(-1), dtype=wp.int32))
+    p = np.array([[0.01, 0.5, 0.001], [0.01, 0.5, -0.001], [-0.01, 0.5, 0.0002], [-0.5, 0.5, 0.01]], np.float32)
+    for mode in (SIGN_NORMAL, SIGN_RAYS, SIGN_PARITY):
+        found, _, signs, _ = query(mesh.id, mode, p)
+        assert found.all()
+        np.testing.assert_array_equal(signs < 0, [False, False, True, True], err_msg=f"mode {mode}")
