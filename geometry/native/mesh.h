@@ -272,6 +272,44 @@ LW_FUNC bool tri_ray(bvh_vec3 a, bvh_vec3 b, bvh_vec3 c, bvh_vec3 o, const ray_s
     return true;
 }
 
+// A ray set up for box tests: each axis's near and far planes picked by the direction's sign (offsets into
+// a node's floats: lo at 0..2, hi at 4..6). Axes the ray runs parallel to go through bvh_slab instead.
+struct ray_boxes {
+    bvh_vec3 o, rcp;
+    int near[3], far[3];
+    bool parallel;
+};
+
+LW_FUNC ray_boxes ray_boxes_of(bvh_vec3 o, bvh_vec3 d) {
+    ray_boxes r;
+    r.o = o;
+    r.rcp = bvh_safe_rcp(d);
+    r.parallel = false;
+    for (int k = 0; k < 3; ++k) {
+        bool neg = r.rcp.c[k] < 0.0f;
+        r.near[k] = neg ? 4 + k : k;
+        r.far[k] = neg ? k : 4 + k;
+        r.parallel = r.parallel || d.c[k] == 0.0f;
+    }
+    return r;
+}
+
+// The ray's interval [t0, t1] in node n's box, clipped to t >= 0 (empty when t0 > t1); t1 is widened by a
+// few ulps (Ize 2013) so rounding never culls a box the ray grazes.
+LW_FUNC void ray_box(const bvh_node_t& n, const ray_boxes& r, float& t0, float& t1) {
+    if (r.parallel) {
+        bvh_slab(n.lo, n.hi, 0.0f, r.o, r.rcp, t0, t1);
+        t0 = max(t0, 0.0f);
+        return;
+    }
+    const float* f = (const float*)&n;
+    float x0 = (f[r.near[0]] - r.o.c[0]) * r.rcp.c[0], x1 = (f[r.far[0]] - r.o.c[0]) * r.rcp.c[0];
+    float y0 = (f[r.near[1]] - r.o.c[1]) * r.rcp.c[1], y1 = (f[r.far[1]] - r.o.c[1]) * r.rcp.c[1];
+    float z0 = (f[r.near[2]] - r.o.c[2]) * r.rcp.c[2], z1 = (f[r.far[2]] - r.o.c[2]) * r.rcp.c[2];
+    t0 = max(max(x0, y0), max(z0, 0.0f));
+    t1 = min(min(x1, y1), z1) * 1.0000004f;
+}
+
 // The nearest hit with 0 <= t < max_t (from subtree `root`, -1: the whole mesh).
 LW_FUNC bool mesh_ray(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, float& t_hit,
                       int32_t& face, float& u, float& w) {
@@ -279,7 +317,7 @@ LW_FUNC bool mesh_ray(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, i
     if (r < 0) return false;
     const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
     const int32_t* order = (const int32_t*)v.t->order;
-    bvh_vec3 rcp = bvh_safe_rcp(d);
+    ray_boxes rb = ray_boxes_of(o, d);
     ray_shear shear = ray_shear_of(d);
     float best = max_t;
     bool found = false;
@@ -309,10 +347,8 @@ LW_FUNC bool mesh_ray(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, i
             continue;
         }
         float ta0, ta1, tb0, tb1;
-        bvh_slab(nodes[n.a].lo, nodes[n.a].hi, 0.0f, o, rcp, ta0, ta1);
-        bvh_slab(nodes[n.b].lo, nodes[n.b].hi, 0.0f, o, rcp, tb0, tb1);
-        ta0 = max(ta0, 0.0f);
-        tb0 = max(tb0, 0.0f);
+        ray_box(nodes[n.a], rb, ta0, ta1);
+        ray_box(nodes[n.b], rb, tb0, tb1);
         bool ha = ta0 <= ta1 && ta0 < best, hb = tb0 <= tb1 && tb0 < best;
         if (ha && hb) {
             bool a_first = ta0 <= tb0;
@@ -334,15 +370,15 @@ LW_FUNC int32_t mesh_ray_count(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, int32
     if (r < 0) return 0;
     const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
     const int32_t* order = (const int32_t*)v.t->order;
-    bvh_vec3 rcp = bvh_safe_rcp(d);
+    ray_boxes rb = ray_boxes_of(o, d);
     ray_shear shear = ray_shear_of(d);
     int32_t hits = 0, stack[BVH_STACK], count = 1;
     stack[0] = r;
     while (count > 0) {
         const bvh_node_t& n = nodes[stack[--count]];
         float t0, t1;
-        bvh_slab(n.lo, n.hi, 0.0f, o, rcp, t0, t1);
-        if (!(t1 >= 0.0f && t1 >= t0)) continue;
+        ray_box(n, rb, t0, t1);
+        if (!(t1 >= t0)) continue;
         if (!bvh_is_leaf(n)) {
             stack[count++] = n.b;
             stack[count++] = n.a;

@@ -29,3 +29,12 @@ def test_nbody_benchmark_runs_and_is_accurate():
 
     r = bench_nbody.main(["--n", "512"])
     assert r["rel_error"] < 1e-4
+
+
+def test_geometry_benchmark_runs_and_its_answers_are_right():
+    """bench_geometry on a small icosphere runs; hits and closest distances agree with the sphere."""
+    from loomwork.apps import bench_geometry
+
+    r = bench_geometry.main(["--subdiv", "3", "--res", "64", "--points", "2000"])
+    assert r["triangles"] == 1280 and 0.3 < r["hit_fraction"] < 0.5
+    assert r["closest_max_error"] < 0.02  # within the facets' sagitta of the unit sphere
