@@ -30,9 +30,11 @@ _LINEAR_OPS = {"add", "sub", "neg", "pos"}
 
 def differentiable(t: Any) -> bool:
     """Whether values of type `t` carry adjoints: float scalars, vectors/matrices of them, structs with such
-    fields."""
+    fields, and extension value types that say so (`differentiable = True`: their header defines `add`)."""
     if is_struct(t):
         return struct_differentiable(t)
+    if T.is_record(t):
+        return bool(getattr(t, "differentiable", False))
     return T.is_composite(t) and t._wp_scalar_type_.is_float or T.is_float(t)
 
 

@@ -187,6 +187,8 @@ mesh_query_ray_t = register_value_type(
      ("v", T.float32), ("normal", T.vec3f)],
     header=HEADER, readable=("result", "sign", "face", "t", "u", "v", "normal"))
 mesh_query_aabb_t = query_type("mesh_query_aabb_t", "lw::mesh_query_aabb_t")
+# their float fields carry adjoints (read by autodiff): q.u, q.v and q.t differentiate back to the query's inputs
+mesh_query_point_t.differentiable = mesh_query_ray_t.differentiable = True
 
 register_handle_type(Mesh)
 for _name, _obj in (("Mesh", Mesh), ("MeshQueryPoint", mesh_query_point_t), ("MeshQueryRay", mesh_query_ray_t),
@@ -203,11 +205,10 @@ _G = {"header": HEADER, "group": "Geometry"}
 def _point(name: str, extra: tuple, doc: str, *, outs: tuple = (OF, OI, OF, OF), differentiable: bool = True) -> None:
     """The struct form `name(id, point, max_dist, *extra)` and Warp's out-parameter form (`inside`, `face`, `u`,
     `v` after max_dist, then the extra parameters); both with and without the optional extras."""
+    adjoint = {"differentiable": differentiable, "adjoint": f"lw::adj_{name}" if differentiable else None}
     for ex in ((extra, ()) if extra else ((),)):
-        add_builtin(name, (U64, V3, F32, *ex), mesh_query_point_t, f"lw::{name}", differentiable=False, **_G,
-                    doc=doc)
-        add_builtin(name, (U64, V3, F32, *outs, *ex), T.bool_, f"lw::{name}", differentiable=differentiable,
-                    adjoint=f"lw::adj_{name}" if differentiable else None, **_G, doc=doc)
+        add_builtin(name, (U64, V3, F32, *ex), mesh_query_point_t, f"lw::{name}", **adjoint, **_G, doc=doc)
+        add_builtin(name, (U64, V3, F32, *outs, *ex), T.bool_, f"lw::{name}", **adjoint, **_G, doc=doc)
 
 
 _PT = ": the closest point strictly within max_dist (q.result, q.face, q.u, q.v"
@@ -228,7 +229,7 @@ _RAY = ("mesh_query_ray(id, start, dir, max_t, root=-1): the nearest hit with t 
         "q.result, q.t, q.face, q.u, q.v, q.normal (unit), q.sign > 0 on a face's front")
 for _root in ((), (I32,)):
     add_builtin("mesh_query_ray", (U64, V3, V3, F32, *_root), mesh_query_ray_t, "lw::mesh_query_ray",
-                differentiable=False, **_G, doc=_RAY)
+                adjoint="lw::adj_mesh_query_ray", **_G, doc=_RAY)
     add_builtin("mesh_query_ray", (U64, V3, V3, F32, OF, OF, OF, OF, OV, OI, *_root), T.bool_, "lw::mesh_query_ray",
                 adjoint="lw::adj_mesh_query_ray", **_G, doc=_RAY)
     add_builtin("mesh_query_ray_anyhit", (U64, V3, V3, F32, *_root), T.bool_, "lw::mesh_query_ray_anyhit",

@@ -38,6 +38,24 @@ struct mesh_query_ray_t {
     bvh_vec3 normal;
 };
 
+// Adjoints of query results add up field by field (the float fields; result and face carry none).
+LW_FUNC mesh_query_point_t add(const mesh_query_point_t& a, const mesh_query_point_t& b) {
+    mesh_query_point_t r = a;
+    r.sign += b.sign;
+    r.u += b.u;
+    r.v += b.v;
+    return r;
+}
+LW_FUNC mesh_query_ray_t add(const mesh_query_ray_t& a, const mesh_query_ray_t& b) {
+    mesh_query_ray_t r = a;
+    r.sign += b.sign;
+    r.t += b.t;
+    r.u += b.u;
+    r.v += b.v;
+    r.normal = add(a.normal, b.normal);
+    return r;
+}
+
 LW_FUNC bvh_vec3 mesh_v3(float x, float y, float z) {
     bvh_vec3 r;
     r.c[0] = x;
@@ -839,10 +857,43 @@ LW_FUNC void adj_mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float max
     adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
 }
 
+// struct forms: the adjoint record is the query struct itself (its u and v)
+typedef mesh_query_point_t mqp_t;
+LW_FUNC void adj_mesh_query_point(uint64_t id, bvh_vec3 p, float m, uint64_t&, bvh_vec3& adj_p, float&, const mqp_t& a) {
+    adj_mesh_closest(id, p, m, a.u, a.v, adj_p);
+}
+LW_FUNC void adj_mesh_query_point_no_sign(uint64_t id, bvh_vec3 p, float m, uint64_t&, bvh_vec3& adj_p, float&,
+                                          const mqp_t& a) {
+    adj_mesh_closest(id, p, m, a.u, a.v, adj_p);
+}
+LW_FUNC void adj_mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float m, uint64_t&, bvh_vec3& adj_p, float&,
+                                              const mqp_t& a) {
+    adj_mesh_closest(id, p, m, a.u, a.v, adj_p);
+}
+LW_FUNC void adj_mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float m, float, uint64_t&, bvh_vec3& adj_p,
+                                              float&, float&, const mqp_t& a) {
+    adj_mesh_closest(id, p, m, a.u, a.v, adj_p);
+}
+LW_FUNC void adj_mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float m, uint64_t&, bvh_vec3& adj_p, float&,
+                                              const mqp_t& a) {
+    adj_mesh_closest(id, p, m, a.u, a.v, adj_p);
+}
+LW_FUNC void adj_mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float m, int32_t, float, uint64_t&,
+                                              bvh_vec3& adj_p, float&, int32_t&, float&, const mqp_t& a) {
+    adj_mesh_closest(id, p, m, a.u, a.v, adj_p);
+}
+LW_FUNC void adj_mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float m, uint64_t&, bvh_vec3& adj_p,
+                                                      float&, const mqp_t& a) {
+    adj_mesh_closest(id, p, m, a.u, a.v, adj_p);
+}
+LW_FUNC void adj_mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float m, float, float, uint64_t&,
+                                                      bvh_vec3& adj_p, float&, float&, float&, const mqp_t& a) {
+    adj_mesh_closest(id, p, m, a.u, a.v, adj_p);
+}
+
 // ray hits: t and the hit's weights move with the origin and direction
-template <typename R>
-LW_FUNC void adj_ray_hit(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, bvh_vec3& adj_o,
-                         bvh_vec3& adj_d, const R& adj) {
+LW_FUNC void adj_ray_hit(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, float adj_t, float adj_u,
+                         float adj_v, bvh_vec3& adj_o, bvh_vec3& adj_d) {
     mesh_view v;
     float t, wa, wb;
     int32_t f;
@@ -854,21 +905,30 @@ LW_FUNC void adj_ray_hit(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32
     if (nd == 0.0f || n2 == 0.0f) return;
     // x = o + t d on the plane: dt/do = -n / (n.d), dt/dd = t dt/do; the weights are linear in x
     bvh_vec3 ga = mul(cross(n, sub(c, b)), 1.0f / n2), gb = mul(cross(n, sub(a, c)), 1.0f / n2);
-    bvh_vec3 gx = add(mul(ga, adj.f2), mul(gb, adj.f3));  // d(loss)/dx through the weights
-    float gt = adj.f1 + dot(gx, d);                        // d(loss)/dt, directly and through x
+    bvh_vec3 gx = add(mul(ga, adj_u), mul(gb, adj_v));  // d(loss)/dx through the weights
+    float gt = adj_t + dot(gx, d);                        // d(loss)/dt, directly and through x
     bvh_vec3 dt_do = mul(n, -1.0f / nd);
     adj_o = add(adj_o, add(gx, mul(dt_do, gt)));
     adj_d = add(adj_d, add(mul(gx, t), mul(dt_do, gt * t)));
 }
+// out-parameter forms: the record holds (result, t, u, v, sign, normal, face)
 template <typename R>
 LW_FUNC void adj_mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, uint64_t&,
-                                bvh_vec3& adj_o, bvh_vec3& adj_d, float&, int32_t&, const R& adj) {
-    adj_ray_hit(id, o, d, max_t, root, adj_o, adj_d, adj);
+                                bvh_vec3& adj_o, bvh_vec3& adj_d, float&, int32_t&, const R& a) {
+    adj_ray_hit(id, o, d, max_t, root, a.f1, a.f2, a.f3, adj_o, adj_d);
 }
 template <typename R>
 LW_FUNC void adj_mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, uint64_t&, bvh_vec3& adj_o,
-                                bvh_vec3& adj_d, float&, const R& adj) {
-    adj_ray_hit(id, o, d, max_t, -1, adj_o, adj_d, adj);
+                                bvh_vec3& adj_d, float&, const R& a) {
+    adj_ray_hit(id, o, d, max_t, -1, a.f1, a.f2, a.f3, adj_o, adj_d);
+}
+LW_FUNC void adj_mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, uint64_t&,
+                                bvh_vec3& adj_o, bvh_vec3& adj_d, float&, int32_t&, const mesh_query_ray_t& a) {
+    adj_ray_hit(id, o, d, max_t, root, a.t, a.u, a.v, adj_o, adj_d);
+}
+LW_FUNC void adj_mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, uint64_t&, bvh_vec3& adj_o,
+                                bvh_vec3& adj_d, float&, const mesh_query_ray_t& a) {
+    adj_ray_hit(id, o, d, max_t, -1, a.t, a.u, a.v, adj_o, adj_d);
 }
 
 }  // namespace lw

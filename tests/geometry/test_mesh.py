@@ -87,6 +87,26 @@ def closest_loss(mesh: wp.uint64, pts: wp.array(dtype=wp.vec3), weights: wp.vec3
 
 
 @wp.kernel
+def closest_loss_struct(mesh: wp.uint64, pts: wp.array(dtype=wp.vec3), weights: wp.vec3, loss: wp.array(dtype=float)):
+    # the struct forms: q.u and q.v carry gradients too
+    i = wp.tid()
+    p = pts[i]
+    q = wp.mesh_query_point_sign_normal(mesh, p, 1.0e6)
+    if q.result:
+        c = wp.mesh_eval_position(mesh, q.face, q.u, q.v)
+        wp.atomic_add(loss, 0, wp.length(p - c) + wp.dot(weights, c))
+
+
+@wp.kernel
+def ray_loss_struct(mesh: wp.uint64, o: wp.array(dtype=wp.vec3), d: wp.array(dtype=wp.vec3),
+                    loss: wp.array(dtype=float)):
+    i = wp.tid()
+    q = wp.mesh_query_ray(mesh, o[i], d[i], 100.0)
+    if q.result:
+        wp.atomic_add(loss, 0, q.t + 0.3 * q.u - 0.7 * q.v)
+
+
+@wp.kernel
 def ray_loss(mesh: wp.uint64, o: wp.array(dtype=wp.vec3), d: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
     i = wp.tid()
     t = 0.0
@@ -251,28 +271,31 @@ def fd_grad(f, x, eps=1e-3):
     return g
 
 
-def test_closest_point_gradients_match_finite_differences(ball):
-    """d/dp of |p - c(p)| + w.c(p), through the closest point's weights (face, edge and vertex regions)."""
+@pytest.mark.parametrize("kernel", [closest_loss, closest_loss_struct])
+def test_closest_point_gradients_match_finite_differences(ball, kernel):
+    """d/dp of |p - c(p)| + w.c(p), through the closest point's weights (face, edge and vertex regions), with
+    the out-parameter form and the struct form."""
     mesh = ball[0]
     w = wp.vec3(0.3, -0.5, 0.8)
     p = np.array([[1.4, 0.3, 0.2], [0.3, 0.2, 0.5], [0.0, 0.05, 1.6], [-0.8, 0.8, -0.9]], np.float32)
 
     def loss(x):
         out = wp.zeros(1, dtype=float)
-        wp.launch(closest_loss, dim=len(x), inputs=[mesh.id, wp.array(x.astype(np.float32), dtype=wp.vec3), w, out])
+        wp.launch(kernel, dim=len(x), inputs=[mesh.id, wp.array(x.astype(np.float32), dtype=wp.vec3), w, out])
         return float(out.numpy()[0])
 
     pa = wp.array(p, dtype=wp.vec3, requires_grad=True)
     out = wp.zeros(1, dtype=float, requires_grad=True)
     tape = wp.Tape()
     with tape:
-        wp.launch(closest_loss, dim=len(p), inputs=[mesh.id, pa, w, out])
+        wp.launch(kernel, dim=len(p), inputs=[mesh.id, pa, w, out])
     tape.backward(loss=out)
     np.testing.assert_allclose(pa.grad.numpy(), fd_grad(loss, p.astype(np.float64)), atol=3e-3)
 
 
-def test_ray_gradients_match_finite_differences(ball):
-    """d/d(origin, direction) of t + 0.3 u - 0.7 v of the nearest hit."""
+@pytest.mark.parametrize("kernel", [ray_loss, ray_loss_struct])
+def test_ray_gradients_match_finite_differences(ball, kernel):
+    """d/d(origin, direction) of t + 0.3 u - 0.7 v of the nearest hit (out-parameter and struct forms)."""
     mesh = ball[0]
     o = np.array([[0.1, 0.2, -3.0], [2.5, 0.3, 0.1]], np.float32)
     d = np.array([[0.05, -0.02, 1.0], [-1.0, 0.1, 0.05]], np.float32)
@@ -280,14 +303,14 @@ def test_ray_gradients_match_finite_differences(ball):
     def loss(x):
         out = wp.zeros(1, dtype=float)
         oo, dd = x[:6].reshape(2, 3).astype(np.float32), x[6:].reshape(2, 3).astype(np.float32)
-        wp.launch(ray_loss, dim=2, inputs=[mesh.id, wp.array(oo, dtype=wp.vec3), wp.array(dd, dtype=wp.vec3), out])
+        wp.launch(kernel, dim=2, inputs=[mesh.id, wp.array(oo, dtype=wp.vec3), wp.array(dd, dtype=wp.vec3), out])
         return float(out.numpy()[0])
 
     oa, da = wp.array(o, dtype=wp.vec3, requires_grad=True), wp.array(d, dtype=wp.vec3, requires_grad=True)
     out = wp.zeros(1, dtype=float, requires_grad=True)
     tape = wp.Tape()
     with tape:
-        wp.launch(ray_loss, dim=2, inputs=[mesh.id, oa, da, out])
+        wp.launch(kernel, dim=2, inputs=[mesh.id, oa, da, out])
     tape.backward(loss=out)
     want = fd_grad(loss, np.concatenate([o.ravel(), d.ravel()]).astype(np.float64), eps=1e-3)
     np.testing.assert_allclose(np.concatenate([oa.grad.numpy().ravel(), da.grad.numpy().ravel()]), want, atol=5e-3)
