@@ -274,12 +274,11 @@ LW_FUNC bool tri_ray(bvh_vec3 a, bvh_vec3 b, bvh_vec3 c, bvh_vec3 o, const ray_s
     float ax = A.c[r.kx] - r.sx * A.c[r.kz], ay = A.c[r.ky] - r.sy * A.c[r.kz];
     float bx = B.c[r.kx] - r.sx * B.c[r.kz], by = B.c[r.ky] - r.sy * B.c[r.kz];
     float cx = C.c[r.kx] - r.sx * C.c[r.kz], cy = C.c[r.ky] - r.sy * C.c[r.kz];
-    float u = cx * by - cy * bx, v = ax * cy - ay * cx, w = bx * ay - by * ax;
-    if (u == 0.0f || v == 0.0f || w == 0.0f) {  // on an edge in float: decide in double
-        u = (float)((double)cx * by - (double)cy * bx);
-        v = (float)((double)ax * cy - (double)ay * cx);
-        w = (float)((double)bx * ay - (double)by * ax);
-    }
+    // the edge functions in double: products of floats are exact there, so a contracted (fused) multiply-add
+    // rounds like the plain one, and the two triangles of an edge see exactly opposite values
+    float u = (float)((double)cx * by - (double)cy * bx);
+    float v = (float)((double)ax * cy - (double)ay * cx);
+    float w = (float)((double)bx * ay - (double)by * ax);
     if ((u < 0.0f || v < 0.0f || w < 0.0f) && (u > 0.0f || v > 0.0f || w > 0.0f)) return false;
     float det = u + v + w;
     if (det == 0.0f) return false;

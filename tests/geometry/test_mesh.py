@@ -441,3 +441,20 @@ def test_sign_normal_is_right_past_a_sharp_convex_edge():
         found, _, signs, _ = query(mesh.id, mode, p)
         assert found.all()
         np.testing.assert_array_equal(signs < 0, [False, False, True, True], err_msg=f"mode {mode}")
+
+
+def test_rays_along_a_quads_diagonal_hit_one_of_its_triangles():
+    """Rays straight down onto a quad of two triangles, many exactly on their shared diagonal, all hit."""
+    xx, yy = np.meshgrid(np.arange(0.1, 0.4, 0.01), np.arange(0.1, 0.4, 0.01))
+    o = np.stack([xx.ravel(), yy.ravel(), np.ones(xx.size)], axis=1).astype(np.float32)
+    d = np.tile(np.array([0.0, 0.0, -1.0], np.float32), (len(o), 1))
+    pts = np.array([[0.0, 0.0, 0.0], [0.0, 0.5, 0.0], [0.5, 0.0, 0.0], [0.5, 0.5, 0.0]], np.float32)
+    tris = np.array([1, 0, 2, 1, 2, 3], np.int32)
+    for leaf_size in (1, 4):
+        mesh = wp.Mesh(wp.array(pts, dtype=wp.vec3), wp.array(tris, dtype=wp.int32), bvh_leaf_size=leaf_size)
+        n = len(o)
+        t = wp.full(n, -1.0, dtype=float)
+        extra = [wp.zeros(n, dtype=int), wp.zeros(n, dtype=float), wp.zeros(n, dtype=wp.vec3),
+                 wp.zeros(n, dtype=int)]
+        wp.launch(rays, dim=n, inputs=[mesh.id, wp.array(o, dtype=wp.vec3), wp.array(d, dtype=wp.vec3), t, *extra])
+        np.testing.assert_allclose(t.numpy(), 1.0)
