@@ -27,6 +27,7 @@ from loomwork.kernels.extensions import (
     register_header,
     register_value_type,
 )
+from loomwork.kernels.ir import ArrayType
 
 from .bvh import BvhConstructor, Tree, leaf_size_or_raise, query_type
 from .common import GeometryError, finite_or_raise, handles, host_library, int32_array, vec3_array
@@ -40,7 +41,8 @@ class MeshDesc(ctypes.Structure):
     _fields_ = [("tag", ctypes.c_uint32), ("num_points", ctypes.c_int32), ("num_tris", ctypes.c_int32),
                 ("has_winding", ctypes.c_int32), ("bvh", ctypes.c_uint64), ("points", ctypes.c_uint64),
                 ("velocities", ctypes.c_uint64), ("indices", ctypes.c_uint64), ("moments", ctypes.c_uint64),
-                ("leaf_corners", ctypes.c_uint64), ("avg_edge", ctypes.c_float), ("pad", ctypes.c_int32)]
+                ("points_grad", ctypes.c_uint64), ("leaf_corners", ctypes.c_uint64), ("avg_edge", ctypes.c_float),
+                ("pad", ctypes.c_int32)]
 
 
 class Mesh:
@@ -158,6 +160,8 @@ class Mesh:
         d, t = self._desc, self._tree
         d.num_points, d.num_tris, d.bvh = len(self._points), len(self._tris), t.id
         d.points, d.indices = self._points.ptr, self.indices.ptr
+        grad = getattr(self._points, "grad", None)
+        d.points_grad = grad.ptr if grad is not None else 0
         d.velocities = self._velocities.ptr if self._velocities is not None else 0
         d.has_winding = int(self._moments is not None)
         d.moments = self._moments.ctypes.data if self._moments is not None else 0
@@ -187,6 +191,14 @@ mesh_query_ray_t = register_value_type(
      ("v", T.float32), ("normal", T.vec3f)],
     header=HEADER, readable=("result", "sign", "face", "t", "u", "v", "normal"))
 mesh_query_aabb_t = query_type("mesh_query_aabb_t", "lw::mesh_query_aabb_t")
+_ARRAY = T.vector(8, T.uint64)  # the 64 bytes of an array descriptor, for the ctypes layout
+mesh_arrays_t = register_value_type(
+    "mesh_arrays_t", "lw::mesh_arrays_t",
+    [("points", _ARRAY), ("velocities", _ARRAY), ("indices", _ARRAY), ("num_points", T.int32),
+     ("num_tris", T.int32)], header=HEADER, readable=("num_points", "num_tris"))
+# the array members, which register_value_type cannot declare yet: kernels index them like array arguments
+mesh_arrays_t.fields = {"points": ArrayType(T.vec3f, 1), "velocities": ArrayType(T.vec3f, 1),
+                        "indices": ArrayType(T.int32, 1), **mesh_arrays_t.fields}
 # their float fields carry adjoints (read by autodiff): q.u, q.v and q.t differentiate back to the query's inputs
 mesh_query_point_t.differentiable = mesh_query_ray_t.differentiable = True
 
@@ -255,6 +267,9 @@ for _name, _ret, _doc in (("mesh_get_point", T.vec3f, "the point of corner `inde
                           ("mesh_get_velocity", T.vec3f, "the velocity of corner `index` (3 * face + k)"),
                           ("mesh_get_index", T.int32, "indices[index]: the point of corner `index`")):
     add_builtin(_name, (U64, I32), _ret, f"lw::{_name}", differentiable=False, **_G, doc=f"{_name}(id, index): {_doc}")
+add_builtin("mesh_get", (U64,), mesh_arrays_t, "lw::mesh_get", differentiable=False, **_G,
+            doc="mesh_get(id): the mesh's arrays (mesh.points, mesh.velocities, mesh.indices; gradients of points "
+                "read through it reach Mesh.points.grad) and counts (num_points, num_tris)")
 add_builtin("mesh_get_bvh", (U64,), T.uint64, "lw::mesh_get_bvh", differentiable=False, **_G,
             doc="mesh_get_bvh(id): the id of the mesh's tree over its faces' boxes")
 add_builtin("mesh_get_group_root", (U64, I32), T.int32, "lw::mesh_get_group_root", differentiable=False, **_G,

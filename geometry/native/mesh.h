@@ -17,6 +17,7 @@ struct mesh_t {
     uint64_t velocities;      // bvh_vec3* or 0
     uint64_t indices;         // int32_t*, 3 per triangle
     uint64_t moments;         // float*, 16 per tree node (bvh_build.cpp: lw_winding_moments)
+    uint64_t points_grad;     // bvh_vec3* or 0: where gradients of points read through mesh_get go
     uint64_t leaf_corners;    // bvh_vec3*, 3 per tree item position: the corners of triangle order[j], stored in
                               // leaf order so that a leaf's triangles are read from one place
     float avg_edge;           // mean edge length (the sign_normal epsilon is relative to it)
@@ -710,6 +711,35 @@ LW_FUNC mesh_query_aabb_t mesh_query_sphere(uint64_t id, bvh_vec3 center, float 
     return mesh_face_query(id, BVH_QUERY_SPHERE, center, center, radius);
 }
 LW_FUNC bool mesh_query_next(mesh_query_aabb_t& q, int32_t& index) { return bvh_query_next(q, index); }
+
+// wp.mesh_get(id): the mesh's arrays, read in kernels as mesh.points[i], mesh.indices[3 * f + k], ...
+struct mesh_arrays_t {
+    array_t<bvh_vec3> points;
+    array_t<bvh_vec3> velocities;
+    array_t<int32_t> indices;
+    int32_t num_points, num_tris;
+};
+
+template <typename T> LW_FUNC array_t<T> mesh_array(uint64_t data, uint64_t grad, int32_t n) {
+    array_t<T> a{};
+    a.data = (T*)data;
+    a.grad = (T*)grad;
+    a.shape[0] = data ? n : 0;
+    a.strides[0] = sizeof(T);
+    return a;
+}
+
+LW_FUNC mesh_arrays_t mesh_get(uint64_t id) {
+    mesh_arrays_t r{};
+    const mesh_t* m = handle_get<mesh_t>(id);
+    if (m == 0) return r;
+    r.points = mesh_array<bvh_vec3>(m->points, m->points_grad, m->num_points);
+    r.velocities = mesh_array<bvh_vec3>(m->velocities, 0, m->num_points);
+    r.indices = mesh_array<int32_t>(m->indices, 0, 3 * m->num_tris);
+    r.num_points = m->num_points;
+    r.num_tris = m->num_tris;
+    return r;
+}
 
 LW_FUNC uint64_t mesh_get_bvh(uint64_t id) {
     const mesh_t* m = handle_get<mesh_t>(id);

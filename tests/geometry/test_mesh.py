@@ -119,6 +119,20 @@ def ray_loss(mesh: wp.uint64, o: wp.array(dtype=wp.vec3), d: wp.array(dtype=wp.v
         wp.atomic_add(loss, 0, t + 0.3 * u - 0.7 * v)
 
 
+@wp.func
+def face_area(mesh_id: wp.uint64, f: int):
+    m = wp.mesh_get(mesh_id)
+    a = m.points[m.indices[3 * f]]
+    b = m.points[m.indices[3 * f + 1]]
+    c = m.points[m.indices[3 * f + 2]]
+    return 0.5 * wp.length(wp.cross(b - a, c - a)) + 0.0 * float(m.num_tris)
+
+
+@wp.kernel
+def total_area(mesh_id: wp.uint64, out: wp.array(dtype=float)):
+    wp.atomic_add(out, 0, face_area(mesh_id, wp.tid()))
+
+
 def sphere(n_lat=24, n_lon=48, radius=1.0):
     """A closed UV sphere, outward winding."""
     th = np.linspace(0, np.pi, n_lat + 1)[1:-1]
@@ -458,3 +472,24 @@ def test_rays_along_a_quads_diagonal_hit_one_of_its_triangles():
                  wp.zeros(n, dtype=int)]
         wp.launch(rays, dim=n, inputs=[mesh.id, wp.array(o, dtype=wp.vec3), wp.array(d, dtype=wp.vec3), t, *extra])
         np.testing.assert_allclose(t.numpy(), 1.0)
+
+
+def test_mesh_get_reads_the_arrays_and_points_gradients_reach_the_points():
+    """wp.mesh_get(id).points / .indices in a function: the surface area, and its gradient in Mesh.points.grad."""
+    pts, tris = sphere(6, 8)
+    rng = np.random.default_rng(4)
+    pts = (pts * (1.0 + 0.1 * rng.random((len(pts), 1)))).astype(np.float32)
+
+    def area(x):
+        c = x.reshape(-1, 3)[tris]
+        return 0.5 * np.linalg.norm(np.cross(c[:, 1] - c[:, 0], c[:, 2] - c[:, 0]), axis=1).sum()
+
+    points = wp.array(pts, dtype=wp.vec3, requires_grad=True)
+    mesh = wp.Mesh(points, wp.array(tris.reshape(-1), dtype=wp.int32))
+    out = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(total_area, dim=len(tris), inputs=[mesh.id, out])
+    tape.backward(loss=out)
+    np.testing.assert_allclose(out.numpy()[0], area(pts.astype(np.float64)), rtol=1e-5)
+    np.testing.assert_allclose(points.grad.numpy(), fd_grad(area, pts.astype(np.float64)).reshape(-1, 3), atol=1e-5)
