@@ -13,6 +13,7 @@ compared with loomwork's.
 from __future__ import annotations
 
 import argparse
+import inspect
 import tempfile
 import time
 from pathlib import Path
@@ -101,24 +102,7 @@ def best_cpu(f, reps):
         t0 = time.process_time(); f(); t = min(t, time.process_time() - t0)
     return t
 
-@wp.kernel
-def cast(mesh: wp.uint64, o: wp.array(dtype=wp.vec3), d: wp.array(dtype=wp.vec3), t: wp.array(dtype=float),
-         face: wp.array(dtype=int), normal: wp.array(dtype=wp.vec3)):
-    i = wp.tid()
-    q = wp.mesh_query_ray(mesh, o[i], d[i], 1.0e6)
-    if q.result:
-        t[i] = q.t
-        face[i] = q.face
-        normal[i] = q.normal
-    else:
-        t[i] = -1.0
-        face[i] = -1
-
-@wp.kernel
-def nearest(mesh: wp.uint64, p: wp.array(dtype=wp.vec3), dist: wp.array(dtype=float)):
-    i = wp.tid()
-    q = wp.mesh_query_point_no_sign(mesh, p[i], 1.0e6)
-    dist[i] = wp.length(p[i] - wp.mesh_eval_position(mesh, q.face, q.u, q.v))
+{kernels}
 
 dev = "cpu"
 P = wp.array(pts, dtype=wp.vec3, device=dev)
@@ -190,7 +174,8 @@ def main(argv: list[str] | None = None) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             data = str(Path(tmp) / "scene.npz")
             np.savez(data, pts=pts, tris=tris, o=o, d=d, q=qp)
-            peer = run_json(warp_python, PEER_SCRIPT.format(data=data), Path(tmp))
+            kernels = "\n\n".join(inspect.getsource(k.func) for k in (cast, nearest))  # the same kernels for Warp
+            peer = run_json(warp_python, PEER_SCRIPT.format(data=data, kernels=kernels), Path(tmp))
             again = best_times(timed, rounds=1, reps=2)  # after the peers too: a load burst slows both alike
             times = {k: min(times[k], again[k]) for k in times}
             result.update(build_s=times["build"], build_median_s=times["build_median"], rays_s=times["rays"],

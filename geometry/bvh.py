@@ -118,6 +118,19 @@ class Tree:
         handles().release(self.id)
 
 
+def groups_or_raise(groups: Any, constructor: BvhConstructor, count: int, what: str, items: str,
+                    device: Any) -> Any:
+    """`groups` (None, or one int32 group id per item) checked against the item count and the constructor."""
+    if groups is None:
+        return None
+    if constructor == BvhConstructor.CUBQL:
+        raise GeometryError(f"Grouped {what} are not supported with constructor='cubql'")
+    groups = int32_array(groups, f"{what} groups", device)
+    if groups.size != count:
+        raise GeometryError(f"{what}: groups has {groups.size} entries for {count} {items}")
+    return groups
+
+
 def leaf_size_or_raise(leaf_size: Any, what: str) -> int:
     if not isinstance(leaf_size, int | np.integer) or leaf_size < 1:
         raise GeometryError(f"{what} must be an int >= 1, got {leaf_size!r}")
@@ -138,12 +151,7 @@ class Bvh:
         if lowers.device != uppers.device:
             raise GeometryError(f"Bvh: lowers are on {lowers.device}, uppers on {uppers.device}")
         self.constructor = BvhConstructor.parse(constructor)
-        if groups is not None:
-            if self.constructor == BvhConstructor.CUBQL:
-                raise GeometryError("Grouped BVHs are not supported with constructor='cubql'")
-            groups = int32_array(groups, "Bvh groups", lowers.device)
-            if groups.size != len(lowers):
-                raise GeometryError(f"Bvh: groups has {groups.size} entries for {len(lowers)} boxes")
+        groups = groups_or_raise(groups, self.constructor, len(lowers), "BVHs", "boxes", lowers.device)
         self.leaf_size = leaf_size_or_raise(leaf_size, "Bvh leaf_size")
         self.device = lowers.device
         self.lowers, self.uppers, self.groups = lowers, uppers, groups

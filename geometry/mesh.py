@@ -29,7 +29,7 @@ from loomwork.kernels.extensions import (
 )
 from loomwork.kernels.ir import ArrayType
 
-from .bvh import BvhConstructor, Tree, leaf_size_or_raise, query_type
+from .bvh import BvhConstructor, Tree, groups_or_raise, leaf_size_or_raise, query_type
 from .common import GeometryError, finite_or_raise, handles, host_library, int32_array, vec3_array
 
 HEADER = register_header(Path(__file__).parent / "native" / "mesh.h")
@@ -74,12 +74,7 @@ class Mesh:
             raise GeometryError(f"Mesh indices: triangle {t} has {tris[t].tolist()}, out of range for "
                                 f"{len(points)} points")
         self.constructor = BvhConstructor.parse(bvh_constructor)
-        if groups is not None:
-            if self.constructor == BvhConstructor.CUBQL:
-                raise GeometryError("Grouped mesh queries are not supported with bvh_constructor='cubql'")
-            groups = int32_array(groups, "Mesh groups", points.device)
-            if groups.size != len(tris):
-                raise GeometryError(f"Mesh: groups has {groups.size} entries for {len(tris)} triangles")
+        groups = groups_or_raise(groups, self.constructor, len(tris), "meshes", "triangles", points.device)
         self.leaf_size = leaf_size_or_raise(4 if bvh_leaf_size in (None, 0) else bvh_leaf_size, "Mesh bvh_leaf_size")
         self.device = points.device
         self.indices, self.groups = indices, groups

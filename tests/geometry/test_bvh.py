@@ -145,7 +145,7 @@ def test_bad_input_is_a_clear_error():
         wp.Bvh(wp.array(nan, dtype=wp.vec3), hi)
     with pytest.raises(RuntimeError, match="box 0 has lower"):
         wp.Bvh(hi, lo)
-    with pytest.raises(wp.GeometryError, match="groups has 2 entries"):
+    with pytest.raises(wp.GeometryError, match="BVHs: groups has 2 entries for 3 boxes"):
         wp.Bvh(lo, hi, groups=wp.zeros(2, dtype=wp.int32))
     with pytest.raises(wp.GeometryError, match="leaf_size"):
         wp.Bvh(lo, hi, leaf_size=0)
