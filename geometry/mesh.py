@@ -205,7 +205,8 @@ for _name, _obj in (("Mesh", Mesh), ("MeshQueryPoint", mesh_query_point_t), ("Me
     export_name(_name, _obj)
 
 U64, V3, F32, I32 = Exact(T.uint64), Exact(T.vec3f), Exact(T.float32), Exact(T.int32)
-OF, OI, OV = Out(T.float32), Out(T.int32), Out(T.vec3f)
+# Warp's out-parameter forms leave the caller's variables alone on a miss: in-out parameters
+OF, OI, OV = InOut(T.float32), InOut(T.int32), InOut(T.vec3f)
 _G = {"header": HEADER, "group": "Geometry"}
 
 

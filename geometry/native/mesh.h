@@ -844,47 +844,54 @@ LW_FUNC void adj_mesh_closest(uint64_t id, bvh_vec3 p, float max_dist, float adj
     if (mesh_open(id, v) && mesh_closest(v, p, max_dist, f, u, w, feature))
         adj_closest_weights(v, p, f, feature, adj_u, adj_v, adj_p);
 }
+// out-parameter forms: their outputs are in-out (a miss leaves the caller's variables alone), so the adjoint
+// takes the inputs, the in-out values, the adjoints of both, then the record of the outputs' adjoints
+// (f0 the result; f1.. inside, face, u, v, or face, u, v without a sign)
+#define LW_IO4 float, int32_t, float, float
+#define LW_ADJ_IO4 float&, int32_t&, float&, float&
 template <typename R>
-LW_FUNC void adj_mesh_query_point(uint64_t id, bvh_vec3 p, float max_dist, uint64_t&, bvh_vec3& adj_p, float&,
-                                  const R& adj) {
-    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+LW_FUNC void adj_mesh_query_point(uint64_t id, bvh_vec3 p, float m, LW_IO4, uint64_t&, bvh_vec3& adj_p, float&,
+                                  LW_ADJ_IO4, const R& a) {
+    adj_mesh_closest(id, p, m, a.f3, a.f4, adj_p);
 }
 template <typename R>
-LW_FUNC void adj_mesh_query_point_no_sign(uint64_t id, bvh_vec3 p, float max_dist, uint64_t&, bvh_vec3& adj_p, float&,
-                                          const R& adj) {
-    adj_mesh_closest(id, p, max_dist, adj.f2, adj.f3, adj_p);
+LW_FUNC void adj_mesh_query_point_no_sign(uint64_t id, bvh_vec3 p, float m, int32_t, float, float, uint64_t&,
+                                          bvh_vec3& adj_p, float&, int32_t&, float&, float&, const R& a) {
+    adj_mesh_closest(id, p, m, a.f2, a.f3, adj_p);
 }
 template <typename R>
-LW_FUNC void adj_mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float max_dist, float, uint64_t&,
-                                              bvh_vec3& adj_p, float&, float&, const R& adj) {
-    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+LW_FUNC void adj_mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float m, LW_IO4, uint64_t&, bvh_vec3& adj_p,
+                                              float&, LW_ADJ_IO4, const R& a) {
+    adj_mesh_closest(id, p, m, a.f3, a.f4, adj_p);
 }
 template <typename R>
-LW_FUNC void adj_mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float max_dist, uint64_t& a, bvh_vec3& adj_p,
-                                              float& b, const R& adj) {
-    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+LW_FUNC void adj_mesh_query_point_sign_normal(uint64_t id, bvh_vec3 p, float m, float, LW_IO4, uint64_t&,
+                                              bvh_vec3& adj_p, float&, float&, LW_ADJ_IO4, const R& a) {
+    adj_mesh_closest(id, p, m, a.f3, a.f4, adj_p);
 }
 template <typename R>
-LW_FUNC void adj_mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float max_dist, float, float,
-                                                      uint64_t&, bvh_vec3& adj_p, float&, float&, float&,
-                                                      const R& adj) {
-    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+LW_FUNC void adj_mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float m, LW_IO4, uint64_t&,
+                                                      bvh_vec3& adj_p, float&, LW_ADJ_IO4, const R& a) {
+    adj_mesh_closest(id, p, m, a.f3, a.f4, adj_p);
 }
 template <typename R>
-LW_FUNC void adj_mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float max_dist, uint64_t&,
-                                                      bvh_vec3& adj_p, float&, const R& adj) {
-    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+LW_FUNC void adj_mesh_query_point_sign_winding_number(uint64_t id, bvh_vec3 p, float m, float, float, LW_IO4,
+                                                      uint64_t&, bvh_vec3& adj_p, float&, float&, float&, LW_ADJ_IO4,
+                                                      const R& a) {
+    adj_mesh_closest(id, p, m, a.f3, a.f4, adj_p);
 }
 template <typename R>
-LW_FUNC void adj_mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float max_dist, int32_t, float, uint64_t&,
-                                              bvh_vec3& adj_p, float&, int32_t&, float&, const R& adj) {
-    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+LW_FUNC void adj_mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float m, LW_IO4, uint64_t&, bvh_vec3& adj_p,
+                                              float&, LW_ADJ_IO4, const R& a) {
+    adj_mesh_closest(id, p, m, a.f3, a.f4, adj_p);
 }
 template <typename R>
-LW_FUNC void adj_mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float max_dist, uint64_t&, bvh_vec3& adj_p,
-                                              float&, const R& adj) {
-    adj_mesh_closest(id, p, max_dist, adj.f3, adj.f4, adj_p);
+LW_FUNC void adj_mesh_query_point_sign_parity(uint64_t id, bvh_vec3 p, float m, int32_t, float, LW_IO4, uint64_t&,
+                                              bvh_vec3& adj_p, float&, int32_t&, float&, LW_ADJ_IO4, const R& a) {
+    adj_mesh_closest(id, p, m, a.f3, a.f4, adj_p);
 }
+#undef LW_IO4
+#undef LW_ADJ_IO4
 
 // struct forms: the adjoint record is the query struct itself (its u and v)
 typedef mesh_query_point_t mqp_t;
@@ -940,17 +947,22 @@ LW_FUNC void adj_ray_hit(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32
     adj_o = add(adj_o, add(gx, mul(dt_do, gt)));
     adj_d = add(adj_d, add(mul(gx, t), mul(dt_do, gt * t)));
 }
-// out-parameter forms: the record holds (result, t, u, v, sign, normal, face)
+// out-parameter forms: in-out (t, u, v, sign, normal, face) after the inputs; the record holds their
+// adjoints after the result's
+#define LW_IO6 float, float, float, float, bvh_vec3, int32_t
+#define LW_ADJ_IO6 float&, float&, float&, float&, bvh_vec3&, int32_t&
 template <typename R>
-LW_FUNC void adj_mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, uint64_t&,
-                                bvh_vec3& adj_o, bvh_vec3& adj_d, float&, int32_t&, const R& a) {
+LW_FUNC void adj_mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, LW_IO6, uint64_t&,
+                                bvh_vec3& adj_o, bvh_vec3& adj_d, float&, int32_t&, LW_ADJ_IO6, const R& a) {
     adj_ray_hit(id, o, d, max_t, root, a.f1, a.f2, a.f3, adj_o, adj_d);
 }
 template <typename R>
-LW_FUNC void adj_mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, uint64_t&, bvh_vec3& adj_o,
-                                bvh_vec3& adj_d, float&, const R& a) {
+LW_FUNC void adj_mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, LW_IO6, uint64_t&, bvh_vec3& adj_o,
+                                bvh_vec3& adj_d, float&, LW_ADJ_IO6, const R& a) {
     adj_ray_hit(id, o, d, max_t, -1, a.f1, a.f2, a.f3, adj_o, adj_d);
 }
+#undef LW_IO6
+#undef LW_ADJ_IO6
 LW_FUNC void adj_mesh_query_ray(uint64_t id, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, uint64_t&,
                                 bvh_vec3& adj_o, bvh_vec3& adj_d, float&, int32_t&, const mesh_query_ray_t& a) {
     adj_ray_hit(id, o, d, max_t, root, a.t, a.u, a.v, adj_o, adj_d);

@@ -493,3 +493,26 @@ def test_mesh_get_reads_the_arrays_and_points_gradients_reach_the_points():
     tape.backward(loss=out)
     np.testing.assert_allclose(out.numpy()[0], area(pts.astype(np.float64)), rtol=1e-5)
     np.testing.assert_allclose(points.grad.numpy(), fd_grad(area, pts.astype(np.float64)).reshape(-1, 3), atol=1e-5)
+
+
+@wp.kernel
+def out_params_on_a_miss(mesh: wp.uint64, out: wp.array(dtype=float)):
+    # Warp's out-parameter forms leave the caller's variables as they were when nothing is found
+    face = -1
+    u = 7.0
+    v = 8.0
+    sign = 9.0
+    t = -2.0
+    n = wp.vec3(1.0, 2.0, 3.0)
+    hit = wp.mesh_query_ray(mesh, wp.vec3(5.0, 5.0, 5.0), wp.vec3(1.0, 0.0, 0.0), 10.0, t, u, v, sign, n, face)
+    hit = hit or wp.mesh_query_ray(mesh, wp.vec3(5.0, 5.0, 5.0), wp.vec3(1.0, 0.0, 0.0), 10.0, t, u, v, sign, n, face,
+                                   -1)
+    found = wp.mesh_query_point(mesh, wp.vec3(5.0, 5.0, 5.0), 0.5, sign, face, u, v)
+    out[0] = float(face) + u + v + sign + t + n[2] + float(int(hit) + int(found))
+
+
+def test_out_parameters_keep_their_values_on_a_miss(ball):
+    """A ray that misses and a point beyond max_dist leave face, u, v, sign, t and the normal untouched."""
+    out = wp.zeros(1, dtype=float)
+    wp.launch(out_params_on_a_miss, dim=1, inputs=[ball[0].id, out])
+    assert out.numpy()[0] == -1.0 + 7.0 + 8.0 + 9.0 - 2.0 + 3.0
