@@ -35,13 +35,34 @@ class ArrayDesc(ctypes.Structure):
 
 class _Storage:
     """What views of one allocation share: a write version (bumped by every tracked write) and who
-    wrote last, so a Tape can tell when an array it recorded was overwritten."""
+    wrote last, so a Tape can tell when an array it recorded was overwritten.
 
-    __slots__ = ("version", "writer")
+    Writes loomwork does not make bump nothing, so the storage also knows whether its memory is
+    `exposed` to them (a `.numpy()` view or `__array_interface__` was handed out, or the memory is a
+    wrapped NumPy buffer or a `ptr=`/`from_ptr` alias); a Tape then compares a checksum of the
+    memory (`digest`). When memory a Tape read while it was private (`watched`) is first exposed,
+    its checksum at that moment (the content the Tape saw, if the version is unchanged) is kept as
+    `snapshot`: (version, checksum)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("version", "writer", "exposed", "watched", "snapshot", "device", "ptr", "nbytes")
+
+    def __init__(self, device: Device | None = None, ptr: int = 0, nbytes: int = 0) -> None:
         self.version = 0
         self.writer = "Python code"
+        self.exposed = False
+        self.watched = False
+        self.snapshot: tuple[int, int | None] | None = None
+        self.device, self.ptr, self.nbytes = device, ptr, nbytes
+
+    def expose(self) -> None:
+        if not self.exposed:
+            self.exposed = True
+            if self.watched:
+                self.snapshot = (self.version, self.digest())
+
+    def digest(self) -> int | None:
+        """A checksum of the memory (None: none, or the device's backend cannot compute one)."""
+        return self.device.backend.digest(self.ptr, self.nbytes) if self.nbytes and self.device else None
 
     def bump(self, writer: str) -> None:
         self.version += 1
@@ -71,6 +92,15 @@ def _normalize_shape(shape: Any) -> tuple[int, ...]:
     if any(s >= 2**31 for s in shape):
         raise ValueError(f"array shape {shape} has an extent of 2^31 or more")
     return shape
+
+
+def byte_span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int]:
+    """Where the elements of a strided view lie: (offset of the lowest byte, bytes up to the highest)."""
+    if not all(shape):
+        return 0, 0
+    lo = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s > 0) + itemsize
+    return lo, hi - lo
 
 
 def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -122,6 +152,8 @@ class array:  # noqa: N801 - Warp's public name
             if shape is None:
                 raise ValueError("wp.array(ptr=...) needs a shape")
             self._init_view(ptr, _normalize_shape(shape), strides, owner)
+            if not isinstance(owner, array):  # memory from elsewhere: anyone may write it
+                self._storage.expose()
         elif shape is not None:
             self._init_new(_normalize_shape(shape), zero=True)
         else:  # an annotation, or an empty array
@@ -164,7 +196,11 @@ class array:  # noqa: N801 - Warp's public name
         self.size = int(np.prod(shape))
         self.capacity = self.size * itemsize
         self._owner = owner
-        self._storage = owner._storage if isinstance(owner, array) else _Storage()
+        if isinstance(owner, array):
+            self._storage = owner._storage
+        else:
+            lo, nbytes = byte_span(shape, self.strides, itemsize)
+            self._storage = _Storage(self.device, self.ptr + lo, nbytes)
         self._inner_contiguous = self.strides[-1] == itemsize or shape[-1] <= 1
 
     def _init_from_data(self, data: Any, shape: Any, copy: bool) -> None:
@@ -172,7 +208,7 @@ class array:  # noqa: N801 - Warp's public name
             self._init_structs(data, shape)
             return
         if isinstance(data, array):
-            src = data.numpy()
+            src = data._host()
             if self.dtype is None:
                 self.dtype = data.dtype
         else:
@@ -193,9 +229,10 @@ class array:  # noqa: N801 - Warp's public name
             expect = _contiguous_strides(inner, st.size)[:len(inner)] if inner else ()
             if item_strides == expect:
                 self._init_view(src.ctypes.data, outer, src.strides[: len(outer)], src)
+                self._storage.expose()  # the caller's NumPy array writes it too
                 return
         self._init_new(outer, zero=False)
-        self.numpy()[...] = T.to_storage(st, src, raw_bits=True)
+        self._host()[...] = T.to_storage(st, src, raw_bits=True)
 
     def _init_structs(self, data: Any, shape: Any) -> None:
         """An array of structs from a sequence of struct instances (or a NumPy array of records)."""
@@ -210,7 +247,7 @@ class array:  # noqa: N801 - Warp's public name
                                     f"got {type(x).__name__}")
             records = np.frombuffer(b"".join(bytes(x._pack()) for x in items), dtype=record)
         self._init_new(_normalize_shape(shape if shape is not None else records.shape or (records.size,)), zero=False)
-        self.numpy()[...] = records.reshape(self.shape)
+        self._host()[...] = records.reshape(self.shape)
 
     # -- the array as a value -------------------------------------------------------------
 
@@ -249,6 +286,10 @@ class array:  # noqa: N801 - Warp's public name
 
     @property
     def __array_interface__(self) -> dict:
+        self._storage.expose()
+        return self._interface()
+
+    def _interface(self) -> dict:
         self._check_host("__array_interface__")
         if T.is_struct_type(self.dtype):  # a structured NumPy view, one record per struct
             record = np.dtype(self.dtype._ctype)
@@ -267,10 +308,16 @@ class array:  # noqa: N801 - Warp's public name
 
     def numpy(self) -> np.ndarray:
         """A NumPy view of the data (zero-copy on the CPU); vectors add trailing dimensions."""
+        if self.ptr is not None:
+            self._storage.expose()
+        return self._host()
+
+    def _host(self) -> np.ndarray:
+        """`numpy()` for loomwork's own use: the view does not leave it, so the memory stays unexposed."""
         if self.ptr is None:
             inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
             return np.zeros(self.shape + inner, dtype=T.elem_scalar(self.dtype).np_dtype)
-        return np.asarray(_Interface(self.__array_interface__, self))
+        return np.asarray(_Interface(self._interface(), self))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy()
@@ -278,7 +325,7 @@ class array:  # noqa: N801 - Warp's public name
 
     def list(self) -> list:
         """The elements as a Python list (vectors and matrices as their types)."""
-        flat = T.from_storage(T.elem_scalar(self.dtype), self.numpy()).reshape(
+        flat = T.from_storage(T.elem_scalar(self.dtype), self._host()).reshape(
             (self.size,) + (self.dtype._shape_ if T.is_composite(self.dtype) else ()))
         if T.is_composite(self.dtype):
             return [self.dtype(x) for x in flat]
@@ -291,7 +338,7 @@ class array:  # noqa: N801 - Warp's public name
         return f"array(shape={self.shape}, dtype={T.type_name(self.dtype)}, device={self.device})"
 
     def __str__(self) -> str:
-        return str(T.from_storage(T.elem_scalar(self.dtype), self.numpy())) if self.ptr is not None else repr(self)
+        return str(T.from_storage(T.elem_scalar(self.dtype), self._host())) if self.ptr is not None else repr(self)
 
     # -- views ----------------------------------------------------------------------------
 
@@ -302,7 +349,7 @@ class array:  # noqa: N801 - Warp's public name
             raise IndexError(f"too many indices ({len(key)}) for an array of {self.ndim} dimensions")
         if all(isinstance(k, int | np.integer) for k in key) and len(key) == self.ndim:
             self._check_host("element access")
-            v = T.from_storage(T.elem_scalar(self.dtype), self.numpy()[key])
+            v = T.from_storage(T.elem_scalar(self.dtype), self._host()[key])
             return self.dtype(v) if T.is_composite(self.dtype) else v.item()
         ptr, shape, strides = self.ptr or 0, [], []
         for dim, k in enumerate(key + (slice(None),) * (self.ndim - len(key))):
@@ -331,7 +378,7 @@ class array:  # noqa: N801 - Warp's public name
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check_host("element assignment")
         self._storage.bump("element assignment")
-        self.numpy()[key] = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
+        self._host()[key] = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
             value.numpy_value() if isinstance(value, T._CompositeMixin) else value))
 
     def reshape(self, shape: Any) -> array:
@@ -383,12 +430,12 @@ class array:  # noqa: N801 - Warp's public name
             record = value._pack() if isinstance(value, self.dtype) else None
             if record is None and value != 0:
                 raise TypeError(f"fill_ of an array of {self.dtype.__name__} takes a {self.dtype.__name__} or 0")
-            self.numpy()[...] = np.frombuffer(bytes(record), dtype=np.dtype(self.dtype._ctype))[0] if record else 0
+            self._host()[...] = np.frombuffer(bytes(record), dtype=np.dtype(self.dtype._ctype))[0] if record else 0
             return self
         if self.size:
             v = np.asarray(value.numpy_value() if isinstance(value, T._CompositeMixin) else
                            value.value if isinstance(value, T.ScalarType) else value)
-            self.numpy()[...] = T.to_storage(T.elem_scalar(self.dtype), v)
+            self._host()[...] = T.to_storage(T.elem_scalar(self.dtype), v)
         return self
 
     fill = fill_
@@ -408,10 +455,10 @@ class array:  # noqa: N801 - Warp's public name
         st = T.elem_scalar(self.dtype)
         if isinstance(src, array):  # bits when the types agree, values otherwise
             src_st = T.elem_scalar(src.dtype)
-            values = src.numpy() if src_st is st else T.from_storage(src_st, src.numpy())
+            values = src._host() if src_st is st else T.from_storage(src_st, src._host())
         else:
             values = np.asarray(src)
-        dst = self.numpy()
+        dst = self._host()
         if values.size != dst.size:
             raise ValueError(f"assign: source has {values.size} values, array has {dst.size}")
         dst[...] = T.to_storage(st, values.reshape(dst.shape), raw_bits=True)
@@ -420,7 +467,7 @@ class array:  # noqa: N801 - Warp's public name
     def clone(self, device: Any = None, requires_grad: bool | None = None) -> array:
         """A contiguous copy, on `device` (default: the same device)."""
         rg = self.requires_grad if requires_grad is None else requires_grad
-        return array(self.numpy(), dtype=self.dtype, device=device or self.device, requires_grad=rg)
+        return array(self._host(), dtype=self.dtype, device=device or self.device, requires_grad=rg)
 
     def to(self, device: Any) -> array:
         """This array on `device` (itself when already there)."""
@@ -486,7 +533,7 @@ class indexedarray:  # noqa: N801 - Warp's public name
             idx = idx if isinstance(idx, array) else array(np.asarray(idx, dtype=np.int32), dtype=T.int32)
             if idx.dtype is not T.int32 or idx.ndim != 1 or not idx.is_contiguous:
                 raise TypeError(f"indexedarray: indices of dimension {d} must be a contiguous 1-D int32 array")
-            values = idx.numpy()
+            values = idx._host()
             if values.size and (values.min() < 0 or values.max() >= data.shape[d]):
                 raise IndexError(f"indexedarray: indices of dimension {d} must lie in [0, {data.shape[d]})")
             self.indices.append(idx)
@@ -511,8 +558,8 @@ class indexedarray:  # noqa: N801 - Warp's public name
 
     def numpy(self) -> np.ndarray:
         """A copy of the selected elements, gathered with NumPy."""
-        sel = tuple(idx.numpy() if idx is not None else slice(None) for idx in self.indices)
-        return self.data.numpy()[np.ix_(*[s if isinstance(s, np.ndarray) else np.arange(n)
+        sel = tuple(idx._host() if idx is not None else slice(None) for idx in self.indices)
+        return self.data._host()[np.ix_(*[s if isinstance(s, np.ndarray) else np.arange(n)
                                           for s, n in zip(sel, self.data.shape, strict=False)])]
 
     def __len__(self) -> int:
@@ -636,11 +683,11 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
         return
     dest._check_host("copy")
     src._check_host("copy")
-    d = dest.numpy().reshape((dest.size,) + dest.numpy().shape[dest.ndim:])
-    s = src.numpy().reshape((src.size,) + src.numpy().shape[src.ndim:])
+    d = dest._host().reshape((dest.size,) + dest._host().shape[dest.ndim:])
+    s = src._host().reshape((src.size,) + src._host().shape[src.ndim:])
     d[dest_offset:dest_offset + count] = s[src_offset:src_offset + count].reshape(d[:count].shape)
     if not dest.is_contiguous:
-        dest.numpy()[...] = d.reshape(dest.numpy().shape)
+        dest._host()[...] = d.reshape(dest._host().shape)
 
 
 def from_ptr(ptr: int, length: int = 0, dtype: Any = float, shape: Any = None, device: Any = None) -> array:

@@ -1,7 +1,8 @@
 """Extension points the upper layers fill in when they are imported (the kernel layer never imports them).
 
 `registry.adjoint_source` generates the reverse-mode part of a module's source (set by loomwork.autodiff),
-and `registry.recorders` is the stack of active tapes that `wp.launch` reports to.
+and `registry.local.recorders` lists the tapes recording the calling thread's launches (outermost first):
+`wp.launch` reports to each of them.
 
 A package above the kernel layer (geometry, for one) adds native code from its own files:
 - `register_header(path)`: a C++ header its builtins and value types are declared in. Every module
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,10 +51,17 @@ class NativeHeader:
         return h.hexdigest()[:20]
 
 
+class ThreadState(threading.local):
+    """What the registry holds for each Python thread."""
+
+    def __init__(self) -> None:
+        self.recorders: list[Any] = []
+
+
 class Registry:
     def __init__(self) -> None:
         self.adjoint_source: Callable[[list, list, bool, dict], str] | None = None
-        self.recorders: list[Any] = []
+        self.local = ThreadState()
         self.headers: dict[Path, NativeHeader] = {}
         self.handle_types: tuple[type, ...] = ()
         self.exports: dict[str, Any] = {}

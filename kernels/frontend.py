@@ -394,7 +394,7 @@ class Builder:
             indices = self.component_indices(base.type, indices, target)
             t = self.component_type(base.type, len(indices))
             value = self.convert(value, t, target)
-            self.emit(ir.SetComponent(base, indices, value, line=self.cur_line))
+            self.emit(ir.SetComponent(base, indices, value, self.site(target, base), line=self.cur_line))
             return
         self.error(target, KernelSyntaxError, "only arrays and local vectors/matrices can be assigned by index")
 
@@ -718,10 +718,12 @@ class Builder:
                 return self.assign_temp(ir.Load(base, indices, self.site(node, base)), t.dtype)
             if t.indexed:
                 self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} indices")
-            return self.assign_temp(ir.View(base, indices), ArrayType(t.dtype, t.ndim - len(indices)))
+            view = ir.View(base, indices, self.site(node, base))
+            return self.assign_temp(view, ArrayType(t.dtype, t.ndim - len(indices)))
         if T.is_composite(t):
             indices = self.component_indices(t, indices, node)
-            return self.assign_temp(ir.Extract(base, indices), self.component_type(t, len(indices)))
+            extract = ir.Extract(base, indices, self.site(node, base))
+            return self.assign_temp(extract, self.component_type(t, len(indices)))
         self.error(node.value, KernelTypeError, f"values of type {T.type_name(t)} cannot be indexed")
 
     def composite_slice(self, base: Operand, node: ast.Subscript) -> Operand:

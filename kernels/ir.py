@@ -171,6 +171,7 @@ class View(Expr):
 
     array: Operand
     indices: tuple[Operand, ...]
+    site: int = -1  # the bounds-check site of the indices (debug builds report it)
 
     def uses(self) -> tuple[tuple[Operand, Use], ...]:
         return _values((self.array, *self.indices))
@@ -188,6 +189,7 @@ class Extract(Expr):
 
     value: Operand
     indices: tuple[Operand, ...]
+    site: int = -1  # the bounds-check site of dynamic indices (-1: all constant)
 
     def uses(self) -> tuple[tuple[Operand, Use], ...]:
         return ((self.value, Use.LINEAR), *_values(self.indices))
@@ -372,6 +374,7 @@ class SetComponent(Stmt):
     var: Var
     indices: tuple[Operand, ...]
     value: Operand
+    site: int = -1  # the bounds-check site of dynamic indices (-1: all constant)
 
     def uses(self) -> tuple[tuple[Operand, Use], ...]:
         return ((self.var, Use.LINEAR), *_values(self.indices), (self.value, Use.STORE))

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import types as T
 from .array import MAX_DIMS, ArrayDesc, array, indexedarray
-from .backend import Launcher
+from .backend import ErrorRecord
 from .device import Device, get_device, get_devices
 from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
 from .extensions import registry
@@ -256,36 +256,44 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         raise LaunchValueError(f"kernel {kernel.label} unpacks wp.tid() into {lk.tid_count} indices but was "
                                f"launched with dim={dims}")
     if adjoint:
-        _launch_adjoint(kernel, lm.adjoint(kernel.key), plan, dims, params, [*adj_inputs, *adj_outputs])
+        _launch_adjoint(kernel, lm, dev, plan, dims, params, [*adj_inputs, *adj_outputs])
         return
-    recorders = registry.recorders
-    if recorders and record_tape:
-        recorders[-1].record_launch(kernel, lk, dims, params, dev)
     if len(dims) == 1:
         size = dims[0]
     else:
         size = 1
         for d in dims:
             size *= d
-    header = lk.header(size, dims)
+    if lm.debug:
+        slot = dev.backend.fault_slot()
+        header = lk.header(size, dims, slot.address)
+    else:
+        header = lk.header(size, dims)
     try:
         blob = plan.pack(header, params)
     except (struct.error, OverflowError, TypeError):
         blob = plan.pack_checked(kernel, header, params)
+    fault = None
     if size:
         lk.launch(blob)
         if lm.debug:
-            _check_error(kernel, lm)
+            fault = slot.take()
+    if record_tape and fault is None:  # a launch that faulted is not recorded: it did not run as written
+        for tape in registry.local.recorders:
+            tape.record_launch(kernel, lk, dims, params, dev)
     for i in lk.writes:
         v = params[i]
         if v.__class__ is array or v.__class__ is indexedarray:
             v._storage.bump(kernel.key)
+    if fault is not None:
+        raise _fault_error(kernel, lm, fault, "")
 
 
-def _launch_adjoint(kernel: Kernel, adjoint: Launcher | None, plan: LaunchPlan, dims: tuple, params: list,
+def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, plan: LaunchPlan, dims: tuple, params: list,
                     adj_params: list) -> None:
     """Run a kernel's adjoint: array gradients come from `adj_params` (or, when it is empty, from each
     array's own `.grad`); scalar adjoints are not returned, as in Warp."""
+    adjoint = lm.adjoint(kernel.key)
     if adjoint is None:
         raise LaunchError(f"kernel {kernel.label} was built without its backward pass "
                           "(enable_backward=False); it cannot be launched with adjoint=True")
@@ -300,12 +308,17 @@ def _launch_adjoint(kernel: Kernel, adjoint: Launcher | None, plan: LaunchPlan, 
     size = 1
     for d in dims:
         size *= d
+    slot = dev.backend.fault_slot() if lm.debug else None
+    header = adjoint.header(size, dims, slot.address) if slot else adjoint.header(size, dims)
     try:
-        blob = plan.struct.pack(*adjoint.header(size, dims), *values)
+        blob = plan.struct.pack(*header, *values)
     except (struct.error, OverflowError) as e:
         raise _pack_error(kernel, plan, values, e) from None
     if size:
         adjoint.launch(blob)
+        fault = slot.take() if slot else None
+        if fault is not None:
+            raise _fault_error(kernel, lm, fault, " (in its adjoint)")
 
 
 def _with_grad(kernel: Kernel, name: str, t: ArrayType, primal: Any, desc: bytes, adj: Any) -> bytes:
@@ -341,17 +354,14 @@ def _pack_error(k: Kernel, plan: LaunchPlan, values: list, e: Exception) -> Exce
     return LaunchValueError(f"kernel {k.label}: cannot pack arguments ({e})")
 
 
-def _check_error(k: Kernel, lm: LoadedModule) -> None:
-    err = lm.error
-    if err.code:
-        site = lm.sites[err.site] if 0 <= err.site < len(lm.sites) else ("?", "?", "?", 0)
-        index, extent = err.index, err.extent
-        err.code = 0
-        owner, text, filename, line = site
-        raise KernelRuntimeError(
-            f"kernel {k.label}: index {index} is out of bounds for an extent of {extent} in `{text}` "
-            f"(in '{owner}' at {filename}:{line})"
-        )
+def _fault_error(k: Kernel, lm: LoadedModule, fault: ErrorRecord, where: str) -> KernelRuntimeError:
+    """The exception for the first fault a debug-mode launch of `k` reported."""
+    site = lm.sites[fault.site] if 0 <= fault.site < len(lm.sites) else ("?", "?", "?", 0)
+    owner, text, filename, line = site
+    return KernelRuntimeError(
+        f"kernel {k.label}{where}: index {fault.index} is out of bounds for an extent of {fault.extent} in "
+        f"`{text}` (in '{owner}' at {filename}:{line})"
+    )
 
 
 def synchronize() -> None:

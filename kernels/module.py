@@ -19,7 +19,7 @@ from typing import Any
 from . import build, callforms, codegen, config, functions, ir  # noqa: F401 (callforms registers the call forms)
 from . import types as T
 from .annotations import annotations, arg_type
-from .backend import BuildOptions, ErrorRecord, Launcher, Program
+from .backend import BuildOptions, Launcher, Program
 from .errors import KernelTypeError
 from .extensions import registry
 from .frontend import Builder, Source, call_kind
@@ -342,7 +342,6 @@ class LoadedModule:
     program: Program
     kernels: dict[str, LoadedKernel]
     sites: list[tuple[str, str, str, int]]
-    error: ErrorRecord
     debug: bool
     path: Any
     version: tuple = field(default=())
@@ -462,7 +461,7 @@ class Module:
         def build_adjoint() -> Program:
             return backend.load(backend.compile(adjoint_source(), f"{name}-adj", options, f"the adjoints of {what}"))
 
-        lm = LoadedModule(program, loaded, ctx.sites, program.error, debug, artifact, version, build_adjoint)
+        lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint)
         self.loaded[key] = lm
         if config.verbose:
             print(f"loomwork: module '{self.name}' ready in {(time.perf_counter() - t0) * 1e3:.1f} ms "

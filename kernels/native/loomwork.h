@@ -50,6 +50,7 @@ struct launch_t {
     int32_t ndim;
     int32_t dims[4];
     int32_t pad;
+    error_t* error;   // debug builds: where this launch reports its first fault (the launching thread's record)
 };
 
 // the same bytes read as another type of the same size (wp.cast; compilers turn the loop into a move)
@@ -589,10 +590,8 @@ template <typename T> LW_FUNC array_t<T> subview(const array_t<T>& a, int n, int
     return r;
 }
 
-// Debug mode: record the first out-of-bounds index and return a harmless index instead.
-#if LW_CUDA
-__device__ char lw_dummy_storage[256];
-#endif
+// Debug mode: record the first out-of-bounds index and return a harmless index instead; an element
+// access with a bad index goes to a thread's substitute element of the element's own type.
 template <typename T> LW_FUNC int64_t check_index(error_t* err, int site, int64_t i, int64_t n, bool& bad) {
     if (i >= 0 && i < n) return i;
     if (err && err->code == 0) {
@@ -610,11 +609,22 @@ template <typename T> LW_FUNC int64_t check_index(error_t* err, int site, int64_
     bad = true;
     return 0;
 }
-template <typename T> LW_FUNC T& dummy_ref();
+template <typename T> LW_FUNC T& dummy_ref() {
+    // sized and aligned for T (a struct may be any size); on the GPU one per type, shared by all threads
+#if LW_CUDA
+    static __align__(16) char storage[sizeof(T)];
+#else
+    alignas(64) static thread_local char storage[sizeof(T)];
+#endif
+    return *(T*)storage;
+}
 LW_FUNC int64_t checked(error_t* err, int site, int64_t i, int64_t n) {
     bool bad = false;
     return check_index<int>(err, site, i, n, bad);
 }
+// A dynamic index into a vector, matrix row or kernel-local array of extent n, in release builds:
+// clamped into range, so a wrong index reads or writes a wrong component, never the memory beside it.
+LW_FUNC int64_t clamped(int64_t i, int64_t n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
 template <typename T> LW_FUNC T& at_checked(error_t* e, int site, const array_t<T>& a, int64_t i) {
     bool bad = false;
     i = check_index<T>(e, site, i, a.shape[0], bad);
@@ -652,14 +662,6 @@ template <typename T, typename... I> LW_FUNC T& at_checked(error_t* e, int site,
     else if constexpr (sizeof...(I) == 2) return at(a, v[0], v[1]);
     else if constexpr (sizeof...(I) == 3) return at(a, v[0], v[1], v[2]);
     else return at(a, v[0], v[1], v[2], v[3]);
-}
-template <typename T> LW_FUNC T& dummy_ref() {
-#if LW_CUDA
-    return *(T*)lw_dummy_storage;
-#else
-    alignas(64) static thread_local char storage[256];
-    return *(T*)storage;
-#endif
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -809,6 +811,10 @@ template <typename T, typename... I> LW_FUNC T& grad_at(const indexedarray_t<T>&
 }
 template <bool C, typename T, typename... I> LW_FUNC T& gradc(const indexedarray_t<T>& a, I... idx) {
     return at(grad_of(a), idx...);
+}
+// debug builds: the gradient element, bounds-checked like the data (a bad index reports and goes nowhere)
+template <typename A, typename... I> LW_FUNC auto& grad_checked(error_t* e, int site, const A& a, I... idx) {
+    return at_checked(e, site, grad_of(a), idx...);
 }
 
 // accumulate into a value of any differentiable type
