@@ -87,16 +87,13 @@ class Tape:
             raise ValueError(f"check_overwrites must be 'error', 'warn' or 'off', got {self.check_overwrites!r}")
 
     def __enter__(self) -> Tape:
-        recorders = registry.local.recorders
-        if any(t is self for t in recorders):
+        if any(t is self for t in registry.local.recorders):
             raise RuntimeError("this Tape is already recording")
-        recorders.append(self)
+        registry.start_recording(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        recorders = registry.local.recorders
-        if any(t is self for t in recorders):
-            recorders.remove(self)
+        registry.stop_recording(self)
 
     # -- recording -------------------------------------------------------------------------------
 
@@ -218,7 +215,7 @@ class Tape:
             for i, a, version, digest in e.reads:
                 if version is not None and a._storage.version != version:
                     who = f"{a._storage.writer!r} overwrote"
-                elif _in_chain(launches, k, a) and _untracked_change(a, version, digest, e.device):
+                elif _untracked_change(a, version, digest, e.device) and _in_chain(launches, k, a):
                     who = ("a write loomwork does not track (through a .numpy() view, a wrapped NumPy array or a "
                            "from_ptr alias) changed")
                 else:

@@ -2,7 +2,7 @@
 
 `registry.adjoint_source` generates the reverse-mode part of a module's source (set by loomwork.autodiff),
 and `registry.local.recorders` lists the tapes recording the calling thread's launches (outermost first):
-`wp.launch` reports to each of them.
+`wp.launch` reports to each of them (`start_recording` / `stop_recording` maintain it).
 
 A package above the kernel layer (geometry, for one) adds native code from its own files:
 - `register_header(path)`: a C++ header its builtins and value types are declared in. Every module
@@ -62,10 +62,28 @@ class Registry:
     def __init__(self) -> None:
         self.adjoint_source: Callable[[list, list, bool, dict], str] | None = None
         self.local = ThreadState()
+        self.recording = 0  # recorders active in all threads: launches look at their thread's list only if any
+        self._recording_lock = threading.Lock()
         self.headers: dict[Path, NativeHeader] = {}
         self.handle_types: tuple[type, ...] = ()
         self.exports: dict[str, Any] = {}
         self.export_listeners: list[Callable[[str, Any], None]] = []
+
+    def start_recording(self, recorder: Any) -> None:
+        """`recorder.record_launch` is called for each launch the calling thread makes from now on."""
+        with self._recording_lock:
+            self.local.recorders.append(recorder)
+            self.recording += 1
+
+    def stop_recording(self, recorder: Any) -> None:
+        """Undo `start_recording` (for the calling thread; nothing if `recorder` is not recording there)."""
+        recorders = self.local.recorders
+        for i, r in enumerate(recorders):
+            if r is recorder:
+                with self._recording_lock:
+                    del recorders[i]
+                    self.recording -= 1
+                return
 
     def include_dirs(self) -> list[Path]:
         """The folders of every registered header (compilers search them for `#include`s)."""

@@ -278,7 +278,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         lk.launch(blob)
         if lm.debug:
             fault = slot.take()
-    if record_tape and fault is None:  # a launch that faulted is not recorded: it did not run as written
+    if registry.recording and record_tape and fault is None:  # a launch that faulted did not run as written
         for tape in registry.local.recorders:
             tape.record_launch(kernel, lk, dims, params, dev)
     for i in lk.writes:

@@ -653,15 +653,18 @@ LW_FUNC T& at_checked(error_t* e, int site, const array_t<T>& a, int64_t i, int6
     l = check_index<T>(e, site, l, a.shape[3], bad);
     return bad ? dummy_ref<T>() : at(a, i, j, k, l);
 }
+// an indexedarray: the indices against its shape, then the positions they map to against the data's
 template <typename T, typename... I> LW_FUNC T& at_checked(error_t* e, int site, const indexedarray_t<T>& a, I... idx) {
     int64_t v[] = {(int64_t)idx...};
     bool bad = false;
     for (int d = 0; d < (int)sizeof...(I); ++d) v[d] = check_index<T>(e, site, v[d], a.shape[d], bad);
     if (bad) return dummy_ref<T>();
-    if constexpr (sizeof...(I) == 1) return at(a, v[0]);
-    else if constexpr (sizeof...(I) == 2) return at(a, v[0], v[1]);
-    else if constexpr (sizeof...(I) == 3) return at(a, v[0], v[1], v[2]);
-    else return at(a, v[0], v[1], v[2], v[3]);
+    for (int d = 0; d < (int)sizeof...(I); ++d) v[d] = check_index<T>(e, site, map_index(a, d, v[d]), a.arr.shape[d], bad);
+    if (bad) return dummy_ref<T>();
+    if constexpr (sizeof...(I) == 1) return at(a.arr, v[0]);
+    else if constexpr (sizeof...(I) == 2) return at(a.arr, v[0], v[1]);
+    else if constexpr (sizeof...(I) == 3) return at(a.arr, v[0], v[1], v[2]);
+    else return at(a.arr, v[0], v[1], v[2], v[3]);
 }
 
 // ---------------------------------------------------------------------------------------------

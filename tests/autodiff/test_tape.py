@@ -409,3 +409,12 @@ def test_arrays_only_loomwork_touched_are_not_checksummed():
     assert [r[3] for r in tape.launches[0].reads] == [None]
     np.asarray(x)
     assert x._storage.exposed and not wp.zeros(2, dtype=float)._storage.exposed
+
+
+def test_a_launch_that_raised_is_not_recorded():
+    """A launch whose arguments cannot be packed raised before running: it stays off the tape."""
+    x = wp.zeros(2, dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        with pytest.raises(wp.LaunchError, match="argument 's'"):
+            wp.launch(scale, 2, inputs=[x, "three", wp.zeros(2, dtype=float)])
+    assert tape.launches == []

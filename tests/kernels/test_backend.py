@@ -4,6 +4,7 @@ second backend registered by the test."""
 import ctypes
 import itertools
 import struct
+import threading
 
 import numpy as np
 import pytest
@@ -80,6 +81,34 @@ def test_cpu_backend_compiles_loads_and_launches(tmp_path):
     # lw::launch_t: size, ndim, dims, pad, error record (none here)
     assert launcher.header(6, (2, 3))[-8:] == (6, 2, 2, 3, 1, 1, 0, 0)
     assert launcher.header(6, (6,), 1234)[-8:] == (6, 1, 6, 1, 1, 1, 0, 1234)
+
+
+def test_cpu_backend_checksums_memory_and_keeps_a_fault_slot_per_thread():
+    """digest() changes with any one byte and with two words swapped, not with a restored state; each thread
+    has its own fault slot, and take() clears it."""
+    backend = wp.get_device("cpu").backend
+    data = (np.arange(100_003) % 251).astype(np.uint8)  # more than one block, and bytes past the last word
+    ptr, words = data.ctypes.data, data[:16].view(np.uint64)
+    before = backend.digest(ptr, data.size)
+
+    def flip_last_byte() -> None:
+        data[-1] ^= 1
+
+    def swap_two_words() -> None:
+        words[:] = words[::-1].copy()
+
+    for change in (flip_last_byte, swap_two_words):
+        saved = data.copy()
+        change()
+        assert backend.digest(ptr, data.size) != before, change.__name__
+        data[...] = saved
+        assert backend.digest(ptr, data.size) == before
+    slots = []
+    thread = threading.Thread(target=lambda: slots.append(backend.fault_slot()))
+    thread.start()
+    thread.join()
+    mine = backend.fault_slot()
+    assert mine is backend.fault_slot() and slots[0] is not mine and mine.take() is None
 
 
 def test_cpu_device_keeps_its_public_properties():

@@ -73,6 +73,12 @@ def pick_grad(x: wp.array(dtype=wp.vec3), j: int, y: wp.array(dtype=float)):
     y[i] = x[i][j] * 2.0
 
 
+@wp.kernel
+def gather_indexed(src: wp.indexedarray(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = src[i] * 2.0
+
+
 @wp.struct
 class Big:  # 1 KiB, four times the size of the substitute element debug mode once used
     a: wp.mat44d
@@ -167,6 +173,23 @@ def test_adjoint_component_index_is_checked():
     np.testing.assert_array_equal(x.grad.numpy(), [[0, 0, 2], [0, 0, 2]])
 
 
+def test_indexedarray_positions_are_checked():
+    """An index array changed after the indexedarray was made: the position it maps to is checked, forward
+    and in the adjoint."""
+    data = wp.array(np.arange(4, dtype=np.float32), requires_grad=True)
+    idx = wp.array(np.array([0, 2], dtype=np.int32))
+    view = wp.indexedarray(data, [idx])
+    out = wp.zeros(2, dtype=float, requires_grad=True)
+    idx.assign(np.array([0, 7], dtype=np.int32))
+    with pytest.raises(wp.KernelRuntimeError, match=r"index 7 is out of bounds for an extent of 4 in `src\[i\]`"):
+        wp.launch(gather_indexed, 2, inputs=[view, out])
+    with pytest.raises(wp.KernelRuntimeError, match=r"\(in its adjoint\).*index 7"):
+        wp.launch(gather_indexed, 2, inputs=[view, out], adjoint=True)
+    idx.assign(np.array([0, 3], dtype=np.int32))
+    wp.launch(gather_indexed, 2, inputs=[view, out])
+    np.testing.assert_array_equal(out.numpy(), [0.0, 6.0])
+
+
 def test_a_faulting_launch_is_not_recorded_on_the_tape():
     """A launch that raised stays off the tape, so backward never replays it past x.grad."""
     x = wp.array(np.arange(4, dtype=np.float32), requires_grad=True)
@@ -210,7 +233,7 @@ def store_big_out_of_bounds() -> None:
         try:
             wp.launch(alone, 100_000, inputs=[out, 4])
         except wp.KernelRuntimeError as e:
-            print("raised" if "index 4 is out of bounds for an extent of 4" in str(e) else e)
+            print("raised" if "is out of bounds for an extent of 4 in `out[i + k]`" in str(e) else e)
     filler = [np.ones(1000) for _ in range(1000)]
     wp.launch(alone, 4, inputs=[out, 0])
     print("ok" if out.numpy()["h"].sum() == 4 * 16 * 2.0 and len(filler) == 1000 else "wrong")
