@@ -436,7 +436,8 @@ class Builder:
             return
         if not (isinstance(it, ast.Call) and isinstance(self.expr_or_none(it.func), PyObj)
                 and self.expr(it.func).value is range):
-            self.error(it, KernelSyntaxError, "kernels loop only over range(...)")
+            self.iterator_for(node)
+            return
         if not isinstance(node.target, ast.Name):
             self.error(node.target, KernelSyntaxError, "the loop variable must be a plain name")
         if it.keywords or not 1 <= len(it.args) <= 3:
@@ -475,6 +476,29 @@ class Builder:
         body = self.sub_block(node.body)
         self.scope.loop_depth -= 1
         self.emit(ir.For(var, start, stop, step, body, line=self.src.line(node)))
+
+    def iterator_for(self, node: ast.For) -> None:
+        """`for i in query:` over a value whose type names an `iterate` builtin: the loop
+        `while iterate(query_copy, i): ...` (the query is copied, so the loop leaves it as it was)."""
+        value = self.expr(node.iter)
+        step = getattr(getattr(value, "type", None), "iterate", None)
+        if not isinstance(value, Operand) or step is None:
+            self.error(node.iter, KernelSyntaxError, "kernels loop only over range(...), wp.static(...) or a "
+                       "geometry query value")
+        if not isinstance(node.target, ast.Name):
+            self.error(node.target, KernelSyntaxError, "the loop variable must be a plain name")
+        query = self.temp(value.type)
+        self.emit(ir.Assign(query, ir.Copy(value), line=self.cur_line))
+        hidden = f"<iter {len(self.scope.locals)}>"  # not a Python identifier: no clash with the kernel's names
+        self.scope.vars[hidden] = query
+        self.scope.static_locals[hidden + "_next"] = B.BUILTINS[step]
+        test = ast.Call(func=ast.Name(hidden + "_next", ast.Load()), keywords=[],
+                        args=[ast.Name(hidden, ast.Load()), ast.Name(node.target.id, ast.Store())])
+        loop = ast.While(test=test, body=node.body, orelse=[])
+        for n in (test, test.func, *test.args, loop):
+            ast.copy_location(n, node)
+        self._stmt_While(loop)
+        del self.scope.static_locals[hidden + "_next"]
 
     @staticmethod
     def unrollable(node: ast.For) -> bool:

@@ -1049,9 +1049,9 @@ LW_FUNC void adj_lerp(vec_t<N, T> a, vec_t<N, T> b, T t, vec_t<N, T>& adj_a, vec
 template <typename V, typename S> LW_FUNC void adj_splat(S s, S& adj_s, V adj) {
     for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i) acc(adj_s, adj.c[i]);
 }
+template <typename T, typename U> LW_FUNC void acc_cast(T& a, U b) { acc(a, cast<T>(b)); }
 template <typename V, typename W> LW_FUNC void adj_convert(W w, W& adj_w, V adj) {
-    for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i)
-        acc(adj_w.c[i], cast<decltype(w.c[0] + w.c[0])>(adj.c[i]));
+    for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i) acc_cast(adj_w.c[i], adj.c[i]);
 }
 
 // ---------------------------------------------------------------------------------------------
