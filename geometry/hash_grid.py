@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from loomwork.kernels import builtins as B
 from loomwork.kernels import types as T
-from loomwork.kernels.array import array
-from loomwork.kernels.builtins import Exact, InOut, Out
+from loomwork.kernels.array import array, zeros
+from loomwork.kernels.builtins import Exact, InOut, Out, Value
 from loomwork.kernels.device import get_device
 from loomwork.kernels.errors import DeviceError
 from loomwork.kernels.extensions import (
@@ -32,6 +33,9 @@ from loomwork.kernels.extensions import (
     register_header,
     register_value_type,
 )
+from loomwork.kernels.launch import launch
+from loomwork.kernels.module import kernel
+from loomwork.kernels.utils import radix_sort_pairs
 
 HEADER = register_header(Path(__file__).parent / "native" / "hash_grid.h")
 
@@ -51,9 +55,7 @@ def _query_type(cls: type, dtype: Any) -> type:
 
 
 hash_grid_query_t.__class_getitem__ = classmethod(_query_type)
-_COMPUTE = {T.float16: np.float32, T.float32: np.float32, T.float64: np.float64}  # as hash_grid.h bins them
 _MAX_CELLS = 2**31 - 1
-_INT32 = (-(2**31), 2**31 - 1)
 
 
 class _GridDesc(ctypes.Structure):
@@ -78,23 +80,22 @@ class HashGrid:
             raise RuntimeError(f"HashGrid dimensions must be positive, got {dims}")
         cells = int(np.prod(dims, dtype=np.int64))
         if cells > _MAX_CELLS:
-            raise RuntimeError(f"HashGrid cell count exceeds supported limit: {' * '.join(map(str, dims))} = {cells} "
-                             f"> {_MAX_CELLS}")
+            raise RuntimeError(f"HashGrid cell count exceeds supported limit: {' * '.join(map(str, dims))} = "
+                               f"{cells} > {_MAX_CELLS}")
         scalar = T.float32 if dtype is None else T.normalize_dtype(dtype)
         if scalar not in _VEC3:
             raise TypeError(f"HashGrid dtype must be float16, float32 or float64, got {T.type_name(scalar)}")
         self.device = get_device(device)
-        if not self.device.backend.host_accessible:  # its tables are NumPy arrays the queries read
+        if not self.device.backend.host_accessible:  # kernels reach the grid through a host descriptor
             raise DeviceError(f"HashGrid on {self.device} is not supported yet (devices with host memory only)")
         self.dtype = scalar
         self.dims = dims
         self.reserved = False
         self.groups: array | None = None
         self._desc = _GridDesc(dim_x=dims[0], dim_y=dims[1], dim_z=dims[2], cell_width=1.0)
-        self._starts = np.zeros(cells, dtype=np.int32)
-        self._ends = np.zeros(cells, dtype=np.int32)
-        self._sorted = np.zeros(1, dtype=np.int32)
-        self._sorted_groups = np.zeros(1, dtype=np.int32)
+        self._starts = zeros(cells, dtype=T.int32, device=self.device)
+        self._ends = zeros(cells, dtype=T.int32, device=self.device)
+        self._keys = self._sorted = self._sorted_groups = zeros(0, dtype=T.int32, device=self.device)
         self._points: Any = None
         self._publish()
 
@@ -105,10 +106,11 @@ class HashGrid:
 
     def reserve(self, num_points: int, with_groups: bool = False) -> None:
         """Make room for `num_points` points ahead of `build` (builds grow it as needed anyway)."""
-        if num_points > self._sorted.size:
-            self._sorted = np.zeros(num_points, dtype=np.int32)
+        if 2 * num_points > self._sorted.size:  # radix sorting uses twice the length
+            self._keys = zeros(2 * num_points, dtype=T.int32, device=self.device)
+            self._sorted = zeros(2 * num_points, dtype=T.int32, device=self.device)
         if with_groups and num_points > self._sorted_groups.size:
-            self._sorted_groups = np.zeros(num_points, dtype=np.int32)
+            self._sorted_groups = zeros(num_points, dtype=T.int32, device=self.device)
         self._publish()
         self.reserved = True
 
@@ -118,7 +120,7 @@ class HashGrid:
         close to it. With `groups` (int32, one per point), `wp.hash_grid_query(id, p, r, group)` visits
         one group only."""
         want = _VEC3[self.dtype]
-        pts = points if isinstance(points, array) else array(points, dtype=want)
+        pts = points if isinstance(points, array) else array(points, dtype=want, device=self.device)
         if pts.dtype is not want:
             raise TypeError(f"HashGrid.build: points must have type {T.type_name(want)} (the grid's dtype is "
                             f"{T.type_name(self.dtype)}), got {T.type_name(pts.dtype)}")
@@ -129,7 +131,7 @@ class HashGrid:
                               f"on {pts.device}, the grid on {self.device}")
         n = pts.size
         if groups is not None:
-            groups = groups if isinstance(groups, array) else array(groups, dtype=T.int32)
+            groups = groups if isinstance(groups, array) else array(groups, dtype=T.int32, device=self.device)
             if groups.dtype is not T.int32:
                 raise TypeError(f"HashGrid.build: groups must be an array of int32, got {T.type_name(groups.dtype)}")
             if groups.device != self.device:
@@ -137,34 +139,31 @@ class HashGrid:
             if groups.size != n:
                 raise ValueError(f"HashGrid.build: groups must have the same length as points ({groups.size} "
                                  f"vs {n})")
-        c = _COMPUTE[self.dtype]
-        with np.errstate(invalid="ignore", over="ignore"):
-            scaled = np.floor(pts.numpy().reshape(-1, 3).astype(c) * (c(1) / c(radius))).astype(np.float64)
-        cells = np.where(np.isnan(scaled), 0.0, np.clip(scaled, *_INT32)).astype(np.int64) % np.array(self.dims)
-        buckets = (cells[:, 2] * self.dims[1] + cells[:, 1]) * self.dims[0] + cells[:, 0]
-        key = buckets
-        if groups is not None:
-            g = groups.numpy().reshape(-1)
-            key = (buckets << 32) | (g.astype(np.int64) + 2**31)
-        order = np.argsort(key, kind="stable").astype(np.int32)
-        bounds = np.searchsorted(buckets[order], np.arange(len(self._starts) + 1)).astype(np.int32)
+        flat = pts if pts.ndim == 1 and pts.is_contiguous else pts.contiguous().flatten()
         self.reserve(n, with_groups=groups is not None)
-        self._sorted[:n] = order
-        if groups is not None:
-            self._sorted_groups[:n] = g[order]
-        self._starts[:], self._ends[:] = bounds[:-1], bounds[1:]
-        self._points = pts
-        self.groups = groups
-        self._desc.cell_width = c(radius)
+        self._points, self.groups = pts, groups
+        self._desc.cell_width = float(radius)
         self._desc.num_points = n
         self._desc.grouped = int(groups is not None)
         self._publish()
+        if groups is not None:  # by group first: the stable sort by bucket keeps each bucket's groups in order
+            flat_groups = groups if groups.ndim == 1 and groups.is_contiguous else groups.contiguous().flatten()
+            launch(_group_keys, n, inputs=[flat_groups, self._keys, self._sorted], device=self.device)
+            radix_sort_pairs(self._keys, self._sorted, n)
+        launch(_bucket_keys, n, inputs=[self.id, flat, self._sorted, self._keys, int(groups is not None)],
+               device=self.device)
+        radix_sort_pairs(self._keys, self._sorted, n)
+        self._starts.zero_()
+        self._ends.zero_()
+        launch(_cell_bounds, n, inputs=[self._keys, n, self._starts, self._ends], device=self.device)
+        if groups is not None:
+            launch(_gather, n, inputs=[flat_groups, self._sorted, self._sorted_groups], device=self.device)
 
     def _publish(self) -> None:
         d = self._desc
         d.points = (self._points.ptr or 0) if self._points is not None else 0
         d.sorted_ids, d.sorted_groups, d.cell_starts, d.cell_ends = (
-            a.ctypes.data for a in (self._sorted, self._sorted_groups, self._starts, self._ends))
+            a.ptr or 0 for a in (self._sorted, self._sorted_groups, self._starts, self._ends))
 
     def __repr__(self) -> str:
         return (f"HashGrid(dims={self.dims}, dtype={T.type_name(self.dtype)}, points={self._desc.num_points}, "
@@ -187,5 +186,43 @@ for _s, _v in _VEC3.items():
 add_builtin("hash_grid_query_next", (InOut(hash_grid_query_t), Out(T.int32)), T.bool_, "lw::hash_grid_query_next",
             header=HEADER, group="Geometry", differentiable=False,
             doc="hash_grid_query_next(query, index): the next candidate's point index into `index`; False at the end")
+add_builtin("hash_grid_bucket", (U64, Value()), T.int32, "lw::hash_grid_bucket", header=HEADER, group="Geometry",
+            differentiable=False, export=False, doc="the bucket of a point (the build's sort key)")
 add_builtin("hash_grid_point_id", (U64, I32), T.int32, "lw::hash_grid_point_id", header=HEADER, group="Geometry",
             differentiable=False, doc="hash_grid_point_id(id, index): the point at position `index` in cell order")
+
+
+# the build, as kernels (the bucket of a point is computed by the same C++ as the queries' cells)
+_bucket_of, tid = B.BUILTINS["hash_grid_bucket"], B.BUILTINS["tid"]
+
+
+@kernel(enable_backward=False)
+def _group_keys(groups: array(dtype=T.int32), keys: array(dtype=T.int32), ids: array(dtype=T.int32)):
+    i = tid()
+    keys[i] = groups[i]
+    ids[i] = i
+
+
+@kernel(enable_backward=False)
+def _bucket_keys(grid: T.uint64, points: array(dtype=Any), ids: array(dtype=T.int32), keys: array(dtype=T.int32),
+                 ordered: int):
+    i = tid()
+    if ordered == 0:
+        ids[i] = i
+    keys[i] = _bucket_of(grid, points[ids[i]])
+
+
+@kernel(enable_backward=False)
+def _cell_bounds(keys: array(dtype=T.int32), n: int, starts: array(dtype=T.int32), ends: array(dtype=T.int32)):
+    i = tid()
+    k = keys[i]
+    if i == 0 or keys[i - 1] != k:
+        starts[k] = i
+    if i == n - 1 or keys[i + 1] != k:
+        ends[k] = i + 1
+
+
+@kernel(enable_backward=False)
+def _gather(values: array(dtype=T.int32), order: array(dtype=T.int32), out: array(dtype=T.int32)):
+    i = tid()
+    out[i] = values[order[i]]

@@ -27,7 +27,7 @@ struct hash_grid_query_t {
     int32_t group, grouped;
 };
 
-// coordinates are binned in float (half points too) or double, exactly as HashGrid.build bins them
+// coordinates are binned in float (half points too) or double
 LW_FUNC float hash_grid_wide(half x) { return (float)x; }
 LW_FUNC float hash_grid_wide(float x) { return x; }
 LW_FUNC double hash_grid_wide(double x) { return x; }
@@ -70,6 +70,15 @@ LW_FUNC void hash_grid_enter(const hash_grid_t& g, hash_grid_query_t& q) {
     }
     q.cursor = lo;
     q.stop = hi;
+}
+
+// The bucket a point falls in: HashGrid.build sorts the points by it.
+template <typename T> LW_FUNC int32_t hash_grid_bucket(uint64_t id, vec_t<3, T> p) {
+    const hash_grid_t& g = *(const hash_grid_t*)id;
+    auto inv = decltype(hash_grid_wide(p.c[0]))(1) / decltype(hash_grid_wide(p.c[0]))(g.cell_width);
+    return (hash_grid_wrap(hash_grid_cell(hash_grid_wide(p.c[2]), inv), g.dim_z) * g.dim_y +
+            hash_grid_wrap(hash_grid_cell(hash_grid_wide(p.c[1]), inv), g.dim_y)) * g.dim_x +
+           hash_grid_wrap(hash_grid_cell(hash_grid_wide(p.c[0]), inv), g.dim_x);
 }
 
 LW_FUNC int32_t hash_grid_span(int32_t start, int32_t end, int32_t dim) {
