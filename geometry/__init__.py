@@ -2,5 +2,6 @@
 headers, value types, handle types and builtins registered from this package's own files)."""
 
 from .hash_grid import HashGrid, hash_grid_query_t
+from .marching_cubes import IsoSurfaceMarchingCubes
 
-__all__ = ["HashGrid", "hash_grid_query_t"]
+__all__ = ["HashGrid", "IsoSurfaceMarchingCubes", "hash_grid_query_t"]
