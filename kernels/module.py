@@ -11,6 +11,7 @@ import inspect
 import itertools
 import re
 import sys
+import threading
 import time
 import typing
 from dataclasses import dataclass, field
@@ -372,6 +373,7 @@ class Module:
         self.options: dict[str, Any] = {}  # set_module_options: these override wp.config for this module
         self.loaded: dict[tuple, LoadedModule] = {}
         self._last: tuple | None = None  # (device, mode, fast_math, version, function generation, loaded)
+        self._lock = threading.RLock()  # one build at a time: threads that need the module wait for it
 
     def add_kernel(self, k: Kernel, key: str) -> str:
         base, n = key, 1
@@ -407,9 +409,10 @@ class Module:
                 and last[3] == self.version and last[4] == functions.GENERATION[0]
                 and last[5] == (config.enable_backward, config.max_unroll)):
             return last[6]
-        lm = self._load(device)
-        self._last = (device, config.mode, config.fast_math, self.version, functions.GENERATION[0],
-                      (config.enable_backward, config.max_unroll), lm)
+        with self._lock:
+            lm = self._load(device)
+            self._last = (device, config.mode, config.fast_math, self.version, functions.GENERATION[0],
+                          (config.enable_backward, config.max_unroll), lm)
         return lm
 
     def _load(self, device: Any) -> LoadedModule:
