@@ -191,8 +191,7 @@ class Kernel:
         self.__qualname__ = func.__qualname__
         self.__doc__ = func.__doc__
         self.module = module or get_module(func.__module__)
-        self.key = self.module.add_kernel(self, key or func.__qualname__)
-        self.cname = f"k_{_sanitize(self.key)}"
+        self.key, self.cname = self.module.add_kernel(self, key or func.__qualname__)
         self._signature: tuple[tuple[str, ...], tuple[Any, ...]] | None = None
         self._generic: bool | None = None
         self._overloads: dict[tuple, Kernel] = {}
@@ -375,14 +374,18 @@ class Module:
         self._last: tuple | None = None  # (device, mode, fast_math, version, function generation, loaded)
         self._lock = threading.RLock()  # one build at a time: threads that need the module wait for it
 
-    def add_kernel(self, k: Kernel, key: str) -> str:
+    def add_kernel(self, k: Kernel, key: str) -> tuple[str, str]:
+        """Register `k` under `key` (made unique in the module); returns the key and the kernel's C++ name.
+        The C++ name starts with the kernel's number in the module, so keys that sanitize alike
+        (`make.<locals>.k`, `make__locals__k`) and the entries derived from it (`_cpu`, `_adj_cpu`...)
+        never clash."""
         base, n = key, 1
         while key in self.kernels:
             key = f"{base}_{n}"
             n += 1
         self.kernels[key] = k
         self.version += 1
-        return key
+        return key, f"k{len(self.kernels)}_{_sanitize(key)}"
 
     def option(self, name: str) -> Any:
         return self.options[name] if name in self.options else getattr(config, name)

@@ -223,3 +223,39 @@ def test_release_cache_keys_ignore_line_directives():
     b = '#line 14 "k.py"\nx = 1;\n#line 15\ny = 2;\n'
     assert source_key(a, debug=False) == source_key(b, debug=False)
     assert source_key(a, debug=True) != source_key(b, debug=True)
+
+
+def test_kernels_whose_names_sanitize_alike_build_together():
+    """Keys that become the same C identifier (`make.<locals>.k`, `make__locals__k`), or that collide with
+    another kernel's derived entries (`x` has `..._adj_cpu`, so does a kernel `x_adj`), share one module."""
+    mod = "test_build_name_clash"
+
+    def make(value):
+        def k(a: wp.array(dtype=float)):
+            a[wp.tid()] = a[wp.tid()] * value
+
+        return k
+
+    nested, plain = make(2.0), make(3.0)
+    nested.__qualname__, plain.__qualname__ = "make.<locals>.k", "make__locals__k"  # as if made at module level
+    kernels = [wp.kernel(nested, module=mod), wp.kernel(plain, module=mod)]
+
+    def x(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+        out[wp.tid()] = a[wp.tid()] * a[wp.tid()]
+
+    def x_adj(a: wp.array(dtype=float)):
+        a[wp.tid()] = a[wp.tid()] + 1.0
+
+    square, shift = wp.kernel(x, module=mod), wp.kernel(x_adj, module=mod)
+    a = wp.full(2, 1.0, dtype=float)
+    for k in kernels:
+        wp.launch(k, dim=2, inputs=[a])
+    wp.launch(shift, dim=2, inputs=[a])
+    np.testing.assert_array_equal(a.numpy(), [7.0, 7.0])
+    x_in = wp.full(2, 3.0, dtype=float, requires_grad=True)
+    out = wp.zeros(2, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, dim=2, inputs=[x_in, out])
+    tape.backward(grads={out: wp.ones(2, dtype=float)})
+    np.testing.assert_array_equal(x_in.grad.numpy(), [6.0, 6.0])
