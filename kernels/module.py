@@ -489,12 +489,7 @@ def get_module(name: Any) -> Module:
     return m
 
 
-MODULE_OPTIONS = {  # name -> (what it takes, whether a value is allowed)
-    "mode": ('"release" or "debug"', lambda v: v in ("release", "debug")),
-    "fast_math": ("True or False", lambda v: isinstance(v, bool)),
-    "enable_backward": ("True or False", lambda v: isinstance(v, bool)),
-    "max_unroll": ("an int >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
-}
+MODULE_OPTIONS = {name: config.SETTINGS[name] for name in ("mode", "fast_math", "enable_backward", "max_unroll")}
 
 
 def set_module_options(options: dict, module: Any = None) -> None:

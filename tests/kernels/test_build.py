@@ -1,10 +1,12 @@
 """The build pipeline: lazy builds, the content-hashed cache, concurrency, and compiler failures."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -259,3 +261,38 @@ def test_kernels_whose_names_sanitize_alike_build_together():
         wp.launch(square, dim=2, inputs=[x_in, out])
     tape.backward(grads={out: wp.ones(2, dtype=float)})
     np.testing.assert_array_equal(x_in.grad.numpy(), [6.0, 6.0])
+
+
+@pytest.mark.parametrize(("name", "value"), [("mode", "Debug"), ("mode", None), ("cpu_threads", -3), ("cpu_threads", 0),
+                                             ("fast_math", "yes"), ("max_unroll", -1), ("cpu_serial_threshold", 1.5),
+                                             ("verify_cuda_arch", "sm_75"), ("kernel_cache_dir", ""),
+                                             ("enable_backward", 1)])
+def test_config_rejects_bad_values(name, value):
+    """wp.config checks every assignment: a misspelt or out-of-range value raises and changes nothing."""
+    before = getattr(wp.config, name)
+    with pytest.raises(ValueError, match=f"wp.config.{name} takes .*, got {re.escape(repr(value))}"):
+        setattr(wp.config, name, value)
+    assert getattr(wp.config, name) == before
+
+
+def test_config_accepts_good_values():
+    """Valid settings are taken as given (numpy ints count as ints, paths as folders)."""
+    saved = {n: getattr(wp.config, n) for n in ("cpu_threads", "cpu_serial_threshold", "kernel_cache_dir", "mode")}
+    try:
+        wp.config.cpu_threads = None
+        wp.config.cpu_threads = 2
+        wp.config.cpu_serial_threshold = np.int64(100)
+        wp.config.kernel_cache_dir = Path(saved["kernel_cache_dir"])
+        wp.config.mode = "debug"
+        assert wp.config.cpu_serial_threshold == 100 and wp.config.mode == "debug"
+    finally:
+        for n, v in saved.items():
+            setattr(wp.config, n, v)
+
+
+def test_module_options_use_the_config_checks():
+    """set_module_options checks values with the same rules as wp.config, before setting any."""
+    mod = "test_build_option_checks"
+    with pytest.raises(ValueError, match='module option \'mode\' takes "release" or "debug", got \'Debug\''):
+        wp.set_module_options({"fast_math": True, "mode": "Debug"}, module=mod)
+    assert wp.get_module_options(mod)["fast_math"] is False
