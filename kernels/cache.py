@@ -156,13 +156,14 @@ def _fsync(path: Path) -> None:
 
 
 def _seal(folder: Path, artifact: str) -> None:
-    """Make a finished build durable and private: no group/other write bits (a umask of 000 would leave
-    them), the artifact's digest recorded, every file and the folder flushed to disk."""
+    """Make a finished build private and durable: no group/other write bits (a umask of 000 would leave
+    them), the artifact's digest recorded, the artifact, its record and the folder flushed to disk (after
+    a crash an entry is whole or absent; the root's rename need not be flushed)."""
     for p in folder.iterdir():
         os.chmod(p, stat.S_IMODE(p.stat().st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
-        _fsync(p)
     with open(folder / artifact, "rb") as f:
         digest = hashlib.file_digest(f, "sha256").hexdigest()
+        os.fsync(f.fileno())
     record = folder / f"{artifact}.sha256"
     with open(record, "w") as f:
         f.write(f"{digest}  {artifact}\n")
@@ -183,7 +184,6 @@ def _publish(root: Path, key: str, artifact: str, produce: Callable[[Path], None
         except OSError:
             if _problem(root / key, artifact) is not None:  # not a finished entry from a build that took no lock
                 raise
-        _fsync(root)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
