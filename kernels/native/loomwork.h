@@ -208,16 +208,22 @@ template <typename T> LW_FUNC typename scalar_only<T>::type sub(T a, T b) { retu
 template <typename T> LW_FUNC typename scalar_only<T>::type mul(T a, T b) { return T(a * b); }
 LW_FUNC float div(float a, float b) { return a / b; }
 LW_FUNC double div(double a, double b) { return a / b; }
-// integer division truncates (C semantics, like Warp); division by zero gives 0, never a trap
-template <typename T> LW_FUNC typename scalar_only<T>::type div(T a, T b) { return b == T(0) ? T(0) : T(a / b); }
-template <typename T> LW_FUNC T floordiv(T a, T b) {
+// integer division truncates (C semantics, like Warp) and never traps: division by zero gives 0, and the one
+// quotient that overflows, MIN / -1, wraps to MIN (remainder 0)
+template <typename T> LW_FUNC bool by_minus_one(T b) { return T(-1) < T(0) && b == T(-1); }
+template <typename T> LW_FUNC typename scalar_only<T>::type div(T a, T b) {
     if (b == T(0)) return T(0);
-    T q = T(a / b);
-    return (T(q * b) != a && ((a < T(0)) != (b < T(0)))) ? T(q - T(1)) : q;
+    return by_minus_one(b) ? T(0ull - (unsigned long long)a) : T(a / b);
+}
+template <typename T> LW_FUNC typename scalar_only<T>::type mod(T a, T b) {
+    return b == T(0) || by_minus_one(b) ? T(0) : T(a % b);
+}
+template <typename T> LW_FUNC T floordiv(T a, T b) {
+    T q = div(a, b), r = mod(a, b);
+    return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? T(q - T(1)) : q;
 }
 LW_FUNC float floordiv(float a, float b) { return floor(a / b); }
 LW_FUNC double floordiv(double a, double b) { return floor(a / b); }
-template <typename T> LW_FUNC typename scalar_only<T>::type mod(T a, T b) { return b == T(0) ? T(0) : T(a % b); }
 LW_FUNC float mod(float a, float b) { return fmod(a, b); }
 LW_FUNC double mod(double a, double b) { return fmod(a, b); }
 template <typename T> LW_FUNC typename scalar_only<T>::type neg(T a) { return T(-a); }

@@ -136,6 +136,20 @@ def integer_math(a: wp.array(dtype=int), b: wp.array(dtype=int), out: wp.array(d
 
 
 @wp.kernel
+def min_by_minus_one(a: wp.array(dtype=wp.int64), b: wp.array(dtype=wp.int64), out: wp.array2d(dtype=wp.int64),
+                     a32: wp.array(dtype=int), b32: wp.array(dtype=int), out32: wp.array2d(dtype=int),
+                     v: wp.array(dtype=wp.vec2i), vout: wp.array(dtype=wp.vec2i)):
+    i = wp.tid()
+    out[i, 0] = a[i] // b[i]
+    out[i, 1] = a[i] % b[i]
+    out[i, 2] = a[i] / b[i]
+    out32[i, 0] = a32[i] // b32[i]
+    out32[i, 1] = a32[i] % b32[i]
+    out32[i, 2] = a32[i] / b32[i]
+    vout[i] = v[i] / b32[i]
+
+
+@wp.kernel
 def vec_mat(v: wp.array(dtype=wp.vec3), m: wp.array(dtype=wp.mat33), out_v: wp.array(dtype=wp.vec3),
             out_s: wp.array(dtype=float), out_m: wp.array(dtype=wp.mat33)):
     i = wp.tid()
@@ -362,6 +376,22 @@ def test_integer_operators_and_division_by_zero():
     trunc_mod = np.where(b != 0, np.fmod(a, np.where(b == 0, 1, b)), 0)
     expect = (a & b) + (a | b) * 3 + (a ^ b) * 7 + (a << 2) + (a >> 1) + ~b + floordiv + trunc_mod + trunc_div
     np.testing.assert_array_equal(out.numpy(), expect)
+
+
+def test_min_divided_by_minus_one_wraps_instead_of_trapping():
+    """INT_MIN // -1, / -1 and % -1 (int32, int64, int vectors / -1) give MIN, MIN and 0 instead of killing the
+    process with SIGFPE; other divisors are unchanged."""
+    lo64, lo32 = -(2**63), -(2**31)
+    a, b = np.array([lo64, lo64, 7, -7], dtype=np.int64), np.array([-1, 1, -1, 0], dtype=np.int64)
+    out, out32 = wp.zeros((4, 3), dtype=wp.int64), wp.zeros((4, 3), dtype=int)
+    a32, b32 = np.array([lo32, lo32, 7, -7], dtype=np.int32), b.astype(np.int32)
+    v = np.array([[lo32, 5]] * 4, dtype=np.int32)
+    vout = wp.zeros(4, dtype=wp.vec2i)
+    wp.launch(min_by_minus_one, 4, inputs=[a, b, out, a32, b32, out32, v, vout])
+    for got, lo in ((out.numpy(), lo64), (out32.numpy(), lo32)):
+        np.testing.assert_array_equal(got, [[lo, 0, lo], [lo, 0, lo], [-7, 0, -7], [0, 0, 0]])
+    minus, plus = [lo32, -5], [lo32, 5]
+    np.testing.assert_array_equal(vout.numpy(), [minus, plus, minus, [0, 0]])
 
 
 def test_vectors_and_matrices(device):
