@@ -135,7 +135,7 @@ class AdjointEmitter(Emitter):
         if s.dest is not None:  # the previous value: read, not re-applied
             if s.dest in self.saved:
                 self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
-            self.out(f"{s.dest.name} = {self.element(s.array, s.indices, s.site)};")
+            self.out(f"{s.dest.name} = {self.reach(self.element(s.array, s.indices, s.site), s.path)};")
 
     def r_Eval(self, s: ir.Eval, n: int) -> None:
         self.out(f"{self.replay_expr(s.expr)};")
@@ -233,7 +233,7 @@ class AdjointEmitter(Emitter):
     def rev_Store(self, s: ir.Store, n: int) -> None:
         if isinstance(s.value, Var) and differentiable(s.value.type):
             self.out(f"if (lw::has_grad({self.op(s.array)})) "
-                     f"lw::acc({self.adj(s.value)}, {self.grad(s.array, s.indices)});")
+                     f"lw::acc({self.adj(s.value)}, {self.reach(self.grad(s.array, s.indices), s.path)});")
 
     def rev_Eval(self, s: ir.Eval, n: int) -> None:
         self.reverse_call(s.expr, None)
@@ -293,7 +293,7 @@ class AdjointEmitter(Emitter):
                 self.out(f"{self.adj(s.dest)} = {{}};")
         if not (isinstance(s.value, Var) and differentiable(s.value.type)):
             return
-        g = self.grad(s.array, s.indices)
+        g = self.reach(self.grad(s.array, s.indices), s.path)
         a = self.adj(s.value)
         arr = self.op(s.array)
         if s.op == "add":
@@ -301,7 +301,7 @@ class AdjointEmitter(Emitter):
         elif s.op == "sub":
             self.out(f"if (lw::has_grad({arr})) lw::acc({a}, lw::neg({g}));")
         elif T.is_scalar(s.value.type):  # min/max: the value that won gets the gradient
-            cur = f"lw::at({arr}, {', '.join(self.op(i) for i in s.indices)})"
+            cur = self.reach(f"lw::at({arr}, {', '.join(self.op(i) for i in s.indices)})", s.path)
             self.out(f"if (lw::has_grad({arr}) && lw::eq({cur}, {self.op(s.value)})) lw::acc({a}, {g});")
 
     def rev_Assign(self, s: ir.Assign, n: int) -> None:

@@ -125,6 +125,22 @@ class ShapeOf:
     array: Operand
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where an assignment writes: a local variable (`indices` None) or the array element `root[indices]`,
+    and the fields and components `path` leads to within it; `type` is the type of what is written."""
+
+    root: Operand
+    indices: tuple[Operand, ...] | None
+    site: int
+    path: tuple[ir.Part, ...]
+    type: Any
+
+    def then(self, part: ir.Part) -> Place:
+        """The place one step further in."""
+        return Place(self.root, self.indices, self.site, (*self.path, part), part.type)
+
+
 class Source:
     """A Python function's parsed source and the location data error messages need."""
 
@@ -174,6 +190,7 @@ class Scope:
         self.blocks: list[list[ir.Stmt]] = [[]]
         self.params = tuple(Var(f"v_{n}", t) for n, t in arg_types.items())
         self.vars: dict[str, Var] = dict(zip(arg_types, self.params, strict=True))
+        self.defined: set[str] = set(arg_types)  # names assigned on every path to the point being built
         self.locals: list[Var] = []
         self.ret_type: Any = None
         self.loop_depth = 0
@@ -344,78 +361,141 @@ class Builder:
                 var = existing
                 value = self.convert(value, var.type, target, what=f"variable '{name}'")
             self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
+            self.scope.defined.add(name)
             return
-        if isinstance(target, ast.Subscript):
-            self.store_subscript(target, value)
-            return
-        if isinstance(target, ast.Attribute):
-            base = self.expr(target.value)
-            if isinstance(base, Var) and is_struct(base.type):
-                field_t = base.type.fields.get(target.attr)
-                if field_t is None:
-                    self.error(target, KernelAttributeError,
-                               f"struct {base.type.__name__} has no field '{target.attr}'")
-                if not isinstance(target.value, ast.Name):
-                    self.error(target, KernelSyntaxError, "assign nested struct fields through a local: "
-                               "inner = s.inner; inner.x = ...; s.inner = inner")
-                value = self.convert(value, field_t, target, what=f"field '{target.attr}'")
-                self.emit(ir.SetField(base, target.attr, value, line=self.cur_line))
-                return
-            if isinstance(base, Var) and T.is_vector(base.type):
-                idx = _SWIZZLE.get(target.attr)
-                if idx is None or idx >= base.type._length_:
-                    self.error(target, KernelAttributeError,
-                               f"{T.type_name(base.type)} has no component '{target.attr}'")
-                if base not in self.scope.locals and base not in self.scope.params:
-                    self.error(target, KernelSyntaxError, "only local vectors can be modified in place")
-                value = self.convert(value, base.type._wp_scalar_type_, target)
-                self.emit(ir.SetComponent(base, (Const(idx, T.int32),), value, line=self.cur_line))
-                return
-            self.error(target, KernelSyntaxError, "only components of local vectors can be assigned as attributes")
-        self.error(target, KernelSyntaxError, f"cannot assign to {type(target).__name__}")
+        self.store(self.place(target), value, target)
 
-    def store_subscript(self, target: ast.Subscript, value: Operand) -> None:
-        base = self.expr(target.value)
+    # -- places: where an assignment to a subscript or attribute writes ---------------------------
+
+    def place(self, node: ast.expr) -> Place:
+        """The place an assignment target names: a local variable or an array element, and the fields and
+        components within it. A part of anything else (a call's result, an expression) is not a place."""
+        found = self.place_or_object(node)
+        if not isinstance(found, Place):
+            self.not_a_place(node, found)
+        return found
+
+    def place_or_object(self, node: ast.expr) -> Place | Any:
+        """`place()`, or the compile-time object (module, constant...) `node` names instead."""
+        if isinstance(node, ast.Name):
+            var = self.scope.vars.get(node.id) if node.id not in self.scope.static_locals else None
+            if var is None:
+                return self.expr(node)
+            self.check_defined(node)
+            return Place(var, None, 0, (), var.type)
+        if not isinstance(node, ast.Attribute | ast.Subscript):
+            self.not_a_place(node, None)
+        base = self.place_or_object(node.value)
+        if isinstance(node, ast.Attribute):
+            if not isinstance(base, Place):
+                return self.expr(node)  # an attribute of a module or class
+            return self.field_place(base, node)
         if isinstance(base, PyObj) and base.value is adjoint:
-            var = self.adjoint_var(target)
-            value = self.convert(value, var.type, target, what="adjoint")
-            self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
+            var = self.adjoint_var(node)
+            return Place(var, None, 0, (), var.type)
+        if not isinstance(base, Place):
+            self.not_a_place(node, base)
+        return self.index_place(base, node)
+
+    def not_a_place(self, node: ast.expr, found: Any) -> None:
+        if isinstance(found, PyObj | Const):
+            self.error(node, KernelSyntaxError, f"cannot assign into {_describe(getattr(found, 'value', found))}: "
+                       "only local variables, their components and array elements can be assigned")
+        self.error(node, KernelSyntaxError, "cannot assign into a part of a temporary value (the result of a call "
+                   "or an expression): assign the value to a variable first, e.g. v = ...; v[2] = x")
+
+    def field_place(self, base: Place, node: ast.Attribute) -> Place:
+        t = base.type
+        if T.is_record(t):
+            if node.attr not in t.fields:
+                kind = "struct" if is_struct(t) else "value type"
+                self.error(node, KernelAttributeError, f"{kind} {t.__name__} has no field '{node.attr}'")
+            return base.then(ir.Part(t, name=node.attr))
+        if T.is_vector(t):
+            idx = _SWIZZLE.get(node.attr)
+            if idx is None or idx >= t._length_:
+                self.error(node, KernelAttributeError, f"{T.type_name(t)} has no component '{node.attr}'")
+            return base.then(ir.Part(t, indices=(Const(idx, T.int32),)))
+        self.error(node, KernelSyntaxError, f"cannot assign to attribute '{node.attr}' of a {T.type_name(t)}")
+
+    def index_place(self, base: Place, node: ast.Subscript) -> Place:
+        t = base.type
+        if isinstance(t, ArrayType):
+            arr = self.place_value(base)
+            indices = self.indices(node.slice)
+            if len(indices) > t.ndim:
+                self.error(node, KernelIndexError, f"{len(indices)} indices for a {t.ndim}-D array")
+            for i in indices:
+                if isinstance(i, Const) and i.value < 0:
+                    self.error(node.slice, KernelIndexError, "negative array indices are not supported in kernels")
+            if len(indices) < t.ndim:  # a[i][j] on a 2-D array: the view a[i], then its element j
+                if t.indexed:
+                    self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} "
+                               "indices")
+                view = self.assign_temp(ir.View(arr, indices), ArrayType(t.dtype, t.ndim - len(indices)))
+                return Place(view, None, 0, (), view.type)
+            return Place(arr, indices, self.site(node, arr), (), t.dtype)
+        if T.is_composite(t):
+            indices = self.component_indices(t, self.indices(node.slice), node)
+            last = base.path[-1] if base.path else None
+            if last is not None and T.is_matrix(last.of) and len(last.indices) == 1 and len(indices) == 1:
+                # m[i][j]: one element of the matrix rather than a component of its row
+                merged = ir.Part(last.of, indices=(*last.indices, *indices))
+                return Place(base.root, base.indices, base.site, base.path[:-1] + (merged,), merged.type)
+            return base.then(ir.Part(t, indices=indices))
+        self.error(node.value, KernelTypeError, f"a {T.type_name(t)} cannot be assigned by index")
+
+    def place_value(self, p: Place) -> Operand:
+        """The current value at place `p`."""
+        v = p.root
+        if p.indices is not None:
+            v = self.assign_temp(ir.Load(p.root, p.indices, p.site), p.root.type.dtype)
+        for part in p.path:
+            expr = ir.Field(v, part.name) if part.name is not None else ir.Extract(v, part.indices)
+            v = self.assign_temp(expr, part.type)
+        return v
+
+    def store(self, p: Place, value: Operand, node: ast.AST) -> None:
+        """Write `value` at place `p`: an array element or a part of one is stored in memory; a part of a
+        local is set in place, through copies of the enclosing parts when it is nested (`s.pos.x = v`)."""
+        what = "array element" if p.indices is not None and not p.path else "value"
+        value = self.convert(value, p.type, node, what=what)
+        if p.indices is not None:
+            self.emit(ir.Store(p.root, p.indices, value, p.site, p.path, line=self.cur_line))
             return
-        indices = self.indices(target.slice)
-        if isinstance(base, Operand) and isinstance(base.type, ArrayType):
-            if len(indices) != base.type.ndim:
-                self.error(target, KernelSyntaxError,
-                           f"storing into a {base.type.ndim}-D array needs {base.type.ndim} indices, "
-                           f"got {len(indices)}")
-            value = self.convert(value, base.type.dtype, target, what="array element")
-            self.emit(ir.Store(base, indices, value, self.site(target, base), line=self.cur_line))
+        if not p.path:  # wp.adjoint[x]
+            self.emit(ir.Assign(p.root, ir.Copy(value), line=self.cur_line))
             return
-        if isinstance(base, Var) and T.is_composite(base.type):
-            indices = self.component_indices(base.type, indices, target)
-            t = self.component_type(base.type, len(indices))
-            value = self.convert(value, t, target)
-            self.emit(ir.SetComponent(base, indices, value, line=self.cur_line))
-            return
-        self.error(target, KernelSyntaxError, "only arrays and local vectors/matrices can be assigned by index")
+        containers = [p.root]
+        for part in p.path[:-1]:
+            expr = ir.Field(containers[-1], part.name) if part.name is not None else ir.Extract(containers[-1],
+                                                                                                 part.indices)
+            containers.append(self.assign_temp(expr, part.type))
+        for var, part in zip(reversed(containers), reversed(p.path), strict=True):
+            if part.name is not None:
+                self.emit(ir.SetField(var, part.name, value, line=self.cur_line))
+            else:
+                self.emit(ir.SetComponent(var, part.indices, value, line=self.cur_line))
+            value = var
 
     def _stmt_AugAssign(self, node: ast.AugAssign) -> None:
         op = _OPS.get(type(node.op))
         if op is None:
             self.unsupported(node.op)
         target = node.target
-        if isinstance(target, ast.Subscript):
-            base = self.expr(target.value)
-            if isinstance(base, Operand) and isinstance(base.type, ArrayType) and op in ("add", "sub"):
-                indices = self.indices(target.slice)
-                if len(indices) != base.type.ndim:
-                    self.error(target, KernelSyntaxError,
-                               f"a {base.type.ndim}-D array needs {base.type.ndim} indices, got {len(indices)}")
-                value = self.convert(self.value(node.value), base.type.dtype, node.value, what="array element")
-                self.emit(ir.Atomic(op, base, indices, value, None, self.site(target, base), line=self.cur_line))
-                return
-        current = self.value(target)
-        result = self.binop(op, current, self.value(node.value), node)
-        self.assign_to(target, result, node)
+        if isinstance(target, ast.Name):
+            current = self.value(target)
+            self.assign_to(target, self.binop(op, current, self.value(node.value), node), node)
+            return
+        p = self.place(target)
+        if p.indices is not None and op in ("add", "sub") and (not p.path or T.is_composite(p.type) or (
+                T.is_scalar(p.type) and p.type is not T.bool_)):
+            # a[i] += v, a[i].y -= v: an atomic update of the element or of its part, as in Warp
+            value = self.convert(self.value(node.value), p.type, node.value, what="array element")
+            self.emit(ir.Atomic(op, p.root, p.indices, value, None, p.site, path=p.path, line=self.cur_line))
+            return
+        result = self.binop(op, self.place_value(p), self.value(node.value), node)
+        self.store(p, result, target)
 
     def _stmt_If(self, node: ast.If) -> None:
         cond = self.condition(node.test)
@@ -423,9 +503,16 @@ class Builder:
             for s in node.body if cond.value else node.orelse:
                 self.stmt(s)
             return
-        body = self.sub_block(node.body)
-        orelse = self.sub_block(node.orelse)
-        self.emit(ir.If(cond, body, orelse, line=self.src.line(node)))
+        before = self.scope.defined
+        reaching = []  # the names defined at the end of each branch that carries on after the if
+        blocks = []
+        for branch in (node.body, node.orelse):
+            self.scope.defined = set(before)
+            blocks.append(self.sub_block(branch))
+            if not _leaves(branch):
+                reaching.append(self.scope.defined)
+        self.scope.defined = set.intersection(*reaching) if reaching else before
+        self.emit(ir.If(cond, *blocks, line=self.src.line(node)))
 
     def _stmt_For(self, node: ast.For) -> None:
         if node.orelse:
@@ -471,6 +558,7 @@ class Builder:
             self.scope.locals.append(var)
         elif var.type != t:
             self.error(node.target, KernelTypeError, f"loop variable '{name}' was {T.type_name(var.type)} before")
+        self.scope.defined.add(name)
         self.scope.loop_depth += 1
         body = self.sub_block(node.body)
         self.scope.loop_depth -= 1
@@ -613,6 +701,7 @@ class Builder:
             return self.from_python(self.scope.static_locals[node.id], node)
         var = self.scope.vars.get(node.id)
         if var is not None:
+            self.check_defined(node)
             return var
         for scope in (self.scope.closure, self.src.func.__globals__, pybuiltins.__dict__):
             if node.id in scope:
@@ -662,6 +751,14 @@ class Builder:
                     return self.assign_temp(ir.Extract(base, (Const(idx, T.int32),)), t._wp_scalar_type_)
             self.error(node, KernelAttributeError, f"{T.type_name(t)} has no attribute '{node.attr}'")
         self.error(node, KernelAttributeError, f"no attribute '{node.attr}' here")
+
+    def check_defined(self, node: ast.Name) -> None:
+        """A local read must follow an assignment on every path: one made in only one branch of an `if`
+        would leave the other path reading a value no statement wrote."""
+        if node.id not in self.scope.defined:
+            self.error(node, KernelNameError, f"local variable '{node.id}' may be read here before it is assigned: "
+                       "it is assigned only in some branches of an if above; assign it on every path "
+                       "(or before the if)")
 
     def adjoint_var(self, node: ast.Subscript) -> Var:
         if not self.scope.adjoints:
@@ -1081,6 +1178,17 @@ class Builder:
 
 _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
 _UNSET = object()
+
+
+def _leaves(stmts: list[ast.stmt]) -> bool:
+    """Whether a branch never carries on after its `if`: it ends in return, break or continue, or in an
+    if whose branches both leave."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, ast.Return | ast.Break | ast.Continue):
+        return True
+    return isinstance(last, ast.If) and _leaves(last.body) and _leaves(last.orelse)
 
 
 def _has_bare_return(block: list) -> bool:

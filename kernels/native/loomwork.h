@@ -482,6 +482,10 @@ template <int R, int C, typename T> LW_FUNC vec_t<C, T> row(const mat_t<R, C, T>
 template <int R, int C, typename T> LW_FUNC void set_row(mat_t<R, C, T>& m, int64_t i, vec_t<C, T> v) {
     for (int j = 0; j < C; ++j) m.c[i * C + j] = v.c[j];
 }
+// row i of a matrix in memory, as a vector stores and atomics can write through (same layout as C scalars)
+template <int R, int C, typename T> LW_FUNC vec_t<C, T>& row_ref(mat_t<R, C, T>& m, int64_t i) {
+    return *reinterpret_cast<vec_t<C, T>*>(m.c + i * C);
+}
 
 template <int N, typename T> LW_FUNC T dot(vec_t<N, T> a, vec_t<N, T> b) {
     T s = mul(a.c[0], b.c[0]);

@@ -97,6 +97,21 @@ def test_store_of_the_wrong_type():
     assert "array element expects float32, got vec3f" in build_error(bad_store, wp.KernelTypeError)
 
 
+def test_assigning_into_a_temporary_value():
+    """A component or field store into a call's or an expression's result is an error at its line."""
+
+    def into_call(a: wp.array(dtype=float)):
+        wp.vec3d(1.0, 2.0, 3.0)[2] = wp.float64(a[0])
+
+    def into_expression(a: wp.array(dtype=float)):
+        v = wp.vec3(1.0)
+        (v + v).x = a[0]
+
+    for fn in (into_call, into_expression):
+        msg = build_error(fn, wp.KernelSyntaxError)
+        assert "cannot assign into a part of a temporary value" in msg and "test_errors.py:" in msg and "^" in msg
+
+
 def test_variable_changing_type():
     """A local assigned an int, then a vec3, is a TypeError."""
 
@@ -179,6 +194,57 @@ def test_function_argument_mismatch():
 
     msg = build_error(caller, TypeError)
     assert "argument 'v' expects vec3f, got float32" in msg
+
+
+def test_local_assigned_on_some_paths_only():
+    """A local assigned in one branch of an if and read after it is a NameError naming it and the line;
+    assigned in both branches, before the if, in the branch that carries on, or in a loop body, it is not."""
+
+    def one_branch(a: wp.array(dtype=float)):
+        if a[0] > 0.0:
+            y = 2.0
+        a[0] = y
+
+    def nested_branch(a: wp.array(dtype=float)):
+        y = 0.0
+        if a[0] > 0.0:
+            if a[1] > 0.0:
+                z = 1.0
+            else:
+                y = 2.0
+            a[0] = z + y
+
+    for fn, name in ((one_branch, "y"), (nested_branch, "z")):
+        msg = build_error(fn, NameError)
+        assert f"local variable '{name}' may be read here before it is assigned" in msg and "test_errors.py:" in msg
+
+    def every_path(a: wp.array(dtype=float)):
+        i = wp.tid()
+        if a[i] > 0.0:
+            y = 1.0
+        elif a[i] < -1.0:
+            y = 2.0
+        else:
+            y = 3.0
+        if a[i] > 5.0:
+            return
+        else:
+            z = y
+        w = 0.0
+        for j in range(int(a[i])):
+            if j > 2:
+                continue
+            w = w + z
+            last = w
+        while w > 0.0:
+            w = w - 1.0
+            t = w
+        a[i] = y + z + w + last + t
+
+    k = fresh_kernel(every_path)
+    a = wp.array(np.array([2.5], dtype=np.float32))
+    wp.launch(k, 1, inputs=[a])
+    assert a.numpy()[0] == 1.0 + 1.0 + 0.0 + 2.0 + 0.0
 
 
 # -- launch-time errors ----------------------------------------------------------------------------

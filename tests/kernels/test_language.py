@@ -163,6 +163,7 @@ def vec_mat(v: wp.array(dtype=wp.vec3), m: wp.array(dtype=wp.mat33), out_v: wp.a
     out_s[i] = wp.dot(a, b) + wp.length(a) + M[1, 2] + M[2][0] + wp.length_sq(a)
     R = M * M + wp.transpose(M) - M * 0.5
     R[0, 0] = 9.0
+    R[1][2] = 4.0  # an element through its row: stored in place
     out_m[i] = R
 
 
@@ -207,6 +208,35 @@ def atomics(vals: wp.array(dtype=float), ivals: wp.array(dtype=int), total: wp.a
     sub[0] -= 1.0
     wp.atomic_sub(sub, 1, 2.0)
     vtotal[0] += wp.vec3(1.0, vals[i], 2.0)
+
+
+@wp.struct
+class Body:
+    pos: wp.vec3
+    frame: wp.mat22
+    mass: float
+
+
+@wp.kernel
+def component_stores(b: wp.array(dtype=wp.vec3), m: wp.array(dtype=wp.mat22), s: wp.array(dtype=Body),
+                     g: wp.array2d(dtype=wp.vec2), total: wp.array(dtype=wp.vec3), bodies: wp.array(dtype=Body)):
+    i = wp.tid()
+    b[i][0] = 7.0
+    b[i].y = float(i)
+    b[i][2] += 1.0
+    b[i][i % 3] *= 2.0
+    m[i][1][1] = 9.0
+    m[i][0] = wp.vec2(1.0, 2.0)
+    m[i][1, 0] -= 3.0
+    s[i].pos.x = 3.0
+    s[i].frame[1][0] = 5.0
+    s[i].mass = 4.0
+    g[i, 1].y = 6.0
+    g[i][0][0] = 8.0
+    total[0].y += 1.0  # an atomic add on the component, exact with every thread contending
+    total[0][2] -= 2.0
+    bodies[0].pos.z += 1.0
+    bodies[0].mass += 0.5
 
 
 @wp.kernel
@@ -416,6 +446,7 @@ def test_vectors_and_matrices(device):
     np.testing.assert_allclose(out_s.numpy(), exp_s, rtol=1e-4, atol=1e-4)
     exp_m = m @ m + np.transpose(m, (0, 2, 1)) - 0.5 * m
     exp_m[:, 0, 0] = 9.0
+    exp_m[:, 1, 2] = 4.0
     np.testing.assert_allclose(out_m.numpy(), exp_m, rtol=1e-4, atol=1e-4)
 
 
@@ -470,6 +501,26 @@ def test_atomics_are_exact_under_threads():
     np.testing.assert_array_equal(hist.numpy(), np.bincount(ivals % 8, minlength=8))
     np.testing.assert_allclose(vtotal.numpy()[0], [n, vals.sum(), 2 * n])
     np.testing.assert_array_equal(sub.numpy(), [-n, -2 * n])
+
+
+def test_stores_into_parts_of_array_elements():
+    """b[i].y = v, m[i][1][1] = v, s[i].pos.x = v write through to the array; += / -= on a part is atomic."""
+    n = 20_000  # past the serial threshold: threads contend for total[0] and bodies[0]
+    b, m, s = wp.ones(n, dtype=wp.vec3), wp.zeros(n, dtype=wp.mat22), wp.zeros(n, dtype=Body)
+    g, total, bodies = wp.zeros((n, 2), dtype=wp.vec2), wp.zeros(1, dtype=wp.vec3), wp.zeros(1, dtype=Body)
+    wp.launch(component_stores, n, inputs=[b, m, s, g, total, bodies])
+    i = np.arange(n)
+    exp_b = np.stack([np.full(n, 7.0), i, np.full(n, 2.0)], axis=1)
+    exp_b[i, i % 3] *= 2.0
+    np.testing.assert_array_equal(b.numpy(), exp_b)
+    np.testing.assert_array_equal(m.numpy(), np.broadcast_to([[1.0, 2.0], [-3.0, 9.0]], (n, 2, 2)))
+    sv = s.numpy()
+    np.testing.assert_array_equal(sv["pos"], np.broadcast_to([3.0, 0.0, 0.0], (n, 3)))
+    np.testing.assert_array_equal(sv["frame"].reshape(n, 2, 2), np.broadcast_to([[0.0, 0.0], [5.0, 0.0]], (n, 2, 2)))
+    np.testing.assert_array_equal(sv["mass"], np.full(n, 4.0))
+    np.testing.assert_array_equal(g.numpy(), np.broadcast_to([[8.0, 0.0], [0.0, 6.0]], (n, 2, 2)))
+    np.testing.assert_array_equal(total.numpy(), [[0.0, n, -2.0 * n]])
+    assert bodies.numpy()["pos"][0].tolist() == [0.0, 0.0, n] and bodies.numpy()["mass"][0] == 0.5 * n
 
 
 def test_atomic_add_returns_previous_value():
