@@ -308,7 +308,7 @@ def cast(bld: Builder, t: Any, node: ast.Call) -> Operand:
         bld.error(node, KernelTypeError, f"{t.__name__}() takes one argument")
     v = bld.value(node.args[0])
     if isinstance(v, Const):
-        return Const(_coerce(v.value, t), t)
+        return Const(bld.coerce(v.value, t, node, explicit=True), t)
     if not T.is_scalar(v.type):
         bld.error(node, KernelTypeError, f"cannot convert {T.type_name(v.type)} to {t.__name__}")
     if t is T.bool_:

@@ -85,6 +85,11 @@ _PY_FOLD = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
     "pow": lambda a, b: a**b,
 }
+# folded only for two integer literals (with Python's unbounded integers, so 1 << 40 is 2**40, not 0)
+_PY_INT_FOLD = {
+    "lshift": lambda a, b: a << b, "rshift": lambda a, b: a >> b, "bit_and": lambda a, b: a & b,
+    "bit_or": lambda a, b: a | b, "bit_xor": lambda a, b: a ^ b,
+}
 _UNSUPPORTED_HINT = {
     "ListComp": "list comprehensions", "SetComp": "set comprehensions", "DictComp": "dict comprehensions",
     "GeneratorExp": "generator expressions", "Lambda": "lambdas", "Try": "exceptions (try)",
@@ -689,7 +694,7 @@ class Builder:
         if isinstance(v, bool):
             return Const(v, T.bool_)
         if isinstance(v, int):
-            return Const(v, T.int32 if -(2**31) <= v < 2**31 else T.int64, weak=True)
+            return self.int_literal(v, node)
         if isinstance(v, float):
             return Const(v, T.float32, weak=True)
         if v is None:
@@ -709,7 +714,9 @@ class Builder:
         self.error(node, KernelNameError, f"name '{node.id}' is not defined")
 
     def from_python(self, obj: Any, node: ast.AST) -> Any:
-        if isinstance(obj, bool | int | float) and not isinstance(obj, T.ScalarType):
+        if isinstance(obj, int) and not isinstance(obj, bool):
+            return self.int_literal(obj, node)
+        if isinstance(obj, bool | float) and not isinstance(obj, T.ScalarType):
             return Const(obj, T.python_value_type(obj), weak=not isinstance(obj, bool))
         t = T.python_value_type(obj)
         if t is not None:
@@ -891,19 +898,55 @@ class Builder:
         return self.binop(op, self.value(node.left), self.value(node.right), node)
 
     def binop(self, op: str, a: Operand, b: Operand, node: ast.AST) -> Operand:
-        if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak and op in _PY_FOLD:
-            v = _PY_FOLD[op](a.value, b.value)
-            return Const(v, T.python_value_type(v) if isinstance(v, int | float) else a.type, weak=True)
+        if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak:
+            folded = self.fold(op, a.value, b.value, node)
+            if folded is not None:
+                return folded
         if op == "pow" and T.is_float(getattr(a, "type", None)) and isinstance(b, Const) and b.weak:
             b = Const(float(b.value), a.type)
         return self.call_builtin(op, [a, b], node)
+
+    def fold(self, op: str, a: Any, b: Any, node: ast.AST) -> Const | None:
+        """Two literals combined at compile time, as Python would (None: left to the kernel)."""
+        ints = isinstance(a, int) and isinstance(b, int)
+        fn = _PY_FOLD.get(op) or (_PY_INT_FOLD.get(op) if ints else None)
+        if fn is None or (op in ("lshift", "rshift") and b < 0):
+            return None
+        if ints and op in ("pow", "lshift") and b > 0 and abs(a) > 1:  # huge results: rejected before computing
+            least_bits = (a.bit_length() - 1) * b + 1 if op == "pow" else a.bit_length() + b
+            if least_bits > 64:
+                self.error(node, KernelTypeError, f"this integer constant has at least {least_bits} bits: it does "
+                           "not fit in 64 bits")
+        try:
+            v = fn(a, b)
+        except (ArithmeticError, ValueError):  # e.g. a float power that overflows: computed by the kernel
+            return None
+        if isinstance(v, int):
+            return self.int_literal(v, node)
+        return Const(v, T.python_value_type(v), weak=True) if isinstance(v, float) else None
+
+    def int_literal(self, v: int, node: ast.AST) -> Const:
+        """An integer literal: int32 when it fits, else int64, else uint64; one wider than 64 bits is an error."""
+        for t in (T.int32, T.int64, T.uint64):
+            if _fits(v, t):
+                return Const(v, t, weak=True)
+        self.error(node, KernelTypeError, f"the integer constant {v} does not fit in 64 bits")
+
+    def coerce(self, value: Any, t: Any, node: ast.AST, explicit: bool = False) -> Any:
+        """A constant as type `t`; an error when an integer does not fit (see `_coerce`)."""
+        out = _coerce(value, t, explicit)
+        if out is None:
+            how = "" if explicit else "; use a type it fits in (e.g. wp.int64) or an explicit cast"
+            self.error(node, KernelTypeError, f"the constant {value!r} does not fit in {T.type_name(t)}{how}")
+        return out
 
     def _expr_UnaryOp(self, node: ast.UnaryOp) -> Operand:
         v = self.value(node.operand)
         if isinstance(node.op, ast.Not):
             return self.call_builtin("invert", [self.truth(v, node.operand)], node)
         if isinstance(v, Const) and v.weak and isinstance(node.op, ast.USub | ast.UAdd):
-            return Const(-v.value if isinstance(node.op, ast.USub) else v.value, v.type, weak=True)
+            value = -v.value if isinstance(node.op, ast.USub) else v.value
+            return self.int_literal(value, node) if T.is_int(v.type) else Const(value, v.type, weak=True)
         name = {ast.USub: "neg", ast.UAdd: "pos", ast.Invert: "invert"}[type(node.op)]
         return self.call_builtin(name, [v], node)
 
@@ -1069,7 +1112,7 @@ class Builder:
         for a in args:
             if isinstance(a, Const) and a.weak:
                 if T.is_int(a.type) or target.is_float:
-                    a = Const(_coerce(a.value, target), target)
+                    a = Const(self.coerce(a.value, target, node), target)
             out.append(a)
         return out
 
@@ -1104,7 +1147,7 @@ class Builder:
             fitted = []
             for a, p in zip(args, ov.params, strict=True):
                 if isinstance(a, Const) and a.weak and isinstance(p, B.Exact) and T.is_scalar(p.type) and (
-                        T.is_int(a.type) or p.type.is_float):
+                        T.is_int(a.type) or p.type.is_float) and _coerce(a.value, p.type) is not None:
                     a = Const(_coerce(a.value, p.type), p.type)
                 fitted.append(a)
             b = ov.match([a.type for a in fitted])
@@ -1157,7 +1200,7 @@ class Builder:
             return v
         if isinstance(v, Const) and v.weak and T.is_scalar(t) and t is not T.bool_:
             if T.is_int(v.type) or t.is_float:
-                return Const(_coerce(v.value, t), t)
+                return Const(self.coerce(v.value, t, node), t)
         if isinstance(v.type, ArrayType) and isinstance(t, ArrayType) and v.type == t:
             return v
         self.error(node, KernelTypeError, f"{what} expects {T.type_name(t)}, got {T.type_name(v.type)}")
@@ -1195,11 +1238,26 @@ def _has_bare_return(block: list) -> bool:
     return any(isinstance(s, ir.Return) and s.value is None for s in ir.walk(tuple(block)))
 
 
-def _coerce(value: Any, t: Any) -> Any:
+def _fits(v: int, t: Any) -> bool:
+    bits = 8 * t.size
+    return (-(2 ** (bits - 1)) <= v < 2 ** (bits - 1)) if t.is_signed else 0 <= v < 2**bits
+
+
+def _coerce(value: Any, t: Any, explicit: bool = False) -> Any:
+    """A constant's value as type `t`, or None when an integer would lose bits: implicitly it must lie in
+    t's range; an explicit cast may also reinterpret the sign at the same width (wp.uint32(-1)). A float
+    cast to an integer type truncates toward zero first."""
     if t.is_float:
         return float(value)
     if t is T.bool_:
         return bool(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        value = math.trunc(value)
+    bits = 8 * t.size
+    if not (_fits(value, t) or explicit and -(2 ** (bits - 1)) <= value < 2**bits):
+        return None
     return int(T._py_value(t, value))
 
 

@@ -196,6 +196,42 @@ def test_function_argument_mismatch():
     assert "argument 'v' expects vec3f, got float32" in msg
 
 
+def test_integer_constants_that_do_not_fit():
+    """An integer literal or constant expression that does not fit where it goes is a TypeError at its
+    line (it became 0 or wrapped): wider than 64 bits, or outside an int32 / unsigned target's range."""
+
+    def power(a: wp.array(dtype=float)):
+        a[0] = float(2**100)
+
+    def literal(a: wp.array(dtype=float)):
+        a[0] = float(100000000000000000000)
+
+    def shift_into_int32(a: wp.array(dtype=float)):
+        n = int(a[0])
+        n = 1 << 40
+        a[0] = float(n)
+
+    def into_int32(a: wp.array(dtype=float)):
+        x: wp.int32 = 3000000000
+        a[0] = float(x)
+
+    def cast_loses_bits(a: wp.array(dtype=float)):
+        a[0] = float(wp.int32(2**40))
+
+    def negative_into_unsigned(a: wp.array(dtype=float)):
+        a[0] = float(wp.uint32(a[0]) + wp.uint32(5) * -1)
+
+    cases = [(power, "at least 101 bits: it does not fit in 64 bits"),
+             (literal, "the integer constant 100000000000000000000 does not fit in 64 bits"),
+             (shift_into_int32, "the constant 1099511627776 does not fit in int32"),
+             (into_int32, "the constant 3000000000 does not fit in int32"),
+             (cast_loses_bits, "the constant 1099511627776 does not fit in int32"),
+             (negative_into_unsigned, "the constant -1 does not fit in uint32")]
+    for fn, text in cases:
+        msg = build_error(fn, wp.KernelTypeError)
+        assert text in msg and "test_errors.py:" in msg, msg
+
+
 def test_local_assigned_on_some_paths_only():
     """A local assigned in one branch of an if and read after it is a NameError naming it and the line;
     assigned in both branches, before the if, in the branch that carries on, or in a loop body, it is not."""

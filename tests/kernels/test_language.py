@@ -149,6 +149,23 @@ def min_by_minus_one(a: wp.array(dtype=wp.int64), b: wp.array(dtype=wp.int64), o
     vout[i] = v[i] / b32[i]
 
 
+BIG = 2**40
+
+
+@wp.kernel
+def wide_constants(out64: wp.array(dtype=wp.int64), outu: wp.array(dtype=wp.uint64), out32: wp.array(dtype=int)):
+    out64[0] = 1 << 40
+    out64[1] = 2**40 + 3000000000
+    out64[2] = -(2**63)
+    out64[3] = BIG
+    out64[4] = wp.int64(2**62) // (1 << 61)
+    outu[0] = 18446744073709551615
+    outu[1] = wp.uint64(-1)
+    out32[0] = wp.int32(0xFFFFFFFF)
+    out32[1] = -2147483648
+    out32[2] = int(2.9e9 - 1e9)
+
+
 @wp.kernel
 def vec_mat(v: wp.array(dtype=wp.vec3), m: wp.array(dtype=wp.mat33), out_v: wp.array(dtype=wp.vec3),
             out_s: wp.array(dtype=float), out_m: wp.array(dtype=wp.mat33)):
@@ -422,6 +439,15 @@ def test_min_divided_by_minus_one_wraps_instead_of_trapping():
         np.testing.assert_array_equal(got, [[lo, 0, lo], [lo, 0, lo], [-7, 0, -7], [0, 0, 0]])
     minus, plus = [lo32, -5], [lo32, 5]
     np.testing.assert_array_equal(vout.numpy(), [minus, plus, minus, [0, 0]])
+
+
+def test_wide_integer_constants_keep_their_value():
+    """Literals and constant expressions beyond int32 (1 << 40, 2**40 + 3e9, uint64 max) keep every bit;
+    explicit casts reinterpret the sign at the same width (wp.uint64(-1), wp.int32(0xFFFFFFFF))."""
+    out64, outu, out32 = wp.zeros(5, dtype=wp.int64), wp.zeros(2, dtype=wp.uint64), wp.zeros(3, dtype=int)
+    wp.launch(wide_constants, 1, inputs=[out64, outu, out32])
+    assert out64.numpy().tolist() == [2**40, 2**40 + 3000000000, -(2**63), 2**40, 2]
+    assert outu.numpy().tolist() == [2**64 - 1, 2**64 - 1] and out32.numpy().tolist() == [-1, -(2**31), 1900000000]
 
 
 def test_vectors_and_matrices(device):
