@@ -845,8 +845,9 @@ template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_pow(T a, T
     if (!(a == T(0) && b < T(1))) acc(adj_a, mul(mul(adj, b), pow(a, sub(b, T(1)))));
     if (a > T(0)) acc(adj_b, mul(mul(adj, r), log(a)));
 }
+// sqrt and rsqrt: no guard at 0 or below, so the derivative is inf at 0 and NaN below, as in JAX and PyTorch
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sqrt(T a, T& adj_a, T adj) {
-    if (a > T(0)) acc(adj_a, div(mul(T(0.5), adj), sqrt(a)));
+    acc(adj_a, div(mul(T(0.5), adj), sqrt(a)));
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sin(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, cos(a))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_cos(T a, T& adj_a, T adj) { acc(adj_a, neg(mul(adj, sin(a)))); }
@@ -878,7 +879,7 @@ template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_cbrt(T a, 
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_degrees(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(57.29577951308232))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_radians(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(0.017453292519943295))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_rsqrt(T a, T& adj_a, T adj) {
-    if (a > T(0)) acc(adj_a, mul(adj, div(T(-0.5), mul(a, sqrt(a)))));
+    acc(adj_a, mul(adj, div(T(-0.5), mul(a, sqrt(a)))));
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_frac(T a, T& adj_a, T adj) { acc(adj_a, adj); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_atan2(T y, T x, T& adj_y, T& adj_x, T adj) {
