@@ -16,6 +16,7 @@ import linecache
 import math
 import textwrap
 import types as pytypes
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from . import builtins as B
 from . import ir
 from . import types as T
-from .annotations import arg_type, closure_values
+from .annotations import annotations, arg_type, closure_values
 from .array import array as array_cls
 from .errors import (
     KernelAttributeError,
@@ -198,6 +199,7 @@ class Scope:
         self.defined: set[str] = set(arg_types)  # names assigned on every path to the point being built
         self.locals: list[Var] = []
         self.ret_type: Any = None
+        self.ret_declared = False  # a return annotation fixed ret_type (None: the function returns nothing)
         self.loop_depth = 0
         self.unroll_factor = 1  # product of the iteration counts of the unrolled loops around this point
         self.tid_count = 0
@@ -220,6 +222,8 @@ class Builder:
         self.ctx = ctx
         self.cur_line = source.first_line
         self.scope = Scope(arg_types, closure_values(source.func), adjoints)
+        if not is_kernel:
+            self.declare_return()
 
     # -- entry ---------------------------------------------------------------------------
 
@@ -229,11 +233,30 @@ class Builder:
             self.error(node, KernelSyntaxError, "async functions are not supported")
         for stmt in node.body:
             self.stmt(stmt)
+        rt = self.scope.ret_type
+        if rt is not None and not _always_returns(self.scope.blocks[0]):
+            self.error(node.body[-1], KernelTypeError, f"this function returns {T.type_name(rt)}, but it can reach "
+                       "its end without a return (which would return 0): return a value on every path")
         return ir.Function(
             name=self.cname, params=self.scope.params, ret=self.scope.ret_type, locals=tuple(self.scope.locals),
             body=tuple(self.scope.blocks[0]), is_kernel=self.is_kernel, tid_count=self.scope.tid_count,
             filename=self.src.filename,
         )
+
+    def declare_return(self) -> None:
+        """A function's return annotation, when it has one, fixes its return type (`-> None`: no value)."""
+        ann = annotations(self.src.func).get("return", _UNSET)
+        if ann is _UNSET or ann is Any:
+            return
+        self.scope.ret_declared = True
+        node = self.src.node.returns or self.src.node
+        try:
+            if typing.get_origin(ann) is tuple:
+                self.scope.ret_type = tuple_type(tuple(arg_type(a) for a in typing.get_args(ann)))
+            elif ann is not None and ann is not type(None):
+                self.scope.ret_type = arg_type(ann)
+        except TypeError as e:
+            self.error(node, KernelTypeError, f"return annotation: {e}")
 
     # -- errors --------------------------------------------------------------------------
 
@@ -631,13 +654,18 @@ class Builder:
         if self.is_kernel:
             self.error(node, KernelSyntaxError, "kernels cannot return a value; write results to an array")
         value = self.tuple_value(node.value) if isinstance(node.value, ast.Tuple) else self.value(node.value)
-        if self.scope.ret_type is None:
+        rt = self.scope.ret_type
+        if rt is None and self.scope.ret_declared:
+            self.error(node, KernelTypeError, "this function is annotated '-> None' but returns a value here")
+        if rt is None:
             if self.returns_void:
                 self.error(node, KernelTypeError, "this function returns a value here and nothing elsewhere")
             value = self.materialize(value)
             self.scope.ret_type = value.type
         else:
-            value = self.convert(value, self.scope.ret_type, node.value, what="return value")
+            what = f"the return value of a function annotated -> {T.type_name(rt)}" if self.scope.ret_declared \
+                else "return value"
+            value = self.convert(value, rt, node.value, what=what)
         self.emit(ir.Return(value, line=self.cur_line))
 
     def tuple_value(self, node: ast.Tuple) -> Var:
@@ -1221,6 +1249,25 @@ class Builder:
 
 _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
 _UNSET = object()
+
+
+def _always_returns(block: list[ir.Stmt] | tuple[ir.Stmt, ...]) -> bool:
+    """Whether running a block always ends in a return: it holds one, an if whose branches both always
+    return, or a `while True` loop that no break leaves."""
+    for s in block:
+        if isinstance(s, ir.Return):
+            return True
+        if isinstance(s, ir.If) and _always_returns(s.body) and _always_returns(s.orelse):
+            return True
+        if isinstance(s, ir.While) and isinstance(s.cond, Const) and s.cond.value and not _breaks(s.body):
+            return True
+    return False
+
+
+def _breaks(block: tuple[ir.Stmt, ...]) -> bool:
+    """Whether a loop body holds a break of its own loop (not of a loop nested in it)."""
+    return any(isinstance(s, ir.Break) or (isinstance(s, ir.If) and (_breaks(s.body) or _breaks(s.orelse)))
+               for s in block)
 
 
 def _leaves(stmts: list[ast.stmt]) -> bool:

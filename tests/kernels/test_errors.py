@@ -232,6 +232,68 @@ def test_integer_constants_that_do_not_fit():
         assert text in msg and "test_errors.py:" in msg, msg
 
 
+def test_function_signatures_and_returns_are_checked():
+    """*args / **kwargs, a return value that does not match the annotation, a function that can fall off its
+    end while returning a value elsewhere, and '-> None' with a value are TypeErrors naming file and line."""
+
+    @wp.func
+    def star_args(*args):
+        return 1.0
+
+    @wp.func
+    def star_kwargs(x: float, **kw):
+        return x
+
+    @wp.func
+    def annotated_int(x: float) -> int:
+        return x * 2.0
+
+    @wp.func
+    def falls_off(x: float) -> float:
+        if x > 0.0:
+            return x
+
+    @wp.func
+    def inferred_falls_off(x: float):
+        for _ in range(3):
+            if x > 0.0:
+                return x
+
+    @wp.func
+    def annotated_none(x: float) -> None:
+        return x
+
+    def call(f):
+        def caller(a: wp.array(dtype=float)):
+            a[0] = f(a[0])
+        return caller
+
+    cases = [(star_args, "has the parameter *args: *args and **kwargs are not supported"),
+             (star_kwargs, "has the parameter **kw"),
+             (annotated_int, "the return value of a function annotated -> int32 expects int32, got float32"),
+             (falls_off, "returns float32, but it can reach its end without a return"),
+             (inferred_falls_off, "can reach its end without a return"),
+             (annotated_none, "annotated '-> None' but returns a value")]
+    for f, text in cases:
+        msg = build_error(call(f), wp.KernelTypeError)
+        assert text in msg and "test_errors.py:" in msg, msg
+
+    @wp.func
+    def every_path_returns(x: float) -> wp.float32:
+        if x > 0.0:
+            return 1.0
+        elif x < -1.0:
+            return 2  # a literal converts to the annotated type
+        while True:
+            if x < 5.0:
+                return x
+
+    k = fresh_kernel(call(every_path_returns))
+    a = wp.array(np.array([-3.0], dtype=np.float32))
+    wp.launch(k, 1, inputs=[a])
+    assert a.numpy()[0] == 2.0
+
+
 def test_local_assigned_on_some_paths_only():
     """A local assigned in one branch of an if and read after it is a NameError naming it and the line;
     assigned in both branches, before the if, in the branch that carries on, or in a loop body, it is not."""
