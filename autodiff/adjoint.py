@@ -92,7 +92,8 @@ def active_variables(fn: ir.Function) -> set[Var]:
         call = s.call()
         if call is not None and _writes_arrays(call):
             found.update(call.args)
-    flows = [s for s in stmts if isinstance(s, ir.Assign | ir.SetComponent | ir.SetField)]
+    # backwards, so one pass carries activity along a chain of assignments; loops may need another
+    flows = [s for s in reversed(stmts) if isinstance(s, ir.Assign | ir.SetComponent | ir.SetField)]
     changed = True
     while changed:
         changed = False
