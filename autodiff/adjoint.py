@@ -266,9 +266,18 @@ class AdjointEmitter(Emitter):
         self.out(f"{s.var.name} = lw_sv{n};")
 
     def rev_Store(self, s: ir.Store, n: int) -> None:
+        """The stored value takes the element's gradient. A store into a part of an element (b[i].y = v) also
+        drops that part's gradient, as an overwrite of a local does: the value it replaced, written earlier
+        in this kernel or by an earlier launch, did not reach the output through it. (A whole element keeps
+        its gradient, as in Warp, so the gradients of outputs stay readable after backward.)"""
+        g = self.reach(self.grad(s.array, s.indices), s.path)
+        steps = []
         if isinstance(s.value, Var) and differentiable(s.value.type):
-            self.out(f"if (lw::has_grad({self.op(s.array)})) "
-                     f"lw::acc({self.adj(s.value)}, {self.reach(self.grad(s.array, s.indices), s.path)});")
+            steps.append(f"lw::acc({self.adj(s.value)}, {g});")
+        if s.path and differentiable(s.value.type):
+            steps.append(f"{g} = {{}};")
+        if steps:
+            self.out(f"if (lw::has_grad({self.op(s.array)})) {{ {' '.join(steps)} }}")
 
     def rev_Eval(self, s: ir.Eval, n: int) -> None:
         self.reverse_call(s.expr, None)
