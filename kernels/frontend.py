@@ -246,7 +246,7 @@ class Builder:
     def declare_return(self) -> None:
         """A function's return annotation, when it has one, fixes its return type (`-> None`: no value)."""
         ann = annotations(self.src.func).get("return", _UNSET)
-        if ann is _UNSET or ann is Any:
+        if ann is _UNSET or ann is Any or T.is_generic(ann):  # a generic return type: inferred from the returns
             return
         self.scope.ret_declared = True
         node = self.src.node.returns or self.src.node

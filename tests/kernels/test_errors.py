@@ -279,6 +279,10 @@ def test_function_signatures_and_returns_are_checked():
         assert text in msg and "test_errors.py:" in msg, msg
 
     @wp.func
+    def generic_square(x: wp.Float) -> wp.Float:  # a generic annotation: the type comes from the returns
+        return x * x
+
+    @wp.func
     def every_path_returns(x: float) -> wp.float32:
         if x > 0.0:
             return 1.0
@@ -286,7 +290,7 @@ def test_function_signatures_and_returns_are_checked():
             return 2  # a literal converts to the annotated type
         while True:
             if x < 5.0:
-                return x
+                return generic_square(x)
 
     k = fresh_kernel(call(every_path_returns))
     a = wp.array(np.array([-3.0], dtype=np.float32))
