@@ -103,6 +103,12 @@ class BuildContext:
         for pyf in reversed(fn.overloads):
             sig = inspect.signature(pyf)
             names = tuple(sig.parameters)
+            starred = [p for p in sig.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            if starred:
+                where = f"{inspect.getsourcefile(pyf)}:{pyf.__code__.co_firstlineno}"
+                stars = "*" if starred[0].kind is starred[0].VAR_POSITIONAL else "**"
+                return None, (f"function '{fn.key}' ({where}) has the parameter {stars}{starred[0].name}: "
+                              "*args and **kwargs are not supported in kernel functions; name each parameter")
             try:
                 bound = sig.bind(*args, **kwargs)
             except TypeError as e:

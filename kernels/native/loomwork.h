@@ -208,16 +208,22 @@ template <typename T> LW_FUNC typename scalar_only<T>::type sub(T a, T b) { retu
 template <typename T> LW_FUNC typename scalar_only<T>::type mul(T a, T b) { return T(a * b); }
 LW_FUNC float div(float a, float b) { return a / b; }
 LW_FUNC double div(double a, double b) { return a / b; }
-// integer division truncates (C semantics, like Warp); division by zero gives 0, never a trap
-template <typename T> LW_FUNC typename scalar_only<T>::type div(T a, T b) { return b == T(0) ? T(0) : T(a / b); }
-template <typename T> LW_FUNC T floordiv(T a, T b) {
+// integer division truncates (C semantics, like Warp) and never traps: division by zero gives 0, and the one
+// quotient that overflows, MIN / -1, wraps to MIN (remainder 0)
+template <typename T> LW_FUNC bool by_minus_one(T b) { return T(-1) < T(0) && b == T(-1); }
+template <typename T> LW_FUNC typename scalar_only<T>::type div(T a, T b) {
     if (b == T(0)) return T(0);
-    T q = T(a / b);
-    return (T(q * b) != a && ((a < T(0)) != (b < T(0)))) ? T(q - T(1)) : q;
+    return by_minus_one(b) ? T(0ull - (unsigned long long)a) : T(a / b);
+}
+template <typename T> LW_FUNC typename scalar_only<T>::type mod(T a, T b) {
+    return b == T(0) || by_minus_one(b) ? T(0) : T(a % b);
+}
+template <typename T> LW_FUNC T floordiv(T a, T b) {
+    T q = div(a, b), r = mod(a, b);
+    return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? T(q - T(1)) : q;
 }
 LW_FUNC float floordiv(float a, float b) { return floor(a / b); }
 LW_FUNC double floordiv(double a, double b) { return floor(a / b); }
-template <typename T> LW_FUNC typename scalar_only<T>::type mod(T a, T b) { return b == T(0) ? T(0) : T(a % b); }
 LW_FUNC float mod(float a, float b) { return fmod(a, b); }
 LW_FUNC double mod(double a, double b) { return fmod(a, b); }
 template <typename T> LW_FUNC typename scalar_only<T>::type neg(T a) { return T(-a); }
@@ -475,6 +481,10 @@ template <int R, int C, typename T> LW_FUNC vec_t<C, T> row(const mat_t<R, C, T>
 }
 template <int R, int C, typename T> LW_FUNC void set_row(mat_t<R, C, T>& m, int64_t i, vec_t<C, T> v) {
     for (int j = 0; j < C; ++j) m.c[i * C + j] = v.c[j];
+}
+// row i of a matrix in memory, as a vector stores and atomics can write through (same layout as C scalars)
+template <int R, int C, typename T> LW_FUNC vec_t<C, T>& row_ref(mat_t<R, C, T>& m, int64_t i) {
+    return *reinterpret_cast<vec_t<C, T>*>(m.c + i * C);
 }
 
 template <int N, typename T> LW_FUNC T dot(vec_t<N, T> a, vec_t<N, T> b) {
@@ -835,8 +845,9 @@ template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_pow(T a, T
     if (!(a == T(0) && b < T(1))) acc(adj_a, mul(mul(adj, b), pow(a, sub(b, T(1)))));
     if (a > T(0)) acc(adj_b, mul(mul(adj, r), log(a)));
 }
+// sqrt and rsqrt: no guard at 0 or below, so the derivative is inf at 0 and NaN below, as in JAX and PyTorch
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sqrt(T a, T& adj_a, T adj) {
-    if (a > T(0)) acc(adj_a, div(mul(T(0.5), adj), sqrt(a)));
+    acc(adj_a, div(mul(T(0.5), adj), sqrt(a)));
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sin(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, cos(a))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_cos(T a, T& adj_a, T adj) { acc(adj_a, neg(mul(adj, sin(a)))); }
@@ -868,7 +879,7 @@ template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_cbrt(T a, 
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_degrees(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(57.29577951308232))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_radians(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(0.017453292519943295))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_rsqrt(T a, T& adj_a, T adj) {
-    if (a > T(0)) acc(adj_a, mul(adj, div(T(-0.5), mul(a, sqrt(a)))));
+    acc(adj_a, mul(adj, div(T(-0.5), mul(a, sqrt(a)))));
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_frac(T a, T& adj_a, T adj) { acc(adj_a, adj); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_atan2(T y, T x, T& adj_y, T& adj_x, T adj) {
