@@ -607,6 +607,7 @@ class Builder:
         self.emit(ir.Assign(query, ir.Copy(value), line=self.cur_line))
         hidden = f"<iter {len(self.scope.locals)}>"  # not a Python identifier: no clash with the kernel's names
         self.scope.vars[hidden] = query
+        self.scope.defined.add(hidden)
         self.scope.static_locals[hidden + "_next"] = B.BUILTINS[step]
         test = ast.Call(func=ast.Name(hidden + "_next", ast.Load()), keywords=[],
                         args=[ast.Name(hidden, ast.Load()), ast.Name(node.target.id, ast.Store())])
