@@ -37,6 +37,8 @@ from loomwork.kernels.errors import LoomworkError
 from loomwork.kernels.extensions import registry
 from loomwork.kernels.launch import launch
 
+from .adjoint import differentiable
+
 
 class OverwriteError(LoomworkError, RuntimeError):
     """An array a recorded launch read was overwritten before `Tape.backward`."""
@@ -99,7 +101,12 @@ class Tape:
 
     def record_launch(self, kernel: Any, loaded: Any, dims: tuple, params: list, device: Any) -> None:
         """Called by wp.launch inside `with tape:` once the launch ran; remembers the arguments and, for
-        each array it read, the version (and for exposed memory a checksum) to check at `backward`."""
+        each array it read, the version (and for exposed memory a checksum) to check at `backward`. A
+        kernel built without its backward pass that writes no float arrays (sorting, counting, flags) has
+        nothing to reverse and is left out; one that does write floats is kept, so backward names it."""
+        if not kernel.backward_enabled and not any(
+                isinstance(params[i], array | indexedarray) and differentiable(params[i].dtype) for i in loaded.writes):
+            return
         reads = []
         check = self.check_overwrites != "off"
         for i in loaded.reads:

@@ -202,7 +202,7 @@ class Emitter:
         self.out(f"{s.dest.name} = {self.expr(s.expr)};")
 
     def s_Store(self, s: ir.Store) -> None:
-        self.out(f"{self.element(s.array, s.indices, s.site)} = {self.op(s.value)};")
+        self.out(f"{self.reach(self.element(s.array, s.indices, s.site), s.path)} = {self.op(s.value)};")
 
     def s_Atomic(self, s: ir.Atomic) -> None:
         r = self.private.get(id(s))
@@ -210,7 +210,8 @@ class Emitter:
             self.out(f"{r.name} {'+' if s.op == 'add' else '-'}= lw::cast<{r.acc_type}>({self.op(s.value)});")
             return
         cmp = f"{self.op(s.compare)}, " if s.compare is not None else ""
-        call = f"lw::atomic_{s.op}(&{self.element(s.array, s.indices, s.site)}, {cmp}{self.op(s.value)})"
+        where = self.reach(self.element(s.array, s.indices, s.site), s.path)
+        call = f"lw::atomic_{s.op}(&{where}, {cmp}{self.op(s.value)})"
         self.out(f"{s.dest.name} = {call};" if s.dest is not None else f"{call};")
 
     def s_SetComponent(self, s: ir.SetComponent) -> None:
@@ -293,6 +294,26 @@ class Emitter:
         if self.in_kernel:
             return f"lw::atc<LW_C>({self.op(arr)}, {idx})"
         return f"lw::at({self.op(arr)}, {idx})"
+
+    def reach(self, base: str, path: tuple[ir.Part, ...]) -> str:
+        """The C++ lvalue of the part `path` leads to inside the lvalue `base` (fields, components, rows).
+        Debug builds check dynamic indices and go to a substitute when one is bad (the value stays as it
+        was); release builds clamp them (see `component_indices`)."""
+        for p in path:
+            if self.debug and any(not isinstance(i, Const) for i in p.indices):
+                fn = "row_checked" if T.is_matrix(p.of) and len(p.indices) == 1 else "comp_checked"
+                base = f"lw::{fn}(lw_err, {p.site}, {base}, {', '.join(self.op(i) for i in p.indices)})"
+                continue
+            idx = self.component_indices(p.of, p.indices, p.site) if p.indices else []
+            if p.name is not None:
+                base = f"{base}.{p.name}"
+            elif T.is_matrix(p.of) and len(idx) == 1:
+                base = f"lw::row_ref({base}, {idx[0]})"
+            elif T.is_matrix(p.of):
+                base = f"{base}.c[({idx[0]}) * {p.of._shape_[1]} + ({idx[1]})]"
+            else:
+                base = f"{base}.c[{idx[0]}]"
+        return base
 
     def expr(self, e: ir.Expr) -> str:
         return getattr(self, f"e_{type(e).__name__}")(e)

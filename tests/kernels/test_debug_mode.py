@@ -57,6 +57,12 @@ def components(out: wp.array(dtype=float), which: int, j: int):
 
 
 @wp.kernel
+def element_parts(a: wp.array(dtype=wp.vec3), m: wp.array(dtype=wp.mat22), j: int):
+    a[0][j] = 1.0
+    m[0][j, 1] = 2.0
+
+
+@wp.kernel
 def gather(x: wp.array(dtype=float), idx: wp.array(dtype=int), y: wp.array(dtype=float)):
     i = wp.tid()
     y[i] = halve(x[idx[i]]) + plus_one(0.0)  # plus_one passes no gradient
@@ -131,6 +137,11 @@ def test_dynamic_component_indices_raise():
     for which, value in expect.items():
         wp.launch(components, 1, inputs=[out, which, 1])
         assert out.numpy()[0] == value
+    a, m = wp.zeros(1, dtype=wp.vec3), wp.zeros(1, dtype=wp.mat22)
+    with pytest.raises(wp.KernelRuntimeError, match=r"index 3 is out of bounds for an extent of 3 in `a\[0\]\[j\]`"):
+        wp.launch(element_parts, 1, inputs=[a, m, 3])
+    wp.launch(element_parts, 1, inputs=[a, m, 1])
+    assert a.numpy().tolist() == [[0, 1, 0]] and m.numpy().tolist() == [[[0, 0], [0, 2]]]  # the fault wrote nothing
 
 
 def test_release_clamps_dynamic_component_indices():
@@ -141,6 +152,10 @@ def test_release_clamps_dynamic_component_indices():
     for which, j, value in [(0, 7, 3.0), (0, -5, 1.0), (1, 9, 3.0), (2, -1, 2.0), (3, 100, 5.0), (4, 50, 7.0)]:
         wp.launch(k, 1, inputs=[out, which, j])
         assert out.numpy()[0] == value, (which, j)
+    parts = wp.kernel(element_parts.func, module="test_debug_mode_release")
+    a, m = wp.zeros(2, dtype=wp.vec3), wp.zeros(2, dtype=wp.mat22)
+    wp.launch(parts, 1, inputs=[a, m, 5])  # parts of the first elements only
+    assert a.numpy().tolist() == [[0, 0, 1], [0, 0, 0]] and m.numpy().tolist() == [[[0, 0], [0, 2]], [[0, 0], [0, 0]]]
 
 
 def test_adjoint_gradient_accumulation_is_checked():
