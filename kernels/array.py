@@ -37,15 +37,36 @@ class ArrayDesc(ctypes.Structure):
     ]
 
 
-class ArrayDescRef(ArrayDesc):
-    """An `ArrayDesc` made by a bridge (`wp.from_torch(t, return_ctype=True)`): a kernel argument that is
-    cheaper to make than an array. It remembers its dtype and device, which launches check, and holds
-    the objects whose memory it points to."""
+class ArrayDescRef(tuple):
+    """A kernel argument a bridge made without an array (`wp.from_torch(t, return_ctype=True)`), cheaper to
+    make: the bytes of its `ArrayDesc` (`bytes(d)`; `d.desc` is the structure), the dtype, dimension count and
+    device launches check, and the objects whose memory it points to. Made by `desc_ref`."""
 
-    dtype: Any
-    device: Device
-    ndim: int
-    refs: tuple
+    __slots__ = ()
+
+    def __bytes__(self) -> bytes:
+        return self[0]
+
+    @property
+    def desc(self) -> ArrayDesc:
+        return ArrayDesc.from_buffer_copy(self[0])
+
+    @property
+    def dtype(self) -> Any:
+        return self[1]
+
+    @property
+    def ndim(self) -> int:
+        return self[2]
+
+    @property
+    def device(self) -> Device:
+        return self[3]
+
+
+def desc_ref(packed: bytes, dtype: Any, ndim: int, device: Device, refs: tuple) -> ArrayDescRef:
+    """An `ArrayDescRef`."""
+    return tuple.__new__(ArrayDescRef, (packed, dtype, ndim, device, refs))
 
 
 class _Storage:
@@ -96,6 +117,13 @@ class array:  # noqa: N801 - Warp's public name
     """A typed n-dimensional array (1-D to 4-D) on a device; see the module docstring."""
 
     _default_ndim: int | None = None
+    # defaults of the attributes views made by `_wrap` leave out (__init__ sets them all)
+    _desc: bytes | None = None
+    _grad: array | None = None
+    _grad_external = False
+    requires_grad = False
+    readonly = False
+    pinned = False
 
     def __init__(
         self,
@@ -189,10 +217,11 @@ class array:  # noqa: N801 - Warp's public name
         size = 1
         for n in shape:
             size *= n
-        a.__dict__.update(_desc=None, _grad=None, _grad_external=False, requires_grad=False, readonly=readonly,
-                          device=device, _owner=owner, pinned=False, dtype=dtype, ptr=ptr, shape=shape,
-                          ndim=len(shape), strides=strides, size=size, capacity=size * T.type_size(dtype),
-                          _storage=_Storage())
+        a.__dict__ = {"device": device, "_owner": owner, "dtype": dtype, "ptr": ptr, "shape": shape, "ndim": len(shape),
+                      "strides": strides, "size": size, "capacity": size * (_sizes.get(dtype) or _size(dtype)),
+                      "_storage": _Storage()}
+        if readonly:
+            a.readonly = True
         return a
 
     def _init_from_data(self, data: Any, shape: Any, copy: bool, device: Any) -> None:
@@ -357,21 +386,25 @@ class array:  # noqa: N801 - Warp's public name
         return src._capsule(versioned=max_version is not None and max_version[0] >= 1, flags=flags)
 
     def _capsule(self, versioned: bool, flags: int = 0) -> Any:
-        if T.is_struct_type(self.dtype):
-            raise BufferError(f"arrays of {T.type_name(self.dtype)} (a struct) have no DLPack data type")
         if self.readonly:
             if not versioned:
                 raise BufferError("a read-only array is exported only to DLPack 1.x consumers (max_version=(1, 0) "
                                   "or later), whose capsules can say it is read-only")
             flags |= dlpack.READ_ONLY
+        layout = self.__dict__.get("_dlpack") or self._dlpack_layout()
+        return dlpack.export_capsule(self.ptr or 0, layout, self, versioned, flags)
+
+    def _dlpack_layout(self) -> dlpack.Export:
+        """What DLPack exports of this array say besides the address (the metadata never changes)."""
+        if T.is_struct_type(self.dtype):
+            raise BufferError(f"arrays of {T.type_name(self.dtype)} (a struct) have no DLPack data type")
         st = T.elem_scalar(self.dtype)
         if any(s % st.size for s in self.strides):
             raise BufferError(f"array strides {self.strides} bytes are not whole {T.type_name(st)} elements")
         inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
-        strides = tuple(s // st.size for s in self.strides) + tuple(
-            s // st.size for s in contiguous_strides(inner, st.size))
-        return dlpack.export_capsule(self.ptr or 0, self.shape + inner, strides, st, self.__dlpack_device__(), self,
-                                     versioned=versioned, flags=flags)
+        strides = tuple(s // st.size for s in self.strides + contiguous_strides(inner, st.size))
+        layout = self._dlpack = dlpack.Export(self.shape + inner, strides, st, self.__dlpack_device__())
+        return layout
 
     def numpy(self) -> np.ndarray:
         """A NumPy view of the data (zero-copy on the CPU); vectors add trailing dimensions."""
@@ -541,18 +574,26 @@ class array:  # noqa: N801 - Warp's public name
         return self if get_device(device) == self.device else self.clone(device=device)
 
 
+_sizes: dict[Any, int] = {}  # dtype -> bytes per element, for `_wrap`
+
+
+def _size(dtype: Any) -> int:
+    n = _sizes[dtype] = T.type_size(dtype)
+    return n
+
+
 def _interface_dict(ptr: int, shape: tuple, strides: tuple, typestr: str, readonly: bool) -> dict:
     return {"version": 3, "shape": shape, "strides": strides, "typestr": typestr, "data": (ptr, readonly)}
 
 
-_DESC = struct.Struct("<QQ4i4q")
-_PAD = (0, 0, 0, 0)
+DESC = struct.Struct("<QQ4i4q")  # the bytes of an ArrayDesc: data, grad, shape[4], strides[4]
+# the same for n dimensions, zeros in the unused entries
+_DESCS = [None] + [struct.Struct(f"<QQ{n}i{4 * (4 - n)}x{n}q{8 * (4 - n)}x") for n in range(1, MAX_DIMS + 1)]
 
 
 def pack_desc(data: int, grad: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> bytes:
     """The bytes of an `ArrayDesc` (the native `lw::array_t`)."""
-    n = len(shape)
-    return _DESC.pack(data, grad, *shape, *_PAD[n:], *strides, *_PAD[n:])
+    return _DESCS[len(shape)].pack(data, grad, *shape, *strides)
 
 
 def over_buffer(buf: foreign.Buffer, dtype: Any, what: str) -> array:

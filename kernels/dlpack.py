@@ -50,8 +50,6 @@ _VERSIONED_NAME, _VERSIONED_USED = b"dltensor_versioned", b"used_dltensor_versio
 _api = ctypes.pythonapi
 _capsule_new = _api.PyCapsule_New
 _capsule_new.restype, _capsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_capsule_valid = _api.PyCapsule_IsValid
-_capsule_valid.restype, _capsule_valid.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
 _capsule_pointer = _api.PyCapsule_GetPointer
 _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 _capsule_rename = _api.PyCapsule_SetName
@@ -117,26 +115,35 @@ def dtype_code(st: type[T.ScalarType]) -> tuple[int, int]:
     return _CODES[st]
 
 
-def export_capsule(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], st: type[T.ScalarType],
-                   device: tuple[int, int], owner: Any, *, versioned: bool, flags: int = 0) -> Any:
-    """A DLPack capsule of the memory at `ptr` (`shape` and `strides` in elements, `device` a DLPack
-    (type, id) pair), keeping `owner` alive until the consumer is done with it."""
+class Export(NamedTuple):
+    """What an exported tensor says besides its address (worked out once per array): `shape` and `strides`
+    in elements, the scalar type and the DLPack (device type, id)."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    scalar: type[T.ScalarType]
+    device: tuple[int, int]
+
+
+def export_capsule(ptr: int, layout: Export, owner: Any, versioned: bool, flags: int = 0) -> Any:
+    """A DLPack capsule of the memory at `ptr`, keeping `owner` alive until the consumer is done with it."""
+    shape, strides, st, device = layout
     ndim = len(shape)
-    packer, buffer_type = _layout(versioned, ndim)
-    holder = buffer_type()
-    holder.owner = owner
-    base = ctypes.addressof(holder)
+    packer, buffer_type = _layouts.get((versioned, ndim)) or _layout(versioned, ndim)
+    tensor = buffer_type()
+    holder = [tensor, owner]  # what the managed tensor's reference keeps alive
+    base = ctypes.addressof(tensor)
     code, bits = _CODES[st]
     if versioned:
         deleter, destructor = _VERSIONED_FNS
         extents = base + _VERSIONED.size
-        packer.pack_into(holder, 0, VERSION[0], VERSION[1], id(holder), deleter, flags, ptr, device[0], device[1],
+        packer.pack_into(tensor, 0, VERSION[0], VERSION[1], id(holder), deleter, flags, ptr, device[0], device[1],
                          ndim, code, bits, 1, extents, extents + 8 * ndim, 0, *shape, *strides)
         name = _VERSIONED_NAME
     else:
         deleter, destructor = _LEGACY_FNS
         extents = base + _LEGACY.size
-        packer.pack_into(holder, 0, ptr, device[0], device[1], ndim, code, bits, 1, extents, extents + 8 * ndim, 0,
+        packer.pack_into(tensor, 0, ptr, device[0], device[1], ndim, code, bits, 1, extents, extents + 8 * ndim, 0,
                          id(holder), deleter, *shape, *strides)
         name = _LEGACY_NAME
     _incref(holder)  # the managed tensor's reference, dropped by its deleter
@@ -193,20 +200,20 @@ def import_capsule(capsule: Any) -> Imported:
     """Consume a producer's DLPack capsule ("dltensor" or "dltensor_versioned")."""
     if type(capsule).__name__ != "PyCapsule":
         raise TypeError(f"expected a DLPack capsule, got {type(capsule).__name__}")
-    if _capsule_valid(capsule, _VERSIONED_NAME):
-        managed = _capsule_pointer(capsule, _VERSIONED_NAME)
+    name = _capsule_name(capsule)
+    if name == _VERSIONED_NAME:
+        managed = _capsule_pointer(capsule, name)
         major, minor, _, deleter, flags, *tensor = _VERSIONED.unpack(ctypes.string_at(managed, _VERSIONED.size))
         if major > VERSION[0]:
             raise BufferError(f"DLPack capsule of version {major}.{minor}: loomwork reads version {VERSION[0]}.x")
         used = _VERSIONED_USED
-    elif _capsule_valid(capsule, _LEGACY_NAME):
-        managed = _capsule_pointer(capsule, _LEGACY_NAME)
+    elif name == _LEGACY_NAME:
+        managed = _capsule_pointer(capsule, name)
         *tensor, _, deleter = _LEGACY.unpack(ctypes.string_at(managed, _LEGACY.size))
         flags, used = 0, _LEGACY_USED
+    elif name in (_LEGACY_USED, _VERSIONED_USED):
+        raise BufferError("this DLPack capsule was already consumed (a capsule can be imported only once)")
     else:
-        name = _capsule_name(capsule)
-        if name in (_LEGACY_USED, _VERSIONED_USED):
-            raise BufferError("this DLPack capsule was already consumed (a capsule can be imported only once)")
         raise TypeError(f"expected a DLPack capsule named 'dltensor' or 'dltensor_versioned', got {name!r}")
     data, dev_type, dev_id, ndim, code, bits, lanes, shape_ptr, strides_ptr, offset = tensor
     st = _SCALARS.get((code, bits))
@@ -214,11 +221,26 @@ def import_capsule(capsule: Any) -> Imported:
         kind = _CODE_NAMES.get(code, f"code {code}")
         what = f"{kind}{bits}" + (f" x{lanes} lanes" if lanes != 1 else "")
         raise TypeError(f"DLPack data type {what} has no loomwork scalar type")
-    shape = struct.unpack(f"{ndim}q", ctypes.string_at(shape_ptr, 8 * ndim)) if ndim else ()
-    strides = struct.unpack(f"{ndim}q", ctypes.string_at(strides_ptr, 8 * ndim)) if ndim and strides_ptr else None
+    if not ndim:
+        shape, strides = (), None
+    elif strides_ptr == shape_ptr + 8 * ndim:  # one read when the strides follow the shape (ours do)
+        extents = _int64s(2 * ndim).unpack(ctypes.string_at(shape_ptr, 16 * ndim))
+        shape, strides = extents[:ndim], extents[ndim:]
+    else:
+        shape = _int64s(ndim).unpack(ctypes.string_at(shape_ptr, 8 * ndim))
+        strides = _int64s(ndim).unpack(ctypes.string_at(strides_ptr, 8 * ndim)) if strides_ptr else None
     _capsule_rename(capsule, used)
-    owner = _Managed(managed, _deleter_at(deleter) if deleter else None)
-    return Imported((data or 0) + offset, shape, strides, st, dev_type, dev_id, bool(flags & READ_ONLY), owner)
+    owner = _Managed(managed, _deleters.get(deleter) or _deleter_at(deleter)) if deleter else None
+    return _new_tuple(Imported, ((data or 0) + offset, shape, strides, st, dev_type, dev_id, bool(flags & READ_ONLY),
+                                 owner))
+
+
+_int64_structs = [struct.Struct(f"{n}q") for n in range(17)]  # shapes and strides of up to 8 dimensions
+_new_tuple = tuple.__new__
+
+
+def _int64s(n: int) -> struct.Struct:
+    return _int64_structs[n] if n < len(_int64_structs) else struct.Struct(f"{n}q")
 
 
 def device_name(device_type: int) -> str:

@@ -12,6 +12,7 @@ array of that dtype has over it. Nothing here copies data.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -24,20 +25,35 @@ from .errors import DeviceError
 MAX_DIMS = 4
 
 
-class Buffer:
-    """A block of memory another framework exports (see the module docstring). `strides` are in bytes and
-    cover every dimension, component dimensions included; `bf16_bits` marks a protocol without a
-    bfloat16 type (NumPy's typestr), whose uint16 data may stand for bfloat16 bits."""
+class Buffer(tuple):
+    """A block of memory another framework exports (see the module docstring); made with `buffer()`.
+    `strides` are in bytes and cover every dimension, component dimensions included; `copied` marks a
+    temporary copy (from `__array__`); `bf16_bits` a protocol without a bfloat16 type (NumPy's typestr),
+    whose uint16 data may stand for bfloat16 bits. A tuple, since bridges make one per call."""
 
-    __slots__ = ("ptr", "shape", "strides", "scalar", "device", "readonly", "owner", "copied", "requires_grad",
-                 "bf16_bits", "source")
+    __slots__ = ()
+    ptr: int = property(itemgetter(0))
+    shape: tuple[int, ...] = property(itemgetter(1))
+    strides: tuple[int, ...] = property(itemgetter(2))
+    scalar: type[T.ScalarType] = property(itemgetter(3))
+    device: Device = property(itemgetter(4))
+    readonly: bool = property(itemgetter(5))
+    owner: Any = property(itemgetter(6))
+    source: str = property(itemgetter(7))
+    copied: bool = property(itemgetter(8))
+    requires_grad: bool = property(itemgetter(9))
+    bf16_bits: bool = property(itemgetter(10))
 
-    def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], scalar: type[T.ScalarType],
-                 device: Device, readonly: bool, owner: Any, source: str, *, copied: bool = False,
-                 requires_grad: bool = False, bf16_bits: bool = False) -> None:
-        self.ptr, self.shape, self.strides, self.scalar, self.device = ptr, shape, strides, scalar, device
-        self.readonly, self.owner, self.source, self.copied = readonly, owner, source, copied
-        self.requires_grad, self.bf16_bits = requires_grad, bf16_bits
+
+_new_tuple = tuple.__new__
+
+
+def buffer(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], scalar: type[T.ScalarType], device: Device,
+           readonly: bool, owner: Any, source: str, copied: bool = False, requires_grad: bool = False,
+           bf16_bits: bool = False) -> Buffer:
+    """A `Buffer` (see its docstring)."""
+    return _new_tuple(Buffer, (ptr, shape, strides, scalar, device, readonly, owner, source, copied, requires_grad,
+                               bf16_bits))
 
 
 def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -77,7 +93,7 @@ def read_ndarray(a: np.ndarray, device: Device | None) -> Buffer:
     st = _NP_SCALARS.get(a.dtype)
     if st is None:
         _scalar_of_typestr(a.dtype.str)  # raises, naming the dtype
-    return Buffer(a.ctypes.data, a.shape, a.strides, st, _host(), not a.flags.writeable, a, "NumPy array",
+    return buffer(a.ctypes.data, a.shape, a.strides, st, _host(), not a.flags.writeable, a, "NumPy array",
                   bf16_bits=True)
 
 
@@ -91,8 +107,7 @@ def _read_interface(obj: Any, iface: dict, device: Device, source: str) -> Buffe
     shape = tuple(iface["shape"])
     strides = iface.get("strides")
     strides = tuple(strides) if strides is not None else contiguous_strides(shape, st.size)
-    return Buffer(int(data[0] or 0) + int(iface.get("offset", 0)), shape, strides, st, device, bool(data[1]), obj,
-                  source, bf16_bits=True)
+    return buffer(int(data[0] or 0), shape, strides, st, device, bool(data[1]), obj, source, bf16_bits=True)
 
 
 def read_array_interface(obj: Any, device: Device | None) -> Buffer:
@@ -112,22 +127,27 @@ def read_cuda_array_interface(obj: Any, device: Device | None) -> Buffer:
     return _read_interface(obj, iface, device, f"{type(obj).__name__} (__cuda_array_interface__)")
 
 
+_dl_devices: dict[tuple[int, int], Device] = {}
+
+
 def dlpack_device(dev_type: int, dev_id: int) -> Device:
     """Our device for a DLPack (device type, id) pair."""
-    kind = dlpack.DEVICE_KINDS.get(int(dev_type))
-    if kind is None:
-        raise DeviceError(f"DLPack memory on a {dlpack.device_name(dev_type)} device: loomwork reads CPU and "
-                          "CUDA memory")
-    return get_device(kind if kind == "cpu" else f"{kind}:{int(dev_id)}")
+    found = _dl_devices.get((dev_type, dev_id))
+    if found is None:
+        kind = dlpack.DEVICE_KINDS.get(int(dev_type))
+        if kind is None:
+            raise DeviceError(f"DLPack memory on a {dlpack.device_name(dev_type)} device: loomwork reads CPU and "
+                              "CUDA memory")
+        found = _dl_devices[dev_type, dev_id] = get_device(kind if kind == "cpu" else f"{kind}:{int(dev_id)}")
+    return found
 
 
 def buffer_of_capsule(imported: dlpack.Imported, source: str) -> Buffer:
     """The buffer a consumed DLPack capsule describes (element strides made byte strides)."""
-    size = imported.scalar.size
-    strides = (tuple(s * size for s in imported.strides) if imported.strides is not None
-               else contiguous_strides(imported.shape, size))
-    return Buffer(imported.ptr, imported.shape, strides, imported.scalar,
-                  dlpack_device(imported.device_type, imported.device_id), imported.readonly, imported.owner, source)
+    ptr, shape, strides, st, dev_type, dev_id, readonly, owner = imported
+    strides = tuple(map(st.size.__mul__, strides)) if strides is not None else contiguous_strides(shape, st.size)
+    return _new_tuple(Buffer, (ptr, shape, strides, st, _dl_devices.get((dev_type, dev_id)) or dlpack_device(
+        dev_type, dev_id), readonly, owner, source, False, False, False))
 
 
 def dlpack_capsule(obj: Any) -> Any:
@@ -153,9 +173,8 @@ def read_array_method(obj: Any, device: Device | None) -> Buffer:
     a = np.asarray(obj)
     b = np.asarray(obj)
     buf = read_ndarray(a, device)
-    buf.copied = a.size > 0 and b.ctypes.data != buf.ptr
-    buf.source = f"{type(obj).__name__} (__array__)"
-    return buf
+    return buffer(*buf[:7], f"{type(obj).__name__} (__array__)", a.size > 0 and b.ctypes.data != buf.ptr,
+                  bf16_bits=True)
 
 
 def _read_any(obj: Any, device: Device | None) -> Buffer:
@@ -186,6 +205,11 @@ def register_reader(module: str, reader_for: Callable[[type], Reader | None]) ->
     _readers[np.ndarray] = read_ndarray
 
 
+def known_reader(cls: type) -> Reader | None:
+    """The reader of class `cls` when one was already chosen (None otherwise): the quick question."""
+    return _readers.get(cls)
+
+
 def reader(cls: type) -> Reader:
     """How objects of class `cls` are read (chosen once per class)."""
     found = _readers.get(cls)
@@ -212,33 +236,51 @@ def is_foreign_array(obj: Any) -> bool:
 
 # -- fitting a buffer to a dtype ---------------------------------------------------------------------------
 
-def fit(buf: Buffer, dtype: Any, what: str, expected: str | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+_fits: dict[tuple, tuple] = {}  # (dtype, buffer type, shape, strides, bf16 bits) -> fit, minus the address
+
+
+def fit(buf: Buffer, dtype: Any, what: str, expected: Any = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The shape and byte strides of an array of `dtype` over `buf`: component dimensions of a vector or
     matrix dtype are the buffer's trailing dimensions and must be contiguous; the data must be aligned to
     the scalar size. Raises naming `what` (e.g. "kernel 'k' argument 'x'", which `expected` describes)
-    when the buffer does not fit."""
+    when the buffer does not fit. What depends only on the layout is checked once per layout."""
+    key = (dtype, buf[3], buf[1], buf[2], buf[10])
+    found = _fits.get(key)
+    if found is None:
+        found = _fit_layout(buf, dtype, what, expected)
+        if len(_fits) > 4096:
+            _fits.clear()
+        _fits[key] = found
+    if buf[0] % buf[3].size:
+        raise ValueError(f"{what}: the {buf.source} is not aligned to its {buf[3].size}-byte "
+                         f"{T.type_name(buf[3])} elements (address {buf[0]:#x})")
+    return found
+
+
+def _fit_layout(buf: Buffer, dtype: Any, what: str, expected: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """What `fit` checks of a layout (all but the address)."""
     st = T.elem_scalar(dtype)
     if buf.scalar is not st and not (st is T.bfloat16 and buf.bf16_bits and buf.scalar is T.uint16):
         hint = "NumPy holds bfloat16 as uint16 bits" if st is T.bfloat16 else "convert it first"
         raise TypeError(f"{what} expects {expected or T.type_name(st) + ' data'}, got a {buf.source} of "
                         f"{T.type_name(buf.scalar)} ({hint})")
-    shape, strides, size = buf.shape, buf.strides, st.size
+    shape, strides, size = tuple(buf.shape), tuple(buf.strides), st.size
     if T.is_composite(dtype):
         inner = dtype._shape_
         k = len(inner)
-        if len(shape) < k or tuple(shape[len(shape) - k:]) != inner:
-            raise ValueError(f"{what}: a {buf.source} of shape {tuple(shape)} does not hold {T.type_name(dtype)} "
-                             f"values (its trailing dimensions must be {inner})")
-        if tuple(strides[len(shape) - k:]) != contiguous_strides(inner, size):
+        if len(shape) < k or shape[len(shape) - k:] != inner:
+            raise ValueError(f"{what}: a {buf.source} of shape {shape} does not hold {T.type_name(dtype)} values "
+                             f"(its trailing dimensions must be {inner})")
+        if strides[len(shape) - k:] != contiguous_strides(inner, size):
             raise ValueError(f"{what}: the {T.type_name(dtype)} components of the {buf.source} are not contiguous "
-                             f"(strides {tuple(strides)} bytes); make it contiguous first")
-        shape, strides = tuple(shape[:len(shape) - k]), tuple(strides[:len(strides) - k])
+                             f"(strides {strides} bytes); make it contiguous first")
+        shape, strides = shape[:len(shape) - k], strides[:len(strides) - k]
     if not shape:  # a 0-d array, or a single vector: one element
         shape, strides = (1,), (size,)
     if len(shape) > MAX_DIMS:
         raise ValueError(f"{what}: arrays have 1 to {MAX_DIMS} dimensions, the {buf.source} has shape "
                          f"{tuple(buf.shape)}")
-    if buf.ptr % size or any(s % size for s in strides):
-        raise ValueError(f"{what}: the {buf.source} is not aligned to its {size}-byte {T.type_name(st)} elements "
-                         f"(address {buf.ptr:#x}, strides {tuple(buf.strides)} bytes)")
-    return tuple(shape), tuple(strides)
+    if any(s % size for s in strides):
+        raise ValueError(f"{what}: the strides of the {buf.source} ({tuple(buf.strides)} bytes) are not whole "
+                         f"{size}-byte {T.type_name(st)} elements")
+    return shape, strides

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import foreign
 from . import types as T
-from .array import MAX_DIMS, ArrayDesc, ArrayDescRef, array, indexedarray, pack_desc
+from .array import DESC, MAX_DIMS, ArrayDesc, ArrayDescRef, array, indexedarray, pack_desc
 from .backend import Launcher
 from .device import Device, get_device, get_devices
 from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
@@ -146,10 +146,10 @@ def _converter(k: Kernel, name: str, t: Any, device: Device, use: _Use) -> Any:
                                       "writes it")
                 return v._desc_bytes()
             if v.__class__ is ArrayDescRef:
-                if v.dtype != t.dtype or v.ndim != t.ndim or v.device != device:
+                if v[1] is not dtype or v[2] != ndim or (v[3] is not device and v[3] != device):
                     raise LaunchError(f"{what} expects {t} on {device}, got a descriptor of {T.type_name(v.dtype)} "
                                       f"with {v.ndim} dimension(s) on {v.device}")
-                return bytes(v)
+                return v[0]
             if isinstance(v, ArrayDesc):  # made by hand: taken as it is
                 return bytes(v)
             if v is None:
@@ -204,20 +204,23 @@ def _bad_array(k: Kernel, name: str, t: ArrayType, v: Any) -> None:
 
 def _foreign_array(what: str, t: ArrayType, v: Any, device: Device, written: bool) -> bytes:
     """Another framework's array, viewed without copying (see the module docstring)."""
-    if isinstance(v, T.ScalarType | int | float | str) or not foreign.is_foreign_array(v):
-        raise LaunchError(f"{what} expects {t}, got {type(v).__name__}")
+    read = foreign.known_reader(v.__class__)
+    if read is None:
+        if isinstance(v, T.ScalarType | int | float | str) or not foreign.is_foreign_array(v):
+            raise LaunchError(f"{what} expects {t}, got {type(v).__name__}")
+        read = foreign.reader(v.__class__)
     try:
-        buf = foreign.describe(v, device)
+        buf = read(v, device)
     except DeviceError as e:
         raise DeviceError(f"{what}: {e}") from None
     except (TypeError, ValueError, BufferError) as e:
         raise LaunchError(f"{what}: {e}") from None
-    if buf.device != device:
+    if buf[4] is not device and buf[4] != device:
         where = "in host memory" if buf.device.backend.host_accessible else f"on {buf.device}"
         raise DeviceError(f"{what}: a {type(v).__name__} {where} was passed to a launch on {device}; pass data on "
                           f"{device}")
     try:
-        shape, strides = foreign.fit(buf, t.dtype, what, str(t))
+        shape, strides = foreign.fit(buf, t.dtype, what, t)
     except TypeError as e:
         raise LaunchError(str(e)) from None
     except ValueError as e:
@@ -355,7 +358,7 @@ def _launch_adjoint(kernel: Kernel, adjoint: Launcher | None, plan: LaunchPlan, 
     if adj_params:
         for i, t in enumerate(plan.types):
             if isinstance(t, ArrayType):
-                values[i] = _with_grad(kernel, plan.names[i], t, params[i], values[i], adj_params[i])
+                values[i] = _with_grad(kernel, plan.names[i], t, values[i], adj_params[i])
     size = 1
     for d in dims:
         size *= d
@@ -367,24 +370,31 @@ def _launch_adjoint(kernel: Kernel, adjoint: Launcher | None, plan: LaunchPlan, 
         adjoint.launch(blob)
 
 
-def _with_grad(kernel: Kernel, name: str, t: ArrayType, primal: Any, desc: bytes, adj: Any) -> bytes:
-    """The array descriptor `desc` with its gradient pointer taken from `adj` (None: no gradient).
-    The gradient must have the array's shape and layout, since both share one set of strides."""
+def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any) -> bytes:
+    """The array descriptor `desc` with its gradient pointer taken from `adj` (None: no gradient), an array
+    of ours or another framework's. The gradient must have the array's shape and layout, since both share
+    one set of strides, and memory the caller sees (the adjoint accumulates into it)."""
     if adj is None:
         return desc[:8] + bytes(8) + desc[16:]
-    what = f"kernel {kernel.label}: the adjoint of '{name}'"
-    if not isinstance(adj, array):
-        adj = array(adj, dtype=t.dtype, copy=False)
-    if isinstance(primal, array):
-        shape, strides = primal.shape, primal.strides
+    if isinstance(adj, array):
+        ptr, shape, strides, readonly, copied = adj.ptr or 0, adj.shape, adj.strides, adj.readonly, False
     else:
-        shape, strides = foreign.fit(foreign.describe(primal), t.dtype, what)
-    if adj.readonly:
-        raise LaunchError(f"{what} is read-only; the adjoint launch accumulates into it")
-    if adj.shape != shape or adj.strides != strides:
+        what = f"kernel {kernel.label}: the adjoint of '{name}'"
+        try:
+            buf = foreign.describe(adj)
+            shape, strides = foreign.fit(buf, t.dtype, what)
+        except (TypeError, ValueError, BufferError) as e:
+            raise LaunchError(str(e) if what in str(e) else f"{what}: {e}") from None
+        ptr, readonly, copied = buf.ptr, buf.readonly, buf.copied
+    fields = DESC.unpack_from(desc)  # an indexedarray's descriptor starts with its data's
+    expect_shape, expect_strides = fields[2:2 + t.ndim], fields[6:6 + t.ndim]
+    if shape != expect_shape or strides != expect_strides:
         raise LaunchValueError(f"kernel {kernel.label}: the adjoint of '{name}' must match the array's shape "
-                               f"{shape} and strides {strides}, got {adj.shape} and {adj.strides}")
-    return desc[:8] + struct.pack("<Q", adj.ptr or 0) + desc[16:]
+                               f"{expect_shape} and strides {expect_strides}, got {shape} and {strides}")
+    if readonly or copied:
+        raise LaunchError(f"kernel {kernel.label}: the adjoint of '{name}' is {'read-only' if readonly else 'a copy'}, "
+                          "but the adjoint launch accumulates into it")
+    return desc[:8] + struct.pack("<Q", ptr) + desc[16:]
 
 
 def _make_plan(lk: LoadedKernel, device: Device) -> LaunchPlan:

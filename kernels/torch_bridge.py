@@ -22,12 +22,11 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable, Sequence
-from functools import cache
 from typing import Any
 
 from . import foreign
 from . import types as T
-from .array import ArrayDescRef, array, over_buffer, pack_desc
+from .array import ArrayDescRef, array, desc_ref, over_buffer, pack_desc
 from .device import Device, get_device
 from .errors import DeviceError
 from .ir import ArrayType
@@ -43,16 +42,21 @@ def _torch() -> Any:
     return torch
 
 
-@cache
+_scalars: dict[Any, type] = {}  # torch dtype -> scalar type, filled on first use
+_strided: list = []  # torch.strided, then
+
+
 def _dtype_table() -> dict:
-    torch = _torch()
-    table = {torch.bool: T.bool_, torch.int8: T.int8, torch.uint8: T.uint8, torch.int16: T.int16,
-             torch.int32: T.int32, torch.int64: T.int64, torch.float16: T.float16, torch.bfloat16: T.bfloat16,
-             torch.float32: T.float32, torch.float64: T.float64}
-    for name, st in (("uint16", T.uint16), ("uint32", T.uint32), ("uint64", T.uint64)):
-        if hasattr(torch, name):
-            table[getattr(torch, name)] = st
-    return table
+    if not _scalars:
+        torch = _torch()
+        _strided.append(torch.strided)
+        _scalars.update({torch.bool: T.bool_, torch.int8: T.int8, torch.uint8: T.uint8, torch.int16: T.int16,
+                         torch.int32: T.int32, torch.int64: T.int64, torch.float16: T.float16,
+                         torch.bfloat16: T.bfloat16, torch.float32: T.float32, torch.float64: T.float64})
+        for name, st in (("uint16", T.uint16), ("uint32", T.uint32), ("uint64", T.uint64)):
+            if hasattr(torch, name):
+                _scalars[getattr(torch, name)] = st
+    return _scalars
 
 
 def dtype_from_torch(torch_dtype: Any) -> type:
@@ -75,6 +79,7 @@ def dtype_to_torch(wp_dtype: Any) -> Any:
 
 _TORCH_KINDS = {"cpu": "cpu", "cuda": "cuda"}  # torch device type -> loomwork device kind
 _devices: dict[Any, Device] = {}
+_new_buffer = tuple.__new__
 
 
 def device_from_torch(torch_device: Any) -> Device:
@@ -111,22 +116,27 @@ def stream_to_torch(stream_or_device: Any = None) -> Any:
 # -- tensors as buffers ----------------------------------------------------------------------------------
 
 def read_tensor(t: Any, device: Device | None = None) -> foreign.Buffer:
-    """A tensor's memory, from its attributes (faster than a protocol). Tensors with a lazy negation,
-    a conjugation or a layout other than strided have no such memory, and are refused."""
+    """A tensor's memory, from its attributes (faster than a protocol). Tensors with a lazy negation or a
+    layout other than strided have no such memory, and are refused."""
+    st = _scalars.get(t.dtype)
+    if st is None or t.is_neg() or t.layout is not _strided[0]:
+        st = _unusual(t)
+    d = t.device
+    return _new_buffer(foreign.Buffer, (t.data_ptr(), tuple(t.shape), tuple(map(st.size.__mul__, t.stride())), st,
+                                        _devices.get(d) or device_from_torch(d), False, t, "torch.Tensor", False,
+                                        t.requires_grad, False))
+
+
+def _unusual(t: Any) -> type:
+    """The scalar type of a tensor `read_tensor` did not take at once: the first one it meets (the table is
+    filled then), or one it refuses."""
     st = _dtype_table().get(t.dtype)
     if st is None:
         raise TypeError(f"a torch.Tensor of {t.dtype} has no loomwork scalar type")
-    if t.is_neg() or t.layout is not _strided():
+    if t.is_neg() or t.layout is not _strided[0]:
         raise TypeError(f"a torch.Tensor with layout {t.layout}{' and a lazy negation' if t.is_neg() else ''} has "
                         "no strided memory to share; call .resolve_neg() / .to_dense() first")
-    size = st.size
-    return foreign.Buffer(t.data_ptr(), tuple(t.shape), tuple(s * size for s in t.stride()), st,
-                          device_from_torch(t.device), False, t, "torch.Tensor", requires_grad=t.requires_grad)
-
-
-@cache
-def _strided() -> Any:
-    return _torch().strided
+    return st
 
 
 def _reader_for(cls: type) -> Any:
@@ -145,19 +155,30 @@ def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, gra
     `t.grad` shared (see the module docstring for when it is a buffer of its own). `return_ctype=True`
     gives the bare kernel-argument descriptor, cheaper to make than an array."""
     buf = read_tensor(t)
-    dt = buf.scalar if dtype is None else T.normalize_dtype(dtype)
-    shape, strides = foreign.fit(buf, dt, "wp.from_torch")
-    rg = t.requires_grad if requires_grad is None else requires_grad
+    shape = buf[1]
+    if dtype is None and 0 < len(shape) <= foreign.MAX_DIMS:  # torch keeps its own data aligned
+        dt, strides = buf[3], buf[2]
+    else:
+        dt = buf[3] if dtype is None else _dtypes.get(dtype) or _normalize(dtype)
+        shape, strides = foreign.fit(buf, dt, "wp.from_torch")
+    rg = buf[9] if requires_grad is None else requires_grad
     g, external = _gradient(t, dt, strides, grad) if (grad is not None or rg) else (None, False)
     if return_ctype:
-        desc = ArrayDescRef.from_buffer_copy(pack_desc(buf.ptr, g.ptr if g is not None else 0, shape, strides))
-        desc.dtype, desc.device, desc.ndim, desc.refs = dt, buf.device, len(shape), (t, g)
-        return desc
-    a = array._wrap(buf.ptr, dt, shape, strides, buf.device, t, False)
+        return desc_ref(pack_desc(buf[0], g.ptr if g is not None else 0, shape, strides), dt, len(shape), buf[4],
+                        (t, g))
+    a = array._wrap(buf[0], dt, shape, strides, buf[4], t, False)
     if rg or g is not None:
         a.requires_grad = True
         a._grad, a._grad_external = g, external
     return a
+
+
+_dtypes: dict[Any, type] = {}  # a dtype as given -> as kernels know it
+
+
+def _normalize(dtype: Any) -> type:
+    dt = _dtypes[dtype] = T.normalize_dtype(dtype)
+    return dt
 
 
 def _gradient(t: Any, dtype: Any, strides: tuple, grad: Any) -> tuple[array, bool]:
