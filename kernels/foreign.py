@@ -162,6 +162,8 @@ def dlpack_capsule(obj: Any) -> Any:
 
 def read_dlpack(obj: Any, device: Device | None) -> Buffer:
     """An object exporting `__dlpack__` (JAX arrays, CuPy...), or a DLPack capsule."""
+    if dlpack.capsule_state(obj) is None and not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"a {type(obj).__name__} is not a DLPack producer (it has no __dlpack__ and is no capsule)")
     capsule = obj if dlpack.capsule_state(obj) is not None else dlpack_capsule(obj)
     source = "DLPack capsule" if capsule is obj else f"{type(obj).__name__} (__dlpack__)"
     return buffer_of_capsule(dlpack.import_capsule(capsule), source)
