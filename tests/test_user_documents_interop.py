@@ -207,7 +207,7 @@ def test_performance_notes_snippets():
     x_t = torch.arange(n, dtype=torch.float32, device=device)
     y_t = torch.ones(n, dtype=torch.float32, device=device)
 
-    for i in range(10):
+    for i in range(10):  # noqa: B007
         x_w = wp.from_torch(x_t)
         y_w = wp.from_torch(y_t)
         wp.launch(saxpy, dim=n, inputs=[x_w, y_w, 1.0], device=device)
@@ -215,7 +215,7 @@ def test_performance_notes_snippets():
     x_w = wp.from_torch(x_t)
     y_w = wp.from_torch(y_t)
 
-    for i in range(10):
+    for i in range(10):  # noqa: B007
         wp.launch(saxpy, dim=n, inputs=[x_w, y_w, 1.0], device=device)
     torch.testing.assert_close(y_t, 1.0 + 20.0 * x_t)
 
@@ -234,7 +234,7 @@ def test_performance_notes_snippets():
     x = torch.arange(n, dtype=torch.float32, device=device)
     y = torch.ones(n, dtype=torch.float32, device=device)
 
-    for i in range(10):
+    for i in range(10):  # noqa: B007
         wp.launch(saxpy, dim=n, inputs=[x, y, 1.0], device=device)
     torch.testing.assert_close(y, 1.0 + 10.0 * x)
 
@@ -256,7 +256,7 @@ def test_dlpack_snippets():
     assert warp_array2.ptr == torch_tensor.data_ptr() == external_array.data_ptr()
 
     jax = pytest.importorskip("jax", reason="JAX is not installed (pip install 'jax[cpu]')")
-    import jax.dlpack
+    import jax.dlpack  # noqa: F811 - the documents' spelling
     import jax.numpy as jnp
 
     warp_array = wp.from_dlpack(jnp.arange(4.0))

@@ -160,7 +160,7 @@ def test_torch_round_trip_every_dtype():
     """torch -> wp.from_dlpack -> torch.from_dlpack views one buffer, for every dtype torch and loomwork share
     (bfloat16 included), and the documents' capsule forms work."""
     torch = pytest.importorskip("torch")
-    import torch.utils.dlpack
+    from torch.utils import dlpack as torch_dlpack
 
     for td in (torch.bool, torch.int8, torch.uint8, torch.int16, torch.uint16, torch.int32, torch.uint32, torch.int64,
                torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64):
@@ -171,8 +171,8 @@ def test_torch_round_trip_every_dtype():
         assert back.dtype == td and back.data_ptr() == src.data_ptr()
         assert torch.equal(back, src)
     t = torch.arange(4.0)
-    warp_array2 = wp.from_dlpack(torch.utils.dlpack.to_dlpack(t))
-    torch_tensor = torch.utils.dlpack.from_dlpack(wp.to_dlpack(warp_array2))
+    warp_array2 = wp.from_dlpack(torch_dlpack.to_dlpack(t))
+    torch_tensor = torch_dlpack.from_dlpack(wp.to_dlpack(warp_array2))
     torch_tensor[0] = 5.0
     assert t[0] == 5.0
 
@@ -180,8 +180,8 @@ def test_torch_round_trip_every_dtype():
 def test_jax_round_trip_every_dtype():
     """JAX -> wp.from_dlpack -> jax.dlpack.from_dlpack keeps values and dtype for every type JAX has."""
     jax = pytest.importorskip("jax", reason="JAX is not installed (pip install 'jax[cpu]')")
-    import jax.dlpack
     import jax.numpy as jnp
+    from jax import dlpack as jax_dlpack
 
     jax.config.update("jax_enable_x64", True)
     try:
@@ -190,7 +190,7 @@ def test_jax_round_trip_every_dtype():
             src = jnp.arange(6, dtype=name).reshape(2, 3) if name != "bool" else jnp.ones((2, 3), dtype=bool)
             a = wp.from_dlpack(src)
             assert a.dtype.__name__ == name and a.shape == (2, 3)
-            back = jax.dlpack.from_dlpack(a)
+            back = jax_dlpack.from_dlpack(a)
             assert back.dtype == src.dtype and bool((back == src).all())
     finally:
         jax.config.update("jax_enable_x64", False)

@@ -19,7 +19,7 @@ def double(x: wp.array(dtype=float), y: wp.array(dtype=float)):
 def maybe_scale(x: wp.array(dtype=float), scale: wp.array(dtype=float), unused: wp.array(dtype=float),
                 y: wp.array(dtype=float)):
     i = wp.tid()
-    s = float(1.0)
+    s = 1.0
     if not wp.unot(scale):
         s = scale[0]
     y[i] = s * x[i]
