@@ -237,8 +237,9 @@ class array:  # noqa: N801 - Warp's public name
         elif isinstance(data, np.ndarray) or (
                 not isinstance(data, list | tuple | T._CompositeMixin) and foreign.is_foreign_array(data)):
             buf = foreign.describe(data, self.device)
-            if not copy or not buf.device.backend.host_accessible:  # CUDA memory is viewed in place, as in Warp
-                self._init_alias(buf, shape, device)
+            backend = buf.device.backend
+            if not copy or backend.cuda_array_interface or not backend.host_accessible:  # device memory is viewed
+                self._init_alias(buf, shape, device)  # in place, as in Warp
                 return
             src = np.asarray(_Interface(_interface_dict(buf.ptr, buf.shape, buf.strides, buf.scalar.np_dtype.str,
                                                         buf.readonly), buf.owner))

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import loomwork as wp
+from loomwork.kernels import device as device_module
+from loomwork.kernels.cpu import CpuBackend
 
 
 @wp.kernel
@@ -168,3 +170,69 @@ def test_cuda_array_interface_without_cuda_is_a_clear_error():
         wp.launch(double, dim=4, inputs=[CudaOnly(), np.zeros(4, np.float32)])
     with pytest.raises(wp.DeviceError, match="no CUDA device"):
         wp.array(CudaOnly())
+
+
+class StreamedMemory(CpuBackend):
+    """A device kind whose memory other frameworks reach through __cuda_array_interface__ (CPU memory in this
+    test, so it runs anywhere), with a current stream; it records the streams it is asked to wait for."""
+
+    name = "streamed"
+    cuda_array_interface = True
+    dlpack_device_type = 2  # kDLCUDA
+
+    def __init__(self) -> None:
+        self.waits: list = []
+
+    def current_stream(self) -> int:
+        return 7
+
+    def wait_stream(self, waiter, producer) -> None:
+        self.waits.append((waiter, producer))
+
+
+@pytest.fixture
+def streamed(monkeypatch):
+    monkeypatch.setattr(device_module, "_kinds", dict(device_module._kinds))
+    monkeypatch.setattr(device_module, "_devices", dict(device_module._devices))
+    device_module.register_backend("streamed", lambda ordinal: StreamedMemory(), lambda: 1)
+    return wp.get_device("streamed")
+
+
+class Producer:
+    """A foreign CUDA array (as CuPy or Numba export it), with the stream its data is written on."""
+
+    def __init__(self, values: np.ndarray, stream) -> None:
+        self.values = values
+        self.__cuda_array_interface__ = {"shape": values.shape, "typestr": values.dtype.str, "version": 3,
+                                         "data": (values.ctypes.data, False), "strides": None, "stream": stream}
+
+
+def test_cuda_array_interface_both_ways(streamed):
+    """Through __cuda_array_interface__ (the CuPy / Numba path, run here on a stand-in device): a foreign array
+    is viewed in place, its stream waited for, passed straight to launches; our arrays export the interface
+    with their device's current stream, and DLPack says kDLCUDA."""
+    values = np.arange(4, dtype=np.float32)
+    a = wp.array(Producer(values, stream=5), device=streamed)
+    assert a.ptr == values.ctypes.data and a.device is streamed and streamed.backend.waits == [(None, 5)]
+    out = wp.zeros(4, dtype=float, device=streamed)
+    wp.launch(double, dim=4, inputs=[Producer(values, stream=None), out], device=streamed)
+    np.testing.assert_array_equal(out.numpy(), 2.0 * values)
+    iface = out.__cuda_array_interface__
+    assert iface["data"] == (out.ptr, False) and iface["shape"] == (4,) and iface["stream"] == 7
+    assert out.__dlpack_device__() == (2, 0)
+    assert not hasattr(wp.zeros(2, dtype=float), "__cuda_array_interface__")
+
+
+@pytest.mark.skipif(not wp.is_cuda_available(), reason="CuPy and Numba interop needs a CUDA device (the path is "
+                                                       "tested on a stand-in device above)")
+def test_cupy_and_numba_cross_both_ways():
+    """CuPy and Numba arrays become arrays in place, and ours become theirs."""
+    cp = pytest.importorskip("cupy")
+    numba_cuda = pytest.importorskip("numba.cuda")
+    x = cp.arange(8, dtype=cp.float32)
+    a = wp.array(x, device="cuda:0")
+    assert a.ptr == x.data.ptr
+    y = cp.asarray(a)
+    assert y.data.ptr == a.ptr
+    z = numba_cuda.as_cuda_array(a)
+    assert z.__cuda_array_interface__["data"][0] == a.ptr
