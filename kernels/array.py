@@ -40,7 +40,8 @@ class ArrayDesc(ctypes.Structure):
 class ArrayDescRef(tuple):
     """A kernel argument a bridge made without an array (`wp.from_torch(t, return_ctype=True)`), cheaper to
     make: the bytes of its `ArrayDesc` (`bytes(d)`; `d.desc` is the structure), the dtype, dimension count and
-    device launches check, and the objects whose memory it points to. Made by `desc_ref`."""
+    device launches check, and the objects whose memory it points to: the tuple (packed, dtype, ndim, device,
+    refs)."""
 
     __slots__ = ()
 
@@ -62,11 +63,6 @@ class ArrayDescRef(tuple):
     @property
     def device(self) -> Device:
         return self[3]
-
-
-def desc_ref(packed: bytes, dtype: Any, ndim: int, device: Device, refs: tuple) -> ArrayDescRef:
-    """An `ArrayDescRef`."""
-    return tuple.__new__(ArrayDescRef, (packed, dtype, ndim, device, refs))
 
 
 class _Storage:
@@ -588,13 +584,13 @@ def _interface_dict(ptr: int, shape: tuple, strides: tuple, typestr: str, readon
 
 
 DESC = struct.Struct("<QQ4i4q")  # the bytes of an ArrayDesc: data, grad, shape[4], strides[4]
-# the same for n dimensions, zeros in the unused entries
-_DESCS = [None] + [struct.Struct(f"<QQ{n}i{4 * (4 - n)}x{n}q{8 * (4 - n)}x") for n in range(1, MAX_DIMS + 1)]
+#: DESC_PACK[n](data, grad, *shape, *strides): the bytes of an ArrayDesc of n dimensions (zeros in the rest)
+DESC_PACK = [None] + [struct.Struct(f"<QQ{n}i{4 * (4 - n)}x{n}q{8 * (4 - n)}x").pack for n in range(1, MAX_DIMS + 1)]
 
 
 def pack_desc(data: int, grad: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> bytes:
     """The bytes of an `ArrayDesc` (the native `lw::array_t`)."""
-    return _DESCS[len(shape)].pack(data, grad, *shape, *strides)
+    return DESC_PACK[len(shape)](data, grad, *shape, *strides)
 
 
 def over_buffer(buf: foreign.Buffer, dtype: Any, what: str) -> array:

@@ -26,7 +26,7 @@ from typing import Any
 
 from . import foreign
 from . import types as T
-from .array import ArrayDescRef, array, desc_ref, over_buffer, pack_desc
+from .array import DESC_PACK, ArrayDescRef, array, over_buffer, pack_desc
 from .device import Device, get_device
 from .errors import DeviceError
 from .ir import ArrayType
@@ -79,7 +79,7 @@ def dtype_to_torch(wp_dtype: Any) -> Any:
 
 _TORCH_KINDS = {"cpu": "cpu", "cuda": "cuda"}  # torch device type -> loomwork device kind
 _devices: dict[Any, Device] = {}
-_new_buffer = tuple.__new__
+_new_tuple = tuple.__new__
 
 
 def device_from_torch(torch_device: Any) -> Device:
@@ -117,14 +117,31 @@ def stream_to_torch(stream_or_device: Any = None) -> Any:
 
 def read_tensor(t: Any, device: Device | None = None) -> foreign.Buffer:
     """A tensor's memory, from its attributes (faster than a protocol). Tensors with a lazy negation or a
-    layout other than strided have no such memory, and are refused."""
+    layout other than strided (which have no data pointer) have no such memory, and are refused. The shape
+    stays a torch.Size (a tuple)."""
     st = _scalars.get(t.dtype)
-    if st is None or t.is_neg() or t.layout is not _strided[0]:
+    if st is None or t.is_neg():
         st = _unusual(t)
-    d = t.device
-    return _new_buffer(foreign.Buffer, (t.data_ptr(), tuple(t.shape), tuple(map(st.size.__mul__, t.stride())), st,
-                                        _devices.get(d) or device_from_torch(d), False, t, "torch.Tensor", False,
-                                        t.requires_grad, False))
+    try:
+        ptr = t.data_ptr()
+    except RuntimeError:
+        _unusual(t)
+        raise
+    d, s = t.device, t.stride()
+    return _new_tuple(foreign.Buffer, (ptr, t.shape, _byte_strides[st.size].get(s) or _to_bytes(s, st.size), st,
+                                       _devices.get(d) or device_from_torch(d), False, t, "torch.Tensor", False,
+                                       t.requires_grad, False))
+
+
+_byte_strides: dict[int, dict[tuple, tuple]] = {1: {}, 2: {}, 4: {}, 8: {}}  # element size -> strides -> bytes
+
+
+def _to_bytes(strides: tuple[int, ...], size: int) -> tuple[int, ...]:
+    found = _byte_strides[size]
+    if len(found) > 4096:
+        found.clear()
+    b = found[strides] = tuple(x * size for x in strides)
+    return b
 
 
 def _unusual(t: Any) -> type:
@@ -155,21 +172,23 @@ def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, gra
     `t.grad` shared (see the module docstring for when it is a buffer of its own). `return_ctype=True`
     gives the bare kernel-argument descriptor, cheaper to make than an array."""
     buf = read_tensor(t)
-    shape = buf[1]
-    if dtype is None and 0 < len(shape) <= foreign.MAX_DIMS:  # torch keeps its own data aligned
-        dt, strides = buf[3], buf[2]
-    else:
-        dt = buf[3] if dtype is None else _dtypes.get(dtype) or _normalize(dtype)
+    ptr, shape, strides, dt, dev, _, _, _, _, rg, _ = buf
+    if dtype is not None or not 0 < len(shape) <= foreign.MAX_DIMS:  # else: torch keeps its own data aligned
+        dt = dt if dtype is None else _dtypes.get(dtype) or _normalize(dtype)
         shape, strides = foreign.fit(buf, dt, "wp.from_torch")
-    rg = buf[9] if requires_grad is None else requires_grad
-    g, external = _gradient(t, dt, strides, grad) if (grad is not None or rg) else (None, False)
+    if requires_grad is not None:
+        rg = requires_grad
+    if grad is None and not rg:
+        if return_ctype:
+            n = len(shape)
+            return _new_tuple(ArrayDescRef, (DESC_PACK[n](ptr, 0, *shape, *strides), dt, n, dev, (t,)))
+        return array._wrap(ptr, dt, tuple(shape), strides, dev, t, False)
+    g, external = _gradient(t, dt, strides, grad)
     if return_ctype:
-        return desc_ref(pack_desc(buf[0], g.ptr if g is not None else 0, shape, strides), dt, len(shape), buf[4],
-                        (t, g))
-    a = array._wrap(buf[0], dt, shape, strides, buf[4], t, False)
-    if rg or g is not None:
-        a.requires_grad = True
-        a._grad, a._grad_external = g, external
+        return _new_tuple(ArrayDescRef, (pack_desc(ptr, g.ptr or 0, shape, strides), dt, len(shape), dev, (t, g)))
+    a = array._wrap(ptr, dt, tuple(shape), strides, dev, t, False)
+    a.requires_grad = True
+    a._grad, a._grad_external = g, external
     return a
 
 
