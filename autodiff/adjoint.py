@@ -73,6 +73,39 @@ def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
     return carried, any(v not in linear for v in carried)
 
 
+def _writes_arrays(call: ir.Call) -> bool:
+    """Whether a user function call may have side effects the reverse pass differentiates (it takes arrays)."""
+    return not isinstance(call.target, Overload) and any(isinstance(a.type, ArrayType) for a in call.args)
+
+
+def active_variables(fn: ir.Function) -> set[Var]:
+    """The variables whose adjoint can be nonzero: those whose value flows, through assignments and parts
+    set in place, into what the reverse pass differentiates (values stored or atomically applied to arrays,
+    the returned value, the arguments of user functions that take arrays). The reverse pass skips the rest,
+    so a value used only by a comparison or a branch condition adds nothing to the gradient, not even
+    0 * NaN when it is NaN or infinite (as in JAX and PyTorch)."""
+    stmts = list(ir.walk(fn.body))
+    found: set[Var] = set()
+    for s in stmts:
+        if isinstance(s, ir.Store | ir.Atomic | ir.Return) and s.value is not None:
+            found.add(s.value)
+        call = s.call()
+        if call is not None and _writes_arrays(call):
+            found.update(call.args)
+    # backwards, so one pass carries activity along a chain of assignments; loops may need another
+    flows = [s for s in reversed(stmts) if isinstance(s, ir.Assign | ir.SetComponent | ir.SetField)]
+    changed = True
+    while changed:
+        changed = False
+        for s in flows:
+            if found.intersection(s.targets()):
+                new = {o for o in s.operands() if isinstance(o, Var)} - found
+                if new:
+                    found |= new
+                    changed = True
+    return {v for v in found if isinstance(v, Var)}
+
+
 class AdjointEmitter(Emitter):
     """Writes the replay and reverse passes of one normalized function."""
 
@@ -91,6 +124,7 @@ class AdjointEmitter(Emitter):
         self.saved = {v for v, n in counts.items() if n > 1 or not _is_temp(v) or v in params}
         self.loops: dict[int, tuple[list[Var], bool]] = {}
         self.exclusive: set[Var] = set()  # kernel array parameters indexed only by this thread's index
+        self.active = active_variables(fn)
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -135,7 +169,7 @@ class AdjointEmitter(Emitter):
         if s.dest is not None:  # the previous value: read, not re-applied
             if s.dest in self.saved:
                 self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
-            self.out(f"{s.dest.name} = {self.element(s.array, s.indices, s.site)};")
+            self.out(f"{s.dest.name} = {self.reach(self.element(s.array, s.indices, s.site), s.path)};")
 
     def r_Eval(self, s: ir.Eval, n: int) -> None:
         self.out(f"{self.replay_expr(s.expr)};")
@@ -210,12 +244,13 @@ class AdjointEmitter(Emitter):
             self.statement(s, getattr(self, f"rev_{type(s).__name__}"), self.site(s))
 
     def rev_SetComponent(self, s: ir.SetComponent, n: int) -> None:
-        if differentiable(s.var.type) and T.is_matrix(s.var.type) and len(s.indices) == 1:  # a row
+        diff = s.var in self.active and differentiable(s.var.type)
+        if diff and T.is_matrix(s.var.type) and len(s.indices) == 1:  # a row
             i, adj = self.op(s.indices[0]), self.adj(s.var)
             if isinstance(s.value, Var) and differentiable(s.value.type):
                 self.out(f"lw::acc({self.adj(s.value)}, lw::row({adj}, {i}));")
             self.out(f"lw::set_row({adj}, {i}, lw::zero<{ctype(s.value.type)}>());")
-        elif differentiable(s.var.type):
+        elif diff:
             comp = self.component(s.var, s.indices, self.adj(s.var))
             if isinstance(s.value, Var) and differentiable(s.value.type):
                 self.out(f"lw::acc({self.adj(s.value)}, {comp});")
@@ -223,7 +258,7 @@ class AdjointEmitter(Emitter):
         self.out(f"{s.var.name} = lw_sv{n};")
 
     def rev_SetField(self, s: ir.SetField, n: int) -> None:
-        if differentiable(s.var.type) and differentiable(s.value.type):
+        if s.var in self.active and differentiable(s.var.type) and differentiable(s.value.type):
             comp = f"{self.adj(s.var)}.{s.name}"
             if isinstance(s.value, Var):
                 self.out(f"lw::acc({self.adj(s.value)}, {comp});")
@@ -231,9 +266,18 @@ class AdjointEmitter(Emitter):
         self.out(f"{s.var.name} = lw_sv{n};")
 
     def rev_Store(self, s: ir.Store, n: int) -> None:
+        """The stored value takes the element's gradient. A store into a part of an element (b[i].y = v) also
+        drops that part's gradient, as an overwrite of a local does: the value it replaced, written earlier
+        in this kernel or by an earlier launch, did not reach the output through it. (A whole element keeps
+        its gradient, as in Warp, so the gradients of outputs stay readable after backward.)"""
+        g = self.reach(self.grad(s.array, s.indices), s.path)
+        steps = []
         if isinstance(s.value, Var) and differentiable(s.value.type):
-            self.out(f"if (lw::has_grad({self.op(s.array)})) "
-                     f"lw::acc({self.adj(s.value)}, {self.grad(s.array, s.indices)});")
+            steps.append(f"lw::acc({self.adj(s.value)}, {g});")
+        if s.path and differentiable(s.value.type):
+            steps.append(f"{g} = {{}};")
+        if steps:
+            self.out(f"if (lw::has_grad({self.op(s.array)})) {{ {' '.join(steps)} }}")
 
     def rev_Eval(self, s: ir.Eval, n: int) -> None:
         self.reverse_call(s.expr, None)
@@ -293,7 +337,7 @@ class AdjointEmitter(Emitter):
                 self.out(f"{self.adj(s.dest)} = {{}};")
         if not (isinstance(s.value, Var) and differentiable(s.value.type)):
             return
-        g = self.grad(s.array, s.indices)
+        g = self.reach(self.grad(s.array, s.indices), s.path)
         a = self.adj(s.value)
         arr = self.op(s.array)
         if s.op == "add":
@@ -301,7 +345,7 @@ class AdjointEmitter(Emitter):
         elif s.op == "sub":
             self.out(f"if (lw::has_grad({arr})) lw::acc({a}, lw::neg({g}));")
         elif T.is_scalar(s.value.type):  # min/max: the value that won gets the gradient
-            cur = f"lw::at({arr}, {', '.join(self.op(i) for i in s.indices)})"
+            cur = self.reach(f"lw::at({arr}, {', '.join(self.op(i) for i in s.indices)})", s.path)
             self.out(f"if (lw::has_grad({arr}) && lw::eq({cur}, {self.op(s.value)})) lw::acc({a}, {g});")
 
     def rev_Assign(self, s: ir.Assign, n: int) -> None:
@@ -309,8 +353,8 @@ class AdjointEmitter(Emitter):
         if d in self.saved:
             self.out(f"{d.name} = lw_sv{n};")
         e = s.expr
-        if not differentiable(d.type):
-            if isinstance(e, ir.Call) and not isinstance(e.target, Overload):
+        if not differentiable(d.type) or d not in self.active:
+            if isinstance(e, ir.Call) and _writes_arrays(e):
                 self.reverse_call(e, None)  # side effects inside a user function still differentiate
             return
         ad = self.adj(d)

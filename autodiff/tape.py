@@ -27,6 +27,8 @@ from loomwork.kernels.errors import LoomworkError
 from loomwork.kernels.extensions import registry
 from loomwork.kernels.launch import launch
 
+from .adjoint import differentiable
+
 
 class OverwriteError(LoomworkError, RuntimeError):
     """An array a recorded launch read was overwritten before `Tape.backward`."""
@@ -86,7 +88,12 @@ class Tape:
     # -- recording -------------------------------------------------------------------------------
 
     def record_launch(self, kernel: Any, loaded: Any, dims: tuple, params: list, device: Any) -> None:
-        """Called by wp.launch inside `with tape:`; remembers the arguments and read versions."""
+        """Called by wp.launch inside `with tape:`; remembers the arguments and read versions. A kernel built
+        without its backward pass that writes no float arrays (sorting, counting, flags) has nothing to
+        reverse and is left out; one that does write floats is kept, so backward names it."""
+        if not kernel.backward_enabled and not any(
+                isinstance(params[i], array | indexedarray) and differentiable(params[i].dtype) for i in loaded.writes):
+            return
         reads = [(i, params[i], params[i]._storage.version) for i in loaded.reads
                  if isinstance(params[i], array | indexedarray)]
         self.launches.append(_Launch(kernel, dims, list(params), device, reads, tuple(self._scope)))

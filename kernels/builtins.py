@@ -440,28 +440,18 @@ add("smooth_normalize", (VF,), vec_ret, group="Vector Math",
     doc="v / norm_pseudo_huber(v, delta): a normalization that is smooth at 0 (delta default 1)",
     py=lambda v, d=1.0: np.asarray(v) / (d * np.sqrt(1.0 + np.dot(v, v) / (d * d))))
 add("smooth_normalize", (VF, F), vec_ret, group="Vector Math", doc="")
-# decompositions: each returns its factors packed as the rows of one matrix; the front end's
-# svd3(A, U, sigma, V)-style calls unpack them into the caller's variables (OUTPUT_FORMS)
+# decompositions into the caller's variables: wp.svd3(A, U, sigma, V)
 for _st in (T.float32, T.float64):
     for _n in (2, 3):
-        add(f"_svd{_n}", (Exact(T.matrix((_n, _n), _st)),), T.matrix((2 * _n + 1, _n), _st), "lw::svd_packed",
-            group="Vector Math", doc="")
-    add("_qr3", (Exact(T.matrix((3, 3), _st)),), T.matrix((6, 3), _st), "lw::qr_packed", group="Vector Math", doc="")
-    add("_eig3", (Exact(T.matrix((3, 3), _st)),), T.matrix((4, 3), _st), "lw::eig_packed", group="Vector Math",
-        doc="")
-OUTPUT_FORMS = {  # public name -> (packed builtin, the outputs' parts: ("rows"|"components", start, stop) | index)
-    "svd3": ("_svd3", (("rows", 0, 3), 3, ("rows", 4, 7)),
-             "svd3(A, U, sigma, V): A = U diag(sigma) V^T, U and V rotations, sigma decreasing (the last "
-             "negative when det(A) < 0)"),
-    "svd2": ("_svd2", (("rows", 0, 2), 2, ("rows", 3, 5)), "svd2(A, U, sigma, V): the 2x2 version of svd3"),
-    "qr3": ("_qr3", (("rows", 0, 3), ("rows", 3, 6)),
-            "qr3(A, Q, R): A = Q R, Q a rotation, R upper triangular"),
-    "eig3": ("_eig3", (("rows", 0, 3), 3),
-             "eig3(A, Q, d): the symmetric part of A is Q diag(d) Q^T, eigenvectors in Q's columns, d ascending"),
-    "quat_to_axis_angle": ("_quat_axis_angle", (("components", 0, 3), 3),
-                           "quat_to_axis_angle(q, axis, angle): the unit axis (zero for the identity) and the "
-                           "angle in [0, 2 pi] of a unit quaternion"),
-}
+        _m, _v = T.matrix((_n, _n), _st), T.vector(_n, _st)
+        add(f"svd{_n}", (Exact(_m), Out(_m), Out(_v), Out(_m)), None, "lw::svd_of", group="Vector Math",
+            doc="svd3(A, U, sigma, V): A = U diag(sigma) V^T, U and V rotations, sigma decreasing (the last "
+                "negative when det(A) < 0)" if _n == 3 else "svd2(A, U, sigma, V): the 2x2 version of svd3")
+    _m, _v = T.matrix((3, 3), _st), T.vector(3, _st)
+    add("qr3", (Exact(_m), Out(_m), Out(_m)), None, "lw::qr_givens", group="Vector Math",
+        doc="qr3(A, Q, R): A = Q R, Q a rotation, R upper triangular")
+    add("eig3", (Exact(_m), Out(_m), Out(_v)), None, "lw::sym_eig_of", group="Vector Math",
+        doc="eig3(A, Q, d): the symmetric part of A is Q diag(d) Q^T, eigenvectors in Q's columns, d ascending")
 BOOL = Exact(T.bool_)
 add("select", (BOOL, Value(), Value()), "V", group="Utility",
     doc="select(cond, a, b): b where cond holds, else a (Warp's argument order)",
@@ -518,51 +508,49 @@ add("transform_multiply", (TR, TR), transform_of, group="Transformations", doc="
 add("transform_inverse", (TR,), transform_of, group="Transformations", doc="the inverse of a rigid transform",
     py=lambda t: np.concatenate([-T._rotate(np.asarray(t)[3:] * [-1, -1, -1, 1], np.asarray(t)[:3]),
                                  np.asarray(t)[3:] * [-1, -1, -1, 1]]))
-add("_quat_axis_angle", (Q,), lambda b: T.vector(4, b["T"]), "lw::quat_axis_angle_packed", group="Quaternion Math",
-    doc="")
+add("quat_to_axis_angle", (Q, Out(vec3_of), Out("T")), None, group="Quaternion Math",
+    doc="quat_to_axis_angle(q, axis, angle): the unit axis (zero for the identity) and the angle in [0, 2 pi] "
+        "of a unit quaternion")
 M44 = Mat("float", rows=4, cols=4)
 add("transform_point", (M44, V3), vec3_of, group="Transformations", doc="")
 add("transform_vector", (M44, V3), vec3_of, group="Transformations", doc="")
 add("_make_transform", (V3, Q), transform_of, "lw::make_transform", group="Transformations",
     doc="wp.transform(p, q) inside kernels")
 
-# random numbers: the front end turns `wp.randf(state)` into `state = rand_next(state)` and a pure
-# function of the new state (randn draws two), so the state advances like any other variable
-U32, I32, F32 = Exact(T.uint32), Exact(T.int32), Exact(T.float32)
+# random numbers: a uint32 state variable each draw advances (an in-out argument; a state read from
+# an array advances a copy, as in Warp)
+U32, I32, F32, STATE = Exact(T.uint32), Exact(T.int32), Exact(T.float32), InOut(T.uint32)
 add("rand_init", (I32,), T.uint32, group="Random", doc="a random state from a seed", differentiable=False)
 add("rand_init", (I32, I32), T.uint32, group="Random",
     doc="a random state from a seed and an offset (e.g. the thread index): independent streams",
     differentiable=False)
-add("_rand_next", (U32,), T.uint32, "lw::rand_next", group="Random", doc="the advanced state", differentiable=False)
-add("_randi_of", (U32,), T.int32, "lw::randi_of", group="Random", doc="", differentiable=False)
-add("_randi_of", (U32, I32, I32), T.int32, "lw::randi_of", group="Random", doc="", differentiable=False)
-add("_randf_of", (U32,), T.float32, "lw::randf_of", group="Random", doc="", differentiable=False)
-add("_randf_of", (U32, F32, F32), T.float32, "lw::randf_of", group="Random", doc="")
-add("_randn_of", (U32, U32), T.float32, "lw::randn_of", group="Random", doc="", differentiable=False)
-RANDOM_DRAWS = {  # public name -> (pure function of the advanced states, how many states it consumes)
-    "randi": ("_randi_of", 1), "randf": ("_randf_of", 1), "randn": ("_randn_of", 2), "randu": ("_randu_of", 1),
-}
-_SAMPLERS = {  # sample_* -> (states consumed, result type, doc)
-    "sample_unit_square": (2, T.vec2f, "a uniform point in the square [-0.5, 0.5)^2"),
-    "sample_unit_cube": (3, T.vec3f, "a uniform point in the cube [-0.5, 0.5)^3"),
-    "sample_unit_ring": (1, T.vec2f, "a uniform point on the unit circle"),
-    "sample_unit_disk": (2, T.vec2f, "a uniform point in the unit disk"),
-    "sample_unit_sphere_surface": (2, T.vec3f, "a uniform point on the unit sphere"),
-    "sample_unit_sphere": (3, T.vec3f, "a uniform point in the unit ball"),
-    "sample_unit_hemisphere_surface": (2, T.vec3f, "a uniform point on the upper (z >= 0) unit hemisphere"),
-    "sample_unit_hemisphere": (3, T.vec3f, "a uniform point in the upper unit half-ball"),
-    "sample_triangle": (2, T.vec2f, "uniform barycentric coordinates (u, v) of a triangle, u + v <= 1"),
-}
-add("_randu_of", (U32,), T.uint32, "lw::randu_of", group="Random", doc="", differentiable=False)
-add("_randu_of", (U32, U32, U32), T.uint32, "lw::randu_of", group="Random", doc="", differentiable=False)
-for _name, (_count, _ret_t, _doc) in _SAMPLERS.items():
-    add(f"_{_name}_of", (U32,) * _count, _ret_t, f"lw::{_name}_of", group="Random", doc="", differentiable=False)
-    RANDOM_DRAWS[_name] = (f"_{_name}_of", _count)
-add("_sample_cdf_of", (U32, Arr("float", ndim=1)), T.int32, "lw::sample_cdf_of", group="Random", doc="",
+for _name, _t, _doc in (("randi", I32, "a random int32; randi(state, lo, hi) -> in [lo, hi)"),
+                        ("randu", U32, "a random uint32; randu(state, lo, hi) -> in [lo, hi)"),
+                        ("randf", F32, "a random float in [0, 1); randf(state, lo, hi) -> in [lo, hi)")):
+    add(_name, (STATE,), _t.type, group="Random", doc=f"{_name}(state) -> {_doc}; advances state",
+        differentiable=False)
+    add(_name, (STATE, _t, _t), _t.type, group="Random", doc="", differentiable=_name == "randf")
+add("randn", (STATE,), T.float32, group="Random", doc="randn(state) -> a standard normal float; advances state",
     differentiable=False)
-RANDOM_DRAWS["sample_cdf"] = ("_sample_cdf_of", 1)
-add("_poisson_of", (U32, F32), T.uint32, "lw::poisson_of", group="Random", doc="", differentiable=False)
-add("_poisson_state", (U32, F32), T.uint32, "lw::poisson_state", group="Random", doc="", differentiable=False)
+for _name, _ret_t, _doc in (
+        ("sample_unit_square", T.vec2f, "a uniform point in the square [-0.5, 0.5)^2"),
+        ("sample_unit_cube", T.vec3f, "a uniform point in the cube [-0.5, 0.5)^3"),
+        ("sample_unit_ring", T.vec2f, "a uniform point on the unit circle"),
+        ("sample_unit_disk", T.vec2f, "a uniform point in the unit disk"),
+        ("sample_unit_sphere_surface", T.vec3f, "a uniform point on the unit sphere"),
+        ("sample_unit_sphere", T.vec3f, "a uniform point in the unit ball"),
+        ("sample_unit_hemisphere_surface", T.vec3f, "a uniform point on the upper (z >= 0) unit hemisphere"),
+        ("sample_unit_hemisphere", T.vec3f, "a uniform point in the upper unit half-ball"),
+        ("sample_triangle", T.vec2f, "uniform barycentric coordinates (u, v) of a triangle, u + v <= 1")):
+    add(_name, (STATE,), _ret_t, group="Random", doc=f"{_name}(state) -> {_doc}; advances state",
+        differentiable=False)
+add("sample_cdf", (STATE, Arr("float", ndim=1)), T.int32, group="Random",
+    doc="sample_cdf(state, cdf): the first index i with cdf[i] >= u for a uniform u in [0, 1) "
+        "(inverse-transform sampling of a normalized cumulative distribution); advances state",
+    differentiable=False)
+add("poisson", (STATE, F32), T.uint32, group="Random",
+    doc="poisson(state, lam) -> a Poisson-distributed uint32 count with mean lam; advances state",
+    differentiable=False)
 
 # spatial vectors: 6 components, the angular part on top and the linear part at the bottom
 V6 = Vec("float", n=6)
@@ -627,27 +615,14 @@ SPECIAL_FORMS = {
     "printf": "wp.printf(fmt, *args): print with a C format string from inside a kernel",
     "cast": "cast(value, dtype): the same bytes read as another type of the same size (bit reinterpretation)",
     "breakpoint": "stop in an attached debugger (gdb or cuda-gdb); without one, nothing happens on the CPU",
-    "sample_cdf": "sample_cdf(state, cdf): the first index i with cdf[i] >= u for a uniform u in [0, 1) "
-                  "(inverse-transform sampling of a normalized cumulative distribution); advances state",
     "expect_near": "expect_near(a, b, tolerance=1e-6): print a message with the source line when a float "
                    "or float vector differs from b by more than tolerance",
     "expect_eq": "expect_eq(a, b): print a message with the source line when a != b",
     "static": "wp.static(expr): evaluate expr in Python when the kernel is compiled; "
               "`for i in wp.static(range(n))` unrolls the loop",
-    "randi": "randi(state) -> a random int32; randi(state, lo, hi) -> in [lo, hi); advances state",
-    "randf": "randf(state) -> a random float in [0, 1); randf(state, lo, hi) -> in [lo, hi); advances state",
-    "randn": "randn(state) -> a standard normal float; advances state",
-    "randu": "randu(state) -> a random uint32; randu(state, lo, hi) -> in [lo, hi); advances state",
-    "poisson": "poisson(state, lam) -> a Poisson-distributed uint32 count with mean lam; advances state",
-    **{name: f"{name}(state) -> {doc}; advances state" for name, (_, _, doc) in _SAMPLERS.items()},
-    **{name: doc for name, (_, _, doc) in OUTPUT_FORMS.items()},
 }
 for _name, _doc in SPECIAL_FORMS.items():
-    BUILTINS[_name] = Builtin(_name, {"tid": "Utility", "static": "Utility", "printf": "Utility",
-                                      "expect_near": "Utility", "expect_eq": "Utility",
-                                      "quat_to_axis_angle": "Quaternion Math"}.get(
-        _name, "Random" if _name.startswith(("rand", "sample", "poisson")) else
-        "Vector Math" if _name in OUTPUT_FORMS else "Atomics"), _doc)
+    BUILTINS[_name] = Builtin(_name, "Atomics" if _name.startswith("atomic_") else "Utility", _doc)
 
 # Python builtins and `math` functions that kernels may call, and the builtin each means
 PYTHON_ALIASES = {

@@ -1,6 +1,6 @@
 """The kernel language's call forms: calls the front end handles itself rather than resolving against
-the builtin table (constructors and casts, wp.tid, atomics, random draws, printing and checks,
-output forms, wp.static, local arrays). Each is registered in `frontend.CALL_FORMS` by the name or
+the builtin table (constructors and casts, wp.tid, atomics, printing and checks, wp.static, local
+arrays). Each is registered in `frontend.CALL_FORMS` by the name or
 Python object it handles, or in `frontend.CALL_KINDS` by a predicate on the callee; extensions add
 their own the same way."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import re
 from typing import Any
 
 from . import builtins as B
@@ -19,7 +20,7 @@ from .codegen import printf_directive
 from .errors import KernelSyntaxError, KernelTypeError
 from .frontend import Builder, _coerce, _describe, call_form, call_kind
 from .functions import Function
-from .ir import ArrayType, Const, Operand, Var, ctype
+from .ir import ArrayType, Const, Operand, ctype
 from .mathlib import matrix_trs
 from .structs import field_ctype, is_struct
 
@@ -112,16 +113,84 @@ def print_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     bld.emit(ir.Print(" ".join(parts) + "\n", tuple(args), line=bld.cur_line))
 
 
+# %[flags][width][.precision][length]conversion
+_DIRECTIVE = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d*))?"
+                        r"(?P<len>hh|h|ll|l|z|j|t|L)?(?P<conv>[a-zA-Z%])")
+_INT_CONVERSIONS, _FLOAT_CONVERSIONS = "diuoxXc", "fFeEgGaA"
+
+
 @call_form("printf")
 def printf_call(bld: Builder, node: ast.Call, obj: Any) -> None:
-    """wp.printf(fmt, *args): a C format string; one directive per scalar argument."""
+    """wp.printf(fmt, *args): a C format string, one directive per scalar argument. Each directive is
+    checked against its argument's kind (integer or float) at compile time, and its length rewritten to
+    fit the value as passed (an int64 given to %d prints as %lld), so printf never reads past what it
+    was given."""
     if not node.args or not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
         bld.error(node, KernelTypeError, "wp.printf takes a constant format string first")
-    args = [bld.materialize(bld.value(a)) for a in node.args[1:]]
-    for a, n in zip(args, node.args[1:], strict=True):
-        if not T.is_scalar(a.type):
-            bld.error(n, KernelTypeError, f"wp.printf arguments must be scalars, got {T.type_name(a.type)}")
-    bld.emit(ir.Print(node.args[0].value, tuple(args), line=bld.cur_line))
+    fmt = node.args[0].value
+    values = [(bld.materialize(bld.value(a)), a) for a in node.args[1:]]
+    for v, a in values:
+        if not T.is_scalar(v.type):
+            bld.error(a, KernelTypeError, f"wp.printf arguments must be scalars, got {T.type_name(v.type)}")
+    pending = list(values)
+    out, args, pos = [], [], 0
+
+    def take(what: str) -> tuple[Operand, ast.expr]:
+        if not pending:
+            bld.error(node, KernelTypeError, f"wp.printf: the format needs more arguments than the "
+                      f"{len(values)} given ({what} has none)")
+        return pending.pop(0)
+
+    def integer(what: str, wide: bool) -> Operand:
+        v, a = take(what)
+        if not T.is_int(v.type) and v.type is not T.bool_:
+            bld.error(a, KernelTypeError, f"wp.printf: {what} takes an integer, got {T.type_name(v.type)} "
+                      "(convert it, e.g. int(x))")
+        t = (T.uint64 if v.type in (T.uint64, T.uint32) else T.int64) if wide else T.int32
+        return v if v.type == t else bld.assign_temp(ir.Construct(t, (v,)), t)
+
+    while (start := fmt.find("%", pos)) >= 0:
+        out.append(fmt[pos:start])
+        m = _DIRECTIVE.match(fmt, start)
+        if m is None or (m["conv"] == "%" and m.end() - start > 2):
+            bld.error(node.args[0], KernelTypeError, f"wp.printf: {fmt[start:start + 4]!r} is not a "
+                      "directive this format understands (write %% for a percent sign)")
+        pos = m.end()
+        conv, length, what = m["conv"], m["len"] or "", repr(m.group())
+        if conv == "%":
+            out.append("%%")
+            continue
+        if m["width"] == "*":
+            args.append(integer(f"the * width of {what}", wide=False))
+        if m["prec"] == "*":
+            args.append(integer(f"the * precision of {what}", wide=False))
+        if conv in _INT_CONVERSIONS and length != "L":
+            if length in ("h", "hh") or conv == "c":  # printed narrower on purpose: passed as an int
+                args.append(integer(what, wide=False))
+            else:  # a 64-bit value, or a long asked for: passed as a long long
+                nxt = pending[0][0].type if pending else None
+                wide = bool(length) or (T.is_int(nxt) and nxt.size == 8)
+                args.append(integer(what, wide))
+                length = "ll" if wide else ""
+        elif conv in _FLOAT_CONVERSIONS and length in ("", "l"):
+            v, a = take(what)
+            if not T.is_float(v.type):
+                bld.error(a, KernelTypeError, f"wp.printf: {what} takes a float, got {T.type_name(v.type)} "
+                          "(convert it, e.g. float(i))")
+            args.append(v)
+            length = ""
+        elif conv == "s":
+            bld.error(node.args[0], KernelTypeError, f"wp.printf: {what} prints a string, and kernels have no "
+                      "string values; put the text in the format itself")
+        else:
+            bld.error(node.args[0], KernelTypeError, f"wp.printf: {what} is not a directive kernels can print "
+                      "(integers: %d %i %u %o %x %X %c, with h, hh, l, ll or z; floats: %f %e %g %a)")
+        out.append(f"%{m['flags']}{m['width'] or ''}{'' if m['prec'] is None else '.' + m['prec']}{length}{conv}")
+    out.append(fmt[pos:])
+    if pending:
+        bld.error(pending[0][1], KernelTypeError, f"wp.printf: the format has no directive for this argument "
+                  f"({len(values)} arguments given)")
+    bld.emit(ir.Print("".join(out), tuple(args), line=bld.cur_line))
 
 
 @call_form("expect_near", "expect_eq")
@@ -239,7 +308,7 @@ def cast(bld: Builder, t: Any, node: ast.Call) -> Operand:
         bld.error(node, KernelTypeError, f"{t.__name__}() takes one argument")
     v = bld.value(node.args[0])
     if isinstance(v, Const):
-        return Const(_coerce(v.value, t), t)
+        return Const(bld.coerce(v.value, t, node, explicit=True), t)
     if not T.is_scalar(v.type):
         bld.error(node, KernelTypeError, f"cannot convert {T.type_name(v.type)} to {t.__name__}")
     if t is T.bool_:
@@ -368,80 +437,5 @@ def local_array(bld: Builder, node: ast.Call, obj: Any) -> Operand:
         t = T.vector(shape[0], st) if len(shape) == 1 else T.matrix(shape, st)
     return bld.assign_temp(ir.Construct(t, ()), t)
 
-
-# -- output forms and random draws ---------------------------------------------------------------
-
-
-@call_form(*B.OUTPUT_FORMS)
-def output_form(bld: Builder, node: ast.Call, obj: Any) -> None:
-    """svd3(A, U, sigma, V) and the like: one packed builtin call, its parts assigned to the
-    variables given after the input."""
-    name = obj.name
-    packed_name, parts, _ = B.OUTPUT_FORMS[name]
-    bld.no_keywords(node, f"wp.{name}")
-    if len(node.args) != 1 + len(parts):
-        bld.error(node, KernelTypeError, f"wp.{name}() takes {1 + len(parts)} arguments: {B.SPECIAL_FORMS[name]}")
-    source = bld.value(node.args[0])
-    if B.resolve(packed_name, [source.type]) is None:
-        takes = " or ".join(str(ov.params[0]) for ov in B.candidates(packed_name))
-        bld.error(node.args[0], KernelTypeError, f"wp.{name}() takes a {takes}, got {T.type_name(source.type)}")
-    packed = bld.call_builtin(packed_name, [source], node)
-    st = T.elem_scalar(packed.type)
-    for target, part in zip(node.args[1:], parts, strict=True):
-        if not isinstance(target, ast.Name | ast.Attribute | ast.Subscript):
-            bld.error(target, KernelTypeError, f"wp.{name}() writes its results into variables; this is not one")
-        if isinstance(part, int):
-            value = bld.assign_temp(ir.Extract(packed, (Const(part, T.int32),)),
-                                     bld.component_type(packed.type, 1))
-        else:
-            kind, a, b = part
-            pieces = [bld.assign_temp(ir.Extract(packed, (Const(i, T.int32),)),
-                                       bld.component_type(packed.type, 1)) for i in range(a, b)]
-            if kind == "rows":
-                value = bld.call_builtin("matrix_from_rows", pieces, node)
-            else:
-                value = bld.assign_temp(ir.Construct(T.vector(b - a, st), tuple(pieces)), T.vector(b - a, st))
-        bld.assign_to(target, value, node)
-
-
-@call_form(*B.RANDOM_DRAWS, "poisson")
-def random_draw(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    """`wp.randf(state, ...)`: advance the state variable (an assignment the IR sees) and return a
-    pure function of the new state(s)."""
-    name = obj.name
-    bld.no_keywords(node, f"wp.{name}")
-    extra_type = {"randi": T.int32, "randu": T.uint32}.get(name, T.float32)
-    ranged = ((1, 3), "(state) or (state, lo, hi)")
-    forms = {"randi": ranged, "randu": ranged, "randf": ranged, "poisson": ((2,), "(state, lam)"),
-             "sample_cdf": ((2,), "(state, cdf)")}.get(name, ((1,), "(state)"))
-    if len(node.args) not in forms[0]:
-        bld.error(node, KernelTypeError, f"wp.{name} takes {forms[1]}")
-    state = bld.value(node.args[0])
-    if state.type == T.uint32 and not (isinstance(node.args[0], ast.Name) and isinstance(state, Var)):
-        copy = bld.temp(T.uint32)  # e.g. states[tid]: a copy advances
-        bld.emit(ir.Assign(copy, ir.Copy(state), line=bld.cur_line))
-        state = copy
-    if state.type != T.uint32:
-        bld.error(node.args[0], KernelTypeError, f"the first argument of wp.{name} must be a uint32 random "
-                   f"state, e.g. state = wp.rand_init(seed, tid); got {T.type_name(state.type)}")
-    if name == "sample_cdf":
-        extras = [bld.value(node.args[1])]
-        if B.resolve("_sample_cdf_of", [T.uint32, extras[0].type]) is None:
-            bld.error(node.args[1], KernelTypeError, "wp.sample_cdf() takes a 1-D float array (not indexed) "
-                       f"as the cdf, got {T.type_name(extras[0].type)}")
-    else:
-        extras = [bld.materialize(bld.convert(bld.value(a), extra_type, a)) for a in node.args[1:]]
-    if name == "poisson":  # consumes a value-dependent number of draws: state and value from one start
-        value = bld.call_builtin("_poisson_of", [state, *extras], node)
-        bld.emit(ir.Assign(state, ir.Copy(bld.call_builtin("_poisson_state", [state, *extras], node)),
-                            line=bld.cur_line))
-        return value
-    func, count = B.RANDOM_DRAWS[name]
-    states, cur = [], state
-    for _ in range(count):
-        cur = bld.call_builtin("_rand_next", [cur], node)
-        states.append(cur)
-    bld.emit(ir.Assign(state, ir.Copy(cur), line=bld.cur_line))
-    return bld.call_builtin(func, states + extras, node)
 
 # -- types ---------------------------------------------------------------------------------

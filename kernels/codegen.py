@@ -189,7 +189,7 @@ class Emitter:
         self.out(f"{s.dest.name} = {self.expr(s.expr)};")
 
     def s_Store(self, s: ir.Store) -> None:
-        self.out(f"{self.element(s.array, s.indices, s.site)} = {self.op(s.value)};")
+        self.out(f"{self.reach(self.element(s.array, s.indices, s.site), s.path)} = {self.op(s.value)};")
 
     def s_Atomic(self, s: ir.Atomic) -> None:
         r = self.private.get(id(s))
@@ -197,7 +197,8 @@ class Emitter:
             self.out(f"{r.name} {'+' if s.op == 'add' else '-'}= lw::cast<{r.acc_type}>({self.op(s.value)});")
             return
         cmp = f"{self.op(s.compare)}, " if s.compare is not None else ""
-        call = f"lw::atomic_{s.op}(&{self.element(s.array, s.indices, s.site)}, {cmp}{self.op(s.value)})"
+        where = self.reach(self.element(s.array, s.indices, s.site), s.path)
+        call = f"lw::atomic_{s.op}(&{where}, {cmp}{self.op(s.value)})"
         self.out(f"{s.dest.name} = {call};" if s.dest is not None else f"{call};")
 
     def s_SetComponent(self, s: ir.SetComponent) -> None:
@@ -280,6 +281,20 @@ class Emitter:
         if self.in_kernel:
             return f"lw::atc<LW_C>({self.op(arr)}, {idx})"
         return f"lw::at({self.op(arr)}, {idx})"
+
+    def reach(self, base: str, path: tuple[ir.Part, ...]) -> str:
+        """The C++ lvalue of the part `path` leads to inside the lvalue `base` (fields, components, rows)."""
+        for p in path:
+            idx = [self.op(i) for i in p.indices]
+            if p.name is not None:
+                base = f"{base}.{p.name}"
+            elif T.is_matrix(p.of) and len(idx) == 1:
+                base = f"lw::row_ref({base}, {idx[0]})"
+            elif T.is_matrix(p.of):
+                base = f"{base}.c[({idx[0]}) * {p.of._shape_[1]} + ({idx[1]})]"
+            else:
+                base = f"{base}.c[{idx[0]}]"
+        return base
 
     def expr(self, e: ir.Expr) -> str:
         return getattr(self, f"e_{type(e).__name__}")(e)

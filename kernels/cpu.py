@@ -142,13 +142,14 @@ class CpuBackend(Backend):
         # subprocesses, so the two builds overlap)
         runtime_thread = None
         if not runtime_loaded():
-            runtime_thread = threading.Thread(target=_try_load_runtime, daemon=True)
+            runtime_thread = threading.Thread(target=_try_load_runtime)
             runtime_thread.start()
-        path = build.build_cpu(source, name, options.cache_dir, options.debug, options.fast_math, options.verbose,
-                               what)
-        if runtime_thread is not None:
-            runtime_thread.join()
-        return path
+        try:
+            return build.build_cpu(source, name, options.cache_dir, options.debug, options.fast_math,
+                                   options.verbose, what)
+        finally:  # also when this build fails: a runtime build cut off at exit would leave its compiler behind
+            if runtime_thread is not None:
+                runtime_thread.join()
 
     def load(self, artifact: Path) -> CpuProgram:
         return CpuProgram(artifact, cpu_runtime().lw_launch)  # cpu_runtime() raises here if its build failed

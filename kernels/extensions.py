@@ -77,10 +77,12 @@ def register_header(path: str | Path) -> NativeHeader:
 
 
 def register_value_type(name: str, cname: str, layout: list[tuple[str, Any]], *, header: NativeHeader,
-                        readable: tuple[str, ...] = ()) -> type:
+                        readable: tuple[str, ...] = (), iterate: str | None = None) -> type:
     """A record type declared by `header` as C++ `cname`. `layout` lists every member as (name, kernel
     type) in declaration order (it fixes the ctypes layout, which must match the C++ one); kernels may
-    read the members named in `readable`. Values of it are locals and function arguments in kernels."""
+    read the members named in `readable`. Values of it are locals and function arguments in kernels.
+    `iterate` names a builtin `(InOut(this type), Out(int32)) -> bool` that makes `for i in value:` loop
+    over what it yields (a query's results), like `while iterate(value, i):`."""
     members = {n: T.normalize_dtype(t) for n, t in layout}
     unknown = set(readable) - set(members)
     if unknown:
@@ -88,7 +90,7 @@ def register_value_type(name: str, cname: str, layout: list[tuple[str, Any]], *,
     ctype = type(f"{name}_ctype", (ctypes.Structure,), {
         "_fields_": [(n, t if T.is_composite(t) else t._ctype) for n, t in members.items()]})
     attrs = {"fields": {n: members[n] for n in readable}, "cname": cname, "_ctype": ctype, "header": header,
-             "__doc__": f"The native value type {cname} (declared in {header.path.name})."}
+             "iterate": iterate, "__doc__": f"The native value type {cname} (declared in {header.path.name})."}
     return type(name, (T.RecordType,), attrs)
 
 

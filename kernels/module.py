@@ -11,6 +11,7 @@ import inspect
 import itertools
 import re
 import sys
+import threading
 import time
 import typing
 from dataclasses import dataclass, field
@@ -102,6 +103,12 @@ class BuildContext:
         for pyf in reversed(fn.overloads):
             sig = inspect.signature(pyf)
             names = tuple(sig.parameters)
+            starred = [p for p in sig.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            if starred:
+                where = f"{inspect.getsourcefile(pyf)}:{pyf.__code__.co_firstlineno}"
+                stars = "*" if starred[0].kind is starred[0].VAR_POSITIONAL else "**"
+                return None, (f"function '{fn.key}' ({where}) has the parameter {stars}{starred[0].name}: "
+                              "*args and **kwargs are not supported in kernel functions; name each parameter")
             try:
                 bound = sig.bind(*args, **kwargs)
             except TypeError as e:
@@ -190,8 +197,7 @@ class Kernel:
         self.__qualname__ = func.__qualname__
         self.__doc__ = func.__doc__
         self.module = module or get_module(func.__module__)
-        self.key = self.module.add_kernel(self, key or func.__qualname__)
-        self.cname = f"k_{_sanitize(self.key)}"
+        self.key, self.cname = self.module.add_kernel(self, key or func.__qualname__)
         self._signature: tuple[tuple[str, ...], tuple[Any, ...]] | None = None
         self._generic: bool | None = None
         self._overloads: dict[tuple, Kernel] = {}
@@ -373,15 +379,20 @@ class Module:
         self.options: dict[str, Any] = {}  # set_module_options: these override wp.config for this module
         self.loaded: dict[tuple, LoadedModule] = {}
         self._last: tuple | None = None  # (device, mode, fast_math, version, function generation, loaded)
+        self._lock = threading.RLock()  # one build at a time: threads that need the module wait for it
 
-    def add_kernel(self, k: Kernel, key: str) -> str:
+    def add_kernel(self, k: Kernel, key: str) -> tuple[str, str]:
+        """Register `k` under `key` (made unique in the module); returns the key and the kernel's C++ name.
+        The C++ name starts with the kernel's number in the module, so keys that sanitize alike
+        (`make.<locals>.k`, `make__locals__k`) and the entries derived from it (`_cpu`, `_adj_cpu`...)
+        never clash."""
         base, n = key, 1
         while key in self.kernels:
             key = f"{base}_{n}"
             n += 1
         self.kernels[key] = k
         self.version += 1
-        return key
+        return key, f"k{len(self.kernels)}_{_sanitize(key)}"
 
     def option(self, name: str) -> Any:
         return self.options[name] if name in self.options else getattr(config, name)
@@ -408,9 +419,10 @@ class Module:
                 and last[3] == self.version and last[4] == functions.GENERATION[0]
                 and last[5] == (config.enable_backward, config.max_unroll)):
             return last[6]
-        lm = self._load(device)
-        self._last = (device, config.mode, config.fast_math, self.version, functions.GENERATION[0],
-                      (config.enable_backward, config.max_unroll), lm)
+        with self._lock:
+            lm = self._load(device)
+            self._last = (device, config.mode, config.fast_math, self.version, functions.GENERATION[0],
+                          (config.enable_backward, config.max_unroll), lm)
         return lm
 
     def _load(self, device: Any) -> LoadedModule:
@@ -487,12 +499,7 @@ def get_module(name: Any) -> Module:
     return m
 
 
-MODULE_OPTIONS = {  # name -> (what it takes, whether a value is allowed)
-    "mode": ('"release" or "debug"', lambda v: v in ("release", "debug")),
-    "fast_math": ("True or False", lambda v: isinstance(v, bool)),
-    "enable_backward": ("True or False", lambda v: isinstance(v, bool)),
-    "max_unroll": ("an int >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
-}
+MODULE_OPTIONS = {name: config.SETTINGS[name] for name in ("mode", "fast_math", "enable_backward", "max_unroll")}
 
 
 def set_module_options(options: dict, module: Any = None) -> None:

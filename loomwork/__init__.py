@@ -43,6 +43,7 @@ from .kernels.device import (
     set_device,
 )
 from .kernels.errors import (
+    CacheError,
     CompileError,
     DeviceError,
     KernelError,
@@ -134,7 +135,7 @@ __all__ = [
     "config", "array", "array1d", "array2d", "array3d", "array4d", "clone", "copy", "empty", "empty_like",
     "from_numpy", "from_ptr", "full", "full_like", "ones", "ones_like", "zeros", "zeros_like", "Device", "ScopedDevice",
     "get_cuda_device_count", "get_device", "get_devices", "is_cpu_available", "is_cuda_available",
-    "set_device", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",
+    "set_device", "CacheError", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",
     "KernelTypeError", "LaunchError", "launch", "synchronize", "synchronize_device", "Function", "Kernel",
     "force_load", "func",
     "kernel", "load_module", "constant", "dtype_from_numpy", "dtype_to_numpy", "quaternion", "transformation",

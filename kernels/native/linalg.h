@@ -247,14 +247,6 @@ template <int N, typename T> LW_FUNC void svd_of(const mat_t<N, N, T>& A, mat_t<
     for (int i = 0; i < N; ++i) s.c[i] = R.c[i * N + i];
 }
 
-template <int R, int N, typename T> LW_FUNC void put_rows(mat_t<R, N, T>& P, int at, const mat_t<N, N, T>& m) {
-    for (int i = 0; i < N * N; ++i) P.c[at * N + i] = m.c[i];
-}
-template <int R, int N, typename T> LW_FUNC mat_t<N, N, T> get_rows(const mat_t<R, N, T>& P, int at) {
-    mat_t<N, N, T> m;
-    for (int i = 0; i < N * N; ++i) m.c[i] = P.c[at * N + i];
-    return m;
-}
 // the off-diagonal factor 1 / (e_j - e_i) of spectral adjoints; 0 where the spectrum is degenerate
 template <int N, typename T> LW_FUNC mat_t<N, N, T> gap_inverse(const vec_t<N, T>& e) {
     T scale = T(0);
@@ -268,93 +260,71 @@ template <int N, typename T> LW_FUNC mat_t<N, N, T> gap_inverse(const vec_t<N, T
     return F;
 }
 
-// packed svd: rows [U; s; V]
-template <int N, typename T> LW_FUNC mat_t<2 * N + 1, N, T> svd_packed(mat_t<N, N, T> A) {
-    mat_t<N, N, T> U, V;
-    vec_t<N, T> s;
-    svd_of(A, U, s, V);
-    mat_t<2 * N + 1, N, T> P;
-    put_rows(P, 0, U);
-    for (int i = 0; i < N; ++i) P.c[N * N + i] = s.c[i];
-    put_rows(P, N + 1, V);
-    return P;
-}
-template <int N, typename T> LW_FUNC void adj_svd_packed(mat_t<N, N, T> A, mat_t<N, N, T>& adj_A, mat_t<2 * N + 1, N, T> adj) {
+// The decompositions write the caller's variables (wp.svd3(A, U, sigma, V)); their adjoints read the
+// adjoint of the call's result record, one field per output in order (f0, f1, ...).
+template <int N, typename T, typename Rec>
+LW_FUNC void adj_svd_of(const mat_t<N, N, T>& A, mat_t<N, N, T>& adj_A, const Rec& adj) {
     mat_t<N, N, T> U, V;
     vec_t<N, T> s, s2;
     svd_of(A, U, s, V);
-    mat_t<N, N, T> gU = get_rows<2 * N + 1, N, T>(adj, 0), gV = get_rows<2 * N + 1, N, T>(adj, N + 1);
     for (int i = 0; i < N; ++i) s2.c[i] = s.c[i] * s.c[i];
     mat_t<N, N, T> F = gap_inverse(s2);
-    mat_t<N, N, T> J = mul(transpose(U), gU), K = mul(transpose(V), gV), inner;
+    mat_t<N, N, T> J = mul(transpose(U), adj.f0), K = mul(transpose(V), adj.f2), inner;
     for (int i = 0; i < N; ++i)
         for (int j = 0; j < N; ++j) {
             T fij = F.c[i * N + j];
             T t = fij * (J.c[i * N + j] - J.c[j * N + i]) * s.c[j] + s.c[i] * fij * (K.c[i * N + j] - K.c[j * N + i]);
-            inner.c[i * N + j] = i == j ? adj.c[N * N + i] : t;
+            inner.c[i * N + j] = i == j ? adj.f1.c[i] : t;
         }
     acc(adj_A, mul(mul(U, inner), transpose(V)));
 }
 
-// packed qr: rows [Q; R]
-template <int N, typename T> LW_FUNC mat_t<2 * N, N, T> qr_packed(mat_t<N, N, T> A) {
+template <int N, typename T, typename Rec>
+LW_FUNC void adj_qr_givens(mat_t<N, N, T> A, mat_t<N, N, T>& adj_A, const Rec& adj) {
     mat_t<N, N, T> Q, R;
     qr_givens(A, Q, R);
-    mat_t<2 * N, N, T> P;
-    put_rows(P, 0, Q);
-    put_rows(P, N, R);
-    return P;
-}
-template <int N, typename T> LW_FUNC void adj_qr_packed(mat_t<N, N, T> A, mat_t<N, N, T>& adj_A, mat_t<2 * N, N, T> adj) {
-    mat_t<N, N, T> Q, R;
-    qr_givens(A, Q, R);
-    mat_t<N, N, T> gQ = get_rows<2 * N, N, T>(adj, 0), gR = get_rows<2 * N, N, T>(adj, N);
     // dA = (gQ + Q copyltu(M)) R^-T with M = R gR^T - gQ^T Q (copyltu: the lower triangle mirrored up)
-    mat_t<N, N, T> M = sub(mul(R, transpose(gR)), mul(transpose(gQ), Q)), L;
+    mat_t<N, N, T> M = sub(mul(R, transpose(adj.f1)), mul(transpose(adj.f0), Q)), L;
     for (int i = 0; i < N; ++i)
         for (int j = 0; j < N; ++j) L.c[i * N + j] = i >= j ? M.c[i * N + j] : M.c[j * N + i];
-    acc(adj_A, mul(add(gQ, mul(Q, L)), transpose(inverse(R))));
+    acc(adj_A, mul(add(adj.f0, mul(Q, L)), transpose(inverse(R))));
 }
 
-// packed symmetric eigendecomposition of (A + A^T) / 2: rows [Q; d], eigenvectors in Q's columns
+// symmetric eigendecomposition of (A + A^T) / 2, eigenvectors in Q's columns
 template <int N, typename T> LW_FUNC mat_t<N, N, T> sym_part(const mat_t<N, N, T>& A) {
     return mul(add(A, transpose(A)), T(0.5));
 }
-template <int N, typename T> LW_FUNC mat_t<N + 1, N, T> eig_packed(mat_t<N, N, T> A) {
-    mat_t<N, N, T> Q;
-    vec_t<N, T> d;
+template <int N, typename T> LW_FUNC void sym_eig_of(const mat_t<N, N, T>& A, mat_t<N, N, T>& Q, vec_t<N, T>& d) {
     sym_eig(sym_part(A), Q, d);
-    mat_t<N + 1, N, T> P;
-    put_rows(P, 0, Q);
-    for (int i = 0; i < N; ++i) P.c[N * N + i] = d.c[i];
-    return P;
 }
-template <int N, typename T> LW_FUNC void adj_eig_packed(mat_t<N, N, T> A, mat_t<N, N, T>& adj_A, mat_t<N + 1, N, T> adj) {
+template <int N, typename T, typename Rec>
+LW_FUNC void adj_sym_eig_of(const mat_t<N, N, T>& A, mat_t<N, N, T>& adj_A, const Rec& adj) {
     mat_t<N, N, T> Q;
     vec_t<N, T> d;
     sym_eig(sym_part(A), Q, d);
-    mat_t<N, N, T> F = gap_inverse(d), W = mul(transpose(Q), get_rows<N + 1, N, T>(adj, 0)), inner;
+    mat_t<N, N, T> F = gap_inverse(d), W = mul(transpose(Q), adj.f0), inner;
     for (int i = 0; i < N; ++i)
-        for (int j = 0; j < N; ++j) inner.c[i * N + j] = i == j ? adj.c[N * N + i] : F.c[i * N + j] * W.c[i * N + j];
+        for (int j = 0; j < N; ++j) inner.c[i * N + j] = i == j ? adj.f1.c[i] : F.c[i * N + j] * W.c[i * N + j];
     acc(adj_A, sym_part(mul(mul(Q, inner), transpose(Q))));
 }
 
-// quaternion to axis (unit, zero for the identity) and angle in [0, 2 pi], packed as (axis, angle)
-template <typename T> LW_FUNC vec_t<4, T> quat_axis_angle_packed(quat_t<T> q) {
+// quaternion to axis (unit, zero for the identity) and angle in [0, 2 pi]
+template <typename T> LW_FUNC void quat_to_axis_angle(const quat_t<T>& q, vec_t<3, T>& axis, T& angle) {
     vec_t<3, T> v = qv(q);
     T s = length(v);
-    vec_t<3, T> axis = s > T(0) ? div(v, s) : zero<vec_t<3, T>>();
-    return make<vec_t<4, T>>(axis.c[0], axis.c[1], axis.c[2], T(2) * atan2(s, q.c[3]));
+    axis = s > T(0) ? div(v, s) : zero<vec_t<3, T>>();
+    angle = T(2) * atan2(s, q.c[3]);
 }
-template <typename T> LW_FUNC void adj_quat_axis_angle_packed(quat_t<T> q, quat_t<T>& adj_q, vec_t<4, T> adj) {
+template <typename T, typename Rec>
+LW_FUNC void adj_quat_to_axis_angle(const quat_t<T>& q, quat_t<T>& adj_q, const Rec& adj) {
     vec_t<3, T> v = qv(q);
     T s = length(v), w = q.c[3];
     if (!(s > T(0))) return;
-    vec_t<3, T> axis = div(v, s), ga = make<vec_t<3, T>>(adj.c[0], adj.c[1], adj.c[2]);
+    vec_t<3, T> axis = div(v, s);
     T r2 = s * s + w * w;
     // angle = 2 atan2(s, w): d/ds = 2 w / r2, d/dw = -2 s / r2
-    vec_t<3, T> gv = add(div(sub(ga, mul(axis, dot(axis, ga))), s), mul(axis, adj.c[3] * T(2) * w / r2));
-    acc(adj_q, make_quat(gv, -adj.c[3] * T(2) * s / r2));
+    vec_t<3, T> gv = add(div(sub(adj.f0, mul(axis, dot(axis, adj.f0))), s), mul(axis, adj.f1 * T(2) * w / r2));
+    acc(adj_q, make_quat(gv, -adj.f1 * T(2) * s / r2));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -208,16 +208,22 @@ template <typename T> LW_FUNC typename scalar_only<T>::type sub(T a, T b) { retu
 template <typename T> LW_FUNC typename scalar_only<T>::type mul(T a, T b) { return T(a * b); }
 LW_FUNC float div(float a, float b) { return a / b; }
 LW_FUNC double div(double a, double b) { return a / b; }
-// integer division truncates (C semantics, like Warp); division by zero gives 0, never a trap
-template <typename T> LW_FUNC typename scalar_only<T>::type div(T a, T b) { return b == T(0) ? T(0) : T(a / b); }
-template <typename T> LW_FUNC T floordiv(T a, T b) {
+// integer division truncates (C semantics, like Warp) and never traps: division by zero gives 0, and the one
+// quotient that overflows, MIN / -1, wraps to MIN (remainder 0)
+template <typename T> LW_FUNC bool by_minus_one(T b) { return T(-1) < T(0) && b == T(-1); }
+template <typename T> LW_FUNC typename scalar_only<T>::type div(T a, T b) {
     if (b == T(0)) return T(0);
-    T q = T(a / b);
-    return (T(q * b) != a && ((a < T(0)) != (b < T(0)))) ? T(q - T(1)) : q;
+    return by_minus_one(b) ? T(0ull - (unsigned long long)a) : T(a / b);
+}
+template <typename T> LW_FUNC typename scalar_only<T>::type mod(T a, T b) {
+    return b == T(0) || by_minus_one(b) ? T(0) : T(a % b);
+}
+template <typename T> LW_FUNC T floordiv(T a, T b) {
+    T q = div(a, b), r = mod(a, b);
+    return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? T(q - T(1)) : q;
 }
 LW_FUNC float floordiv(float a, float b) { return floor(a / b); }
 LW_FUNC double floordiv(double a, double b) { return floor(a / b); }
-template <typename T> LW_FUNC typename scalar_only<T>::type mod(T a, T b) { return b == T(0) ? T(0) : T(a % b); }
 LW_FUNC float mod(float a, float b) { return fmod(a, b); }
 LW_FUNC double mod(double a, double b) { return fmod(a, b); }
 template <typename T> LW_FUNC typename scalar_only<T>::type neg(T a) { return T(-a); }
@@ -475,6 +481,10 @@ template <int R, int C, typename T> LW_FUNC vec_t<C, T> row(const mat_t<R, C, T>
 }
 template <int R, int C, typename T> LW_FUNC void set_row(mat_t<R, C, T>& m, int64_t i, vec_t<C, T> v) {
     for (int j = 0; j < C; ++j) m.c[i * C + j] = v.c[j];
+}
+// row i of a matrix in memory, as a vector stores and atomics can write through (same layout as C scalars)
+template <int R, int C, typename T> LW_FUNC vec_t<C, T>& row_ref(mat_t<R, C, T>& m, int64_t i) {
+    return *reinterpret_cast<vec_t<C, T>*>(m.c + i * C);
 }
 
 template <int N, typename T> LW_FUNC T dot(vec_t<N, T> a, vec_t<N, T> b) {
@@ -835,8 +845,9 @@ template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_pow(T a, T
     if (!(a == T(0) && b < T(1))) acc(adj_a, mul(mul(adj, b), pow(a, sub(b, T(1)))));
     if (a > T(0)) acc(adj_b, mul(mul(adj, r), log(a)));
 }
+// sqrt and rsqrt: no guard at 0 or below, so the derivative is inf at 0 and NaN below, as in JAX and PyTorch
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sqrt(T a, T& adj_a, T adj) {
-    if (a > T(0)) acc(adj_a, div(mul(T(0.5), adj), sqrt(a)));
+    acc(adj_a, div(mul(T(0.5), adj), sqrt(a)));
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sin(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, cos(a))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_cos(T a, T& adj_a, T adj) { acc(adj_a, neg(mul(adj, sin(a)))); }
@@ -868,7 +879,7 @@ template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_cbrt(T a, 
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_degrees(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(57.29577951308232))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_radians(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(0.017453292519943295))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_rsqrt(T a, T& adj_a, T adj) {
-    if (a > T(0)) acc(adj_a, mul(adj, div(T(-0.5), mul(a, sqrt(a)))));
+    acc(adj_a, mul(adj, div(T(-0.5), mul(a, sqrt(a)))));
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_frac(T a, T& adj_a, T adj) { acc(adj_a, adj); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_atan2(T y, T x, T& adj_y, T& adj_x, T adj) {
@@ -1049,9 +1060,9 @@ LW_FUNC void adj_lerp(vec_t<N, T> a, vec_t<N, T> b, T t, vec_t<N, T>& adj_a, vec
 template <typename V, typename S> LW_FUNC void adj_splat(S s, S& adj_s, V adj) {
     for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i) acc(adj_s, adj.c[i]);
 }
+template <typename T, typename U> LW_FUNC void acc_cast(T& a, U b) { acc(a, cast<T>(b)); }
 template <typename V, typename W> LW_FUNC void adj_convert(W w, W& adj_w, V adj) {
-    for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i)
-        acc(adj_w.c[i], cast<decltype(w.c[0] + w.c[0])>(adj.c[i]));
+    for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i) acc_cast(adj_w.c[i], adj.c[i]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1241,7 +1252,8 @@ template <typename T> LW_FUNC void adj_transform_inverse(transform_t<T> t, trans
 
 // ---------------------------------------------------------------------------------------------
 // random numbers: a 32-bit state advanced by a permuted congruential step (PCG's RXS-M-XS output
-// permutation applied to an LCG step). Pure functions: the front end assigns the advanced state back.
+// permutation applied to an LCG step). Each draw advances the caller's state (an in-out argument) and
+// maps the new state(s) through a pure function `<name>_of`.
 
 LW_FUNC uint32_t rand_next(uint32_t s) {
     uint32_t x = s * 747796405u + 2891336453u;
@@ -1258,15 +1270,23 @@ LW_FUNC int32_t randi_of(uint32_t s, int32_t lo, int32_t hi) {
 }
 LW_FUNC float randf_of(uint32_t s) { return rand_unit(s); }
 LW_FUNC float randf_of(uint32_t s, float lo, float hi) { return lo + (hi - lo) * rand_unit(s); }
-LW_FUNC void adj_randf_of(uint32_t s, float lo, float hi, uint32_t& adj_s, float& adj_lo, float& adj_hi, float adj) {
-    float u = rand_unit(s);
-    adj_lo += adj * (1.0f - u);
-    adj_hi += adj * u;
+LW_FUNC uint32_t draw(uint32_t& s) { return s = rand_next(s); }
+LW_FUNC int32_t randi(uint32_t& s) { return randi_of(draw(s)); }
+LW_FUNC int32_t randi(uint32_t& s, int32_t lo, int32_t hi) { return randi_of(draw(s), lo, hi); }
+LW_FUNC float randf(uint32_t& s) { return randf_of(draw(s)); }
+LW_FUNC float randf(uint32_t& s, float lo, float hi) { return randf_of(draw(s), lo, hi); }
+// the adjoint gets the inputs (lo, hi), then the state as it was before the draw, then the adjoints
+template <typename Rec>
+LW_FUNC void adj_randf(float lo, float hi, uint32_t s, float& adj_lo, float& adj_hi, uint32_t& adj_s, const Rec& adj) {
+    float u = rand_unit(rand_next(s));
+    adj_lo += adj.f0 * (1.0f - u);
+    adj_hi += adj.f0 * u;
 }
 LW_FUNC float randn_of(uint32_t s1, uint32_t s2) {  // Box-Muller on two uniforms; u1 in (0, 1]
     float u1 = 1.0f - rand_unit(s1), u2 = rand_unit(s2);
     return sqrt(-2.0f * log(u1)) * cos(6.283185307179586f * u2);
 }
+LW_FUNC float randn(uint32_t& s) { uint32_t a = draw(s), b = draw(s); return randn_of(a, b); }
 
 // ---------------------------------------------------------------------------------------------
 // more vector and matrix math
@@ -1475,13 +1495,15 @@ LW_FUNC void adj_spatial_cross_dual(vec_t<6, T> a, vec_t<6, T> b, vec_t<6, T>& a
 }
 
 // ---------------------------------------------------------------------------------------------
-// random sampling: pure functions of the states the front end draws for them
+// random sampling: pure functions of the states drawn for them
 
 LW_FUNC uint32_t randu_of(uint32_t s) { return s; }
 LW_FUNC uint32_t randu_of(uint32_t s, uint32_t lo, uint32_t hi) {
     uint32_t span = hi - lo;
     return span == 0u ? lo : lo + s % span;
 }
+LW_FUNC uint32_t randu(uint32_t& s) { return randu_of(draw(s)); }
+LW_FUNC uint32_t randu(uint32_t& s, uint32_t lo, uint32_t hi) { return randu_of(draw(s), lo, hi); }
 LW_FUNC vec_t<2, float> sample_unit_square_of(uint32_t a, uint32_t b) {
     return make<vec_t<2, float>>(rand_unit(a) - 0.5f, rand_unit(b) - 0.5f);
 }
@@ -1515,29 +1537,34 @@ LW_FUNC vec_t<2, float> sample_triangle_of(uint32_t a, uint32_t b) {  // uniform
     float r = sqrt(rand_unit(a)), t = rand_unit(b);
     return make<vec_t<2, float>>(1.0f - r, r * t);
 }
-// Poisson counts: Knuth's product of uniforms for small means, a rounded normal for large ones. The
-// draws it consumes depend on the outcome, so the front end asks for the value and the advanced state
-// as two pure functions of the same state.
-LW_FUNC uint32_t poisson_run(uint32_t s, float lam, uint32_t& out_state) {
+// the samplers as draws: sample_unit_square(state) and so on
+#define LW_DRAW1(name) LW_FUNC auto name(uint32_t& s) { uint32_t a = draw(s); return name##_of(a); }
+#define LW_DRAW2(name) LW_FUNC auto name(uint32_t& s) { uint32_t a = draw(s), b = draw(s); return name##_of(a, b); }
+#define LW_DRAW3(name) \
+    LW_FUNC auto name(uint32_t& s) { uint32_t a = draw(s), b = draw(s), c = draw(s); return name##_of(a, b, c); }
+LW_DRAW2(sample_unit_square)
+LW_DRAW3(sample_unit_cube)
+LW_DRAW1(sample_unit_ring)
+LW_DRAW2(sample_unit_disk)
+LW_DRAW2(sample_unit_sphere_surface)
+LW_DRAW3(sample_unit_sphere)
+LW_DRAW2(sample_unit_hemisphere_surface)
+LW_DRAW3(sample_unit_hemisphere)
+LW_DRAW2(sample_triangle)
+#undef LW_DRAW1
+#undef LW_DRAW2
+#undef LW_DRAW3
+// Poisson counts: Knuth's product of uniforms for small means, a rounded normal for large ones
+LW_FUNC uint32_t poisson(uint32_t& s, float lam) {
     if (lam > 30.0f) {
-        uint32_t s1 = rand_next(s), s2 = rand_next(s1);
-        out_state = s2;
-        float x = lam + sqrt(lam) * randn_of(s1, s2);
+        float x = lam + sqrt(lam) * randn(s);
         return x < 0.0f ? 0u : (uint32_t)(x + 0.5f);
     }
     float limit = exp(-lam), p = 1.0f;
     uint32_t k = 0;
-    for (;;) {
-        s = rand_next(s);
-        p *= rand_unit(s);
-        if (p <= limit) break;
-        ++k;
-    }
-    out_state = s;
+    while ((p *= rand_unit(draw(s))) > limit) ++k;
     return k;
 }
-LW_FUNC uint32_t poisson_of(uint32_t s, float lam) { uint32_t t; return poisson_run(s, lam, t); }
-LW_FUNC uint32_t poisson_state(uint32_t s, float lam) { uint32_t t; poisson_run(s, lam, t); return t; }
 // inverse-transform sampling: the first index whose cdf entry is >= u (binary search)
 template <typename T> LW_FUNC int32_t sample_cdf_of(uint32_t s, const array_t<T>& cdf) {
     T u = T(rand_unit(s));
@@ -1550,6 +1577,7 @@ template <typename T> LW_FUNC int32_t sample_cdf_of(uint32_t s, const array_t<T>
     }
     return lo;
 }
+template <typename T> LW_FUNC int32_t sample_cdf(uint32_t& s, const array_t<T>& cdf) { return sample_cdf_of(draw(s), cdf); }
 
 // ---------------------------------------------------------------------------------------------
 // gradient (Perlin) noise in 1 to 4 dimensions: random unit gradients on the integer lattice, blended

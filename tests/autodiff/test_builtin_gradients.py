@@ -19,15 +19,15 @@ DOMAINS = {
     "atan2": [(0.5, 2.0), (0.5, 2.0)], "tan": [(-1.0, 1.0)], "exp": [(-1.0, 1.0)],
     "frac": [(0.1, 0.9)], "cw_div": [(-2.0, 2.0), (0.5, 2.0)], "erfinv": [(-0.8, 0.8)], "erfcinv": [(0.2, 1.8)],
     "norm_huber": [(-1.0, 1.0), (0.5, 1.5)], "norm_pseudo_huber": [(-1.0, 1.0), (0.5, 2.0)],
-    "smooth_normalize": [(-1.0, 1.0), (0.5, 2.0)],
+    "smooth_normalize": [(-1.0, 1.0), (0.5, 2.0)], "randf": [(0.0, 4e9)],
 }
 # decompositions: inputs with well-separated singular values and eigenvalues
-SEPARATED = {"_svd2": np.diag([2.0, 0.7]), "_svd3": np.diag([3.0, 1.5, 0.5]), "_qr3": np.diag([3.0, 1.5, 0.5]),
-             "_eig3": np.diag([3.0, 1.5, 0.0])}
+SEPARATED = {"svd2": np.diag([2.0, 0.7]), "svd3": np.diag([3.0, 1.5, 0.5]), "qr3": np.diag([3.0, 1.5, 0.5]),
+             "eig3": np.diag([3.0, 1.5, 0.0])}
 
 
 def concrete(pattern, dtype):
-    if isinstance(pattern, B.Exact):
+    if isinstance(pattern, B.Exact | B.Out):  # in-out parameters here: random states
         return pattern.type
     if isinstance(pattern, B.Quat):
         return wp.quaternion(dtype)
@@ -46,25 +46,31 @@ def cases():
         for k, ov in enumerate(bi.overloads):
             if not ov.differentiable:
                 continue
+            outs = [i for i in ov.outputs if not ov.params[i].inout]  # their values go to the output arrays
+            ins = [p for i, p in enumerate(ov.params) if i not in outs]
             for dtype in (wp.float32, wp.float64):
-                types = [concrete(p, dtype) for p in ov.params]
-                if not ov.params or not all(isinstance(p, B.Quat | B.Transform | B.Exact | B.Value) or (
-                        isinstance(p, B.Scalar | B.Vec | B.Mat) and p.kind != "int") for p in ov.params):
+                types = [concrete(p, dtype) for p in ins]
+                if not ins or not all(isinstance(p, B.Quat | B.Transform | B.Exact | B.Value | B.Out) or (
+                        isinstance(p, B.Scalar | B.Vec | B.Mat) and p.kind != "int") for p in ins):
                     continue
-                b = ov.match(types)
+                it = iter(types)
+                b = ov.match([None if i in outs else next(it) for i in range(len(ov.params))])
                 if b is None:
                     continue
                 # precision from the actual types: float32-only overloads appear once, with f32 tolerances
                 prec = wp.float64 if any(getattr(t, "_wp_scalar_type_", t) is wp.float64 for t in types) \
                     else wp.float32
-                case = (name, k, prec, types, ov.ret(b))
+                case = (name, k, prec, types, ov.output_types(b) if outs else ov.ret(b))
                 if all(c[:3] != case[:3] for c in out):
                     out.append(case)
     return out
 
 
 def make_kernel(fn, types, ret):
-    """A kernel applying `fn` elementwise to one array per argument (1 to 4 arguments)."""
+    """A kernel applying `fn` elementwise to one array per argument (1 to 4 arguments); for a builtin
+    with output parameters (`ret` a tuple of their types), one input and an array per output."""
+    if isinstance(ret, tuple):
+        return make_output_kernel(fn, types[0], ret)
     t = list(types) + [types[0]] * (4 - len(types))
     n = len(types)
 
@@ -79,6 +85,26 @@ def make_kernel(fn, types, ret):
             out[i] = fn(a[i], b[i], c[i])
         else:
             out[i] = fn(a[i], b[i], c[i], d[i])
+
+    return wp.kernel(k)
+
+
+def make_output_kernel(fn, t, outs):
+    o0, o1, o2 = list(outs) + [outs[0]] * (3 - len(outs))
+    n = len(outs)
+
+    def k(a: wp.array(dtype=t), x: wp.array(dtype=o0), y: wp.array(dtype=o1), z: wp.array(dtype=o2)):
+        i = wp.tid()
+        u, v, w = o0(), o1(), o2()
+        if wp.static(n == 2):
+            fn(a[i], u, v)
+            x[i] = u
+            y[i] = v
+        else:
+            fn(a[i], u, v, w)
+            x[i] = u
+            y[i] = v
+            z[i] = w
 
     return wp.kernel(k)
 
@@ -120,9 +146,13 @@ def test_builtin_adjoint_matches_finite_differences(name, k, dtype, types, ret):
             arr = wp.array(0.3 * arr.numpy() + SEPARATED[name], dtype=t)
         inputs.append(arr)
     inputs += [wp.clone(inputs[0]) for _ in range(4 - len(inputs))]  # unused parameters of the kernel
-    out = wp.zeros(N, dtype=ret)
+    if isinstance(ret, tuple):  # a builtin with output parameters: one input, an array per output
+        inputs = inputs[:1]
+        outs = [wp.zeros(N, dtype=t) for t in ret] + [wp.zeros(N, dtype=ret[0])] * (3 - len(ret))
+    else:
+        outs = [wp.zeros(N, dtype=ret)]
     f32 = dtype is wp.float32
-    gradcheck(KERNELS[name, k, dtype], N, inputs, [out], eps=1e-3 if f32 else 1e-6,
+    gradcheck(KERNELS[name, k, dtype], N, inputs, outs, eps=1e-3 if f32 else 1e-6,
               atol=2e-2 if f32 else 1e-6, rtol=2e-2 if f32 else 1e-5)
 
 
@@ -148,3 +178,46 @@ def test_abs_gradient_at_zero_is_one():
         wp.launch(abs_at_zero, 1, inputs=[x, out])
     tape.backward(grads={out: np.ones(1, dtype=np.float32)})
     assert x.grad.numpy()[0] == 1.0
+
+
+@wp.kernel
+def roots(x: wp.array(dtype=float), y: wp.array(dtype=float), root: wp.array(dtype=float),
+          inv_root: wp.array(dtype=float)):
+    i = wp.tid()
+    root[i] = wp.sqrt(x[i])
+    inv_root[i] = wp.rsqrt(y[i])
+
+
+@wp.kernel
+def nan_only_compared(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    w = x[i] * wp.log(x[i])  # NaN for x < 0, -inf * 0 at 0: used only by the comparisons
+    r = wp.sqrt(x[i]) * 3.0
+    if w > 0.0 or r > 100.0:
+        out[i] = x[i]
+    else:
+        out[i] = 2.0 * x[i]
+
+
+def _gradients(kernel, n_in, values):
+    """The gradients of `kernel`'s inputs (n_in arrays holding `values`) with every output seeded with 1."""
+    arrays = [wp.array(np.array(values, dtype=np.float32), requires_grad=True) for _ in range(n_in)]
+    outs = [wp.zeros(len(values), dtype=float, requires_grad=True) for _ in range(len(kernel.arg_names) - n_in)]
+    tape = wp.Tape()
+    with tape:
+        wp.launch(kernel, len(values), inputs=[*arrays, *outs])
+    tape.backward(grads={o: np.ones(len(values), dtype=np.float32) for o in outs})
+    return [a.grad.numpy() for a in arrays]
+
+
+def test_sqrt_gradient_is_infinite_at_zero_and_nan_below():
+    """d sqrt(x)/dx and d rsqrt(x)/dx are inf at 0 and NaN below it, as in JAX and PyTorch (they were 0)."""
+    d_sqrt, d_rsqrt = _gradients(roots, 2, [-1.0, 0.0, 4.0])
+    np.testing.assert_array_equal(d_sqrt, [np.nan, np.inf, 0.25])
+    np.testing.assert_array_equal(d_rsqrt, [np.nan, -np.inf, -0.0625])
+
+
+def test_nan_in_a_value_only_compared_leaves_the_gradient_alone():
+    """A NaN or infinite value that only decides a branch contributes nothing to the gradient (no 0 * NaN)."""
+    (grad,) = _gradients(nan_only_compared, 1, [-1.0, 0.0, 4.0, 1e-30])
+    np.testing.assert_array_equal(grad, [2.0, 2.0, 1.0, 2.0])

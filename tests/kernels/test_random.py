@@ -73,13 +73,13 @@ def test_gradients_flow_to_the_range_bounds():
 
 
 def test_state_must_be_a_uint32():
-    """wp.randf on something other than a uint32 state is a clear TypeError."""
+    """wp.randf on something other than a uint32 state is a clear TypeError naming the argument."""
 
     def bad(a: wp.array(dtype=float)):
         a[0] = wp.randf(1.5)
 
     k = wp.kernel(bad, module="unique")
-    with pytest.raises(TypeError, match="must be a uint32 random state"):
+    with pytest.raises(TypeError, match=r"argument 1 of randf\(\) is an in-out uint32, but 1.5 is a float32"):
         wp.launch(k, 1, inputs=[np.zeros(1, np.float32)])
 
 
@@ -89,6 +89,20 @@ def draws_from_stored_states(states: wp.array(dtype=wp.uint32), out: wp.array(dt
     out[i] = wp.randf(states[i]) + float(wp.poisson(states[i], 4.0)) * 0.0
     s = states[i]
     out[i] -= wp.randf(s)
+
+
+@wp.kernel
+def draws_from_expressions(seed: int, out: wp.array(dtype=float)):
+    i = wp.tid()
+    s = wp.rand_init(seed, i)
+    out[i] = wp.randf(wp.rand_init(seed, i)) - wp.randf(s) + wp.randf(s, 0.0, 1.0) * 0.0
+
+
+def test_a_state_given_as_an_expression_advances_a_copy():
+    """The in-out state may be any uint32 value: the draw advances a temporary."""
+    out = wp.zeros(8)
+    wp.launch(draws_from_expressions, 8, inputs=[7, out])
+    np.testing.assert_array_equal(out.numpy(), 0.0)
 
 
 def test_states_read_from_arrays_advance_a_copy():
