@@ -132,10 +132,16 @@ def _converter(k: Kernel, name: str, t: Any, device: Device, use: _Use) -> Any:
         what = f"kernel {k.label} argument '{name}'"
 
         def conv_array(v: Any) -> bytes:
-            if v.__class__ is array:  # the common case, in as few steps as possible
+            cls = v.__class__
+            if cls is array:  # the common case, in as few steps as possible
                 d = v._desc
                 if d is not None and v.dtype is dtype and v.ndim == ndim and v.device is device:
                     return d
+            elif cls is ArrayDescRef:  # from_torch(..., return_ctype=True): as few steps too
+                if v[1] is not dtype or v[2] != ndim or (v[3] is not device and v[3] != device):
+                    raise LaunchError(f"{what} expects {t} on {device}, got a descriptor of {T.type_name(v.dtype)} "
+                                      f"with {v.ndim} dimension(s) on {v.device}")
+                return v[0]
             if isinstance(v, array):
                 if v.dtype != t.dtype or v.ndim != t.ndim:
                     _bad_array(k, name, t, v)
@@ -145,11 +151,6 @@ def _converter(k: Kernel, name: str, t: Any, device: Device, use: _Use) -> Any:
                     raise LaunchError(f"{what} is read-only (it views memory exported read-only), but the kernel "
                                       "writes it")
                 return v._desc_bytes()
-            if v.__class__ is ArrayDescRef:
-                if v[1] is not dtype or v[2] != ndim or (v[3] is not device and v[3] != device):
-                    raise LaunchError(f"{what} expects {t} on {device}, got a descriptor of {T.type_name(v.dtype)} "
-                                      f"with {v.ndim} dimension(s) on {v.device}")
-                return v[0]
             if isinstance(v, ArrayDesc):  # made by hand: taken as it is
                 return bytes(v)
             if v is None:
