@@ -83,6 +83,21 @@ class Backend(ABC):
     host_accessible: bool
     #: `struct` format (no byte order) of a launch header; the kernel's argument block follows it
     launch_format: str
+    #: the DLPack device type of its memory (kDLCPU = 1, kDLCUDA = 2); None: it is not exchanged by DLPack
+    dlpack_device_type: int | None = None
+    #: whether other frameworks reach its memory through `__cuda_array_interface__` (CUDA device memory)
+    cuda_array_interface: bool = False
+
+    def current_stream(self) -> int | None:
+        """The handle of the stream this device's work is queued on now, which exchanges with other
+        frameworks are ordered against (DLPack's `stream`); None where work completes in order (the CPU)."""
+        return None
+
+    def wait_stream(self, waiter: int | None, producer: int | None) -> None:
+        """Make stream `waiter` wait for the work queued so far on stream `producer` (None: this device's
+        current stream), so memory shared with another framework is read only once written. Devices
+        whose launches complete before they return have nothing to order."""
+        return None
 
     @abstractmethod
     def device_name(self) -> str:

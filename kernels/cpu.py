@@ -135,6 +135,7 @@ class CpuBackend(Backend):
     name = "cpu"
     host_accessible = True
     launch_format = "Qqq" + LAUNCH_T
+    dlpack_device_type = 1  # kDLCPU
 
     def device_name(self) -> str:
         return _cpu_name()

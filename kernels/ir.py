@@ -637,6 +637,20 @@ def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], f
     return frozenset(reads), frozenset(writes)
 
 
+def null_tests(fn: Function, callee_tests: dict) -> frozenset[int]:
+    """Which array parameters (by position) `fn` compares with null (`wp.unot(a)`), itself or through the
+    functions it calls (`callee_tests[name]`): None is a valid argument for them."""
+    params = {p: i for i, p in enumerate(fn.params) if isinstance(p.type, ArrayType)}
+    found: set[int] = set()
+    for s in walk(fn.body):
+        call = s.call()
+        if call is None:
+            continue
+        tested = range(len(call.args)) if call.target.name == "unot" else callee_tests.get(call.target.native, ())
+        found.update(params[call.args[i]] for i in tested if call.args[i] in params)
+    return frozenset(found)
+
+
 def walk(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
     """Every statement of a block, nested ones included, in order."""
     for s in body:

@@ -338,6 +338,7 @@ class LoadedKernel:
     tid_count: int
     reads: frozenset  # positions of array parameters whose values the kernel reads
     writes: frozenset  # positions of array parameters the kernel may write
+    null_tested: frozenset = frozenset()  # positions of array parameters it compares with null (wp.unot)
     plan: Any = None
 
 
@@ -452,8 +453,10 @@ class Module:
             return source + registry.adjoint_source(ctx.order, backward, debug, ctx.custom)
 
         effects: dict[str, tuple] = {}
+        null_tests: dict[str, frozenset] = {}
         for f in ctx.order:
             effects[f.name] = ir.array_effects(f, effects)
+            null_tests[f.name] = ir.null_tests(f, null_tests)
         if config.print_source:
             print(adjoint_source() if backward else source, file=sys.stderr)
         what = f"module '{self.name}' (kernels: {', '.join(k.key for k in kernels)})"
@@ -468,7 +471,8 @@ class Module:
         for k, fn in zip(kernels, kernel_irs, strict=True):
             entry = program.kernel(k.cname)
             reads, writes = ir.array_effects(fn, effects)
-            loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes)
+            loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes,
+                                         ir.null_tests(fn, null_tests))
 
         def build_adjoint() -> Program:
             return backend.load(backend.compile(adjoint_source(), f"{name}-adj", options, f"the adjoints of {what}"))

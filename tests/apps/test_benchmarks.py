@@ -1,5 +1,7 @@
 """The benchmarks run end to end on small sizes (their figures are for the note, never asserted here)."""
 
+import pytest
+
 from loomwork.apps import bench_autodiff, bench_kernels
 
 
@@ -29,3 +31,13 @@ def test_nbody_benchmark_runs_and_is_accurate():
 
     r = bench_nbody.main(["--n", "512"])
     assert r["rel_error"] < 1e-4
+
+
+def test_interop_benchmark_runs():
+    """bench_interop with a few iterations runs and reports every conversion and DLPack figure."""
+    pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch)")
+    from loomwork.apps import bench_interop
+
+    r = bench_interop.main(["--iters", "50", "--rounds", "1"])
+    ours = r["loomwork"]
+    assert len(ours) == 16 and all(v > 0 for v in ours.values())

@@ -380,8 +380,8 @@ def test_wrong_argument_count_names_the_signature():
 def test_wrong_argument_types_name_the_argument():
     """A float64 NumPy array, a float where an int goes, a scalar where an array goes: errors name the argument."""
     x = np.zeros(4, np.float32)
-    with pytest.raises(TypeError, match="argument 'x' expects array\\(dtype=float32, ndim=1\\), got a ndarray of "
-                                        "dtype float64"):
+    with pytest.raises(TypeError, match="argument 'x' expects array\\(dtype=float32, ndim=1\\), got a NumPy array "
+                                        "of float64"):
         wp.launch(scale, dim=4, inputs=[np.zeros(4), x, 1.0, 1])
     with pytest.raises(TypeError, match="argument 'n' expects int32, got float"):
         wp.launch(scale, dim=4, inputs=[x, x, 1.0, 1.5])
