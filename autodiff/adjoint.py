@@ -75,6 +75,39 @@ def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
     return carried, any(v not in linear for v in carried)
 
 
+def _writes_arrays(call: ir.Call) -> bool:
+    """Whether a user function call may have side effects the reverse pass differentiates (it takes arrays)."""
+    return not isinstance(call.target, Overload) and any(isinstance(a.type, ArrayType) for a in call.args)
+
+
+def active_variables(fn: ir.Function) -> set[Var]:
+    """The variables whose adjoint can be nonzero: those whose value flows, through assignments and parts
+    set in place, into what the reverse pass differentiates (values stored or atomically applied to arrays,
+    the returned value, the arguments of user functions that take arrays). The reverse pass skips the rest,
+    so a value used only by a comparison or a branch condition adds nothing to the gradient, not even
+    0 * NaN when it is NaN or infinite (as in JAX and PyTorch)."""
+    stmts = list(ir.walk(fn.body))
+    found: set[Var] = set()
+    for s in stmts:
+        if isinstance(s, ir.Store | ir.Atomic | ir.Return) and s.value is not None:
+            found.add(s.value)
+        call = s.call()
+        if call is not None and _writes_arrays(call):
+            found.update(call.args)
+    # backwards, so one pass carries activity along a chain of assignments; loops may need another
+    flows = [s for s in reversed(stmts) if isinstance(s, ir.Assign | ir.SetComponent | ir.SetField)]
+    changed = True
+    while changed:
+        changed = False
+        for s in flows:
+            if found.intersection(s.targets()):
+                new = {o for o in s.operands() if isinstance(o, Var)} - found
+                if new:
+                    found |= new
+                    changed = True
+    return {v for v in found if isinstance(v, Var)}
+
+
 class AdjointEmitter(Emitter):
     """Writes the replay and reverse passes of one normalized function."""
 
@@ -93,6 +126,7 @@ class AdjointEmitter(Emitter):
         self.saved = {v for v, n in counts.items() if n > 1 or not _is_temp(v) or v in params}
         self.loops: dict[int, tuple[list[Var], bool]] = {}
         self.exclusive: set[Var] = set()  # kernel array parameters indexed only by this thread's index
+        self.active = active_variables(fn)
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -137,7 +171,7 @@ class AdjointEmitter(Emitter):
         if s.dest is not None:  # the previous value: read, not re-applied
             if s.dest in self.saved:
                 self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
-            self.out(f"{s.dest.name} = {self.element(s.array, s.indices, s.site)};")
+            self.out(f"{s.dest.name} = {self.reach(self.element(s.array, s.indices, s.site), s.path)};")
 
     def r_Eval(self, s: ir.Eval, n: int) -> None:
         self.out(f"{self.replay_expr(s.expr)};")
@@ -159,7 +193,7 @@ class AdjointEmitter(Emitter):
 
     def replay_expr(self, e: ir.Expr) -> str:
         if isinstance(e, ir.Call) and not isinstance(e.target, Overload):  # a user function: its replay twin
-            return f"rep_{e.target.native}({', '.join(self.op(a) for a in e.args)})"
+            return f"rep_{e.target.native}({self.args([self.op(a) for a in e.args])})"
         return self.expr(e)
 
     def nest(self, fn: Any, body: tuple[ir.Stmt, ...]) -> None:
@@ -212,20 +246,22 @@ class AdjointEmitter(Emitter):
             self.statement(s, getattr(self, f"rev_{type(s).__name__}"), self.site(s))
 
     def rev_SetComponent(self, s: ir.SetComponent, n: int) -> None:
-        if differentiable(s.var.type) and T.is_matrix(s.var.type) and len(s.indices) == 1:  # a row
-            i, adj = self.op(s.indices[0]), self.adj(s.var)
+        idx = self.component_indices(s.var.type, s.indices, s.site)
+        diff = s.var in self.active and differentiable(s.var.type)
+        if diff and T.is_matrix(s.var.type) and len(s.indices) == 1:  # a row
+            i, adj = idx[0], self.adj(s.var)
             if isinstance(s.value, Var) and differentiable(s.value.type):
                 self.out(f"lw::acc({self.adj(s.value)}, lw::row({adj}, {i}));")
             self.out(f"lw::set_row({adj}, {i}, lw::zero<{ctype(s.value.type)}>());")
-        elif differentiable(s.var.type):
-            comp = self.component(s.var, s.indices, self.adj(s.var))
+        elif diff:
+            comp = self.component(s.var, idx, self.adj(s.var))
             if isinstance(s.value, Var) and differentiable(s.value.type):
                 self.out(f"lw::acc({self.adj(s.value)}, {comp});")
             self.out(f"{comp} = {{}};")
         self.out(f"{s.var.name} = lw_sv{n};")
 
     def rev_SetField(self, s: ir.SetField, n: int) -> None:
-        if differentiable(s.var.type) and differentiable(s.value.type):
+        if s.var in self.active and differentiable(s.var.type) and differentiable(s.value.type):
             comp = f"{self.adj(s.var)}.{s.name}"
             if isinstance(s.value, Var):
                 self.out(f"lw::acc({self.adj(s.value)}, {comp});")
@@ -233,9 +269,18 @@ class AdjointEmitter(Emitter):
         self.out(f"{s.var.name} = lw_sv{n};")
 
     def rev_Store(self, s: ir.Store, n: int) -> None:
+        """The stored value takes the element's gradient. A store into a part of an element (b[i].y = v) also
+        drops that part's gradient, as an overwrite of a local does: the value it replaced, written earlier
+        in this kernel or by an earlier launch, did not reach the output through it. (A whole element keeps
+        its gradient, as in Warp, so the gradients of outputs stay readable after backward.)"""
+        g = self.reach(self.grad(s.array, s.indices, s.site), s.path)
+        steps = []
         if isinstance(s.value, Var) and differentiable(s.value.type):
-            self.out(f"if (lw::has_grad({self.op(s.array)})) "
-                     f"lw::acc({self.adj(s.value)}, {self.grad(s.array, s.indices)});")
+            steps.append(f"lw::acc({self.adj(s.value)}, {g});")
+        if s.path and differentiable(s.value.type):
+            steps.append(f"{g} = {{}};")
+        if steps:
+            self.out(f"if (lw::has_grad({self.op(s.array)})) {{ {' '.join(steps)} }}")
 
     def rev_Eval(self, s: ir.Eval, n: int) -> None:
         self.reverse_call(s.expr, None)
@@ -277,12 +322,15 @@ class AdjointEmitter(Emitter):
             self.replay(s.cond_body)
         self.replay(s.body)
 
-    def grad(self, arr: Any, indices: tuple) -> str:
+    def grad(self, arr: Any, indices: tuple, site: int) -> str:
+        """The gradient element of `arr[indices]`: bounds-checked in debug builds, like the data."""
+        idx = ", ".join(self.op(i) for i in indices)
+        if self.debug:
+            return f"lw::grad_checked(lw_err, {site}, {self.op(arr)}, {idx})"
         fn = "lw::gradc<LW_C>" if self.in_kernel else "lw::grad_at"
-        return f"{fn}({self.op(arr)}, {', '.join(self.op(i) for i in indices)})"
+        return f"{fn}({self.op(arr)}, {idx})"
 
-    def component(self, var: Var, indices: tuple, name: str) -> str:
-        idx = [self.op(i) for i in indices]
+    def component(self, var: Var, idx: list[str], name: str) -> str:
         if T.is_matrix(var.type):
             return f"{name}.c[({idx[0]}) * {var.type._shape_[1]} + ({idx[1]})]"
         return f"{name}.c[{idx[0]}]"
@@ -295,7 +343,7 @@ class AdjointEmitter(Emitter):
                 self.out(f"{self.adj(s.dest)} = {{}};")
         if not (isinstance(s.value, Var) and differentiable(s.value.type)):
             return
-        g = self.grad(s.array, s.indices)
+        g = self.reach(self.grad(s.array, s.indices, s.site), s.path)
         a = self.adj(s.value)
         arr = self.op(s.array)
         if s.op == "add":
@@ -303,7 +351,7 @@ class AdjointEmitter(Emitter):
         elif s.op == "sub":
             self.out(f"if (lw::has_grad({arr})) lw::acc({a}, lw::neg({g}));")
         elif T.is_scalar(s.value.type):  # min/max: the value that won gets the gradient
-            cur = f"lw::at({arr}, {', '.join(self.op(i) for i in s.indices)})"
+            cur = self.reach(self.element(s.array, s.indices, s.site), s.path)
             self.out(f"if (lw::has_grad({arr}) && lw::eq({cur}, {self.op(s.value)})) lw::acc({a}, {g});")
 
     def rev_Assign(self, s: ir.Assign, n: int) -> None:
@@ -311,8 +359,8 @@ class AdjointEmitter(Emitter):
         if d in self.saved:
             self.out(f"{d.name} = lw_sv{n};")
         e = s.expr
-        if not differentiable(d.type):
-            if isinstance(e, ir.Call) and not isinstance(e.target, Overload):
+        if not differentiable(d.type) or d not in self.active:
+            if isinstance(e, ir.Call) and _writes_arrays(e):
                 self.reverse_call(e, None)  # side effects inside a user function still differentiate
             return
         ad = self.adj(d)
@@ -336,16 +384,16 @@ class AdjointEmitter(Emitter):
         if r is not None:  # accumulated per chunk, applied once by the entry point
             self.out(f"{r.name} += lw::cast<{r.acc_type}>({g});")
         elif e.array in self.exclusive:  # no other thread touches this element
-            self.out(f"if (lw::has_grad({self.op(e.array)})) lw::acc({self.grad(e.array, e.indices)}, {g});")
+            self.out(f"if (lw::has_grad({self.op(e.array)})) lw::acc({self.grad(e.array, e.indices, e.site)}, {g});")
         else:
-            target = self.grad(e.array, e.indices)
+            target = self.grad(e.array, e.indices, e.site)
             self.out(f"if (lw::has_grad({self.op(e.array)})) lw::atomic_add(&{target}, {g});")
 
     def rev_Extract(self, s: ir.Assign, g: str) -> None:
         e = s.expr
         t = e.value.type
         av = self.adj(e.value)
-        idx = [self.op(i) for i in e.indices]
+        idx = self.component_indices(t, e.indices, e.site)
         if T.is_matrix(t) and len(idx) == 1:
             cols = t._shape_[1]
             self.out(f"for (int lw_c = 0; lw_c < {cols}; ++lw_c) lw::acc({av}.c[({idx[0]}) * {cols} + lw_c], "
@@ -394,7 +442,7 @@ class AdjointEmitter(Emitter):
             return
         ret = target.ir.ret
         tail = [g] if g is not None else ([self.decl(f"lw_dummy_r{self.site(e)}", ret)] if ret is not None else [])
-        self.out(f"adj_{target.native}({', '.join(args + adjs + tail)});")
+        self.out(f"adj_{target.native}({self.args(args + adjs + tail)});")
 
 
 def _emit_function(em: AdjointEmitter, fn: ir.Function) -> tuple[list[str], list[str]]:
@@ -420,7 +468,7 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
     if fn.native_code is not None:
         return native_adjoint(fn, debug)
     name, params_ir, ret_t = fn.name, fn.params, fn.ret
-    params = ", ".join(f"{ctype(p.type)} {p.name}" for p in params_ir)
+    params = [f"{ctype(p.type)} {p.name}" for p in params_ir]
     ret = ctype(ret_t)
     adj_params = [f"{ctype(p.type)}& adjref_{p.name}" for p in params_ir if not isinstance(p.type, ArrayType)]
     parts = []
@@ -431,8 +479,7 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
     if grad_ir is not None:
         plain = Emitter(debug)
         tail = [f"{ctype(grad_ir.params[-1].type)} {grad_ir.params[-1].name}"] if ret_t is not None else []
-        sig = ", ".join(filter(None, [params, ", ".join(adj_params + tail)]))
-        plain.out(f"static LW_DEVICE void adj_{name}({sig})")
+        plain.out(f"static LW_DEVICE void adj_{name}({plain.params(params + adj_params + tail)})")
         plain.out("{")
         plain.depth = 1
         plain.map_lines(grad_ir)
@@ -450,13 +497,13 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
     ret_expr = "lw_rv" if any(v.name == "lw_rv" for v in fn.locals) else f"{ret}{{}}"
     decls = ["    " + d for d in em.decls]
     if replay_ir is None:
-        rep = [f"static LW_DEVICE {ret} rep_{name}({params})", "{", *decls, *replay]
+        rep = [f"static LW_DEVICE {ret} rep_{name}({em.params(params)})", "{", *decls, *replay]
         rep += [f"    return {ret_expr};"] if ret_t is not None else []
         parts.append("\n".join([*rep, "}", *em.end_lines()]))
     if grad_ir is None:
         if ret_t is not None:
             adj_params.append(f"{ret} adj_ret")
-        sig = ", ".join(filter(None, [params, ", ".join(adj_params)]))
+        sig = em.params(params + adj_params)
         flush = [f"    lw::acc(adjref_{p.name}, a_{p.name});" for p in fn.params
                  if differentiable(p.type) and f"a_{p.name}" in em.declared]
         parts.append("\n".join([f"static LW_DEVICE void adj_{name}({sig})", "{", *decls, *replay, *reverse,
@@ -490,11 +537,13 @@ def kernel_adjoint(fn: ir.Function, debug: bool) -> str:
     params = "".join(f", {ctype(p.type)} {p.name}" for p in fn.params)
     params += "".join(f", {r.acc_type}& {r.name}" for r in slots)
     decls = ["    " + d for d in em.decls]
-    tid = ["    int32_t lw_tid[4];", "    lw::tid_split(L, lw_idx, lw_tid);"] if fn.tid_count > 1 else []
+    prologue = ["    lw::error_t* lw_err = L.error;"] if debug else []
+    if fn.tid_count > 1:
+        prologue += ["    int32_t lw_tid[4];", "    lw::tid_split(L, lw_idx, lw_tid);"]
     lines = [
         "template <bool LW_C>",
         f"static LW_FORCE_INLINE void {k}_adj_body(const lw::launch_t& L, int64_t lw_idx{params})",
-        "{", *tid, *decls, *replay, *reverse, "}", *em.end_lines(),
+        "{", *prologue, *decls, *replay, *reverse, "}", *em.end_lines(),
     ]
     contig = " && ".join(
         f"lw::inner_contiguous(A.{p.name}, {p.type.ndim})" for p in fn.params if isinstance(p.type, ArrayType)

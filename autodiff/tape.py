@@ -1,10 +1,20 @@
 """`wp.Tape`: records launches, then runs their adjoints in reverse to compute gradients.
 
+A tape records the launches made by the thread that entered it (`with tape:`), and only while it is
+entered there; tapes nest, each recording every launch made inside it. A launch that raised (a
+debug-mode bounds fault, a bad argument) is not recorded.
+
 Every array carries a write version. A recorded launch remembers the version of each array it
-read; if anything wrote that array before `backward` (a later kernel, an in-place update by the
+read; if loomwork wrote that array before `backward` (a later kernel, an in-place update by the
 kernel itself, `fill_`, `assign`, `wp.copy`), backward raises an error naming both kernels and the
-array, because the adjoint would replay the kernel on values it never saw. `check_overwrites`
-turns this into a warning or off.
+array, because the adjoint would replay the kernel on values it never saw. Writes loomwork does not
+make (through a `.numpy()` view or `__array_interface__` it handed out, a wrapped NumPy array
+(`wp.array(a, copy=False)`, or a NumPy array passed to `wp.launch`), a `from_ptr`/`ptr=` alias) are
+caught by content instead: for such exposed arrays the launch also records a checksum of the memory
+the array spans, compared again at `backward`. That costs one pass over those arrays at record time
+and one at `backward`; arrays never exposed cost nothing. What is not caught: writes through exposed
+memory that restore the exact bytes, and writes on devices whose backend has no checksum.
+`check_overwrites` turns the check into a warning or off (off: no checksums either).
 
 `backward` computes gradients afresh: it zeroes the gradient buffers it owns on this tape before
 seeding, so calling it twice gives the same result. Gradient buffers the caller supplied (an
@@ -22,10 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from loomwork.kernels.array import array, indexedarray
+from loomwork.kernels.array import array, byte_span, indexedarray
 from loomwork.kernels.errors import LoomworkError
 from loomwork.kernels.extensions import registry
 from loomwork.kernels.launch import launch
+
+from .adjoint import differentiable
 
 
 class OverwriteError(LoomworkError, RuntimeError):
@@ -38,7 +50,8 @@ class _Launch:
     dims: tuple
     params: list
     device: Any
-    reads: list  # (parameter position, array, version when recorded)
+    reads: list  # (parameter position, array, version when recorded or None, checksum or None)
+    writes: set  # the memory (see _memory) of the arrays it may write
     scope: tuple = ()
 
     def arrays(self) -> list[array]:
@@ -62,9 +75,10 @@ class _Func:
         self.backward_fn()
 
 
-@dataclass
+@dataclass(eq=False)  # a tape is itself: two tapes never compare equal
 class Tape:
-    """Records kernel launches (`with tape:`) so `backward` can compute gradients of a loss."""
+    """Records the kernel launches of the thread in `with tape:` so `backward` can compute gradients of
+    a loss (see the module docstring for nesting, threads and overwrite checks)."""
 
     check_overwrites: str = "error"  # "error", "warn" or "off"
     launches: list = field(default_factory=list)
@@ -75,21 +89,41 @@ class Tape:
             raise ValueError(f"check_overwrites must be 'error', 'warn' or 'off', got {self.check_overwrites!r}")
 
     def __enter__(self) -> Tape:
-        if self in registry.recorders:
+        if any(t is self for t in registry.local.recorders):
             raise RuntimeError("this Tape is already recording")
-        registry.recorders.append(self)
+        registry.start_recording(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        registry.recorders.remove(self)
+        registry.stop_recording(self)
 
     # -- recording -------------------------------------------------------------------------------
 
     def record_launch(self, kernel: Any, loaded: Any, dims: tuple, params: list, device: Any) -> None:
-        """Called by wp.launch inside `with tape:`; remembers the arguments and read versions."""
-        reads = [(i, params[i], params[i]._storage.version) for i in loaded.reads
-                 if isinstance(params[i], array | indexedarray)]
-        self.launches.append(_Launch(kernel, dims, list(params), device, reads, tuple(self._scope)))
+        """Called by wp.launch inside `with tape:` once the launch ran; remembers the arguments and, for
+        each array it read, the version (and for exposed memory a checksum) to check at `backward`. A
+        kernel built without its backward pass that writes no float arrays (sorting, counting, flags) has
+        nothing to reverse and is left out; one that does write floats is kept, so backward names it."""
+        if not kernel.backward_enabled and not any(
+                isinstance(params[i], array | indexedarray) and differentiable(params[i].dtype) for i in loaded.writes):
+            return
+        reads = []
+        check = self.check_overwrites != "off"
+        for i in loaded.reads:
+            for a in _read_arrays(params[i]):
+                if not isinstance(a, array):
+                    if check:
+                        reads.append((i, a, None, _foreign_digest(a, device)))
+                    continue
+                st = a._storage
+                digest = None
+                if check and st.exposed:
+                    digest = st.digest()
+                elif check:
+                    st.watched = True  # a checksum is taken if the memory is exposed later
+                reads.append((i, a, st.version, digest))
+        writes = {_memory(a) for i in loaded.writes for a in _read_arrays(params[i])}
+        self.launches.append(_Launch(kernel, dims, list(params), device, reads, writes, tuple(self._scope)))
 
     def record_func(self, backward: Callable[[], Any], arrays: list) -> None:
         """Record a Python function's backward step (it reads and writes the `.grad` of `arrays`)."""
@@ -183,17 +217,71 @@ class Tape:
     def _check_overwrites(self) -> None:
         if self.check_overwrites == "off":
             return
-        for e in self.launches:
-            if not isinstance(e, _Launch):
-                continue
-            for i, a, version in e.reads:
-                if a._storage.version != version:
-                    name = e.kernel.arg_names[i]
-                    msg = (f"Tape.backward: kernel {e.kernel.label} read array '{name}', which "
-                           f"{a._storage.writer!r} overwrote after the launch was recorded, so its gradient "
-                           "would be computed from values the kernel never saw. Write results to a new "
-                           "array (or wp.clone the input before changing it), or create the Tape with "
-                           "check_overwrites='warn' or 'off'.")
-                    if self.check_overwrites == "error":
-                        raise OverwriteError(msg)
-                    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        launches = [e for e in self.launches if isinstance(e, _Launch)]
+        for k, e in enumerate(launches):
+            for i, a, version, digest in e.reads:
+                if version is not None and a._storage.version != version:
+                    who = f"{a._storage.writer!r} overwrote"
+                elif _untracked_change(a, version, digest, e.device) and _in_chain(launches, k, a):
+                    who = ("a write loomwork does not track (through a .numpy() view, a wrapped NumPy array or a "
+                           "from_ptr alias) changed")
+                else:
+                    continue
+                name = e.kernel.arg_names[i]
+                msg = (f"Tape.backward: kernel {e.kernel.label} read array '{name}', which {who} after the "
+                       "launch was recorded, so its gradient would be computed from values the kernel never "
+                       "saw. Write results to a new array (or wp.clone the input before changing it), or "
+                       "create the Tape with check_overwrites='warn' or 'off'.")
+                if self.check_overwrites == "error":
+                    raise OverwriteError(msg)
+                warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def _in_chain(launches: list, k: int, a: Any) -> bool:
+    """Whether array `a`, read by launches[k], is a result of an earlier recorded launch, or launches[k]'s
+    results are read by a later one. Only then does an untracked change of `a` make the recorded
+    gradient inconsistent: changing a plain input of a last stage between backward passes (an optimizer
+    stepping parameters through a NumPy or torch alias, as in Warp's documented examples) gives the
+    gradient at the new values, which is what that workflow asks for."""
+    memory = _memory(a)
+    if any(memory in e.writes for e in launches[:k]):
+        return True
+    results = launches[k].writes
+    return any(_memory(b) in results for e in launches[k + 1:] for _, b, _, _ in e.reads)
+
+
+def _memory(a: Any) -> Any:
+    """What identifies the memory behind array `a`: the storage its views share (a foreign array: its
+    address)."""
+    return id(a._storage) if isinstance(a, array) else np.asarray(a).ctypes.data
+
+
+def _read_arrays(p: Any) -> list:
+    """The memory a kernel reads through argument `p`: an array, an indexedarray's data and index
+    arrays, or a foreign host array (a NumPy array passed to wp.launch); nothing for other values."""
+    if isinstance(p, array):
+        return [p]
+    if isinstance(p, indexedarray):
+        return [p.data, *(i for i in p.indices if i is not None)]
+    if hasattr(p, "__array_interface__") or hasattr(p, "__array__"):
+        return [p]
+    return []
+
+
+def _foreign_digest(a: Any, device: Any) -> int | None:
+    """A checksum of the memory a foreign host array (a NumPy array passed to wp.launch) spans."""
+    if not device.backend.host_accessible:
+        return None
+    v = np.asarray(a)
+    lo, nbytes = byte_span(v.shape, v.strides, v.itemsize)
+    return device.backend.digest(v.ctypes.data + lo, nbytes) if nbytes else None
+
+
+def _untracked_change(a: Any, version: int | None, digest: int | None, device: Any) -> bool:
+    """Whether the content of `a` differs from when a launch read it at `version` (checksum `digest`)."""
+    if not isinstance(a, array):
+        return digest is not None and _foreign_digest(a, device) != digest
+    st = a._storage
+    if digest is None and st.snapshot is not None and st.snapshot[0] == version:
+        digest = st.snapshot[1]  # exposed after the launch, with the content it read
+    return digest is not None and st.digest() != digest

@@ -190,15 +190,16 @@ class Bvh:
         return f"Bvh(boxes={n}, constructor={self.constructor.name.lower()}, device={self.device})"
 
 
-def query_type(name: str, cname: str, readable: tuple[str, ...] = ()) -> type:
-    """A value type with bvh.h's `bvh_query_t` layout (mesh face queries share it)."""
+def query_type(name: str, cname: str, iterate: str) -> type:
+    """A value type with bvh.h's `bvh_query_t` layout (mesh face queries share it); `for i in q:` loops over
+    what builtin `iterate` yields."""
     return register_value_type(name, cname, [
         ("id", T.uint64), ("kind", T.int32), ("count", T.int32), ("leaf_pos", T.int32), ("leaf_end", T.int32),
         ("a", T.vec3f), ("b", T.vec3f), ("rcp", T.vec3f), ("radius", T.float32),
-        ("stack", T.vector(BVH_STACK, T.int32))], header=HEADER, readable=readable)
+        ("stack", T.vector(BVH_STACK, T.int32))], header=HEADER, iterate=iterate)
 
 
-bvh_query_t = query_type("bvh_query_t", "lw::bvh_query_t")
+bvh_query_t = query_type("bvh_query_t", "lw::bvh_query_t", "bvh_query_next")
 
 register_handle_type(Bvh)
 export_name("Bvh", Bvh)

@@ -185,7 +185,7 @@ mesh_query_ray_t = register_value_type(
     [("result", T.bool_), ("sign", T.float32), ("face", T.int32), ("t", T.float32), ("u", T.float32),
      ("v", T.float32), ("normal", T.vec3f)],
     header=HEADER, readable=("result", "sign", "face", "t", "u", "v", "normal"))
-mesh_query_aabb_t = query_type("mesh_query_aabb_t", "lw::mesh_query_aabb_t")
+mesh_query_aabb_t = query_type("mesh_query_aabb_t", "lw::mesh_query_aabb_t", "mesh_query_next")
 _ARRAY = T.vector(8, T.uint64)  # the 64 bytes of an array descriptor, for the ctypes layout
 mesh_arrays_t = register_value_type(
     "mesh_arrays_t", "lw::mesh_arrays_t",

@@ -2,7 +2,10 @@
 
 An array is a pointer, a shape, byte strides, a dtype and a device, plus whatever keeps the memory
 alive (`_owner`). The device's backend allocates, copies and zeroes the memory; where it is host
-memory (the CPU: a NumPy buffer) `.numpy()` is a zero-copy view.
+memory (the CPU: a NumPy buffer) `.numpy()` is a zero-copy view. Arrays also view memory other
+frameworks own (anything `foreign.describe` reads: NumPy, PyTorch, JAX, CuPy...), without a copy,
+and export theirs through `__array_interface__`, `__cuda_array_interface__` and `__dlpack__`. An
+array over read-only memory (`readonly`) refuses every write.
 The same class spelled without data (`wp.array(dtype=float, ndim=2)`, `wp.array2d[float]`) is the
 annotation of a kernel parameter.
 """
@@ -11,15 +14,16 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import struct
 from typing import Any
 
 import numpy as np
 
+from . import dlpack, foreign
 from . import types as T
 from .device import Device, get_device
 from .errors import DeviceError
-
-MAX_DIMS = 4
+from .foreign import MAX_DIMS, contiguous_strides
 
 
 class ArrayDesc(ctypes.Structure):
@@ -33,19 +37,72 @@ class ArrayDesc(ctypes.Structure):
     ]
 
 
+class ArrayDescRef(tuple):
+    """A kernel argument a bridge made without an array (`wp.from_torch(t, return_ctype=True)`), cheaper to
+    make: the bytes of its `ArrayDesc` (`bytes(d)`; `d.desc` is the structure), the dtype, dimension count and
+    device launches check, and the objects whose memory it points to: the tuple (packed, dtype, ndim, device,
+    refs)."""
+
+    __slots__ = ()
+
+    def __bytes__(self) -> bytes:
+        return self[0]
+
+    @property
+    def desc(self) -> ArrayDesc:
+        return ArrayDesc.from_buffer_copy(self[0])
+
+    @property
+    def dtype(self) -> Any:
+        return self[1]
+
+    @property
+    def ndim(self) -> int:
+        return self[2]
+
+    @property
+    def device(self) -> Device:
+        return self[3]
+
+
 class _Storage:
     """What views of one allocation share: a write version (bumped by every tracked write) and who
-    wrote last, so a Tape can tell when an array it recorded was overwritten."""
+    wrote last, so a Tape can tell when an array it recorded was overwritten.
 
-    __slots__ = ("version", "writer")
+    Writes loomwork does not make bump nothing, so the storage also knows whether its memory is
+    `exposed` to them (a `.numpy()` view or `__array_interface__` was handed out, or the memory is a
+    wrapped NumPy buffer or a `ptr=`/`from_ptr` alias); a Tape then compares a checksum of the
+    memory (`digest`). When memory a Tape read while it was private (`watched`) is first exposed,
+    its checksum at that moment (the content the Tape saw, if the version is unchanged) is kept as
+    `snapshot`: (version, checksum)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("version", "writer", "exposed", "watched", "snapshot", "device", "ptr", "nbytes")
+
+    def __init__(self, device: Device | None = None, ptr: int = 0, nbytes: int = 0) -> None:
         self.version = 0
         self.writer = "Python code"
+        self.exposed = False
+        self.watched = False
+        self.snapshot: tuple[int, int | None] | None = None
+        self.device, self.ptr, self.nbytes = device, ptr, nbytes
+
+    def expose(self) -> None:
+        if not self.exposed:
+            self.exposed = True
+            if self.watched:
+                self.snapshot = (self.version, self.digest())
+
+    def digest(self) -> int | None:
+        """A checksum of the memory (None: none, or the device's backend cannot compute one)."""
+        return self.device.backend.digest(self.ptr, self.nbytes) if self.nbytes and self.device else None
 
     def bump(self, writer: str) -> None:
         self.version += 1
         self.writer = writer
+
+
+class _NoInterface(DeviceError, AttributeError):
+    """An array protocol this array's device does not offer (so `hasattr` answers False)."""
 
 
 class _Interface:
@@ -73,18 +130,26 @@ def _normalize_shape(shape: Any) -> tuple[int, ...]:
     return shape
 
 
-def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides, acc = [], itemsize
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= max(s, 1)
-    return tuple(reversed(strides))
+def byte_span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int]:
+    """Where the elements of a strided view lie: (offset of the lowest byte, bytes up to the highest)."""
+    if not all(shape):
+        return 0, 0
+    lo = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s > 0) + itemsize
+    return lo, hi - lo
 
 
 class array:  # noqa: N801 - Warp's public name
     """A typed n-dimensional array (1-D to 4-D) on a device; see the module docstring."""
 
     _default_ndim: int | None = None
+    # defaults of the attributes views made by `_wrap` leave out (__init__ sets them all)
+    _desc: bytes | None = None
+    _grad: array | None = None
+    _grad_external = False
+    requires_grad = False
+    readonly = False
+    pinned = False
 
     def __init__(
         self,
@@ -106,6 +171,7 @@ class array:  # noqa: N801 - Warp's public name
         self._grad: array | None = None
         self._grad_external = False
         self.requires_grad = False
+        self.readonly = False
         self.device: Device = get_device(device)
         self._owner: Any = owner
         self.pinned = pinned
@@ -117,11 +183,13 @@ class array:  # noqa: N801 - Warp's public name
                 dtype is not Any or data is None
             ) else None
         if data is not None:
-            self._init_from_data(data, shape, copy)
+            self._init_from_data(data, shape, copy, device)
         elif ptr is not None:
             if shape is None:
                 raise ValueError("wp.array(ptr=...) needs a shape")
             self._init_view(ptr, _normalize_shape(shape), strides, owner)
+            if not isinstance(owner, array):  # memory from elsewhere: anyone may write it
+                self._storage.expose()
         elif shape is not None:
             self._init_new(_normalize_shape(shape), zero=True)
         else:  # an annotation, or an empty array
@@ -132,7 +200,6 @@ class array:  # noqa: N801 - Warp's public name
             self.size = 0
             self.capacity = 0
             self._storage = _Storage()
-            self._inner_contiguous = True
         if ndim is not None and ndim != self.ndim:
             raise ValueError(f"array built with ndim={ndim} has shape {self.shape}")
         if requires_grad:
@@ -158,25 +225,58 @@ class array:  # noqa: N801 - Warp's public name
         self.ptr = int(ptr)
         self.shape = shape
         self.ndim = len(shape)
-        self.strides = tuple(int(s) for s in strides) if strides is not None else _contiguous_strides(
+        self.strides = tuple(int(s) for s in strides) if strides is not None else contiguous_strides(
             shape, itemsize
         )
         self.size = int(np.prod(shape))
         self.capacity = self.size * itemsize
         self._owner = owner
-        self._storage = owner._storage if isinstance(owner, array) else _Storage()
-        self._inner_contiguous = self.strides[-1] == itemsize or shape[-1] <= 1
+        if isinstance(owner, array):
+            self._storage, self.readonly = owner._storage, owner.readonly
+        else:
+            lo, nbytes = byte_span(shape, self.strides, itemsize)
+            self._storage = _Storage(self.device, self.ptr + lo, nbytes)
 
-    def _init_from_data(self, data: Any, shape: Any, copy: bool) -> None:
+    @classmethod
+    def _wrap(cls, ptr: int, dtype: Any, shape: tuple[int, ...], strides: tuple[int, ...], device: Device,
+              owner: Any, readonly: bool) -> array:
+        """An array over existing memory, made without `__init__`'s checks: the fast way bridges view a
+        buffer whose shape, strides and dtype `foreign.fit` already checked."""
+        a = object.__new__(cls)
+        size = 1
+        for n in shape:
+            size *= n
+        itemsize = _sizes.get(dtype) or _size(dtype)
+        lo, nbytes = byte_span(shape, strides, itemsize)
+        storage = _Storage(device, ptr + lo, nbytes)
+        storage.expose()  # another framework writes this memory too
+        a.__dict__ = {"device": device, "_owner": owner, "dtype": dtype, "ptr": ptr, "shape": shape, "ndim": len(shape),
+                      "strides": strides, "size": size, "capacity": size * itemsize, "_storage": storage}
+        if readonly:
+            a.readonly = True
+        return a
+
+    def _init_from_data(self, data: Any, shape: Any, copy: bool, device: Any) -> None:
         if self.dtype is not None and T.is_struct_type(self.dtype):
             self._init_structs(data, shape)
             return
         if isinstance(data, array):
-            src = data.numpy()
+            src = data._host()
             if self.dtype is None:
                 self.dtype = data.dtype
+        elif isinstance(data, np.ndarray) and copy:
+            src = data
+        elif isinstance(data, np.ndarray) or (
+                not isinstance(data, list | tuple | T._CompositeMixin) and foreign.is_foreign_array(data)):
+            buf = foreign.describe(data, self.device)
+            backend = buf.device.backend
+            if not copy or backend.cuda_array_interface or not backend.host_accessible:  # device memory is viewed
+                self._init_alias(buf, shape, device)  # in place, as in Warp
+                return
+            src = np.asarray(_Interface(_interface_dict(buf.ptr, buf.shape, buf.strides, buf.scalar.np_dtype.str,
+                                                        buf.readonly), buf.owner))
         else:
-            src = data if isinstance(data, np.ndarray) else _as_numpy(data, self.dtype)
+            src = _as_numpy(data, self.dtype)
         if self.dtype is None:
             self.dtype = T.dtype_from_numpy(src.dtype)
         st = T.elem_scalar(self.dtype)
@@ -187,15 +287,29 @@ class array:  # noqa: N801 - Warp's public name
         outer = src.shape[: src.ndim - len(inner)] or (1,)
         src = src.reshape(outer + inner)
         _normalize_shape(outer)
-        in_place = not copy and isinstance(data, np.ndarray) and self.device.backend.host_accessible
-        if in_place and src.dtype == st.np_dtype:
-            item_strides = src.strides[len(outer):]
-            expect = _contiguous_strides(inner, st.size)[:len(inner)] if inner else ()
-            if item_strides == expect:
-                self._init_view(src.ctypes.data, outer, src.strides[: len(outer)], src)
-                return
         self._init_new(outer, zero=False)
-        self.numpy()[...] = T.to_storage(st, src, raw_bits=True)
+        self._host()[...] = T.to_storage(st, src, raw_bits=True)
+
+    def _init_alias(self, buf: foreign.Buffer, shape: Any, device: Any) -> None:
+        """View `buf` in place (copy=False, or CUDA memory): the dtype must fit it and the device be its own."""
+        if device is not None and self.device != buf.device:
+            raise DeviceError(f"wp.array: the {buf.source} is on {buf.device}, not {self.device}; with copy=False "
+                              "an array views the data where it is (pass copy=True to copy it)")
+        if self.dtype is None:
+            self.dtype = buf.scalar
+        self.device = buf.device
+        dims, strides = foreign.fit(buf, self.dtype, "wp.array(..., copy=False)")
+        if shape is not None:
+            dims = _normalize_shape(shape)
+            if strides != contiguous_strides(tuple(int(s) for s in buf.shape[:len(strides)]), T.type_size(self.dtype)):
+                raise ValueError(f"wp.array(..., copy=False): a new shape {dims} needs contiguous data")
+            if int(np.prod(dims)) != int(np.prod(buf.shape[:len(strides)])):
+                raise ValueError(f"wp.array(..., copy=False): shape {dims} does not match the data's "
+                                 f"{tuple(buf.shape)}")
+            strides = None
+        self._init_view(buf.ptr, dims, strides, buf.owner)
+        self._storage.expose()  # the other framework writes it too
+        self.readonly = buf.readonly
 
     def _init_structs(self, data: Any, shape: Any) -> None:
         """An array of structs from a sequence of struct instances (or a NumPy array of records)."""
@@ -210,7 +324,7 @@ class array:  # noqa: N801 - Warp's public name
                                     f"got {type(x).__name__}")
             records = np.frombuffer(b"".join(bytes(x._pack()) for x in items), dtype=record)
         self._init_new(_normalize_shape(shape if shape is not None else records.shape or (records.size,)), zero=False)
-        self.numpy()[...] = records.reshape(self.shape)
+        self._host()[...] = records.reshape(self.shape)
 
     # -- the array as a value -------------------------------------------------------------
 
@@ -219,7 +333,7 @@ class array:  # noqa: N801 - Warp's public name
 
     @property
     def is_contiguous(self) -> bool:
-        return self.strides == _contiguous_strides(self.shape, T.type_size(self.dtype))
+        return self.strides == contiguous_strides(self.shape, T.type_size(self.dtype))
 
     @property
     def grad(self) -> array | None:
@@ -234,43 +348,115 @@ class array:  # noqa: N801 - Warp's public name
         self._desc = None
 
     def _desc_bytes(self) -> bytes:
-        """The packed `ArrayDesc` passed to kernels (cached: the metadata never changes)."""
+        """The packed `ArrayDesc` passed to kernels (cached, since the metadata never changes, except for
+        read-only arrays: launches check each time that no kernel writes them)."""
         d = self._desc
         if d is None:
-            desc = ArrayDesc()
             empty = self.size == 0  # an empty array reads as null in kernels (wp.unot, `if arr:`)
-            desc.data = 0 if empty else self.ptr or 0
-            desc.grad = (self._grad.ptr or 0) if self._grad is not None and not empty else 0
-            for i, (s, st) in enumerate(zip(self.shape, self.strides, strict=True)):
-                desc.shape[i] = s
-                desc.strides[i] = st
-            d = self._desc = bytes(desc)
+            grad = (self._grad.ptr or 0) if self._grad is not None and not empty else 0
+            d = pack_desc(0 if empty else self.ptr or 0, grad, self.shape, self.strides)
+            if not self.readonly:
+                self._desc = d
         return d
+
+    def _check_writable(self, what: str) -> None:
+        if self.readonly:
+            raise ValueError(f"{what}: the array is read-only (it views memory its owner exported read-only)")
+
+    def _interface(self, protocol: str) -> dict:
+        """The dict of `__array_interface__` / `__cuda_array_interface__` (vectors add trailing dimensions)."""
+        if T.is_struct_type(self.dtype):  # a structured view, one record per struct
+            record = np.dtype(self.dtype._ctype)
+            iface = _interface_dict(self.ptr or 0, self.shape, self.strides, f"|V{record.itemsize}", self.readonly)
+            iface["descr"] = record.descr
+            return iface
+        st = T.elem_scalar(self.dtype)
+        inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
+        return _interface_dict(self.ptr or 0, self.shape + inner, self.strides + contiguous_strides(inner, st.size),
+                               _typestr(st), self.readonly)
 
     @property
     def __array_interface__(self) -> dict:
-        self._check_host("__array_interface__")
-        if T.is_struct_type(self.dtype):  # a structured NumPy view, one record per struct
-            record = np.dtype(self.dtype._ctype)
-            return {"version": 3, "shape": self.shape, "strides": self.strides, "typestr": f"|V{record.itemsize}",
-                    "descr": record.descr, "data": (self.ptr or 0, False)}
+        """NumPy's protocol, for arrays in host memory (read-only arrays say so)."""
+        if not self.device.backend.host_accessible:
+            raise _NoInterface(f"__array_interface__ on device {self.device} is not supported yet")
+        self._storage.expose()
+        return self._interface("__array_interface__")
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA array protocol (version 3, with the stream consumers order their work after), for arrays
+        in CUDA device memory; CuPy, Numba and PyTorch view them in place."""
+        backend = self.device.backend
+        if not backend.cuda_array_interface:
+            raise _NoInterface(f"__cuda_array_interface__: array is on {self.device}, not a CUDA device")
+        self._storage.expose()
+        iface = self._interface("__cuda_array_interface__")
+        iface["stream"] = backend.current_stream()
+        return iface
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """The DLPack (device type, device id) of this array's memory."""
+        kind = self.device.backend.dlpack_device_type
+        if kind is None:
+            raise BufferError(f"arrays on {self.device} cannot be exchanged through DLPack")
+        return kind, max(self.device.ordinal, 0)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None, dl_device: Any = None,
+                   copy: bool | None = None) -> Any:
+        """A DLPack capsule of this array (the Python array API's protocol): versioned when the consumer
+        reads DLPack 1.x (`max_version`), which can also mark it read-only. The consumer's `stream`
+        is made to wait for the work queued on ours. `copy=True` exports a copy; `dl_device` another
+        device (a copy too, so `copy=False` refuses it)."""
+        flags = 0
+        src = self
+        if dl_device is not None and tuple(int(x) for x in dl_device) != self.__dlpack_device__():
+            if copy is False:
+                raise BufferError(f"__dlpack__: the array is on {self.device}; copy=False cannot move it to DLPack "
+                                  f"device {tuple(dl_device)}")
+            src, flags = self.clone(device=foreign.dlpack_device(*dl_device)), dlpack.IS_COPIED
+        elif copy:
+            src, flags = self.clone(), dlpack.IS_COPIED
+        if stream is not None and stream != -1:
+            src.device.backend.wait_stream(stream, None)
+        return src._capsule(versioned=max_version is not None and max_version[0] >= 1, flags=flags)
+
+    def _capsule(self, versioned: bool, flags: int = 0) -> Any:
+        if self.readonly:
+            if not versioned:
+                raise BufferError("a read-only array is exported only to DLPack 1.x consumers (max_version=(1, 0) "
+                                  "or later), whose capsules can say it is read-only")
+            flags |= dlpack.READ_ONLY
+        layout = self.__dict__.get("_dlpack") or self._dlpack_layout()
+        self._storage.expose()
+        return dlpack.export_capsule(self.ptr or 0, layout, self, versioned, flags)
+
+    def _dlpack_layout(self) -> dlpack.Export:
+        """What DLPack exports of this array say besides the address (the metadata never changes)."""
+        if T.is_struct_type(self.dtype):
+            raise BufferError(f"arrays of {T.type_name(self.dtype)} (a struct) have no DLPack data type")
         st = T.elem_scalar(self.dtype)
+        if any(s % st.size for s in self.strides):
+            raise BufferError(f"array strides {self.strides} bytes are not whole {T.type_name(st)} elements")
         inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
-        inner_strides = _contiguous_strides(inner, st.size) if inner else ()
-        return {
-            "version": 3,
-            "shape": self.shape + inner,
-            "strides": self.strides + inner_strides,
-            "typestr": _typestr(st),
-            "data": (self.ptr or 0, False),
-        }
+        strides = tuple(s // st.size for s in self.strides + contiguous_strides(inner, st.size))
+        layout = self._dlpack = dlpack.Export(self.shape + inner, strides, st, self.__dlpack_device__())
+        return layout
 
     def numpy(self) -> np.ndarray:
         """A NumPy view of the data (zero-copy on the CPU); vectors add trailing dimensions."""
+        if self.ptr is not None:
+            self._storage.expose()
+        return self._host()
+
+    def _host(self) -> np.ndarray:
+        """`numpy()` for loomwork's own use: the view does not leave it, so the memory stays unexposed."""
         if self.ptr is None:
             inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
             return np.zeros(self.shape + inner, dtype=T.elem_scalar(self.dtype).np_dtype)
-        return np.asarray(_Interface(self.__array_interface__, self))
+        if not self.device.backend.host_accessible:
+            raise _NoInterface(f"__array_interface__ on device {self.device} is not supported yet")
+        return np.asarray(_Interface(self._interface("__array_interface__"), self))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy()
@@ -278,7 +464,7 @@ class array:  # noqa: N801 - Warp's public name
 
     def list(self) -> list:
         """The elements as a Python list (vectors and matrices as their types)."""
-        flat = T.from_storage(T.elem_scalar(self.dtype), self.numpy()).reshape(
+        flat = T.from_storage(T.elem_scalar(self.dtype), self._host()).reshape(
             (self.size,) + (self.dtype._shape_ if T.is_composite(self.dtype) else ()))
         if T.is_composite(self.dtype):
             return [self.dtype(x) for x in flat]
@@ -291,7 +477,7 @@ class array:  # noqa: N801 - Warp's public name
         return f"array(shape={self.shape}, dtype={T.type_name(self.dtype)}, device={self.device})"
 
     def __str__(self) -> str:
-        return str(T.from_storage(T.elem_scalar(self.dtype), self.numpy())) if self.ptr is not None else repr(self)
+        return str(T.from_storage(T.elem_scalar(self.dtype), self._host())) if self.ptr is not None else repr(self)
 
     # -- views ----------------------------------------------------------------------------
 
@@ -302,7 +488,7 @@ class array:  # noqa: N801 - Warp's public name
             raise IndexError(f"too many indices ({len(key)}) for an array of {self.ndim} dimensions")
         if all(isinstance(k, int | np.integer) for k in key) and len(key) == self.ndim:
             self._check_host("element access")
-            v = T.from_storage(T.elem_scalar(self.dtype), self.numpy()[key])
+            v = T.from_storage(T.elem_scalar(self.dtype), self._host()[key])
             return self.dtype(v) if T.is_composite(self.dtype) else v.item()
         ptr, shape, strides = self.ptr or 0, [], []
         for dim, k in enumerate(key + (slice(None),) * (self.ndim - len(key))):
@@ -330,8 +516,9 @@ class array:  # noqa: N801 - Warp's public name
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check_host("element assignment")
+        self._check_writable("element assignment")
         self._storage.bump("element assignment")
-        self.numpy()[key] = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
+        self._host()[key] = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
             value.numpy_value() if isinstance(value, T._CompositeMixin) else value))
 
     def reshape(self, shape: Any) -> array:
@@ -378,23 +565,25 @@ class array:  # noqa: N801 - Warp's public name
     def fill_(self, value: Any) -> array:
         """Set every element to `value` (a scalar, or a vector/matrix for such dtypes)."""
         self._check_host("fill_")
+        self._check_writable("fill_")
         self._storage.bump("fill_()")
         if self.size and T.is_struct_type(self.dtype):
             record = value._pack() if isinstance(value, self.dtype) else None
             if record is None and value != 0:
                 raise TypeError(f"fill_ of an array of {self.dtype.__name__} takes a {self.dtype.__name__} or 0")
-            self.numpy()[...] = np.frombuffer(bytes(record), dtype=np.dtype(self.dtype._ctype))[0] if record else 0
+            self._host()[...] = np.frombuffer(bytes(record), dtype=np.dtype(self.dtype._ctype))[0] if record else 0
             return self
         if self.size:
             v = np.asarray(value.numpy_value() if isinstance(value, T._CompositeMixin) else
                            value.value if isinstance(value, T.ScalarType) else value)
-            self.numpy()[...] = T.to_storage(T.elem_scalar(self.dtype), v)
+            self._host()[...] = T.to_storage(T.elem_scalar(self.dtype), v)
         return self
 
     fill = fill_
 
     def zero_(self) -> array:
         """Set every element to zero (contiguous arrays by the device's backend: large ones on every CPU core)."""
+        self._check_writable("zero_")
         if self.ptr is not None and self.is_contiguous:
             self._storage.bump("zero_()")
             self.device.backend.zero(self.ptr, self.size * T.type_size(self.dtype))
@@ -404,14 +593,15 @@ class array:  # noqa: N801 - Warp's public name
     def assign(self, src: Any) -> array:
         """Copy the values of `src` (an array, NumPy array or sequence of matching shape) into this array."""
         self._check_host("assign")
+        self._check_writable("assign")
         self._storage.bump("assign()")
         st = T.elem_scalar(self.dtype)
         if isinstance(src, array):  # bits when the types agree, values otherwise
             src_st = T.elem_scalar(src.dtype)
-            values = src.numpy() if src_st is st else T.from_storage(src_st, src.numpy())
+            values = src._host() if src_st is st else T.from_storage(src_st, src._host())
         else:
             values = np.asarray(src)
-        dst = self.numpy()
+        dst = self._host()
         if values.size != dst.size:
             raise ValueError(f"assign: source has {values.size} values, array has {dst.size}")
         dst[...] = T.to_storage(st, values.reshape(dst.shape), raw_bits=True)
@@ -420,11 +610,39 @@ class array:  # noqa: N801 - Warp's public name
     def clone(self, device: Any = None, requires_grad: bool | None = None) -> array:
         """A contiguous copy, on `device` (default: the same device)."""
         rg = self.requires_grad if requires_grad is None else requires_grad
-        return array(self.numpy(), dtype=self.dtype, device=device or self.device, requires_grad=rg)
+        return array(self._host(), dtype=self.dtype, device=device or self.device, requires_grad=rg)
 
     def to(self, device: Any) -> array:
         """This array on `device` (itself when already there)."""
         return self if get_device(device) == self.device else self.clone(device=device)
+
+
+_sizes: dict[Any, int] = {}  # dtype -> bytes per element, for `_wrap`
+
+
+def _size(dtype: Any) -> int:
+    n = _sizes[dtype] = T.type_size(dtype)
+    return n
+
+
+def _interface_dict(ptr: int, shape: tuple, strides: tuple, typestr: str, readonly: bool) -> dict:
+    return {"version": 3, "shape": shape, "strides": strides, "typestr": typestr, "data": (ptr, readonly)}
+
+
+DESC = struct.Struct("<QQ4i4q")  # the bytes of an ArrayDesc: data, grad, shape[4], strides[4]
+#: DESC_PACK[n](data, grad, *shape, *strides): the bytes of an ArrayDesc of n dimensions (zeros in the rest)
+DESC_PACK = [None] + [struct.Struct(f"<QQ{n}i{4 * (4 - n)}x{n}q{8 * (4 - n)}x").pack for n in range(1, MAX_DIMS + 1)]
+
+
+def pack_desc(data: int, grad: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> bytes:
+    """The bytes of an `ArrayDesc` (the native `lw::array_t`)."""
+    return DESC_PACK[len(shape)](data, grad, *shape, *strides)
+
+
+def over_buffer(buf: foreign.Buffer, dtype: Any, what: str) -> array:
+    """A zero-copy array of `dtype` over a foreign buffer (checked by `foreign.fit`, whose errors name `what`)."""
+    shape, strides = foreign.fit(buf, dtype, what)
+    return array._wrap(buf.ptr, dtype, shape, strides, buf.device, buf.owner, buf.readonly)
 
 
 def _as_numpy(data: Any, dtype: Any) -> np.ndarray:
@@ -486,7 +704,7 @@ class indexedarray:  # noqa: N801 - Warp's public name
             idx = idx if isinstance(idx, array) else array(np.asarray(idx, dtype=np.int32), dtype=T.int32)
             if idx.dtype is not T.int32 or idx.ndim != 1 or not idx.is_contiguous:
                 raise TypeError(f"indexedarray: indices of dimension {d} must be a contiguous 1-D int32 array")
-            values = idx.numpy()
+            values = idx._host()
             if values.size and (values.min() < 0 or values.max() >= data.shape[d]):
                 raise IndexError(f"indexedarray: indices of dimension {d} must lie in [0, {data.shape[d]})")
             self.indices.append(idx)
@@ -511,8 +729,8 @@ class indexedarray:  # noqa: N801 - Warp's public name
 
     def numpy(self) -> np.ndarray:
         """A copy of the selected elements, gathered with NumPy."""
-        sel = tuple(idx.numpy() if idx is not None else slice(None) for idx in self.indices)
-        return self.data.numpy()[np.ix_(*[s if isinstance(s, np.ndarray) else np.arange(n)
+        sel = tuple(idx._host() if idx is not None else slice(None) for idx in self.indices)
+        return self.data._host()[np.ix_(*[s if isinstance(s, np.ndarray) else np.arange(n)
                                           for s, n in zip(sel, self.data.shape, strict=False)])]
 
     def __len__(self) -> int:
@@ -623,6 +841,7 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
         raise TypeError("wp.copy takes two arrays")
     if T.type_size(dest.dtype) != T.type_size(src.dtype):
         raise TypeError(f"wp.copy: element sizes differ ({T.type_name(src.dtype)} -> {T.type_name(dest.dtype)})")
+    dest._check_writable("wp.copy")
     dest._storage.bump("wp.copy()")
     count = count or src.size - src_offset
     if src_offset + count > src.size or dest_offset + count > dest.size or min(count, src_offset, dest_offset) < 0:
@@ -636,11 +855,11 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
         return
     dest._check_host("copy")
     src._check_host("copy")
-    d = dest.numpy().reshape((dest.size,) + dest.numpy().shape[dest.ndim:])
-    s = src.numpy().reshape((src.size,) + src.numpy().shape[src.ndim:])
+    d = dest._host().reshape((dest.size,) + dest._host().shape[dest.ndim:])
+    s = src._host().reshape((src.size,) + src._host().shape[src.ndim:])
     d[dest_offset:dest_offset + count] = s[src_offset:src_offset + count].reshape(d[:count].shape)
     if not dest.is_contiguous:
-        dest.numpy()[...] = d.reshape(dest.numpy().shape)
+        dest._host()[...] = d.reshape(dest._host().shape)
 
 
 def from_ptr(ptr: int, length: int = 0, dtype: Any = float, shape: Any = None, device: Any = None) -> array:
@@ -652,7 +871,7 @@ def from_ptr(ptr: int, length: int = 0, dtype: Any = float, shape: Any = None, d
 
 def from_numpy(arr: Any, dtype: Any = None, shape: Any = None, device: Any = None,
                requires_grad: bool = False) -> array:
-    """A new array holding a copy of NumPy array `arr` (dtype inferred when not given)."""
-    a = np.asarray(arr)
-    return array(a, dtype=dtype if dtype is not None else Any, shape=shape, device=device,
+    """A new array holding a copy of `arr` (a NumPy array or any object with an array protocol, read in
+    place before the copy; dtype inferred when not given)."""
+    return array(arr, dtype=dtype if dtype is not None else Any, shape=shape, device=device,
                  requires_grad=requires_grad)

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-#: `struct` format of `lw::launch_t` (size, ndim, dims[4], padding): ends every launch header
-LAUNCH_T = "q6i"
+#: `struct` format of `lw::launch_t` (size, ndim, dims[4], padding, error record address): ends every
+#: launch header
+LAUNCH_T = "q6iQ"
 
 
 class ErrorRecord(ctypes.Structure):
@@ -24,6 +25,19 @@ class ErrorRecord(ctypes.Structure):
 
     _fields_ = [("code", ctypes.c_int32), ("site", ctypes.c_int32), ("index", ctypes.c_int64),
                 ("extent", ctypes.c_int64)]
+
+
+class FaultSlot(ABC):
+    """Where the debug-mode launches one Python thread makes on one device report their first fault.
+
+    Its `address` (device memory) travels in each launch header (`lw::launch_t.error`), so launches
+    from two threads, of the same module too, never see each other's faults."""
+
+    address: int
+
+    @abstractmethod
+    def take(self) -> ErrorRecord | None:
+        """The fault recorded by this thread's launches since the last `take` (None: none), cleared."""
 
 
 class BuildOptions:
@@ -38,21 +52,19 @@ class BuildOptions:
 class Launcher:
     """How to run one kernel entry, bound once when its module loads so a launch looks nothing up.
 
-    `header(size, dims)` gives the values packed (in the backend's `launch_format`) ahead of the
-    kernel's argument block for a grid of `dims` (`size` threads in all); `launch(blob)` runs the
+    `header(size, dims, fault=0)` gives the values packed (in the backend's `launch_format`) ahead of
+    the kernel's argument block for a grid of `dims` (`size` threads in all); `fault` is the address
+    of a `FaultSlot` (debug builds report there; release builds ignore it). `launch(blob)` runs the
     packed block."""
 
     __slots__ = ("header", "launch")
 
-    def __init__(self, header: Callable[[int, tuple[int, ...]], tuple], launch: Callable[[bytes], None]) -> None:
+    def __init__(self, header: Callable[..., tuple], launch: Callable[[bytes], None]) -> None:
         self.header, self.launch = header, launch
 
 
 class Program(ABC):
     """A module's compiled code, loaded on one device."""
-
-    #: the module's fault record (written by debug-mode launches, read after each of them)
-    error: ErrorRecord
 
     @abstractmethod
     def kernel(self, name: str) -> Launcher:
@@ -71,6 +83,21 @@ class Backend(ABC):
     host_accessible: bool
     #: `struct` format (no byte order) of a launch header; the kernel's argument block follows it
     launch_format: str
+    #: the DLPack device type of its memory (kDLCPU = 1, kDLCUDA = 2); None: it is not exchanged by DLPack
+    dlpack_device_type: int | None = None
+    #: whether other frameworks reach its memory through `__cuda_array_interface__` (CUDA device memory)
+    cuda_array_interface: bool = False
+
+    def current_stream(self) -> int | None:
+        """The handle of the stream this device's work is queued on now, which exchanges with other
+        frameworks are ordered against (DLPack's `stream`); None where work completes in order (the CPU)."""
+        return None
+
+    def wait_stream(self, waiter: int | None, producer: int | None) -> None:
+        """Make stream `waiter` wait for the work queued so far on stream `producer` (None: this device's
+        current stream), so memory shared with another framework is read only once written. Devices
+        whose launches complete before they return have nothing to order."""
+        return None
 
     @abstractmethod
     def device_name(self) -> str:
@@ -99,3 +126,12 @@ class Backend(ABC):
     @abstractmethod
     def synchronize(self) -> None:
         """Wait until the work queued on this device is done."""
+
+    @abstractmethod
+    def fault_slot(self) -> FaultSlot:
+        """The calling Python thread's fault slot on this device (made on first use)."""
+
+    def digest(self, ptr: int, nbytes: int) -> int | None:
+        """A checksum of `nbytes` of device memory at `ptr` that changes when their content does (None:
+        this backend has none). Tapes use it to see writes made through memory aliases they cannot track."""
+        return None

@@ -1,9 +1,8 @@
-"""Native builds: the system C++ compiler for the CPU, NVRTC for CUDA, and the on-disk cache.
+"""Native builds: the system C++ compiler for the CPU, NVRTC for CUDA, each artifact kept in the cache.
 
 Every artifact lives in `<cache>/<name>-<hash>/`, where the hash covers everything that affects
-the binary (source text, native header, flags, compiler identity). A build is written into a
-private temporary folder and renamed into place, so a concurrent process sees a finished build or
-none, and a failed build leaves nothing behind.
+the binary (source text, native header, flags, compiler identity). `cache.py` decides whether an
+entry can be trusted and used, and publishes new ones whole.
 """
 
 from __future__ import annotations
@@ -14,12 +13,11 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
+from . import cache as kernel_cache
 from .errors import CompileError
 from .extensions import registry
 
@@ -100,52 +98,28 @@ def source_key(source: str, debug: bool) -> str:
     return "\n".join(line for line in source.split("\n") if not line.startswith("#line "))
 
 
-def _publish(tmp: Path, final: Path) -> None:
-    """Move a finished build folder into place; if another process got there first, keep theirs."""
-    try:
-        os.rename(tmp, final)
-    except OSError:
-        if not final.exists():
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-@contextmanager
-def _staged(cache_dir: str, stem: str, folder: Path):
-    """A private folder to build in, renamed to `folder` when the block succeeds and removed either way."""
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{stem}-", dir=cache_dir))
-    try:
-        yield tmp
-        _publish(tmp, folder)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
 def build_cpu(source: str, name: str, cache_dir: str, debug: bool, fast_math: bool, verbose: bool,
               what: str) -> Path:
     """Compile `source` to a shared library (or find it cached) and return its path."""
     flags = cpu_flags(debug, fast_math)
-    digest = content_hash(source_key(source, debug), header_hash(), " ".join(flags), compiler_identity())
-    folder = Path(cache_dir) / f"{name}-{digest}"
-    lib = folder / "module.so"
-    if lib.exists():
-        return lib
-    t0 = time.perf_counter()
-    with _staged(cache_dir, name, folder) as tmp:
-        (tmp / "module.cpp").write_text(source)
+    digest = content_hash(kernel_cache.FORMAT, source_key(source, debug), header_hash(), " ".join(flags),
+                          compiler_identity())
+
+    def compile_into(folder: Path) -> None:
+        t0 = time.perf_counter()
+        (folder / "module.cpp").write_text(source)
         includes = [f"-I{d}" for d in (NATIVE_DIR, *registry.include_dirs())]
         cmd = [find_compiler(), *flags, *includes, "module.cpp", "-o", "module.so"]
-        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompileError(
                 f"the C++ compiler failed on {what}:\n{_trim(proc.stderr)}\n"
                 f"command: {' '.join(cmd)}\n(set wp.config.print_source = True to see the generated code)"
             )
-    if verbose:
-        print(f"loomwork: built {what} for cpu in {(time.perf_counter() - t0) * 1e3:.0f} ms", file=sys.stderr)
-    return lib
+        if verbose:
+            print(f"loomwork: built {what} for cpu in {(time.perf_counter() - t0) * 1e3:.0f} ms", file=sys.stderr)
+
+    return kernel_cache.cached(cache_dir, f"{name}-{digest}", "module.so", compile_into, what)
 
 
 def _trim(text: str, limit: int = 4000) -> str:
@@ -186,34 +160,34 @@ def build_cuda(source: str, name: str, cache_dir: str, arch: int, debug: bool, f
     if fast_math:
         opts.append("--use_fast_math")
     err, version_major, version_minor = nvrtc.nvrtcVersion()
-    digest = content_hash(source_key(source, debug), header_hash(), " ".join(opts),
+    digest = content_hash(kernel_cache.FORMAT, source_key(source, debug), header_hash(), " ".join(opts),
                           f"nvrtc{version_major}.{version_minor}")
-    folder = Path(cache_dir) / f"{name}-cuda-{digest}"
-    out = folder / f"module.sm_{arch}.cubin"
-    if out.exists():
-        return out
-    t0 = time.perf_counter()
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"module.cu", 0, [], [])
-    _nvrtc_check(nvrtc, err, "nvrtcCreateProgram")
-    try:
-        # extension headers are hashed through their digests in the source's include lines
-        opts += [f"--include-path={d}" for d in registry.include_dirs()]
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise CompileError(f"NVRTC failed to compile {what} for sm_{arch}:\n{_trim(_nvrtc_log(nvrtc, prog))}")
-        err, size = nvrtc.nvrtcGetCUBINSize(prog)
-        _nvrtc_check(nvrtc, err, "nvrtcGetCUBINSize")
-        binary = b" " * size
-        (err,) = nvrtc.nvrtcGetCUBIN(prog, binary)
-        _nvrtc_check(nvrtc, err, "nvrtcGetCUBIN")
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-    with _staged(cache_dir, name, folder) as tmp:
-        (tmp / "module.cu").write_text(source)
-        (tmp / out.name).write_bytes(binary)
-    if verbose:
-        print(f"loomwork: built {what} for sm_{arch} in {(time.perf_counter() - t0) * 1e3:.0f} ms", file=sys.stderr)
-    return out
+    artifact = f"module.sm_{arch}.cubin"
+
+    def compile_into(folder: Path) -> None:
+        t0 = time.perf_counter()
+        err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"module.cu", 0, [], [])
+        _nvrtc_check(nvrtc, err, "nvrtcCreateProgram")
+        try:
+            # extension headers are hashed through their digests in the source's include lines
+            args = opts + [f"--include-path={d}" for d in registry.include_dirs()]
+            (err,) = nvrtc.nvrtcCompileProgram(prog, len(args), [o.encode() for o in args])
+            if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+                raise CompileError(f"NVRTC failed to compile {what} for sm_{arch}:\n{_trim(_nvrtc_log(nvrtc, prog))}")
+            err, size = nvrtc.nvrtcGetCUBINSize(prog)
+            _nvrtc_check(nvrtc, err, "nvrtcGetCUBINSize")
+            binary = b" " * size
+            (err,) = nvrtc.nvrtcGetCUBIN(prog, binary)
+            _nvrtc_check(nvrtc, err, "nvrtcGetCUBIN")
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+        (folder / "module.cu").write_text(source)
+        (folder / artifact).write_bytes(binary)
+        if verbose:
+            print(f"loomwork: built {what} for sm_{arch} in {(time.perf_counter() - t0) * 1e3:.0f} ms",
+                  file=sys.stderr)
+
+    return kernel_cache.cached(cache_dir, f"{name}-cuda-{digest}", artifact, compile_into, what)
 
 
 def _nvrtc_log(nvrtc, prog) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import re
 from typing import Any
 
 from . import builtins as B
@@ -112,16 +113,84 @@ def print_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     bld.emit(ir.Print(" ".join(parts) + "\n", tuple(args), line=bld.cur_line))
 
 
+# %[flags][width][.precision][length]conversion
+_DIRECTIVE = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d*))?"
+                        r"(?P<len>hh|h|ll|l|z|j|t|L)?(?P<conv>[a-zA-Z%])")
+_INT_CONVERSIONS, _FLOAT_CONVERSIONS = "diuoxXc", "fFeEgGaA"
+
+
 @call_form("printf")
 def printf_call(bld: Builder, node: ast.Call, obj: Any) -> None:
-    """wp.printf(fmt, *args): a C format string; one directive per scalar argument."""
+    """wp.printf(fmt, *args): a C format string, one directive per scalar argument. Each directive is
+    checked against its argument's kind (integer or float) at compile time, and its length rewritten to
+    fit the value as passed (an int64 given to %d prints as %lld), so printf never reads past what it
+    was given."""
     if not node.args or not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
         bld.error(node, KernelTypeError, "wp.printf takes a constant format string first")
-    args = [bld.materialize(bld.value(a)) for a in node.args[1:]]
-    for a, n in zip(args, node.args[1:], strict=True):
-        if not T.is_scalar(a.type):
-            bld.error(n, KernelTypeError, f"wp.printf arguments must be scalars, got {T.type_name(a.type)}")
-    bld.emit(ir.Print(node.args[0].value, tuple(args), line=bld.cur_line))
+    fmt = node.args[0].value
+    values = [(bld.materialize(bld.value(a)), a) for a in node.args[1:]]
+    for v, a in values:
+        if not T.is_scalar(v.type):
+            bld.error(a, KernelTypeError, f"wp.printf arguments must be scalars, got {T.type_name(v.type)}")
+    pending = list(values)
+    out, args, pos = [], [], 0
+
+    def take(what: str) -> tuple[Operand, ast.expr]:
+        if not pending:
+            bld.error(node, KernelTypeError, f"wp.printf: the format needs more arguments than the "
+                      f"{len(values)} given ({what} has none)")
+        return pending.pop(0)
+
+    def integer(what: str, wide: bool) -> Operand:
+        v, a = take(what)
+        if not T.is_int(v.type) and v.type is not T.bool_:
+            bld.error(a, KernelTypeError, f"wp.printf: {what} takes an integer, got {T.type_name(v.type)} "
+                      "(convert it, e.g. int(x))")
+        t = (T.uint64 if v.type in (T.uint64, T.uint32) else T.int64) if wide else T.int32
+        return v if v.type == t else bld.assign_temp(ir.Construct(t, (v,)), t)
+
+    while (start := fmt.find("%", pos)) >= 0:
+        out.append(fmt[pos:start])
+        m = _DIRECTIVE.match(fmt, start)
+        if m is None or (m["conv"] == "%" and m.end() - start > 2):
+            bld.error(node.args[0], KernelTypeError, f"wp.printf: {fmt[start:start + 4]!r} is not a "
+                      "directive this format understands (write %% for a percent sign)")
+        pos = m.end()
+        conv, length, what = m["conv"], m["len"] or "", repr(m.group())
+        if conv == "%":
+            out.append("%%")
+            continue
+        if m["width"] == "*":
+            args.append(integer(f"the * width of {what}", wide=False))
+        if m["prec"] == "*":
+            args.append(integer(f"the * precision of {what}", wide=False))
+        if conv in _INT_CONVERSIONS and length != "L":
+            if length in ("h", "hh") or conv == "c":  # printed narrower on purpose: passed as an int
+                args.append(integer(what, wide=False))
+            else:  # a 64-bit value, or a long asked for: passed as a long long
+                nxt = pending[0][0].type if pending else None
+                wide = bool(length) or (T.is_int(nxt) and nxt.size == 8)
+                args.append(integer(what, wide))
+                length = "ll" if wide else ""
+        elif conv in _FLOAT_CONVERSIONS and length in ("", "l"):
+            v, a = take(what)
+            if not T.is_float(v.type):
+                bld.error(a, KernelTypeError, f"wp.printf: {what} takes a float, got {T.type_name(v.type)} "
+                          "(convert it, e.g. float(i))")
+            args.append(v)
+            length = ""
+        elif conv == "s":
+            bld.error(node.args[0], KernelTypeError, f"wp.printf: {what} prints a string, and kernels have no "
+                      "string values; put the text in the format itself")
+        else:
+            bld.error(node.args[0], KernelTypeError, f"wp.printf: {what} is not a directive kernels can print "
+                      "(integers: %d %i %u %o %x %X %c, with h, hh, l, ll or z; floats: %f %e %g %a)")
+        out.append(f"%{m['flags']}{m['width'] or ''}{'' if m['prec'] is None else '.' + m['prec']}{length}{conv}")
+    out.append(fmt[pos:])
+    if pending:
+        bld.error(pending[0][1], KernelTypeError, f"wp.printf: the format has no directive for this argument "
+                  f"({len(values)} arguments given)")
+    bld.emit(ir.Print("".join(out), tuple(args), line=bld.cur_line))
 
 
 @call_form("expect_near", "expect_eq")
@@ -239,7 +308,7 @@ def cast(bld: Builder, t: Any, node: ast.Call) -> Operand:
         bld.error(node, KernelTypeError, f"{t.__name__}() takes one argument")
     v = bld.value(node.args[0])
     if isinstance(v, Const):
-        return Const(_coerce(v.value, t), t)
+        return Const(bld.coerce(v.value, t, node, explicit=True), t)
     if not T.is_scalar(v.type):
         bld.error(node, KernelTypeError, f"cannot convert {T.type_name(v.type)} to {t.__name__}")
     if t is T.bool_:

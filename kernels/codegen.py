@@ -20,6 +20,7 @@ from typing import Any
 
 from . import ir
 from . import types as T
+from .builtins import Overload
 from .ir import ArrayType, Const, Var, ctype
 from .structs import is_struct, struct_differentiable
 
@@ -60,7 +61,9 @@ def literal(value: Any, t: Any) -> str:
 
 
 class Emitter:
-    """Writes C++ for IR functions. `debug` adds bounds checks that report to `lw_error`."""
+    """Writes C++ for IR functions. `debug` adds bounds checks that report to `lw_err`, the launch's error
+    record: kernel bodies take it from the launch block, and every generated function receives it as its
+    first parameter, so concurrent launches (two Python threads, one module) report separately."""
 
     def __init__(self, debug: bool) -> None:
         self.debug = debug
@@ -97,13 +100,21 @@ class Emitter:
             return literal(o.value, o.type)
         return o.name
 
+    def params(self, params: list[str]) -> str:
+        """A generated function's parameter list: debug builds lead with the error record."""
+        return ", ".join(["lw::error_t* lw_err", *params] if self.debug else params)
+
+    def args(self, args: list[str]) -> str:
+        """The arguments of a call to a generated function (see `params`)."""
+        return ", ".join(["lw_err", *args] if self.debug else args)
+
     # -- functions ---------------------------------------------------------------------------
 
     def function(self, fn: ir.Function) -> None:
         if fn.native_code is not None:
             self.native_function(fn.name, fn, fn.native_code[0])
             return
-        params = ", ".join(f"{ctype(p.type)} {p.name}" for p in fn.params)
+        params = self.params([f"{ctype(p.type)} {p.name}" for p in fn.params])
         self.out(f"static LW_DEVICE {ctype(fn.ret)} {fn.name}({params})")
         self.out("{")
         self.depth += 1
@@ -126,7 +137,7 @@ class Emitter:
             params += [f"{ctype(p.type)}& adj_{native_name(p)}" for p in fn.params if not isinstance(p.type, ArrayType)]
             if fn.ret is not None:
                 params.append(f"{ctype(fn.ret)} adj_ret")
-        self.out(f"static LW_DEVICE {ret} {name}({', '.join(params)})")
+        self.out(f"static LW_DEVICE {ret} {name}({self.params(params)})")
         self.out("{")
         if adjoint:
             for p in fn.params:
@@ -156,6 +167,8 @@ class Emitter:
         self.out(f"static LW_FORCE_INLINE void {k}_body(const lw::launch_t& L, int64_t lw_idx{params})")
         self.out("{")
         self.depth += 1
+        if self.debug:
+            self.out("lw::error_t* lw_err = L.error;")
         if fn.tid_count > 1:
             self.out("int32_t lw_tid[4];")
             self.out("lw::tid_split(L, lw_idx, lw_tid);")
@@ -189,7 +202,7 @@ class Emitter:
         self.out(f"{s.dest.name} = {self.expr(s.expr)};")
 
     def s_Store(self, s: ir.Store) -> None:
-        self.out(f"{self.element(s.array, s.indices, s.site)} = {self.op(s.value)};")
+        self.out(f"{self.reach(self.element(s.array, s.indices, s.site), s.path)} = {self.op(s.value)};")
 
     def s_Atomic(self, s: ir.Atomic) -> None:
         r = self.private.get(id(s))
@@ -197,12 +210,13 @@ class Emitter:
             self.out(f"{r.name} {'+' if s.op == 'add' else '-'}= lw::cast<{r.acc_type}>({self.op(s.value)});")
             return
         cmp = f"{self.op(s.compare)}, " if s.compare is not None else ""
-        call = f"lw::atomic_{s.op}(&{self.element(s.array, s.indices, s.site)}, {cmp}{self.op(s.value)})"
+        where = self.reach(self.element(s.array, s.indices, s.site), s.path)
+        call = f"lw::atomic_{s.op}(&{where}, {cmp}{self.op(s.value)})"
         self.out(f"{s.dest.name} = {call};" if s.dest is not None else f"{call};")
 
     def s_SetComponent(self, s: ir.SetComponent) -> None:
         t = s.var.type
-        idx = [self.op(i) for i in s.indices]
+        idx = self.component_indices(t, s.indices, s.site)
         if T.is_matrix(t) and len(idx) == 1:
             self.out(f"lw::set_row({s.var.name}, {idx[0]}, {self.op(s.value)});")
         elif T.is_matrix(t):
@@ -276,10 +290,30 @@ class Emitter:
     def element(self, arr: Any, indices: tuple, site: int) -> str:
         idx = ", ".join(self.op(i) for i in indices)
         if self.debug:
-            return f"lw::at_checked(&lw_error, {site}, {self.op(arr)}, {idx})"
+            return f"lw::at_checked(lw_err, {site}, {self.op(arr)}, {idx})"
         if self.in_kernel:
             return f"lw::atc<LW_C>({self.op(arr)}, {idx})"
         return f"lw::at({self.op(arr)}, {idx})"
+
+    def reach(self, base: str, path: tuple[ir.Part, ...]) -> str:
+        """The C++ lvalue of the part `path` leads to inside the lvalue `base` (fields, components, rows).
+        Debug builds check dynamic indices and go to a substitute when one is bad (the value stays as it
+        was); release builds clamp them (see `component_indices`)."""
+        for p in path:
+            if self.debug and any(not isinstance(i, Const) for i in p.indices):
+                fn = "row_checked" if T.is_matrix(p.of) and len(p.indices) == 1 else "comp_checked"
+                base = f"lw::{fn}(lw_err, {p.site}, {base}, {', '.join(self.op(i) for i in p.indices)})"
+                continue
+            idx = self.component_indices(p.of, p.indices, p.site) if p.indices else []
+            if p.name is not None:
+                base = f"{base}.{p.name}"
+            elif T.is_matrix(p.of) and len(idx) == 1:
+                base = f"lw::row_ref({base}, {idx[0]})"
+            elif T.is_matrix(p.of):
+                base = f"{base}.c[({idx[0]}) * {p.of._shape_[1]} + ({idx[1]})]"
+            else:
+                base = f"{base}.c[{idx[0]}]"
+        return base
 
     def expr(self, e: ir.Expr) -> str:
         return getattr(self, f"e_{type(e).__name__}")(e)
@@ -290,7 +324,8 @@ class Emitter:
     def e_Call(self, e: ir.Call) -> str:
         if getattr(e.target, "outputs", ()):
             return self.call_with_outputs(e)
-        return f"{e.target.native}({', '.join(self.op(a) for a in e.args)})"
+        args = [self.op(a) for a in e.args]
+        return f"{e.target.native}({', '.join(args) if isinstance(e.target, Overload) else self.args(args)})"
 
     def e_Load(self, e: ir.Load) -> str:
         return self.element(e.array, e.indices, e.site)
@@ -298,11 +333,26 @@ class Emitter:
     def e_View(self, e: ir.View) -> str:
         idx = [self.op(i) for i in e.indices]
         if self.debug:
-            idx = [f"lw::checked(&lw_error, -1, {i}, {self.op(e.array)}.shape[{d}])" for d, i in enumerate(idx)]
+            idx = [f"lw::checked(lw_err, {e.site}, {i}, {self.op(e.array)}.shape[{d}])" for d, i in enumerate(idx)]
         return f"lw::subview({self.op(e.array)}, {len(idx)}, {', '.join(idx)})"
 
+    def component_indices(self, t: Any, indices: tuple, site: int) -> list[str]:
+        """Indices into a vector or matrix value of type `t`: constants as they are (the front end checked
+        them), dynamic ones checked (debug builds) or clamped into range (release: a wrong index picks a
+        wrong component, never the memory beside the value)."""
+        extents = t._shape_ if len(indices) > 1 else t._shape_[:1]
+        out = []
+        for i, n in zip(indices, extents, strict=True):
+            if isinstance(i, Const):
+                out.append(self.op(i))
+            elif self.debug:
+                out.append(f"lw::checked(lw_err, {site}, {self.op(i)}, {n})")
+            else:
+                out.append(f"lw::clamped({self.op(i)}, {n})")
+        return out
+
     def e_Extract(self, e: ir.Extract) -> str:
-        idx = [self.op(i) for i in e.indices]
+        idx = self.component_indices(e.value.type, e.indices, e.site)
         if T.is_matrix(e.value.type):
             if len(idx) == 1:
                 return f"lw::row({self.op(e.value)}, {idx[0]})"
@@ -460,12 +510,6 @@ def module_source(functions: list[ir.Function], kernels: list[ir.Function], debu
         "// generated by loomwork: do not edit",
         f'#include "{HEADER_NAME}"',
         *(f'#include "{h.path.name}"  // {h.digest()}' for h in native_headers(functions + kernels)),
-        "#if LW_CUDA",
-        "__device__ lw::error_t lw_error;",
-        "#else",
-        "static lw::error_t lw_error;",
-        'LW_EXPORT lw::error_t* lw_module_error() { return &lw_error; }',
-        "#endif",
         "",
     ]
     structs = _structs_used(functions + kernels)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import build, config
-from .backend import LAUNCH_T, Backend, BuildOptions, ErrorRecord, Launcher, Program
+from .backend import LAUNCH_T, Backend, BuildOptions, ErrorRecord, FaultSlot, Launcher, Program
 
 _PARALLEL_ZERO = 1 << 20  # bytes from which zero() uses the thread pool
 
@@ -44,6 +44,8 @@ def cpu_runtime() -> ctypes.CDLL:
     lib.lw_get_num_threads.restype = ctypes.c_int
     lib.lw_zero.argtypes = [ctypes.c_void_p, ctypes.c_longlong]
     lib.lw_zero.restype = None
+    lib.lw_digest.argtypes = [ctypes.c_void_p, ctypes.c_longlong]
+    lib.lw_digest.restype = ctypes.c_uint64
     lib.lw_set_num_threads(int(config.cpu_threads or cpu_count()))
     return lib
 
@@ -92,10 +94,10 @@ def _cpu_name() -> str:
 def _launcher(fn: int, launch: Any) -> Launcher:
     """The runtime's call record (range function, size, serial threshold), then `lw::launch_t`."""
 
-    def header(size: int, dims: tuple[int, ...]) -> tuple:
+    def header(size: int, dims: tuple[int, ...], fault: int = 0) -> tuple:
         if len(dims) == 1:
-            return (fn, size, config.cpu_serial_threshold, size, 1, size, 1, 1, 1, 0)
-        return (fn, size, config.cpu_serial_threshold, size, len(dims), *dims, *(1,) * (4 - len(dims)), 0)
+            return (fn, size, config.cpu_serial_threshold, size, 1, size, 1, 1, 1, 0, fault)
+        return (fn, size, config.cpu_serial_threshold, size, len(dims), *dims, *(1,) * (4 - len(dims)), 0, fault)
 
     return Launcher(header, launch)
 
@@ -105,12 +107,26 @@ class CpuProgram(Program):
 
     def __init__(self, path: Path, launch: Any) -> None:
         self.lib = ctypes.CDLL(str(path))
-        self.lib.lw_module_error.restype = ctypes.c_void_p
-        self.error = ErrorRecord.from_address(self.lib.lw_module_error())
         self._launch = launch
 
     def kernel(self, name: str) -> Launcher:
         return _launcher(ctypes.cast(getattr(self.lib, f"{name}_cpu"), ctypes.c_void_p).value, self._launch)
+
+
+class HostFaultSlot(FaultSlot):
+    """A fault slot in host memory: launches on the CPU have finished when `launch` returns."""
+
+    def __init__(self) -> None:
+        self.record = ErrorRecord()
+        self.address = ctypes.addressof(self.record)
+
+    def take(self) -> ErrorRecord | None:
+        r = self.record
+        if not r.code:
+            return None
+        fault = ErrorRecord.from_buffer_copy(r)
+        r.code = 0
+        return fault
 
 
 class CpuBackend(Backend):
@@ -119,6 +135,7 @@ class CpuBackend(Backend):
     name = "cpu"
     host_accessible = True
     launch_format = "Qqq" + LAUNCH_T
+    dlpack_device_type = 1  # kDLCPU
 
     def device_name(self) -> str:
         return _cpu_name()
@@ -141,16 +158,28 @@ class CpuBackend(Backend):
         # subprocesses, so the two builds overlap)
         runtime_thread = None
         if not runtime_loaded():
-            runtime_thread = threading.Thread(target=_try_load_runtime, daemon=True)
+            runtime_thread = threading.Thread(target=_try_load_runtime)
             runtime_thread.start()
-        path = build.build_cpu(source, name, options.cache_dir, options.debug, options.fast_math, options.verbose,
-                               what)
-        if runtime_thread is not None:
-            runtime_thread.join()
-        return path
+        try:
+            return build.build_cpu(source, name, options.cache_dir, options.debug, options.fast_math,
+                                   options.verbose, what)
+        finally:  # also when this build fails: a runtime build cut off at exit would leave its compiler behind
+            if runtime_thread is not None:
+                runtime_thread.join()
 
     def load(self, artifact: Path) -> CpuProgram:
         return CpuProgram(artifact, cpu_runtime().lw_launch)  # cpu_runtime() raises here if its build failed
 
     def synchronize(self) -> None:
         """CPU launches complete before `launch` returns: nothing is outstanding."""
+
+    _slots = threading.local()  # each Python thread's HostFaultSlot
+
+    def fault_slot(self) -> HostFaultSlot:
+        slot = getattr(self._slots, "slot", None)
+        if slot is None:
+            slot = self._slots.slot = HostFaultSlot()
+        return slot
+
+    def digest(self, ptr: int, nbytes: int) -> int:
+        return cpu_runtime().lw_digest(ptr, nbytes)

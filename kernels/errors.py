@@ -38,6 +38,11 @@ class CompileError(LoomworkError, RuntimeError):
     """The native compiler rejected generated code, or none was found."""
 
 
+class CacheError(LoomworkError, OSError):
+    """The kernel cache cannot be used: a folder or file there that another user could have written
+    (its code would run in this process), or a folder that cannot be created."""
+
+
 class LaunchError(LoomworkError, TypeError):
     """A launch with the wrong number or types of arguments."""
 

@@ -1,7 +1,8 @@
 """Extension points the upper layers fill in when they are imported (the kernel layer never imports them).
 
 `registry.adjoint_source` generates the reverse-mode part of a module's source (set by loomwork.autodiff),
-and `registry.recorders` is the stack of active tapes that `wp.launch` reports to.
+and `registry.local.recorders` lists the tapes recording the calling thread's launches (outermost first):
+`wp.launch` reports to each of them (`start_recording` / `stop_recording` maintain it).
 
 A package above the kernel layer (geometry, for one) adds native code from its own files:
 - `register_header(path)`: a C++ header its builtins and value types are declared in. Every module
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,14 +51,39 @@ class NativeHeader:
         return h.hexdigest()[:20]
 
 
+class ThreadState(threading.local):
+    """What the registry holds for each Python thread."""
+
+    def __init__(self) -> None:
+        self.recorders: list[Any] = []
+
+
 class Registry:
     def __init__(self) -> None:
         self.adjoint_source: Callable[[list, list, bool, dict], str] | None = None
-        self.recorders: list[Any] = []
+        self.local = ThreadState()
+        self.recording = 0  # recorders active in all threads: launches look at their thread's list only if any
+        self._recording_lock = threading.Lock()
         self.headers: dict[Path, NativeHeader] = {}
         self.handle_types: tuple[type, ...] = ()
         self.exports: dict[str, Any] = {}
         self.export_listeners: list[Callable[[str, Any], None]] = []
+
+    def start_recording(self, recorder: Any) -> None:
+        """`recorder.record_launch` is called for each launch the calling thread makes from now on."""
+        with self._recording_lock:
+            self.local.recorders.append(recorder)
+            self.recording += 1
+
+    def stop_recording(self, recorder: Any) -> None:
+        """Undo `start_recording` (for the calling thread; nothing if `recorder` is not recording there)."""
+        recorders = self.local.recorders
+        for i, r in enumerate(recorders):
+            if r is recorder:
+                with self._recording_lock:
+                    del recorders[i]
+                    self.recording -= 1
+                return
 
     def include_dirs(self) -> list[Path]:
         """The folders of every registered header (compilers search them for `#include`s)."""
@@ -77,10 +104,12 @@ def register_header(path: str | Path) -> NativeHeader:
 
 
 def register_value_type(name: str, cname: str, layout: list[tuple[str, Any]], *, header: NativeHeader,
-                        readable: tuple[str, ...] = ()) -> type:
+                        readable: tuple[str, ...] = (), iterate: str | None = None) -> type:
     """A record type declared by `header` as C++ `cname`. `layout` lists every member as (name, kernel
     type) in declaration order (it fixes the ctypes layout, which must match the C++ one); kernels may
-    read the members named in `readable`. Values of it are locals and function arguments in kernels."""
+    read the members named in `readable`. Values of it are locals and function arguments in kernels.
+    `iterate` names a builtin `(InOut(this type), Out(int32)) -> bool` that makes `for i in value:` loop
+    over what it yields (a query's results), like `while iterate(value, i):`."""
     members = {n: T.normalize_dtype(t) for n, t in layout}
     unknown = set(readable) - set(members)
     if unknown:
@@ -88,7 +117,7 @@ def register_value_type(name: str, cname: str, layout: list[tuple[str, Any]], *,
     ctype = type(f"{name}_ctype", (ctypes.Structure,), {
         "_fields_": [(n, t if T.is_composite(t) else t._ctype) for n, t in members.items()]})
     attrs = {"fields": {n: members[n] for n in readable}, "cname": cname, "_ctype": ctype, "header": header,
-             "__doc__": f"The native value type {cname} (declared in {header.path.name})."}
+             "iterate": iterate, "__doc__": f"The native value type {cname} (declared in {header.path.name})."}
     return type(name, (T.RecordType,), attrs)
 
 

@@ -16,6 +16,7 @@ import linecache
 import math
 import textwrap
 import types as pytypes
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from . import builtins as B
 from . import ir
 from . import types as T
-from .annotations import arg_type, closure_values
+from .annotations import annotations, arg_type, closure_values
 from .array import array as array_cls
 from .errors import (
     KernelAttributeError,
@@ -85,6 +86,11 @@ _PY_FOLD = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
     "pow": lambda a, b: a**b,
 }
+# folded only for two integer literals (with Python's unbounded integers, so 1 << 40 is 2**40, not 0)
+_PY_INT_FOLD = {
+    "lshift": lambda a, b: a << b, "rshift": lambda a, b: a >> b, "bit_and": lambda a, b: a & b,
+    "bit_or": lambda a, b: a | b, "bit_xor": lambda a, b: a ^ b,
+}
 _UNSUPPORTED_HINT = {
     "ListComp": "list comprehensions", "SetComp": "set comprehensions", "DictComp": "dict comprehensions",
     "GeneratorExp": "generator expressions", "Lambda": "lambdas", "Try": "exceptions (try)",
@@ -123,6 +129,22 @@ class ShapeOf:
     """`array.shape`, waiting for its `[dim]`."""
 
     array: Operand
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where an assignment writes: a local variable (`indices` None) or the array element `root[indices]`,
+    and the fields and components `path` leads to within it; `type` is the type of what is written."""
+
+    root: Operand
+    indices: tuple[Operand, ...] | None
+    site: int
+    path: tuple[ir.Part, ...]
+    type: Any
+
+    def then(self, part: ir.Part) -> Place:
+        """The place one step further in."""
+        return Place(self.root, self.indices, self.site, (*self.path, part), part.type)
 
 
 class Source:
@@ -174,8 +196,10 @@ class Scope:
         self.blocks: list[list[ir.Stmt]] = [[]]
         self.params = tuple(Var(f"v_{n}", t) for n, t in arg_types.items())
         self.vars: dict[str, Var] = dict(zip(arg_types, self.params, strict=True))
+        self.defined: set[str] = set(arg_types)  # names assigned on every path to the point being built
         self.locals: list[Var] = []
         self.ret_type: Any = None
+        self.ret_declared = False  # a return annotation fixed ret_type (None: the function returns nothing)
         self.loop_depth = 0
         self.unroll_factor = 1  # product of the iteration counts of the unrolled loops around this point
         self.tid_count = 0
@@ -198,6 +222,8 @@ class Builder:
         self.ctx = ctx
         self.cur_line = source.first_line
         self.scope = Scope(arg_types, closure_values(source.func), adjoints)
+        if not is_kernel:
+            self.declare_return()
 
     # -- entry ---------------------------------------------------------------------------
 
@@ -207,11 +233,30 @@ class Builder:
             self.error(node, KernelSyntaxError, "async functions are not supported")
         for stmt in node.body:
             self.stmt(stmt)
+        rt = self.scope.ret_type
+        if rt is not None and not _always_returns(self.scope.blocks[0]):
+            self.error(node.body[-1], KernelTypeError, f"this function returns {T.type_name(rt)}, but it can reach "
+                       "its end without a return (which would return 0): return a value on every path")
         return ir.Function(
             name=self.cname, params=self.scope.params, ret=self.scope.ret_type, locals=tuple(self.scope.locals),
             body=tuple(self.scope.blocks[0]), is_kernel=self.is_kernel, tid_count=self.scope.tid_count,
             filename=self.src.filename,
         )
+
+    def declare_return(self) -> None:
+        """A function's return annotation, when it has one, fixes its return type (`-> None`: no value)."""
+        ann = annotations(self.src.func).get("return", _UNSET)
+        if ann is _UNSET or ann is Any or T.is_generic(ann):  # a generic return type: inferred from the returns
+            return
+        self.scope.ret_declared = True
+        node = self.src.node.returns or self.src.node
+        try:
+            if typing.get_origin(ann) is tuple:
+                self.scope.ret_type = tuple_type(tuple(arg_type(a) for a in typing.get_args(ann)))
+            elif ann is not None and ann is not type(None):
+                self.scope.ret_type = arg_type(ann)
+        except TypeError as e:
+            self.error(node, KernelTypeError, f"return annotation: {e}")
 
     # -- errors --------------------------------------------------------------------------
 
@@ -344,78 +389,142 @@ class Builder:
                 var = existing
                 value = self.convert(value, var.type, target, what=f"variable '{name}'")
             self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
+            self.scope.defined.add(name)
             return
-        if isinstance(target, ast.Subscript):
-            self.store_subscript(target, value)
-            return
-        if isinstance(target, ast.Attribute):
-            base = self.expr(target.value)
-            if isinstance(base, Var) and is_struct(base.type):
-                field_t = base.type.fields.get(target.attr)
-                if field_t is None:
-                    self.error(target, KernelAttributeError,
-                               f"struct {base.type.__name__} has no field '{target.attr}'")
-                if not isinstance(target.value, ast.Name):
-                    self.error(target, KernelSyntaxError, "assign nested struct fields through a local: "
-                               "inner = s.inner; inner.x = ...; s.inner = inner")
-                value = self.convert(value, field_t, target, what=f"field '{target.attr}'")
-                self.emit(ir.SetField(base, target.attr, value, line=self.cur_line))
-                return
-            if isinstance(base, Var) and T.is_vector(base.type):
-                idx = _SWIZZLE.get(target.attr)
-                if idx is None or idx >= base.type._length_:
-                    self.error(target, KernelAttributeError,
-                               f"{T.type_name(base.type)} has no component '{target.attr}'")
-                if base not in self.scope.locals and base not in self.scope.params:
-                    self.error(target, KernelSyntaxError, "only local vectors can be modified in place")
-                value = self.convert(value, base.type._wp_scalar_type_, target)
-                self.emit(ir.SetComponent(base, (Const(idx, T.int32),), value, line=self.cur_line))
-                return
-            self.error(target, KernelSyntaxError, "only components of local vectors can be assigned as attributes")
-        self.error(target, KernelSyntaxError, f"cannot assign to {type(target).__name__}")
+        self.store(self.place(target), value, target)
 
-    def store_subscript(self, target: ast.Subscript, value: Operand) -> None:
-        base = self.expr(target.value)
+    # -- places: where an assignment to a subscript or attribute writes ---------------------------
+
+    def place(self, node: ast.expr) -> Place:
+        """The place an assignment target names: a local variable or an array element, and the fields and
+        components within it. A part of anything else (a call's result, an expression) is not a place."""
+        found = self.place_or_object(node)
+        if not isinstance(found, Place):
+            self.not_a_place(node, found)
+        return found
+
+    def place_or_object(self, node: ast.expr) -> Place | Any:
+        """`place()`, or the compile-time object (module, constant...) `node` names instead."""
+        if isinstance(node, ast.Name):
+            var = self.scope.vars.get(node.id) if node.id not in self.scope.static_locals else None
+            if var is None:
+                return self.expr(node)
+            self.check_defined(node)
+            return Place(var, None, 0, (), var.type)
+        if not isinstance(node, ast.Attribute | ast.Subscript):
+            self.not_a_place(node, None)
+        base = self.place_or_object(node.value)
+        if isinstance(node, ast.Attribute):
+            if not isinstance(base, Place):
+                return self.expr(node)  # an attribute of a module or class
+            return self.field_place(base, node)
         if isinstance(base, PyObj) and base.value is adjoint:
-            var = self.adjoint_var(target)
-            value = self.convert(value, var.type, target, what="adjoint")
-            self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
+            var = self.adjoint_var(node)
+            return Place(var, None, 0, (), var.type)
+        if not isinstance(base, Place):
+            self.not_a_place(node, base)
+        return self.index_place(base, node)
+
+    def not_a_place(self, node: ast.expr, found: Any) -> None:
+        if isinstance(found, PyObj | Const):
+            self.error(node, KernelSyntaxError, f"cannot assign into {_describe(getattr(found, 'value', found))}: "
+                       "only local variables, their components and array elements can be assigned")
+        self.error(node, KernelSyntaxError, "cannot assign into a part of a temporary value (the result of a call "
+                   "or an expression): assign the value to a variable first, e.g. v = ...; v[2] = x")
+
+    def field_place(self, base: Place, node: ast.Attribute) -> Place:
+        t = base.type
+        if T.is_record(t):
+            if node.attr not in t.fields:
+                kind = "struct" if is_struct(t) else "value type"
+                self.error(node, KernelAttributeError, f"{kind} {t.__name__} has no field '{node.attr}'")
+            return base.then(ir.Part(t, name=node.attr))
+        if T.is_vector(t):
+            idx = _SWIZZLE.get(node.attr)
+            if idx is None or idx >= t._length_:
+                self.error(node, KernelAttributeError, f"{T.type_name(t)} has no component '{node.attr}'")
+            return base.then(ir.Part(t, indices=(Const(idx, T.int32),)))
+        self.error(node, KernelSyntaxError, f"cannot assign to attribute '{node.attr}' of a {T.type_name(t)}")
+
+    def index_place(self, base: Place, node: ast.Subscript) -> Place:
+        t = base.type
+        if isinstance(t, ArrayType):
+            arr = self.place_value(base)
+            indices = self.indices(node.slice)
+            if len(indices) > t.ndim:
+                self.error(node, KernelIndexError, f"{len(indices)} indices for a {t.ndim}-D array")
+            for i in indices:
+                if isinstance(i, Const) and i.value < 0:
+                    self.error(node.slice, KernelIndexError, "negative array indices are not supported in kernels")
+            if len(indices) < t.ndim:  # a[i][j] on a 2-D array: the view a[i], then its element j
+                if t.indexed:
+                    self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} "
+                               "indices")
+                view = self.assign_temp(ir.View(arr, indices, self.site(node, arr)),
+                                        ArrayType(t.dtype, t.ndim - len(indices)))
+                return Place(view, None, 0, (), view.type)
+            return Place(arr, indices, self.site(node, arr), (), t.dtype)
+        if T.is_composite(t):
+            indices = self.component_indices(t, self.indices(node.slice), node)
+            last = base.path[-1] if base.path else None
+            if last is not None and T.is_matrix(last.of) and len(last.indices) == 1 and len(indices) == 1:
+                # m[i][j]: one element of the matrix rather than a component of its row
+                merged = ir.Part(last.of, indices=(*last.indices, *indices), site=self.site(node, base.root))
+                return Place(base.root, base.indices, base.site, base.path[:-1] + (merged,), merged.type)
+            return base.then(ir.Part(t, indices=indices, site=self.site(node, base.root)))
+        self.error(node.value, KernelTypeError, f"a {T.type_name(t)} cannot be assigned by index")
+
+    def place_value(self, p: Place) -> Operand:
+        """The current value at place `p`."""
+        v = p.root
+        if p.indices is not None:
+            v = self.assign_temp(ir.Load(p.root, p.indices, p.site), p.root.type.dtype)
+        for part in p.path:
+            expr = ir.Field(v, part.name) if part.name is not None else ir.Extract(v, part.indices, part.site)
+            v = self.assign_temp(expr, part.type)
+        return v
+
+    def store(self, p: Place, value: Operand, node: ast.AST) -> None:
+        """Write `value` at place `p`: an array element or a part of one is stored in memory; a part of a
+        local is set in place, through copies of the enclosing parts when it is nested (`s.pos.x = v`)."""
+        what = "array element" if p.indices is not None and not p.path else "value"
+        value = self.convert(value, p.type, node, what=what)
+        if p.indices is not None:
+            self.emit(ir.Store(p.root, p.indices, value, p.site, p.path, line=self.cur_line))
             return
-        indices = self.indices(target.slice)
-        if isinstance(base, Operand) and isinstance(base.type, ArrayType):
-            if len(indices) != base.type.ndim:
-                self.error(target, KernelSyntaxError,
-                           f"storing into a {base.type.ndim}-D array needs {base.type.ndim} indices, "
-                           f"got {len(indices)}")
-            value = self.convert(value, base.type.dtype, target, what="array element")
-            self.emit(ir.Store(base, indices, value, self.site(target, base), line=self.cur_line))
+        if not p.path:  # wp.adjoint[x]
+            self.emit(ir.Assign(p.root, ir.Copy(value), line=self.cur_line))
             return
-        if isinstance(base, Var) and T.is_composite(base.type):
-            indices = self.component_indices(base.type, indices, target)
-            t = self.component_type(base.type, len(indices))
-            value = self.convert(value, t, target)
-            self.emit(ir.SetComponent(base, indices, value, line=self.cur_line))
-            return
-        self.error(target, KernelSyntaxError, "only arrays and local vectors/matrices can be assigned by index")
+        containers = [p.root]
+        for part in p.path[:-1]:
+            expr = ir.Field(containers[-1], part.name) if part.name is not None else ir.Extract(
+                containers[-1], part.indices, part.site)
+            containers.append(self.assign_temp(expr, part.type))
+        for var, part in zip(reversed(containers), reversed(p.path), strict=True):
+            if part.name is not None:
+                self.emit(ir.SetField(var, part.name, value, line=self.cur_line))
+            else:
+                self.emit(ir.SetComponent(var, part.indices, value, part.site, line=self.cur_line))
+            value = var
 
     def _stmt_AugAssign(self, node: ast.AugAssign) -> None:
         op = _OPS.get(type(node.op))
         if op is None:
             self.unsupported(node.op)
         target = node.target
-        if isinstance(target, ast.Subscript):
-            base = self.expr(target.value)
-            if isinstance(base, Operand) and isinstance(base.type, ArrayType) and op in ("add", "sub"):
-                indices = self.indices(target.slice)
-                if len(indices) != base.type.ndim:
-                    self.error(target, KernelSyntaxError,
-                               f"a {base.type.ndim}-D array needs {base.type.ndim} indices, got {len(indices)}")
-                value = self.convert(self.value(node.value), base.type.dtype, node.value, what="array element")
-                self.emit(ir.Atomic(op, base, indices, value, None, self.site(target, base), line=self.cur_line))
-                return
-        current = self.value(target)
-        result = self.binop(op, current, self.value(node.value), node)
-        self.assign_to(target, result, node)
+        if isinstance(target, ast.Name):
+            current = self.value(target)
+            self.assign_to(target, self.binop(op, current, self.value(node.value), node), node)
+            return
+        p = self.place(target)
+        if p.indices is not None and op in ("add", "sub") and (not p.path or T.is_composite(p.type) or (
+                T.is_scalar(p.type) and p.type is not T.bool_)):
+            # a[i] += v, a[i].y -= v: an atomic update of the element or of its part, as in Warp
+            value = self.convert(self.value(node.value), p.type, node.value, what="array element")
+            self.emit(ir.Atomic(op, p.root, p.indices, value, None, p.site, path=p.path, line=self.cur_line))
+            return
+        result = self.binop(op, self.place_value(p), self.value(node.value), node)
+        self.store(p, result, target)
 
     def _stmt_If(self, node: ast.If) -> None:
         cond = self.condition(node.test)
@@ -423,9 +532,16 @@ class Builder:
             for s in node.body if cond.value else node.orelse:
                 self.stmt(s)
             return
-        body = self.sub_block(node.body)
-        orelse = self.sub_block(node.orelse)
-        self.emit(ir.If(cond, body, orelse, line=self.src.line(node)))
+        before = self.scope.defined
+        reaching = []  # the names defined at the end of each branch that carries on after the if
+        blocks = []
+        for branch in (node.body, node.orelse):
+            self.scope.defined = set(before)
+            blocks.append(self.sub_block(branch))
+            if not _leaves(branch):
+                reaching.append(self.scope.defined)
+        self.scope.defined = set.intersection(*reaching) if reaching else before
+        self.emit(ir.If(cond, *blocks, line=self.src.line(node)))
 
     def _stmt_For(self, node: ast.For) -> None:
         if node.orelse:
@@ -436,7 +552,8 @@ class Builder:
             return
         if not (isinstance(it, ast.Call) and isinstance(self.expr_or_none(it.func), PyObj)
                 and self.expr(it.func).value is range):
-            self.error(it, KernelSyntaxError, "kernels loop only over range(...)")
+            self.iterator_for(node)
+            return
         if not isinstance(node.target, ast.Name):
             self.error(node.target, KernelSyntaxError, "the loop variable must be a plain name")
         if it.keywords or not 1 <= len(it.args) <= 3:
@@ -471,10 +588,35 @@ class Builder:
             self.scope.locals.append(var)
         elif var.type != t:
             self.error(node.target, KernelTypeError, f"loop variable '{name}' was {T.type_name(var.type)} before")
+        self.scope.defined.add(name)
         self.scope.loop_depth += 1
         body = self.sub_block(node.body)
         self.scope.loop_depth -= 1
         self.emit(ir.For(var, start, stop, step, body, line=self.src.line(node)))
+
+    def iterator_for(self, node: ast.For) -> None:
+        """`for i in query:` over a value whose type names an `iterate` builtin: the loop
+        `while iterate(query_copy, i): ...` (the query is copied, so the loop leaves it as it was)."""
+        value = self.expr(node.iter)
+        step = getattr(getattr(value, "type", None), "iterate", None)
+        if not isinstance(value, Operand) or step is None:
+            self.error(node.iter, KernelSyntaxError, "kernels loop only over range(...), wp.static(...) or a "
+                       "geometry query value")
+        if not isinstance(node.target, ast.Name):
+            self.error(node.target, KernelSyntaxError, "the loop variable must be a plain name")
+        query = self.temp(value.type)
+        self.emit(ir.Assign(query, ir.Copy(value), line=self.cur_line))
+        hidden = f"<iter {len(self.scope.locals)}>"  # not a Python identifier: no clash with the kernel's names
+        self.scope.vars[hidden] = query
+        self.scope.defined.add(hidden)
+        self.scope.static_locals[hidden + "_next"] = B.BUILTINS[step]
+        test = ast.Call(func=ast.Name(hidden + "_next", ast.Load()), keywords=[],
+                        args=[ast.Name(hidden, ast.Load()), ast.Name(node.target.id, ast.Store())])
+        loop = ast.While(test=test, body=node.body, orelse=[])
+        for n in (test, test.func, *test.args, loop):
+            ast.copy_location(n, node)
+        self._stmt_While(loop)
+        del self.scope.static_locals[hidden + "_next"]
 
     @staticmethod
     def unrollable(node: ast.For) -> bool:
@@ -538,13 +680,18 @@ class Builder:
         if self.is_kernel:
             self.error(node, KernelSyntaxError, "kernels cannot return a value; write results to an array")
         value = self.tuple_value(node.value) if isinstance(node.value, ast.Tuple) else self.value(node.value)
-        if self.scope.ret_type is None:
+        rt = self.scope.ret_type
+        if rt is None and self.scope.ret_declared:
+            self.error(node, KernelTypeError, "this function is annotated '-> None' but returns a value here")
+        if rt is None:
             if self.returns_void:
                 self.error(node, KernelTypeError, "this function returns a value here and nothing elsewhere")
             value = self.materialize(value)
             self.scope.ret_type = value.type
         else:
-            value = self.convert(value, self.scope.ret_type, node.value, what="return value")
+            what = f"the return value of a function annotated -> {T.type_name(rt)}" if self.scope.ret_declared \
+                else "return value"
+            value = self.convert(value, rt, node.value, what=what)
         self.emit(ir.Return(value, line=self.cur_line))
 
     def tuple_value(self, node: ast.Tuple) -> Var:
@@ -601,7 +748,7 @@ class Builder:
         if isinstance(v, bool):
             return Const(v, T.bool_)
         if isinstance(v, int):
-            return Const(v, T.int32 if -(2**31) <= v < 2**31 else T.int64, weak=True)
+            return self.int_literal(v, node)
         if isinstance(v, float):
             return Const(v, T.float32, weak=True)
         if v is None:
@@ -613,6 +760,7 @@ class Builder:
             return self.from_python(self.scope.static_locals[node.id], node)
         var = self.scope.vars.get(node.id)
         if var is not None:
+            self.check_defined(node)
             return var
         for scope in (self.scope.closure, self.src.func.__globals__, pybuiltins.__dict__):
             if node.id in scope:
@@ -620,7 +768,9 @@ class Builder:
         self.error(node, KernelNameError, f"name '{node.id}' is not defined")
 
     def from_python(self, obj: Any, node: ast.AST) -> Any:
-        if isinstance(obj, bool | int | float) and not isinstance(obj, T.ScalarType):
+        if isinstance(obj, int) and not isinstance(obj, bool):
+            return self.int_literal(obj, node)
+        if isinstance(obj, bool | float) and not isinstance(obj, T.ScalarType):
             return Const(obj, T.python_value_type(obj), weak=not isinstance(obj, bool))
         t = T.python_value_type(obj)
         if t is not None:
@@ -662,6 +812,14 @@ class Builder:
                     return self.assign_temp(ir.Extract(base, (Const(idx, T.int32),)), t._wp_scalar_type_)
             self.error(node, KernelAttributeError, f"{T.type_name(t)} has no attribute '{node.attr}'")
         self.error(node, KernelAttributeError, f"no attribute '{node.attr}' here")
+
+    def check_defined(self, node: ast.Name) -> None:
+        """A local read must follow an assignment on every path: one made in only one branch of an `if`
+        would leave the other path reading a value no statement wrote."""
+        if node.id not in self.scope.defined:
+            self.error(node, KernelNameError, f"local variable '{node.id}' may be read here before it is assigned: "
+                       "it is assigned only in some branches of an if above; assign it on every path "
+                       "(or before the if)")
 
     def adjoint_var(self, node: ast.Subscript) -> Var:
         if not self.scope.adjoints:
@@ -718,10 +876,12 @@ class Builder:
                 return self.assign_temp(ir.Load(base, indices, self.site(node, base)), t.dtype)
             if t.indexed:
                 self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} indices")
-            return self.assign_temp(ir.View(base, indices), ArrayType(t.dtype, t.ndim - len(indices)))
+            view = ir.View(base, indices, self.site(node, base))
+            return self.assign_temp(view, ArrayType(t.dtype, t.ndim - len(indices)))
         if T.is_composite(t):
             indices = self.component_indices(t, indices, node)
-            return self.assign_temp(ir.Extract(base, indices), self.component_type(t, len(indices)))
+            extract = ir.Extract(base, indices, self.site(node, base))
+            return self.assign_temp(extract, self.component_type(t, len(indices)))
         self.error(node.value, KernelTypeError, f"values of type {T.type_name(t)} cannot be indexed")
 
     def composite_slice(self, base: Operand, node: ast.Subscript) -> Operand:
@@ -794,19 +954,55 @@ class Builder:
         return self.binop(op, self.value(node.left), self.value(node.right), node)
 
     def binop(self, op: str, a: Operand, b: Operand, node: ast.AST) -> Operand:
-        if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak and op in _PY_FOLD:
-            v = _PY_FOLD[op](a.value, b.value)
-            return Const(v, T.python_value_type(v) if isinstance(v, int | float) else a.type, weak=True)
+        if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak:
+            folded = self.fold(op, a.value, b.value, node)
+            if folded is not None:
+                return folded
         if op == "pow" and T.is_float(getattr(a, "type", None)) and isinstance(b, Const) and b.weak:
             b = Const(float(b.value), a.type)
         return self.call_builtin(op, [a, b], node)
+
+    def fold(self, op: str, a: Any, b: Any, node: ast.AST) -> Const | None:
+        """Two literals combined at compile time, as Python would (None: left to the kernel)."""
+        ints = isinstance(a, int) and isinstance(b, int)
+        fn = _PY_FOLD.get(op) or (_PY_INT_FOLD.get(op) if ints else None)
+        if fn is None or (op in ("lshift", "rshift") and b < 0):
+            return None
+        if ints and op in ("pow", "lshift") and b > 0 and abs(a) > 1:  # huge results: rejected before computing
+            least_bits = (a.bit_length() - 1) * b + 1 if op == "pow" else a.bit_length() + b
+            if least_bits > 64:
+                self.error(node, KernelTypeError, f"this integer constant has at least {least_bits} bits: it does "
+                           "not fit in 64 bits")
+        try:
+            v = fn(a, b)
+        except (ArithmeticError, ValueError):  # e.g. a float power that overflows: computed by the kernel
+            return None
+        if isinstance(v, int):
+            return self.int_literal(v, node)
+        return Const(v, T.python_value_type(v), weak=True) if isinstance(v, float) else None
+
+    def int_literal(self, v: int, node: ast.AST) -> Const:
+        """An integer literal: int32 when it fits, else int64, else uint64; one wider than 64 bits is an error."""
+        for t in (T.int32, T.int64, T.uint64):
+            if _fits(v, t):
+                return Const(v, t, weak=True)
+        self.error(node, KernelTypeError, f"the integer constant {v} does not fit in 64 bits")
+
+    def coerce(self, value: Any, t: Any, node: ast.AST, explicit: bool = False) -> Any:
+        """A constant as type `t`; an error when an integer does not fit (see `_coerce`)."""
+        out = _coerce(value, t, explicit)
+        if out is None:
+            how = "" if explicit else "; use a type it fits in (e.g. wp.int64) or an explicit cast"
+            self.error(node, KernelTypeError, f"the constant {value!r} does not fit in {T.type_name(t)}{how}")
+        return out
 
     def _expr_UnaryOp(self, node: ast.UnaryOp) -> Operand:
         v = self.value(node.operand)
         if isinstance(node.op, ast.Not):
             return self.call_builtin("invert", [self.truth(v, node.operand)], node)
         if isinstance(v, Const) and v.weak and isinstance(node.op, ast.USub | ast.UAdd):
-            return Const(-v.value if isinstance(node.op, ast.USub) else v.value, v.type, weak=True)
+            value = -v.value if isinstance(node.op, ast.USub) else v.value
+            return self.int_literal(value, node) if T.is_int(v.type) else Const(value, v.type, weak=True)
         name = {ast.USub: "neg", ast.UAdd: "pos", ast.Invert: "invert"}[type(node.op)]
         return self.call_builtin(name, [v], node)
 
@@ -1002,7 +1198,7 @@ class Builder:
         for a in args:
             if isinstance(a, Const) and a.weak:
                 if T.is_int(a.type) or target.is_float:
-                    a = Const(_coerce(a.value, target), target)
+                    a = Const(self.coerce(a.value, target, node), target)
             out.append(a)
         return out
 
@@ -1038,7 +1234,7 @@ class Builder:
             fitted = []
             for a, p in zip(args, params, strict=True):
                 if isinstance(a, Const) and a.weak and isinstance(p, B.Exact) and T.is_scalar(p.type) and (
-                        T.is_int(a.type) or p.type.is_float):
+                        T.is_int(a.type) or p.type.is_float) and _coerce(a.value, p.type) is not None:
                     a = Const(_coerce(a.value, p.type), p.type)
                 fitted.append(a)
             b = ov.match(self.layout([a.type for a in fitted], outs))
@@ -1091,7 +1287,7 @@ class Builder:
             return v
         if isinstance(v, Const) and v.weak and T.is_scalar(t) and t is not T.bool_:
             if T.is_int(v.type) or t.is_float:
-                return Const(_coerce(v.value, t), t)
+                return Const(self.coerce(v.value, t, node), t)
         if isinstance(v.type, ArrayType) and isinstance(t, ArrayType) and v.type == t:
             return v
         self.error(node, KernelTypeError, f"{what} expects {T.type_name(t)}, got {T.type_name(v.type)}")
@@ -1114,15 +1310,60 @@ _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
 _UNSET = object()
 
 
+def _always_returns(block: list[ir.Stmt] | tuple[ir.Stmt, ...]) -> bool:
+    """Whether running a block always ends in a return: it holds one, an if whose branches both always
+    return, or a `while True` loop that no break leaves."""
+    for s in block:
+        if isinstance(s, ir.Return):
+            return True
+        if isinstance(s, ir.If) and _always_returns(s.body) and _always_returns(s.orelse):
+            return True
+        if isinstance(s, ir.While) and isinstance(s.cond, Const) and s.cond.value and not _breaks(s.body):
+            return True
+    return False
+
+
+def _breaks(block: tuple[ir.Stmt, ...]) -> bool:
+    """Whether a loop body holds a break of its own loop (not of a loop nested in it)."""
+    return any(isinstance(s, ir.Break) or (isinstance(s, ir.If) and (_breaks(s.body) or _breaks(s.orelse)))
+               for s in block)
+
+
+def _leaves(stmts: list[ast.stmt]) -> bool:
+    """Whether a branch never carries on after its `if`: it ends in return, break or continue, or in an
+    if whose branches both leave."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, ast.Return | ast.Break | ast.Continue):
+        return True
+    return isinstance(last, ast.If) and _leaves(last.body) and _leaves(last.orelse)
+
+
 def _has_bare_return(block: list) -> bool:
     return any(isinstance(s, ir.Return) and s.value is None for s in ir.walk(tuple(block)))
 
 
-def _coerce(value: Any, t: Any) -> Any:
+def _fits(v: int, t: Any) -> bool:
+    bits = 8 * t.size
+    return (-(2 ** (bits - 1)) <= v < 2 ** (bits - 1)) if t.is_signed else 0 <= v < 2**bits
+
+
+def _coerce(value: Any, t: Any, explicit: bool = False) -> Any:
+    """A constant's value as type `t`, or None when an integer would lose bits: implicitly it must lie in
+    t's range; an explicit cast may also reinterpret the sign at the same width (wp.uint32(-1)). A float
+    cast to an integer type truncates toward zero first."""
     if t.is_float:
         return float(value)
     if t is T.bool_:
         return bool(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        value = math.trunc(value)
+    bits = 8 * t.size
+    if not (_fits(value, t) or explicit and -(2 ** (bits - 1)) <= value < 2**bits):
+        return None
     return int(T._py_value(t, value))
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, NamedTuple
 
-from .types import is_composite, is_scalar, type_name
+from .types import is_composite, is_matrix, is_scalar, type_name, vector
 
 
 @dataclass(frozen=True)
@@ -171,6 +171,7 @@ class View(Expr):
 
     array: Operand
     indices: tuple[Operand, ...]
+    site: int = -1  # the bounds-check site of the indices (debug builds report it)
 
     def uses(self) -> tuple[tuple[Operand, Use], ...]:
         return _values((self.array, *self.indices))
@@ -188,6 +189,7 @@ class Extract(Expr):
 
     value: Operand
     indices: tuple[Operand, ...]
+    site: int = -1  # the bounds-check site of dynamic indices (-1: all constant)
 
     def uses(self) -> tuple[tuple[Operand, Use], ...]:
         return ((self.value, Use.LINEAR), *_values(self.indices))
@@ -267,6 +269,33 @@ class Copy(Expr):
         return str(self.value)
 
 
+@dataclass(frozen=True)
+class Part:
+    """One step into a value held in memory: the field `name` of a struct, or the components `indices` of a
+    vector or matrix (a single index of a matrix: a row). `of` is the type stepped into."""
+
+    of: Any
+    name: str | None = None
+    indices: tuple[Operand, ...] = ()
+    site: int = -1  # the bounds-check site of dynamic indices (-1: none, or all constant)
+
+    @property
+    def type(self) -> Any:
+        """The type of the part."""
+        if self.name is not None:
+            return self.of.fields[self.name]
+        if is_matrix(self.of) and len(self.indices) == 1:
+            return vector(self.of._shape_[1], self.of._wp_scalar_type_)
+        return self.of._wp_scalar_type_
+
+    def __str__(self) -> str:
+        return f".{self.name}" if self.name is not None else f"[{', '.join(map(str, self.indices))}]"
+
+
+def _path_values(path: tuple[Part, ...]) -> tuple[tuple[Operand, Use], ...]:
+    return _values(tuple(i for p in path for i in p.indices))
+
+
 # -- statements ----------------------------------------------------------------------------------
 
 
@@ -316,24 +345,28 @@ class Assign(Stmt):
 
 @dataclass(frozen=True)
 class Store(Stmt):
+    """`array[indices]<path> = value`: the whole element, or the part of it `path` leads to (`b[i].y = v`)."""
+
     array: Operand
     indices: tuple[Operand, ...]
     value: Operand
     site: int
+    path: tuple[Part, ...] = ()
 
     def uses(self) -> tuple[tuple[Operand, Use], ...]:
-        return (*_values((self.array, *self.indices)), (self.value, Use.STORE))
+        return (*_values((self.array, *self.indices)), *_path_values(self.path), (self.value, Use.STORE))
 
     def accesses(self) -> tuple[Access, ...]:
         return (Access(self.array, self.indices, Mode.WRITE),)
 
     def __str__(self) -> str:
-        return f"store {self.array}[{', '.join(map(str, self.indices))}] = {self.value}"
+        return f"store {self.array}[{', '.join(map(str, self.indices))}]{''.join(map(str, self.path))} = {self.value}"
 
 
 @dataclass(frozen=True)
 class Atomic(Stmt):
-    """`dest = op(&array[indices], value)`, returning the previous value."""
+    """`dest = op(&array[indices]<path>, value)`, returning the previous value; `path` leads to a part of the
+    element (`b[i].y += v`)."""
 
     op: str  # "add", "sub", "min", "max", "exch", "cas", "and", "or", "xor"
     array: Operand
@@ -342,6 +375,7 @@ class Atomic(Stmt):
     dest: Var | None
     site: int
     compare: Operand | None = None  # for "cas": the value expected in memory
+    path: tuple[Part, ...] = ()
 
     @property
     def accumulates(self) -> bool:
@@ -351,7 +385,7 @@ class Atomic(Stmt):
     def uses(self) -> tuple[tuple[Operand, Use], ...]:
         value = (self.value, Use.STORE if self.accumulates else Use.VALUE)
         compare = (self.compare,) if self.compare is not None else ()
-        return (*_values((self.array, *self.indices)), value, *_values(compare))
+        return (*_values((self.array, *self.indices)), *_path_values(self.path), value, *_values(compare))
 
     def accesses(self) -> tuple[Access, ...]:
         return (Access(self.array, self.indices, Mode.ADD if self.accumulates else Mode.UPDATE),)
@@ -362,7 +396,8 @@ class Atomic(Stmt):
     def __str__(self) -> str:
         lhs = f"{self.dest} = " if self.dest is not None else ""
         cmp = f"{self.compare}, " if self.compare is not None else ""
-        return f"{lhs}atomic_{self.op} {self.array}[{', '.join(map(str, self.indices))}], {cmp}{self.value}"
+        where = f"{self.array}[{', '.join(map(str, self.indices))}]{''.join(map(str, self.path))}"
+        return f"{lhs}atomic_{self.op} {where}, {cmp}{self.value}"
 
 
 @dataclass(frozen=True)
@@ -372,6 +407,7 @@ class SetComponent(Stmt):
     var: Var
     indices: tuple[Operand, ...]
     value: Operand
+    site: int = -1  # the bounds-check site of dynamic indices (-1: all constant)
 
     def uses(self) -> tuple[tuple[Operand, Use], ...]:
         return ((self.var, Use.LINEAR), *_values(self.indices), (self.value, Use.STORE))
@@ -599,6 +635,20 @@ def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], f
         for s in walk(fn.body):
             visit(s)
     return frozenset(reads), frozenset(writes)
+
+
+def null_tests(fn: Function, callee_tests: dict) -> frozenset[int]:
+    """Which array parameters (by position) `fn` compares with null (`wp.unot(a)`), itself or through the
+    functions it calls (`callee_tests[name]`): None is a valid argument for them."""
+    params = {p: i for i, p in enumerate(fn.params) if isinstance(p.type, ArrayType)}
+    found: set[int] = set()
+    for s in walk(fn.body):
+        call = s.call()
+        if call is None:
+            continue
+        tested = range(len(call.args)) if call.target.name == "unot" else callee_tests.get(call.target.native, ())
+        found.update(params[call.args[i]] for i in tested if call.args[i] in params)
+    return frozenset(found)
 
 
 def walk(body: tuple[Stmt, ...]) -> Iterator[Stmt]:

@@ -4,6 +4,12 @@ Arguments are packed into one byte string: the device backend's launch header (e
 `launch_t`) followed by the kernel's argument struct. The packing plan (a `struct.Struct` and one
 converter per parameter) is built once per loaded kernel, and the backend's header and launch functions
 are bound when the module loads, so a launch costs one `pack` and one call into the backend.
+
+Array parameters also take other frameworks' arrays (NumPy, PyTorch, JAX, CuPy...: whatever
+`foreign.describe` reads), viewed in place and checked like ours (dtype, shape, strides, device). What
+the kernel writes (the effects analysis says) must be writable memory the caller will see: read-only
+buffers and the temporary copies some `__array__` methods return are refused there; a temporary the
+kernel only reads is kept alive until the launch is done.
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from . import foreign
 from . import types as T
-from .array import MAX_DIMS, ArrayDesc, array, indexedarray
-from .backend import Launcher
+from .array import DESC, MAX_DIMS, ArrayDesc, ArrayDescRef, array, indexedarray, pack_desc
+from .backend import ErrorRecord
 from .device import Device, get_device, get_devices
 from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
 from .extensions import registry
@@ -31,10 +38,20 @@ _SCALAR_CODES = {
 _NULL_ARRAY = bytes(ctypes.sizeof(ArrayDesc))
 
 
-class LaunchPlan:
-    """How to turn a kernel's Python arguments into the packed block a launch on `device` takes."""
+class _Pinned(TypeError):
+    """Raised by a converter whose argument is a temporary copy the kernel reads: the packing starts
+    over on the path that keeps `owner` alive until the launch is done."""
 
-    def __init__(self, k: Kernel, device: Device) -> None:
+    def __init__(self, desc: bytes, owner: Any) -> None:
+        super().__init__("a temporary array argument")
+        self.desc, self.owner = desc, owner
+
+
+class LaunchPlan:
+    """How to turn a kernel's Python arguments into the packed block a launch of `lk` on `device` takes."""
+
+    def __init__(self, lk: LoadedKernel, device: Device) -> None:
+        k = lk.kernel
         names, types = k.signature()
         fields = [(n, field_ctype(t)) for n, t in zip(names, types, strict=True)] or [("unused", ctypes.c_char)]
         layout = type("Args", (ctypes.Structure,), {"_fields_": fields})
@@ -48,7 +65,9 @@ class LaunchPlan:
         fmt.append("x" * (ctypes.sizeof(layout) - pos))
         self.struct = struct.Struct("".join(fmt))
         self.names, self.types = names, types
-        self.converters = [_converter(k, n, t, device) for n, t in zip(names, types, strict=True)]
+        self.converters = [_converter(k, n, t, device, _Use(i in lk.writes, i in lk.reads or i in lk.writes,
+                                                             i in lk.null_tested))
+                           for i, (n, t) in enumerate(zip(names, types, strict=True))]
         self.pack = self._fast_packer()
 
     def _fast_packer(self) -> Any:
@@ -66,15 +85,37 @@ class LaunchPlan:
         exec(src, env)  # noqa: S102 - generated from the kernel's own signature
         return env["pack"]
 
-    def pack_checked(self, kernel: Kernel, header: tuple, params: list) -> bytes:
-        values = [c(v) for c, v in zip(self.converters, params, strict=True)] or [b"\0"]
+    def convert(self, params: list) -> tuple[list, list]:
+        """The values `struct.pack` takes for `params`, and the temporaries they point into."""
+        values, pins = [], []
+        for c, v in zip(self.converters, params, strict=True):
+            try:
+                values.append(c(v))
+            except _Pinned as p:
+                values.append(p.desc)
+                pins.append(p.owner)
+        return values or [b"\0"], pins
+
+    def pack_checked(self, kernel: Kernel, header: tuple, params: list) -> tuple[bytes, list]:
+        """The packed block (with errors naming the argument that does not fit), and the temporaries it
+        points into, which must outlive the launch."""
+        values, pins = self.convert(params)
         try:
-            return self.struct.pack(*header, *values)
+            return self.struct.pack(*header, *values), pins
         except (struct.error, OverflowError) as e:
             raise _pack_error(kernel, self, values, e) from None
 
 
-def _converter(k: Kernel, name: str, t: Any, device: Device) -> Any:
+class _Use:
+    """What a kernel does with an array parameter: writes it, touches it at all, compares it with null."""
+
+    __slots__ = ("written", "touched", "null_tested")
+
+    def __init__(self, written: bool, touched: bool, null_tested: bool) -> None:
+        self.written, self.touched, self.null_tested = written, touched, null_tested
+
+
+def _converter(k: Kernel, name: str, t: Any, device: Device, use: _Use) -> Any:
     """A function from a Python argument to the value `struct.pack` takes for parameter `name` of a
     launch on `device`."""
     if isinstance(t, ArrayType) and t.indexed:
@@ -88,22 +129,37 @@ def _converter(k: Kernel, name: str, t: Any, device: Device) -> Any:
         return conv_indexed
     if isinstance(t, ArrayType):
         dtype, ndim = t.dtype, t.ndim
+        what = f"kernel {k.label} argument '{name}'"
 
         def conv_array(v: Any) -> bytes:
-            if v.__class__ is array:  # the common case, in as few steps as possible
+            cls = v.__class__
+            if cls is array:  # the common case, in as few steps as possible
                 d = v._desc
                 if d is not None and v.dtype is dtype and v.ndim == ndim and v.device is device:
                     return d
+            elif cls is ArrayDescRef:  # from_torch(..., return_ctype=True): as few steps too
+                if v[1] is not dtype or v[2] != ndim or (v[3] is not device and v[3] != device):
+                    raise LaunchError(f"{what} expects {t} on {device}, got a descriptor of {T.type_name(v.dtype)} "
+                                      f"with {v.ndim} dimension(s) on {v.device}")
+                return v[0]
             if isinstance(v, array):
                 if v.dtype != t.dtype or v.ndim != t.ndim:
                     _bad_array(k, name, t, v)
                 if v.device != device:
-                    raise DeviceError(f"kernel {k.label} argument '{name}': array is on {v.device}, "
-                                      f"launch is on {device}")
+                    raise DeviceError(f"{what}: array is on {v.device}, launch is on {device}")
+                if v.readonly and use.written:
+                    raise LaunchError(f"{what} is read-only (it views memory exported read-only), but the kernel "
+                                      "writes it")
                 return v._desc_bytes()
+            if isinstance(v, ArrayDesc):  # made by hand: taken as it is
+                return bytes(v)
             if v is None:
+                if use.touched and not use.null_tested:
+                    raise LaunchError(f"{what} is None, but the kernel {'writes' if use.written else 'reads'} it; "
+                                      "pass an array (None is for arrays a kernel never touches, or tests with "
+                                      "wp.unot)")
                 return _NULL_ARRAY
-            return _foreign_array(k, name, t, v, device)
+            return _foreign_array(what, t, v, device, use.written)
         return conv_array
     if is_struct(t):
         def conv_struct(v: Any) -> bytes:
@@ -147,39 +203,42 @@ def _bad_array(k: Kernel, name: str, t: ArrayType, v: Any) -> None:
                       f"{T.type_name(v.dtype)} with {v.ndim} dimension(s)")
 
 
-def _foreign_array(k: Kernel, name: str, t: ArrayType, v: Any, device: Device) -> bytes:
-    """NumPy arrays and other objects with `__array_interface__` / `__array__`, viewed without copying
-    (host memory: only devices whose backend reads host memory take them)."""
-    if isinstance(v, T.ScalarType | int | float) or not (
-        hasattr(v, "__array_interface__") or hasattr(v, "__array__")
-    ):
-        raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got {type(v).__name__}")
-    if hasattr(v, "__cuda_array_interface__") and not hasattr(v, "__array_interface__"):
-        raise DeviceError(f"kernel {k.label} argument '{name}': a CUDA array was passed to a launch on {device}")
-    if not device.backend.host_accessible:
-        raise DeviceError(f"kernel {k.label} argument '{name}': a {type(v).__name__} in host memory was passed to "
-                          f"a launch on {device}; pass a wp.array on {device}")
-    a = np.asarray(v)
-    st = T.elem_scalar(t.dtype)
-    inner = t.dtype._shape_ if T.is_composite(t.dtype) else ()
-    if a.dtype != st.np_dtype:
-        hint = ("wp.array(values, dtype=wp.bfloat16) converts float values; NumPy arrays pass bfloat16 as uint16 bits"
-                if st is T.bfloat16 else f"convert it, e.g. with .astype(np.{st.np_dtype.name})")
-        raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got a {type(v).__name__} of dtype "
-                          f"{a.dtype} ({hint})")
-    if a.ndim != t.ndim + len(inner) or a.shape[t.ndim:] != inner:
-        raise LaunchError(f"kernel {k.label} argument '{name}' expects {t}, got a {type(v).__name__} of shape "
-                          f"{a.shape}" + (f" (a {T.type_name(t.dtype)} array needs trailing dimensions {inner})"
-                                          if inner else ""))
-    if inner and a.strides[t.ndim:] != tuple(np.cumprod((1,) + inner[:0:-1])[::-1] * st.size):
-        raise LaunchError(f"kernel {k.label} argument '{name}': the {T.type_name(t.dtype)} components must be "
-                          "contiguous")
-    desc = ArrayDesc()
-    desc.data = a.ctypes.data
-    for i in range(t.ndim):
-        desc.shape[i] = a.shape[i]
-        desc.strides[i] = a.strides[i]
-    return bytes(desc)
+def _foreign_array(what: str, t: ArrayType, v: Any, device: Device, written: bool) -> bytes:
+    """Another framework's array, viewed without copying (see the module docstring)."""
+    read = foreign.known_reader(v.__class__)
+    if read is None:
+        if isinstance(v, T.ScalarType | int | float | str) or not foreign.is_foreign_array(v):
+            raise LaunchError(f"{what} expects {t}, got {type(v).__name__}")
+        read = foreign.reader(v.__class__)
+    try:
+        buf = read(v, device)
+    except DeviceError as e:
+        raise DeviceError(f"{what}: {e}") from None
+    except (TypeError, ValueError, BufferError) as e:
+        raise LaunchError(f"{what}: {e}") from None
+    if buf[4] is not device and buf[4] != device:
+        where = "in host memory" if buf.device.backend.host_accessible else f"on {buf.device}"
+        raise DeviceError(f"{what}: a {type(v).__name__} {where} was passed to a launch on {device}; pass data on "
+                          f"{device}")
+    try:
+        shape, strides = foreign.fit(buf, t.dtype, what, t)
+    except TypeError as e:
+        raise LaunchError(str(e)) from None
+    except ValueError as e:
+        raise LaunchValueError(str(e)) from None
+    if len(shape) != t.ndim:
+        raise LaunchError(f"{what} expects {t}, got a {buf.source} of shape {tuple(buf.shape)} "
+                          f"({len(shape)} dimension(s) of {T.type_name(t.dtype)})")
+    if written and buf.readonly:
+        raise LaunchError(f"{what} is a read-only {buf.source} (e.g. writeable=False, np.frombuffer of bytes), but "
+                          "the kernel writes it; pass a writable copy")
+    if written and buf.copied:
+        raise LaunchError(f"{what}: the {buf.source} returned a temporary copy, so what the kernel writes would be "
+                          "lost; pass an array that shares its memory (a NumPy array, a wp.array, a tensor)")
+    desc = pack_desc(buf.ptr if 0 not in shape else 0, 0, shape, strides)  # empty arrays read as null, as ours
+    if buf.copied:
+        raise _Pinned(desc, buf.owner)
+    return desc
 
 
 def _instantiate(kernel: Kernel, params: list) -> Kernel:
@@ -193,10 +252,13 @@ def _instantiate(kernel: Kernel, params: list) -> Kernel:
             concrete.append(t)
             continue
         if isinstance(t, ArrayType):
-            if isinstance(v, array):
+            if isinstance(v, array | ArrayDescRef):
                 dt = v.dtype
-            elif hasattr(v, "__array_interface__") or hasattr(v, "__array__"):
-                dt = T.dtype_from_numpy(np.asarray(v).dtype)
+            elif foreign.is_foreign_array(v) and not isinstance(v, T.ScalarType | int | float | str):
+                try:
+                    dt = foreign.describe(v).scalar
+                except (TypeError, ValueError, BufferError) as e:
+                    raise LaunchError(f"kernel {kernel.label} argument '{n}': {e}") from None
             else:
                 raise LaunchError(f"kernel {kernel.label} argument '{n}' expects an array, got {type(v).__name__}")
             concrete.append(ArrayType(dt, t.ndim))
@@ -256,79 +318,114 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         raise LaunchValueError(f"kernel {kernel.label} unpacks wp.tid() into {lk.tid_count} indices but was "
                                f"launched with dim={dims}")
     if adjoint:
-        _launch_adjoint(kernel, lm.adjoint(kernel.key), plan, dims, params, [*adj_inputs, *adj_outputs])
+        _launch_adjoint(kernel, lm, dev, plan, dims, params, [*adj_inputs, *adj_outputs])
         return
-    recorders = registry.recorders
-    if recorders and record_tape:
-        recorders[-1].record_launch(kernel, lk, dims, params, dev)
+    if registry.recording and record_tape and registry.local.recorders:
+        _check_differentiable(kernel, plan, params)
     if len(dims) == 1:
         size = dims[0]
     else:
         size = 1
         for d in dims:
             size *= d
-    header = lk.header(size, dims)
+    if lm.debug:
+        slot = dev.backend.fault_slot()
+        header = lk.header(size, dims, slot.address)
+    else:
+        header = lk.header(size, dims)
     try:
         blob = plan.pack(header, params)
     except (struct.error, OverflowError, TypeError):
-        blob = plan.pack_checked(kernel, header, params)
+        blob, pins = plan.pack_checked(kernel, header, params)  # noqa: F841 - pins: alive until the launch is done
+    fault = None
     if size:
         lk.launch(blob)
         if lm.debug:
-            _check_error(kernel, lm)
+            fault = slot.take()
+    if registry.recording and record_tape and fault is None:  # a launch that faulted did not run as written
+        for tape in registry.local.recorders:
+            tape.record_launch(kernel, lk, dims, params, dev)
     for i in lk.writes:
         v = params[i]
         if v.__class__ is array or v.__class__ is indexedarray:
             v._storage.bump(kernel.key)
+    if fault is not None:
+        raise _fault_error(kernel, lm, fault, "")
 
 
-def _launch_adjoint(kernel: Kernel, adjoint: Launcher | None, plan: LaunchPlan, dims: tuple, params: list,
+def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, plan: LaunchPlan, dims: tuple, params: list,
                     adj_params: list) -> None:
     """Run a kernel's adjoint: array gradients come from `adj_params` (or, when it is empty, from each
     array's own `.grad`); scalar adjoints are not returned, as in Warp."""
+    adjoint = lm.adjoint(kernel.key)
     if adjoint is None:
         raise LaunchError(f"kernel {kernel.label} was built without its backward pass "
                           "(enable_backward=False); it cannot be launched with adjoint=True")
     if adj_params and len(adj_params) != len(params):
         raise LaunchError(f"kernel {kernel.label}: adj_inputs + adj_outputs must match inputs + outputs "
                           f"one for one ({len(params)} arguments), got {len(adj_params)}")
-    values = [c(v) for c, v in zip(plan.converters, params, strict=True)] or [b"\0"]
+    values, pins = plan.convert(params)  # noqa: F841 - pins: alive until the launch is done
     if adj_params:
         for i, t in enumerate(plan.types):
             if isinstance(t, ArrayType):
-                values[i] = _with_grad(kernel, plan.names[i], t, params[i], values[i], adj_params[i])
+                values[i] = _with_grad(kernel, plan.names[i], t, values[i], adj_params[i])
     size = 1
     for d in dims:
         size *= d
+    slot = dev.backend.fault_slot() if lm.debug else None
+    header = adjoint.header(size, dims, slot.address) if slot else adjoint.header(size, dims)
     try:
-        blob = plan.struct.pack(*adjoint.header(size, dims), *values)
+        blob = plan.struct.pack(*header, *values)
     except (struct.error, OverflowError) as e:
         raise _pack_error(kernel, plan, values, e) from None
     if size:
         adjoint.launch(blob)
+        fault = slot.take() if slot else None
+        if fault is not None:
+            raise _fault_error(kernel, lm, fault, " (in its adjoint)")
 
 
-def _with_grad(kernel: Kernel, name: str, t: ArrayType, primal: Any, desc: bytes, adj: Any) -> bytes:
-    """The array descriptor `desc` with its gradient pointer taken from `adj` (None: no gradient).
-    The gradient must have the array's shape and layout, since both share one set of strides."""
+def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any) -> bytes:
+    """The array descriptor `desc` with its gradient pointer taken from `adj` (None: no gradient), an array
+    of ours or another framework's. The gradient must have the array's shape and layout, since both share
+    one set of strides, and memory the caller sees (the adjoint accumulates into it)."""
     if adj is None:
         return desc[:8] + bytes(8) + desc[16:]
-    if not isinstance(adj, array):
-        adj = array(adj, dtype=t.dtype, copy=False)
-    if isinstance(primal, array):
-        shape, strides = primal.shape, primal.strides
+    if isinstance(adj, array):
+        ptr, shape, strides, readonly, copied = adj.ptr or 0, adj.shape, adj.strides, adj.readonly, False
     else:
-        a = np.asarray(primal)
-        shape, strides = a.shape[: t.ndim], a.strides[: t.ndim]
-    if adj.shape != shape or adj.strides != strides:
+        what = f"kernel {kernel.label}: the adjoint of '{name}'"
+        try:
+            buf = foreign.describe(adj)
+            shape, strides = foreign.fit(buf, t.dtype, what)
+        except (TypeError, ValueError, BufferError) as e:
+            raise LaunchError(str(e) if what in str(e) else f"{what}: {e}") from None
+        ptr, readonly, copied = buf.ptr, buf.readonly, buf.copied
+    fields = DESC.unpack_from(desc)  # an indexedarray's descriptor starts with its data's
+    expect_shape, expect_strides = fields[2:2 + t.ndim], fields[6:6 + t.ndim]
+    if shape != expect_shape or strides != expect_strides:
         raise LaunchValueError(f"kernel {kernel.label}: the adjoint of '{name}' must match the array's shape "
-                               f"{shape} and strides {strides}, got {adj.shape} and {adj.strides}")
-    return desc[:8] + struct.pack("<Q", adj.ptr or 0) + desc[16:]
+                               f"{expect_shape} and strides {expect_strides}, got {shape} and {strides}")
+    if readonly or copied:
+        raise LaunchError(f"kernel {kernel.label}: the adjoint of '{name}' is {'read-only' if readonly else 'a copy'}, "
+                          "but the adjoint launch accumulates into it")
+    return desc[:8] + struct.pack("<Q", ptr) + desc[16:]
 
 
 def _make_plan(lk: LoadedKernel, device: Device) -> LaunchPlan:
-    lk.plan = LaunchPlan(lk.kernel, device)
+    lk.plan = LaunchPlan(lk, device)
     return lk.plan
+
+
+def _check_differentiable(kernel: Kernel, plan: LaunchPlan, params: list) -> None:
+    """A launch a Tape records: a foreign array that needs a gradient (a tensor with requires_grad) has no
+    gradient buffer here, so its gradient would be lost; `from_torch` gives the array one."""
+    for n, t, v in zip(plan.names, plan.types, params, strict=True):
+        if isinstance(t, ArrayType) and not isinstance(v, array | indexedarray) and \
+                getattr(v, "requires_grad", False) is True:
+            raise LaunchError(f"kernel {kernel.label} argument '{n}': a {type(v).__name__} that requires grad was "
+                              "passed directly to a launch a wp.Tape records, where it has no gradient buffer; pass "
+                              f"wp.from_torch({n}) (which shares its .grad) instead")
 
 
 def _pack_error(k: Kernel, plan: LaunchPlan, values: list, e: Exception) -> Exception:
@@ -341,17 +438,14 @@ def _pack_error(k: Kernel, plan: LaunchPlan, values: list, e: Exception) -> Exce
     return LaunchValueError(f"kernel {k.label}: cannot pack arguments ({e})")
 
 
-def _check_error(k: Kernel, lm: LoadedModule) -> None:
-    err = lm.error
-    if err.code:
-        site = lm.sites[err.site] if 0 <= err.site < len(lm.sites) else ("?", "?", "?", 0)
-        index, extent = err.index, err.extent
-        err.code = 0
-        owner, text, filename, line = site
-        raise KernelRuntimeError(
-            f"kernel {k.label}: index {index} is out of bounds for an extent of {extent} in `{text}` "
-            f"(in '{owner}' at {filename}:{line})"
-        )
+def _fault_error(k: Kernel, lm: LoadedModule, fault: ErrorRecord, where: str) -> KernelRuntimeError:
+    """The exception for the first fault a debug-mode launch of `k` reported."""
+    site = lm.sites[fault.site] if 0 <= fault.site < len(lm.sites) else ("?", "?", "?", 0)
+    owner, text, filename, line = site
+    return KernelRuntimeError(
+        f"kernel {k.label}{where}: index {fault.index} is out of bounds for an extent of {fault.extent} in "
+        f"`{text}` (in '{owner}' at {filename}:{line})"
+    )
 
 
 def synchronize() -> None:

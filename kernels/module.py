@@ -11,6 +11,7 @@ import inspect
 import itertools
 import re
 import sys
+import threading
 import time
 import typing
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any
 from . import build, callforms, codegen, config, functions, ir  # noqa: F401 (callforms registers the call forms)
 from . import types as T
 from .annotations import annotations, arg_type
-from .backend import BuildOptions, ErrorRecord, Launcher, Program
+from .backend import BuildOptions, Launcher, Program
 from .errors import KernelTypeError
 from .extensions import registry
 from .frontend import Builder, Source, call_kind
@@ -102,6 +103,12 @@ class BuildContext:
         for pyf in reversed(fn.overloads):
             sig = inspect.signature(pyf)
             names = tuple(sig.parameters)
+            starred = [p for p in sig.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            if starred:
+                where = f"{inspect.getsourcefile(pyf)}:{pyf.__code__.co_firstlineno}"
+                stars = "*" if starred[0].kind is starred[0].VAR_POSITIONAL else "**"
+                return None, (f"function '{fn.key}' ({where}) has the parameter {stars}{starred[0].name}: "
+                              "*args and **kwargs are not supported in kernel functions; name each parameter")
             try:
                 bound = sig.bind(*args, **kwargs)
             except TypeError as e:
@@ -190,8 +197,7 @@ class Kernel:
         self.__qualname__ = func.__qualname__
         self.__doc__ = func.__doc__
         self.module = module or get_module(func.__module__)
-        self.key = self.module.add_kernel(self, key or func.__qualname__)
-        self.cname = f"k_{_sanitize(self.key)}"
+        self.key, self.cname = self.module.add_kernel(self, key or func.__qualname__)
         self._signature: tuple[tuple[str, ...], tuple[Any, ...]] | None = None
         self._generic: bool | None = None
         self._overloads: dict[tuple, Kernel] = {}
@@ -332,6 +338,7 @@ class LoadedKernel:
     tid_count: int
     reads: frozenset  # positions of array parameters whose values the kernel reads
     writes: frozenset  # positions of array parameters the kernel may write
+    null_tested: frozenset = frozenset()  # positions of array parameters it compares with null (wp.unot)
     plan: Any = None
 
 
@@ -342,7 +349,6 @@ class LoadedModule:
     program: Program
     kernels: dict[str, LoadedKernel]
     sites: list[tuple[str, str, str, int]]
-    error: ErrorRecord
     debug: bool
     path: Any
     version: tuple = field(default=())
@@ -372,15 +378,20 @@ class Module:
         self.options: dict[str, Any] = {}  # set_module_options: these override wp.config for this module
         self.loaded: dict[tuple, LoadedModule] = {}
         self._last: tuple | None = None  # (device, mode, fast_math, version, function generation, loaded)
+        self._lock = threading.RLock()  # one build at a time: threads that need the module wait for it
 
-    def add_kernel(self, k: Kernel, key: str) -> str:
+    def add_kernel(self, k: Kernel, key: str) -> tuple[str, str]:
+        """Register `k` under `key` (made unique in the module); returns the key and the kernel's C++ name.
+        The C++ name starts with the kernel's number in the module, so keys that sanitize alike
+        (`make.<locals>.k`, `make__locals__k`) and the entries derived from it (`_cpu`, `_adj_cpu`...)
+        never clash."""
         base, n = key, 1
         while key in self.kernels:
             key = f"{base}_{n}"
             n += 1
         self.kernels[key] = k
         self.version += 1
-        return key
+        return key, f"k{len(self.kernels)}_{_sanitize(key)}"
 
     def option(self, name: str) -> Any:
         return self.options[name] if name in self.options else getattr(config, name)
@@ -407,9 +418,10 @@ class Module:
                 and last[3] == self.version and last[4] == functions.GENERATION[0]
                 and last[5] == (config.enable_backward, config.max_unroll)):
             return last[6]
-        lm = self._load(device)
-        self._last = (device, config.mode, config.fast_math, self.version, functions.GENERATION[0],
-                      (config.enable_backward, config.max_unroll), lm)
+        with self._lock:
+            lm = self._load(device)
+            self._last = (device, config.mode, config.fast_math, self.version, functions.GENERATION[0],
+                          (config.enable_backward, config.max_unroll), lm)
         return lm
 
     def _load(self, device: Any) -> LoadedModule:
@@ -441,8 +453,10 @@ class Module:
             return source + registry.adjoint_source(ctx.order, backward, debug, ctx.custom)
 
         effects: dict[str, tuple] = {}
+        null_tests: dict[str, frozenset] = {}
         for f in ctx.order:
             effects[f.name] = ir.array_effects(f, effects)
+            null_tests[f.name] = ir.null_tests(f, null_tests)
         if config.print_source:
             print(adjoint_source() if backward else source, file=sys.stderr)
         what = f"module '{self.name}' (kernels: {', '.join(k.key for k in kernels)})"
@@ -457,12 +471,13 @@ class Module:
         for k, fn in zip(kernels, kernel_irs, strict=True):
             entry = program.kernel(k.cname)
             reads, writes = ir.array_effects(fn, effects)
-            loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes)
+            loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes,
+                                         ir.null_tests(fn, null_tests))
 
         def build_adjoint() -> Program:
             return backend.load(backend.compile(adjoint_source(), f"{name}-adj", options, f"the adjoints of {what}"))
 
-        lm = LoadedModule(program, loaded, ctx.sites, program.error, debug, artifact, version, build_adjoint)
+        lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint)
         self.loaded[key] = lm
         if config.verbose:
             print(f"loomwork: module '{self.name}' ready in {(time.perf_counter() - t0) * 1e3:.1f} ms "
@@ -483,12 +498,7 @@ def get_module(name: Any) -> Module:
     return m
 
 
-MODULE_OPTIONS = {  # name -> (what it takes, whether a value is allowed)
-    "mode": ('"release" or "debug"', lambda v: v in ("release", "debug")),
-    "fast_math": ("True or False", lambda v: isinstance(v, bool)),
-    "enable_backward": ("True or False", lambda v: isinstance(v, bool)),
-    "max_unroll": ("an int >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
-}
+MODULE_OPTIONS = {name: config.SETTINGS[name] for name in ("mode", "fast_math", "enable_backward", "max_unroll")}
 
 
 def set_module_options(options: dict, module: Any = None) -> None:

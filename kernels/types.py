@@ -78,6 +78,9 @@ class ScalarType:
         if self.is_float:  # IEEE results (inf, nan) rather than Python's ZeroDivisionError
             with np.errstate(all="ignore"):
                 return type(self)(op(np.float64(a), np.float64(b)))
+        if op is operator.mod:  # the remainder takes the sign of a, as in kernels (C semantics, like Warp)
+            r = abs(a) % abs(b)
+            return type(self)(-r if a < 0 else r)
         return type(self)(op(a, b))
 
     def __add__(self, o: Any) -> Any:

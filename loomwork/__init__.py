@@ -43,6 +43,7 @@ from .kernels.device import (
     set_device,
 )
 from .kernels.errors import (
+    CacheError,
     CompileError,
     DeviceError,
     KernelError,
@@ -54,6 +55,7 @@ from .kernels.errors import (
 from .kernels.extensions import publish_into as _publish_into
 from .kernels.frontend import adjoint
 from .kernels.functions import Function, func, func_grad, func_native, func_replay
+from .kernels.interop import from_dlpack, to_dlpack
 from .kernels.launch import launch, synchronize, synchronize_device
 from .kernels.mathlib import (
     quat_from_euler,
@@ -82,6 +84,16 @@ from .kernels.module import (
     set_module_options,
 )
 from .kernels.structs import struct
+from .kernels.torch_bridge import (
+    device_from_torch,
+    device_to_torch,
+    dtype_from_torch,
+    dtype_to_torch,
+    from_torch,
+    stream_from_torch,
+    stream_to_torch,
+    to_torch,
+)
 from .kernels.types import (
     PUBLIC_TYPES as _PUBLIC_TYPES,
 )
@@ -123,7 +135,7 @@ __all__ = [
     "config", "array", "array1d", "array2d", "array3d", "array4d", "clone", "copy", "empty", "empty_like",
     "from_numpy", "from_ptr", "full", "full_like", "ones", "ones_like", "zeros", "zeros_like", "Device", "ScopedDevice",
     "get_cuda_device_count", "get_device", "get_devices", "is_cpu_available", "is_cuda_available",
-    "set_device", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",
+    "set_device", "CacheError", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",
     "KernelTypeError", "LaunchError", "launch", "synchronize", "synchronize_device", "Function", "Kernel",
     "force_load", "func",
     "kernel", "load_module", "constant", "dtype_from_numpy", "dtype_to_numpy", "quaternion", "transformation",
@@ -134,7 +146,9 @@ __all__ = [
     "func_native", "identity", "vector", "matrix", "quat_from_matrix", "quat_slerp", "quat_to_rpy",
     "transform_from_matrix", "transform_to_matrix", "quat_from_euler", "quat_to_euler", "quat_twist",
     "quat_twist_angle", "quat_twist_angle_signed", "transform_compose", "transform_decompose", "transform_twist",
-    "transform_wrench", "velocity_at_point", "HashGrid", "hash_grid_query_t",
+    "transform_wrench", "velocity_at_point", "HashGrid", "hash_grid_query_t", "from_dlpack", "to_dlpack",
+    "from_torch", "to_torch", "device_from_torch", "device_to_torch", "dtype_from_torch", "dtype_to_torch",
+    "stream_from_torch", "stream_to_torch",
     *_PUBLIC_TYPES,
     *(name for name in _BUILTINS if not name.startswith("_")),
 ]

@@ -50,6 +50,7 @@ struct launch_t {
     int32_t ndim;
     int32_t dims[4];
     int32_t pad;
+    error_t* error;   // debug builds: where this launch reports its first fault (the launching thread's record)
 };
 
 // the same bytes read as another type of the same size (wp.cast; compilers turn the loop into a move)
@@ -208,16 +209,22 @@ template <typename T> LW_FUNC typename scalar_only<T>::type sub(T a, T b) { retu
 template <typename T> LW_FUNC typename scalar_only<T>::type mul(T a, T b) { return T(a * b); }
 LW_FUNC float div(float a, float b) { return a / b; }
 LW_FUNC double div(double a, double b) { return a / b; }
-// integer division truncates (C semantics, like Warp); division by zero gives 0, never a trap
-template <typename T> LW_FUNC typename scalar_only<T>::type div(T a, T b) { return b == T(0) ? T(0) : T(a / b); }
-template <typename T> LW_FUNC T floordiv(T a, T b) {
+// integer division truncates (C semantics, like Warp) and never traps: division by zero gives 0, and the one
+// quotient that overflows, MIN / -1, wraps to MIN (remainder 0)
+template <typename T> LW_FUNC bool by_minus_one(T b) { return T(-1) < T(0) && b == T(-1); }
+template <typename T> LW_FUNC typename scalar_only<T>::type div(T a, T b) {
     if (b == T(0)) return T(0);
-    T q = T(a / b);
-    return (T(q * b) != a && ((a < T(0)) != (b < T(0)))) ? T(q - T(1)) : q;
+    return by_minus_one(b) ? T(0ull - (unsigned long long)a) : T(a / b);
+}
+template <typename T> LW_FUNC typename scalar_only<T>::type mod(T a, T b) {
+    return b == T(0) || by_minus_one(b) ? T(0) : T(a % b);
+}
+template <typename T> LW_FUNC T floordiv(T a, T b) {
+    T q = div(a, b), r = mod(a, b);
+    return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? T(q - T(1)) : q;
 }
 LW_FUNC float floordiv(float a, float b) { return floor(a / b); }
 LW_FUNC double floordiv(double a, double b) { return floor(a / b); }
-template <typename T> LW_FUNC typename scalar_only<T>::type mod(T a, T b) { return b == T(0) ? T(0) : T(a % b); }
 LW_FUNC float mod(float a, float b) { return fmod(a, b); }
 LW_FUNC double mod(double a, double b) { return fmod(a, b); }
 template <typename T> LW_FUNC typename scalar_only<T>::type neg(T a) { return T(-a); }
@@ -476,6 +483,10 @@ template <int R, int C, typename T> LW_FUNC vec_t<C, T> row(const mat_t<R, C, T>
 template <int R, int C, typename T> LW_FUNC void set_row(mat_t<R, C, T>& m, int64_t i, vec_t<C, T> v) {
     for (int j = 0; j < C; ++j) m.c[i * C + j] = v.c[j];
 }
+// row i of a matrix in memory, as a vector stores and atomics can write through (same layout as C scalars)
+template <int R, int C, typename T> LW_FUNC vec_t<C, T>& row_ref(mat_t<R, C, T>& m, int64_t i) {
+    return *reinterpret_cast<vec_t<C, T>*>(m.c + i * C);
+}
 
 template <int N, typename T> LW_FUNC T dot(vec_t<N, T> a, vec_t<N, T> b) {
     T s = mul(a.c[0], b.c[0]);
@@ -589,10 +600,8 @@ template <typename T> LW_FUNC array_t<T> subview(const array_t<T>& a, int n, int
     return r;
 }
 
-// Debug mode: record the first out-of-bounds index and return a harmless index instead.
-#if LW_CUDA
-__device__ char lw_dummy_storage[256];
-#endif
+// Debug mode: record the first out-of-bounds index and return a harmless index instead; an element
+// access with a bad index goes to a thread's substitute element of the element's own type.
 template <typename T> LW_FUNC int64_t check_index(error_t* err, int site, int64_t i, int64_t n, bool& bad) {
     if (i >= 0 && i < n) return i;
     if (err && err->code == 0) {
@@ -610,11 +619,41 @@ template <typename T> LW_FUNC int64_t check_index(error_t* err, int site, int64_
     bad = true;
     return 0;
 }
-template <typename T> LW_FUNC T& dummy_ref();
+template <typename T> LW_FUNC T& dummy_ref() {
+    // sized and aligned for T (a struct may be any size); on the GPU one per type, shared by all threads
+#if LW_CUDA
+    static __align__(16) char storage[sizeof(T)];
+#else
+    alignas(64) static thread_local char storage[sizeof(T)];
+#endif
+    return *(T*)storage;
+}
 LW_FUNC int64_t checked(error_t* err, int site, int64_t i, int64_t n) {
     bool bad = false;
     return check_index<int>(err, site, i, n, bad);
 }
+// Debug builds: a component (or row) of a vector or matrix in memory by dynamic indices; a bad index
+// reports and gives the substitute, so a store or atomic through it changes nothing of the value.
+template <int N, typename T> LW_FUNC T& comp_checked(error_t* e, int site, vec_t<N, T>& v, int64_t i) {
+    bool bad = false;
+    i = check_index<T>(e, site, i, N, bad);
+    return bad ? dummy_ref<T>() : v.c[i];
+}
+template <int R, int C, typename T>
+LW_FUNC T& comp_checked(error_t* e, int site, mat_t<R, C, T>& m, int64_t i, int64_t j) {
+    bool bad = false;
+    i = check_index<T>(e, site, i, R, bad);
+    j = check_index<T>(e, site, j, C, bad);
+    return bad ? dummy_ref<T>() : m.c[i * C + j];
+}
+template <int R, int C, typename T> LW_FUNC vec_t<C, T>& row_checked(error_t* e, int site, mat_t<R, C, T>& m, int64_t i) {
+    bool bad = false;
+    i = check_index<T>(e, site, i, R, bad);
+    return bad ? dummy_ref<vec_t<C, T>>() : *reinterpret_cast<vec_t<C, T>*>(m.c + i * C);
+}
+// A dynamic index into a vector, matrix row or kernel-local array of extent n, in release builds:
+// clamped into range, so a wrong index reads or writes a wrong component, never the memory beside it.
+LW_FUNC int64_t clamped(int64_t i, int64_t n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
 template <typename T> LW_FUNC T& at_checked(error_t* e, int site, const array_t<T>& a, int64_t i) {
     bool bad = false;
     i = check_index<T>(e, site, i, a.shape[0], bad);
@@ -643,23 +682,18 @@ LW_FUNC T& at_checked(error_t* e, int site, const array_t<T>& a, int64_t i, int6
     l = check_index<T>(e, site, l, a.shape[3], bad);
     return bad ? dummy_ref<T>() : at(a, i, j, k, l);
 }
+// an indexedarray: the indices against its shape, then the positions they map to against the data's
 template <typename T, typename... I> LW_FUNC T& at_checked(error_t* e, int site, const indexedarray_t<T>& a, I... idx) {
     int64_t v[] = {(int64_t)idx...};
     bool bad = false;
     for (int d = 0; d < (int)sizeof...(I); ++d) v[d] = check_index<T>(e, site, v[d], a.shape[d], bad);
     if (bad) return dummy_ref<T>();
-    if constexpr (sizeof...(I) == 1) return at(a, v[0]);
-    else if constexpr (sizeof...(I) == 2) return at(a, v[0], v[1]);
-    else if constexpr (sizeof...(I) == 3) return at(a, v[0], v[1], v[2]);
-    else return at(a, v[0], v[1], v[2], v[3]);
-}
-template <typename T> LW_FUNC T& dummy_ref() {
-#if LW_CUDA
-    return *(T*)lw_dummy_storage;
-#else
-    alignas(64) static thread_local char storage[256];
-    return *(T*)storage;
-#endif
+    for (int d = 0; d < (int)sizeof...(I); ++d) v[d] = check_index<T>(e, site, map_index(a, d, v[d]), a.arr.shape[d], bad);
+    if (bad) return dummy_ref<T>();
+    if constexpr (sizeof...(I) == 1) return at(a.arr, v[0]);
+    else if constexpr (sizeof...(I) == 2) return at(a.arr, v[0], v[1]);
+    else if constexpr (sizeof...(I) == 3) return at(a.arr, v[0], v[1], v[2]);
+    else return at(a.arr, v[0], v[1], v[2], v[3]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -810,6 +844,10 @@ template <typename T, typename... I> LW_FUNC T& grad_at(const indexedarray_t<T>&
 template <bool C, typename T, typename... I> LW_FUNC T& gradc(const indexedarray_t<T>& a, I... idx) {
     return at(grad_of(a), idx...);
 }
+// debug builds: the gradient element, bounds-checked like the data (a bad index reports and goes nowhere)
+template <typename A, typename... I> LW_FUNC auto& grad_checked(error_t* e, int site, const A& a, I... idx) {
+    return at_checked(e, site, grad_of(a), idx...);
+}
 
 // accumulate into a value of any differentiable type
 template <typename T> LW_FUNC void acc(T& a, T b) { a = add(a, b); }
@@ -835,8 +873,9 @@ template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_pow(T a, T
     if (!(a == T(0) && b < T(1))) acc(adj_a, mul(mul(adj, b), pow(a, sub(b, T(1)))));
     if (a > T(0)) acc(adj_b, mul(mul(adj, r), log(a)));
 }
+// sqrt and rsqrt: no guard at 0 or below, so the derivative is inf at 0 and NaN below, as in JAX and PyTorch
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sqrt(T a, T& adj_a, T adj) {
-    if (a > T(0)) acc(adj_a, div(mul(T(0.5), adj), sqrt(a)));
+    acc(adj_a, div(mul(T(0.5), adj), sqrt(a)));
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sin(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, cos(a))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_cos(T a, T& adj_a, T adj) { acc(adj_a, neg(mul(adj, sin(a)))); }
@@ -868,7 +907,7 @@ template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_cbrt(T a, 
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_degrees(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(57.29577951308232))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_radians(T a, T& adj_a, T adj) { acc(adj_a, mul(adj, T(0.017453292519943295))); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_rsqrt(T a, T& adj_a, T adj) {
-    if (a > T(0)) acc(adj_a, mul(adj, div(T(-0.5), mul(a, sqrt(a)))));
+    acc(adj_a, mul(adj, div(T(-0.5), mul(a, sqrt(a)))));
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_frac(T a, T& adj_a, T adj) { acc(adj_a, adj); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_atan2(T y, T x, T& adj_y, T& adj_x, T adj) {
@@ -1049,9 +1088,9 @@ LW_FUNC void adj_lerp(vec_t<N, T> a, vec_t<N, T> b, T t, vec_t<N, T>& adj_a, vec
 template <typename V, typename S> LW_FUNC void adj_splat(S s, S& adj_s, V adj) {
     for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i) acc(adj_s, adj.c[i]);
 }
+template <typename T, typename U> LW_FUNC void acc_cast(T& a, U b) { acc(a, cast<T>(b)); }
 template <typename V, typename W> LW_FUNC void adj_convert(W w, W& adj_w, V adj) {
-    for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i)
-        acc(adj_w.c[i], cast<decltype(w.c[0] + w.c[0])>(adj.c[i]));
+    for (int i = 0; i < (int)(sizeof(adj.c) / sizeof(adj.c[0])); ++i) acc_cast(adj_w.c[i], adj.c[i]);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """The benchmarks run end to end on small sizes (their figures are for the note, never asserted here)."""
 
+import pytest
+
 from loomwork.apps import bench_autodiff, bench_kernels
 
 
@@ -38,3 +40,13 @@ def test_geometry_benchmark_runs_and_its_answers_are_right():
     r = bench_geometry.main(["--subdiv", "3", "--res", "64", "--points", "2000"])
     assert r["triangles"] == 1280 and 0.3 < r["hit_fraction"] < 0.5
     assert r["closest_max_error"] < 0.02  # within the facets' sagitta of the unit sphere
+
+
+def test_interop_benchmark_runs():
+    """bench_interop with a few iterations runs and reports every conversion and DLPack figure."""
+    pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch)")
+    from loomwork.apps import bench_interop
+
+    r = bench_interop.main(["--iters", "50", "--rounds", "1"])
+    ours = r["loomwork"]
+    assert len(ours) == 16 and all(v > 0 for v in ours.values())

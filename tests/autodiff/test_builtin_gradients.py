@@ -180,3 +180,46 @@ def test_abs_gradient_at_zero_is_one():
         wp.launch(abs_at_zero, 1, inputs=[x, out])
     tape.backward(grads={out: np.ones(1, dtype=np.float32)})
     assert x.grad.numpy()[0] == 1.0
+
+
+@wp.kernel
+def roots(x: wp.array(dtype=float), y: wp.array(dtype=float), root: wp.array(dtype=float),
+          inv_root: wp.array(dtype=float)):
+    i = wp.tid()
+    root[i] = wp.sqrt(x[i])
+    inv_root[i] = wp.rsqrt(y[i])
+
+
+@wp.kernel
+def nan_only_compared(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    w = x[i] * wp.log(x[i])  # NaN for x < 0, -inf * 0 at 0: used only by the comparisons
+    r = wp.sqrt(x[i]) * 3.0
+    if w > 0.0 or r > 100.0:
+        out[i] = x[i]
+    else:
+        out[i] = 2.0 * x[i]
+
+
+def _gradients(kernel, n_in, values):
+    """The gradients of `kernel`'s inputs (n_in arrays holding `values`) with every output seeded with 1."""
+    arrays = [wp.array(np.array(values, dtype=np.float32), requires_grad=True) for _ in range(n_in)]
+    outs = [wp.zeros(len(values), dtype=float, requires_grad=True) for _ in range(len(kernel.arg_names) - n_in)]
+    tape = wp.Tape()
+    with tape:
+        wp.launch(kernel, len(values), inputs=[*arrays, *outs])
+    tape.backward(grads={o: np.ones(len(values), dtype=np.float32) for o in outs})
+    return [a.grad.numpy() for a in arrays]
+
+
+def test_sqrt_gradient_is_infinite_at_zero_and_nan_below():
+    """d sqrt(x)/dx and d rsqrt(x)/dx are inf at 0 and NaN below it, as in JAX and PyTorch (they were 0)."""
+    d_sqrt, d_rsqrt = _gradients(roots, 2, [-1.0, 0.0, 4.0])
+    np.testing.assert_array_equal(d_sqrt, [np.nan, np.inf, 0.25])
+    np.testing.assert_array_equal(d_rsqrt, [np.nan, -np.inf, -0.0625])
+
+
+def test_nan_in_a_value_only_compared_leaves_the_gradient_alone():
+    """A NaN or infinite value that only decides a branch contributes nothing to the gradient (no 0 * NaN)."""
+    (grad,) = _gradients(nan_only_compared, 1, [-1.0, 0.0, 4.0, 1e-30])
+    np.testing.assert_array_equal(grad, [2.0, 2.0, 1.0, 2.0])

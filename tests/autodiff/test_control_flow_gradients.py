@@ -120,6 +120,37 @@ def write_then_read(x: wp.array(dtype=f64), y: wp.array(dtype=f64), z: wp.array(
     z[i] = y[i] * y[i] + x[i]
 
 
+@wp.struct
+class Frame:
+    pos: wp.vec3d
+    scale: f64
+
+
+@wp.kernel
+def part_stores(x: wp.array(dtype=f64), v: wp.array(dtype=wp.vec3d), m: wp.array(dtype=wp.mat22d)):
+    i = wp.tid()
+    v[i].y = x[i] * x[i]
+    v[i][0] = f64(5.0) * x[i]
+    v[i][0] = wp.sin(x[i])  # overwritten: the first value gets no gradient
+    v[i][2] += f64(3.0) * x[i]
+    m[i][1][0] = f64(2.0) * x[i]
+    m[i][0] = wp.vec2d(x[i], x[i] * x[i] * x[i])
+
+
+@wp.kernel
+def struct_part_stores(x: wp.array(dtype=f64), s: wp.array(dtype=Frame)):
+    i = wp.tid()
+    s[i].pos = wp.vec3d(x[i], x[i], x[i] * x[i] * x[i])
+    s[i].pos.z = x[i] * x[i]  # replaces what the line above wrote: that value gets no gradient
+    s[i].scale -= f64(4.0) * x[i]
+
+
+@wp.kernel
+def set_y(x: wp.array(dtype=f64), v: wp.array(dtype=wp.vec3d)):
+    i = wp.tid()
+    v[i].y = f64(3.0) * x[i]
+
+
 @wp.kernel
 def early_return_kernel(x: wp.array(dtype=f64), out: wp.array(dtype=f64)):
     i = wp.tid()
@@ -174,6 +205,32 @@ def test_array_written_then_read_in_one_kernel():
     jac = jacobian(write_then_read, len(X), [x], [y, z])
     np.testing.assert_allclose(np.diag(jac[("x", "z")]), 8 * X + 1)
     np.testing.assert_allclose(np.diag(jac[("x", "y")]), 2.0)
+
+
+def test_stores_into_parts_of_array_elements():
+    """v[i].y = f(x), m[i][1][0] = f(x), v[i][2] += f(x), a part overwritten (in the kernel, or by a later
+    launch): each component's gradient flows to x as finite differences say; struct fields likewise."""
+    x = wp.array(X)
+    v, m = wp.zeros(len(X), dtype=wp.vec3d), wp.zeros(len(X), dtype=wp.mat22d)
+    gradcheck(part_stores, len(X), [x], [v, m], eps=1e-6, atol=1e-6, rtol=1e-5)
+    x = wp.array(X, requires_grad=True)
+    s = wp.zeros(len(X), dtype=Frame, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(struct_part_stores, len(X), inputs=[x, s])
+    seed = np.zeros(len(X), dtype=s.numpy().dtype)
+    seed["pos"][:, 2] = 1.0
+    seed["scale"] = 0.5
+    tape.backward(grads={s: wp.array(seed, dtype=Frame)})
+    np.testing.assert_allclose(x.grad.numpy(), 2 * X - 2.0)
+    v = wp.zeros(len(X), dtype=wp.vec3d, requires_grad=True)
+    x.grad.zero_()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(part_stores, len(X), inputs=[x, v, wp.zeros(len(X), dtype=wp.mat22d)])  # v.y = x * x ...
+        wp.launch(set_y, len(X), inputs=[x, v])  # ... replaced by 3x
+    tape.backward(grads={v: np.ones((len(X), 3))})
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(X) + 3.0 + 3.0)
 
 
 def test_atomic_reduction_gradients():

@@ -1,5 +1,6 @@
 """The Tape and adjoint launches: the user's documented examples, repeatability, overwrite detection, errors."""
 
+import threading
 import warnings
 
 import numpy as np
@@ -280,3 +281,140 @@ def test_adjoints_are_built_on_first_use():
     assert lm.adjoints is None
     tape.backward(grads={y: np.ones(1, dtype=np.float32)})
     assert lm.adjoints is not None and x.grad.numpy()[0] == 6.0
+
+
+def test_tapes_are_distinct_and_nest():
+    """Two tapes never compare equal; a tape inside another records its launches on both; re-entering one raises."""
+    assert wp.Tape() != wp.Tape()
+    x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    y = wp.zeros(2, dtype=float, requires_grad=True)
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    outer, inner = wp.Tape(), wp.Tape()
+    with outer:
+        wp.launch(scale, 2, inputs=[x, 3.0, y])
+        with inner:
+            wp.launch(square_sum, 2, inputs=[y, l])
+        with pytest.raises(RuntimeError, match="already recording"):
+            with outer:
+                pass
+        wp.launch(forward_only, 2, inputs=[x, wp.zeros(2, dtype=float)])  # outer records on after the error
+    assert [e.kernel for e in outer.launches] == [scale, square_sum, forward_only]
+    assert [e.kernel for e in inner.launches] == [square_sum]
+    outer.launches.pop()  # the forward-only launch has no adjoint
+    outer.backward(loss=l)
+    np.testing.assert_allclose(x.grad.numpy(), 18.0 * x.numpy())  # d/dx sum((3x)^2)
+
+
+def test_a_tape_records_only_its_own_thread():
+    """Launches from another thread stay off this thread's tape; that thread's own tape records them."""
+    x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    theirs: list = []
+
+    def other() -> None:
+        wp.launch(square_sum, 2, inputs=[x, l])
+        with wp.Tape() as t:
+            wp.launch(square_sum, 2, inputs=[x, l])
+        theirs.append(t)
+
+    with wp.Tape() as mine:
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+    assert mine.launches == [] and len(theirs[0].launches) == 1
+
+
+def _chain(x, y, l, check="error"):
+    """scale then square_sum: the first launch's result feeds the second."""
+    tape = wp.Tape(check_overwrites=check)
+    with tape:
+        wp.launch(scale, 2, inputs=[x, 3.0, y])
+        wp.launch(square_sum, 2, inputs=[y, l])
+    return tape
+
+
+def test_writes_loomwork_does_not_see_are_detected():
+    """A recorded input changed through a .numpy() view (taken before or after recording), a wrapped NumPy
+    array, a from_ptr alias or a NumPy argument makes backward raise, when the launch's result fed another."""
+    def fresh():
+        return (wp.zeros(2, dtype=float, requires_grad=True), wp.zeros(1, dtype=float, requires_grad=True))
+
+    values = np.array([1.0, 2.0], dtype=np.float32)
+    x = wp.array(values, requires_grad=True)
+    view = x.numpy()  # before recording: a checksum is taken when the launch is recorded
+    tape = _chain(x, *fresh())
+    view[0] = 5.0
+    with pytest.raises(wp.OverwriteError, match="write loomwork does not track"):
+        tape.backward(loss=tape.launches[1].params[1])
+
+    x = wp.array(values, requires_grad=True)
+    tape = _chain(x, *fresh())
+    x.numpy()[1] = 5.0  # after recording: the content at the moment it was exposed is the reference
+    with pytest.raises(wp.OverwriteError, match="array 'x'"):
+        tape.backward(loss=tape.launches[1].params[1])
+
+    wrapped = values.copy()
+    alias_buffer = values.copy()
+    for arg, change in ((wp.array(wrapped, copy=False, requires_grad=True), wrapped),
+                        (wp.from_ptr(alias_buffer.ctypes.data, 2, dtype=float), alias_buffer)):
+        tape = _chain(arg, *fresh())
+        change[0] = -1.0
+        with pytest.raises(wp.OverwriteError):
+            tape.backward(loss=tape.launches[1].params[1])
+
+    plain = values.copy()
+    y, l = fresh()
+    tape = wp.Tape()
+    with tape:
+        wp.launch(scale, 2, inputs=[plain, 3.0, y])
+        wp.launch(square_sum, 2, inputs=[y, l])
+    plain *= 2.0
+    with pytest.raises(wp.OverwriteError):
+        tape.backward(loss=l)
+
+    tape = _chain(wp.array(wrapped, copy=False, requires_grad=True), *fresh(), check="warn")
+    wrapped[1] = 7.0
+    with pytest.warns(RuntimeWarning, match="does not track"):
+        tape.backward(loss=tape.launches[1].params[1])
+
+
+def test_stepping_parameters_through_an_alias_between_backward_passes():
+    """Warp's documented workflow: one recorded launch, parameters updated through a NumPy view (as an
+    optimizer would through torch), backward again: no error, the gradient at the new values."""
+    x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    view = x.numpy()
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square_sum, 2, inputs=[x, l])
+    for _ in range(3):
+        tape.zero()
+        tape.backward(loss=l)
+        np.testing.assert_allclose(x.grad.numpy(), 2.0 * view)
+        view -= 0.25 * x.grad.numpy()
+
+
+def test_arrays_only_loomwork_touched_are_not_checksummed():
+    """Building, filling, assigning, printing and copying an array does not expose it, so recording a launch
+    that reads it costs no checksum; handing out .numpy() or the array interface does."""
+    x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    x.fill_(1.0)
+    x.assign([3.0, 4.0])
+    str(x), x.list(), x[0], x.clone()  # noqa: B018
+    wp.copy(wp.zeros(2, dtype=float), x)
+    assert not x._storage.exposed
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        wp.launch(square_sum, 2, inputs=[x, l])
+    assert [r[3] for r in tape.launches[0].reads] == [None]
+    np.asarray(x)
+    assert x._storage.exposed and not wp.zeros(2, dtype=float)._storage.exposed
+
+
+def test_a_launch_that_raised_is_not_recorded():
+    """A launch whose arguments cannot be packed raised before running: it stays off the tape."""
+    x = wp.zeros(2, dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        with pytest.raises(wp.LaunchError, match="argument 's'"):
+            wp.launch(scale, 2, inputs=[x, "three", wp.zeros(2, dtype=float)])
+    assert tape.launches == []

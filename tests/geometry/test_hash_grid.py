@@ -80,13 +80,25 @@ def test_empty_grid_and_rebuild():
 
 def test_bad_grids_are_clear_errors():
     """Bad dimensions, radii, point arrays and devices raise exceptions that say what is wrong."""
-    with pytest.raises(ValueError, match="dimensions"):
+    with pytest.raises(RuntimeError, match="dimensions"):  # RuntimeError, as in Warp
         wp.HashGrid(0, 4, 4)
     grid = wp.HashGrid(4, 4, 4)
     with pytest.raises(ValueError, match="radius"):
         grid.build(wp.zeros(3, dtype=wp.vec3), 0.0)
-    with pytest.raises(TypeError, match="wp.vec3"):
+    with pytest.raises(TypeError, match="vec3f"):
         grid.build(wp.zeros(3, dtype=float), 1.0)
+    with pytest.raises(TypeError, match="must have type vec3d"):
+        wp.HashGrid(4, 4, 4, dtype=wp.float64).build(wp.zeros(3, dtype=wp.vec3), 1.0)
+    with pytest.raises(TypeError, match="dtype must be float16, float32 or float64"):
+        wp.HashGrid(4, 4, 4, dtype=wp.int32)
+    with pytest.raises(TypeError, match="integers"):
+        wp.HashGrid(4.5, 4, 4)
+    with pytest.raises(RuntimeError, match="cell count exceeds"):
+        wp.HashGrid(2048, 2048, 1024)
+    with pytest.raises(ValueError, match="same length"):
+        grid.build(wp.zeros(3, dtype=wp.vec3), 1.0, groups=wp.zeros(2, dtype=wp.int32))
+    with pytest.raises(TypeError, match="HashGridQuery"):
+        wp.HashGridQuery[wp.int32]
     with pytest.raises(wp.DeviceError):
         wp.HashGrid(4, 4, 4, device="cuda")
 
@@ -106,3 +118,85 @@ def test_output_arguments_must_be_variables():
         wp.launch(wp.kernel(k_value, module="unique"), dim=1, inputs=[0])
     with pytest.raises(NameError, match="must be a variable defined before the call"):
         wp.launch(wp.kernel(k_undefined, module="unique"), dim=1, inputs=[0])
+
+
+@wp.func
+def nearest(query: wp.HashGridQuery[wp.float64], p: wp.vec3d, points: wp.array(dtype=wp.vec3d), r: wp.float64):
+    best = -1
+    best_d = r
+    for j in query:
+        d = wp.length(points[j] - p)
+        if d <= best_d:
+            best_d = d
+            best = j
+    return best
+
+
+@wp.kernel
+def neighbours_f64(grid: wp.uint64, r: wp.float64, points: wp.array(dtype=wp.vec3d), group: int,
+                   counts: wp.array(dtype=int), grouped: wp.array(dtype=int), nearest_other: wp.array(dtype=int)):
+    i = wp.tid()
+    p = points[i]
+    for j in wp.hash_grid_query(grid, p, r):
+        if wp.length(points[j] - p) <= r:
+            counts[i] += 1
+    for j in wp.hash_grid_query(grid, p, r, group):
+        if wp.length(points[j] - p) <= r:
+            grouped[i] += 1
+    nearest_other[i] = nearest(wp.hash_grid_query(grid, p + wp.vec3d(0.01, 0.0, 0.0), r), p, points, r)
+
+
+@wp.kernel
+def neighbours_f16(grid: wp.uint64, r: wp.float16, points: wp.array(dtype=wp.vec3h), counts: wp.array(dtype=int)):
+    i = wp.tid()
+    for j in wp.hash_grid_query(grid, points[i], r):
+        if wp.length(wp.vec3(points[j]) - wp.vec3(points[i])) <= float(r):
+            counts[i] += 1
+
+
+def test_precisions_groups_and_for_loops():
+    """float64 and float16 grids; `for j in query` loops (also over a query passed to a function annotated
+    wp.HashGridQuery[dtype]); grouped queries visit only their group."""
+    rng = np.random.default_rng(5)
+    pts = rng.random((300, 3)) * 3.0 - 1.5
+    groups = rng.integers(-3, 3, 300).astype(np.int32)
+    r = 0.35
+    points = wp.array(pts, dtype=wp.vec3d)
+    grid = wp.HashGrid(7, 5, 3, dtype=wp.float64)
+    grid.build(points, r, groups=wp.array(groups))
+    outs = [wp.zeros(300, dtype=int) for _ in range(3)]
+    wp.launch(neighbours_f64, 300, inputs=[grid.id, r, points, 2, *outs])
+    d = np.linalg.norm(pts[:, None] - pts[None], axis=-1)
+    np.testing.assert_array_equal(outs[0].numpy(), (d <= r).sum(1))
+    np.testing.assert_array_equal(outs[1].numpy(), ((d <= r) & (groups[None] == 2)).sum(1))
+    np.testing.assert_array_equal(outs[2].numpy(), np.arange(300))  # each point is nearest to itself
+    grid.build(points, r)  # without groups a grouped query visits everything
+    outs[1].zero_()
+    wp.launch(neighbours_f64, 300, inputs=[grid.id, r, points, 2, *outs])
+    np.testing.assert_array_equal(outs[1].numpy(), (d <= r).sum(1))
+
+    half = pts.astype(np.float16)
+    hpoints = wp.array(half, dtype=wp.vec3h)
+    hgrid = wp.HashGrid(8, 8, 8, dtype=wp.float16)
+    hgrid.build(hpoints, 0.5)
+    counts = wp.zeros(300, dtype=int)
+    wp.launch(neighbours_f16, 300, inputs=[hgrid.id, 0.5, hpoints, counts])
+    dh = np.linalg.norm(half.astype(np.float32)[:, None] - half.astype(np.float32)[None], axis=-1)
+    np.testing.assert_array_equal(counts.numpy(), (dh <= np.float32(np.float16(0.5))).sum(1))
+
+
+@pytest.mark.parametrize("coord", [-0.3, 2.0**21 + 0.25, -(2.0**21), 1e20, -1e20, np.inf, -np.inf, np.nan])
+def test_far_negative_and_nonfinite_coordinates(coord):
+    """Points far outside the grid's span, at negative coordinates, at infinity or NaN land in the cell the
+    queries look in (cells clamp to the int32 range, NaN to cell 0), each found exactly once."""
+    pts = np.array([[coord, 0.0, 0.0], [coord, 0.0, 0.0], [0.7, 0.7, 0.7]], dtype=np.float32)
+    points = wp.array(pts, dtype=wp.vec3)
+    for dims in ((1, 1, 1), (3, 5, 7)):
+        grid = wp.HashGrid(*dims)
+        grid.build(points, 1.0)
+        counts, visited = wp.zeros(3, dtype=int), wp.zeros(3, dtype=int)
+        wp.launch(count_neighbors, dim=3, inputs=[grid.id, 1.0, points, counts, visited])
+        finite = np.isfinite(coord)
+        assert counts.numpy()[0] == (2 if finite else 0) and counts.numpy()[2] == 1, (dims, counts.numpy())
+        if dims == (1, 1, 1):  # one bucket: every candidate is visited once, never twice
+            assert visited.numpy()[2] == 3

@@ -1,10 +1,12 @@
 """The build pipeline: lazy builds, the content-hashed cache, concurrency, and compiler failures."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,7 +84,7 @@ def test_failed_build_leaves_nothing_in_the_cache(tmp_path):
     with pytest.raises(wp.CompileError, match="the C\\+\\+ compiler failed on test module") as info:
         build.build_cpu("this is not C++;", "broken", str(tmp_path), False, False, False, "test module")
     assert "error" in str(info.value)
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [".locks"]  # no entry, no temporary; the entry's lock file stays
 
 
 def test_nvrtc_compiles_cuda_source_without_a_gpu(tmp_path):
@@ -223,3 +225,74 @@ def test_release_cache_keys_ignore_line_directives():
     b = '#line 14 "k.py"\nx = 1;\n#line 15\ny = 2;\n'
     assert source_key(a, debug=False) == source_key(b, debug=False)
     assert source_key(a, debug=True) != source_key(b, debug=True)
+
+
+def test_kernels_whose_names_sanitize_alike_build_together():
+    """Keys that become the same C identifier (`make.<locals>.k`, `make__locals__k`), or that collide with
+    another kernel's derived entries (`x` has `..._adj_cpu`, so does a kernel `x_adj`), share one module."""
+    mod = "test_build_name_clash"
+
+    def make(value):
+        def k(a: wp.array(dtype=float)):
+            a[wp.tid()] = a[wp.tid()] * value
+
+        return k
+
+    nested, plain = make(2.0), make(3.0)
+    nested.__qualname__, plain.__qualname__ = "make.<locals>.k", "make__locals__k"  # as if made at module level
+    kernels = [wp.kernel(nested, module=mod), wp.kernel(plain, module=mod)]
+
+    def x(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+        out[wp.tid()] = a[wp.tid()] * a[wp.tid()]
+
+    def x_adj(a: wp.array(dtype=float)):
+        a[wp.tid()] = a[wp.tid()] + 1.0
+
+    square, shift = wp.kernel(x, module=mod), wp.kernel(x_adj, module=mod)
+    a = wp.full(2, 1.0, dtype=float)
+    for k in kernels:
+        wp.launch(k, dim=2, inputs=[a])
+    wp.launch(shift, dim=2, inputs=[a])
+    np.testing.assert_array_equal(a.numpy(), [7.0, 7.0])
+    x_in = wp.full(2, 3.0, dtype=float, requires_grad=True)
+    out = wp.zeros(2, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, dim=2, inputs=[x_in, out])
+    tape.backward(grads={out: wp.ones(2, dtype=float)})
+    np.testing.assert_array_equal(x_in.grad.numpy(), [6.0, 6.0])
+
+
+@pytest.mark.parametrize(("name", "value"), [("mode", "Debug"), ("mode", None), ("cpu_threads", -3), ("cpu_threads", 0),
+                                             ("fast_math", "yes"), ("max_unroll", -1), ("cpu_serial_threshold", 1.5),
+                                             ("verify_cuda_arch", "sm_75"), ("kernel_cache_dir", ""),
+                                             ("enable_backward", 1)])
+def test_config_rejects_bad_values(name, value):
+    """wp.config checks every assignment: a misspelt or out-of-range value raises and changes nothing."""
+    before = getattr(wp.config, name)
+    with pytest.raises(ValueError, match=f"wp.config.{name} takes .*, got {re.escape(repr(value))}"):
+        setattr(wp.config, name, value)
+    assert getattr(wp.config, name) == before
+
+
+def test_config_accepts_good_values():
+    """Valid settings are taken as given (numpy ints count as ints, paths as folders)."""
+    saved = {n: getattr(wp.config, n) for n in ("cpu_threads", "cpu_serial_threshold", "kernel_cache_dir", "mode")}
+    try:
+        wp.config.cpu_threads = None
+        wp.config.cpu_threads = 2
+        wp.config.cpu_serial_threshold = np.int64(100)
+        wp.config.kernel_cache_dir = Path(saved["kernel_cache_dir"])
+        wp.config.mode = "debug"
+        assert wp.config.cpu_serial_threshold == 100 and wp.config.mode == "debug"
+    finally:
+        for n, v in saved.items():
+            setattr(wp.config, n, v)
+
+
+def test_module_options_use_the_config_checks():
+    """set_module_options checks values with the same rules as wp.config, before setting any."""
+    mod = "test_build_option_checks"
+    with pytest.raises(ValueError, match='module option \'mode\' takes "release" or "debug", got \'Debug\''):
+        wp.set_module_options({"fast_math": True, "mode": "Debug"}, module=mod)
+    assert wp.get_module_options(mod)["fast_math"] is False

@@ -97,6 +97,21 @@ def test_store_of_the_wrong_type():
     assert "array element expects float32, got vec3f" in build_error(bad_store, wp.KernelTypeError)
 
 
+def test_assigning_into_a_temporary_value():
+    """A component or field store into a call's or an expression's result is an error at its line."""
+
+    def into_call(a: wp.array(dtype=float)):
+        wp.vec3d(1.0, 2.0, 3.0)[2] = wp.float64(a[0])
+
+    def into_expression(a: wp.array(dtype=float)):
+        v = wp.vec3(1.0)
+        (v + v).x = a[0]
+
+    for fn in (into_call, into_expression):
+        msg = build_error(fn, wp.KernelSyntaxError)
+        assert "cannot assign into a part of a temporary value" in msg and "test_errors.py:" in msg and "^" in msg
+
+
 def test_variable_changing_type():
     """A local assigned an int, then a vec3, is a TypeError."""
 
@@ -181,6 +196,159 @@ def test_function_argument_mismatch():
     assert "argument 'v' expects vec3f, got float32" in msg
 
 
+def test_integer_constants_that_do_not_fit():
+    """An integer literal or constant expression that does not fit where it goes is a TypeError at its
+    line (it became 0 or wrapped): wider than 64 bits, or outside an int32 / unsigned target's range."""
+
+    def power(a: wp.array(dtype=float)):
+        a[0] = float(2**100)
+
+    def literal(a: wp.array(dtype=float)):
+        a[0] = float(100000000000000000000)
+
+    def shift_into_int32(a: wp.array(dtype=float)):
+        n = int(a[0])
+        n = 1 << 40
+        a[0] = float(n)
+
+    def into_int32(a: wp.array(dtype=float)):
+        x: wp.int32 = 3000000000
+        a[0] = float(x)
+
+    def cast_loses_bits(a: wp.array(dtype=float)):
+        a[0] = float(wp.int32(2**40))
+
+    def negative_into_unsigned(a: wp.array(dtype=float)):
+        a[0] = float(wp.uint32(a[0]) + wp.uint32(5) * -1)
+
+    cases = [(power, "at least 101 bits: it does not fit in 64 bits"),
+             (literal, "the integer constant 100000000000000000000 does not fit in 64 bits"),
+             (shift_into_int32, "the constant 1099511627776 does not fit in int32"),
+             (into_int32, "the constant 3000000000 does not fit in int32"),
+             (cast_loses_bits, "the constant 1099511627776 does not fit in int32"),
+             (negative_into_unsigned, "the constant -1 does not fit in uint32")]
+    for fn, text in cases:
+        msg = build_error(fn, wp.KernelTypeError)
+        assert text in msg and "test_errors.py:" in msg, msg
+
+
+def test_function_signatures_and_returns_are_checked():
+    """*args / **kwargs, a return value that does not match the annotation, a function that can fall off its
+    end while returning a value elsewhere, and '-> None' with a value are TypeErrors naming file and line."""
+
+    @wp.func
+    def star_args(*args):
+        return 1.0
+
+    @wp.func
+    def star_kwargs(x: float, **kw):
+        return x
+
+    @wp.func
+    def annotated_int(x: float) -> int:
+        return x * 2.0
+
+    @wp.func
+    def falls_off(x: float) -> float:
+        if x > 0.0:
+            return x
+
+    @wp.func
+    def inferred_falls_off(x: float):
+        for _ in range(3):
+            if x > 0.0:
+                return x
+
+    @wp.func
+    def annotated_none(x: float) -> None:
+        return x
+
+    def call(f):
+        def caller(a: wp.array(dtype=float)):
+            a[0] = f(a[0])
+        return caller
+
+    cases = [(star_args, "has the parameter *args: *args and **kwargs are not supported"),
+             (star_kwargs, "has the parameter **kw"),
+             (annotated_int, "the return value of a function annotated -> int32 expects int32, got float32"),
+             (falls_off, "returns float32, but it can reach its end without a return"),
+             (inferred_falls_off, "can reach its end without a return"),
+             (annotated_none, "annotated '-> None' but returns a value")]
+    for f, text in cases:
+        msg = build_error(call(f), wp.KernelTypeError)
+        assert text in msg and "test_errors.py:" in msg, msg
+
+    @wp.func
+    def generic_square(x: wp.Float) -> wp.Float:  # a generic annotation: the type comes from the returns
+        return x * x
+
+    @wp.func
+    def every_path_returns(x: float) -> wp.float32:
+        if x > 0.0:
+            return 1.0
+        elif x < -1.0:
+            return 2  # a literal converts to the annotated type
+        while True:
+            if x < 5.0:
+                return generic_square(x)
+
+    k = fresh_kernel(call(every_path_returns))
+    a = wp.array(np.array([-3.0], dtype=np.float32))
+    wp.launch(k, 1, inputs=[a])
+    assert a.numpy()[0] == 2.0
+
+
+def test_local_assigned_on_some_paths_only():
+    """A local assigned in one branch of an if and read after it is a NameError naming it and the line;
+    assigned in both branches, before the if, in the branch that carries on, or in a loop body, it is not."""
+
+    def one_branch(a: wp.array(dtype=float)):
+        if a[0] > 0.0:
+            y = 2.0
+        a[0] = y
+
+    def nested_branch(a: wp.array(dtype=float)):
+        y = 0.0
+        if a[0] > 0.0:
+            if a[1] > 0.0:
+                z = 1.0
+            else:
+                y = 2.0
+            a[0] = z + y
+
+    for fn, name in ((one_branch, "y"), (nested_branch, "z")):
+        msg = build_error(fn, NameError)
+        assert f"local variable '{name}' may be read here before it is assigned" in msg and "test_errors.py:" in msg
+
+    def every_path(a: wp.array(dtype=float)):
+        i = wp.tid()
+        if a[i] > 0.0:
+            y = 1.0
+        elif a[i] < -1.0:
+            y = 2.0
+        else:
+            y = 3.0
+        if a[i] > 5.0:
+            return
+        else:
+            z = y
+        w = 0.0
+        for j in range(int(a[i])):
+            if j > 2:
+                continue
+            w = w + z
+            last = w
+        while w > 0.0:
+            w = w - 1.0
+            t = w
+        a[i] = y + z + w + last + t
+
+    k = fresh_kernel(every_path)
+    a = wp.array(np.array([2.5], dtype=np.float32))
+    wp.launch(k, 1, inputs=[a])
+    assert a.numpy()[0] == 1.0 + 1.0 + 0.0 + 2.0 + 0.0
+
+
 # -- launch-time errors ----------------------------------------------------------------------------
 
 
@@ -212,8 +380,8 @@ def test_wrong_argument_count_names_the_signature():
 def test_wrong_argument_types_name_the_argument():
     """A float64 NumPy array, a float where an int goes, a scalar where an array goes: errors name the argument."""
     x = np.zeros(4, np.float32)
-    with pytest.raises(TypeError, match="argument 'x' expects array\\(dtype=float32, ndim=1\\), got a ndarray of "
-                                        "dtype float64"):
+    with pytest.raises(TypeError, match="argument 'x' expects array\\(dtype=float32, ndim=1\\), got a NumPy array "
+                                        "of float64"):
         wp.launch(scale, dim=4, inputs=[np.zeros(4), x, 1.0, 1])
     with pytest.raises(TypeError, match="argument 'n' expects int32, got float"):
         wp.launch(scale, dim=4, inputs=[x, x, 1.0, 1.5])

@@ -56,6 +56,11 @@ NODE_CLASSES = [c for c in vars(ir).values() if isinstance(c, type) and issubcla
                 and c not in (ir.Stmt, ir.Expr)]
 
 
+@wp.struct
+class _VALUE:
+    v: wp.vec3
+
+
 def _instance(cls: type) -> tuple:
     """An instance of a node class with distinct values in every field, and those values by field name."""
     n = itertools.count()
@@ -72,6 +77,8 @@ def _instance(cls: type) -> tuple:
             v = var()
         elif kind == "tuple[Operand, ...]":
             v = (var(), var())
+        elif kind == "tuple[Part, ...]":  # a field, then a component by a variable index: the index is read
+            v = (ir.Part(_VALUE, name="v"), ir.Part(T.vec3, indices=(var(),)))
         elif kind == "tuple[Stmt, ...]":
             v = (ir.Break(line=next(n)),)
         elif kind == "Expr":
@@ -109,6 +116,8 @@ def test_every_node_reports_each_field_through_the_interface(cls):
             read += v.operands()
         elif isinstance(v, tuple) and v and isinstance(v[0], ir.Var):
             read += v
+        elif isinstance(v, tuple) and v and isinstance(v[0], ir.Part):
+            read += [i for p in v for i in p.indices]
         elif isinstance(v, tuple):
             blocks.append(v)
     assert Counter(node.operands()) == Counter(read)

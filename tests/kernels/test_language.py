@@ -136,6 +136,37 @@ def integer_math(a: wp.array(dtype=int), b: wp.array(dtype=int), out: wp.array(d
 
 
 @wp.kernel
+def min_by_minus_one(a: wp.array(dtype=wp.int64), b: wp.array(dtype=wp.int64), out: wp.array2d(dtype=wp.int64),
+                     a32: wp.array(dtype=int), b32: wp.array(dtype=int), out32: wp.array2d(dtype=int),
+                     v: wp.array(dtype=wp.vec2i), vout: wp.array(dtype=wp.vec2i)):
+    i = wp.tid()
+    out[i, 0] = a[i] // b[i]
+    out[i, 1] = a[i] % b[i]
+    out[i, 2] = a[i] / b[i]
+    out32[i, 0] = a32[i] // b32[i]
+    out32[i, 1] = a32[i] % b32[i]
+    out32[i, 2] = a32[i] / b32[i]
+    vout[i] = v[i] / b32[i]
+
+
+BIG = 2**40
+
+
+@wp.kernel
+def wide_constants(out64: wp.array(dtype=wp.int64), outu: wp.array(dtype=wp.uint64), out32: wp.array(dtype=int)):
+    out64[0] = 1 << 40
+    out64[1] = 2**40 + 3000000000
+    out64[2] = -(2**63)
+    out64[3] = BIG
+    out64[4] = wp.int64(2**62) // (1 << 61)
+    outu[0] = 18446744073709551615
+    outu[1] = wp.uint64(-1)
+    out32[0] = wp.int32(0xFFFFFFFF)
+    out32[1] = -2147483648
+    out32[2] = int(2.9e9 - 1e9)
+
+
+@wp.kernel
 def vec_mat(v: wp.array(dtype=wp.vec3), m: wp.array(dtype=wp.mat33), out_v: wp.array(dtype=wp.vec3),
             out_s: wp.array(dtype=float), out_m: wp.array(dtype=wp.mat33)):
     i = wp.tid()
@@ -149,6 +180,7 @@ def vec_mat(v: wp.array(dtype=wp.vec3), m: wp.array(dtype=wp.mat33), out_v: wp.a
     out_s[i] = wp.dot(a, b) + wp.length(a) + M[1, 2] + M[2][0] + wp.length_sq(a)
     R = M * M + wp.transpose(M) - M * 0.5
     R[0, 0] = 9.0
+    R[1][2] = 4.0  # an element through its row: stored in place
     out_m[i] = R
 
 
@@ -193,6 +225,35 @@ def atomics(vals: wp.array(dtype=float), ivals: wp.array(dtype=int), total: wp.a
     sub[0] -= 1.0
     wp.atomic_sub(sub, 1, 2.0)
     vtotal[0] += wp.vec3(1.0, vals[i], 2.0)
+
+
+@wp.struct
+class Body:
+    pos: wp.vec3
+    frame: wp.mat22
+    mass: float
+
+
+@wp.kernel
+def component_stores(b: wp.array(dtype=wp.vec3), m: wp.array(dtype=wp.mat22), s: wp.array(dtype=Body),
+                     g: wp.array2d(dtype=wp.vec2), total: wp.array(dtype=wp.vec3), bodies: wp.array(dtype=Body)):
+    i = wp.tid()
+    b[i][0] = 7.0
+    b[i].y = float(i)
+    b[i][2] += 1.0
+    b[i][i % 3] *= 2.0
+    m[i][1][1] = 9.0
+    m[i][0] = wp.vec2(1.0, 2.0)
+    m[i][1, 0] -= 3.0
+    s[i].pos.x = 3.0
+    s[i].frame[1][0] = 5.0
+    s[i].mass = 4.0
+    g[i, 1].y = 6.0
+    g[i][0][0] = 8.0
+    total[0].y += 1.0  # an atomic add on the component, exact with every thread contending
+    total[0][2] -= 2.0
+    bodies[0].pos.z += 1.0
+    bodies[0].mass += 0.5
 
 
 @wp.kernel
@@ -364,6 +425,31 @@ def test_integer_operators_and_division_by_zero():
     np.testing.assert_array_equal(out.numpy(), expect)
 
 
+def test_min_divided_by_minus_one_wraps_instead_of_trapping():
+    """INT_MIN // -1, / -1 and % -1 (int32, int64, int vectors / -1) give MIN, MIN and 0 instead of killing the
+    process with SIGFPE; other divisors are unchanged."""
+    lo64, lo32 = -(2**63), -(2**31)
+    a, b = np.array([lo64, lo64, 7, -7], dtype=np.int64), np.array([-1, 1, -1, 0], dtype=np.int64)
+    out, out32 = wp.zeros((4, 3), dtype=wp.int64), wp.zeros((4, 3), dtype=int)
+    a32, b32 = np.array([lo32, lo32, 7, -7], dtype=np.int32), b.astype(np.int32)
+    v = np.array([[lo32, 5]] * 4, dtype=np.int32)
+    vout = wp.zeros(4, dtype=wp.vec2i)
+    wp.launch(min_by_minus_one, 4, inputs=[a, b, out, a32, b32, out32, v, vout])
+    for got, lo in ((out.numpy(), lo64), (out32.numpy(), lo32)):
+        np.testing.assert_array_equal(got, [[lo, 0, lo], [lo, 0, lo], [-7, 0, -7], [0, 0, 0]])
+    minus, plus = [lo32, -5], [lo32, 5]
+    np.testing.assert_array_equal(vout.numpy(), [minus, plus, minus, [0, 0]])
+
+
+def test_wide_integer_constants_keep_their_value():
+    """Literals and constant expressions beyond int32 (1 << 40, 2**40 + 3e9, uint64 max) keep every bit;
+    explicit casts reinterpret the sign at the same width (wp.uint64(-1), wp.int32(0xFFFFFFFF))."""
+    out64, outu, out32 = wp.zeros(5, dtype=wp.int64), wp.zeros(2, dtype=wp.uint64), wp.zeros(3, dtype=int)
+    wp.launch(wide_constants, 1, inputs=[out64, outu, out32])
+    assert out64.numpy().tolist() == [2**40, 2**40 + 3000000000, -(2**63), 2**40, 2]
+    assert outu.numpy().tolist() == [2**64 - 1, 2**64 - 1] and out32.numpy().tolist() == [-1, -(2**31), 1900000000]
+
+
 def test_vectors_and_matrices(device):
     """vec3/mat33 arithmetic, component access and assignment, cross/dot/normalize/transpose vs NumPy."""
     rng = np.random.default_rng(1)
@@ -386,6 +472,7 @@ def test_vectors_and_matrices(device):
     np.testing.assert_allclose(out_s.numpy(), exp_s, rtol=1e-4, atol=1e-4)
     exp_m = m @ m + np.transpose(m, (0, 2, 1)) - 0.5 * m
     exp_m[:, 0, 0] = 9.0
+    exp_m[:, 1, 2] = 4.0
     np.testing.assert_allclose(out_m.numpy(), exp_m, rtol=1e-4, atol=1e-4)
 
 
@@ -440,6 +527,26 @@ def test_atomics_are_exact_under_threads():
     np.testing.assert_array_equal(hist.numpy(), np.bincount(ivals % 8, minlength=8))
     np.testing.assert_allclose(vtotal.numpy()[0], [n, vals.sum(), 2 * n])
     np.testing.assert_array_equal(sub.numpy(), [-n, -2 * n])
+
+
+def test_stores_into_parts_of_array_elements():
+    """b[i].y = v, m[i][1][1] = v, s[i].pos.x = v write through to the array; += / -= on a part is atomic."""
+    n = 20_000  # past the serial threshold: threads contend for total[0] and bodies[0]
+    b, m, s = wp.ones(n, dtype=wp.vec3), wp.zeros(n, dtype=wp.mat22), wp.zeros(n, dtype=Body)
+    g, total, bodies = wp.zeros((n, 2), dtype=wp.vec2), wp.zeros(1, dtype=wp.vec3), wp.zeros(1, dtype=Body)
+    wp.launch(component_stores, n, inputs=[b, m, s, g, total, bodies])
+    i = np.arange(n)
+    exp_b = np.stack([np.full(n, 7.0), i, np.full(n, 2.0)], axis=1)
+    exp_b[i, i % 3] *= 2.0
+    np.testing.assert_array_equal(b.numpy(), exp_b)
+    np.testing.assert_array_equal(m.numpy(), np.broadcast_to([[1.0, 2.0], [-3.0, 9.0]], (n, 2, 2)))
+    sv = s.numpy()
+    np.testing.assert_array_equal(sv["pos"], np.broadcast_to([3.0, 0.0, 0.0], (n, 3)))
+    np.testing.assert_array_equal(sv["frame"].reshape(n, 2, 2), np.broadcast_to([[0.0, 0.0], [5.0, 0.0]], (n, 2, 2)))
+    np.testing.assert_array_equal(sv["mass"], np.full(n, 4.0))
+    np.testing.assert_array_equal(g.numpy(), np.broadcast_to([[8.0, 0.0], [0.0, 6.0]], (n, 2, 2)))
+    np.testing.assert_array_equal(total.numpy(), [[0.0, n, -2.0 * n]])
+    assert bodies.numpy()["pos"][0].tolist() == [0.0, 0.0, n] and bodies.numpy()["mass"][0] == 0.5 * n
 
 
 def test_atomic_add_returns_previous_value():

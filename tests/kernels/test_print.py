@@ -1,6 +1,7 @@
 """print() and wp.printf() inside kernels write to the process's standard output."""
 
 import numpy as np
+import pytest
 
 import loomwork as wp
 
@@ -35,3 +36,52 @@ def test_expect_near_and_expect_eq(capfd):
     assert out.count("expect_near failed") == 2 and "3 vs 1 (tolerance 0.01)" in out
     assert "expect_eq failed" in out and "1 != 0" in out
     assert "test_print.py:" in out and "in expectations" in out
+
+
+@wp.kernel
+def formats(x: wp.array(dtype=float), n: wp.array(dtype=wp.int64), u: wp.array(dtype=wp.uint32)):
+    i = wp.tid()
+    wp.printf("a %d %ld %lld %5.2f %e %x %u %c %% %*d|\n", i, i, n[i], x[i], wp.float64(x[i]), 255, u[i], 65, 4, 7)
+    wp.printf("b %d %i %hd %zu\n", n[i], n[i], 70000, wp.uint8(3))
+
+
+def test_printf_directives_fit_their_arguments(capfd):
+    """Lengths, widths (also *), %%, and values wider or narrower than the directive's length all print the
+    value passed: an int64 given to %d prints whole, an int32 given to %ld too."""
+    wp.launch(formats, 1, inputs=[np.array([1.5], dtype=np.float32), np.array([2**40], dtype=np.int64),
+                                  np.array([4_000_000_000], dtype=np.uint32)])
+    out = capfd.readouterr().out
+    assert "a 0 0 1099511627776  1.50 1.500000e+00 ff 4000000000 A %    7|" in out
+    assert "b 1099511627776 1099511627776 4464 3" in out
+
+
+def test_printf_formats_that_do_not_fit_are_compile_errors():
+    """A float for %d, an int for %f, %s, too few or too many arguments, an unknown directive: a TypeError at
+    the line, never a crash or garbage."""
+
+    def float_for_d(a: wp.array(dtype=float)):
+        wp.printf("%d %s\n", 1.0)
+
+    def int_for_f(a: wp.array(dtype=float)):
+        wp.printf("%f\n", 1)
+
+    def string(a: wp.array(dtype=float)):
+        wp.printf("%s\n", 1)
+
+    def too_few(a: wp.array(dtype=float)):
+        wp.printf("%d %d\n", 1)
+
+    def too_many(a: wp.array(dtype=float)):
+        wp.printf("%d\n", 1, 2)
+
+    def unknown(a: wp.array(dtype=float)):
+        wp.printf("%Lf %q\n", a[0])
+
+    cases = [(float_for_d, "'%d' takes an integer, got float32"), (int_for_f, "'%f' takes a float, got int32"),
+             (string, "'%s' prints a string"), (too_few, "needs more arguments than the 1 given"),
+             (too_many, "no directive for this argument"), (unknown, "'%Lf' is not a directive kernels can print")]
+    for fn, text in cases:
+        k = wp.kernel(fn, module=f"test_print_{fn.__name__}")
+        with pytest.raises(wp.KernelTypeError) as info:
+            wp.launch(k, 1, inputs=[np.zeros(1, dtype=np.float32)])
+        assert text in str(info.value) and "test_print.py:" in str(info.value), str(info.value)

@@ -34,7 +34,9 @@ def use_params(p: Params, out: wp.array(dtype=float), vout: wp.array(dtype=wp.ve
     local = Params()
     local.scale = p.scale * 3.0
     local.offset = p.offset + p.material.tint
-    vout[i] = local.offset * local.scale
+    local.material.tint.y = 4.0  # nested fields of a local assign in place
+    local.material.tint[2] += 1.0
+    vout[i] = local.offset * local.scale + local.material.tint
 
 
 @wp.kernel
@@ -67,7 +69,7 @@ def test_struct_arguments_fields_and_locals():
     vout = wp.zeros(4, dtype=wp.vec3)
     wp.launch(use_params, 4, inputs=[p, out, vout])
     np.testing.assert_allclose(out.numpy(), np.arange(4) * 2.0 + 3.0 + 5.0 + 0.5)
-    np.testing.assert_allclose(vout.numpy(), np.tile([1.5, 2.5, 3.5], (4, 1)) * 6.0)
+    np.testing.assert_allclose(vout.numpy(), np.tile([1.5, 2.5, 3.5], (4, 1)) * 6.0 + [0.0, 4.0, 1.0])
 
 
 def test_gradients_through_struct_fields():
@@ -101,16 +103,16 @@ def test_host_side_values_and_errors():
 
 
 def test_struct_errors_in_kernels():
-    """Unknown fields and nested field assignment are rejected with clear messages."""
+    """Unknown fields and assignments into a temporary struct are rejected with clear messages."""
 
     def unknown(p: Params, out: wp.array(dtype=float)):
         out[0] = p.velocity
 
-    def nested(p: Params, out: wp.array(dtype=float)):
-        p.material.stiffness = 1.0
+    def temporary(p: Params, out: wp.array(dtype=float)):
+        Params().material.stiffness = 1.0
 
     for fn, exc, text in ((unknown, AttributeError, "no field 'velocity'"),
-                          (nested, SyntaxError, "through a local")):
+                          (temporary, SyntaxError, "part of a temporary value")):
         k = wp.kernel(fn, module=f"test_structs_{fn.__name__}")
         with pytest.raises(exc, match=text):
             wp.launch(k, 1, inputs=[make_params(), wp.zeros(1, dtype=float)])

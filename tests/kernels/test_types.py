@@ -113,6 +113,9 @@ def test_python_scope_scalar_arithmetic_keeps_the_type():
     assert np.isinf((wp.float32(1e20) * wp.float32(1e20)).value) and np.isnan((wp.float32(0.0) / 0.0).value)
     assert wp.int8(100) * 3 == 44 and wp.int32(7) // 2 == 3 and wp.int32(7) // 0 == 0 and wp.int32(7) / 2 == 3.5
     assert -wp.float16(1.5) == -1.5 and abs(wp.int32(-4)) == 4 and wp.float64(2.0) < 3
+    assert wp.int32(-7) % 2 == -1 and wp.int32(7) % -2 == 1 and wp.int32(-7) // 2 == -4
+    for t, lo in ((wp.int32, -(2**31)), (wp.int64, -(2**63))):  # MIN // -1 wraps to MIN, MIN % -1 is 0
+        assert t(lo) // t(-1) == lo and t(lo) % t(-1) == 0
     with pytest.raises(TypeError, match="convert one first"):
         wp.float32(1.0) + wp.float64(1.0)
 

@@ -1,0 +1,211 @@
+"""The on-disk kernel cache: whom it trusts, how an entry is published and checked, locks and cleanup.
+
+Loading a cached library runs its code in this process, so the cache is trusted only where no other user
+could have written it: the cache folder (created 0700), each entry folder and each artifact must belong
+to the current user and be writable by no one else; otherwise `CacheError` says which path and what to
+do. An entry `<cache>/<key>/` holds the artifact and `<artifact>.sha256` (sha256sum's format). It is
+built in a private `.tmp-<key>.*` folder, sealed (group/other write bits cleared, digest recorded, all
+fsynced) and renamed into place, so a reader sees a complete entry or none. Before it is used the
+artifact is hashed against its record (a fraction of a millisecond); a damaged entry (truncated, empty,
+garbage, missing file) is rebuilt with a warning. One build per entry runs at a time (a lock file in
+`<cache>/.locks/`), so threads and processes that need the same new entry compile it once; temporaries
+left by killed builds are removed once they are older than `STALE_AFTER` and no build holds their lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import CacheError
+
+#: part of every cache key: entries of an earlier layout (no digest record) are not looked at
+FORMAT = "2"
+
+#: seconds after which a temporary build folder no build holds is removed
+STALE_AFTER = 600.0
+
+_ABSENT = "absent"
+_cleaned: set[Path] = set()  # cache folders already swept for stale temporaries by this process
+
+
+def _current_uid() -> int:
+    """The user the cache must belong to (tests substitute another)."""
+    return os.geteuid()
+
+
+def _check_trusted(path: Path, st: os.stat_result, what: str, remedy: str) -> None:
+    """Raise CacheError unless `path` belongs to the current user and no one else may write it."""
+    uid = _current_uid()
+    if st.st_uid != uid:
+        raise CacheError(f"{what} {path} belongs to uid {st.st_uid}, not to you (uid {uid}): loomwork loads "
+                         f"compiled code only from a cache no one else can write. {remedy}")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = " and ".join(w for w, bit in (("its group", stat.S_IWGRP), ("all users", stat.S_IWOTH))
+                           if st.st_mode & bit)
+        raise CacheError(f"{what} {path} is writable by {who} (mode {stat.S_IMODE(st.st_mode):o}), so another "
+                         f"user could plant code that this process would load. {remedy}")
+
+
+def _cache_root(cache_dir: str) -> Path:
+    """The cache folder, created private (0700) when missing, checked to be trusted."""
+    root = Path(cache_dir)
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.stat(root)
+    except OSError as e:
+        raise CacheError(f"the kernel cache folder {root} cannot be created ({e.strerror or e}): point "
+                         "wp.config.kernel_cache_dir (or LOOMWORK_CACHE_DIR) at a folder you can write") from None
+    _check_trusted(root, st, "the kernel cache folder", f"Run 'chmod 700 {root}' if you own it and trust its "
+                   "contents, or point wp.config.kernel_cache_dir (or LOOMWORK_CACHE_DIR) at a folder of your own.")
+    return root
+
+
+def _problem(folder: Path, artifact: str) -> str | None:
+    """What is wrong with the entry `folder` (None: nothing, _ABSENT: there is none); raises CacheError
+    when the entry or its artifact is not trusted."""
+    remedy = f"Delete it ('rm -rf {folder}'); loomwork builds it again."
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return _ABSENT
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a folder"
+    _check_trusted(folder, st, "the kernel cache entry", remedy)
+    try:
+        record = (folder / f"{artifact}.sha256").read_bytes()
+        with open(folder / artifact, "rb") as f:
+            st = os.fstat(f.fileno())
+            _check_trusted(folder / artifact, st, "the cached build", remedy)
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+    except CacheError:
+        raise
+    except FileNotFoundError as e:
+        return f"{Path(e.filename).name} is missing"
+    except OSError as e:
+        return f"it cannot be read ({e.strerror or e})"
+    if record.split()[:1] != [digest.encode()]:
+        return f"{artifact} ({st.st_size} bytes) does not match the digest recorded when it was built"
+    return None
+
+
+def _lock(root: Path, key: str, blocking: bool = True) -> int | None:
+    """An exclusive lock on the entry `key` (a file descriptor to close), or None when `blocking` is
+    False and a build holds it. A file system without locks gives an unlocked descriptor: the atomic
+    rename still keeps every entry whole."""
+    locks = root / ".locks"
+    locks.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(locks / key, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except OSError:
+        pass
+    return fd
+
+
+@contextmanager
+def _locked(root: Path, key: str) -> Iterator[None]:
+    fd = _lock(root, key)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def _clean_stale(root: Path) -> None:
+    """Remove the temporary folders of builds that died (older than STALE_AFTER, their entry unlocked);
+    once per cache folder and process, before a build."""
+    if root in _cleaned:
+        return
+    _cleaned.add(root)
+    now = time.time()
+    for e in os.scandir(root):
+        if not e.name.startswith(".tmp-"):
+            continue
+        try:
+            if now - e.stat(follow_symlinks=False).st_mtime < STALE_AFTER:
+                continue
+        except FileNotFoundError:
+            continue
+        fd = _lock(root, e.name[len(".tmp-"):].rpartition(".")[0] or e.name, blocking=False)
+        if fd is not None:
+            try:
+                shutil.rmtree(e.path, ignore_errors=True)
+            finally:
+                os.close(fd)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _seal(folder: Path, artifact: str) -> None:
+    """Make a finished build private and durable: no group/other write bits (a umask of 000 would leave
+    them), the artifact's digest recorded, the artifact, its record and the folder flushed to disk (after
+    a crash an entry is whole or absent; the root's rename need not be flushed)."""
+    for p in folder.iterdir():
+        os.chmod(p, stat.S_IMODE(p.stat().st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
+    with open(folder / artifact, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+        os.fsync(f.fileno())
+    record = folder / f"{artifact}.sha256"
+    with open(record, "w") as f:
+        f.write(f"{digest}  {artifact}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(record, 0o644)
+    _fsync(folder)
+
+
+def _publish(root: Path, key: str, artifact: str, produce: Callable[[Path], None]) -> None:
+    """Build the entry in a private folder and rename it into place; a failed build leaves nothing."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}.", dir=root))
+    try:
+        produce(tmp)
+        _seal(tmp, artifact)
+        try:
+            os.rename(tmp, root / key)
+        except OSError:
+            if _problem(root / key, artifact) is not None:  # not a finished entry from a build that took no lock
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cached(cache_dir: str, key: str, artifact: str, produce: Callable[[Path], None], what: str) -> Path:
+    """The path of `<cache_dir>/<key>/<artifact>`, checked against its recorded digest; when the entry is
+    missing or damaged, `produce(folder)` writes the artifact into an empty folder that becomes the entry."""
+    root = _cache_root(cache_dir)
+    folder = root / key
+    if _problem(folder, artifact) is None:
+        return folder / artifact
+    _clean_stale(root)
+    with _locked(root, key):
+        problem = _problem(folder, artifact)  # another thread or process may have built it meanwhile
+        if problem is None:
+            return folder / artifact
+        if problem != _ABSENT:
+            warnings.warn(f"loomwork: the cached build of {what} in {folder} is damaged ({problem}); "
+                          "rebuilding it", RuntimeWarning, stacklevel=3)
+            trash = Path(tempfile.mkdtemp(prefix=f".tmp-{key}.", dir=root))
+            os.rename(folder, trash / "old")
+            shutil.rmtree(trash, ignore_errors=True)
+        _publish(root, key, artifact, produce)
+    return folder / artifact
