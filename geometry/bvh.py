@@ -194,8 +194,8 @@ def query_type(name: str, cname: str, iterate: str) -> type:
     """A value type with bvh.h's `bvh_query_t` layout (mesh face queries share it); `for i in q:` loops over
     what builtin `iterate` yields."""
     return register_value_type(name, cname, [
-        ("id", T.uint64), ("kind", T.int32), ("count", T.int32), ("leaf_pos", T.int32), ("leaf_end", T.int32),
-        ("a", T.vec3f), ("b", T.vec3f), ("rcp", T.vec3f), ("radius", T.float32),
+        ("id", T.uint64), ("owner", T.uint64), ("kind", T.int32), ("count", T.int32), ("leaf_pos", T.int32),
+        ("leaf_end", T.int32), ("a", T.vec3f), ("b", T.vec3f), ("rcp", T.vec3f), ("radius", T.float32),
         ("stack", T.vector(BVH_STACK, T.int32))], header=HEADER, iterate=iterate)
 
 

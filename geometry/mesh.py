@@ -249,7 +249,7 @@ for _root in ((), (I32,)):
 add_builtin("mesh_query_aabb", (U64, V3, V3), mesh_query_aabb_t, "lw::mesh_query_aabb", differentiable=False, **_G,
             doc="mesh_query_aabb(id, low, high): iterate (mesh_query_next) the faces whose boxes overlap [low, high]")
 add_builtin("mesh_query_sphere", (U64, V3, F32), mesh_query_aabb_t, "lw::mesh_query_sphere", differentiable=False,
-            **_G, doc="mesh_query_sphere(id, center, radius): iterate the faces whose boxes are within radius")
+            **_G, doc="mesh_query_sphere(id, center, radius): iterate the faces that come within radius of center")
 for _next in ("mesh_query_next", "mesh_query_aabb_next"):
     add_builtin(_next, (InOut(mesh_query_aabb_t), Out(T.int32)), T.bool_, "lw::mesh_query_next", differentiable=False,
                 **_G, doc=f"{_next}(query, index): the next face into `index`; False at the end")

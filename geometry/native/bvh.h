@@ -110,6 +110,7 @@ enum { BVH_QUERY_AABB = 0, BVH_QUERY_RAY = 1, BVH_QUERY_SPHERE = 2, BVH_QUERY_CA
 
 struct bvh_query_t {
     uint64_t id;
+    uint64_t owner;              // the mesh of a mesh face query (0: a plain tree query)
     int32_t kind;
     int32_t count;               // entries on the stack
     int32_t leaf_pos, leaf_end;  // the items of the current leaf not visited yet
@@ -125,6 +126,7 @@ struct mesh_query_aabb_t : bvh_query_t {};
 LW_FUNC bvh_query_t bvh_query_start(uint64_t id, int32_t kind, bvh_vec3 a, bvh_vec3 b, float radius, int32_t root) {
     bvh_query_t q;
     q.id = id;
+    q.owner = 0;
     q.kind = kind;
     q.count = 0;
     q.leaf_pos = q.leaf_end = 0;

@@ -697,11 +697,12 @@ LW_FUNC int32_t mesh_query_ray_count_intersections(uint64_t id, bvh_vec3 o, bvh_
     return mesh_query_ray_count_intersections(id, o, d, -1);
 }
 
-// face boxes overlapping [lo, hi] (or within radius of a center): iterate with mesh_query_next
+// faces whose boxes overlap [lo, hi], or that come within radius of a center: iterate with mesh_query_next
 LW_FUNC mesh_query_aabb_t mesh_face_query(uint64_t id, int32_t kind, bvh_vec3 a, bvh_vec3 b, float radius) {
     const mesh_t* m = handle_get<mesh_t>(id);
     mesh_query_aabb_t q;
     (bvh_query_t&)q = bvh_query_start(m != 0 ? m->bvh : 0, kind, a, b, radius, -1);
+    q.owner = id;
     return q;
 }
 LW_FUNC mesh_query_aabb_t mesh_query_aabb(uint64_t id, bvh_vec3 lo, bvh_vec3 hi) {
@@ -710,7 +711,25 @@ LW_FUNC mesh_query_aabb_t mesh_query_aabb(uint64_t id, bvh_vec3 lo, bvh_vec3 hi)
 LW_FUNC mesh_query_aabb_t mesh_query_sphere(uint64_t id, bvh_vec3 center, float radius) {
     return mesh_face_query(id, BVH_QUERY_SPHERE, center, center, radius);
 }
-LW_FUNC bool mesh_query_next(mesh_query_aabb_t& q, int32_t& index) { return bvh_query_next(q, index); }
+// The next face: box queries report the faces whose boxes overlap, sphere queries the faces themselves
+// within the radius (their boxes are only the candidates).
+LW_FUNC bool mesh_query_next(mesh_query_aabb_t& q, int32_t& index) {
+    mesh_view v;
+    bool exact = q.kind == BVH_QUERY_SPHERE && mesh_open(q.owner, v);
+    int32_t f;
+    while (bvh_query_next(q, f)) {
+        if (exact) {
+            bvh_vec3 a, b, c;
+            mesh_tri(v, f, a, b, c);
+            float wa, wb;
+            tri_closest(a, b, c, q.a, wa, wb);
+            if (length_sq(sub(q.a, tri_point(a, b, c, wa, wb))) > q.radius * q.radius) continue;
+        }
+        index = f;
+        return true;
+    }
+    return false;
+}
 
 // wp.mesh_get(id): the mesh's arrays, read in kernels as mesh.points[i], mesh.indices[3 * f + k], ...
 struct mesh_arrays_t {

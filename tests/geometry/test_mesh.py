@@ -65,6 +65,12 @@ def faces_in_box(mesh: wp.uint64, lo: wp.vec3, hi: wp.vec3, hits: wp.array(dtype
 
 
 @wp.kernel
+def faces_near(mesh: wp.uint64, center: wp.vec3, radius: float, hits: wp.array(dtype=int)):
+    for f in wp.mesh_query_sphere(mesh, center, radius):
+        hits[f] += 1
+
+
+@wp.kernel
 def corners(mesh: wp.uint64, pts: wp.array(dtype=wp.vec3), vel: wp.array(dtype=wp.vec3), idx: wp.array(dtype=int)):
     i = wp.tid()
     pts[i] = wp.mesh_get_point(mesh, i)
@@ -262,6 +268,19 @@ def test_face_box_queries_are_exactly_the_overlapping_faces(ball):
     c = pts[tris]
     want = ~((c.min(axis=1) > hi).any(1) | (c.max(axis=1) < lo).any(1))
     np.testing.assert_array_equal(hits.numpy(), want.astype(np.int32))
+
+
+def test_sphere_queries_are_exactly_the_faces_within_the_radius(ball):
+    """mesh_query_sphere visits the faces that come within the radius (not just those whose boxes do)."""
+    mesh, pts, tris = ball
+    c = pts[tris].astype(np.float64)
+    for center, radius in (((0.3, 0.2, 0.9), 0.25), ((0.0, 0.0, 0.0), 1.0), ((1.2, 0.0, 0.0), 0.3)):
+        hits = wp.zeros(len(tris), dtype=int)
+        wp.launch(faces_near, dim=1, inputs=[mesh.id, wp.vec3(*center), radius, hits])
+        dist = point_triangle_dist(np.array(center, np.float64), c[:, 0], c[:, 1], c[:, 2])
+        sure = (dist < radius - 1e-5) | (dist > radius + 1e-5)  # away from float32 rounding at the boundary
+        assert (dist < radius).any()
+        np.testing.assert_array_equal(hits.numpy()[sure], (dist < radius)[sure].astype(np.int32))
 
 
 def test_corner_accessors(ball):
