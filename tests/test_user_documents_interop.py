@@ -1,6 +1,7 @@
 """The PyTorch, CuPy and DLPack snippets of the documents' interoperability chapter, run as written with
 `import loomwork as wp` on the CPU (the CUDA ones as their CPU equivalents; CuPy's needs a GPU)."""
 
+import importlib.util
 import random
 
 import numpy as np
@@ -97,8 +98,9 @@ def test_tensors_on_either_device_go_to_launches():
     torch.testing.assert_close(y, x + 1.0)
 
 
-@pytest.mark.skip(reason="the CuPy snippet needs CuPy and a CUDA device; its path (__cuda_array_interface__) is "
-                         "checked without a GPU in tests/kernels/test_launch_arguments.py")
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is None or wp.get_cuda_device_count() == 0,
+                    reason="the CuPy snippet needs CuPy and a CUDA device; its path (__cuda_array_interface__) is "
+                           "checked without a GPU in tests/kernels/test_launch_arguments.py")
 def test_cupy_arrays_on_cuda():
     """The CuPy snippet."""
     import cupy as cp
