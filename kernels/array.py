@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import struct
+import typing
 from typing import Any
 
 import numpy as np
@@ -137,6 +138,26 @@ def byte_span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -
     lo = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s < 0)
     hi = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s > 0) + itemsize
     return lo, hi - lo
+
+
+def _subscript_dtype(params: Any) -> Any:
+    """The dtype of an annotation `wp.array[dtype]` / `wp.array[dtype, ndim]` (ndim an int or Literal[int])."""
+    return params[0] if isinstance(params, tuple) else params
+
+
+def _subscript_ndim(cls: type, params: Any) -> int | None:
+    if not isinstance(params, tuple):
+        return None
+    if len(params) != 2:
+        raise TypeError(f"{cls.__name__}[...] takes a dtype and optionally ndim, got {len(params)} parameters")
+    ndim = params[1]
+    if typing.get_origin(ndim) is typing.Literal:
+        (ndim,) = typing.get_args(ndim)
+    if not isinstance(ndim, int) or not 1 <= ndim <= 4:
+        raise TypeError(f"{cls.__name__}[dtype, ndim]: ndim must be 1 to 4 (an int or Literal[int]), got {ndim!r}")
+    if cls._default_ndim is not None and cls._default_ndim != ndim:
+        raise TypeError(f"{cls.__name__} has ndim {cls._default_ndim}, not {ndim}")
+    return ndim
 
 
 class array:  # noqa: N801 - Warp's public name
@@ -328,8 +349,8 @@ class array:  # noqa: N801 - Warp's public name
 
     # -- the array as a value -------------------------------------------------------------
 
-    def __class_getitem__(cls, dtype: Any) -> array:
-        return cls(dtype=dtype)
+    def __class_getitem__(cls, params: Any) -> array:
+        return cls(dtype=_subscript_dtype(params), ndim=_subscript_ndim(cls, params))
 
     @property
     def is_contiguous(self) -> bool:
@@ -716,8 +737,8 @@ class indexedarray:  # noqa: N801 - Warp's public name
         self.device = data.device
         self._storage = data._storage  # writes through the view are writes to the data
 
-    def __class_getitem__(cls, dtype: Any) -> indexedarray:
-        return cls(dtype=dtype)
+    def __class_getitem__(cls, params: Any) -> indexedarray:
+        return cls(dtype=_subscript_dtype(params), ndim=_subscript_ndim(cls, params))
 
     def _desc_bytes(self) -> bytes:
         desc = IndexedDesc()

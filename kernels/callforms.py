@@ -95,7 +95,7 @@ def atomic(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 # -- printing and checks ----------------------------------------------------------------------------
 
 
-@call_form(print)
+@call_form(print, "print")
 def print_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     """Python's print: string constants and scalar/vector/matrix values, space-separated, one line."""
     if node.keywords:
@@ -193,9 +193,10 @@ def printf_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     bld.emit(ir.Print("".join(out), tuple(args), line=bld.cur_line))
 
 
-@call_form("expect_near", "expect_eq")
+@call_form("expect_near", "expect_eq", "expect_neq")
 def expect_call(bld: Builder, node: ast.Call, obj: Any) -> None:
-    """expect_near(a, b, tolerance=1e-6) / expect_eq(a, b): checked where they run, reported by line."""
+    """expect_near(a, b, tolerance=1e-6) / expect_eq(a, b) / expect_neq(a, b): checked where they run,
+    reported by line."""
     name = obj.name
     args = list(node.args)
     kwargs = {k.arg: k.value for k in node.keywords}
@@ -208,8 +209,8 @@ def expect_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     if a.type != b.type:
         bld.error(node, KernelTypeError, f"wp.{name} compares values of one type, got {T.type_name(a.type)} "
                    f"and {T.type_name(b.type)}")
-    ok = T.is_float(a.type) or (T.is_vector(a.type) and a.type._wp_scalar_type_.is_float) if name == "expect_near" \
-        else T.is_scalar(a.type) or T.is_vector(a.type)
+    ok = T.is_float(a.type) or (T.is_composite(a.type) and a.type._wp_scalar_type_.is_float) if name == "expect_near" \
+        else T.is_scalar(a.type) or T.is_composite(a.type)
     if not ok:
         bld.error(node, KernelTypeError, f"wp.{name} does not take {T.type_name(a.type)}")
     operands = (a, b)

@@ -550,8 +550,12 @@ class Builder:
         if isinstance(it, ast.Call) and self.is_special(it.func, "static"):
             self.unrolled_for(node, self.static_value(it))
             return
-        if not (isinstance(it, ast.Call) and isinstance(self.expr_or_none(it.func), PyObj)
-                and self.expr(it.func).value is range):
+        backwards = self.calls(it, reversed)
+        if backwards:
+            if it.keywords or len(it.args) != 1 or not self.calls(it.args[0], range):
+                self.error(it, KernelSyntaxError, "kernels loop over reversed(range(...)) only")
+            it = it.args[0]
+        if not self.calls(it, range):
             self.iterator_for(node)
             return
         if not isinstance(node.target, ast.Name):
@@ -572,6 +576,8 @@ class Builder:
             start, stop, step = args
         if isinstance(step, Const) and step.value == 0:
             self.error(it.args[2], KernelTypeError, "range() step must not be zero")
+        if backwards:
+            start, stop, step = self.reversed_range(start, stop, step, it)
         name = node.target.id
         if all(isinstance(a, Const) for a in (start, stop, step)) and self.unrollable(node):
             values = range(start.value, stop.value, step.value)
@@ -593,6 +599,27 @@ class Builder:
         body = self.sub_block(node.body)
         self.scope.loop_depth -= 1
         self.emit(ir.For(var, start, stop, step, body, line=self.src.line(node)))
+
+    def calls(self, node: ast.expr, fn: Any) -> bool:
+        """Whether `node` is a call of the Python object `fn` (range, reversed...)."""
+        if not isinstance(node, ast.Call):
+            return False
+        f = self.expr_or_none(node.func)
+        return isinstance(f, PyObj) and f.value is fn
+
+    def reversed_range(self, start: Operand, stop: Operand, step: Operand, node: ast.Call) -> tuple:
+        """The (start, stop, step) of reversed(range(start, stop, step)): its n values backwards,
+        n = max((stop - start + step - sign(step)) // step, 0)."""
+        if not isinstance(step, Const):
+            self.error(node, KernelTypeError, "reversed(range(...)) needs a constant step")
+        t, s = step.type, step.value
+        n = self.call_builtin("floordiv", [self.call_builtin("add", [self.call_builtin("sub", [stop, start], node),
+                                                                    Const(s - (1 if s > 0 else -1), t)], node),
+                                           step], node)
+        n = self.call_builtin("max", [n, Const(0, t)], node)
+        last = self.call_builtin("add", [start, self.call_builtin("mul", [self.call_builtin(
+            "sub", [n, Const(1, t)], node), step], node)], node)
+        return last, self.call_builtin("sub", [start, step], node), Const(-s, t)
 
     def iterator_for(self, node: ast.For) -> None:
         """`for i in query:` over a value whose type names an `iterate` builtin: the loop
@@ -795,6 +822,8 @@ class Builder:
                     return ShapeOf(base)
                 if node.attr == "ndim":
                     return Const(t.ndim, T.int32)
+                if node.attr == "dtype":  # a type: `a.dtype(x)` converts, as in generic kernels
+                    return PyObj(t.dtype)
                 self.error(node, KernelAttributeError, f"arrays in kernels have no attribute '{node.attr}'")
             if T.is_record(t):
                 if node.attr not in t.fields:

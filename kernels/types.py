@@ -466,17 +466,37 @@ def _composite(key: tuple, name: str, base: type, st: type[ScalarType], shape: t
     return cls
 
 
-def vector(length: int, dtype: Any) -> type:
-    """The vector class of `length` components of scalar `dtype` (cached: same arguments, same class)."""
+def _generic_dtype_accepts(dtype: Any, st: Any) -> bool:
+    return generic_accepts(dtype, st) if is_generic(dtype) else st is scalar_type(dtype)
+
+
+def vector(length: Any, dtype: Any) -> Any:
+    """The vector class of `length` components of scalar `dtype` (cached: same arguments, same class).
+    With `length=Any` or a generic dtype it is a generic annotation matching such vectors."""
+    if length is Any or is_generic(dtype):
+        if not (length is Any or (isinstance(length, int) and length >= 0)):
+            raise ValueError(f"vector length must be a non-negative int or Any, got {length!r}")
+        return GenericType(f"vector(length={getattr(length, '__name__', length)}, dtype={type_name(dtype)})",
+                           lambda t: is_vector(t) and (length is Any or t._length_ == length)
+                           and _generic_dtype_accepts(dtype, t._wp_scalar_type_))
     st = scalar_type(dtype)
-    if not isinstance(length, int) or length < 1:
-        raise ValueError(f"vector length must be a positive int, got {length!r}")
+    if not isinstance(length, int) or length < 0:
+        raise ValueError(f"vector length must be a non-negative int, got {length!r}")
     return _composite(("vec", length, st), f"vec{length}{_SUFFIX.get(st, st.__name__)}", VectorType, st,
                       (length,), f"lw::vec_t<{length}, {st.cname}>")
 
 
-def matrix(shape: tuple[int, int], dtype: Any) -> type:
-    """The matrix class of `shape` = (rows, cols) with scalar `dtype` (cached)."""
+def matrix(shape: tuple[Any, Any], dtype: Any) -> Any:
+    """The matrix class of `shape` = (rows, cols) with scalar `dtype` (cached). With `Any` in the shape
+    or a generic dtype it is a generic annotation matching such matrices."""
+    if len(shape) != 2:
+        raise ValueError(f"matrix shape must be (rows, cols), got {shape!r}")
+    if Any in shape or is_generic(dtype):
+        r, c = shape
+        return GenericType(f"matrix(shape=({getattr(r, '__name__', r)}, {getattr(c, '__name__', c)}), "
+                           f"dtype={type_name(dtype)})",
+                           lambda t: is_matrix(t) and r in (Any, t._shape_[0]) and c in (Any, t._shape_[1])
+                           and _generic_dtype_accepts(dtype, t._wp_scalar_type_))
     st = scalar_type(dtype)
     rows, cols = (int(s) for s in shape)
     return _composite(("mat", rows, cols, st), f"mat{rows}{cols}{_SUFFIX.get(st, st.__name__)}", MatrixType, st,

@@ -150,6 +150,6 @@ __all__ = [
     "from_torch", "to_torch", "device_from_torch", "device_to_torch", "dtype_from_torch", "dtype_to_torch",
     "stream_from_torch", "stream_to_torch",
     *_PUBLIC_TYPES,
-    *(name for name in _BUILTINS if not name.startswith("_")),
+    *(name for name in _BUILTINS if not name.startswith("_") and name != "print"),  # `import *` keeps Python's
 ]
 _publish_into(globals())  # names extensions export (now and later): wp.<name>, listed in __all__
