@@ -264,10 +264,23 @@ def composite_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 
 @call_kind(is_struct)
 def struct_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    if node.args or node.keywords:
-        bld.error(node, KernelTypeError, f"{obj.__name__}() takes no arguments in kernels (it starts "
-                  "zeroed; set fields one by one)")
-    return bld.assign_temp(ir.Construct(obj, ()), obj)
+    """`S()` is zeroed; `S(a, b=...)` sets the fields given, positionally in declaration order or by name."""
+    names = list(obj.fields)
+    if len(node.args) > len(names):
+        bld.error(node, KernelTypeError, f"{obj.__name__}() takes at most {len(names)} field values, "
+                  f"got {len(node.args)}")
+    given = dict(zip(names, node.args, strict=False))
+    for k in node.keywords:
+        if k.arg not in obj.fields:
+            bld.error(k.value, KernelTypeError, f"{obj.__name__} has no field '{k.arg}' (fields: {', '.join(names)})")
+        if k.arg in given:
+            bld.error(k.value, KernelTypeError, f"{obj.__name__}() got field '{k.arg}' twice")
+        given[k.arg] = k.value
+    var = bld.assign_temp(ir.Construct(obj, ()), obj)
+    for name, expr in given.items():
+        value = bld.convert(bld.value(expr), obj.fields[name], expr, what=f"field '{name}' of {obj.__name__}")
+        bld.emit(ir.SetField(var, name, value, line=bld.cur_line))
+    return var
 
 
 @call_kind(lambda obj: isinstance(obj, Function))
