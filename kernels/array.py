@@ -140,6 +140,24 @@ def byte_span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -
     return lo, hi - lo
 
 
+# wp.map's entry for the arrays' arithmetic operators, set by kernels/mapping.py (a module above this one):
+# (builtin name, *operands, out=None) -> array
+ELEMENTWISE: list = [None]
+
+
+def _operator(name: str, reverse: bool = False, in_place: bool = False) -> Any:
+    def op(self: array, other: Any = None) -> Any:
+        operands = (self,) if other is None and name in ("neg", "pos") else (other, self) if reverse else (self, other)
+        if not all(isinstance(x, array | T.ScalarType | T._CompositeMixin | int | float) for x in operands):
+            return NotImplemented
+        result = ELEMENTWISE[0](name, *operands, out=self if in_place else None)
+        return self if in_place else result
+
+    op.__name__ = f"__{'r' if reverse else 'i' if in_place else ''}{name}__"
+    op.__doc__ = f"Elementwise {name} by a kernel (wp.map), broadcasting as NumPy does."
+    return op
+
+
 def _subscript_dtype(params: Any) -> Any:
     """The dtype of an annotation `wp.array[dtype]` / `wp.array[dtype, ndim]` (ndim an int or Literal[int])."""
     return params[0] if isinstance(params, tuple) else params
@@ -490,6 +508,16 @@ class array:  # noqa: N801 - Warp's public name
         if T.is_composite(self.dtype):
             return [self.dtype(x) for x in flat]
         return flat.tolist()
+
+    __add__, __radd__, __iadd__ = _operator("add"), _operator("add", True), _operator("add", in_place=True)
+    __sub__, __rsub__, __isub__ = _operator("sub"), _operator("sub", True), _operator("sub", in_place=True)
+    __mul__, __rmul__, __imul__ = _operator("mul"), _operator("mul", True), _operator("mul", in_place=True)
+    __truediv__, __rtruediv__, __itruediv__ = _operator("div"), _operator("div", True), _operator("div", in_place=True)
+    __floordiv__, __rfloordiv__ = _operator("floordiv"), _operator("floordiv", True)
+    __ifloordiv__ = _operator("floordiv", in_place=True)
+    __mod__, __rmod__, __imod__ = _operator("mod"), _operator("mod", True), _operator("mod", in_place=True)
+    __pow__, __rpow__, __ipow__ = _operator("pow"), _operator("pow", True), _operator("pow", in_place=True)
+    __neg__, __pos__ = _operator("neg"), _operator("pos")
 
     def __len__(self) -> int:
         return self.shape[0]

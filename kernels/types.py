@@ -116,14 +116,36 @@ class ScalarType:
     def __mod__(self, o: Any) -> Any:
         return self._arith(o, operator.mod)
 
+    def __pow__(self, o: Any) -> Any:
+        if not self.is_float:
+            raise TypeError(f"** is defined for float scalars, not {type(self).__name__} (as in kernels)")
+        return self._arith(o, operator.pow)
+
+    def __rpow__(self, o: Any) -> Any:
+        if not self.is_float:
+            raise TypeError(f"** is defined for float scalars, not {type(self).__name__} (as in kernels)")
+        return self._arith(o, operator.pow, True)
+
     def __neg__(self) -> Any:
         return type(self)(-self.value)
+
+    def __pos__(self) -> Any:
+        return type(self)(self.value)
 
     def __abs__(self) -> Any:
         return type(self)(abs(self.value))
 
     def __lt__(self, o: Any) -> bool:
         return self.value < (o.value if isinstance(o, ScalarType) else o)
+
+    def __le__(self, o: Any) -> bool:
+        return self.value <= (o.value if isinstance(o, ScalarType) else o)
+
+    def __gt__(self, o: Any) -> bool:
+        return self.value > (o.value if isinstance(o, ScalarType) else o)
+
+    def __ge__(self, o: Any) -> bool:
+        return self.value >= (o.value if isinstance(o, ScalarType) else o)
 
 
 def _py_value(t: type[ScalarType], x: Any) -> Any:
@@ -145,6 +167,7 @@ def _scalar(name: str, cname: str, np_dtype: Any, ctype: Any, kind: str, value_d
         "np_dtype": dt,
         "value_dtype": np.dtype(value_dtype) if value_dtype is not None else dt,
         "_ctype": ctype,
+        "_type_": ctype,  # Warp's spelling: the ctypes type of one value (integers wrap through it)
         "is_float": kind == "f",
         "is_int": kind in "iu",
         "is_signed": kind in "if",

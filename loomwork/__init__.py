@@ -57,6 +57,7 @@ from .kernels.frontend import adjoint
 from .kernels.functions import Function, func, func_grad, func_native, func_replay
 from .kernels.interop import from_dlpack, to_dlpack
 from .kernels.launch import launch, synchronize, synchronize_device
+from .kernels.mapping import map  # Warp's name; importing it gives arrays their arithmetic operators
 from .kernels.mathlib import (
     quat_from_euler,
     quat_from_matrix,
@@ -148,7 +149,7 @@ __all__ = [
     "quat_twist_angle", "quat_twist_angle_signed", "transform_compose", "transform_decompose", "transform_twist",
     "transform_wrench", "velocity_at_point", "HashGrid", "hash_grid_query_t", "from_dlpack", "to_dlpack",
     "from_torch", "to_torch", "device_from_torch", "device_to_torch", "dtype_from_torch", "dtype_to_torch",
-    "stream_from_torch", "stream_to_torch",
+    "stream_from_torch", "stream_to_torch", "map",
     *_PUBLIC_TYPES,
     *(name for name in _BUILTINS if not name.startswith("_") and name != "print"),  # `import *` keeps Python's
 ]

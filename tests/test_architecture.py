@@ -44,7 +44,7 @@ def test_layers_import_downward_only(layer):
 KERNEL_ORDER = [
     "errors", "config", "types", "ir", "builtins", "extensions", "cache", "build", "backend", "cpu", "device",
     "dlpack", "foreign", "array", "interop", "annotations", "utils", "functions", "structs", "mathlib", "codegen",
-    "frontend", "callforms", "module", "launch", "torch_bridge", "__init__",
+    "frontend", "callforms", "module", "launch", "mapping", "torch_bridge", "__init__",
 ]
 
 
