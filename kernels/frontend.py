@@ -33,6 +33,7 @@ from .errors import (
     KernelNameError,
     KernelSyntaxError,
     KernelTypeError,
+    KernelValueError,
 )
 from .ir import ArrayType, Const, Operand, Var
 from .structs import is_struct, is_tuple, tuple_type
@@ -1115,11 +1116,59 @@ class Builder:
 
     # -- calls ---------------------------------------------------------------------------------
 
+    def expand_starred(self, node: ast.Call) -> ast.Call:
+        """`f(*v)`: the call with `v`'s components (a vector's or quaternion's, a matrix's rows), or the elements
+        of a slice with constant bounds (`*v[1:3]`, `*arr[:3]`), as separate arguments."""
+        args: list[ast.expr] = []
+        for a in node.args:
+            if not isinstance(a, ast.Starred):
+                args.append(a)
+                continue
+            base, sl = (a.value.value, a.value.slice) if isinstance(a.value, ast.Subscript) and isinstance(
+                a.value.slice, ast.Slice) else (a.value, None)
+            t = getattr(self.expr(base), "type", None)
+            if isinstance(t, ArrayType):
+                if t.ndim != 1 or sl is None:
+                    self.error(a, KernelTypeError, "*array unpacks a slice with constant bounds of a 1-D array, "
+                               "e.g. *arr[:3]")
+                positions = self.static_slice(sl, None, a)
+            elif T.is_vector(t) or T.is_matrix(t):
+                n = t._shape_[0]
+                positions = self.static_slice(sl, n, a) if sl is not None else range(n)
+            else:
+                self.error(a, KernelTypeError, "Starred expressions are only supported for vectors, matrices, "
+                           f"quaternions and slices of arrays, not {T.type_name(t)}")
+            for i in positions:
+                args.append(ast.copy_location(ast.Subscript(value=base, slice=ast.Constant(i), ctx=ast.Load()), a))
+        return ast.copy_location(ast.Call(func=node.func, args=args, keywords=node.keywords), node)
+
+    def static_slice(self, sl: ast.Slice, n: int | None, node: ast.AST) -> range:
+        """The positions a slice with compile-time bounds selects from a length-`n` value (n None: an array,
+        whose length is unknown here: the stop must be given, and nothing may be negative)."""
+        parts = []
+        for part in (sl.lower, sl.upper, sl.step):
+            v = None if part is None else self.value(part)
+            if v is not None and not (isinstance(v, Const) and T.is_int(v.type)):
+                self.error(part, KernelValueError, "Slice component must be a compile-time constant integer")
+            parts.append(None if v is None else int(v.value))
+        start, stop, step = parts
+        if n is not None:
+            return range(*slice(start, stop, step).indices(n))
+        if stop is None:
+            self.error(node, KernelValueError, "unpacking an array slice requires explicit upper bound")
+        if any(p is not None and p < 0 for p in (start, stop)):
+            self.error(node, KernelValueError, "slice bounds cannot be negative for arrays")
+        if step is not None and step <= 0:
+            self.error(node, KernelValueError, "slice step cannot be negative or zero for arrays")
+        return range(start or 0, stop, step or 1)
+
     def is_special(self, func_node: ast.expr, name: str) -> bool:
         f = self.expr_or_none(func_node)
         return isinstance(f, PyObj) and isinstance(f.value, B.Builtin) and f.value.name == name
 
     def _expr_Call(self, node: ast.Call) -> Any:
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            node = self.expand_starred(node)
         f = self.expr(node.func)
         if not isinstance(f, PyObj):
             self.error(node.func, KernelTypeError, "this value is not callable")

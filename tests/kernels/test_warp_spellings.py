@@ -339,3 +339,39 @@ def test_a_rejected_kernel_fails_only_its_own_launches():
         wp.launch(bad, 1, inputs=[True, out])
     with pytest.raises(KernelNameError):
         wp.load_module(mod)
+
+
+@wp.kernel
+def starred_arguments(arr: wp.array(dtype=int), out: wp.array(dtype=float)):
+    v1 = wp.vec3i(*arr[:3])
+    v2 = wp.vec2i(*arr[0:4:2])
+    v = wp.vec3(1.0, 2.0, 3.0)
+    v4 = wp.vec4(1.0, *v[1:], 4.0)
+    m = wp.matrix_from_rows(*wp.mat22(1.0, 2.0, 3.0, 4.0))
+    q = wp.quat(1.0, 2.0, 3.0, 4.0)
+    out[0] = float(v1[2] + v2[1] + wp.max(*arr[:2]))
+    out[1] = v4[1] + m[1, 1] + wp.vec2(*q[-2:])[0]
+
+
+def test_starred_arguments():
+    """`f(*v)` passes a vector's, quaternion's or slice's components and a matrix's rows; array slices need
+    constant, non-negative bounds with a stop; other values are named."""
+    out = wp.zeros(2)
+    wp.launch(starred_arguments, 1, inputs=[wp.array([1, 2, 3, 4, 5], dtype=int), out])
+    assert out.numpy().tolist() == [8.0, 9.0]
+
+    def no_stop(arr: wp.array(dtype=int)):
+        wp.vec3i(*arr[0:])
+
+    def bounds_not_constant(arr: wp.array(dtype=int), n: int):
+        wp.vec3i(*arr[:n])
+
+    def not_unpackable(arr: wp.array(dtype=int)):
+        wp.vec3i(*arr[0])
+
+    for body, err, match in ((no_stop, ValueError, "explicit upper bound"),
+                             (bounds_not_constant, ValueError, "compile-time constant"),
+                             (not_unpackable, TypeError, "only supported for")):
+        k = wp.kernel(body, module="unique")
+        with pytest.raises(err, match=match):
+            wp.launch(k, 1, inputs=[wp.zeros(4, dtype=int)] + ([3] if body is bounds_not_constant else []))
