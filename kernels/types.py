@@ -325,6 +325,9 @@ class _CompositeMixin:
     def __neg__(self):
         return type(self)(-self.numpy_value())
 
+    def __pos__(self):
+        return type(self)(self.numpy_value())
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({np.array2string(self.numpy_value(), separator=', ')})"
 
@@ -356,8 +359,20 @@ class VectorType(_CompositeMixin):
             raise IndexError(f"{type(self).__name__} index {i} out of range [0, {n})")
         return self._flat()[i % n]
 
-    def __setitem__(self, i: int, v: Any) -> None:
+    def __str__(self) -> str:
+        return "[" + ", ".join(str(x) for x in self) + "]"
+
+    def __setitem__(self, i: Any, v: Any) -> None:
         n = self._length_  # type: ignore[attr-defined]
+        if isinstance(i, slice):
+            positions = range(n)[i]
+            values = list(v) if not _is_number(v) else [v] * len(positions)
+            if len(values) != len(positions):
+                raise ValueError(f"{type(self).__name__}[{i.start}:{i.stop}:{i.step}] has {len(positions)} "
+                                 f"components, got {len(values)} values")
+            for k, x in zip(positions, values, strict=True):
+                ctypes.Array.__setitem__(self, k, _to_ctype_value(self._wp_scalar_type_, x))
+            return
         if not -n <= i < n:
             raise IndexError(f"{type(self).__name__} index {i} out of range [0, {n})")
         ctypes.Array.__setitem__(self, i % n, _to_ctype_value(self._wp_scalar_type_, v))
@@ -381,8 +396,24 @@ class VectorType(_CompositeMixin):
 class MatrixType(_CompositeMixin):
     """Marker base of every matrix class; `m[i, j]` is an element, `m[i]` a row vector."""
 
+    def _check_key(self, key: Any) -> bool:
+        """Whether `key` takes slices (answered by NumPy); an int, a pair of ints, or else KeyError."""
+        if isinstance(key, tuple):
+            if len(key) not in (1, 2):
+                raise KeyError(f"Invalid key, expected one or two indices, got {len(key)}")
+            parts = key
+        else:
+            parts = (key,)
+        if not all(isinstance(k, int | np.integer | slice) for k in parts):
+            raise KeyError(f"Invalid key {key}, expected int or pair of ints")
+        return any(isinstance(k, slice) for k in parts) or len(parts) == 1 and isinstance(key, tuple)
+
     def __getitem__(self, key: Any) -> Any:
         rows, cols = self._shape_
+        if self._check_key(key):
+            r = self.numpy_value()[key]
+            st = self._wp_scalar_type_
+            return r.item() if r.ndim == 0 else vector(r.shape[0], st)(r) if r.ndim == 1 else matrix(r.shape, st)(r)
         if isinstance(key, tuple):
             i, j = key
             _check_range(i, rows, self)
@@ -394,6 +425,11 @@ class MatrixType(_CompositeMixin):
 
     def __setitem__(self, key: Any, v: Any) -> None:
         rows, cols = self._shape_
+        if self._check_key(key):
+            a = self.numpy_value().astype(np.float64)
+            a[key] = np.asarray(v.numpy_value() if isinstance(v, _CompositeMixin) else v, dtype=np.float64)
+            self._init_from((a.reshape(-1),))
+            return
         if isinstance(key, tuple):
             i, j = key
             _check_range(i, rows, self)
