@@ -649,6 +649,7 @@ SPECIAL_FORMS = {
 }
 for _name, _doc in SPECIAL_FORMS.items():
     BUILTINS[_name] = Builtin(_name, "Atomics" if _name.startswith("atomic_") else "Utility", _doc)
+BUILTINS["static"]._py = lambda x: x  # in Python scope (a @wp.func run by Python), wp.static(x) is x
 
 # Python builtins and `math` functions that kernels may call, and the builtin each means
 PYTHON_ALIASES = {

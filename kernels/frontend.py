@@ -806,7 +806,20 @@ class Builder:
             return Const(value, t)
         if isinstance(obj, array_cls) and obj.ptr is not None:
             self.error(node, KernelTypeError, "arrays from Python scope must be passed to the kernel as arguments")
+        if is_struct(type(obj)) and not is_tuple(type(obj)):  # a struct value (e.g. from wp.static): its fields
+            return self.struct_constant(obj, node)
         return PyObj(obj)
+
+    def struct_constant(self, obj: Any, node: ast.AST) -> Operand:
+        t = type(obj)
+        var = self.assign_temp(ir.Construct(t, ()), t)
+        for name, ft in t.fields.items():
+            if isinstance(ft, ArrayType):
+                self.error(node, KernelTypeError, f"a {t.__name__} value with an array field ('{name}') cannot be "
+                           "a kernel constant; pass the struct as a kernel argument")
+            value = self.from_python(getattr(obj, name), node)
+            self.emit(ir.SetField(var, name, self.convert(value, ft, node), line=self.cur_line))
+        return var
 
     def _expr_Attribute(self, node: ast.Attribute) -> Any:
         base = self.expr(node.value)
