@@ -1205,6 +1205,10 @@ class Builder:
         self.no_keywords(node, bi.name)
         shape = next((ov for ov in bi.overloads if len(ov.params) == len(node.args) and ov.outputs), None)
         if shape is None:
+            if any(len(ov.params) > len(node.args) and ov.outputs == tuple(range(len(node.args), len(ov.params)))
+                   and not any(ov.params[p].inout for p in ov.outputs) for ov in bi.overloads) and not any(
+                    len(ov.params) == len(node.args) for ov in bi.overloads):
+                return self.returned_outputs(bi, node)
             return self.call_builtin(bi.name, [self.value(a) for a in node.args], node)
         outs: dict[int, Any] = {}
         current: dict[int, Operand] = {}
@@ -1257,6 +1261,25 @@ class Builder:
             if pos not in copied:
                 self.assign_to(node.args[pos], self.assign_temp(ir.Field(result, f"f{first + k}"), t), node)
         return self.assign_temp(ir.Field(result, "f0"), ret) if ret is not None else None
+
+    def returned_outputs(self, bi: B.Builtin, node: ast.Call) -> Operand:
+        """`U, sigma, V = wp.svd3(A)`: a builtin whose trailing parameters are outputs, called without them,
+        returns them (a tuple when there are several)."""
+        inputs = [self.value(a) for a in node.args]
+        n = len(node.args)
+        outs = {pos: None for ov in bi.overloads for pos in range(n, len(ov.params))}
+        found, inputs = self.resolve_literals(bi.name, inputs, node, outs)
+        if found is None:
+            got = ", ".join(T.type_name(a.type) for a in inputs)
+            cands = "\n".join(f"      {ov.signature()}" for ov in B.candidates(bi.name))
+            self.error(node, KernelTypeError, f"no overload of {bi.name}() takes ({got}); these do:\n{cands}")
+        ov, bindings = found
+        ret = ov.ret(bindings)
+        record = tuple_type(((ret,) if ret is not None else ()) + ov.output_types(bindings))
+        result = self.assign_temp(ir.Call(ov, tuple(inputs), type=record), record)
+        if len(record.fields) == 1:
+            return self.assign_temp(ir.Field(result, "f0"), record.fields["f0"])
+        return result
 
     def is_local_place(self, target: ast.expr) -> bool:
         """Whether `target` is a variable or a field or component of one (not an array element)."""
