@@ -375,3 +375,15 @@ def test_starred_arguments():
         k = wp.kernel(body, module="unique")
         with pytest.raises(err, match=match):
             wp.launch(k, 1, inputs=[wp.zeros(4, dtype=int)] + ([3] if body is bounds_not_constant else []))
+
+
+def test_expectations_in_python_scope(capsys):
+    """wp.expect_eq / expect_neq / expect_near also run in Python scope (a @wp.func called by Python): a failed
+    one prints, as in kernels, and raises nothing."""
+    wp.expect_eq(wp.vec2(1.0, 2.0), wp.vec2(1.0, 2.0))
+    wp.expect_near(1.0, 1.0 + 1e-8)
+    assert capsys.readouterr().out == ""
+    wp.expect_eq(1, 2)
+    wp.expect_neq(3, 3)
+    out = capsys.readouterr().out
+    assert "expect_eq failed: 1 != 2" in out and "expect_neq failed: 3 == 3" in out
