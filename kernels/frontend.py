@@ -182,6 +182,11 @@ class Source:
         return getattr(node, "lineno", 1) + self.first_line - 1
 
 
+def _has_slice(node: ast.Subscript) -> bool:
+    return any(isinstance(e, ast.Slice) for e in (node.slice.elts if isinstance(node.slice, ast.Tuple)
+                                                   else [node.slice]))
+
+
 def _indent_removed(text: str, dedented: str) -> int:
     for a, b in zip(text.splitlines(), dedented.splitlines(), strict=False):
         if a.strip():
@@ -392,7 +397,62 @@ class Builder:
             self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
             self.scope.defined.add(name)
             return
+        if isinstance(target, ast.Subscript) and _has_slice(target):
+            self.assign_slice(target, value)
+            return
         self.store(self.place(target), value, target)
+
+    def assign_slice(self, target: ast.Subscript, value: Operand) -> None:
+        """`v[1:3] = w`, `m[0, :2] = w`, `m[:2] = rows`: component by component; `value` has the slice's shape
+        (or is a scalar, given to every component)."""
+        base = self.place(target.value)
+        t = base.type
+        if not T.is_composite(t):
+            self.error(target, KernelSyntaxError, f"slices are assigned only in vectors and matrices, not in a "
+                       f"{T.type_name(t)}")
+        picks, kept = self.slice_picks(t, target)
+        combos = list(itertools.product(*picks))
+        value = self.materialize(value)
+        vt = value.type
+        if T.is_composite(vt):
+            if list(vt._shape_) != kept:
+                self.error(target, KernelTypeError, f"this slice of {T.type_name(t)} has shape {tuple(kept)}; "
+                           f"the value is a {T.type_name(vt)}")
+            cols = vt._shape_[-1]
+            parts = [self.assign_temp(ir.Extract(value, (Const(k // cols, T.int32), Const(k % cols, T.int32))
+                                                 if T.is_matrix(vt) else (Const(k, T.int32),)), vt._wp_scalar_type_)
+                     for k in range(len(combos))]
+        else:
+            parts = [value] * len(combos)
+        for combo, part in zip(combos, parts, strict=True):
+            self.store(base.then(ir.Part(t, indices=combo, site=self.site(target, base.root))), part, target)
+
+    def slice_picks(self, t: Any, node: ast.Subscript) -> tuple[list, list[int]]:
+        """For each dimension of vector or matrix type `t`, the indices `node`'s subscript picks (constant
+        slices, or one index), and the extents of the sliced dimensions."""
+        st = t._wp_scalar_type_
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(elts) > len(t._shape_):
+            self.error(node, KernelIndexError, f"{len(elts)} indices for {T.type_name(t)}")
+        picks: list = []
+        kept: list[int] = []
+        for e, n in zip(elts, t._shape_, strict=False):
+            if isinstance(e, ast.Slice):
+                bounds = [None if x is None else self.eval_static(x, "a slice bound")
+                          for x in (e.lower, e.upper, e.step)]
+                if any(b is not None and not isinstance(b, int) for b in bounds) or bounds[2] == 0:
+                    self.error(e, KernelIndexError, "slice bounds in kernels must be constant integers (step not 0)")
+                picks.append([Const(i, T.int32) for i in range(n)[slice(*bounds)]])
+                kept.append(len(picks[-1]))
+            else:
+                (idx,) = self.component_indices(T.vector(n, st), self.indices(e), node)
+                picks.append([idx])
+        for n in t._shape_[len(elts):]:
+            picks.append([Const(i, T.int32) for i in range(n)])
+            kept.append(n)
+        if 0 in kept:
+            self.error(node, KernelIndexError, f"this slice of {T.type_name(t)} is empty")
+        return picks, kept
 
     # -- places: where an assignment to a subscript or attribute writes ---------------------------
 
@@ -516,6 +576,9 @@ class Builder:
         if isinstance(target, ast.Name):
             current = self.value(target)
             self.assign_to(target, self.binop(op, current, self.value(node.value), node), node)
+            return
+        if isinstance(target, ast.Subscript) and _has_slice(target):  # v[1:3] += w
+            self.assign_slice(target, self.binop(op, self.value(target), self.value(node.value), node))
             return
         p = self.place(target)
         if p.indices is not None and op in ("add", "sub") and (not p.path or T.is_composite(p.type) or (
@@ -896,8 +959,7 @@ class Builder:
                            f"index {idx.value} out of range for a sequence of {len(base.value)}")
         if not isinstance(base, Operand):
             self.error(node.value, KernelTypeError, f"{_describe(getattr(base, 'value', base))} cannot be indexed")
-        if T.is_composite(base.type) and any(isinstance(e, ast.Slice) for e in (
-                node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])):
+        if T.is_composite(base.type) and _has_slice(node):
             return self.composite_slice(base, node)
         if is_tuple(base.type):
             n = len(base.type.fields)
@@ -932,26 +994,8 @@ class Builder:
         new vector (one sliced dimension) or matrix (two)."""
         t = base.type
         st = t._wp_scalar_type_
-        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if len(elts) > len(t._shape_):
-            self.error(node, KernelIndexError, f"{len(elts)} indices for {T.type_name(t)}")
-        picks: list = []
-        for e, n in zip(elts, t._shape_, strict=False):
-            if isinstance(e, ast.Slice):
-                bounds = [None if x is None else self.eval_static(x, "a slice bound")
-                          for x in (e.lower, e.upper, e.step)]
-                if any(b is not None and not isinstance(b, int) for b in bounds) or bounds[2] == 0:
-                    self.error(e, KernelIndexError, "slice bounds in kernels must be constant integers (step not 0)")
-                picks.append([Const(i, T.int32) for i in range(n)[slice(*bounds)]])
-            else:
-                (idx,) = self.component_indices(T.vector(n, st), self.indices(e), node)
-                picks.append(idx)
-        picks += [[Const(i, T.int32) for i in range(n)] for n in t._shape_[len(elts):]]
-        kept = [len(p) for p in picks if isinstance(p, list)]
-        if 0 in kept:
-            self.error(node, KernelIndexError, f"this slice of {T.type_name(t)} is empty")
-        comps = tuple(self.assign_temp(ir.Extract(base, combo), st)
-                      for combo in itertools.product(*[p if isinstance(p, list) else [p] for p in picks]))
+        picks, kept = self.slice_picks(t, node)
+        comps = tuple(self.assign_temp(ir.Extract(base, combo), st) for combo in itertools.product(*picks))
         rt = T.vector(kept[0], st) if len(kept) == 1 else T.matrix(tuple(kept), st)
         return self.assign_temp(ir.Construct(rt, comps), rt)
 

@@ -387,3 +387,31 @@ def test_expectations_in_python_scope(capsys):
     wp.expect_neq(3, 3)
     out = capsys.readouterr().out
     assert "expect_eq failed: 1 != 2" in out and "expect_neq failed: 3 == 3" in out
+
+
+@wp.kernel
+def slice_assignments(x: wp.array(dtype=wp.vec2), out: wp.array(dtype=wp.mat33), vout: wp.array(dtype=wp.vec4)):
+    i = wp.tid()
+    z = wp.mat33(0.0)
+    z[0, :2] = x[i]
+    z[1:, 2] = x[i] * 2.0
+    z[2, 0:2] += x[i]
+    out[i] = z
+    v = wp.vec4(1.0, 2.0, 3.0, 4.0)
+    v[1:3] = x[i]
+    v[::3] = 7.0
+    vout[i] = v
+
+
+def test_assignment_through_slices():
+    """Slices of local vectors and matrices are assignable (`m[0, :2] = w`, `v[::3] = s`, `m[2, 0:2] += w`),
+    differentiably."""
+    x = wp.array([[1.0, 2.0]], dtype=wp.vec2, requires_grad=True)
+    out, vout = wp.zeros(1, dtype=wp.mat33, requires_grad=True), wp.zeros(1, dtype=wp.vec4, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(slice_assignments, 1, inputs=[x, out, vout])
+    np.testing.assert_array_equal(out.numpy()[0], [[1, 2, 0], [0, 0, 2], [1, 2, 4]])
+    np.testing.assert_array_equal(vout.numpy()[0], [7, 1, 2, 7])
+    tape.backward(grads={out: np.ones((1, 3, 3), dtype=np.float32), vout: np.ones((1, 4), dtype=np.float32)})
+    np.testing.assert_array_equal(x.grad.numpy(), [[5.0, 5.0]])
