@@ -480,8 +480,7 @@ class Builder:
                 return self.expr(node)  # an attribute of a module or class
             return self.field_place(base, node)
         if isinstance(base, PyObj) and base.value is adjoint:
-            var = self.adjoint_var(node)
-            return Place(var, None, 0, (), var.type)
+            return self.adjoint_place(node)
         if not isinstance(base, Place):
             self.not_a_place(node, base)
         return self.index_place(base, node)
@@ -927,18 +926,29 @@ class Builder:
                        "it is assigned only in some branches of an if above; assign it on every path "
                        "(or before the if)")
 
-    def adjoint_var(self, node: ast.Subscript) -> Var:
+    def adjoint_place(self, node: ast.Subscript) -> Place:
+        """`wp.adjoint[x]`, `wp.adjoint[s.vec]`, `wp.adjoint[v[0]]`: the adjoint of a differentiable parameter
+        of a @wp.func_grad function, or of a field or component of one."""
         if not self.scope.adjoints:
             self.error(node, KernelSyntaxError, "wp.adjoint[...] can only be used in a @wp.func_grad function")
-        if not isinstance(node.slice, ast.Name) or node.slice.id not in self.scope.adjoints:
+        chain, root = [], node.slice
+        while isinstance(root, ast.Attribute | ast.Subscript):
+            chain.append(root)
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id not in self.scope.adjoints:
             self.error(node.slice, KernelNameError, "wp.adjoint[...] takes the name of a differentiable parameter "
-                       f"of the function: one of {', '.join(sorted(self.scope.adjoints))}")
-        return self.scope.adjoints[node.slice.id]
+                       f"of the function (or a field or component of one): one of "
+                       f"{', '.join(sorted(self.scope.adjoints))}")
+        var = self.scope.adjoints[root.id]
+        p = Place(var, None, 0, (), var.type)
+        for part in reversed(chain):
+            p = self.field_place(p, part) if isinstance(part, ast.Attribute) else self.index_place(p, part)
+        return p
 
     def _expr_Subscript(self, node: ast.Subscript) -> Any:
         base = self.expr(node.value)
         if isinstance(base, PyObj) and base.value is adjoint:
-            return self.adjoint_var(node)
+            return self.place_value(self.adjoint_place(node))
         if isinstance(base, ShapeOf):
             idx = self.expr(node.slice)
             if not isinstance(idx, Const) or not T.is_int(idx.type):
