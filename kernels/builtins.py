@@ -321,7 +321,9 @@ add("div", (M, S), mat_ret, group="Operators", doc="")
 add("div", (S, M), mat_ret, group="Operators", doc="")
 add("floordiv", (S, S), "T", group="Operators", doc="a // b, rounded toward negative infinity",
     differentiable=False)
-add("mod", (S, S), "T", group="Operators", doc="a % b with the sign of a (C semantics, like Warp)")
+add("mod", (S, S), "T", group="Operators", doc="a % b with the sign of a (C semantics, like Warp); componentwise "
+    "for vectors")
+add("mod", (V, V), vec_ret, group="Operators", doc="")
 add("neg", (S,), "T", group="Operators", doc="-a")
 add("neg", (V,), vec_ret, group="Operators", doc="")
 add("neg", (M,), mat_ret, group="Operators", doc="")
