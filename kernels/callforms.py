@@ -437,18 +437,13 @@ def local_array(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     kw = static_keywords(bld, node, ("shape", "dtype"), "wp.zeros")
     for name, a in zip(("shape", "dtype"), node.args, strict=False):
         kw[name] = bld.eval_static(a, f"wp.zeros({name})")
-    shape, dtype = kw.get("shape"), kw.get("dtype", T.float32)
-    shape = (shape,) if isinstance(shape, int) else shape
-    if not (isinstance(shape, tuple) and 1 <= len(shape) <= 2 and all(isinstance(d, int) and d > 0 for d in shape)):
-        bld.error(node, KernelTypeError, "a local array needs a constant shape of 1 or 2 positive sizes, "
-                   f"got {shape!r}")
-    if T.is_vector(dtype) and not (T.is_quat(dtype) or T.is_transform(dtype)) and len(shape) == 1:
-        t = T.matrix((shape[0], dtype._length_), dtype._wp_scalar_type_)
-    elif T.is_composite(dtype):
-        bld.error(node, KernelTypeError, f"local arrays hold scalars or vectors (1-D), not {T.type_name(dtype)}")
-    else:
-        st = static_scalar(bld, dtype, node)
-        t = T.vector(shape[0], st) if len(shape) == 1 else T.matrix(shape, st)
+    dtype = kw.get("dtype", T.float32)
+    if not T.is_composite(dtype):
+        dtype = static_scalar(bld, dtype, node)
+    try:
+        t = T.local_array_type(kw.get("shape"), dtype)
+    except TypeError as e:
+        bld.error(node, KernelTypeError, str(e))
     return bld.assign_temp(ir.Construct(t, ()), t)
 
 

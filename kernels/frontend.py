@@ -911,6 +911,8 @@ class Builder:
             if T.is_transform(t) and node.attr in ("p", "q"):
                 name = "transform_get_translation" if node.attr == "p" else "transform_get_rotation"
                 return self.call_builtin(name, [base], node)
+            if T.is_composite(t) and node.attr == "shape":  # a local array's: extents, then zeros, as Warp's
+                return PyObj(tuple(t._shape_) + (0,) * (4 - len(t._shape_)))
             if T.is_vector(t):
                 idx = _SWIZZLE.get(node.attr)
                 if idx is not None and idx < t._length_:

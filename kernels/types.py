@@ -630,6 +630,20 @@ def matrix_value(*args: Any, shape: tuple[int, int] | None = None, dtype: Any = 
     return matrix(shape, st)(*args)
 
 
+def local_array_type(shape: Any, dtype: Any) -> type:
+    """The kernel type of a fixed-size local array (`wp.zeros(shape, dtype)` in a kernel, `wp.fixedarray`):
+    a vector (1-D) or matrix (2-D, or 1-D of vectors), indexed, assigned and differentiated like one."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape) if isinstance(shape, list | tuple) else shape
+    if not (isinstance(shape, tuple) and 1 <= len(shape) <= 2 and all(isinstance(d, int) and d > 0 for d in shape)):
+        raise TypeError(f"a local array needs a constant shape of 1 or 2 positive sizes, got {shape!r}")
+    if is_vector(dtype) and not (is_quat(dtype) or is_transform(dtype)) and len(shape) == 1:
+        return matrix((shape[0], dtype._length_), dtype._wp_scalar_type_)
+    if is_composite(dtype):
+        raise TypeError(f"local arrays hold scalars or vectors (1-D), not {type_name(dtype)}")
+    st = scalar_type(dtype)
+    return vector(shape[0], st) if len(shape) == 1 else matrix(shape, st)
+
+
 def is_quat(t: Any) -> bool:
     return isinstance(t, type) and issubclass(t, QuaternionType)
 

@@ -10,6 +10,7 @@ import pytest
 
 import loomwork as wp
 import loomwork.types as wpt
+from loomwork.kernels.annotations import arg_type
 from loomwork.kernels.errors import KernelNameError, LaunchError
 
 
@@ -415,3 +416,30 @@ def test_assignment_through_slices():
     np.testing.assert_array_equal(vout.numpy()[0], [7, 1, 2, 7])
     tape.backward(grads={out: np.ones((1, 3, 3), dtype=np.float32), vout: np.ones((1, 4), dtype=np.float32)})
     np.testing.assert_array_equal(x.grad.numpy(), [[5.0, 5.0]])
+
+
+@wp.func
+def filled_local() -> wp.fixedarray(shape=(2, 3), dtype=int):
+    arr = wp.zeros(shape=(2, 3), dtype=int)
+    for i in range(arr.shape[0]):
+        for j in range(arr.shape[1]):
+            arr[i][j] = i * arr.shape[1] + j
+    return arr
+
+
+@wp.kernel
+def use_fixedarray(out: wp.array(dtype=int)):
+    arr = filled_local()
+    out[0] = arr[1][2] + arr.shape[2]
+    row = arr[1]
+    out[1] = row.shape[0] * 10 + row.shape[1]
+
+
+def test_fixedarray_annotations_and_local_array_shapes():
+    """`wp.fixedarray(shape, dtype)` names a local array type (a function's return annotation); a local array's
+    `.shape` lists its extents then zeros, as in Warp."""
+    out = wp.zeros(2, dtype=int)
+    wp.launch(use_fixedarray, 1, inputs=[out])
+    assert out.numpy().tolist() == [5, 30]
+    with pytest.raises(TypeError, match="need a shape"):
+        arg_type(wp.fixedarray(dtype=int))
