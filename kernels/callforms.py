@@ -258,8 +258,9 @@ def scalar_cast(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 
 @call_kind(T.is_composite)
 def composite_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    node, args = transform_parts(bld, node, T.is_transform(obj))
     bld.no_keywords(node, obj.__name__)
-    return construct(bld, obj, node)
+    return construct(bld, obj, node, args)
 
 
 @call_kind(is_struct)
@@ -417,9 +418,23 @@ def composite_call(bld: Builder, is_vec: bool, node: ast.Call) -> Operand:
 
 def typed_kind_call(bld: Builder, factory: Any, node: ast.Call) -> Operand:
     """wp.types.quaternion(*components, dtype=) and wp.types.transformation(p, q, dtype=) in kernels."""
+    node, args = transform_parts(bld, node, factory is T.transformation)
     kw = static_keywords(bld, node, ("dtype",), f"wp.types.{factory.__name__}")
-    args = [bld.value(a) for a in node.args]
     return construct(bld, factory(dtype_of_call(bld, kw, args, node)), node, args)
+
+
+def transform_parts(bld: Builder, node: ast.Call, is_transform: bool) -> tuple[ast.Call, list[Operand]]:
+    """A constructor call's positional values, with a transform's `p=` and `q=` keywords after them (and the
+    call without those keywords)."""
+    args = [bld.value(a) for a in node.args]
+    if not is_transform:
+        return node, args
+    parts = {k.arg: k.value for k in node.keywords if k.arg in ("p", "q")}
+    for name in ("p", "q"):
+        if name in parts:
+            args.append(bld.value(parts[name]))
+    rest = [k for k in node.keywords if k.arg not in ("p", "q")]
+    return ast.copy_location(ast.Call(func=node.func, args=node.args, keywords=rest), node), args
 
 
 def dtype_of_call(bld: Builder, kw: dict, args: list[Operand], node: ast.Call) -> Any:

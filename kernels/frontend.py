@@ -325,8 +325,20 @@ class Builder:
         if isinstance(target, ast.Tuple):
             self.assign_tuple(target, node.value)
             return
-        value = self.value(node.value)
-        self.assign_to(target, value, node)
+        r = self.expr(node.value)
+        if (isinstance(target, ast.Name) and isinstance(r, PyObj) and callable(r.value)
+                and not isinstance(r.value, type)):
+            # `f = some_func`: a compile-time binding; calls through f are calls of the function
+            if target.id in self.scope.vars:
+                self.error(target, KernelTypeError, f"'{target.id}' is a variable; it cannot be rebound to "
+                           f"{_describe(r.value)}")
+            self.scope.static_locals[target.id] = r.value
+            return
+        if isinstance(target, ast.Name) and callable(self.scope.static_locals.get(target.id)) and not isinstance(
+                r, PyObj):
+            self.error(target, KernelTypeError, f"'{target.id}' names a function here; it cannot be rebound to a "
+                       "value")
+        self.assign_to(target, self.checked_value(r, node.value), node)
 
     def _stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
         if not isinstance(node.target, ast.Name) or node.value is None:
@@ -826,7 +838,9 @@ class Builder:
 
     def value(self, node: ast.expr) -> Operand:
         """Evaluate `node` to a runtime operand (rejecting modules, types, shapes...)."""
-        r = self.expr(node)
+        return self.checked_value(self.expr(node), node)
+
+    def checked_value(self, r: Any, node: ast.expr) -> Operand:
         if isinstance(r, PyObj):
             self.error(node, KernelTypeError, f"{_describe(r.value)} is not a value a kernel can use")
         if isinstance(r, ShapeOf):

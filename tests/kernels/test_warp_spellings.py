@@ -443,3 +443,40 @@ def test_fixedarray_annotations_and_local_array_shapes():
     assert out.numpy().tolist() == [5, 30]
     with pytest.raises(TypeError, match="need a shape"):
         arg_type(wp.fixedarray(dtype=int))
+
+
+@wp.func
+def doubled(a: float):
+    return a * 2.0
+
+
+HANDLERS = {"double": doubled}
+
+
+@wp.kernel
+def functions_bound_to_locals(out: wp.array(dtype=float), vs: wp.array(dtype=wp.vec3), qs: wp.array(dtype=wp.quat)):
+    f = doubled
+    out[0] = f(3.0)
+    g = wp.static(HANDLERS["double"])
+    out[1] = g(4.0)
+    h = wp.sin
+    out[2] = h(0.0)
+    t = wp.transformation(p=vs[0], q=qs[0])
+    out[3] = t[6] + wp.transform(p=vs[0], q=qs[0])[0]
+
+
+def test_functions_bound_to_locals_and_transform_keywords():
+    """A @wp.func or builtin assigned to a local is called through it; transforms take p= and q=; a variable
+    cannot be rebound to a function (or back)."""
+    out = wp.zeros(4)
+    wp.launch(functions_bound_to_locals, 1, inputs=[out, wp.array([wp.vec3(2.0, 3.0, 4.0)], dtype=wp.vec3),
+                                                   wp.array([wp.quat(5.0, 6.0, 7.0, 8.0)], dtype=wp.quat)])
+    assert out.numpy().tolist() == [6.0, 8.0, 0.0, 10.0]
+
+    def rebinds(out: wp.array(dtype=float)):
+        f = doubled
+        f = 1.0
+        out[0] = f
+
+    with pytest.raises(wp.KernelTypeError, match="names a function"):
+        wp.launch(wp.kernel(rebinds, module="unique"), 1, inputs=[wp.zeros(1)])
