@@ -685,16 +685,18 @@ class Builder:
     def reversed_range(self, start: Operand, stop: Operand, step: Operand, node: ast.Call) -> tuple:
         """The (start, stop, step) of reversed(range(start, stop, step)): its n values backwards,
         n = max((stop - start + step - sign(step)) // step, 0)."""
-        if not isinstance(step, Const):
-            self.error(node, KernelTypeError, "reversed(range(...)) needs a constant step")
-        t, s = step.type, step.value
+        t = step.type
+        if isinstance(step, Const):
+            toward = Const(step.value - (1 if step.value > 0 else -1), t)
+        else:
+            toward = self.call_builtin("sub", [step, self.call_builtin("sign", [step], node)], node)
         n = self.call_builtin("floordiv", [self.call_builtin("add", [self.call_builtin("sub", [stop, start], node),
-                                                                    Const(s - (1 if s > 0 else -1), t)], node),
-                                           step], node)
+                                                                    toward], node), step], node)
         n = self.call_builtin("max", [n, Const(0, t)], node)
         last = self.call_builtin("add", [start, self.call_builtin("mul", [self.call_builtin(
             "sub", [n, Const(1, t)], node), step], node)], node)
-        return last, self.call_builtin("sub", [start, step], node), Const(-s, t)
+        back = Const(-step.value, t) if isinstance(step, Const) else self.call_builtin("neg", [step], node)
+        return last, self.call_builtin("sub", [start, step], node), back
 
     def iterator_for(self, node: ast.For) -> None:
         """`for i in query:` over a value whose type names an `iterate` builtin: the loop
@@ -869,6 +871,8 @@ class Builder:
         for scope in (self.scope.closure, self.src.func.__globals__, pybuiltins.__dict__):
             if node.id in scope:
                 return self.from_python(scope[node.id], node)
+        if node.id in B.BUILTINS and not node.id.startswith("_"):  # a builtin's bare name, as Warp resolves it
+            return PyObj(B.BUILTINS[node.id])
         self.error(node, KernelNameError, f"name '{node.id}' is not defined")
 
     def from_python(self, obj: Any, node: ast.AST) -> Any:

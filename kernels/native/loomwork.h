@@ -276,12 +276,12 @@ template <typename T> LW_FUNC T frac(T x) { return x - trunc(x); }
 template <typename T> LW_FUNC T rsqrt(T x) { return T(1) / sqrt(x); }
 template <typename T> LW_FUNC T degrees(T x) { return x * T(57.29577951308232); }
 template <typename T> LW_FUNC T radians(T x) { return x * T(0.017453292519943295); }
-template <typename T> LW_FUNC bool isnan(T x) { return x != x; }
-template <typename T> LW_FUNC bool isinf(T x) { return x == x && (x - x) != (x - x); }
-template <typename T> LW_FUNC bool isfinite(T x) { return (x - x) == (x - x); }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type isnan(T x) { return x != x; }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type isinf(T x) { return x == x && (x - x) != (x - x); }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type isfinite(T x) { return (x - x) == (x - x); }
 template <typename T> LW_FUNC T smoothstep(T a, T b, T x) {
-    T t = clamp((x - a) / (b - a), T(0), T(1));
-    return t * t * (T(3) - T(2) * t);
+    T t = clamp(T((x - a) / (b - a)), T(0), T(1));
+    return T(t * t * (T(3) - T(2) * t));
 }
 
 template <typename To, typename From> LW_FUNC To cast(From x) { return To(x); }
@@ -1191,6 +1191,10 @@ template <typename T> struct transform_t : vec_t<7, T> {
     transform_t() = default;
     LW_FUNC transform_t(const vec_t<7, T>& v) : vec_t<7, T>(v) {}
 };
+// an adjoint of a quaternion or transform that arrives as its plain vector accumulates into it
+template <typename T> LW_FUNC void acc(quat_t<T>& a, vec_t<4, T> b) { acc((vec_t<4, T>&)a, b); }
+template <typename T> LW_FUNC void acc(transform_t<T>& a, vec_t<7, T> b) { acc((vec_t<7, T>&)a, b); }
+
 
 template <typename T> LW_FUNC vec_t<3, T> qv(const quat_t<T>& q) { return make<vec_t<3, T>>(q.c[0], q.c[1], q.c[2]); }
 template <typename T> LW_FUNC quat_t<T> make_quat(vec_t<3, T> v, T w) { return make<quat_t<T>>(v.c[0], v.c[1], v.c[2], w); }

@@ -480,3 +480,35 @@ def test_functions_bound_to_locals_and_transform_keywords():
 
     with pytest.raises(wp.KernelTypeError, match="names a function"):
         wp.launch(wp.kernel(rebinds, module="unique"), 1, inputs=[wp.zeros(1)])
+
+
+@wp.kernel
+def reversed_dynamic_step(a: wp.array(dtype=int), lo: int, hi: int, step: int):
+    c = 0
+    for i in reversed(range(lo, hi, step)):
+        a[c] = i
+        c += 1
+
+
+@pytest.mark.parametrize("lo,hi,step", [(0, 10, 3), (10, 0, -3), (0, 0, 2), (5, 1, 1)])
+def test_reversed_range_with_a_runtime_step(lo, hi, step):
+    """reversed(range(lo, hi, step)) visits Python's values when the step is only known at run time."""
+    a = wp.full(6, -1, dtype=int)
+    wp.launch(reversed_dynamic_step, 1, inputs=[a, lo, hi, step])
+    want = list(reversed(range(lo, hi, step)))
+    assert a.numpy().tolist() == want + [-1] * (6 - len(want))
+
+
+@wp.kernel
+def builtins_by_bare_name_and_quat_checks(out: wp.array(dtype=bool), h: wp.array(dtype=wp.float16)):
+    q = wp.quat(1.0, 2.0, 3.0, 4.0)
+    out[0] = wp.isinf(q) or wp.isnan(q) or not wp.isfinite(q)
+    h[0] = wp.smoothstep(wp.float16(0.0), wp.float16(1.0), wp.float16(0.25))
+    expect_eq(1.0, 1.0)  # noqa: F821 - a builtin's bare name resolves in kernels, as in Warp
+
+
+def test_builtins_by_bare_name_quaternion_checks_and_half_smoothstep():
+    """A kernel may name a builtin without `wp.`; isnan/isinf/isfinite take quaternions; smoothstep of float16."""
+    out, h = wp.zeros(1, dtype=bool), wp.zeros(1, dtype=wp.float16)
+    wp.launch(builtins_by_bare_name_and_quat_checks, 1, inputs=[out, h])
+    assert not out.numpy()[0] and h.numpy()[0] == np.float16(0.15625)
