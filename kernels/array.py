@@ -363,7 +363,11 @@ class array:  # noqa: N801 - Warp's public name
                                     f"got {type(x).__name__}")
             records = np.frombuffer(b"".join(bytes(x._pack()) for x in items), dtype=record)
         self._init_new(_normalize_shape(shape if shape is not None else records.shape or (records.size,)), zero=False)
-        self._host()[...] = records.reshape(self.shape)
+        records = np.ascontiguousarray(records)
+        if records.size != self.size:
+            raise ValueError(f"{records.size} {self.dtype.__name__} values for an array of shape {self.shape}")
+        # byte for byte: NumPy's view of a ctypes record and the array's own layout name the padding differently
+        ctypes.memmove(self._host().ctypes.data, records.ctypes.data, records.nbytes)
 
     # -- the array as a value -------------------------------------------------------------
 
@@ -502,7 +506,9 @@ class array:  # noqa: N801 - Warp's public name
         return a.astype(dtype) if dtype is not None else a
 
     def list(self) -> list:
-        """The elements as a Python list (vectors and matrices as their types)."""
+        """The elements as a Python list (vectors, matrices and structs as their types)."""
+        if T.is_struct_type(self.dtype):
+            return [self.dtype.from_bytes(r.tobytes()) for r in self._host().reshape(-1)]
         flat = T.from_storage(T.elem_scalar(self.dtype), self._host()).reshape(
             (self.size,) + (self.dtype._shape_ if T.is_composite(self.dtype) else ()))
         if T.is_composite(self.dtype):
@@ -537,6 +543,8 @@ class array:  # noqa: N801 - Warp's public name
             raise IndexError(f"too many indices ({len(key)}) for an array of {self.ndim} dimensions")
         if all(isinstance(k, int | np.integer) for k in key) and len(key) == self.ndim:
             self._check_host("element access")
+            if T.is_struct_type(self.dtype):
+                return self.dtype.from_bytes(self._host()[key].tobytes())
             v = T.from_storage(T.elem_scalar(self.dtype), self._host()[key])
             return self.dtype(v) if T.is_composite(self.dtype) else v.item()
         ptr, shape, strides = self.ptr or 0, [], []

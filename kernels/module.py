@@ -93,10 +93,10 @@ class BuildContext:
             rets = list(ret.fields.values()) if is_tuple(ret) else [] if ret is None else [ret]
             adj_names = ["adj_ret"] if len(rets) == 1 else [f"adj_ret{k}" for k in range(len(rets))]
             expect = list(types) + adj_names
-            if names != expect:
+            if names[: len(types)] != list(types) or len(names) != len(expect):  # adjoints may be named freely
                 raise KernelTypeError(f"@wp.func_grad of '{fn.key}' must take ({', '.join(expect)}), "
                                       f"got ({', '.join(names)})")
-            grad_types = dict(types) | dict(zip(adj_names, rets, strict=True))
+            grad_types = dict(types) | dict(zip(names[len(types):], rets, strict=True))
             adjoints = {n: ir.Var(f"adjref_v_{n}", t) for n, t in types.items() if not isinstance(t, ArrayType)}
             grad_ir = Builder(Source(grad), f"{fn.key} (custom gradient)", f"adj_{cname}", grad_types,
                               is_kernel=False, ctx=self, adjoints=adjoints).build()

@@ -342,7 +342,7 @@ class _CompositeMixin:
         return type(self)(self.numpy_value())
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({np.array2string(self.numpy_value(), separator=', ')})"
+        return f"{type(self).__name__}({self.numpy_value().tolist()})"
 
 
 def _is_number(x: Any) -> bool:

@@ -213,3 +213,28 @@ def test_struct_constructor_with_field_values_in_kernels():
     for body, match in ((unknown, "has no field 'g'"), (twice, "field 'v' twice")):
         with pytest.raises(wp.KernelTypeError, match=match):
             wp.launch(wp.kernel(body, module="unique"), 1, inputs=[out])
+
+
+@wp.struct
+class Padded:
+    a: float
+    h: wp.float16
+    v: wp.vec3
+    i: int
+
+
+@wp.struct
+class Outer:
+    s: Padded
+    b: bool
+
+
+def test_struct_arrays_from_instances_and_element_access():
+    """An array of structs with padding (a float16 before a vec3) is built from instances byte for byte; its
+    elements (`a[i]`, `a.list()`) are struct values again, nested ones included."""
+    x = Outer()
+    x.s.a, x.s.h, x.s.v, x.s.i, x.b = 1.5, 0.25, wp.vec3(1.0, 2.0, 3.0), 7, True
+    arr = wp.array([x, Outer()], dtype=Outer)
+    first, second = arr[0], arr.list()[1]
+    assert isinstance(first, Outer) and first.s.h == 0.25 and first.s.v == wp.vec3(1.0, 2.0, 3.0)
+    assert first.s.i == 7 and first.b is True and second.s.a == 0.0
