@@ -106,11 +106,25 @@ def print_call(bld: Builder, node: ast.Call, obj: Any) -> None:
             parts.append(a.value.replace("%", "%%"))
             continue
         v = bld.materialize(bld.value(a))
-        if not (T.is_scalar(v.type) or T.is_composite(v.type)):
-            bld.error(a, KernelTypeError, f"print() cannot show a {T.type_name(v.type)}")
-        parts.append(printf_directive(v.type))
-        args.append(v)
+        text, values = printable(bld, v, a)
+        parts.append(text)
+        args += values
     bld.emit(ir.Print(" ".join(parts) + "\n", tuple(args), line=bld.cur_line))
+
+
+def printable(bld: Builder, v: Operand, node: ast.AST) -> tuple[str, list[Operand]]:
+    """The format text and values that print `v`: a scalar, vector or matrix as such, a struct as
+    `Name(field=..., ...)` (nested structs likewise)."""
+    if T.is_scalar(v.type) or T.is_composite(v.type):
+        return printf_directive(v.type), [v]
+    if is_struct(v.type) and not any(isinstance(t, ArrayType) for t in v.type.fields.values()):
+        texts, values = [], []
+        for name, t in v.type.fields.items():
+            text, vals = printable(bld, bld.assign_temp(ir.Field(v, name), t), node)
+            texts.append(f"{name}={text}")
+            values += vals
+        return f"{v.type.__name__}({', '.join(texts)})", values
+    bld.error(node, KernelTypeError, f"print() cannot show a {T.type_name(v.type)}")
 
 
 # %[flags][width][.precision][length]conversion
