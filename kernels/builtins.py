@@ -233,10 +233,12 @@ class Builtin:
     def __repr__(self) -> str:
         return f"<loomwork builtin {self.name}>"
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Python scope: evaluate with NumPy, typed like the overload a kernel would pick."""
         if self._py is None:
             raise TypeError(f"wp.{self.name}() is a kernel builtin: call it inside a @wp.kernel or @wp.func")
+        if kwargs:  # keyword forms (dtype=...) give typed values themselves
+            return self._py(*args, **kwargs)
         types = [T.python_value_type(a) or T.float64 for a in args]
         found = resolve(self.name, types) if self.overloads else None
         vals = [np.asarray(a.numpy_value(), dtype=np.float64) if isinstance(a, T._CompositeMixin) else
@@ -501,8 +503,9 @@ vec3_of = lambda b: T.vector(3, b["T"])  # noqa: E731
 transform_of = lambda b: T.transformation(b["T"])  # noqa: E731
 add("mul", (Q, Q), quat_of, group="Quaternion Math", doc="")
 add("mul", (TR, TR), transform_of, group="Transformations", doc="")
-add("quat_identity", (), T.quatf, group="Quaternion Math", doc="the identity rotation (0, 0, 0, 1)",
-    differentiable=False, py=lambda: np.array([0.0, 0.0, 0.0, 1.0]))
+add("quat_identity", (), T.quatf, group="Quaternion Math", doc="the identity rotation (0, 0, 0, 1) (dtype= for "
+    "another scalar type)", differentiable=False,
+    py=lambda dtype=None: np.array([0.0, 0.0, 0.0, 1.0]) if dtype is None else T.quaternion(dtype)(0, 0, 0, 1))
 add("quat_inverse", (Q,), quat_of, group="Quaternion Math", doc="the inverse of a unit quaternion (its conjugate)",
     py=lambda q: q * np.array([-1.0, -1.0, -1.0, 1.0]))
 add("quat_rotate", (Q, V3), vec3_of, group="Quaternion Math", doc="v rotated by q", py=T._rotate)
@@ -519,8 +522,10 @@ add("quat_rpy", (F, F, F), quat_of, group="Quaternion Math", doc="the rotation o
         np.cos(y / 2) * np.cos(r / 2) * np.sin(p / 2) + np.sin(y / 2) * np.sin(r / 2) * np.cos(p / 2),
         np.sin(y / 2) * np.cos(r / 2) * np.cos(p / 2) - np.cos(y / 2) * np.sin(r / 2) * np.sin(p / 2),
         np.cos(y / 2) * np.cos(r / 2) * np.cos(p / 2) + np.sin(y / 2) * np.sin(r / 2) * np.sin(p / 2)]))
-add("transform_identity", (), T.transformf, group="Transformations", doc="the identity transform",
-    differentiable=False, py=lambda: np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]))
+add("transform_identity", (), T.transformf, group="Transformations", doc="the identity transform (dtype= for "
+    "another scalar type)", differentiable=False,
+    py=lambda dtype=None: np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]) if dtype is None
+    else T.transformation(dtype)())
 add("transform_get_translation", (TR,), vec3_of, group="Transformations", doc="the translation p of t",
     py=lambda t: np.asarray(t)[:3])
 add("transform_get_rotation", (TR,), quat_of, group="Transformations", doc="the rotation q of t",

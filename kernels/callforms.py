@@ -313,6 +313,17 @@ def typed_kind_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     return typed_kind_call(bld, obj, node)
 
 
+@call_form("quat_identity", "transform_identity")
+def identity_of(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """wp.quat_identity(dtype=...) / wp.transform_identity(dtype=...): the identity of that scalar type."""
+    kw = static_keywords(bld, node, ("dtype",), obj.name)
+    if node.args:
+        bld.error(node, KernelTypeError, f"{obj.name}() takes only dtype=")
+    st = static_scalar(bld, kw.get("dtype", T.float32), node)
+    value = T.quaternion(st)(0.0, 0.0, 0.0, 1.0) if obj.name == "quat_identity" else T.transformation(st)()
+    return bld.from_python(value, node)
+
+
 @call_form(len)
 def len_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     if len(node.args) != 1:
@@ -447,6 +458,8 @@ def transform_parts(bld: Builder, node: ast.Call, is_transform: bool) -> tuple[a
     for name in ("p", "q"):
         if name in parts:
             args.append(bld.value(parts[name]))
+    if len(args) == 1 and T.is_vector(args[0].type) and args[0].type._length_ == 3:  # transform(p): q = identity
+        args.append(bld.from_python(T.quaternion(args[0].type._wp_scalar_type_)(0.0, 0.0, 0.0, 1.0), node))
     rest = [k for k in node.keywords if k.arg not in ("p", "q")]
     return ast.copy_location(ast.Call(func=node.func, args=node.args, keywords=rest), node), args
 
