@@ -22,7 +22,7 @@ from .frontend import Builder, _coerce, _describe, call_form, call_kind
 from .functions import Function
 from .ir import ArrayType, Const, Operand, ctype
 from .mathlib import matrix_trs
-from .structs import field_ctype, is_struct
+from .structs import field_ctype, is_struct, is_tuple
 
 # -- wp.tid, wp.static, breakpoint ------------------------------------------------------------------
 
@@ -333,6 +333,8 @@ def len_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
         return bld.assign_temp(ir.Shape(v, 0), T.int32)
     if T.is_composite(v.type):
         return Const(v.type._shape_[0], T.int32)
+    if is_tuple(v.type):
+        return Const(len(v.type.fields), T.int32)
     bld.error(node, KernelTypeError, f"len() of {T.type_name(v.type)}")
 
 

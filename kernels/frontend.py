@@ -803,19 +803,12 @@ class Builder:
         if any(isinstance(e, ast.Starred) for e in node.elts) or len(node.elts) < 2:
             self.error(node, KernelSyntaxError, "return a tuple of two or more values, without *")
         values = [self.materialize(self.value(e)) for e in node.elts]
-        for v, e in zip(values, node.elts, strict=True):
-            if is_tuple(v.type):
-                self.error(e, KernelTypeError, "tuples cannot be nested")
         rt = self.scope.ret_type
         if isinstance(rt, type) and is_tuple(rt) and len(rt.fields) == len(values):
             types = tuple(rt.fields.values())  # later returns convert to the first one's types
         else:
             types = tuple(v.type for v in values)
-        tt = tuple_type(types)
-        var = self.assign_temp(ir.Construct(tt, ()), tt)
-        for i, (v, ft, e) in enumerate(zip(values, types, node.elts, strict=True)):
-            self.emit(ir.SetField(var, f"f{i}", self.convert(v, ft, e, what=f"return value {i}"), line=self.cur_line))
-        return var
+        return self.pack_tuple(values, types, node.elts, "return value")
 
     @property
     def returns_void(self) -> bool:
@@ -1062,7 +1055,21 @@ class Builder:
         return t._wp_scalar_type_
 
     def _expr_Tuple(self, node: ast.Tuple) -> Any:
-        self.error(node, KernelSyntaxError, "tuples are only supported on the left of an assignment")
+        """`(a, b, ...)` as a value: a tuple record, indexed by constants, unpacked, passed and returned."""
+        if any(isinstance(e, ast.Starred) for e in node.elts) or not node.elts:
+            self.error(node, KernelSyntaxError, "a tuple value needs one or more elements, without *")
+        values = [self.materialize(self.value(e)) for e in node.elts]
+        return self.pack_tuple(values, tuple(v.type for v in values), node.elts, "element")
+
+    def pack_tuple(self, values: list, types: tuple, elts: list, what: str) -> Var:
+        for v, e in zip(values, elts, strict=True):
+            if is_tuple(v.type):
+                self.error(e, KernelTypeError, "tuples cannot be nested")
+        tt = tuple_type(types)
+        var = self.assign_temp(ir.Construct(tt, ()), tt)
+        for i, (v, ft, e) in enumerate(zip(values, types, elts, strict=True)):
+            self.emit(ir.SetField(var, f"f{i}", self.convert(v, ft, e, what=f"{what} {i}"), line=self.cur_line))
+        return var
 
     def _expr_BinOp(self, node: ast.BinOp) -> Operand:
         op = _OPS.get(type(node.op))
