@@ -1,11 +1,9 @@
-"""Library routines on arrays (`loomwork.utils`): reductions, scans, sorting, run-length encoding, casts,
-and a timer. The heavy ones run natively on every core; sums accumulate in float64, so a float32 sum
-of millions of values is accurate to about 1e-9 relative."""
+"""Library routines on arrays (`loomwork.utils`): reductions, scans, sorting, run-length encoding, casts.
+The heavy ones run natively on every core; sums accumulate in float64, so a float32 sum of millions of
+values is accurate to about 1e-9 relative."""
 
 from __future__ import annotations
 
-import sys
-import time
 from typing import Any
 
 import numpy as np
@@ -171,22 +169,3 @@ def array_cast(in_array: array, out_array: array, count: int | None = None) -> N
     dst[:n] = T.to_storage(T.elem_scalar(out_array.dtype), values)
     out_array._storage.bump("array_cast()")
 
-
-class ScopedTimer:
-    """`with ScopedTimer("step"):` measures wall time; `.elapsed` is in milliseconds."""
-
-    def __init__(self, name: str, active: bool = True, print: bool = True, dict: dict | None = None,  # noqa: A002
-                 synchronize: bool = False, **_ignored: Any) -> None:
-        self.name, self.active, self.print, self.dict = name, active, print, dict
-        self.elapsed = 0.0
-
-    def __enter__(self) -> ScopedTimer:
-        self._t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.elapsed = (time.perf_counter() - self._t0) * 1e3
-        if self.dict is not None:
-            self.dict.setdefault(self.name, []).append(self.elapsed)
-        if self.active and self.print:
-            print(f"{self.name} took {self.elapsed:.2f} ms", file=sys.stdout)
