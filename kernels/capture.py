@@ -161,7 +161,7 @@ def capture_end(device: Any = None, stream: Stream | None = None) -> Graph:
 
 class ScopedCapture:
     """`with wp.ScopedCapture() as capture:` records the block's device work; `capture.graph` is the
-    Graph once the block has ended without an exception."""
+    Graph once the block has ended (an exception leaving the block ends the capture too)."""
 
     def __init__(self, device: Any = None, stream: Stream | None = None, force_module_load: bool | None = None,
                  external: bool = False, apic: bool = False, capture_mode: Any = None) -> None:

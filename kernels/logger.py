@@ -9,7 +9,6 @@ through Python's `warnings`. A standard `logging.Logger` is accepted too: `set_l
 
 from __future__ import annotations
 
-import logging
 import sys
 import warnings
 from typing import Any, Protocol, runtime_checkable
@@ -54,7 +53,7 @@ class _DefaultLogger:
 class _PythonLogging:
     """A `logging.Logger` seen through the protocol (its `warning` takes no category)."""
 
-    def __init__(self, logger: logging.Logger) -> None:
+    def __init__(self, logger: Any) -> None:
         self.logger = logger
 
     def debug(self, message: str) -> None:
@@ -79,7 +78,8 @@ _state = _State()
 
 
 def _checked(logger: Any) -> Any:
-    if isinstance(logger, logging.Logger):
+    logging = sys.modules.get("logging")  # a logging.Logger means the module is loaded: no import needed
+    if logging is not None and isinstance(logger, logging.Logger):
         return _PythonLogging(logger)
     if not all(callable(getattr(logger, m, None)) for m in ("debug", "info", "warning", "error")):
         raise TypeError("a logger needs debug(message), info(message), warning(message, category, stacklevel) "

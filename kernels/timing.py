@@ -10,7 +10,6 @@ the matching `timing_end` closes, and work is reported to every open session who
 
 from __future__ import annotations
 
-import cProfile
 import threading
 import time
 from collections.abc import Callable
@@ -138,6 +137,8 @@ class ScopedTimer:
             if self.cuda_filter:
                 timing_begin(self.cuda_filter, synchronize=not self.synchronize)
             if self.detailed:
+                import cProfile
+
                 self._profile = cProfile.Profile()
                 self._profile.enable()
             if self.use_nvtx:
