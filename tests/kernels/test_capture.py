@@ -239,3 +239,23 @@ def test_launches_on_a_named_stream_and_debug_faults_at_replay():
         wp.launch(store_checked, dim=1, inputs=[y, 5])
     with pytest.raises(wp.KernelRuntimeError, match="index 5 is out of bounds"):
         wp.capture_launch(capture.graph)
+
+
+def test_utils_routines_are_recorded():
+    """wp.utils routines called in a capture run when the graph does (a sort and a sum into `out`); one that
+    returns its result to Python raises CaptureError there."""
+    keys = wp.array(np.array([3, 1, 2, 0], dtype=np.int32))
+    values = wp.array(np.arange(4, dtype=np.int32))
+    data = wp.array(np.ones(5, dtype=np.float32))
+    out = wp.zeros(1, dtype=float)
+    with wp.ScopedCapture() as capture:
+        wp.utils.radix_sort_pairs(keys, values, 4)
+        wp.launch(axpy, dim=5, inputs=[data, data, 1.0])
+        wp.utils.array_sum(data, out=out)
+        with pytest.raises(wp.CaptureError, match="pass out="):
+            wp.utils.array_sum(data)
+    np.testing.assert_array_equal(keys.numpy(), [3, 1, 2, 0])
+    wp.capture_launch(capture.graph)
+    np.testing.assert_array_equal(keys.numpy(), [0, 1, 2, 3])
+    np.testing.assert_array_equal(values.numpy(), [3, 1, 2, 0])
+    assert out.numpy()[0] == 10.0
