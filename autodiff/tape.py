@@ -163,6 +163,12 @@ class Tape:
                 seen.setdefault(id(a), a)
         return list(seen.values())
 
+    @property
+    def gradients(self) -> dict:
+        """{array: its gradient array} for every array the recorded launches touched that has one
+        (Warp's `tape.gradients[a]`)."""
+        return {a: a.grad for a in self.arrays() if a.grad is not None}
+
     def get_adjoint(self, a: array) -> array | None:
         """The gradient buffer of `a` (None when it has none)."""
         return a.grad
@@ -181,9 +187,14 @@ class Tape:
 
     def backward(self, loss: array | None = None, grads: dict | None = None) -> None:
         """Propagate gradients from `loss` (a 1-element array, seeded with 1) or from `grads`
-        ({array: adjoint}) back through every recorded launch, into the arrays' `.grad`."""
+        ({array: adjoint}) back through every recorded launch, into the arrays' `.grad`. With neither, the
+        gradients the arrays hold now are the seeds (Warp's form: set `y.grad`, then `tape.backward()`),
+        and nothing is zeroed first."""
         if loss is None and not grads:
-            raise ValueError("Tape.backward needs loss=<a 1-element array> or grads={array: adjoint}")
+            self._check_overwrites()
+            for entry in reversed(self.launches):
+                entry.backward()
+            return
         seeds: dict[int, tuple[array, Any]] = {}
         if loss is not None:
             if not isinstance(loss, array):

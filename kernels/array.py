@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import struct
+import typing
 from typing import Any
 
 import numpy as np
@@ -150,6 +151,44 @@ def byte_span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -
     lo = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s < 0)
     hi = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s > 0) + itemsize
     return lo, hi - lo
+
+
+# wp.map's entry for the arrays' arithmetic operators, set by kernels/mapping.py (a module above this one):
+# (builtin name, *operands, out=None) -> array
+ELEMENTWISE: list = [None]
+
+
+def _operator(name: str, reverse: bool = False, in_place: bool = False) -> Any:
+    def op(self: array, other: Any = None) -> Any:
+        operands = (self,) if other is None and name in ("neg", "pos") else (other, self) if reverse else (self, other)
+        if not all(isinstance(x, array | T.ScalarType | T._CompositeMixin | int | float) for x in operands):
+            return NotImplemented
+        result = ELEMENTWISE[0](name, *operands, out=self if in_place else None)
+        return self if in_place else result
+
+    op.__name__ = f"__{'r' if reverse else 'i' if in_place else ''}{name}__"
+    op.__doc__ = f"Elementwise {name} by a kernel (wp.map), broadcasting as NumPy does."
+    return op
+
+
+def _subscript_dtype(params: Any) -> Any:
+    """The dtype of an annotation `wp.array[dtype]` / `wp.array[dtype, ndim]` (ndim an int or Literal[int])."""
+    return params[0] if isinstance(params, tuple) else params
+
+
+def _subscript_ndim(cls: type, params: Any) -> int | None:
+    if not isinstance(params, tuple):
+        return None
+    if len(params) != 2:
+        raise TypeError(f"{cls.__name__}[...] takes a dtype and optionally ndim, got {len(params)} parameters")
+    ndim = params[1]
+    if typing.get_origin(ndim) is typing.Literal:
+        (ndim,) = typing.get_args(ndim)
+    if not isinstance(ndim, int) or not 1 <= ndim <= 4:
+        raise TypeError(f"{cls.__name__}[dtype, ndim]: ndim must be 1 to 4 (an int or Literal[int]), got {ndim!r}")
+    if cls._default_ndim is not None and cls._default_ndim != ndim:
+        raise TypeError(f"{cls.__name__} has ndim {cls._default_ndim}, not {ndim}")
+    return ndim
 
 
 class array:  # noqa: N801 - Warp's public name
@@ -344,8 +383,8 @@ class array:  # noqa: N801 - Warp's public name
 
     # -- the array as a value -------------------------------------------------------------
 
-    def __class_getitem__(cls, dtype: Any) -> array:
-        return cls(dtype=dtype)
+    def __class_getitem__(cls, params: Any) -> array:
+        return cls(dtype=_subscript_dtype(params), ndim=_subscript_ndim(cls, params))
 
     @property
     def is_contiguous(self) -> bool:
@@ -486,6 +525,16 @@ class array:  # noqa: N801 - Warp's public name
         if T.is_composite(self.dtype):
             return [self.dtype(x) for x in flat]
         return flat.tolist()
+
+    __add__, __radd__, __iadd__ = _operator("add"), _operator("add", True), _operator("add", in_place=True)
+    __sub__, __rsub__, __isub__ = _operator("sub"), _operator("sub", True), _operator("sub", in_place=True)
+    __mul__, __rmul__, __imul__ = _operator("mul"), _operator("mul", True), _operator("mul", in_place=True)
+    __truediv__, __rtruediv__, __itruediv__ = _operator("div"), _operator("div", True), _operator("div", in_place=True)
+    __floordiv__, __rfloordiv__ = _operator("floordiv"), _operator("floordiv", True)
+    __ifloordiv__ = _operator("floordiv", in_place=True)
+    __mod__, __rmod__, __imod__ = _operator("mod"), _operator("mod", True), _operator("mod", in_place=True)
+    __pow__, __rpow__, __ipow__ = _operator("pow"), _operator("pow", True), _operator("pow", in_place=True)
+    __neg__, __pos__ = _operator("neg"), _operator("pos")
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -765,8 +814,8 @@ class indexedarray:  # noqa: N801 - Warp's public name
         self.device = data.device
         self._storage = data._storage  # writes through the view are writes to the data
 
-    def __class_getitem__(cls, dtype: Any) -> indexedarray:
-        return cls(dtype=dtype)
+    def __class_getitem__(cls, params: Any) -> indexedarray:
+        return cls(dtype=_subscript_dtype(params), ndim=_subscript_ndim(cls, params))
 
     def _desc_bytes(self) -> bytes:
         desc = IndexedDesc()

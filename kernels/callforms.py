@@ -95,7 +95,7 @@ def atomic(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 # -- printing and checks ----------------------------------------------------------------------------
 
 
-@call_form(print)
+@call_form(print, "print")
 def print_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     """Python's print: string constants and scalar/vector/matrix values, space-separated, one line."""
     if node.keywords:
@@ -193,9 +193,10 @@ def printf_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     bld.emit(ir.Print("".join(out), tuple(args), line=bld.cur_line))
 
 
-@call_form("expect_near", "expect_eq")
+@call_form("expect_near", "expect_eq", "expect_neq")
 def expect_call(bld: Builder, node: ast.Call, obj: Any) -> None:
-    """expect_near(a, b, tolerance=1e-6) / expect_eq(a, b): checked where they run, reported by line."""
+    """expect_near(a, b, tolerance=1e-6) / expect_eq(a, b) / expect_neq(a, b): checked where they run,
+    reported by line."""
     name = obj.name
     args = list(node.args)
     kwargs = {k.arg: k.value for k in node.keywords}
@@ -208,8 +209,8 @@ def expect_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     if a.type != b.type:
         bld.error(node, KernelTypeError, f"wp.{name} compares values of one type, got {T.type_name(a.type)} "
                    f"and {T.type_name(b.type)}")
-    ok = T.is_float(a.type) or (T.is_vector(a.type) and a.type._wp_scalar_type_.is_float) if name == "expect_near" \
-        else T.is_scalar(a.type) or T.is_vector(a.type)
+    ok = T.is_float(a.type) or (T.is_composite(a.type) and a.type._wp_scalar_type_.is_float) if name == "expect_near" \
+        else T.is_scalar(a.type) or T.is_composite(a.type)
     if not ok:
         bld.error(node, KernelTypeError, f"wp.{name} does not take {T.type_name(a.type)}")
     operands = (a, b)
@@ -263,10 +264,23 @@ def composite_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 
 @call_kind(is_struct)
 def struct_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    if node.args or node.keywords:
-        bld.error(node, KernelTypeError, f"{obj.__name__}() takes no arguments in kernels (it starts "
-                  "zeroed; set fields one by one)")
-    return bld.assign_temp(ir.Construct(obj, ()), obj)
+    """`S()` is zeroed; `S(a, b=...)` sets the fields given, positionally in declaration order or by name."""
+    names = list(obj.fields)
+    if len(node.args) > len(names):
+        bld.error(node, KernelTypeError, f"{obj.__name__}() takes at most {len(names)} field values, "
+                  f"got {len(node.args)}")
+    given = dict(zip(names, node.args, strict=False))
+    for k in node.keywords:
+        if k.arg not in obj.fields:
+            bld.error(k.value, KernelTypeError, f"{obj.__name__} has no field '{k.arg}' (fields: {', '.join(names)})")
+        if k.arg in given:
+            bld.error(k.value, KernelTypeError, f"{obj.__name__}() got field '{k.arg}' twice")
+        given[k.arg] = k.value
+    var = bld.assign_temp(ir.Construct(obj, ()), obj)
+    for name, expr in given.items():
+        value = bld.convert(bld.value(expr), obj.fields[name], expr, what=f"field '{name}' of {obj.__name__}")
+        bld.emit(ir.SetField(var, name, value, line=bld.cur_line))
+    return var
 
 
 @call_kind(lambda obj: isinstance(obj, Function))

@@ -30,6 +30,10 @@ class KernelAttributeError(KernelError, AttributeError):
     """An attribute that a type (or module) in a kernel does not have."""
 
 
+class KernelValueError(KernelError, ValueError):
+    """A value a kernel's source gives that is of the right type but not allowed (a slice bound, a count)."""
+
+
 class KernelIndexError(KernelError, IndexError):
     """A constant index out of a vector's or matrix's range."""
 
@@ -57,10 +61,6 @@ class KernelRuntimeError(LoomworkError, IndexError):
 
 class DeviceError(LoomworkError, RuntimeError):
     """A device that does not exist or cannot be used here, or data on the wrong device."""
-
-
-class KernelValueError(KernelError, ValueError):
-    """A value a kernel's source gives that its use cannot take (an out-of-range constant, a bad option)."""
 
 
 class KernelKeyError(KernelError, KeyError):

@@ -33,6 +33,7 @@ from .errors import (
     KernelNameError,
     KernelSyntaxError,
     KernelTypeError,
+    KernelValueError,
 )
 from .ir import ArrayType, Const, Operand, Var
 from .structs import is_struct, is_tuple, tuple_type
@@ -550,8 +551,12 @@ class Builder:
         if isinstance(it, ast.Call) and self.is_special(it.func, "static"):
             self.unrolled_for(node, self.static_value(it))
             return
-        if not (isinstance(it, ast.Call) and isinstance(self.expr_or_none(it.func), PyObj)
-                and self.expr(it.func).value is range):
+        backwards = self.calls(it, reversed)
+        if backwards:
+            if it.keywords or len(it.args) != 1 or not self.calls(it.args[0], range):
+                self.error(it, KernelSyntaxError, "kernels loop over reversed(range(...)) only")
+            it = it.args[0]
+        if not self.calls(it, range):
             self.iterator_for(node)
             return
         if not isinstance(node.target, ast.Name):
@@ -572,6 +577,8 @@ class Builder:
             start, stop, step = args
         if isinstance(step, Const) and step.value == 0:
             self.error(it.args[2], KernelTypeError, "range() step must not be zero")
+        if backwards:
+            start, stop, step = self.reversed_range(start, stop, step, it)
         name = node.target.id
         if all(isinstance(a, Const) for a in (start, stop, step)) and self.unrollable(node):
             values = range(start.value, stop.value, step.value)
@@ -593,6 +600,27 @@ class Builder:
         body = self.sub_block(node.body)
         self.scope.loop_depth -= 1
         self.emit(ir.For(var, start, stop, step, body, line=self.src.line(node)))
+
+    def calls(self, node: ast.expr, fn: Any) -> bool:
+        """Whether `node` is a call of the Python object `fn` (range, reversed...)."""
+        if not isinstance(node, ast.Call):
+            return False
+        f = self.expr_or_none(node.func)
+        return isinstance(f, PyObj) and f.value is fn
+
+    def reversed_range(self, start: Operand, stop: Operand, step: Operand, node: ast.Call) -> tuple:
+        """The (start, stop, step) of reversed(range(start, stop, step)): its n values backwards,
+        n = max((stop - start + step - sign(step)) // step, 0)."""
+        if not isinstance(step, Const):
+            self.error(node, KernelTypeError, "reversed(range(...)) needs a constant step")
+        t, s = step.type, step.value
+        n = self.call_builtin("floordiv", [self.call_builtin("add", [self.call_builtin("sub", [stop, start], node),
+                                                                    Const(s - (1 if s > 0 else -1), t)], node),
+                                           step], node)
+        n = self.call_builtin("max", [n, Const(0, t)], node)
+        last = self.call_builtin("add", [start, self.call_builtin("mul", [self.call_builtin(
+            "sub", [n, Const(1, t)], node), step], node)], node)
+        return last, self.call_builtin("sub", [start, step], node), Const(-s, t)
 
     def iterator_for(self, node: ast.For) -> None:
         """`for i in query:` over a value whose type names an `iterate` builtin: the loop
@@ -778,7 +806,20 @@ class Builder:
             return Const(value, t)
         if isinstance(obj, array_cls) and obj.ptr is not None:
             self.error(node, KernelTypeError, "arrays from Python scope must be passed to the kernel as arguments")
+        if is_struct(type(obj)) and not is_tuple(type(obj)):  # a struct value (e.g. from wp.static): its fields
+            return self.struct_constant(obj, node)
         return PyObj(obj)
+
+    def struct_constant(self, obj: Any, node: ast.AST) -> Operand:
+        t = type(obj)
+        var = self.assign_temp(ir.Construct(t, ()), t)
+        for name, ft in t.fields.items():
+            if isinstance(ft, ArrayType):
+                self.error(node, KernelTypeError, f"a {t.__name__} value with an array field ('{name}') cannot be "
+                           "a kernel constant; pass the struct as a kernel argument")
+            value = self.from_python(getattr(obj, name), node)
+            self.emit(ir.SetField(var, name, self.convert(value, ft, node), line=self.cur_line))
+        return var
 
     def _expr_Attribute(self, node: ast.Attribute) -> Any:
         base = self.expr(node.value)
@@ -795,6 +836,8 @@ class Builder:
                     return ShapeOf(base)
                 if node.attr == "ndim":
                     return Const(t.ndim, T.int32)
+                if node.attr == "dtype":  # a type: `a.dtype(x)` converts, as in generic kernels
+                    return PyObj(t.dtype)
                 self.error(node, KernelAttributeError, f"arrays in kernels have no attribute '{node.attr}'")
             if T.is_record(t):
                 if node.attr not in t.fields:
@@ -1086,11 +1129,59 @@ class Builder:
 
     # -- calls ---------------------------------------------------------------------------------
 
+    def expand_starred(self, node: ast.Call) -> ast.Call:
+        """`f(*v)`: the call with `v`'s components (a vector's or quaternion's, a matrix's rows), or the elements
+        of a slice with constant bounds (`*v[1:3]`, `*arr[:3]`), as separate arguments."""
+        args: list[ast.expr] = []
+        for a in node.args:
+            if not isinstance(a, ast.Starred):
+                args.append(a)
+                continue
+            base, sl = (a.value.value, a.value.slice) if isinstance(a.value, ast.Subscript) and isinstance(
+                a.value.slice, ast.Slice) else (a.value, None)
+            t = getattr(self.expr(base), "type", None)
+            if isinstance(t, ArrayType):
+                if t.ndim != 1 or sl is None:
+                    self.error(a, KernelTypeError, "*array unpacks a slice with constant bounds of a 1-D array, "
+                               "e.g. *arr[:3]")
+                positions = self.static_slice(sl, None, a)
+            elif T.is_vector(t) or T.is_matrix(t):
+                n = t._shape_[0]
+                positions = self.static_slice(sl, n, a) if sl is not None else range(n)
+            else:
+                self.error(a, KernelTypeError, "Starred expressions are only supported for vectors, matrices, "
+                           f"quaternions and slices of arrays, not {T.type_name(t)}")
+            for i in positions:
+                args.append(ast.copy_location(ast.Subscript(value=base, slice=ast.Constant(i), ctx=ast.Load()), a))
+        return ast.copy_location(ast.Call(func=node.func, args=args, keywords=node.keywords), node)
+
+    def static_slice(self, sl: ast.Slice, n: int | None, node: ast.AST) -> range:
+        """The positions a slice with compile-time bounds selects from a length-`n` value (n None: an array,
+        whose length is unknown here: the stop must be given, and nothing may be negative)."""
+        parts = []
+        for part in (sl.lower, sl.upper, sl.step):
+            v = None if part is None else self.value(part)
+            if v is not None and not (isinstance(v, Const) and T.is_int(v.type)):
+                self.error(part, KernelValueError, "Slice component must be a compile-time constant integer")
+            parts.append(None if v is None else int(v.value))
+        start, stop, step = parts
+        if n is not None:
+            return range(*slice(start, stop, step).indices(n))
+        if stop is None:
+            self.error(node, KernelValueError, "unpacking an array slice requires explicit upper bound")
+        if any(p is not None and p < 0 for p in (start, stop)):
+            self.error(node, KernelValueError, "slice bounds cannot be negative for arrays")
+        if step is not None and step <= 0:
+            self.error(node, KernelValueError, "slice step cannot be negative or zero for arrays")
+        return range(start or 0, stop, step or 1)
+
     def is_special(self, func_node: ast.expr, name: str) -> bool:
         f = self.expr_or_none(func_node)
         return isinstance(f, PyObj) and isinstance(f.value, B.Builtin) and f.value.name == name
 
     def _expr_Call(self, node: ast.Call) -> Any:
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            node = self.expand_starred(node)
         f = self.expr(node.func)
         if not isinstance(f, PyObj):
             self.error(node.func, KernelTypeError, "this value is not callable")

@@ -311,7 +311,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         dims = _dims(dim)
     dev = get_device(device) if stream is None else _stream_device(stream, device)
     lm = kernel.module.load(dev)
-    lk = lm.kernels[kernel.key]
+    lk = lm.kernels.get(kernel.key) or lm.kernel(kernel.key)
     plan = lk.plan or _make_plan(lk, dev)
     params = [*inputs, *outputs]
     if len(params) != len(plan.names):

@@ -85,6 +85,7 @@ from .kernels.logger import (
     get_logger,
     set_logger,
 )
+from .kernels.mapping import map  # Warp's name; importing it gives arrays their arithmetic operators
 from .kernels.mathlib import (
     quat_from_euler,
     quat_from_matrix,
@@ -226,7 +227,7 @@ __all__ = [
     "quat_twist_angle", "quat_twist_angle_signed", "transform_compose", "transform_decompose", "transform_twist",
     "transform_wrench", "velocity_at_point", "HashGrid", "hash_grid_query_t", "from_dlpack", "to_dlpack",
     "from_torch", "to_torch", "device_from_torch", "device_to_torch", "dtype_from_torch", "dtype_to_torch",
-    "stream_from_torch", "stream_to_torch",
+    "stream_from_torch", "stream_to_torch", "map",
     # runtime: graph capture, streams and events, timers, logging, memory, caches, errors under Warp's names
     "Graph", "ScopedCapture", "capture_begin", "capture_end", "capture_if", "capture_launch", "capture_while",
     "is_conditional_graph_supported", "CaptureError", "Stream", "Event", "ScopedStream", "get_stream", "set_stream",
@@ -243,6 +244,6 @@ __all__ = [
     "WarpCodegenTypeError", "WarpCodegenValueError", "WarpCodegenAttributeError", "WarpCodegenIndexError",
     "WarpCodegenKeyError",
     *_PUBLIC_TYPES,
-    *(name for name in _BUILTINS if not name.startswith("_")),
+    *(name for name in _BUILTINS if not name.startswith("_") and name != "print"),  # `import *` keeps Python's
 ]
 _publish_into(globals())  # names extensions export (now and later): wp.<name>, listed in __all__

@@ -45,7 +45,7 @@ KERNEL_ORDER = [
     "errors", "config", "logger", "types", "ir", "builtins", "extensions", "cache", "build", "backend", "cpu",
     "device", "stream", "memory", "dlpack", "foreign", "array", "interop", "annotations", "utils", "functions",
     "structs", "mathlib", "codegen", "frontend", "callforms", "module", "launch", "capture", "timing", "runtime",
-    "torch_bridge", "__init__",
+    "mapping", "torch_bridge", "__init__",
 ]
 
 

@@ -178,3 +178,38 @@ def test_gradients_into_arrays_of_structs():
     g = ps.grad.numpy()
     np.testing.assert_allclose(g["v"], [[2.0, 4.0, 6.0]] * 2)  # m * v
     np.testing.assert_allclose(g["m"], [7.0, 7.0])  # |v|^2 / 2
+
+
+@wp.struct
+class Built:
+    v: wp.vec3
+    f: float
+    i: int
+
+
+@wp.kernel
+def build_struct_in_kernel(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+    s = Built(wp.vec3(1.0, 2.0, 3.0) * x[0], f=x[0] * 2.0)
+    out[0] = s.v[2] + s.f + float(s.i)
+
+
+def test_struct_constructor_with_field_values_in_kernels():
+    """`S(a, b=...)` in a kernel sets the given fields (others zero), positionally or by name, differentiably;
+    an unknown or repeated field is named."""
+    x = wp.array([2.0], dtype=float, requires_grad=True)
+    out = wp.zeros(1, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(build_struct_in_kernel, 1, inputs=[x, out])
+    tape.backward(loss=out)
+    assert out.numpy()[0] == 10.0 and x.grad.numpy()[0] == 5.0
+
+    def unknown(out: wp.array(dtype=float)):
+        out[0] = Built(g=1.0).f
+
+    def twice(out: wp.array(dtype=float)):
+        out[0] = Built(wp.vec3(), v=wp.vec3()).f
+
+    for body, match in ((unknown, "has no field 'g'"), (twice, "field 'v' twice")):
+        with pytest.raises(wp.KernelTypeError, match=match):
+            wp.launch(wp.kernel(body, module="unique"), 1, inputs=[out])
