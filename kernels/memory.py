@@ -62,17 +62,22 @@ class Tracker:
             if a is not None:
                 self.current -= a.nbytes
 
-    def report(self, scope: str | None = None, sort: str = "size", max_items: int = 10) -> str:
-        """The live allocations (of `scope` and the scopes inside it, when given) as text."""
+    def reset(self) -> None:
+        """Forget every allocation tracked so far, and the peak."""
+        with self._lock:
+            self.live.clear()
+            self.current = self.peak = 0
+
+    def report(self, sort: str = "size", max_items: int = 10) -> str:
+        """The tracked live allocations as text: totals per device, then the largest (or oldest) ones."""
         if sort not in ("size", "chronological"):
             raise ValueError(f"sort must be 'size' or 'chronological', got {sort!r}")
         with self._lock:
-            live = [a for a in self.live.values()
-                    if scope is None or a.scope == scope or a.scope.startswith(scope + "/")]
+            live = list(self.live.values())
             peak = self.peak
         live.sort(key=(lambda a: -a.nbytes) if sort == "size" else (lambda a: a.serial))
-        lines = [f"Memory report{f' for scope {scope!r}' if scope else ''}: {len(live)} live allocation(s), "
-                 f"{_size(sum(a.nbytes for a in live))} (process peak while tracking: {_size(peak)})"]
+        lines = [f"Memory report: {len(live)} live allocation(s), {_size(sum(a.nbytes for a in live))} "
+                 f"(peak while tracked: {_size(peak)})"]
         by_device: dict[str, list[int]] = {}
         for a in live:
             d = by_device.setdefault(str(a.device), [0, 0])
@@ -81,7 +86,7 @@ class Tracker:
         for dev, (count, nbytes) in by_device.items():
             lines.append(f"  {dev}: {count} allocation(s), {_size(nbytes)}")
         for a in live[:max_items]:
-            lines.append(f"    {_size(a.nbytes):>10}  {str(a.device):6s}  {a.scope}  {a.site}")
+            lines.append(f"    {_size(a.nbytes):>10}  {str(a.device):6s}  scope {a.scope}  {a.site}")
         if len(live) > max_items:
             lines.append(f"    ... and {len(live) - max_items} more")
         return "\n".join(lines) + "\n"
@@ -113,23 +118,21 @@ def print_memory_report(file: IO[str] | None = None, sort: str = "size", max_ite
     if not tracker.enabled:
         raise RuntimeError("allocation tracking is off: set wp.config.track_memory = True before wp.init(), or "
                            "use wp.ScopedMemoryTracker")
-    print(tracker.report(None, sort, max_items), file=file or sys.stdout, end="")
+    print(tracker.report(sort, max_items), file=file or sys.stdout, end="")
 
 
 class ScopedMemoryTracker:
-    """`with wp.ScopedMemoryTracker("step"):` tracks the allocations made inside (nested trackers name
-    scopes "outer/inner") and prints the ones still live at the end (`report_func` takes that text instead)."""
+    """`with wp.ScopedMemoryTracker("step"):` tracks the allocations made inside (each listed with its scope,
+    "outer/inner" for nested trackers) and at the end prints the report of every tracked allocation still
+    live (`report_func` takes the text instead)."""
 
     def __init__(self, name: str = "root", active: bool = True, print: bool = True,  # noqa: A002 - Warp's name
                  report_func: Any = None) -> None:
         self.name, self.active, self.print, self.report_func = name, active, print, report_func
-        self._scope = name
 
     def __enter__(self) -> ScopedMemoryTracker:
         if self.active:
-            scopes = tracker.scopes()
-            scopes.append(self.name)
-            self._scope = "/".join(scopes)
+            tracker.scopes().append(self.name)
             with tracker._lock:
                 tracker.enabled += 1
         return self
@@ -140,15 +143,19 @@ class ScopedMemoryTracker:
         tracker.scopes().pop()
         try:
             if self.print:
-                text = tracker.report(self._scope)
-                if self.report_func is not None:
-                    self.report_func(text)
-                else:
-                    sys.stdout.write(text)
+                self.report()
         finally:
             with tracker._lock:
                 tracker.enabled -= 1
 
     def report(self, file: IO[str] | None = None, sort: str = "size", max_items: int = 10) -> None:
-        """Print the live allocations of this tracker's scope now."""
-        print(tracker.report(self._scope, sort, max_items), file=file or sys.stdout, end="")
+        """Print the report of the tracked live allocations now (to `report_func` when given)."""
+        text = tracker.report(sort, max_items)
+        if self.report_func is not None:
+            self.report_func(text)
+        else:
+            print(text, file=file or sys.stdout, end="")
+
+    def clear(self) -> None:
+        """Forget the allocations tracked so far: later reports show only newer ones."""
+        tracker.reset()

@@ -173,19 +173,22 @@ def test_streams_and_events_on_the_cpu():
 
 
 def test_memory_tracker_reports_live_allocations(capsys):
-    """ScopedMemoryTracker prints the allocations made in its block that are still live, with their size
-    and the line that made them; print_memory_report needs a tracker on."""
-    with wp.ScopedMemoryTracker("outer"):
+    """ScopedMemoryTracker reports the tracked allocations still live, with size, scope and the line that
+    made them; clear() forgets earlier ones; print_memory_report needs a tracker on."""
+    with wp.ScopedMemoryTracker("outer") as outer:
+        outer.clear()
         kept = wp.zeros(1000, dtype=float)
-        with wp.ScopedMemoryTracker("inner", print=False) as inner:
-            freed = wp.zeros(10, dtype=float)  # noqa: F841 - freed before the report
+        with wp.ScopedMemoryTracker("inner", print=False):
+            freed = wp.zeros(10, dtype=float)
+            inner_kept = wp.zeros(300, dtype=float)
             del freed
-            wp.print_memory_report()
-            inner.report()
+            wp.print_memory_report(sort="chronological")
     out = capsys.readouterr().out
-    assert "Memory report for scope 'outer': 1 live allocation(s), 3.9 KiB" in out
-    assert "test_runtime.py" in out and "outer/inner" not in out.split("scope 'outer'")[1]
-    assert kept.size == 1000
+    first, last = out.split("Memory report: ")[1:]
+    assert first.startswith("2 live allocation(s), 5.1 KiB") and last.startswith("2 live allocation(s)")
+    lines = [line for line in first.splitlines() if "test_runtime.py" in line]
+    assert "scope outer " in lines[0] and "scope outer/inner " in lines[1] and "3.9 KiB" in lines[0]
+    assert kept.size + inner_kept.size == 1300
     with pytest.raises(RuntimeError, match="track_memory"):
         wp.print_memory_report()
 
