@@ -46,6 +46,7 @@ class Graph:
         self._writes: dict[Any, str] = {}  # array storage -> its last writer in this graph
         self._keep: list[Any] = []  # what the recorded arguments point into
         self._marked: list[Any] = []  # (root only) storages marked as written by the capture in progress
+        self._watchers: list[Any] = []  # (root only) see `watch`
         self.capturing = True
 
     def record(self, fn: Callable[..., Any], args: tuple, writes: Iterable[tuple[Any, str]], keep: tuple,
@@ -60,6 +61,11 @@ class Graph:
                 root._marked.append(storage)
         if keep:
             self._keep.append(keep)
+
+    def watch(self, watcher: Any) -> None:
+        """Tell `watcher` when this capture ends (`watcher.capture_ended()`) and after each replay
+        (`watcher.replayed()`): a Tape's record of a launch captured here is re-read by every replay."""
+        self._root._watchers.append(watcher)
 
     def refuse_host_access(self, what: str) -> None:
         """Raised for Python touching memory this capture has a pending write to (see the module docstring)."""
@@ -89,6 +95,8 @@ class Graph:
                 if storage.captured is self:
                     storage.captured = None
             self._marked = []
+            for watcher in self._watchers:
+                watcher.capture_ended()
 
     def _replay(self) -> None:
         try:
@@ -97,6 +105,8 @@ class Graph:
         finally:
             for storage, writer in self._writes.items():
                 storage.bump(writer)
+        for watcher in self._watchers:
+            watcher.replayed()
 
     @property
     def operation_count(self) -> int:

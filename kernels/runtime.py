@@ -53,16 +53,13 @@ def _no_pools(device: Any, what: str) -> ValueError:
     return ValueError(f"{what}: {get_device(device)} has no memory pool (no loomwork device allocates from one)")
 
 
-def is_mempool_supported(device: Any = None) -> bool:
-    """Whether `device` can allocate from a memory pool (no loomwork device does)."""
+def _no_pool(device: Any = None) -> bool:
+    """False: no loomwork device allocates from a memory pool (the device is checked to exist)."""
     get_device(device)
     return False
 
 
-def is_mempool_enabled(device: Any = None) -> bool:
-    """Whether `device` allocates from a memory pool now (never, on loomwork's devices)."""
-    get_device(device)
-    return False
+is_mempool_supported = is_mempool_enabled = _no_pool
 
 
 def set_mempool_enabled(device: Any, enable: bool) -> None:
@@ -88,31 +85,20 @@ def get_mempool_used_mem_high(device: Any = None) -> int:
     raise _no_pools(device, "get_mempool_used_mem_high")
 
 
-def is_mempool_access_supported(target_device: Any, peer_device: Any) -> bool:
+def _no_access(target_device: Any, peer_device: Any) -> bool:
+    """False: no loomwork device maps another's memory or pool (the devices are checked to exist)."""
     _devices(target_device, peer_device)
     return False
 
 
-def is_mempool_access_enabled(target_device: Any, peer_device: Any) -> bool:
-    _devices(target_device, peer_device)
-    return False
+is_mempool_access_supported = is_mempool_access_enabled = _no_access
+is_peer_access_supported = is_peer_access_enabled = _no_access
 
 
 def set_mempool_access_enabled(target_device: Any, peer_device: Any, enable: bool) -> None:
     if enable:
         raise _no_pools(target_device, "set_mempool_access_enabled")
     get_device(peer_device)
-
-
-def is_peer_access_supported(target_device: Any, peer_device: Any) -> bool:
-    """Whether `peer_device` can map `target_device`'s memory (peer access is between CUDA devices)."""
-    _devices(target_device, peer_device)
-    return False
-
-
-def is_peer_access_enabled(target_device: Any, peer_device: Any) -> bool:
-    _devices(target_device, peer_device)
-    return False
 
 
 def set_peer_access_enabled(target_device: Any, peer_device: Any, enable: bool) -> None:
@@ -137,31 +123,33 @@ class ScopedMempool:
         set_mempool_enabled(self.device, self._saved)
 
 
-class ScopedMempoolAccess:
+class _ScopedAccess:
+    """Access of `peer_device` to `target_device` switched on or off inside a block, restored after."""
+
+    _is_enabled: Any
+    _set_enabled: Any
+
+    def __init__(self, target_device: Any, peer_device: Any, enable: bool) -> None:
+        self.target_device, self.peer_device, self.enable = target_device, peer_device, enable
+
+    def __enter__(self) -> _ScopedAccess:
+        self._saved = self._is_enabled(self.target_device, self.peer_device)
+        self._set_enabled(self.target_device, self.peer_device, self.enable)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._set_enabled(self.target_device, self.peer_device, self._saved)
+
+
+class ScopedMempoolAccess(_ScopedAccess):
     """`with wp.ScopedMempoolAccess(target, peer, enable):` pool access on or off inside the block."""
 
-    def __init__(self, target_device: Any, peer_device: Any, enable: bool) -> None:
-        self.target_device, self.peer_device, self.enable = target_device, peer_device, enable
-
-    def __enter__(self) -> ScopedMempoolAccess:
-        self._saved = is_mempool_access_enabled(self.target_device, self.peer_device)
-        set_mempool_access_enabled(self.target_device, self.peer_device, self.enable)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        set_mempool_access_enabled(self.target_device, self.peer_device, self._saved)
+    _is_enabled = staticmethod(is_mempool_access_enabled)
+    _set_enabled = staticmethod(set_mempool_access_enabled)
 
 
-class ScopedPeerAccess:
+class ScopedPeerAccess(_ScopedAccess):
     """`with wp.ScopedPeerAccess(target, peer, enable):` peer access on or off inside the block."""
 
-    def __init__(self, target_device: Any, peer_device: Any, enable: bool) -> None:
-        self.target_device, self.peer_device, self.enable = target_device, peer_device, enable
-
-    def __enter__(self) -> ScopedPeerAccess:
-        self._saved = is_peer_access_enabled(self.target_device, self.peer_device)
-        set_peer_access_enabled(self.target_device, self.peer_device, self.enable)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        set_peer_access_enabled(self.target_device, self.peer_device, self._saved)
+    _is_enabled = staticmethod(is_peer_access_enabled)
+    _set_enabled = staticmethod(set_peer_access_enabled)

@@ -19,15 +19,7 @@ from .device import Device
 from .extensions import registry
 from .launch import synchronize as _synchronize_all
 from .logger import get_logger, log_debug
-from .stream import (  # noqa: F401 - TIMING_* are public names
-    TIMING_ALL,
-    TIMING_GRAPH,
-    TIMING_KERNEL,
-    TIMING_KERNEL_BUILTIN,
-    TIMING_MEMCPY,
-    TIMING_MEMSET,
-    runtime,
-)
+from .stream import TIMING_ALL, runtime
 
 
 class TimingResult:

@@ -137,6 +137,12 @@ from .kernels.runtime import (
     set_peer_access_enabled,
 )
 from .kernels.stream import (
+    TIMING_ALL,
+    TIMING_GRAPH,
+    TIMING_KERNEL,
+    TIMING_KERNEL_BUILTIN,
+    TIMING_MEMCPY,
+    TIMING_MEMSET,
     Event,
     ScopedStream,
     Stream,
@@ -151,12 +157,6 @@ from .kernels.stream import (
 )
 from .kernels.structs import struct
 from .kernels.timing import (
-    TIMING_ALL,
-    TIMING_GRAPH,
-    TIMING_KERNEL,
-    TIMING_KERNEL_BUILTIN,
-    TIMING_MEMCPY,
-    TIMING_MEMSET,
     ScopedTimer,
     TimingResult,
     timing_begin,

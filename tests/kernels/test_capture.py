@@ -259,3 +259,33 @@ def test_utils_routines_are_recorded():
     np.testing.assert_array_equal(keys.numpy(), [0, 1, 2, 3])
     np.testing.assert_array_equal(values.numpy(), [3, 1, 2, 0])
     assert out.numpy()[0] == 10.0
+
+
+def test_a_tape_recorded_in_a_capture_follows_its_replays():
+    """A Tape whose forward launches were captured, replayed after its inputs change (an optimizer step by
+    a kernel), differentiates the replayed forward at an eager backward; an input the graph itself
+    overwrites after reading it is still an OverwriteError."""
+    x = wp.array(np.arange(4, dtype=np.float32), requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with wp.ScopedCapture() as forward:
+        loss.zero_()
+        with tape:
+            wp.launch(square, dim=4, inputs=[x], outputs=[y])
+            wp.launch(total, dim=4, inputs=[y], outputs=[loss])
+    for k in range(2):
+        wp.launch(axpy, dim=4, inputs=[x, x, 1.0])  # x doubles: a tracked write of the tape's input
+        wp.capture_launch(forward.graph)
+        tape.backward(loss)
+        np.testing.assert_allclose(x.grad.numpy(), 2 * np.arange(4) * 2.0 ** (k + 1))
+        tape.zero()
+    z = wp.zeros(4, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with wp.ScopedCapture() as overwrite:
+        with tape:
+            wp.launch(square, dim=4, inputs=[x], outputs=[z])
+        x.fill_(1.0)  # the graph writes x after the recorded launch read it
+    wp.capture_launch(overwrite.graph)
+    with pytest.raises(wp.OverwriteError, match="fill_"):
+        tape.backward(grads={z: np.ones(4, dtype=np.float32)})
