@@ -155,6 +155,12 @@ def test_streams_and_events_on_the_cpu():
         assert nothing is None and wp.get_stream() is default
     assert wp.get_stream() is default and end.is_complete
     assert wp.get_event_elapsed_time(start, end) >= 0.0
+    with wp.ScopedCapture() as capture:  # an event recorded in a capture is reached when the graph runs
+        late = wp.record_event(wp.Event(enable_timing=True))
+    with pytest.raises(RuntimeError, match="not been recorded"):
+        wp.get_event_elapsed_time(end, late)
+    wp.capture_launch(capture.graph)
+    assert wp.get_event_elapsed_time(end, late) > 0.0
     wp.set_stream(s)
     assert wp.get_stream() is s
     wp.set_stream(default, device="cpu")
