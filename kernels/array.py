@@ -854,6 +854,16 @@ class indexedarray4d(indexedarray):  # noqa: N801
     _default_ndim = 4
 
 
+class fixedarray(array):  # noqa: N801 - Warp's public name
+    """The annotation of a fixed-size local array (what `wp.zeros(shape, dtype)` makes inside a kernel), e.g.
+    a @wp.func's return type `-> wp.fixedarray(shape=(2, 3), dtype=int)`. Not an array of Python scope."""
+
+    def __init__(self, dtype: Any = Any, shape: Any = None) -> None:
+        super().__init__(dtype=dtype)
+        self.fixed_shape = (shape,) if isinstance(shape, int) else tuple(shape) if shape is not None else None
+        self.ndim = len(self.fixed_shape) if self.fixed_shape else 1
+
+
 class array1d(array):  # noqa: N801
     _default_ndim = 1
 

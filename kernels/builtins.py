@@ -321,7 +321,9 @@ add("div", (M, S), mat_ret, group="Operators", doc="")
 add("div", (S, M), mat_ret, group="Operators", doc="")
 add("floordiv", (S, S), "T", group="Operators", doc="a // b, rounded toward negative infinity",
     differentiable=False)
-add("mod", (S, S), "T", group="Operators", doc="a % b with the sign of a (C semantics, like Warp)")
+add("mod", (S, S), "T", group="Operators", doc="a % b with the sign of a (C semantics, like Warp); componentwise "
+    "for vectors")
+add("mod", (V, V), vec_ret, group="Operators", doc="")
 add("neg", (S,), "T", group="Operators", doc="-a")
 add("neg", (V,), vec_ret, group="Operators", doc="")
 add("neg", (M,), mat_ret, group="Operators", doc="")
@@ -650,6 +652,20 @@ SPECIAL_FORMS = {
 for _name, _doc in SPECIAL_FORMS.items():
     BUILTINS[_name] = Builtin(_name, "Atomics" if _name.startswith("atomic_") else "Utility", _doc)
 BUILTINS["static"]._py = lambda x: x  # in Python scope (a @wp.func run by Python), wp.static(x) is x
+
+
+def _expect(name: str, holds: Callable[..., bool], sep: str) -> Callable:
+    """Python scope: print the failed expectation, as the kernel form does (no exception, as in Warp)."""
+    def check(a: Any, b: Any, *tol: Any) -> None:
+        if not holds(np.asarray(a), np.asarray(b), *tol):
+            print(f"{name} failed: {a} {sep} {b}")
+    return check
+
+
+BUILTINS["expect_eq"]._py = _expect("expect_eq", lambda a, b: bool(np.array_equal(a, b)), "!=")
+BUILTINS["expect_neq"]._py = _expect("expect_neq", lambda a, b: not np.array_equal(a, b), "==")
+BUILTINS["expect_near"]._py = _expect("expect_near", lambda a, b, tol=1e-6: bool(np.all(np.abs(a - b) <= tol)),
+                                      "vs")
 
 # Python builtins and `math` functions that kernels may call, and the builtin each means
 PYTHON_ALIASES = {

@@ -258,8 +258,9 @@ def scalar_cast(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 
 @call_kind(T.is_composite)
 def composite_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    node, args = transform_parts(bld, node, T.is_transform(obj))
     bld.no_keywords(node, obj.__name__)
-    return construct(bld, obj, node)
+    return construct(bld, obj, node, args)
 
 
 @call_kind(is_struct)
@@ -417,9 +418,23 @@ def composite_call(bld: Builder, is_vec: bool, node: ast.Call) -> Operand:
 
 def typed_kind_call(bld: Builder, factory: Any, node: ast.Call) -> Operand:
     """wp.types.quaternion(*components, dtype=) and wp.types.transformation(p, q, dtype=) in kernels."""
+    node, args = transform_parts(bld, node, factory is T.transformation)
     kw = static_keywords(bld, node, ("dtype",), f"wp.types.{factory.__name__}")
-    args = [bld.value(a) for a in node.args]
     return construct(bld, factory(dtype_of_call(bld, kw, args, node)), node, args)
+
+
+def transform_parts(bld: Builder, node: ast.Call, is_transform: bool) -> tuple[ast.Call, list[Operand]]:
+    """A constructor call's positional values, with a transform's `p=` and `q=` keywords after them (and the
+    call without those keywords)."""
+    args = [bld.value(a) for a in node.args]
+    if not is_transform:
+        return node, args
+    parts = {k.arg: k.value for k in node.keywords if k.arg in ("p", "q")}
+    for name in ("p", "q"):
+        if name in parts:
+            args.append(bld.value(parts[name]))
+    rest = [k for k in node.keywords if k.arg not in ("p", "q")]
+    return ast.copy_location(ast.Call(func=node.func, args=node.args, keywords=rest), node), args
 
 
 def dtype_of_call(bld: Builder, kw: dict, args: list[Operand], node: ast.Call) -> Any:
@@ -437,18 +452,13 @@ def local_array(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     kw = static_keywords(bld, node, ("shape", "dtype"), "wp.zeros")
     for name, a in zip(("shape", "dtype"), node.args, strict=False):
         kw[name] = bld.eval_static(a, f"wp.zeros({name})")
-    shape, dtype = kw.get("shape"), kw.get("dtype", T.float32)
-    shape = (shape,) if isinstance(shape, int) else shape
-    if not (isinstance(shape, tuple) and 1 <= len(shape) <= 2 and all(isinstance(d, int) and d > 0 for d in shape)):
-        bld.error(node, KernelTypeError, "a local array needs a constant shape of 1 or 2 positive sizes, "
-                   f"got {shape!r}")
-    if T.is_vector(dtype) and not (T.is_quat(dtype) or T.is_transform(dtype)) and len(shape) == 1:
-        t = T.matrix((shape[0], dtype._length_), dtype._wp_scalar_type_)
-    elif T.is_composite(dtype):
-        bld.error(node, KernelTypeError, f"local arrays hold scalars or vectors (1-D), not {T.type_name(dtype)}")
-    else:
-        st = static_scalar(bld, dtype, node)
-        t = T.vector(shape[0], st) if len(shape) == 1 else T.matrix(shape, st)
+    dtype = kw.get("dtype", T.float32)
+    if not T.is_composite(dtype):
+        dtype = static_scalar(bld, dtype, node)
+    try:
+        t = T.local_array_type(kw.get("shape"), dtype)
+    except TypeError as e:
+        bld.error(node, KernelTypeError, str(e))
     return bld.assign_temp(ir.Construct(t, ()), t)
 
 

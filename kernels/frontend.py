@@ -182,6 +182,11 @@ class Source:
         return getattr(node, "lineno", 1) + self.first_line - 1
 
 
+def _has_slice(node: ast.Subscript) -> bool:
+    return any(isinstance(e, ast.Slice) for e in (node.slice.elts if isinstance(node.slice, ast.Tuple)
+                                                   else [node.slice]))
+
+
 def _indent_removed(text: str, dedented: str) -> int:
     for a, b in zip(text.splitlines(), dedented.splitlines(), strict=False):
         if a.strip():
@@ -320,8 +325,20 @@ class Builder:
         if isinstance(target, ast.Tuple):
             self.assign_tuple(target, node.value)
             return
-        value = self.value(node.value)
-        self.assign_to(target, value, node)
+        r = self.expr(node.value)
+        if (isinstance(target, ast.Name) and isinstance(r, PyObj) and callable(r.value)
+                and not isinstance(r.value, type)):
+            # `f = some_func`: a compile-time binding; calls through f are calls of the function
+            if target.id in self.scope.vars:
+                self.error(target, KernelTypeError, f"'{target.id}' is a variable; it cannot be rebound to "
+                           f"{_describe(r.value)}")
+            self.scope.static_locals[target.id] = r.value
+            return
+        if isinstance(target, ast.Name) and callable(self.scope.static_locals.get(target.id)) and not isinstance(
+                r, PyObj):
+            self.error(target, KernelTypeError, f"'{target.id}' names a function here; it cannot be rebound to a "
+                       "value")
+        self.assign_to(target, self.checked_value(r, node.value), node)
 
     def _stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
         if not isinstance(node.target, ast.Name) or node.value is None:
@@ -392,7 +409,62 @@ class Builder:
             self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
             self.scope.defined.add(name)
             return
+        if isinstance(target, ast.Subscript) and _has_slice(target):
+            self.assign_slice(target, value)
+            return
         self.store(self.place(target), value, target)
+
+    def assign_slice(self, target: ast.Subscript, value: Operand) -> None:
+        """`v[1:3] = w`, `m[0, :2] = w`, `m[:2] = rows`: component by component; `value` has the slice's shape
+        (or is a scalar, given to every component)."""
+        base = self.place(target.value)
+        t = base.type
+        if not T.is_composite(t):
+            self.error(target, KernelSyntaxError, f"slices are assigned only in vectors and matrices, not in a "
+                       f"{T.type_name(t)}")
+        picks, kept = self.slice_picks(t, target)
+        combos = list(itertools.product(*picks))
+        value = self.materialize(value)
+        vt = value.type
+        if T.is_composite(vt):
+            if list(vt._shape_) != kept:
+                self.error(target, KernelTypeError, f"this slice of {T.type_name(t)} has shape {tuple(kept)}; "
+                           f"the value is a {T.type_name(vt)}")
+            cols = vt._shape_[-1]
+            parts = [self.assign_temp(ir.Extract(value, (Const(k // cols, T.int32), Const(k % cols, T.int32))
+                                                 if T.is_matrix(vt) else (Const(k, T.int32),)), vt._wp_scalar_type_)
+                     for k in range(len(combos))]
+        else:
+            parts = [value] * len(combos)
+        for combo, part in zip(combos, parts, strict=True):
+            self.store(base.then(ir.Part(t, indices=combo, site=self.site(target, base.root))), part, target)
+
+    def slice_picks(self, t: Any, node: ast.Subscript) -> tuple[list, list[int]]:
+        """For each dimension of vector or matrix type `t`, the indices `node`'s subscript picks (constant
+        slices, or one index), and the extents of the sliced dimensions."""
+        st = t._wp_scalar_type_
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(elts) > len(t._shape_):
+            self.error(node, KernelIndexError, f"{len(elts)} indices for {T.type_name(t)}")
+        picks: list = []
+        kept: list[int] = []
+        for e, n in zip(elts, t._shape_, strict=False):
+            if isinstance(e, ast.Slice):
+                bounds = [None if x is None else self.eval_static(x, "a slice bound")
+                          for x in (e.lower, e.upper, e.step)]
+                if any(b is not None and not isinstance(b, int) for b in bounds) or bounds[2] == 0:
+                    self.error(e, KernelIndexError, "slice bounds in kernels must be constant integers (step not 0)")
+                picks.append([Const(i, T.int32) for i in range(n)[slice(*bounds)]])
+                kept.append(len(picks[-1]))
+            else:
+                (idx,) = self.component_indices(T.vector(n, st), self.indices(e), node)
+                picks.append([idx])
+        for n in t._shape_[len(elts):]:
+            picks.append([Const(i, T.int32) for i in range(n)])
+            kept.append(n)
+        if 0 in kept:
+            self.error(node, KernelIndexError, f"this slice of {T.type_name(t)} is empty")
+        return picks, kept
 
     # -- places: where an assignment to a subscript or attribute writes ---------------------------
 
@@ -420,8 +492,7 @@ class Builder:
                 return self.expr(node)  # an attribute of a module or class
             return self.field_place(base, node)
         if isinstance(base, PyObj) and base.value is adjoint:
-            var = self.adjoint_var(node)
-            return Place(var, None, 0, (), var.type)
+            return self.adjoint_place(node)
         if not isinstance(base, Place):
             self.not_a_place(node, base)
         return self.index_place(base, node)
@@ -516,6 +587,9 @@ class Builder:
         if isinstance(target, ast.Name):
             current = self.value(target)
             self.assign_to(target, self.binop(op, current, self.value(node.value), node), node)
+            return
+        if isinstance(target, ast.Subscript) and _has_slice(target):  # v[1:3] += w
+            self.assign_slice(target, self.binop(op, self.value(target), self.value(node.value), node))
             return
         p = self.place(target)
         if p.indices is not None and op in ("add", "sub") and (not p.path or T.is_composite(p.type) or (
@@ -764,7 +838,9 @@ class Builder:
 
     def value(self, node: ast.expr) -> Operand:
         """Evaluate `node` to a runtime operand (rejecting modules, types, shapes...)."""
-        r = self.expr(node)
+        return self.checked_value(self.expr(node), node)
+
+    def checked_value(self, r: Any, node: ast.expr) -> Operand:
         if isinstance(r, PyObj):
             self.error(node, KernelTypeError, f"{_describe(r.value)} is not a value a kernel can use")
         if isinstance(r, ShapeOf):
@@ -849,6 +925,8 @@ class Builder:
             if T.is_transform(t) and node.attr in ("p", "q"):
                 name = "transform_get_translation" if node.attr == "p" else "transform_get_rotation"
                 return self.call_builtin(name, [base], node)
+            if T.is_composite(t) and node.attr == "shape":  # a local array's: extents, then zeros, as Warp's
+                return PyObj(tuple(t._shape_) + (0,) * (4 - len(t._shape_)))
             if T.is_vector(t):
                 idx = _SWIZZLE.get(node.attr)
                 if idx is not None and idx < t._length_:
@@ -864,18 +942,29 @@ class Builder:
                        "it is assigned only in some branches of an if above; assign it on every path "
                        "(or before the if)")
 
-    def adjoint_var(self, node: ast.Subscript) -> Var:
+    def adjoint_place(self, node: ast.Subscript) -> Place:
+        """`wp.adjoint[x]`, `wp.adjoint[s.vec]`, `wp.adjoint[v[0]]`: the adjoint of a differentiable parameter
+        of a @wp.func_grad function, or of a field or component of one."""
         if not self.scope.adjoints:
             self.error(node, KernelSyntaxError, "wp.adjoint[...] can only be used in a @wp.func_grad function")
-        if not isinstance(node.slice, ast.Name) or node.slice.id not in self.scope.adjoints:
+        chain, root = [], node.slice
+        while isinstance(root, ast.Attribute | ast.Subscript):
+            chain.append(root)
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id not in self.scope.adjoints:
             self.error(node.slice, KernelNameError, "wp.adjoint[...] takes the name of a differentiable parameter "
-                       f"of the function: one of {', '.join(sorted(self.scope.adjoints))}")
-        return self.scope.adjoints[node.slice.id]
+                       f"of the function (or a field or component of one): one of "
+                       f"{', '.join(sorted(self.scope.adjoints))}")
+        var = self.scope.adjoints[root.id]
+        p = Place(var, None, 0, (), var.type)
+        for part in reversed(chain):
+            p = self.field_place(p, part) if isinstance(part, ast.Attribute) else self.index_place(p, part)
+        return p
 
     def _expr_Subscript(self, node: ast.Subscript) -> Any:
         base = self.expr(node.value)
         if isinstance(base, PyObj) and base.value is adjoint:
-            return self.adjoint_var(node)
+            return self.place_value(self.adjoint_place(node))
         if isinstance(base, ShapeOf):
             idx = self.expr(node.slice)
             if not isinstance(idx, Const) or not T.is_int(idx.type):
@@ -896,8 +985,7 @@ class Builder:
                            f"index {idx.value} out of range for a sequence of {len(base.value)}")
         if not isinstance(base, Operand):
             self.error(node.value, KernelTypeError, f"{_describe(getattr(base, 'value', base))} cannot be indexed")
-        if T.is_composite(base.type) and any(isinstance(e, ast.Slice) for e in (
-                node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])):
+        if T.is_composite(base.type) and _has_slice(node):
             return self.composite_slice(base, node)
         if is_tuple(base.type):
             n = len(base.type.fields)
@@ -932,26 +1020,8 @@ class Builder:
         new vector (one sliced dimension) or matrix (two)."""
         t = base.type
         st = t._wp_scalar_type_
-        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if len(elts) > len(t._shape_):
-            self.error(node, KernelIndexError, f"{len(elts)} indices for {T.type_name(t)}")
-        picks: list = []
-        for e, n in zip(elts, t._shape_, strict=False):
-            if isinstance(e, ast.Slice):
-                bounds = [None if x is None else self.eval_static(x, "a slice bound")
-                          for x in (e.lower, e.upper, e.step)]
-                if any(b is not None and not isinstance(b, int) for b in bounds) or bounds[2] == 0:
-                    self.error(e, KernelIndexError, "slice bounds in kernels must be constant integers (step not 0)")
-                picks.append([Const(i, T.int32) for i in range(n)[slice(*bounds)]])
-            else:
-                (idx,) = self.component_indices(T.vector(n, st), self.indices(e), node)
-                picks.append(idx)
-        picks += [[Const(i, T.int32) for i in range(n)] for n in t._shape_[len(elts):]]
-        kept = [len(p) for p in picks if isinstance(p, list)]
-        if 0 in kept:
-            self.error(node, KernelIndexError, f"this slice of {T.type_name(t)} is empty")
-        comps = tuple(self.assign_temp(ir.Extract(base, combo), st)
-                      for combo in itertools.product(*[p if isinstance(p, list) else [p] for p in picks]))
+        picks, kept = self.slice_picks(t, node)
+        comps = tuple(self.assign_temp(ir.Extract(base, combo), st) for combo in itertools.product(*picks))
         rt = T.vector(kept[0], st) if len(kept) == 1 else T.matrix(tuple(kept), st)
         return self.assign_temp(ir.Construct(rt, comps), rt)
 
@@ -1205,6 +1275,10 @@ class Builder:
         self.no_keywords(node, bi.name)
         shape = next((ov for ov in bi.overloads if len(ov.params) == len(node.args) and ov.outputs), None)
         if shape is None:
+            if any(len(ov.params) > len(node.args) and ov.outputs == tuple(range(len(node.args), len(ov.params)))
+                   and not any(ov.params[p].inout for p in ov.outputs) for ov in bi.overloads) and not any(
+                    len(ov.params) == len(node.args) for ov in bi.overloads):
+                return self.returned_outputs(bi, node)
             return self.call_builtin(bi.name, [self.value(a) for a in node.args], node)
         outs: dict[int, Any] = {}
         current: dict[int, Operand] = {}
@@ -1257,6 +1331,25 @@ class Builder:
             if pos not in copied:
                 self.assign_to(node.args[pos], self.assign_temp(ir.Field(result, f"f{first + k}"), t), node)
         return self.assign_temp(ir.Field(result, "f0"), ret) if ret is not None else None
+
+    def returned_outputs(self, bi: B.Builtin, node: ast.Call) -> Operand:
+        """`U, sigma, V = wp.svd3(A)`: a builtin whose trailing parameters are outputs, called without them,
+        returns them (a tuple when there are several)."""
+        inputs = [self.value(a) for a in node.args]
+        n = len(node.args)
+        outs = {pos: None for ov in bi.overloads for pos in range(n, len(ov.params))}
+        found, inputs = self.resolve_literals(bi.name, inputs, node, outs)
+        if found is None:
+            got = ", ".join(T.type_name(a.type) for a in inputs)
+            cands = "\n".join(f"      {ov.signature()}" for ov in B.candidates(bi.name))
+            self.error(node, KernelTypeError, f"no overload of {bi.name}() takes ({got}); these do:\n{cands}")
+        ov, bindings = found
+        ret = ov.ret(bindings)
+        record = tuple_type(((ret,) if ret is not None else ()) + ov.output_types(bindings))
+        result = self.assign_temp(ir.Call(ov, tuple(inputs), type=record), record)
+        if len(record.fields) == 1:
+            return self.assign_temp(ir.Field(result, "f0"), record.fields["f0"])
+        return result
 
     def is_local_place(self, target: ast.expr) -> bool:
         """Whether `target` is a variable or a field or component of one (not an array element)."""

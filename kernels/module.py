@@ -28,7 +28,7 @@ from .extensions import registry
 from .frontend import Builder, Source, call_kind
 from .functions import Function
 from .ir import ArrayType, Const
-from .structs import is_struct
+from .structs import is_struct, is_tuple
 
 
 def _sanitize(name: str) -> str:
@@ -72,27 +72,41 @@ class BuildContext:
         self.sites.append((owner, text, filename, line))
         return len(self.sites) - 1
 
+    @staticmethod
+    def custom_for(candidates: list, types: dict) -> Any:
+        """The custom adjoint or replay (of those given for a function) for the overload instantiated with
+        `types`: the last whose annotated parameters name these types (unannotated ones fit any)."""
+        for g in reversed(candidates):
+            hints = annotations(g)
+            if list(inspect.signature(g).parameters)[: len(types)] == list(types) and all(
+                    n not in hints or T.is_generic(arg_type(hints[n])) or arg_type(hints[n]) == t
+                    for n, t in types.items()):
+                return g
+        return candidates[-1] if len(candidates) == 1 else None
+
     def build_custom(self, fn: Function, cname: str, types: dict, ret: Any) -> tuple:
         """The IR of a function's custom adjoint and/or replay, checked against its signature."""
         grad_ir = replay_ir = None
-        if fn.custom_grad is not None:
-            names = list(inspect.signature(fn.custom_grad).parameters)
-            expect = list(types) + (["adj_ret"] if ret is not None else [])
+        grad = self.custom_for(fn.custom_grad, types)
+        if grad is not None:
+            names = list(inspect.signature(grad).parameters)
+            rets = list(ret.fields.values()) if is_tuple(ret) else [] if ret is None else [ret]
+            adj_names = ["adj_ret"] if len(rets) == 1 else [f"adj_ret{k}" for k in range(len(rets))]
+            expect = list(types) + adj_names
             if names != expect:
                 raise KernelTypeError(f"@wp.func_grad of '{fn.key}' must take ({', '.join(expect)}), "
                                       f"got ({', '.join(names)})")
-            grad_types = dict(types)
-            if ret is not None:
-                grad_types["adj_ret"] = ret
+            grad_types = dict(types) | dict(zip(adj_names, rets, strict=True))
             adjoints = {n: ir.Var(f"adjref_v_{n}", t) for n, t in types.items() if not isinstance(t, ArrayType)}
-            grad_ir = Builder(Source(fn.custom_grad), f"{fn.key} (custom gradient)", f"adj_{cname}", grad_types,
+            grad_ir = Builder(Source(grad), f"{fn.key} (custom gradient)", f"adj_{cname}", grad_types,
                               is_kernel=False, ctx=self, adjoints=adjoints).build()
-        if fn.custom_replay is not None:
-            names = list(inspect.signature(fn.custom_replay).parameters)
+        replay = self.custom_for(fn.custom_replay, types)
+        if replay is not None:
+            names = list(inspect.signature(replay).parameters)
             if names != list(types):
                 raise KernelTypeError(f"@wp.func_replay of '{fn.key}' must take ({', '.join(types)}), "
                                       f"got ({', '.join(names)})")
-            replay_ir = Builder(Source(fn.custom_replay), f"{fn.key} (custom replay)", f"rep_{cname}", dict(types),
+            replay_ir = Builder(Source(replay), f"{fn.key} (custom replay)", f"rep_{cname}", dict(types),
                                 is_kernel=False, ctx=self).build()
             if replay_ir.ret != ret:
                 raise KernelTypeError(f"@wp.func_replay of '{fn.key}' returns {T.type_name(replay_ir.ret)}, "
@@ -170,7 +184,7 @@ class BuildContext:
                     print(inst.ir.dump(), file=sys.stderr)
                 self.instances[key] = inst
                 self.order.append(inst.ir)
-                if fn.custom_grad is not None or fn.custom_replay is not None:
+                if fn.custom_grad or fn.custom_replay:
                     self.custom[cname] = self.build_custom(fn, cname, types, inst.ir.ret)
             return inst, ""
         got = ", ".join(T.type_name(a.type) for a in args)

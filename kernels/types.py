@@ -48,6 +48,12 @@ class ScalarType:
     def __int__(self) -> int:
         return int(self.value)
 
+    def __index__(self) -> int:
+        """Integer scalars are usable where Python wants an int (ctypes, range, indexing)."""
+        if self.is_float:
+            raise TypeError(f"{type(self).__name__} is not an integer type")
+        return int(self.value)
+
     def __bool__(self) -> bool:
         return bool(self.value)
 
@@ -273,6 +279,13 @@ class _CompositeMixin:
         """The value as a NumPy array of the type's shape."""
         return np.array(self._flat(), dtype=self._wp_scalar_type_.value_dtype).reshape(self._shape_)
 
+    @classmethod
+    def from_ptr(cls, ptr: int) -> Any:
+        """A value copied from host memory at address `ptr` (e.g. an element of a CPU array)."""
+        if not ptr:
+            raise RuntimeError(f"{cls.__name__}.from_ptr: NULL pointer exception")
+        return cls.from_buffer_copy(ctypes.string_at(ptr, ctypes.sizeof(cls)))
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy_value()
         return a.astype(dtype) if dtype is not None else a
@@ -354,6 +367,8 @@ class VectorType(_CompositeMixin):
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return self._flat()[i]
+        if not isinstance(i, int | np.integer):
+            raise KeyError(f"Invalid key {i}, expected int or slice")
         n = self._length_  # type: ignore[attr-defined]
         if not -n <= i < n:
             raise IndexError(f"{type(self).__name__} index {i} out of range [0, {n})")
@@ -613,6 +628,20 @@ def matrix_value(*args: Any, shape: tuple[int, int] | None = None, dtype: Any = 
             raise ValueError("wp.matrix() needs shape= unless given n*n components")
         shape = (n, n)
     return matrix(shape, st)(*args)
+
+
+def local_array_type(shape: Any, dtype: Any) -> type:
+    """The kernel type of a fixed-size local array (`wp.zeros(shape, dtype)` in a kernel, `wp.fixedarray`):
+    a vector (1-D) or matrix (2-D, or 1-D of vectors), indexed, assigned and differentiated like one."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape) if isinstance(shape, list | tuple) else shape
+    if not (isinstance(shape, tuple) and 1 <= len(shape) <= 2 and all(isinstance(d, int) and d > 0 for d in shape)):
+        raise TypeError(f"a local array needs a constant shape of 1 or 2 positive sizes, got {shape!r}")
+    if is_vector(dtype) and not (is_quat(dtype) or is_transform(dtype)) and len(shape) == 1:
+        return matrix((shape[0], dtype._length_), dtype._wp_scalar_type_)
+    if is_composite(dtype):
+        raise TypeError(f"local arrays hold scalars or vectors (1-D), not {type_name(dtype)}")
+    st = scalar_type(dtype)
+    return vector(shape[0], st) if len(shape) == 1 else matrix(shape, st)
 
 
 def is_quat(t: Any) -> bool:

@@ -441,6 +441,7 @@ LW_COMPONENTWISE2(bit_or)
 LW_COMPONENTWISE2(bit_xor)
 LW_COMPONENTWISE2(lshift)
 LW_COMPONENTWISE2(rshift)
+LW_COMPONENTWISE2(mod)
 template <int N, typename T> LW_FUNC vec_t<N, T> invert(vec_t<N, T> a) {
     for (int i = 0; i < N; ++i) a.c[i] = invert(a.c[i]);
     return a;
@@ -1117,6 +1118,10 @@ template <int N, typename T> LW_FUNC void adj_cw_mul(vec_t<N, T> a, vec_t<N, T> 
 template <int N, typename T> LW_FUNC void adj_cw_div(vec_t<N, T> a, vec_t<N, T> b, vec_t<N, T>& adj_a, vec_t<N, T>& adj_b,
                                                      vec_t<N, T> adj) {
     for (int i = 0; i < N; ++i) adj_div(a.c[i], b.c[i], adj_a.c[i], adj_b.c[i], adj.c[i]);
+}
+template <int N, typename T> LW_FUNC void adj_mod(vec_t<N, T> a, vec_t<N, T> b, vec_t<N, T>& adj_a, vec_t<N, T>& adj_b,
+                                                  vec_t<N, T> adj) {
+    for (int i = 0; i < N; ++i) adj_mod(a.c[i], b.c[i], adj_a.c[i], adj_b.c[i], adj.c[i]);
 }
 template <int R, int C, typename T>
 LW_FUNC void adj_cw_mul(mat_t<R, C, T> a, mat_t<R, C, T> b, mat_t<R, C, T>& adj_a, mat_t<R, C, T>& adj_b, mat_t<R, C, T> adj) {
@@ -1836,6 +1841,18 @@ template <int R, int C, typename T> LW_FUNC bool near_all(mat_t<R, C, T> a, mat_
     for (int i = 0; i < R * C; ++i)
         if (!near_all(a.c[i], b.c[i], tol)) return false;
     return true;
+}
+// quaternions and transforms print and compare as their vectors (the generic templates above would
+// otherwise be the better match for these derived types)
+template <typename T> LW_FUNC void print_components(const quat_t<T>& v) { print_components((const vec_t<4, T>&)v); }
+template <typename T> LW_FUNC void print_components(const transform_t<T>& v) {
+    print_components((const vec_t<7, T>&)v);
+}
+template <typename T> LW_FUNC bool near_all(quat_t<T> a, quat_t<T> b, double tol) {
+    return near_all((vec_t<4, T>)a, (vec_t<4, T>)b, tol);
+}
+template <typename T> LW_FUNC bool near_all(transform_t<T> a, transform_t<T> b, double tol) {
+    return near_all((vec_t<7, T>)a, (vec_t<7, T>)b, tol);
 }
 template <typename T> LW_FUNC void expect_near(T a, T b, double tol, const char* where) {
     if (near_all(a, b, tol)) return;

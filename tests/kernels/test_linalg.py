@@ -439,3 +439,25 @@ def test_chained_float64_matrix_products():
                                            *outs])
     for got, want in zip(outs, (b @ c, c @ b, a @ a), strict=True):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-13, atol=1e-13)
+
+
+@wp.kernel
+def decompositions_returned(a: wp.array(dtype=wp.mat33), out: wp.array(dtype=float)):
+    A = a[0]
+    Q, d = wp.eig3(A + wp.transpose(A))
+    U, s, V = wp.svd3(A)
+    out[0] = d[0] + d[1] + d[2] + s[0] + wp.determinant(Q) * 0.0 + wp.determinant(U @ wp.transpose(V)) * 0.0
+    axis, angle = wp.quat_to_axis_angle(wp.quat_identity())
+    out[1] = angle + axis[0]
+
+
+def test_output_parameters_returned_when_left_out():
+    """Warp's second form: `Q, d = wp.eig3(A)`, `U, s, V = wp.svd3(A)` return the outputs (differentiably)."""
+    a = wp.array([np.diag([3.0, 1.5, 0.5])], dtype=wp.mat33, requires_grad=True)
+    out = wp.zeros(2, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(decompositions_returned, 1, inputs=[a, out])
+    np.testing.assert_allclose(out.numpy(), [13.0, 0.0], atol=1e-5)
+    tape.backward(grads={out: np.array([1.0, 0.0], dtype=np.float32)})
+    np.testing.assert_allclose(a.grad.numpy()[0], np.diag([3.0, 2.0, 2.0]), atol=1e-5)

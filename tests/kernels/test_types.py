@@ -147,3 +147,20 @@ def test_python_scope_slices_and_operators_of_values():
     assert wp.uint8._type_(300).value == 44 and +wp.int16(3) == 3 and float(wp.float32(2) ** 3) == 8.0
     with pytest.raises(TypeError, match="float scalars"):
         wp.int32(2) ** 2
+
+
+def test_scalar_index_and_value_from_pointer():
+    """Integer scalars convert where Python needs an int (`__index__`: ctypes, range); `vec3.from_ptr(address)`
+    copies a value from host memory and refuses a null address; a vector key that is not an int or slice is a
+    KeyError."""
+    import ctypes
+
+    assert ctypes.c_int(wp.int16(5)).value == 5 and list(range(wp.uint8(3))) == [0, 1, 2]
+    with pytest.raises(TypeError):
+        ctypes.c_int(wp.float32(1.0))
+    v = wp.vec3(1.0, 2.0, 3.0)
+    assert wp.vec3.from_ptr(ctypes.addressof(v)) == v
+    with pytest.raises(RuntimeError, match="NULL pointer"):
+        wp.vec3.from_ptr(0)
+    with pytest.raises(KeyError, match="expected int or slice"):
+        v[None]

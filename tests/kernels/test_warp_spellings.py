@@ -10,6 +10,7 @@ import pytest
 
 import loomwork as wp
 import loomwork.types as wpt
+from loomwork.kernels.annotations import arg_type
 from loomwork.kernels.errors import KernelNameError, LaunchError
 
 
@@ -375,3 +376,107 @@ def test_starred_arguments():
         k = wp.kernel(body, module="unique")
         with pytest.raises(err, match=match):
             wp.launch(k, 1, inputs=[wp.zeros(4, dtype=int)] + ([3] if body is bounds_not_constant else []))
+
+
+def test_expectations_in_python_scope(capsys):
+    """wp.expect_eq / expect_neq / expect_near also run in Python scope (a @wp.func called by Python): a failed
+    one prints, as in kernels, and raises nothing."""
+    wp.expect_eq(wp.vec2(1.0, 2.0), wp.vec2(1.0, 2.0))
+    wp.expect_near(1.0, 1.0 + 1e-8)
+    assert capsys.readouterr().out == ""
+    wp.expect_eq(1, 2)
+    wp.expect_neq(3, 3)
+    out = capsys.readouterr().out
+    assert "expect_eq failed: 1 != 2" in out and "expect_neq failed: 3 == 3" in out
+
+
+@wp.kernel
+def slice_assignments(x: wp.array(dtype=wp.vec2), out: wp.array(dtype=wp.mat33), vout: wp.array(dtype=wp.vec4)):
+    i = wp.tid()
+    z = wp.mat33(0.0)
+    z[0, :2] = x[i]
+    z[1:, 2] = x[i] * 2.0
+    z[2, 0:2] += x[i]
+    out[i] = z
+    v = wp.vec4(1.0, 2.0, 3.0, 4.0)
+    v[1:3] = x[i]
+    v[::3] = 7.0
+    vout[i] = v
+
+
+def test_assignment_through_slices():
+    """Slices of local vectors and matrices are assignable (`m[0, :2] = w`, `v[::3] = s`, `m[2, 0:2] += w`),
+    differentiably."""
+    x = wp.array([[1.0, 2.0]], dtype=wp.vec2, requires_grad=True)
+    out, vout = wp.zeros(1, dtype=wp.mat33, requires_grad=True), wp.zeros(1, dtype=wp.vec4, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(slice_assignments, 1, inputs=[x, out, vout])
+    np.testing.assert_array_equal(out.numpy()[0], [[1, 2, 0], [0, 0, 2], [1, 2, 4]])
+    np.testing.assert_array_equal(vout.numpy()[0], [7, 1, 2, 7])
+    tape.backward(grads={out: np.ones((1, 3, 3), dtype=np.float32), vout: np.ones((1, 4), dtype=np.float32)})
+    np.testing.assert_array_equal(x.grad.numpy(), [[5.0, 5.0]])
+
+
+@wp.func
+def filled_local() -> wp.fixedarray(shape=(2, 3), dtype=int):
+    arr = wp.zeros(shape=(2, 3), dtype=int)
+    for i in range(arr.shape[0]):
+        for j in range(arr.shape[1]):
+            arr[i][j] = i * arr.shape[1] + j
+    return arr
+
+
+@wp.kernel
+def use_fixedarray(out: wp.array(dtype=int)):
+    arr = filled_local()
+    out[0] = arr[1][2] + arr.shape[2]
+    row = arr[1]
+    out[1] = row.shape[0] * 10 + row.shape[1]
+
+
+def test_fixedarray_annotations_and_local_array_shapes():
+    """`wp.fixedarray(shape, dtype)` names a local array type (a function's return annotation); a local array's
+    `.shape` lists its extents then zeros, as in Warp."""
+    out = wp.zeros(2, dtype=int)
+    wp.launch(use_fixedarray, 1, inputs=[out])
+    assert out.numpy().tolist() == [5, 30]
+    with pytest.raises(TypeError, match="need a shape"):
+        arg_type(wp.fixedarray(dtype=int))
+
+
+@wp.func
+def doubled(a: float):
+    return a * 2.0
+
+
+HANDLERS = {"double": doubled}
+
+
+@wp.kernel
+def functions_bound_to_locals(out: wp.array(dtype=float), vs: wp.array(dtype=wp.vec3), qs: wp.array(dtype=wp.quat)):
+    f = doubled
+    out[0] = f(3.0)
+    g = wp.static(HANDLERS["double"])
+    out[1] = g(4.0)
+    h = wp.sin
+    out[2] = h(0.0)
+    t = wp.transformation(p=vs[0], q=qs[0])
+    out[3] = t[6] + wp.transform(p=vs[0], q=qs[0])[0]
+
+
+def test_functions_bound_to_locals_and_transform_keywords():
+    """A @wp.func or builtin assigned to a local is called through it; transforms take p= and q=; a variable
+    cannot be rebound to a function (or back)."""
+    out = wp.zeros(4)
+    wp.launch(functions_bound_to_locals, 1, inputs=[out, wp.array([wp.vec3(2.0, 3.0, 4.0)], dtype=wp.vec3),
+                                                   wp.array([wp.quat(5.0, 6.0, 7.0, 8.0)], dtype=wp.quat)])
+    assert out.numpy().tolist() == [6.0, 8.0, 0.0, 10.0]
+
+    def rebinds(out: wp.array(dtype=float)):
+        f = doubled
+        f = 1.0
+        out[0] = f
+
+    with pytest.raises(wp.KernelTypeError, match="names a function"):
+        wp.launch(wp.kernel(rebinds, module="unique"), 1, inputs=[wp.zeros(1)])
