@@ -36,6 +36,7 @@ from loomwork.kernels.array import array, byte_span, indexedarray
 from loomwork.kernels.errors import LoomworkError
 from loomwork.kernels.extensions import registry
 from loomwork.kernels.launch import launch
+from loomwork.kernels.stream import capturing_graph
 
 from .adjoint import differentiable
 
@@ -53,6 +54,7 @@ class _Launch:
     reads: list  # (parameter position, array, version when recorded or None, checksum or None)
     writes: set  # the memory (see _memory) of the arrays it may write
     scope: tuple = ()
+    fresh: list = field(default_factory=list)  # recorded in a graph capture: the reads each replay refreshes
 
     def arrays(self) -> list[array]:
         views = [p for p in self.params if isinstance(p, array | indexedarray)]
@@ -60,6 +62,20 @@ class _Launch:
 
     def backward(self) -> None:
         launch(self.kernel, self.dims, inputs=self.params, device=self.device, adjoint=True, record_tape=False)
+
+    def capture_ended(self) -> None:
+        """The graph capture this launch was recorded in ended: the inputs nothing later in the capture
+        overwrote are the ones each replay of the graph reads afresh (see `replayed`)."""
+        self.fresh = [version is None or a._storage.version == version for _, a, version, _ in self.reads]
+
+    def replayed(self) -> None:
+        """The graph holding this launch ran again and read those inputs as they are now: later writes are
+        measured from here (a graph replayed with new parameters gives their gradient at backward)."""
+        for k, (i, a, version, digest) in enumerate(self.reads):
+            if self.fresh[k]:
+                if digest is not None:
+                    digest = a._storage.digest() if isinstance(a, array) else _foreign_digest(a, self.device)
+                self.reads[k] = (i, a, a._storage.version if version is not None else None, digest)
 
 
 @dataclass
@@ -123,7 +139,11 @@ class Tape:
                     st.watched = True  # a checksum is taken if the memory is exposed later
                 reads.append((i, a, st.version, digest))
         writes = {_memory(a) for i in loaded.writes for a in _read_arrays(params[i])}
-        self.launches.append(_Launch(kernel, dims, list(params), device, reads, writes, tuple(self._scope)))
+        entry = _Launch(kernel, dims, list(params), device, reads, writes, tuple(self._scope))
+        self.launches.append(entry)
+        graph = capturing_graph(device)
+        if graph is not None:  # replays of the graph re-run the launch: they refresh what it read
+            graph.watch(entry)
 
     def record_func(self, backward: Callable[[], Any], arrays: list) -> None:
         """Record a Python function's backward step (it reads and writes the `.grad` of `arrays`)."""

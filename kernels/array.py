@@ -25,6 +25,8 @@ from . import types as T
 from .device import Device, get_device
 from .errors import DeviceError
 from .foreign import MAX_DIMS, contiguous_strides
+from .memory import tracker
+from .stream import TIMING_MEMCPY, TIMING_MEMSET, capturing_graph, submit
 
 
 class ArrayDesc(ctypes.Structure):
@@ -75,9 +77,12 @@ class _Storage:
     wrapped NumPy buffer or a `ptr=`/`from_ptr` alias); a Tape then compares a checksum of the
     memory (`digest`). When memory a Tape read while it was private (`watched`) is first exposed,
     its checksum at that moment (the content the Tape saw, if the version is unchanged) is kept as
-    `snapshot`: (version, checksum)."""
+    `snapshot`: (version, checksum).
 
-    __slots__ = ("version", "writer", "exposed", "watched", "snapshot", "device", "ptr", "nbytes")
+    While a graph capture has recorded a write to the memory that has not run yet, `captured` is that
+    graph: Python may not read or hand out the memory then (it would see the values from before)."""
+
+    __slots__ = ("version", "writer", "exposed", "watched", "snapshot", "device", "ptr", "nbytes", "captured")
 
     def __init__(self, device: Device | None = None, ptr: int = 0, nbytes: int = 0) -> None:
         self.version = 0
@@ -86,8 +91,16 @@ class _Storage:
         self.watched = False
         self.snapshot: tuple[int, int | None] | None = None
         self.device, self.ptr, self.nbytes = device, ptr, nbytes
+        self.captured: Any = None
+
+    def check_host_access(self, what: str) -> None:
+        """Raise if a graph capture has recorded a write to this memory that has not run yet."""
+        if self.captured is not None:
+            self.captured.refuse_host_access(what)
 
     def expose(self) -> None:
+        if self.captured is not None:
+            self.captured.refuse_host_access("handing the memory to Python (.numpy(), an array protocol)")
         if not self.exposed:
             self.exposed = True
             if self.watched:
@@ -256,6 +269,8 @@ class array:  # noqa: N801 - Warp's public name
     def _init_new(self, shape: tuple[int, ...], zero: bool) -> None:
         nbytes = max(int(np.prod(shape)) * T.type_size(self.dtype), 1)
         ptr, owner = self.device.backend.allocate(nbytes, zero=zero)
+        if tracker.enabled:
+            tracker.allocated(owner, nbytes, self.device)
         self._init_view(ptr, shape, None, owner)
         self.capacity = nbytes
 
@@ -300,6 +315,7 @@ class array:  # noqa: N801 - Warp's public name
             self._init_structs(data, shape)
             return
         if isinstance(data, array):
+            data._storage.check_host_access("copying it into a new array")
             src = data._host()
             if self.dtype is None:
                 self.dtype = data.dtype
@@ -507,6 +523,7 @@ class array:  # noqa: N801 - Warp's public name
 
     def list(self) -> list:
         """The elements as a Python list (vectors, matrices and structs as their types)."""
+        self._storage.check_host_access("list()")
         if T.is_struct_type(self.dtype):
             return [self.dtype.from_bytes(r.tobytes()) for r in self._host().reshape(-1)]
         flat = T.from_storage(T.elem_scalar(self.dtype), self._host()).reshape(
@@ -532,6 +549,7 @@ class array:  # noqa: N801 - Warp's public name
         return f"array(shape={self.shape}, dtype={T.type_name(self.dtype)}, device={self.device})"
 
     def __str__(self) -> str:
+        self._storage.check_host_access("str()")
         return str(T.from_storage(T.elem_scalar(self.dtype), self._host())) if self.ptr is not None else repr(self)
 
     # -- views ----------------------------------------------------------------------------
@@ -543,6 +561,7 @@ class array:  # noqa: N801 - Warp's public name
             raise IndexError(f"too many indices ({len(key)}) for an array of {self.ndim} dimensions")
         if all(isinstance(k, int | np.integer) for k in key) and len(key) == self.ndim:
             self._check_host("element access")
+            self._storage.check_host_access("element access")
             if T.is_struct_type(self.dtype):
                 return self.dtype.from_bytes(self._host()[key].tobytes())
             v = T.from_storage(T.elem_scalar(self.dtype), self._host()[key])
@@ -574,6 +593,7 @@ class array:  # noqa: N801 - Warp's public name
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check_host("element assignment")
         self._check_writable("element assignment")
+        self._storage.check_host_access("element assignment")
         self._storage.bump("element assignment")
         self._host()[key] = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
             value.numpy_value() if isinstance(value, T._CompositeMixin) else value))
@@ -623,17 +643,19 @@ class array:  # noqa: N801 - Warp's public name
         """Set every element to `value` (a scalar, or a vector/matrix for such dtypes)."""
         self._check_host("fill_")
         self._check_writable("fill_")
-        self._storage.bump("fill_()")
         if self.size and T.is_struct_type(self.dtype):
             record = value._pack() if isinstance(value, self.dtype) else None
             if record is None and value != 0:
                 raise TypeError(f"fill_ of an array of {self.dtype.__name__} takes a {self.dtype.__name__} or 0")
-            self._host()[...] = np.frombuffer(bytes(record), dtype=np.dtype(self.dtype._ctype))[0] if record else 0
-            return self
+            v = np.frombuffer(bytes(record), dtype=np.dtype(self.dtype._ctype))[0] if record else 0
+        elif self.size:
+            v = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
+                value.numpy_value() if isinstance(value, T._CompositeMixin) else
+                value.value if isinstance(value, T.ScalarType) else value))
         if self.size:
-            v = np.asarray(value.numpy_value() if isinstance(value, T._CompositeMixin) else
-                           value.value if isinstance(value, T.ScalarType) else value)
-            self._host()[...] = T.to_storage(T.elem_scalar(self.dtype), v)
+            submit(self.device, None, _set_all, (self._host(), v), ((self._storage, "fill_()"),), "memset",
+                   TIMING_MEMSET)
+        self._storage.bump("fill_()")
         return self
 
     fill = fill_
@@ -642,8 +664,9 @@ class array:  # noqa: N801 - Warp's public name
         """Set every element to zero (contiguous arrays by the device's backend: large ones on every CPU core)."""
         self._check_writable("zero_")
         if self.ptr is not None and self.is_contiguous:
+            submit(self.device, None, self.device.backend.zero, (self.ptr, self.size * T.type_size(self.dtype)),
+                   ((self._storage, "zero_()"),), "memset", TIMING_MEMSET, (self,))
             self._storage.bump("zero_()")
-            self.device.backend.zero(self.ptr, self.size * T.type_size(self.dtype))
             return self
         return self.fill_(0)
 
@@ -651,23 +674,37 @@ class array:  # noqa: N801 - Warp's public name
         """Copy the values of `src` (an array, NumPy array or sequence of matching shape) into this array."""
         self._check_host("assign")
         self._check_writable("assign")
-        self._storage.bump("assign()")
         st = T.elem_scalar(self.dtype)
-        if isinstance(src, array):  # bits when the types agree, values otherwise
-            src_st = T.elem_scalar(src.dtype)
-            values = src._host() if src_st is st else T.from_storage(src_st, src._host())
+        dst = self._host()
+        writes = ((self._storage, "assign()"),)
+        if isinstance(src, array):  # read when the copy runs (a graph capture records it)
+            src._check_host("assign")
+            n = src.size * (int(np.prod(src.dtype._shape_)) if T.is_composite(src.dtype) else 1)
+            if n != dst.size:
+                raise ValueError(f"assign: source has {n} values, array has {dst.size}")
+            submit(self.device, None, _assign_array, (dst, src, st), writes, "memcpy", TIMING_MEMCPY)
         else:
             values = np.asarray(src)
-        dst = self._host()
-        if values.size != dst.size:
-            raise ValueError(f"assign: source has {values.size} values, array has {dst.size}")
-        dst[...] = T.to_storage(st, values.reshape(dst.shape), raw_bits=True)
+            if values.size != dst.size:
+                raise ValueError(f"assign: source has {values.size} values, array has {dst.size}")
+            v = T.to_storage(st, values.reshape(dst.shape), raw_bits=True)
+            if capturing_graph(self.device) is not None:
+                v = v.copy()  # the values as they are now, whatever happens to `src` before the graph runs
+            submit(self.device, None, _set_all, (dst, v), writes, "memcpy", TIMING_MEMCPY)
+        self._storage.bump("assign()")
         return self
 
     def clone(self, device: Any = None, requires_grad: bool | None = None) -> array:
         """A contiguous copy, on `device` (default: the same device)."""
         rg = self.requires_grad if requires_grad is None else requires_grad
-        return array(self._host(), dtype=self.dtype, device=device or self.device, requires_grad=rg)
+        dev = self.device if device is None else get_device(device)
+        if dev == self.device and self.ptr is not None:  # a new array and a copy (which a graph capture records)
+            out = empty(self.shape, self.dtype, dev, rg)
+            if self.size:
+                copy(out, self)
+            return out
+        self._storage.check_host_access("clone()")
+        return array(self._host(), dtype=self.dtype, device=dev, requires_grad=rg)
 
     def to(self, device: Any) -> array:
         """This array on `device` (itself when already there)."""
@@ -675,6 +712,18 @@ class array:  # noqa: N801 - Warp's public name
 
 
 _sizes: dict[Any, int] = {}  # dtype -> bytes per element, for `_wrap`
+
+
+def _set_all(view: np.ndarray, values: Any) -> None:
+    view[...] = values
+
+
+def _assign_array(dst: np.ndarray, src: array, st: Any) -> None:
+    """`dst` (a host view of an array of scalar type `st`) takes the values of `src`: its bits when their
+    scalar types agree, its values converted otherwise."""
+    src_st = T.elem_scalar(src.dtype)
+    values = src._host() if src_st is st else T.from_storage(src_st, src._host())
+    dst[...] = T.to_storage(st, values.reshape(dst.shape), raw_bits=True)
 
 
 def _size(dtype: Any) -> int:
@@ -902,26 +951,38 @@ def clone(src: array, device: Any = None, requires_grad: bool | None = None) -> 
     return src.clone(device=device, requires_grad=requires_grad)
 
 
-def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, count: int = 0) -> None:
-    """Copy `count` elements (default: all of `src`) from `src` to `dest`, at flat element offsets."""
+def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, count: int = 0,
+         stream: Any = None) -> None:
+    """Copy `count` elements (default: all of `src`) from `src` to `dest`, at flat element offsets (on
+    `stream`, default: the current stream of `dest`'s device)."""
     if not isinstance(dest, array) or not isinstance(src, array):
         raise TypeError("wp.copy takes two arrays")
     if T.type_size(dest.dtype) != T.type_size(src.dtype):
         raise TypeError(f"wp.copy: element sizes differ ({T.type_name(src.dtype)} -> {T.type_name(dest.dtype)})")
     dest._check_writable("wp.copy")
-    dest._storage.bump("wp.copy()")
     count = count or src.size - src_offset
     if src_offset + count > src.size or dest_offset + count > dest.size or min(count, src_offset, dest_offset) < 0:
         raise ValueError(
             f"wp.copy: {count} elements from offset {src_offset} of {src.size} to offset {dest_offset} of {dest.size}"
             " is out of range"
         )
+    writes = ((dest._storage, "wp.copy()"),)
+    name = f"memcpy {src.device} -> {dest.device}"
     if count and dest.dtype == src.dtype and dest.device == src.device and dest.is_contiguous and src.is_contiguous:
         size = T.type_size(dest.dtype)
-        dest.device.backend.copy(dest.ptr + dest_offset * size, src.ptr + src_offset * size, count * size)
-        return
-    dest._check_host("copy")
-    src._check_host("copy")
+        submit(dest.device, stream, dest.device.backend.copy,
+               (dest.ptr + dest_offset * size, src.ptr + src_offset * size, count * size), writes, name, TIMING_MEMCPY,
+               (dest, src))
+    else:
+        dest._check_host("copy")
+        src._check_host("copy")
+        submit(dest.device, stream, _copy_elements, (dest, src, dest_offset, src_offset, count), writes, name,
+               TIMING_MEMCPY)
+    dest._storage.bump("wp.copy()")
+
+
+def _copy_elements(dest: array, src: array, dest_offset: int, src_offset: int, count: int) -> None:
+    """`wp.copy` element by element, through NumPy (strided arrays, different dtypes of one size)."""
     d = dest._host().reshape((dest.size,) + dest._host().shape[dest.ndim:])
     s = src._host().reshape((src.size,) + src._host().shape[src.ndim:])
     d[dest_offset:dest_offset + count] = s[src_offset:src_offset + count].reshape(d[:count].shape)

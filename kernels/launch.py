@@ -29,6 +29,8 @@ from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueErr
 from .extensions import registry
 from .ir import ArrayType
 from .module import Kernel, LoadedKernel, LoadedModule
+from .stream import TIMING_KERNEL, Stream, submit
+from .stream import runtime as streams
 from .structs import field_ctype, is_struct
 
 _SCALAR_CODES = {
@@ -295,7 +297,9 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     """Run `kernel` once for every index of the grid `dim` (an int, or a tuple of up to 4 ints).
 
     `inputs` then `outputs` give the kernel's parameters in order: arrays (ours, NumPy or any
-    object with `__array_interface__`), scalars, vectors and matrices.
+    object with `__array_interface__`), scalars, vectors and matrices. With `stream`, the launch goes to
+    that stream and its device; while the stream is being captured, the packed launch is recorded into
+    the graph instead of run (kernels/capture.py).
     """
     if not isinstance(kernel, Kernel):
         raise LaunchError(f"wp.launch expects a @wp.kernel, got {type(kernel).__name__}")
@@ -305,7 +309,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         dims = (dim,)
     else:
         dims = _dims(dim)
-    dev = get_device(device)
+    dev = get_device(device) if stream is None else _stream_device(stream, device)
     lm = kernel.module.load(dev)
     lk = lm.kernels.get(kernel.key) or lm.kernel(kernel.key)
     plan = lk.plan or _make_plan(lk, dev)
@@ -318,7 +322,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         raise LaunchValueError(f"kernel {kernel.label} unpacks wp.tid() into {lk.tid_count} indices but was "
                                f"launched with dim={dims}")
     if adjoint:
-        _launch_adjoint(kernel, lm, dev, plan, dims, params, [*adj_inputs, *adj_outputs])
+        _launch_adjoint(kernel, lm, dev, stream, plan, dims, params, [*adj_inputs, *adj_outputs])
         return
     if registry.recording and record_tape and registry.local.recorders:
         _check_differentiable(kernel, plan, params)
@@ -333,15 +337,20 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         header = lk.header(size, dims, slot.address)
     else:
         header = lk.header(size, dims)
+    pins = ()  # temporaries the packed block points into: alive until the launch is done
     try:
         blob = plan.pack(header, params)
     except (struct.error, OverflowError, TypeError):
-        blob, pins = plan.pack_checked(kernel, header, params)  # noqa: F841 - pins: alive until the launch is done
+        blob, pins = plan.pack_checked(kernel, header, params)
     fault = None
     if size:
-        lk.launch(blob)
-        if lm.debug:
-            fault = slot.take()
+        if streams.intercept:  # a graph capture or activity timing is on
+            _submit(kernel, lm, lk.launch, dev, stream, blob, params, pins, slot if lm.debug else None,
+                    [(params[i], kernel.key) for i in lk.writes], "forward")
+        else:
+            lk.launch(blob)
+            if lm.debug:
+                fault = slot.take()
     if registry.recording and record_tape and fault is None:  # a launch that faulted did not run as written
         for tape in registry.local.recorders:
             tape.record_launch(kernel, lk, dims, params, dev)
@@ -353,8 +362,39 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         raise _fault_error(kernel, lm, fault, "")
 
 
-def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, plan: LaunchPlan, dims: tuple, params: list,
-                    adj_params: list) -> None:
+def _stream_device(stream: Any, device: Any) -> Device:
+    """The device of a launch on `stream` (`device`, when given too, must be the stream's)."""
+    if not isinstance(stream, Stream):
+        raise LaunchError(f"wp.launch: stream must be a wp.Stream, got {type(stream).__name__}")
+    if device is not None and get_device(device) != stream.device:
+        raise DeviceError(f"wp.launch: device {get_device(device)} is not the device of the stream ({stream.device})")
+    return stream.device
+
+
+def _submit(kernel: Kernel, lm: LoadedModule, launch_fn: Any, dev: Device, stream: Any, blob: bytes, params: list,
+            pins: Any, slot: Any, written: list, direction: str) -> None:
+    """A launch while a graph capture or activity timing is on: handed to `stream.submit` with what it
+    writes (for the capture's bookkeeping: (array or gradient, writer) pairs) and what its packed block
+    points into (kept alive as long as a graph that recorded it). A debug-mode launch checks its fault
+    slot right after it runs, whenever that is."""
+    writes = [(a._storage, w) for a, w in written if a.__class__ is array or a.__class__ is indexedarray]
+    fn = launch_fn if slot is None else _checked(kernel, lm, launch_fn, slot, "" if direction == "forward"
+                                                 else " (in its adjoint)")
+    submit(dev, stream, fn, (blob,), writes, f"{direction} kernel {kernel.key}", TIMING_KERNEL, (lm, params, pins))
+
+
+def _checked(kernel: Kernel, lm: LoadedModule, launch_fn: Any, slot: Any, where: str) -> Any:
+    """`launch_fn` followed by a look at the debug-mode fault slot its launches report to."""
+    def run(blob: bytes) -> None:
+        launch_fn(blob)
+        fault = slot.take()
+        if fault is not None:
+            raise _fault_error(kernel, lm, fault, where)
+    return run
+
+
+def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, plan: LaunchPlan, dims: tuple,
+                    params: list, adj_params: list) -> None:
     """Run a kernel's adjoint: array gradients come from `adj_params` (or, when it is empty, from each
     array's own `.grad`); scalar adjoints are not returned, as in Warp."""
     adjoint = lm.adjoint(kernel.key)
@@ -364,7 +404,7 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, plan: LaunchP
     if adj_params and len(adj_params) != len(params):
         raise LaunchError(f"kernel {kernel.label}: adj_inputs + adj_outputs must match inputs + outputs "
                           f"one for one ({len(params)} arguments), got {len(adj_params)}")
-    values, pins = plan.convert(params)  # noqa: F841 - pins: alive until the launch is done
+    values, pins = plan.convert(params)  # pins: alive until the launch is done
     if adj_params:
         for i, t in enumerate(plan.types):
             if isinstance(t, ArrayType):
@@ -378,11 +418,18 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, plan: LaunchP
         blob = plan.struct.pack(*header, *values)
     except (struct.error, OverflowError) as e:
         raise _pack_error(kernel, plan, values, e) from None
-    if size:
-        adjoint.launch(blob)
-        fault = slot.take() if slot else None
-        if fault is not None:
-            raise _fault_error(kernel, lm, fault, " (in its adjoint)")
+    if not size:
+        return
+    if streams.intercept:
+        grads = adj_params or [getattr(p, "grad", None) for p in params]
+        written = [(g, f"the adjoint of {kernel.key}") for t, g in zip(plan.types, grads, strict=True)
+                   if isinstance(t, ArrayType) and g is not None]
+        _submit(kernel, lm, adjoint.launch, dev, stream, blob, [*params, *adj_params], pins, slot, written, "backward")
+        return
+    adjoint.launch(blob)
+    fault = slot.take() if slot else None
+    if fault is not None:
+        raise _fault_error(kernel, lm, fault, " (in its adjoint)")
 
 
 def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any) -> bytes:
