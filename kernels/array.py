@@ -24,6 +24,7 @@ from . import dlpack, foreign
 from . import types as T
 from .device import Device, get_device
 from .errors import DeviceError
+from .extensions import registry
 from .foreign import MAX_DIMS, contiguous_strides
 from .memory import tracker
 from .stream import TIMING_MEMCPY, TIMING_MEMSET, capturing_graph, submit
@@ -979,6 +980,28 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
         submit(dest.device, stream, _copy_elements, (dest, src, dest_offset, src_offset, count), writes, name,
                TIMING_MEMCPY)
     dest._storage.bump("wp.copy()")
+    _record_copy(dest, src, dest_offset, src_offset, count)
+
+
+def _record_copy(dest: array, src: array, dest_offset: int, src_offset: int, count: int) -> None:
+    """On a recording Tape, a copy between arrays with gradients is differentiable (so is `clone`, a copy):
+    its backward step adds the destination's gradient into the source's."""
+    if not (registry.recording and registry.local.recorders and count and src.grad is not None
+            and dest.grad is not None and src.dtype == dest.dtype):
+        return
+
+    def backward() -> None:
+        if src.grad.is_contiguous and dest.grad.is_contiguous:
+            s = src.grad.flatten()[src_offset:src_offset + count]
+            ELEMENTWISE[0]("add", s, dest.grad.flatten()[dest_offset:dest_offset + count], out=s)
+        else:
+            s = src.grad.numpy().reshape((src.size,) + src.grad.numpy().shape[src.ndim:])
+            d = dest.grad.numpy().reshape((dest.size,) + dest.grad.numpy().shape[dest.ndim:])
+            s[src_offset:src_offset + count] += d[dest_offset:dest_offset + count]
+            src.grad._storage.bump("Tape.backward")
+
+    for tape in registry.local.recorders:
+        tape.record_func(backward, [dest, src])
 
 
 def _copy_elements(dest: array, src: array, dest_offset: int, src_offset: int, count: int) -> None:
