@@ -291,18 +291,67 @@ def _dims(dim: Any) -> tuple[int, ...]:
     return dims
 
 
+class Launch:
+    """A recorded launch (`wp.launch(..., record_cmd=True)`): its parameters and grid can be changed, and
+    `launch()` runs it again, as Warp's `Launch` does."""
+
+    def __init__(self, kernel: Kernel, dim: Any, params: list, adj_params: list, device: Any, adjoint: bool,
+                 max_blocks: int, block_dim: int) -> None:
+        self.kernel, self.dim, self.params, self.adj_params = kernel, dim, params, adj_params
+        self.device, self.adjoint, self.max_blocks, self.block_dim = get_device(device), adjoint, max_blocks, block_dim
+
+    def _index(self, name: str) -> int:
+        names = list(self.kernel.arg_names)
+        if name not in names:
+            raise LaunchError(f"kernel {self.kernel.label} has no parameter '{name}' (it has {', '.join(names)})")
+        return names.index(name)
+
+    def set_dim(self, dim: Any) -> None:
+        """The grid of the next `launch()`."""
+        _dims(dim)
+        self.dim = dim
+
+    def set_param_at_index(self, index: int, value: Any, adjoint: bool = False) -> None:
+        """Parameter `index` (or its adjoint) of the next `launch()`."""
+        target = self.adj_params if adjoint else self.params
+        if not 0 <= index < len(self.params):
+            raise IndexError(f"kernel {self.kernel.label} has {len(self.params)} parameters, not {index + 1}")
+        while len(target) < len(self.params):
+            target.append(None)
+        target[index] = value
+
+    def set_param_by_name(self, name: str, value: Any, adjoint: bool = False) -> None:
+        self.set_param_at_index(self._index(name), value, adjoint)
+
+    def set_params(self, values: Any) -> None:
+        """All parameters, in order."""
+        for i, v in enumerate(values):
+            self.set_param_at_index(i, v)
+
+    def launch(self, stream: Any = None) -> None:
+        """Run the recorded launch with its current parameters and grid."""
+        adj = self.adj_params if self.adjoint else ()
+        launch(self.kernel, self.dim, inputs=self.params, adj_inputs=adj, device=None if stream else self.device,
+               stream=stream, adjoint=self.adjoint, max_blocks=self.max_blocks, block_dim=self.block_dim)
+
+
 def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_inputs: Any = (),
            adj_outputs: Any = (), device: Any = None, stream: Any = None, adjoint: bool = False,
-           record_tape: bool = True, max_blocks: int = 0, block_dim: int = 256) -> None:
+           record_tape: bool = True, record_cmd: bool = False, max_blocks: int = 0,
+           block_dim: int = 256) -> Launch | None:
     """Run `kernel` once for every index of the grid `dim` (an int, or a tuple of up to 4 ints).
 
     `inputs` then `outputs` give the kernel's parameters in order: arrays (ours, NumPy or any
     object with `__array_interface__`), scalars, vectors and matrices. With `stream`, the launch goes to
     that stream and its device; while the stream is being captured, the packed launch is recorded into
-    the graph instead of run (kernels/capture.py).
+    the graph instead of run (kernels/capture.py). `record_cmd=True` returns a `Launch` to run later
+    instead of running now.
     """
     if not isinstance(kernel, Kernel):
         raise LaunchError(f"wp.launch expects a @wp.kernel, got {type(kernel).__name__}")
+    if record_cmd:
+        return Launch(kernel, dim, [*inputs, *outputs], [*adj_inputs, *adj_outputs], device, adjoint, max_blocks,
+                      block_dim)
     if kernel._generic is not False and kernel.is_generic:
         kernel = _instantiate(kernel, [*inputs, *outputs])
     if dim.__class__ is int and 0 <= dim < 2**31:
