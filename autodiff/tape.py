@@ -157,7 +157,8 @@ class Tape:
 
     def record_scope_end(self) -> None:
         if not self._scope:
-            raise RuntimeError("Tape.record_scope_end without a matching record_scope_begin")
+            raise RuntimeError("ended tape scope, but scope not present: Tape.record_scope_end without a matching "
+                               "record_scope_begin")
         self._scope.pop()
 
     @contextmanager
