@@ -18,7 +18,7 @@ from .annotations import arg_type
 from .array import zeros as array_zeros
 from .codegen import printf_directive
 from .errors import KernelSyntaxError, KernelTypeError
-from .frontend import Builder, _coerce, _describe, call_form, call_kind
+from .frontend import Builder, PyObj, _coerce, _describe, call_form, call_kind
 from .functions import Function
 from .ir import ArrayType, Const, Operand, ctype
 from .mathlib import matrix_trs
@@ -322,6 +322,17 @@ def identity_of(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     st = static_scalar(bld, kw.get("dtype", T.float32), node)
     value = T.quaternion(st)(0.0, 0.0, 0.0, 1.0) if obj.name == "quat_identity" else T.transformation(st)()
     return bld.from_python(value, node)
+
+
+@call_form(type)
+def type_of(bld: Builder, node: ast.Call, obj: Any) -> Any:
+    """`type(x)` in a kernel: x's type, a compile-time object (e.g. `type(a[0])(0)` in generic code)."""
+    if len(node.args) != 1 or node.keywords:
+        bld.error(node, KernelTypeError, "type() takes one argument in kernels")
+    v = bld.expr(node.args[0])
+    if not isinstance(v, Operand):
+        bld.error(node, KernelTypeError, "type() in kernels takes a value")
+    return PyObj(v.type)
 
 
 @call_form(len)
