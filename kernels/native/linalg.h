@@ -321,10 +321,10 @@ LW_FUNC void adj_quat_to_axis_angle(const quat_t<T>& q, quat_t<T>& adj_q, const 
     T s = length(v), w = q.c[3];
     if (!(s > T(0))) return;
     vec_t<3, T> axis = div(v, s);
-    T r2 = s * s + w * w;
+    T r2 = T(s * s + w * w);  // (16-bit floats compute in float: each result is cast back to T)
     // angle = 2 atan2(s, w): d/ds = 2 w / r2, d/dw = -2 s / r2
-    vec_t<3, T> gv = add(div(sub(adj.f0, mul(axis, dot(axis, adj.f0))), s), mul(axis, adj.f1 * T(2) * w / r2));
-    acc(adj_q, make_quat(gv, -adj.f1 * T(2) * s / r2));
+    vec_t<3, T> gv = add(div(sub(adj.f0, mul(axis, dot(axis, adj.f0))), s), mul(axis, T(adj.f1 * T(2) * w / r2)));
+    acc(adj_q, make_quat(gv, T(-adj.f1 * T(2) * s / r2)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -386,8 +386,8 @@ template <int N, typename T> LW_FUNC void adj_norm_huber(vec_t<N, T> v, T d, vec
     if (n <= d) {
         acc(adj_v, mul(v, adj));
     } else {
-        acc(adj_v, mul(v, adj * d / n));
-        adj_d += adj * (n - d);
+        acc(adj_v, mul(v, T(adj * d / n)));  // (16-bit floats compute in float: results are cast back to T)
+        acc(adj_d, T(adj * (n - d)));
     }
 }
 template <int N, typename T> LW_FUNC T norm_pseudo_huber(vec_t<N, T> v, T d) {
@@ -395,9 +395,9 @@ template <int N, typename T> LW_FUNC T norm_pseudo_huber(vec_t<N, T> v, T d) {
 }
 template <int N, typename T>
 LW_FUNC void adj_norm_pseudo_huber(vec_t<N, T> v, T d, vec_t<N, T>& adj_v, T& adj_d, T adj) {
-    T r = sqrt(T(1) + dot(v, v) / (d * d));
-    acc(adj_v, mul(v, adj / (d * r)));
-    adj_d += adj / r;  // d/dd of sqrt(d^2 + |v|^2) = d / sqrt(d^2 + |v|^2)
+    T r = sqrt(T(T(1) + dot(v, v) / (d * d)));
+    acc(adj_v, mul(v, T(adj / (d * r))));
+    acc(adj_d, T(adj / r));  // d/dd of sqrt(d^2 + |v|^2) = d / sqrt(d^2 + |v|^2)
 }
 template <int N, typename T> LW_FUNC vec_t<N, T> smooth_normalize(vec_t<N, T> v, T d) {
     return div(v, norm_pseudo_huber(v, d));
@@ -405,7 +405,7 @@ template <int N, typename T> LW_FUNC vec_t<N, T> smooth_normalize(vec_t<N, T> v,
 template <int N, typename T>
 LW_FUNC void adj_smooth_normalize(vec_t<N, T> v, T d, vec_t<N, T>& adj_v, T& adj_d, vec_t<N, T> adj) {
     T h = norm_pseudo_huber(v, d);
-    T g = -dot(adj, v) / (h * h);  // d(v / h) = dv / h - v dh / h^2
+    T g = T(-dot(adj, v) / (h * h));  // d(v / h) = dv / h - v dh / h^2
     acc(adj_v, div(adj, h));
     adj_norm_pseudo_huber(v, d, adj_v, adj_d, g);
 }

@@ -40,7 +40,7 @@ def concrete(pattern, dtype):
     return dtype
 
 
-def cases():
+def cases(dtypes=(wp.float32, wp.float64)):
     out = []
     for name, bi in sorted(B.BUILTINS.items()):
         for k, ov in enumerate(bi.overloads):
@@ -48,7 +48,7 @@ def cases():
                 continue
             outs = [i for i in ov.outputs if not ov.params[i].inout]  # their values go to the output arrays
             ins = [p for i, p in enumerate(ov.params) if i not in outs]
-            for dtype in (wp.float32, wp.float64):
+            for dtype in dtypes:
                 types = [concrete(p, dtype) for p in ins]
                 if not ins or not all(isinstance(p, B.Quat | B.Transform | B.Exact | B.Value | B.Out) or (
                         isinstance(p, B.Scalar | B.Vec | B.Mat) and p.kind != "int") for p in ins):
@@ -66,11 +66,11 @@ def cases():
     return out
 
 
-def make_kernel(fn, types, ret):
+def make_kernel(fn, types, ret, module=None):
     """A kernel applying `fn` elementwise to one array per argument (1 to 4 arguments); for a builtin
     with output parameters (`ret` a tuple of their types), one input and an array per output."""
     if isinstance(ret, tuple):
-        return make_output_kernel(fn, types[0], ret)
+        return make_output_kernel(fn, types[0], ret, module)
     t = list(types) + [types[0]] * (4 - len(types))
     n = len(types)
 
@@ -86,10 +86,10 @@ def make_kernel(fn, types, ret):
         else:
             out[i] = fn(a[i], b[i], c[i], d[i])
 
-    return wp.kernel(k)
+    return wp.kernel(k, module=module)
 
 
-def make_output_kernel(fn, t, outs):
+def make_output_kernel(fn, t, outs, module=None):
     o0, o1, o2 = list(outs) + [outs[0]] * (3 - len(outs))
     n = len(outs)
 
@@ -106,7 +106,7 @@ def make_output_kernel(fn, t, outs):
             y[i] = v
             z[i] = w
 
-    return wp.kernel(k)
+    return wp.kernel(k, module=module)
 
 
 CASES = cases()
@@ -223,3 +223,15 @@ def test_nan_in_a_value_only_compared_leaves_the_gradient_alone():
     """A NaN or infinite value that only decides a branch contributes nothing to the gradient (no 0 * NaN)."""
     (grad,) = _gradients(nan_only_compared, 1, [-1.0, 0.0, 4.0, 1e-30])
     np.testing.assert_array_equal(grad, [2.0, 2.0, 1.0, 2.0])
+
+
+def test_every_differentiable_builtin_compiles_for_float16():
+    """Each differentiable builtin overload that takes float16 values compiles, forward and adjoint, for them
+    (16-bit floats compute through float: a native adjoint that mixes T and float fails to compile)."""
+    module = f"{__name__}.float16"
+    wp.set_module_options({"mode": "debug"}, module)  # compiled at -O1: only the compiling matters here
+    kernels = [make_kernel(B.BUILTINS[name], types, ret, module) for name, _, _, types, ret in cases((wp.float16,))
+               if any(getattr(t, "_wp_scalar_type_", t) is wp.float16 for t in types)]
+    assert len(kernels) > 50
+    loaded = kernels[0].module.load(wp.get_device("cpu"))
+    assert all(k.key in loaded.kernels for k in kernels) and loaded.adjoint(kernels[0].key) is not None
