@@ -25,8 +25,8 @@ from typing import Any
 
 from loomwork.kernels import builtins as B
 from loomwork.kernels import types as T
-from loomwork.kernels.array import array, array2d, array3d, empty, zeros
-from loomwork.kernels.device import Device
+from loomwork.kernels.array import array, array2d, array3d, copy, empty, zeros
+from loomwork.kernels.device import Device, get_device
 from loomwork.kernels.ir import ArrayType
 from loomwork.kernels.launch import launch
 from loomwork.kernels.module import Kernel, kernel, overload
@@ -49,7 +49,7 @@ class LinearOperator:
                 raise ValueError("LinearOperator: max_batch_length must be non-negative")
         self._shape = tuple(shape)
         self._dtype = dtype
-        self._device = device
+        self._device = get_device(device)
         self._matvec = matvec
         self._batch_offsets = batch_offsets
         self._max_batch_length = max_batch_length
@@ -109,13 +109,14 @@ def _dense_mv(A: array2d(dtype=T.Float), x: array(dtype=T.Float), y: array(dtype
 @kernel(enable_backward=False)
 def _diag_mv(A: array2d(dtype=T.Float), x: array2d(dtype=T.Float), y: array2d(dtype=T.Float),
              z: array2d(dtype=T.Float), alpha: T.Float, beta: T.Float):
-    i, c = tid()
-    s = cast_like(0.0, alpha)
-    if alpha != 0.0:
-        s = alpha * A[i, c % A.shape[1]] * x[i, c]  # a scalar diagonal scales every component of its entry
-    if beta != 0.0:
-        s = s + beta * y[i, c]
-    z[i, c] = s
+    i = tid()
+    for c in range(x.shape[1]):
+        s = cast_like(0.0, alpha)
+        if alpha != 0.0:
+            s = alpha * A[i, c % A.shape[1]] * x[i, c]  # a scalar diagonal scales every component of its entry
+        if beta != 0.0:
+            s = s + beta * y[i, c]
+        z[i, c] = s
 
 
 @kernel(enable_backward=False)
@@ -169,15 +170,10 @@ def _count_cycle(s: array(dtype=T.Float), cycle: int, maxiter: int, state: array
 
 
 @kernel(enable_backward=False)
-def _copy_vec(src: array2d(dtype=T.Float), dst: array2d(dtype=T.Float)):
-    i, c = tid()
-    dst[i, c] = src[i, c]
-
-
-@kernel(enable_backward=False)
 def _add_vec(src: array2d(dtype=T.Float), dst: array2d(dtype=T.Float)):
-    i, c = tid()
-    dst[i, c] = dst[i, c] + src[i, c]
+    i = tid()
+    for c in range(src.shape[1]):
+        dst[i, c] = dst[i, c] + src[i, c]
 
 
 @kernel(enable_backward=False)
@@ -186,15 +182,16 @@ def _step(s: array(dtype=T.Float), num: int, den: int, keep: int, x: array2d(dty
           z: array2d(dtype=T.Float), y: array2d(dtype=T.Float), update_z: int):
     # x += a p, r -= a q (and z -= a y) with a = s[num] / s[den] while the residual is above tolerance
     # and s[den] > 0; thread 0 also keeps s[num] in s[keep] for the next direction update
-    i, c = tid()
+    i = tid()
     a = cast_like(0.0, s[RR])
     if s[RR] > s[ATOL_SQ] and s[den] > 0.0:
         a = s[num] / s[den]
-    x[i, c] = x[i, c] + a * p[i, c]
-    r[i, c] = r[i, c] - a * q[i, c]
-    if update_z != 0:
-        z[i, c] = z[i, c] - a * y[i, c]
-    if keep >= 0 and i == 0 and c == 0:
+    for c in range(x.shape[1]):
+        x[i, c] = x[i, c] + a * p[i, c]
+        r[i, c] = r[i, c] - a * q[i, c]
+        if update_z != 0:
+            z[i, c] = z[i, c] - a * y[i, c]
+    if keep >= 0 and i == 0:
         s[keep] = s[num]
 
 
@@ -202,50 +199,54 @@ def _step(s: array(dtype=T.Float), num: int, den: int, keep: int, x: array2d(dty
 def _bicgstab_step(s: array(dtype=T.Float), num: int, den: int, x: array2d(dtype=T.Float),
                    p: array2d(dtype=T.Float), r: array2d(dtype=T.Float), q: array2d(dtype=T.Float)):
     # x += a p, r -= a q with a = s[num] / s[den] (alpha = rho / <r0, v>, then omega = <s, t> / <t, t>)
-    i, c = tid()
+    i = tid()
     a = cast_like(0.0, s[RR])
     if s[RR] > s[ATOL_SQ] and s[den] != 0.0:
         a = s[num] / s[den]
-    x[i, c] = x[i, c] + a * p[i, c]
-    r[i, c] = r[i, c] - a * q[i, c]
+    for c in range(x.shape[1]):
+        x[i, c] = x[i, c] + a * p[i, c]
+        r[i, c] = r[i, c] - a * q[i, c]
 
 
 @kernel(enable_backward=False)
 def _direction(s: array(dtype=T.Float), num: int, den: int, z: array2d(dtype=T.Float), p: array2d(dtype=T.Float),
                az: array2d(dtype=T.Float), ap: array2d(dtype=T.Float), update_ap: int):
     # p = z + b p (and ap = az + b ap) with b = s[num] / s[den] while the residual is above tolerance
-    i, c = tid()
+    i = tid()
     b = cast_like(0.0, s[RR])
     if s[RR] > s[ATOL_SQ] and s[den] > 0.0:
         b = s[num] / s[den]
-    p[i, c] = z[i, c] + b * p[i, c]
-    if update_ap != 0:
-        ap[i, c] = az[i, c] + b * ap[i, c]
+    for c in range(p.shape[1]):
+        p[i, c] = z[i, c] + b * p[i, c]
+        if update_ap != 0:
+            ap[i, c] = az[i, c] + b * ap[i, c]
 
 
 @kernel(enable_backward=False)
 def _bicgstab_direction(s: array(dtype=T.Float), p: array2d(dtype=T.Float), r: array2d(dtype=T.Float),
                         v: array2d(dtype=T.Float)):
     # p = r + beta (p - omega v), beta = (rho_new / rho) (alpha / omega) = rho_new <t, t> / (<r0, v> <s, t>)
-    i, c = tid()
+    i = tid()
     b = cast_like(0.0, s[RR])
     bo = b
     if s[RR] > s[ATOL_SQ] and s[S1] != 0.0 and s[S2] != 0.0:
         b = s[S0] * s[S3] / (s[S1] * s[S2])
         bo = s[S0] / s[S1]
-    p[i, c] = r[i, c] + b * p[i, c] - bo * v[i, c]
+    for c in range(p.shape[1]):
+        p[i, c] = r[i, c] + b * p[i, c] - bo * v[i, c]
 
 
 @kernel(enable_backward=False)
 def _normalize(src: array2d(dtype=T.Float), dst: array2d(dtype=T.Float), s: array(dtype=T.Float), slot: int,
                norms: array(dtype=T.Float), at: int):
     # dst = src / sqrt(s[slot]) (src itself when that is 0); thread 0 stores the norm in norms[at]
-    i, c = tid()
+    i = tid()
     n = sqrt(s[slot])
-    dst[i, c] = src[i, c]
-    if n > 0.0:
-        dst[i, c] = src[i, c] / n
-    if i == 0 and c == 0:
+    for c in range(src.shape[1]):
+        dst[i, c] = src[i, c]
+        if n > 0.0:
+            dst[i, c] = src[i, c] / n
+    if i == 0:
         norms[at] = n
 
 
@@ -253,24 +254,26 @@ def _normalize(src: array2d(dtype=T.Float), dst: array2d(dtype=T.Float), s: arra
 def _subtract_combination(V: array3d(dtype=T.Float), h: array(dtype=T.Float), first: int, count: int,
                           w: array2d(dtype=T.Float)):
     # w -= sum over k < count of h[first + k] V[k]
-    i, c = tid()
-    acc = w[i, c]
-    for k in range(count):
-        acc = acc - h[first + k] * V[k, i, c]
-    w[i, c] = acc
+    i = tid()
+    for c in range(w.shape[1]):
+        acc = w[i, c]
+        for k in range(count):
+            acc = acc - h[first + k] * V[k, i, c]
+        w[i, c] = acc
 
 
 @kernel(enable_backward=False)
 def _combination(V: array3d(dtype=T.Float), y: array(dtype=T.Float), count: int, accumulate: int,
                  out: array2d(dtype=T.Float)):
     # out = sum over k < count of y[k] V[k], added to out when `accumulate`
-    i, c = tid()
-    acc = cast_like(0.0, y[0])
-    if accumulate != 0:
-        acc = out[i, c]
-    for k in range(count):
-        acc = acc + y[k] * V[k, i, c]
-    out[i, c] = acc
+    i = tid()
+    for c in range(out.shape[1]):
+        acc = cast_like(0.0, y[0])
+        if accumulate != 0:
+            acc = out[i, c]
+        for k in range(count):
+            acc = acc + y[k] * V[k, i, c]
+        out[i, c] = acc
 
 
 @kernel(enable_backward=False)
@@ -310,7 +313,7 @@ def _least_squares(Ht: array(dtype=T.Float), k: int, s: array(dtype=T.Float), pi
 
 
 _GENERIC = (_dense_mv, _diag_mv, _inverse_diagonal, _partial_dots, _sum_partials, _init_tolerance, _count_cycle,
-            _copy_vec, _add_vec, _step, _bicgstab_step, _direction, _bicgstab_direction, _normalize,
+            _add_vec, _step, _bicgstab_step, _direction, _bicgstab_direction, _normalize,
             _subtract_combination, _combination, _least_squares)
 
 
@@ -365,7 +368,7 @@ def aslinearoperator(A: Any, batch_offsets: array | None = None, max_batch_lengt
                     raise TypeError(f"diagonal matvec: {name} must be an array of {A.shape[0]} entries matching "
                                     f"the diagonal's {T.type_name(A.dtype)}, got {_describe(v)}")
             views = [component_view(v) for v in (x, y, z)]
-            launch(ks.diag_mv, views[2].shape, inputs=[diag, *views, st(alpha), st(beta)], device=A.device)
+            launch(ks.diag_mv, A.shape[0], inputs=[diag, *views, st(alpha), st(beta)], device=A.device)
 
         return LinearOperator(A.shape, A.dtype, A.device, diag_mv, batch_offsets, max_batch_length)
     raise ValueError(f"cannot make a LinearOperator from {_describe(A)}: give a 2-D array of floats (dense), a 1-D "
@@ -467,8 +470,7 @@ class LinearSolverState:
         self._use_cuda_graph = use_cuda_graph  # accepted for Warp's API; launches run one by one
         self._device = self._A.device
         self._st = self._A.scalar_type
-        self._width = scalar_count(b.dtype)
-        self._maxiter = int(maxiter) if maxiter else b.shape[0] * self._width
+        self._maxiter = int(maxiter) if maxiter else b.shape[0] * scalar_count(b.dtype)
         self._cycle = 1
         self._s = zeros(ATOL_SQ + 1, dtype=self._st, device=self._device)
         self._state = zeros(2, dtype=T.int32, device=self._device)
@@ -502,6 +504,9 @@ class LinearSolverState:
                 raise NotImplementedError(f"{name}: batched systems ({what}.batch_offsets) are not supported yet")
             if len(op.shape) == 2 and op.shape[0] != op.shape[1]:
                 raise ValueError(f"{name}: {what} must be square, got shape {op.shape}")
+            if op.scalar_type is not A.scalar_type or op.device != A.device:
+                raise TypeError(f"{name}: M ({T.type_name(op.dtype)} on {op.device}) does not match A "
+                                f"({T.type_name(A.dtype)} on {A.device})")
         for what, v in (("b", b), ("x", x)):
             if not isinstance(v, array) or v.ndim != 1:
                 raise TypeError(f"{name}: {what} must be a 1-D wp.array, got {_describe(v)}")
@@ -658,7 +663,7 @@ class CG(_Restartable):
             if M is not None:
                 M.matvec(r, z, z, alpha=1.0, beta=0.0)
             dots(repeat_view(rc, 2), r_and_z, s, RR)
-            launch(k.copy_vec, rc.shape, inputs=[zc, pc], device=dev)
+            copy(p, z)
 
         def restart() -> None:
             A.matvec(x, b, r, alpha=-1.0, beta=1.0)
@@ -667,12 +672,12 @@ class CG(_Restartable):
         def iteration(update_direction: bool) -> None:
             A.matvec(p, ap, ap, alpha=1.0, beta=0.0)
             dots.one(pc, apc, s, S1)
-            launch(k.step, rc.shape, inputs=[s, S0, S1, S2, xc, pc, rc, apc, rc, rc, 0], device=dev)
+            launch(k.step, rc.shape[0], inputs=[s, S0, S1, S2, xc, pc, rc, apc, rc, rc, 0], device=dev)
             if update_direction:  # s[S2] keeps the last <r, z>
                 if M is not None:
                     M.matvec(r, z, z, alpha=1.0, beta=0.0)
                 dots(repeat_view(rc, 2), r_and_z, s, RR)
-                launch(k.direction, rc.shape, inputs=[s, S0, S2, zc, pc, zc, pc, 0], device=dev)
+                launch(k.direction, rc.shape[0], inputs=[s, S0, S2, zc, pc, zc, pc, 0], device=dev)
 
         self._start(A, b, x, r)
         restart_from_residual()
@@ -689,7 +694,7 @@ class CR(_Restartable):
 
     def _iterate(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> Callable[[], None]:
         s, k, dots, dev = self._s, self._k, self._dots, self._device
-        (r, z, _, az, ap, y), (rc, zc, pc, azc, apc, yc), _ = self._work
+        (r, z, p, az, ap, y), (rc, zc, pc, azc, apc, yc), _ = self._work
         xc = component_view(x)
         if M is None:
             z, zc, y, yc = r, rc, ap, apc
@@ -700,8 +705,8 @@ class CR(_Restartable):
             A.matvec(z, az, az, alpha=1.0, beta=0.0)
             dots.one(rc, rc, s, RR)
             dots.one(zc, azc, s, S0)
-            launch(k.copy_vec, rc.shape, inputs=[zc, pc], device=dev)
-            launch(k.copy_vec, rc.shape, inputs=[azc, apc], device=dev)
+            copy(p, z)
+            copy(ap, az)
 
         def restart() -> None:
             A.matvec(x, b, r, alpha=-1.0, beta=1.0)
@@ -711,13 +716,13 @@ class CR(_Restartable):
             if M is not None:
                 M.matvec(ap, y, y, alpha=1.0, beta=0.0)
             dots.one(apc, yc, s, S1)
-            launch(k.step, rc.shape, inputs=[s, S0, S1, S2, xc, pc, rc, apc, zc, yc, int(M is not None)],
+            launch(k.step, rc.shape[0], inputs=[s, S0, S1, S2, xc, pc, rc, apc, zc, yc, int(M is not None)],
                    device=dev)
             if update_direction:  # s[S2] keeps the last <z, A z>
                 A.matvec(z, az, az, alpha=1.0, beta=0.0)
                 dots.one(rc, rc, s, RR)
                 dots.one(zc, azc, s, S0)
-                launch(k.direction, rc.shape, inputs=[s, S0, S2, zc, pc, azc, apc, 1], device=dev)
+                launch(k.direction, rc.shape[0], inputs=[s, S0, S2, zc, pc, azc, apc, 1], device=dev)
 
         self._start(A, b, x, r)
         restart_from_residual()
@@ -746,7 +751,7 @@ class BiCGSTAB(LinearSolverState):
 
     def _iterate(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> Callable[[], None]:
         s, k, dots, dev = self._s, self._k, self._dots, self._device
-        (r, _, p, v, t, y, z, mt), (rc, r0c, pc, vc, tc, yc, zc, mtc), wc = self._work
+        (r, r0, p, v, t, y, z, mt), (rc, r0c, pc, vc, tc, yc, zc, mtc), wc = self._work
         xc = component_view(x)
         if M is None:
             y, yc, z, zc = p, pc, r, rc
@@ -759,7 +764,7 @@ class BiCGSTAB(LinearSolverState):
                 M.matvec(p, y, y, alpha=1.0, beta=0.0)
             A.matvec(y, v, v, alpha=1.0, beta=0.0)
             dots.one(r0c, vc, s, S1)
-            launch(k.bicgstab_step, rc.shape, inputs=[s, S0, S1, xc, yc, rc, vc], device=dev)
+            launch(k.bicgstab_step, rc.shape[0], inputs=[s, S0, S1, xc, yc, rc, vc], device=dev)
             dots.one(rc, rc, s, RR)
             if M is not None:
                 M.matvec(r, z, z, alpha=1.0, beta=0.0)
@@ -770,13 +775,13 @@ class BiCGSTAB(LinearSolverState):
             else:
                 dots.one(rc, tc, s, S2)
             dots.one(mtc, mtc, s, S3)
-            launch(k.bicgstab_step, rc.shape, inputs=[s, S2, S3, xc, zc, rc, tc], device=dev)
+            launch(k.bicgstab_step, rc.shape[0], inputs=[s, S2, S3, xc, zc, rc, tc], device=dev)
             dots(repeat_view(rc, 2), wc[0:2], s, RR)  # <r, r> and rho = <r, r0>
-            launch(k.bicgstab_direction, rc.shape, inputs=[s, pc, rc, vc], device=dev)
+            launch(k.bicgstab_direction, rc.shape[0], inputs=[s, pc, rc, vc], device=dev)
 
         self._start(A, b, x, r)
-        launch(k.copy_vec, rc.shape, inputs=[rc, r0c], device=dev)
-        launch(k.copy_vec, rc.shape, inputs=[rc, pc], device=dev)
+        copy(r0, r)
+        copy(p, r)
         dots(repeat_view(rc, 2), wc[0:2], s, RR)
         return iteration
 
@@ -827,9 +832,9 @@ class GMRES(LinearSolverState):
                 A.matvec(V[j + 1], w, w, alpha=1.0, beta=0.0)
             column = j * (n + 1)
             dots(Vc[0:j + 1], w_repeated[0:j + 1], H, column)
-            launch(k.subtract_combination, rc.shape, inputs=[Vc, H, column, j + 1, wcv], device=dev)
+            launch(k.subtract_combination, rc.shape[0], inputs=[Vc, H, column, j + 1, wcv], device=dev)
             dots.one(wcv, wcv, s, S1)
-            launch(k.normalize, rc.shape, inputs=[wcv, Vcs[j + 1], s, S1, H, column + j + 1], device=dev)
+            launch(k.normalize, rc.shape[0], inputs=[wcv, Vcs[j + 1], s, S1, H, column + j + 1], device=dev)
 
         def cycle() -> None:
             rh = rc
@@ -837,16 +842,16 @@ class GMRES(LinearSolverState):
                 M.matvec(r, w, w, alpha=1.0, beta=0.0)
                 rh = wcv
             dots.one(rh, rh, s, S1)
-            launch(k.normalize, rc.shape, inputs=[rh, Vcs[0], s, S1, s, S0], device=dev)
+            launch(k.normalize, rc.shape[0], inputs=[rh, Vcs[0], s, S1, s, S0], device=dev)
             for j in range(n):
                 arnoldi(j)
             launch(k.least_squares, 1, inputs=[H, n, s, pivot, self._y], device=dev)
             if M is None or left:
-                launch(k.combination, rc.shape, inputs=[Vc, self._y, n, 1, xc], device=dev)
+                launch(k.combination, rc.shape[0], inputs=[Vc, self._y, n, 1, xc], device=dev)
             else:  # x += M (V y)
-                launch(k.combination, rc.shape, inputs=[Vc, self._y, n, 0, wcv], device=dev)
+                launch(k.combination, rc.shape[0], inputs=[Vc, self._y, n, 0, wcv], device=dev)
                 M.matvec(w, r, r, alpha=1.0, beta=0.0)
-                launch(k.add_vec, rc.shape, inputs=[rc, xc], device=dev)
+                launch(k.add_vec, rc.shape[0], inputs=[rc, xc], device=dev)
             A.matvec(x, b, r, alpha=-1.0, beta=1.0)
             dots.one(rc, rc, s, RR)
 

@@ -25,35 +25,38 @@ tid, sqrt = B.BUILTINS["tid"], B.BUILTINS["sqrt"]
 
 @kernel(enable_backward=False)
 def _adam_step(g: array2d(dtype=T.Float), m: array2d(dtype=T.Float), v: array2d(dtype=T.Float), lr: T.Float,
-               beta1: T.Float, beta2: T.Float, t: T.Float, eps: T.Float, params: array2d(dtype=T.Float)):
-    i, c = tid()
-    gi = cast_like(g[i, c], lr)
-    mi = beta1 * m[i, c] + (1.0 - beta1) * gi
-    vi = beta2 * v[i, c] + (1.0 - beta2) * gi * gi
-    m[i, c] = mi
-    v[i, c] = vi
-    mhat = mi / (1.0 - pow(beta1, t + 1.0))
-    vhat = vi / (1.0 - pow(beta2, t + 1.0))
-    params[i, c] = params[i, c] - cast_like(lr * mhat / (sqrt(vhat) + eps), params[i, c])
+               beta1: T.Float, beta2: T.Float, bias1: T.Float, bias2: T.Float, eps: T.Float,
+               params: array2d(dtype=T.Float)):
+    # bias1, bias2: the bias corrections 1 - beta^(t + 1) of the moments at this step
+    i = tid()
+    for c in range(params.shape[1]):
+        gi = cast_like(g[i, c], lr)
+        mi = beta1 * m[i, c] + (1.0 - beta1) * gi
+        vi = beta2 * v[i, c] + (1.0 - beta2) * gi * gi
+        m[i, c] = mi
+        v[i, c] = vi
+        step = lr * (mi / bias1) / (sqrt(vi / bias2) + eps)
+        params[i, c] = params[i, c] - cast_like(step, params[i, c])
 
 
 @kernel(enable_backward=False)
 def _sgd_step(g: array2d(dtype=T.Float), b: array2d(dtype=T.Float), lr: T.Float, momentum: T.Float,
               dampening: T.Float, weight_decay: T.Float, nesterov: int, t: int, params: array2d(dtype=T.Float)):
-    i, c = tid()
-    gt = g[i, c]
-    if weight_decay != 0.0:
-        gt = gt + weight_decay * params[i, c]
-    if momentum != 0.0:
-        bt = gt
-        if t > 0:
-            bt = momentum * b[i, c] + (1.0 - dampening) * gt
-        b[i, c] = bt
-        if nesterov != 0:
-            gt = gt + momentum * bt
-        else:
-            gt = bt
-    params[i, c] = params[i, c] - lr * gt
+    i = tid()
+    for c in range(params.shape[1]):
+        gt = g[i, c]
+        if weight_decay != 0.0:
+            gt = gt + weight_decay * params[i, c]
+        if momentum != 0.0:
+            bt = gt
+            if t > 0:
+                bt = momentum * b[i, c] + (1.0 - dampening) * gt
+            b[i, c] = bt
+            if nesterov != 0:
+                gt = gt + momentum * bt
+            else:
+                gt = bt
+        params[i, c] = params[i, c] - lr * gt
 
 
 def _rows(a: array, width: int) -> array:
@@ -169,9 +172,10 @@ class Adam(_Optimizer):
         for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
             width = scalar_count(p.dtype)
             st = T.elem_scalar(m.dtype)
-            launch(_adam_step, (p.size, width), inputs=[
+            bias1, bias2 = 1.0 - self.beta1 ** (self.t + 1), 1.0 - self.beta2 ** (self.t + 1)
+            launch(_adam_step, p.size, inputs=[
                 _rows(g, width), _rows(m, width), _rows(v, width), st(self.lr), st(self.beta1), st(self.beta2),
-                st(self.t), st(self.eps), _rows(p, width)], device=p.device)
+                st(bias1), st(bias2), st(self.eps), _rows(p, width)], device=p.device)
         self.t += 1
 
 
@@ -199,7 +203,7 @@ class SGD(_Optimizer):
         for p, g, b in zip(self.params, grads, self.b, strict=True):
             width = scalar_count(p.dtype)
             st = T.elem_scalar(p.dtype)
-            launch(_sgd_step, (p.size, width), inputs=[
+            launch(_sgd_step, p.size, inputs=[
                 _rows(g, width), _rows(b, width), st(self.lr), st(self.momentum), st(self.dampening),
                 st(self.weight_decay), int(bool(self.nesterov)), self.t, _rows(p, width)], device=p.device)
         self.t += 1

@@ -109,7 +109,7 @@ def _laplacian_operator(n: int) -> la.LinearOperator:
     def matvec(x, y, z, alpha, beta):
         wp.launch(laplacian_mv, n, inputs=[x, y, z, wp.float64(alpha), wp.float64(beta)])
 
-    return la.LinearOperator((3 * n, 3 * n), wp.vec3d, wp.get_device("cpu"), matvec)
+    return la.LinearOperator((3 * n, 3 * n), wp.vec3d, "cpu", matvec)
 
 
 def test_user_operator_on_vec3_arrays_and_strided_vectors():
@@ -217,6 +217,8 @@ def test_bad_input_is_refused_clearly():
         la.preconditioner(wp.zeros((N, N + 1), dtype=wp.float32))
     with pytest.raises(TypeError, match="float64"):
         la.bicgstab(A, wp.zeros(N, dtype=wp.float64), wp.zeros(N, dtype=wp.float64))
+    with pytest.raises(TypeError, match="M .float64 on cpu. does not match A"):
+        la.cg(A, b, x, M=wp.ones(N, dtype=wp.float64))
     with pytest.raises(ValueError, match="unsupported preconditioner type 'ilu'"):
         la.preconditioner(A, "ilu")
     with pytest.raises(ValueError, match="sparse BSR"):
