@@ -396,6 +396,15 @@ def preconditioner(A: Any, ptype: str = "diag") -> LinearOperator | None:
     raise ValueError(f"unsupported preconditioner type {ptype!r}; supported: 'diag', 'diag_abs', 'id'")
 
 
+class FSAI:
+    """Warp's factorized sparse approximate inverse preconditioner. It is built from a sparse BSR matrix,
+    which loomwork does not have yet: constructing one raises NotImplementedError."""
+
+    def __init__(self, A: Any, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("FSAI preconditioners are built from sparse BSR matrices (loomwork.sparse), which "
+                                  "loomwork does not have yet; use preconditioner(A, 'diag') on a dense matrix")
+
+
 def _describe(v: Any) -> str:
     if isinstance(v, array):
         return f"a {v.ndim}-D array of {T.type_name(v.dtype)} with shape {v.shape}"

@@ -4,6 +4,7 @@ preconditioners, under Warp's module name (`warp.optim.linear`)."""
 from loomwork.autodiff.linear import (
     CG,
     CR,
+    FSAI,
     GMRES,
     BiCGSTAB,
     LinearOperator,
@@ -16,5 +17,5 @@ from loomwork.autodiff.linear import (
     preconditioner,
 )
 
-__all__ = ["CG", "CR", "GMRES", "BiCGSTAB", "LinearOperator", "LinearSolverState", "aslinearoperator", "bicgstab",
-           "cg", "cr", "gmres", "preconditioner"]
+__all__ = ["CG", "CR", "FSAI", "GMRES", "BiCGSTAB", "LinearOperator", "LinearSolverState", "aslinearoperator",
+           "bicgstab", "cg", "cr", "gmres", "preconditioner"]

@@ -223,6 +223,8 @@ def test_bad_input_is_refused_clearly():
         la.preconditioner(A, "ilu")
     with pytest.raises(ValueError, match="sparse BSR"):
         la.preconditioner(A, "block_jacobi_direct")
+    with pytest.raises(NotImplementedError, match="sparse BSR"):
+        la.FSAI(A)
     with pytest.raises(ValueError, match="dense matrix"):
         la.preconditioner(b, "diag")
     with pytest.raises(ValueError, match="cannot make a LinearOperator"):
