@@ -1,10 +1,10 @@
-"""Arrays seen component by component, for kernels that treat every scalar of an array alike.
+"""Arrays seen as their scalars, for kernels that treat every scalar of an array alike.
 
 An optimizer step or a Krylov update does the same thing to each scalar of an array, whatever the
-array's dtype (float32, vec3d, mat22h...). `component_view` gives such kernels one shape to index: the
-array's own dimensions followed by one dimension over the dtype's scalar components, in the same memory
-(any strides; writes through it are the array's writes). `cast_like` converts a value to the scalar
-type of another inside generic kernels, which have no `type(x)(...)` to spell it.
+array's dtype (float32, vec3d, mat22h...). `scalar_view` gives such kernels the scalars of a contiguous
+array as one flat dimension, in the same memory (writes through it are the array's writes), so they run
+as simple 1-D loops. `cast_like` converts a value to the scalar type of another inside generic kernels,
+which have no `type(x)(...)` to spell it.
 """
 
 from __future__ import annotations
@@ -21,12 +21,16 @@ def scalar_count(dtype: object) -> int:
     return int(np.prod(dtype._shape_)) if T.is_composite(dtype) else 1
 
 
-def component_view(a: array) -> array:
-    """`a` with one more, innermost dimension over its dtype's scalar components: an array of shape
-    `a.shape + (components,)` and of `a`'s scalar type, sharing `a`'s memory."""
-    st = T.elem_scalar(a.dtype)
-    return array(ptr=a.ptr or 0, dtype=st, shape=(*a.shape, scalar_count(a.dtype)),
-                 strides=(*a.strides, T.type_size(st)), device=a.device, owner=a)
+def scalar_view(a: array) -> array:
+    """A contiguous array's scalars: shape `a.shape[:-1] + (a.shape[-1] * components,)`, of `a`'s scalar
+    type, sharing `a`'s memory. A strided 1-D array of scalars is returned as it is."""
+    if not a.is_contiguous:
+        if a.ndim == 1 and not T.is_composite(a.dtype):
+            return a
+        raise ValueError(f"expected a contiguous array, got a strided view of shape {a.shape} "
+                         f"({T.type_name(a.dtype)})")
+    shape = (*a.shape[:-1], a.shape[-1] * scalar_count(a.dtype)) if a.ndim else (scalar_count(a.dtype),)
+    return array(ptr=a.ptr or 0, dtype=T.elem_scalar(a.dtype), shape=shape, device=a.device, owner=a)
 
 
 def repeat_view(a: array, count: int) -> array:

@@ -3,12 +3,13 @@
 diagonal (Jacobi) preconditioners.
 
 Everything runs as kernels on the operator's device. Vectors are 1-D arrays of a float type or of
-vectors of one; the solver's kernels see them component by component (`component_view`), so strided
-vectors work too. Inner products are reduced in float64 in two launches: per-chunk partial sums, then
-one sum per product, written to a small array of solver scalars in the system's scalar type. The
-step sizes are computed from those scalars inside the update kernels, so an iteration never waits for
-the host; the host reads the residual only every `check_every` iterations (never with
-`check_every=0`, where the iteration count and residual stay in device arrays).
+vectors of one; the solver's kernels see their scalars as one flat array (`scalar_view`: simple 1-D
+loops), and a strided `x` or `b` is solved through a contiguous copy (`x` written back at the end).
+Inner products are reduced in float64 in two launches, per-chunk partial sums then one sum per
+product, into a small array of solver scalars of the system's scalar type. The step sizes are
+computed from those scalars inside the update kernels, so an iteration never waits for the host;
+the host reads the residual only every `check_every` iterations (never with `check_every=0`, where
+the iteration count and residual stay in device arrays).
 
 Not here yet: batched systems (`batch_offsets`), `loomwork.sparse` BSR matrices and the
 preconditioners that need them (block Jacobi, FSAI).
@@ -25,13 +26,13 @@ from typing import Any
 
 from loomwork.kernels import builtins as B
 from loomwork.kernels import types as T
-from loomwork.kernels.array import array, array2d, array3d, copy, empty, zeros
+from loomwork.kernels.array import array, array2d, copy, empty, zeros
 from loomwork.kernels.device import Device, get_device
 from loomwork.kernels.ir import ArrayType
 from loomwork.kernels.launch import launch
 from loomwork.kernels.module import Kernel, kernel, overload
 
-from .components import cast_like, component_view, repeat_view, scalar_count
+from .components import cast_like, repeat_view, scalar_count, scalar_view
 
 tid, sqrt = B.BUILTINS["tid"], B.BUILTINS["sqrt"]
 
@@ -107,16 +108,19 @@ def _dense_mv(A: array2d(dtype=T.Float), x: array(dtype=T.Float), y: array(dtype
 
 
 @kernel(enable_backward=False)
-def _diag_mv(A: array2d(dtype=T.Float), x: array2d(dtype=T.Float), y: array2d(dtype=T.Float),
-             z: array2d(dtype=T.Float), alpha: T.Float, beta: T.Float):
+def _diag_mv(A: array(dtype=T.Float), x: array(dtype=T.Float), y: array(dtype=T.Float), z: array(dtype=T.Float),
+             alpha: T.Float, beta: T.Float, per_entry: int):
+    # per_entry > 1: a diagonal of scalars scaling each entry's per_entry components alike
     i = tid()
-    for c in range(x.shape[1]):
-        s = cast_like(0.0, alpha)
-        if alpha != 0.0:
-            s = alpha * A[i, c % A.shape[1]] * x[i, c]  # a scalar diagonal scales every component of its entry
-        if beta != 0.0:
-            s = s + beta * y[i, c]
-        z[i, c] = s
+    s = cast_like(0.0, alpha)
+    if alpha != 0.0:
+        a = A[i]
+        if per_entry > 1:
+            a = A[i // per_entry]
+        s = alpha * a * x[i]
+    if beta != 0.0:
+        s = s + beta * y[i]
+    z[i] = s
 
 
 @kernel(enable_backward=False)
@@ -131,13 +135,12 @@ def _inverse_diagonal(A: array2d(dtype=T.Float), inv: array(dtype=T.Float), use_
 
 
 @kernel(enable_backward=False)
-def _partial_dots(a: array3d(dtype=T.Float), b: array3d(dtype=T.Float), rows: int,
+def _partial_dots(a: array2d(dtype=T.Float), b: array2d(dtype=T.Float), rows: int,
                   partial: array2d(dtype=T.float64)):
     col, chunk = tid()
     s = T.float64(0.0)
     for i in range(chunk * rows, min(chunk * rows + rows, a.shape[1])):
-        for c in range(a.shape[2]):
-            s = s + T.float64(a[col, i, c]) * T.float64(b[col, i, c])
+        s = s + T.float64(a[col, i]) * T.float64(b[col, i])
     partial[col, chunk] = s
 
 
@@ -170,61 +173,57 @@ def _count_cycle(s: array(dtype=T.Float), cycle: int, maxiter: int, state: array
 
 
 @kernel(enable_backward=False)
-def _add_vec(src: array2d(dtype=T.Float), dst: array2d(dtype=T.Float)):
+def _add_vec(src: array(dtype=T.Float), dst: array(dtype=T.Float)):
     i = tid()
-    for c in range(src.shape[1]):
-        dst[i, c] = dst[i, c] + src[i, c]
+    dst[i] = dst[i] + src[i]
 
 
 @kernel(enable_backward=False)
-def _step(s: array(dtype=T.Float), num: int, den: int, keep: int, x: array2d(dtype=T.Float),
-          p: array2d(dtype=T.Float), r: array2d(dtype=T.Float), q: array2d(dtype=T.Float),
-          z: array2d(dtype=T.Float), y: array2d(dtype=T.Float), update_z: int):
+def _step(s: array(dtype=T.Float), num: int, den: int, keep: int, x: array(dtype=T.Float), p: array(dtype=T.Float),
+          r: array(dtype=T.Float), q: array(dtype=T.Float), z: array(dtype=T.Float), y: array(dtype=T.Float),
+          update_z: int):
     # x += a p, r -= a q (and z -= a y) with a = s[num] / s[den] while the residual is above tolerance
     # and s[den] > 0; thread 0 also keeps s[num] in s[keep] for the next direction update
     i = tid()
     a = cast_like(0.0, s[RR])
     if s[RR] > s[ATOL_SQ] and s[den] > 0.0:
         a = s[num] / s[den]
-    for c in range(x.shape[1]):
-        x[i, c] = x[i, c] + a * p[i, c]
-        r[i, c] = r[i, c] - a * q[i, c]
-        if update_z != 0:
-            z[i, c] = z[i, c] - a * y[i, c]
+    x[i] = x[i] + a * p[i]
+    r[i] = r[i] - a * q[i]
+    if update_z != 0:
+        z[i] = z[i] - a * y[i]
     if keep >= 0 and i == 0:
         s[keep] = s[num]
 
 
 @kernel(enable_backward=False)
-def _bicgstab_step(s: array(dtype=T.Float), num: int, den: int, x: array2d(dtype=T.Float),
-                   p: array2d(dtype=T.Float), r: array2d(dtype=T.Float), q: array2d(dtype=T.Float)):
+def _bicgstab_step(s: array(dtype=T.Float), num: int, den: int, x: array(dtype=T.Float), p: array(dtype=T.Float),
+                   r: array(dtype=T.Float), q: array(dtype=T.Float)):
     # x += a p, r -= a q with a = s[num] / s[den] (alpha = rho / <r0, v>, then omega = <s, t> / <t, t>)
     i = tid()
     a = cast_like(0.0, s[RR])
     if s[RR] > s[ATOL_SQ] and s[den] != 0.0:
         a = s[num] / s[den]
-    for c in range(x.shape[1]):
-        x[i, c] = x[i, c] + a * p[i, c]
-        r[i, c] = r[i, c] - a * q[i, c]
+    x[i] = x[i] + a * p[i]
+    r[i] = r[i] - a * q[i]
 
 
 @kernel(enable_backward=False)
-def _direction(s: array(dtype=T.Float), num: int, den: int, z: array2d(dtype=T.Float), p: array2d(dtype=T.Float),
-               az: array2d(dtype=T.Float), ap: array2d(dtype=T.Float), update_ap: int):
+def _direction(s: array(dtype=T.Float), num: int, den: int, z: array(dtype=T.Float), p: array(dtype=T.Float),
+               az: array(dtype=T.Float), ap: array(dtype=T.Float), update_ap: int):
     # p = z + b p (and ap = az + b ap) with b = s[num] / s[den] while the residual is above tolerance
     i = tid()
     b = cast_like(0.0, s[RR])
     if s[RR] > s[ATOL_SQ] and s[den] > 0.0:
         b = s[num] / s[den]
-    for c in range(p.shape[1]):
-        p[i, c] = z[i, c] + b * p[i, c]
-        if update_ap != 0:
-            ap[i, c] = az[i, c] + b * ap[i, c]
+    p[i] = z[i] + b * p[i]
+    if update_ap != 0:
+        ap[i] = az[i] + b * ap[i]
 
 
 @kernel(enable_backward=False)
-def _bicgstab_direction(s: array(dtype=T.Float), p: array2d(dtype=T.Float), r: array2d(dtype=T.Float),
-                        v: array2d(dtype=T.Float)):
+def _bicgstab_direction(s: array(dtype=T.Float), p: array(dtype=T.Float), r: array(dtype=T.Float),
+                        v: array(dtype=T.Float)):
     # p = r + beta (p - omega v), beta = (rho_new / rho) (alpha / omega) = rho_new <t, t> / (<r0, v> <s, t>)
     i = tid()
     b = cast_like(0.0, s[RR])
@@ -232,48 +231,44 @@ def _bicgstab_direction(s: array(dtype=T.Float), p: array2d(dtype=T.Float), r: a
     if s[RR] > s[ATOL_SQ] and s[S1] != 0.0 and s[S2] != 0.0:
         b = s[S0] * s[S3] / (s[S1] * s[S2])
         bo = s[S0] / s[S1]
-    for c in range(p.shape[1]):
-        p[i, c] = r[i, c] + b * p[i, c] - bo * v[i, c]
+    p[i] = r[i] + b * p[i] - bo * v[i]
 
 
 @kernel(enable_backward=False)
-def _normalize(src: array2d(dtype=T.Float), dst: array2d(dtype=T.Float), s: array(dtype=T.Float), slot: int,
+def _normalize(src: array(dtype=T.Float), dst: array(dtype=T.Float), s: array(dtype=T.Float), slot: int,
                norms: array(dtype=T.Float), at: int):
     # dst = src / sqrt(s[slot]) (src itself when that is 0); thread 0 stores the norm in norms[at]
     i = tid()
     n = sqrt(s[slot])
-    for c in range(src.shape[1]):
-        dst[i, c] = src[i, c]
-        if n > 0.0:
-            dst[i, c] = src[i, c] / n
+    dst[i] = src[i]
+    if n > 0.0:
+        dst[i] = src[i] / n
     if i == 0:
         norms[at] = n
 
 
 @kernel(enable_backward=False)
-def _subtract_combination(V: array3d(dtype=T.Float), h: array(dtype=T.Float), first: int, count: int,
-                          w: array2d(dtype=T.Float)):
+def _subtract_combination(V: array2d(dtype=T.Float), h: array(dtype=T.Float), first: int, count: int,
+                          w: array(dtype=T.Float)):
     # w -= sum over k < count of h[first + k] V[k]
     i = tid()
-    for c in range(w.shape[1]):
-        acc = w[i, c]
-        for k in range(count):
-            acc = acc - h[first + k] * V[k, i, c]
-        w[i, c] = acc
+    acc = w[i]
+    for k in range(count):
+        acc = acc - h[first + k] * V[k, i]
+    w[i] = acc
 
 
 @kernel(enable_backward=False)
-def _combination(V: array3d(dtype=T.Float), y: array(dtype=T.Float), count: int, accumulate: int,
-                 out: array2d(dtype=T.Float)):
+def _combination(V: array2d(dtype=T.Float), y: array(dtype=T.Float), count: int, accumulate: int,
+                 out: array(dtype=T.Float)):
     # out = sum over k < count of y[k] V[k], added to out when `accumulate`
     i = tid()
-    for c in range(out.shape[1]):
-        acc = cast_like(0.0, y[0])
-        if accumulate != 0:
-            acc = out[i, c]
-        for k in range(count):
-            acc = acc + y[k] * V[k, i, c]
-        out[i, c] = acc
+    acc = cast_like(0.0, y[0])
+    if accumulate != 0:
+        acc = out[i]
+    for k in range(count):
+        acc = acc + y[k] * V[k, i]
+    out[i] = acc
 
 
 @kernel(enable_backward=False)
@@ -359,7 +354,7 @@ def aslinearoperator(A: Any, batch_offsets: array | None = None, max_batch_lengt
     if isinstance(A, array) and A.ndim == 1 and T.is_float(T.elem_scalar(A.dtype)):
         st = T.elem_scalar(A.dtype)
         ks = _kernels(st)
-        diag = component_view(A)
+        diag = scalar_view(A)
 
         def diag_mv(x: array, y: array, z: array, alpha: float, beta: float) -> None:
             for name, v in zip("xyz", (x, y, z), strict=True):
@@ -367,8 +362,10 @@ def aslinearoperator(A: Any, batch_offsets: array | None = None, max_batch_lengt
                         scalar_count(A.dtype) not in (1, scalar_count(v.dtype))):
                     raise TypeError(f"diagonal matvec: {name} must be an array of {A.shape[0]} entries matching "
                                     f"the diagonal's {T.type_name(A.dtype)}, got {_describe(v)}")
-            views = [component_view(v) for v in (x, y, z)]
-            launch(ks.diag_mv, A.shape[0], inputs=[diag, *views, st(alpha), st(beta)], device=A.device)
+            views = [scalar_view(v) for v in (x, y, z)]
+            per_entry = scalar_count(x.dtype) if scalar_count(A.dtype) == 1 else 1
+            launch(ks.diag_mv, views[2].shape[0], inputs=[diag, *views, st(alpha), st(beta), per_entry],
+                   device=A.device)
 
         return LinearOperator(A.shape, A.dtype, A.device, diag_mv, batch_offsets, max_batch_length)
     raise ValueError(f"cannot make a LinearOperator from {_describe(A)}: give a 2-D array of floats (dense), a 1-D "
@@ -414,25 +411,25 @@ def _describe(v: Any) -> str:
 # ---- solver machinery ----
 
 class _Dots:
-    """Inner products of component views, reduced in float64 into a solver-scalars array: one launch of
+    """Inner products of scalar views, reduced in float64 into a solver-scalars array: one launch of
     per-chunk partial sums (`columns` products at once), one launch summing each product's chunks."""
 
-    def __init__(self, rows: int, st: Any, device: Device, columns: int) -> None:
-        chunks = max(1, min(1024, rows // 256))
-        self.rows_per_chunk = -(-rows // chunks) if rows else 1
+    def __init__(self, length: int, st: Any, device: Device, columns: int) -> None:
+        chunks = max(1, min(1024, length // 1024))
+        self.per_chunk = -(-length // chunks) if length else 1
         self.partial = empty((columns, chunks), dtype=T.float64, device=device)
         self.kernels = _kernels(st)
         self.device = device
 
     def __call__(self, a: array, b: array, out: array, first: int) -> None:
-        """out[first + k] = <a[k], b[k]> for 3-D views a, b of shape (products, entries, components)."""
+        """out[first + k] = <a[k], b[k]> for 2-D views a, b of shape (products, scalars)."""
         ks, cols = self.kernels, a.shape[0]
-        launch(ks.partial_dots, (cols, self.partial.shape[1]), inputs=[a, b, self.rows_per_chunk, self.partial],
+        launch(ks.partial_dots, (cols, self.partial.shape[1]), inputs=[a, b, self.per_chunk, self.partial],
                device=self.device)
         launch(ks.sum_partials, cols, inputs=[self.partial, out, first], device=self.device)
 
     def one(self, a: array, b: array, out: array, slot: int) -> None:
-        """out[slot] = <a, b> for 2-D component views."""
+        """out[slot] = <a, b> for 1-D scalar views."""
         self(repeat_view(a, 1), repeat_view(b, 1), out, slot)
 
 
@@ -483,7 +480,7 @@ class LinearSolverState:
         self._cycle = 1
         self._s = zeros(ATOL_SQ + 1, dtype=self._st, device=self._device)
         self._state = zeros(2, dtype=T.int32, device=self._device)
-        self._dots = _Dots(b.shape[0], self._st, self._device, self._dot_columns())
+        self._dots = _Dots(b.shape[0] * scalar_count(b.dtype), self._st, self._device, self._dot_columns())
         self._k = _kernels(self._st)
         self._allocate()
 
@@ -498,10 +495,10 @@ class LinearSolverState:
         raise NotImplementedError
 
     def _buffers(self, count: int) -> tuple[list[array], list[array], array]:
-        """`count` work vectors like b and their component views, all rows of one (count, n) array (so
-        neighbours form one 3-D view for `_Dots`), and the 3-D component view of that array."""
+        """`count` work vectors like b and their scalar views, all rows of one (count, n) array (so
+        neighbours form one 2-D view for `_Dots`), and the 2-D scalar view of that array."""
         work = zeros((count, self._b.shape[0]), dtype=self._b.dtype, device=self._device)
-        wc = component_view(work)
+        wc = scalar_view(work)
         return [work[i] for i in range(count)], [wc[i] for i in range(count)], wc
 
     def _check_system(self, A: LinearOperator, b: Any, x: Any, M: LinearOperator | None) -> None:
@@ -540,10 +537,12 @@ class LinearSolverState:
         b = b if b is not None else self._b
         x = x if x is not None else self._x
         self._check_compatible(A, b, x, M)
-        cycle = self._iterate(A, b, x, M)
-        if self._check_every > 0:
-            return self._run_checked(cycle)
-        return self._run_on_device(cycle)
+        x_run = x.contiguous()  # a strided x is solved in a copy, written back at the end
+        cycle = self._iterate(A, b.contiguous(), x_run, M)
+        result = self._run_checked(cycle) if self._check_every > 0 else self._run_on_device(cycle)
+        if x_run is not x:
+            x.assign(x_run)
+        return result
 
     def _check_compatible(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> None:
         self._check_system(A, b, x, M)
@@ -558,7 +557,7 @@ class LinearSolverState:
     def _start(self, A: LinearOperator, b: array, x: array, r: array) -> None:
         """r = b - A x, the tolerance from |b|, and s[RR] = |r|^2."""
         rtol, atol = _tolerances(self._st, self._tol, self._atol)
-        bc = component_view(b)
+        bc = scalar_view(b)
         self._dots.one(bc, bc, self._s, BB)
         launch(self._k.init_tolerance, 1, inputs=[self._s, self._st(rtol), self._st(atol)], device=self._device)
         A.matvec(x, b, r, alpha=-1.0, beta=1.0)
@@ -663,7 +662,7 @@ class CG(_Restartable):
     def _iterate(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> Callable[[], None]:
         s, k, dots, dev = self._s, self._k, self._dots, self._device
         (r, z, p, ap), (rc, zc, pc, apc), wc = self._work
-        xc = component_view(x)
+        xc = scalar_view(x)
         r_and_z = wc[0:2] if M is not None else repeat_view(rc, 2)
         if M is None:
             z, zc = r, rc
@@ -704,7 +703,7 @@ class CR(_Restartable):
     def _iterate(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> Callable[[], None]:
         s, k, dots, dev = self._s, self._k, self._dots, self._device
         (r, z, p, az, ap, y), (rc, zc, pc, azc, apc, yc), _ = self._work
-        xc = component_view(x)
+        xc = scalar_view(x)
         if M is None:
             z, zc, y, yc = r, rc, ap, apc
 
@@ -761,7 +760,7 @@ class BiCGSTAB(LinearSolverState):
     def _iterate(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> Callable[[], None]:
         s, k, dots, dev = self._s, self._k, self._dots, self._device
         (r, r0, p, v, t, y, z, mt), (rc, r0c, pc, vc, tc, yc, zc, mtc), wc = self._work
-        xc = component_view(x)
+        xc = scalar_view(x)
         if M is None:
             y, yc, z, zc = p, pc, r, rc
         if M is None or not self._left:
@@ -825,7 +824,7 @@ class GMRES(LinearSolverState):
     def _iterate(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> Callable[[], None]:
         s, k, dots, dev, n = self._s, self._k, self._dots, self._device, self._cycle
         (*V, r, w), (*Vcs, rc, wcv), wc = self._work
-        Vc, xc, H = wc[0:n + 1], component_view(x), self._H
+        Vc, xc, H = wc[0:n + 1], scalar_view(x), self._H
         w_repeated = repeat_view(wcv, n + 1)
         pivot = self._st(_dtype_epsilon(self._st) ** 2)
         left = M is not None and self._left

@@ -2,8 +2,8 @@
 
 Each keeps its state in arrays beside the parameters and updates them with one kernel launch per
 parameter array. The update treats every scalar component alike, so a parameter may have any float
-dtype (float16/bfloat16/float32/float64 and the vectors and matrices of them) and any number of
-dimensions (contiguous; a strided 1-D array works too). Adam keeps its moments of 16-bit parameters in
+dtype (float16/bfloat16/float32/float64 and the vectors and matrices of them) and any shape; a strided
+view is updated through a contiguous copy written back. Adam keeps its moments of 16-bit parameters in
 float32, as Warp does.
 """
 
@@ -14,58 +14,61 @@ from typing import Any
 
 from loomwork.kernels import builtins as B
 from loomwork.kernels import types as T
-from loomwork.kernels.array import array, array2d, zeros
+from loomwork.kernels.array import array, zeros
 from loomwork.kernels.launch import launch
 from loomwork.kernels.module import kernel
 
-from .components import cast_like, component_view, scalar_count
+from .components import cast_like, scalar_count, scalar_view
 
 tid, sqrt = B.BUILTINS["tid"], B.BUILTINS["sqrt"]
 
 
 @kernel(enable_backward=False)
-def _adam_step(g: array2d(dtype=T.Float), m: array2d(dtype=T.Float), v: array2d(dtype=T.Float), lr: T.Float,
+def _adam_step(g: array(dtype=T.Float), m: array(dtype=T.Float), v: array(dtype=T.Float), lr: T.Float,
                beta1: T.Float, beta2: T.Float, bias1: T.Float, bias2: T.Float, eps: T.Float,
-               params: array2d(dtype=T.Float)):
+               params: array(dtype=T.Float)):
     # bias1, bias2: the bias corrections 1 - beta^(t + 1) of the moments at this step
     i = tid()
-    for c in range(params.shape[1]):
-        gi = cast_like(g[i, c], lr)
-        mi = beta1 * m[i, c] + (1.0 - beta1) * gi
-        vi = beta2 * v[i, c] + (1.0 - beta2) * gi * gi
-        m[i, c] = mi
-        v[i, c] = vi
-        step = lr * (mi / bias1) / (sqrt(vi / bias2) + eps)
-        params[i, c] = params[i, c] - cast_like(step, params[i, c])
+    gi = cast_like(g[i], lr)
+    mi = beta1 * m[i] + (1.0 - beta1) * gi
+    vi = beta2 * v[i] + (1.0 - beta2) * gi * gi
+    m[i] = mi
+    v[i] = vi
+    params[i] = params[i] - cast_like(lr * (mi / bias1) / (sqrt(vi / bias2) + eps), params[i])
 
 
 @kernel(enable_backward=False)
-def _sgd_step(g: array2d(dtype=T.Float), b: array2d(dtype=T.Float), lr: T.Float, momentum: T.Float,
-              dampening: T.Float, weight_decay: T.Float, nesterov: int, t: int, params: array2d(dtype=T.Float)):
+def _sgd_step(g: array(dtype=T.Float), b: array(dtype=T.Float), lr: T.Float, momentum: T.Float,
+              dampening: T.Float, weight_decay: T.Float, nesterov: int, t: int, params: array(dtype=T.Float)):
     i = tid()
-    for c in range(params.shape[1]):
-        gt = g[i, c]
-        if weight_decay != 0.0:
-            gt = gt + weight_decay * params[i, c]
-        if momentum != 0.0:
-            bt = gt
-            if t > 0:
-                bt = momentum * b[i, c] + (1.0 - dampening) * gt
-            b[i, c] = bt
-            if nesterov != 0:
-                gt = gt + momentum * bt
-            else:
-                gt = bt
-        params[i, c] = params[i, c] - lr * gt
+    gt = g[i]
+    if weight_decay != 0.0:
+        gt = gt + weight_decay * params[i]
+    if momentum != 0.0:
+        bt = gt
+        if t > 0:
+            bt = momentum * b[i] + (1.0 - dampening) * gt
+        b[i] = bt
+        if nesterov != 0:
+            gt = gt + momentum * bt
+        else:
+            gt = bt
+    params[i] = params[i] - lr * gt
 
 
-def _rows(a: array, width: int) -> array:
-    """`a`'s scalars as a 2-D (n, width) array in the same memory: rows of `width` components."""
-    if a.is_contiguous:
-        st = T.elem_scalar(a.dtype)
-        count = a.size * scalar_count(a.dtype)
-        return array(ptr=a.ptr or 0, dtype=st, shape=(count // width, width), device=a.device, owner=a)
-    return component_view(a)  # a strided 1-D array (checked by _check_param)
+def _flat(a: array) -> array:
+    """All the scalars of contiguous array `a`, as one 1-D array in the same memory."""
+    return scalar_view(a.reshape(a.size))
+
+
+def _update(kernel: Any, p: array, g: array, state: list, scalars: list) -> None:
+    """Launch an update of parameter `p` over its scalars; a strided `p` is updated through a contiguous
+    copy written back."""
+    target = p.contiguous()
+    launch(kernel, p.size * scalar_count(p.dtype), inputs=[_flat(g.contiguous()), *(_flat(a) for a in state),
+                                                          *scalars, _flat(target)], device=p.device)
+    if target is not p:
+        p.assign(target)
 
 
 def _check_param(owner: str, i: int, p: Any) -> None:
@@ -74,9 +77,6 @@ def _check_param(owner: str, i: int, p: Any) -> None:
     if not T.is_float(T.elem_scalar(p.dtype)):
         raise TypeError(f"{owner}: params[{i}] has dtype {T.type_name(p.dtype)}; the optimizer updates arrays of "
                         "floats (float16, bfloat16, float32, float64 and vectors or matrices of them)")
-    if not p.is_contiguous and p.ndim != 1:
-        raise ValueError(f"{owner}: params[{i}] is a non-contiguous {p.ndim}-D view; pass a contiguous array "
-                         "(the optimizer updates it in place, so a copy would not see the update)")
 
 
 def _check_grads(owner: str, params: list, grads: Any) -> list:
@@ -95,8 +95,6 @@ def _check_grads(owner: str, params: list, grads: Any) -> list:
             raise ValueError(f"{owner}.step: grad[{i}] has shape {g.shape}, its parameter {p.shape}")
         if g.device != p.device:
             raise ValueError(f"{owner}.step: grad[{i}] is on {g.device}, its parameter on {p.device}")
-        if not g.is_contiguous and g.ndim != 1:
-            raise ValueError(f"{owner}.step: grad[{i}] is a non-contiguous {g.ndim}-D view; pass a contiguous array")
     return grads
 
 
@@ -169,13 +167,11 @@ class Adam(_Optimizer):
     def step(self, grad: list) -> None:
         """One Adam update of every parameter array from its gradient `grad[i]` (same dtype and shape)."""
         grads = _check_grads("Adam", self.params, grad)
+        bias1, bias2 = 1.0 - self.beta1 ** (self.t + 1), 1.0 - self.beta2 ** (self.t + 1)
         for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
-            width = scalar_count(p.dtype)
             st = T.elem_scalar(m.dtype)
-            bias1, bias2 = 1.0 - self.beta1 ** (self.t + 1), 1.0 - self.beta2 ** (self.t + 1)
-            launch(_adam_step, p.size, inputs=[
-                _rows(g, width), _rows(m, width), _rows(v, width), st(self.lr), st(self.beta1), st(self.beta2),
-                st(bias1), st(bias2), st(self.eps), _rows(p, width)], device=p.device)
+            _update(_adam_step, p, g, [m, v], [st(self.lr), st(self.beta1), st(self.beta2), st(bias1), st(bias2),
+                                               st(self.eps)])
         self.t += 1
 
 
@@ -201,9 +197,7 @@ class SGD(_Optimizer):
         """One SGD update of every parameter array from its gradient `grad[i]` (same dtype and shape)."""
         grads = _check_grads("SGD", self.params, grad)
         for p, g, b in zip(self.params, grads, self.b, strict=True):
-            width = scalar_count(p.dtype)
             st = T.elem_scalar(p.dtype)
-            launch(_sgd_step, p.size, inputs=[
-                _rows(g, width), _rows(b, width), st(self.lr), st(self.momentum), st(self.dampening),
-                st(self.weight_decay), int(bool(self.nesterov)), self.t, _rows(p, width)], device=p.device)
+            _update(_sgd_step, p, g, [b], [st(self.lr), st(self.momentum), st(self.dampening),
+                                           st(self.weight_decay), int(bool(self.nesterov)), self.t])
         self.t += 1

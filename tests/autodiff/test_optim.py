@@ -107,7 +107,7 @@ def test_optimisation_converges(make):
 
 def test_set_params_reset_and_views():
     """set_params keeps moments that still fit; reset_internal_state restarts the optimizer exactly; a
-    strided 1-D view is updated in place without touching the entries between its elements."""
+    strided 2-D view is updated in place without touching the entries between its elements."""
     p0 = np.linspace(-1.0, 1.0, 8).astype(np.float32)
     g = wp.array(np.full(8, 0.5, dtype=np.float32))
     p = wp.array(p0)
@@ -125,10 +125,10 @@ def test_set_params_reset_and_views():
     Adam([fresh], lr=0.1).step([g])
     np.testing.assert_array_equal(first, fresh.numpy())
 
-    storage = wp.array(p0)
-    view = storage[::2]
-    SGD([view], lr=1.0).step([wp.array(np.ones(4, dtype=np.float32))])
-    np.testing.assert_allclose(storage.numpy(), p0 - np.tile([1.0, 0.0], 4), rtol=1e-6)
+    storage = wp.array(p0.reshape(2, 4))
+    view = storage[:, ::2]
+    SGD([view], lr=1.0).step([wp.array(np.ones((2, 2), dtype=np.float32))])
+    np.testing.assert_allclose(storage.numpy(), p0.reshape(2, 4) - np.tile([1.0, 0.0], (2, 2)), rtol=1e-6)
     assert loomwork.optim.Adam is Adam and wp.optim.linear.cg is not None
 
 
@@ -145,8 +145,6 @@ def test_bad_input_is_refused_clearly():
         opt.step([p, p])
     with pytest.raises(TypeError, match=r"params\[1\] has dtype int32"):
         SGD([p, wp.zeros(3, dtype=int)])
-    with pytest.raises(ValueError, match="non-contiguous 2-D"):
-        Adam([wp.zeros((4, 4), dtype=float)[:, 1:]])
     with pytest.raises(RuntimeError, match="set the parameters"):
         SGD().step([p])
     assert opt.t == 0 and not p.numpy().any()
