@@ -1,11 +1,13 @@
-"""Optimizer and linear-solver benchmark: an Adam step over 2^20 float32 parameters, and the cost of one
-CG / BiCGSTAB / GMRES iteration on a 2^20-unknown diagonal system (vector updates and inner products only)
-and of a whole CG solve of a dense 1000 x 1000 SPD system.
+"""Optimizer and linear-solver benchmark: an Adam step over 2^20 float32 parameters, one CG / BiCGSTAB /
+GMRES iteration on a 2^20-unknown diagonal system (vector updates and inner products), and a
+Jacobi-preconditioned CG solve of a dense 1000 x 1000 SPD system.
 
-    python -m loomwork.apps.bench_optim
+    python -m loomwork.apps.bench_optim [--n N] [--m M]
 """
 
 from __future__ import annotations
+
+import argparse
 
 import numpy as np
 
@@ -15,30 +17,36 @@ from loomwork.apps.benchutil import best_time
 from loomwork.optim import Adam
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=int, default=1 << 20, help="parameters / unknowns of the diagonal system")
+    p.add_argument("--m", type=int, default=1000, help="size of the dense system")
+    args = p.parse_args(argv)
     rng = np.random.default_rng(0)
-    n = 1 << 20
-    p = wp.array(rng.standard_normal(n).astype(np.float32))
-    g = wp.array(rng.standard_normal(n).astype(np.float32))
-    adam = Adam([p], lr=0.01)
-    t = best_time(lambda: adam.step([g]), 20)
-    print(f"Adam step, 2^20 float32: {t * 1e3:.2f} ms ({5 * 4 * n / t / 1e9:.1f} GB/s of parameter, gradient "
-          "and moment traffic)")
+    n, m, iters, out = args.n, args.m, 30, {}
+
+    params = wp.array(rng.standard_normal(n).astype(np.float32))
+    grad = wp.array(rng.standard_normal(n).astype(np.float32))
+    adam = Adam([params], lr=0.01)
+    out["adam_step_s"] = best_time(lambda: adam.step([grad]), 20)
+    print(f"Adam step, {n} float32: {out['adam_step_s'] * 1e3:.2f} ms")
 
     diag = wp.array(rng.uniform(1.0, 2.0, n).astype(np.float32))
     b = wp.array(rng.standard_normal(n).astype(np.float32))
     x = wp.zeros(n, dtype=wp.float32)
-    iters = 30
     for solver in (la.cg, la.bicgstab, la.gmres):
         def solve(solver=solver) -> None:
             x.zero_()
-            solver(diag, b, x, tol=0.0, atol=0.0, maxiter=iters, check_every=iters, **(
-                {"restart": 10} if solver is la.gmres else {}))
-        print(f"{solver.__name__}, 2^20-unknown diagonal system: {best_time(solve, 3) / iters * 1e3:.2f} ms/iteration")
+            extra = {"restart": 10} if solver is la.gmres else {}
+            solver(diag, b, x, tol=0.0, atol=0.0, maxiter=iters, check_every=iters, **extra)
 
-    m = 1000
-    q = rng.standard_normal((m, m)).astype(np.float32)
-    A = wp.array(q @ q.T / m + 2.0 * np.eye(m, dtype=np.float32))
+        out[f"{solver.__name__}_iteration_s"] = best_time(solve, 3) / iters
+        print(f"{solver.__name__}, {n}-unknown diagonal system: "
+              f"{out[f'{solver.__name__}_iteration_s'] * 1e3:.2f} ms/iteration")
+
+    q = rng.standard_normal((m, m))
+    dense = q @ q.T / m + 2.0 * np.eye(m)
+    A = wp.array(dense.astype(np.float32))
     bd = wp.array(rng.standard_normal(m).astype(np.float32))
     xd = wp.zeros(m, dtype=wp.float32)
     result = []
@@ -47,9 +55,11 @@ def main() -> None:
         xd.zero_()
         result[:] = la.cg(A, bd, xd, tol=1e-5, M=la.preconditioner(A))
 
-    t = best_time(solve_dense, 5)
-    print(f"cg, dense 1000 x 1000 SPD with Jacobi preconditioner: {t * 1e3:.2f} ms ({result[0]} iterations, "
-          f"residual {result[1]:.2e})")
+    out["dense_cg_s"] = best_time(solve_dense, 5)
+    out["dense_residual"] = float(np.linalg.norm(bd.numpy() - dense @ xd.numpy()) / np.linalg.norm(bd.numpy()))
+    print(f"cg, dense {m} x {m} SPD with Jacobi preconditioner: {out['dense_cg_s'] * 1e3:.2f} ms "
+          f"({result[0]} iterations, relative residual {out['dense_residual']:.1e})")
+    return out
 
 
 if __name__ == "__main__":

@@ -113,8 +113,8 @@ def _laplacian_operator(n: int) -> la.LinearOperator:
 
 
 def test_user_operator_on_vec3_arrays_and_strided_vectors():
-    """A LinearOperator of the user's (a kernel over vec3d entries) solves with every method, with the
-    solution written through a strided view; the result is SciPy's on the equivalent scalar system."""
+    """A LinearOperator of the user's (a kernel over vec3d entries) solves with every method, with b and the
+    solution strided views; the result is SciPy's on the equivalent scalar system."""
     n = 10
     rng = np.random.default_rng(3)
     b_np = rng.standard_normal((n, 3))
@@ -123,7 +123,7 @@ def test_user_operator_on_vec3_arrays_and_strided_vectors():
     for solver in (la.cg, la.cr, la.bicgstab, la.gmres):
         storage = wp.zeros(2 * n, dtype=wp.vec3d)
         x = storage[::2]
-        b = wp.array(b_np, dtype=wp.vec3d)
+        b = wp.array(np.repeat(b_np, 3, axis=0), dtype=wp.vec3d)[::3]
         _, err, atol = solver(_laplacian_operator(n), b, x, tol=1e-12, M=wp.full(n, 1.0 / 3.0, dtype=wp.float64))
         assert err <= atol
         np.testing.assert_allclose(x.numpy(), ref, atol=1e-10)
@@ -141,6 +141,9 @@ def test_diagonal_operators():
         iters, err, _ = la.cg(diag, wp.array(b_np, dtype=wp.vec3), x, maxiter=10)
         np.testing.assert_allclose(x.numpy(), expect, rtol=1e-6)
         assert la.aslinearoperator(diag).shape == (2,)
+    with pytest.raises(ValueError, match="contiguous"):
+        strided = wp.zeros(4, dtype=wp.vec3)[::2]
+        la.aslinearoperator(wp.array(d_vec, dtype=wp.vec3)).matvec(strided, strided, strided, 1.0, 0.0)
 
 
 def test_dense_matvec_is_alpha_Ax_plus_beta_y():
