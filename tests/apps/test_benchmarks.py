@@ -51,3 +51,11 @@ def test_interop_benchmark_runs():
     r = bench_interop.main(["--iters", "50", "--rounds", "1"])
     ours = r["loomwork"]
     assert len(ours) == 16 and all(v > 0 for v in ours.values())
+
+
+def test_optim_benchmark_runs_and_solves():
+    """bench_optim on small sizes runs; its dense CG solve meets the tolerance."""
+    from loomwork.apps import bench_optim
+
+    r = bench_optim.main(["--n", "4096", "--m", "64"])
+    assert r["dense_residual"] < 1e-4 and all(r[k] > 0 for k in ("adam_step_s", "cg_iteration_s"))
