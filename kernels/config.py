@@ -37,7 +37,7 @@ fast_math: bool = False
 #: CPU launches with fewer threads than this run on the calling thread only
 cpu_serial_threshold: int = 8192
 
-#: CPU worker threads (None: one per core); set before the first launch
+#: CPU worker threads (None: one per core); a change resizes the pool at the next launch
 cpu_threads: int | None = None
 
 #: range loops with constant bounds and at most this many iterations (nested: in all) are unrolled, so the

@@ -19,12 +19,18 @@ from .backend import LAUNCH_T, Backend, BuildOptions, ErrorRecord, FaultSlot, La
 _PARALLEL_ZERO = 1 << 20  # bytes from which zero() uses the thread pool
 
 
+@cache
 def cpu_count() -> int:
     """Cores this process may use."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def pool_size() -> int:
+    """The thread pool size wp.config.cpu_threads asks for now."""
+    return config.cpu_threads or cpu_count()
 
 
 def runtime_loaded() -> bool:
@@ -46,7 +52,7 @@ def cpu_runtime() -> ctypes.CDLL:
     lib.lw_zero.restype = None
     lib.lw_digest.argtypes = [ctypes.c_void_p, ctypes.c_longlong]
     lib.lw_digest.restype = ctypes.c_uint64
-    lib.lw_set_num_threads(int(config.cpu_threads or cpu_count()))
+    lib.lw_set_num_threads(pool_size())
     return lib
 
 
@@ -59,8 +65,9 @@ def utils_library() -> ctypes.CDLL:
                                verbose=config.verbose, what="the loomwork.utils routines")
     lib = ctypes.CDLL(str(lib_path))
     parallel_for = ctypes.cast(rt.lw_parallel_for, ctypes.c_void_p).value
-    lib.lw_utils_init.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    lib.lw_utils_init(parallel_for, rt.lw_get_num_threads())
+    threads = ctypes.cast(rt.lw_get_num_threads, ctypes.c_void_p).value
+    lib.lw_utils_init.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.lw_utils_init(parallel_for, threads)
     p, n = ctypes.c_void_p, ctypes.c_longlong
     for name in ("lw_sum_f32", "lw_sum_f64"):
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, n], ctypes.c_double
@@ -92,12 +99,15 @@ def _cpu_name() -> str:
 
 
 def _launcher(fn: int, launch: Any) -> Launcher:
-    """The runtime's call record (range function, size, serial threshold), then `lw::launch_t`."""
+    """The runtime's call record (range function, size, serial threshold, pool size), then `lw::launch_t`.
+    The pool size travels with every launch, so a new wp.config.cpu_threads resizes the pool at the next one."""
 
     def header(size: int, dims: tuple[int, ...], fault: int = 0) -> tuple:
+        threads = pool_size()
         if len(dims) == 1:
-            return (fn, size, config.cpu_serial_threshold, size, 1, size, 1, 1, 1, 0, fault)
-        return (fn, size, config.cpu_serial_threshold, size, len(dims), *dims, *(1,) * (4 - len(dims)), 0, fault)
+            return (fn, size, config.cpu_serial_threshold, threads, size, 1, size, 1, 1, 1, 0, fault)
+        return (fn, size, config.cpu_serial_threshold, threads, size, len(dims), *dims, *(1,) * (4 - len(dims)), 0,
+                fault)
 
     return Launcher(header, launch)
 
@@ -134,7 +144,7 @@ class CpuBackend(Backend):
 
     name = "cpu"
     host_accessible = True
-    launch_format = "Qqq" + LAUNCH_T
+    launch_format = "Qqqq" + LAUNCH_T
     dlpack_device_type = 1  # kDLCPU
 
     def device_name(self) -> str:
