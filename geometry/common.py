@@ -40,7 +40,7 @@ def host_library() -> ctypes.CDLL:
     rt = cpu_runtime()
     source = (NATIVE_DIR / "bvh_build.cpp").read_text()
     path = build_cpu(source, "geometry", config.kernel_cache_dir, debug=False, fast_math=False,
-                     verbose=config.verbose, what="the loomwork.geometry host routines")
+                     verbose=config.reports_builds(), what="the loomwork.geometry host routines")
     lib = ctypes.CDLL(str(path))
     p, i = ctypes.c_void_p, ctypes.c_int
     lib.lw_geometry_init.argtypes = [p, p]

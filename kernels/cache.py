@@ -37,6 +37,7 @@ STALE_AFTER = 600.0
 
 _ABSENT = "absent"
 _cleaned: set[Path] = set()  # cache folders already swept for stale temporaries by this process
+_built: set[Path] = set()  # entries this process built (wp.config.cache_kernels = False reuses only these)
 
 
 def _current_uid() -> int:
@@ -221,23 +222,27 @@ def _publish(root: Path, key: str, artifact: str, produce: Callable[[Path], None
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def cached(cache_dir: str, key: str, artifact: str, produce: Callable[[Path], None], what: str) -> Path:
+def cached(cache_dir: str, key: str, artifact: str, produce: Callable[[Path], None], what: str,
+           reuse: bool = True) -> Path:
     """The path of `<cache_dir>/<key>/<artifact>`, checked against its recorded digest; when the entry is
-    missing or damaged, `produce(folder)` writes the artifact into an empty folder that becomes the entry."""
+    missing or damaged, `produce(folder)` writes the artifact into an empty folder that becomes the entry.
+    With `reuse` False (wp.config.cache_kernels), an entry this process did not build is built again."""
     root = _cache_root(cache_dir)
     folder = root / key
-    if _problem(folder, artifact) is None:
+    if (reuse or folder in _built) and _problem(folder, artifact) is None:
         return folder / artifact
     _clean_stale(root)
     with _locked(root, key):
         problem = _problem(folder, artifact)  # another thread or process may have built it meanwhile
-        if problem is None:
+        if problem is None and (reuse or folder in _built):
             return folder / artifact
-        if problem != _ABSENT:
+        if problem not in (None, _ABSENT):
             warnings.warn(f"loomwork: the cached build of {what} in {folder} is damaged ({problem}); "
                           "rebuilding it", RuntimeWarning, stacklevel=3)
+        if problem != _ABSENT:
             trash = Path(tempfile.mkdtemp(prefix=f".tmp-{key}.", dir=root))
             os.rename(folder, trash / "old")
             shutil.rmtree(trash, ignore_errors=True)
         _publish(root, key, artifact, produce)
+        _built.add(folder)
     return folder / artifact

@@ -19,18 +19,12 @@ from .backend import LAUNCH_T, Backend, BuildOptions, ErrorRecord, FaultSlot, La
 _PARALLEL_ZERO = 1 << 20  # bytes from which zero() uses the thread pool
 
 
-@cache
 def cpu_count() -> int:
     """Cores this process may use."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
-
-
-def pool_size() -> int:
-    """The thread pool size wp.config.cpu_threads asks for now."""
-    return config.cpu_threads or cpu_count()
 
 
 def runtime_loaded() -> bool:
@@ -43,7 +37,7 @@ def cpu_runtime() -> ctypes.CDLL:
     """Build (first use only) and load the runtime; its `lw_launch` runs a kernel's range function."""
     source = (build.NATIVE_DIR / "runtime.cpp").read_text()
     lib_path = build.build_cpu(source, "runtime", config.kernel_cache_dir, debug=False, fast_math=False,
-                               verbose=config.verbose, what="the loomwork CPU runtime")
+                               verbose=config.reports_builds(), what="the loomwork CPU runtime")
     lib = ctypes.CDLL(str(lib_path))
     lib.lw_launch.restype = None  # no argtypes: its one argument is a bytes object, passed as char*
     lib.lw_set_num_threads.argtypes = [ctypes.c_int]
@@ -52,7 +46,7 @@ def cpu_runtime() -> ctypes.CDLL:
     lib.lw_zero.restype = None
     lib.lw_digest.argtypes = [ctypes.c_void_p, ctypes.c_longlong]
     lib.lw_digest.restype = ctypes.c_uint64
-    lib.lw_set_num_threads(pool_size())
+    lib.lw_set_num_threads(config.cpu_threads or 0)
     return lib
 
 
@@ -62,7 +56,7 @@ def utils_library() -> ctypes.CDLL:
     rt = cpu_runtime()
     source = (build.NATIVE_DIR / "utils.cpp").read_text()
     lib_path = build.build_cpu(source, "utils", config.kernel_cache_dir, debug=False, fast_math=False,
-                               verbose=config.verbose, what="the loomwork.utils routines")
+                               verbose=config.reports_builds(), what="the loomwork.utils routines")
     lib = ctypes.CDLL(str(lib_path))
     parallel_for = ctypes.cast(rt.lw_parallel_for, ctypes.c_void_p).value
     threads = ctypes.cast(rt.lw_get_num_threads, ctypes.c_void_p).value
@@ -99,15 +93,15 @@ def _cpu_name() -> str:
 
 
 def _launcher(fn: int, launch: Any) -> Launcher:
-    """The runtime's call record (range function, size, serial threshold, pool size), then `lw::launch_t`.
-    The pool size travels with every launch, so a new wp.config.cpu_threads resizes the pool at the next one."""
+    """The runtime's call record (range function, size, serial threshold, pool size: config.cpu_launch), then
+    `lw::launch_t`. The pool size travels with every launch, so a new wp.config.cpu_threads resizes the pool at
+    the next one."""
 
     def header(size: int, dims: tuple[int, ...], fault: int = 0) -> tuple:
-        threads = pool_size()
+        serial, threads = config.cpu_launch
         if len(dims) == 1:
-            return (fn, size, config.cpu_serial_threshold, threads, size, 1, size, 1, 1, 1, 0, fault)
-        return (fn, size, config.cpu_serial_threshold, threads, size, len(dims), *dims, *(1,) * (4 - len(dims)), 0,
-                fault)
+            return (fn, size, serial, threads, size, 1, size, 1, 1, 1, 0, fault)
+        return (fn, size, serial, threads, size, len(dims), *dims, *(1,) * (4 - len(dims)), 0, fault)
 
     return Launcher(header, launch)
 
@@ -172,7 +166,8 @@ class CpuBackend(Backend):
             runtime_thread.start()
         try:
             return build.build_cpu(source, name, options.cache_dir, options.debug, options.fast_math,
-                                   options.verbose, what)
+                                   options.verbose, what, opt_level=options.opt_level, extra_flags=options.cpu_flags,
+                                   reuse=options.reuse)
         finally:  # also when this build fails: a runtime build cut off at exit would leave its compiler behind
             if runtime_thread is not None:
                 runtime_thread.join()

@@ -4,6 +4,7 @@
 // for (a change resizes the pool before the launch), then the kernel's own block.
 // Plain pthreads and compiler atomics only, so this file compiles in a fraction of a second.
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 typedef void (*lw_range_fn)(const void* blob, long long begin, long long end);
@@ -139,6 +140,12 @@ void reset_after_fork() {  // the child has no worker threads; it builds a new p
     pthread_mutex_init(&g_pool_mutex, nullptr);
 }
 
+int cores() {  // the cores this process may run on
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+    return (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 Pool* pool() {
     Pool* p = __atomic_load_n(&g_pool, __ATOMIC_ACQUIRE);
     if (p) return p;
@@ -150,7 +157,7 @@ Pool* pool() {
     }
     p = g_pool;
     if (!p) {
-        int n = g_requested_threads > 0 ? g_requested_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        int n = g_requested_threads > 0 ? g_requested_threads : cores();
         p = new Pool();
         p->start(n);
         __atomic_store_n(&g_pool, p, __ATOMIC_RELEASE);

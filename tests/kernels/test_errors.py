@@ -344,7 +344,7 @@ def test_local_assigned_on_some_paths_only():
         a[0] = y
 
     def empty_range(a: wp.array(dtype=float)):
-        for j in range(0):
+        for _j in range(0):
             y = 1.0
         a[0] = y
 
