@@ -830,6 +830,22 @@ def full_like(src: array, value: Any, device: Any = None, requires_grad: bool | 
     return full(src.shape, value, src.dtype, device or src.device, rg)
 
 
+def snapshot(a: Any) -> Any:
+    """A private copy of the memory an array argument refers to, with the same shape and strides (so the
+    original's gradient fits it), taken before a launch changes it (a Tape replays the launch's adjoint from
+    it); an indexedarray's data is copied, its indices shared. None for what this cannot copy."""
+    if isinstance(a, indexedarray):
+        data = snapshot(a.data)
+        return None if data is None else indexedarray(data, a.indices)
+    if not isinstance(a, array) or a.ptr is None:
+        return None
+    lo, nbytes = byte_span(a.shape, a.strides, T.type_size(a.dtype))
+    ptr, owner = a.device.backend.allocate(max(nbytes, 1), zero=False)
+    if nbytes:
+        a.device.backend.copy(ptr, a.ptr + lo, nbytes)
+    return array(ptr=ptr - lo, dtype=a.dtype, shape=a.shape, strides=a.strides, device=a.device, owner=owner)
+
+
 def clone(src: array, device: Any = None, requires_grad: bool | None = None) -> array:
     """A contiguous copy of `src`."""
     return src.clone(device=device, requires_grad=requires_grad)

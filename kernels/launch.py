@@ -22,7 +22,7 @@ import numpy as np
 
 from . import config, foreign
 from . import types as T
-from .array import DESC, MAX_DIMS, ArrayDesc, ArrayDescRef, array, indexedarray, pack_desc
+from .array import DESC, MAX_DIMS, ArrayDesc, ArrayDescRef, array, indexedarray, pack_desc, snapshot
 from .backend import ErrorRecord
 from .device import Device, get_device, get_devices
 from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
@@ -326,8 +326,14 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         return
     if hooks and config.verify_fp:
         _verify_fp(kernel, plan, params, lk.reads, "before")
+    saved = None
     if registry.recording and record_tape and registry.local.recorders:
         _check_differentiable(kernel, plan, params)
+        if lk.has_backward and lk.in_place is not None:
+            for tape in registry.local.recorders:
+                tape.before_launch(kernel, lk, params)
+            # arrays it reads, then updates: its adjoint replays from their values before the launch
+            saved = {i: snapshot(params[i]) for i in lk.in_place.restorable} or None
     if len(dims) == 1:
         size = dims[0]
     else:
@@ -350,7 +356,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
             fault = slot.take()
     if registry.recording and record_tape and fault is None:  # a launch that faulted did not run as written
         for tape in registry.local.recorders:
-            tape.record_launch(kernel, lk, dims, params, dev)
+            tape.record_launch(kernel, lk, dims, params, dev, saved)
     for i in lk.writes:
         v = params[i]
         if v.__class__ is array or v.__class__ is indexedarray:

@@ -341,6 +341,8 @@ class LoadedKernel:
     reads: frozenset  # positions of array parameters whose values the kernel reads
     writes: frozenset  # positions of array parameters the kernel may write
     null_tested: frozenset = frozenset()  # positions of array parameters it compares with null (wp.unot)
+    in_place: ir.InPlace | None = None  # the array parameters it reads and writes (what its adjoint needs)
+    filename: str = ""  # the Python file its source lines refer to
     plan: Any = None
 
 
@@ -457,10 +459,9 @@ class Module:
             adjoints = registry.adjoint_source(ctx.order, backward, debug, ctx.custom)
             return source + (adjoints if config.line_directives else build.without_line_directives(adjoints))
 
-        effects: dict[str, tuple] = {}
+        effects = ir.function_effects(ctx.order)
         null_tests: dict[str, frozenset] = {}
         for f in ctx.order:
-            effects[f.name] = ir.array_effects(f, effects)
             null_tests[f.name] = ir.null_tests(f, null_tests)
         if config.print_source:
             print(adjoint_source() if backward else source, file=sys.stderr)
@@ -483,7 +484,7 @@ class Module:
             entry = program.kernel(k.cname)
             reads, writes = ir.array_effects(fn, effects)
             loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes,
-                                         ir.null_tests(fn, null_tests))
+                                         ir.null_tests(fn, null_tests), ir.in_place(fn, effects), fn.filename)
 
         def build_adjoint() -> Program:
             return backend.load(backend.compile(adjoint_source(), f"{name}-adj", options, f"the adjoints of {what}"))
