@@ -69,7 +69,7 @@ log_level: int = LOG_INFO
 print_launches: bool = False
 
 #: check that every float in the arrays a launch reads is finite before it and in those it writes after it;
-#: a NaN or infinity raises FloatingPointError naming the kernel and the argument (host-accessible arrays)
+#: a NaN or infinity raises KernelRuntimeError naming the kernel and the argument (host-accessible arrays)
 verify_fp: bool = False
 
 #: print each kernel's typed IR and each module's generated source when it is built
