@@ -2,7 +2,6 @@
 do what they say."""
 
 import contextlib
-import os
 
 import numpy as np
 import pytest
@@ -174,13 +173,24 @@ def test_cache_kernels_off_rebuilds_what_an_earlier_process_built(tmp_path):
     assert len(builds) == 2 and (tmp_path / "entry" / "a.bin").read_bytes() == b"x"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
 
+    modules = tmp_path / "modules"
+    args = [wp.full(1, 2.0, dtype=float), wp.zeros(1, dtype=float)]
+    with settings(kernel_cache_dir=str(modules), verify_cuda=False):
+        wp.launch(reciprocal, 1, inputs=args)
+        (library,) = modules.glob("tests_kernels_test_config-*/module.so")
+        first = library.stat().st_ino
+        cache._built.discard(library.parent)  # as if an earlier process had built it
+        with settings(cache_kernels=False):
+            wp.launch(reciprocal, 1, inputs=args)
+    assert library.stat().st_ino != first
+
 
 def test_force_load_builds_modules_on_worker_threads():
     """force_load(max_workers=2) (or load_module_max_workers) builds several modules; a build error surfaces."""
     def body(a: wp.array(dtype=float)):
         a[0] = 5.0
 
-    kernels = [wp.kernel(body, module=f"test_config_workers_{os.getpid()}_{i}") for i in range(2)]
+    kernels = [wp.kernel(body, module=f"test_config_workers_{i}") for i in range(2)]
     with settings(load_module_max_workers=2):
         wp.force_load(modules=[k.module for k in kernels])
     assert all(k.module._last is not None for k in kernels)
@@ -188,7 +198,7 @@ def test_force_load_builds_modules_on_worker_threads():
     def broken(a: wp.array(dtype=float)):
         a[0] = undefined_name  # noqa: F821
 
-    bad = wp.kernel(broken, module=f"test_config_workers_{os.getpid()}_bad")
+    bad = wp.kernel(broken, module="test_config_workers_bad")
     with pytest.raises(NameError, match="undefined_name"):
         wp.force_load(modules=[kernels[0].module, bad.module], max_workers=2)
 
