@@ -1,4 +1,4 @@
-"""Kernel-layer benchmark on the CPU: saxpy bandwidth, launch overhead, build and load times.
+"""Kernel-layer benchmark on the CPU: saxpy bandwidth, launch overhead, graph replay, build and load times.
 
     python -m loomwork.apps.bench_kernels [--warp-python PATH] [--n 16777216] [--repeats 3]
 
@@ -157,8 +157,17 @@ for _ in range(5):
     for _ in range(20000):
         wp.launch(noop, dim=1, inputs=[a], device="cpu")
     per.append((time.perf_counter() - t0) / 20000)
-print(json.dumps({{"saxpy_s": best, "launch_s": min(per)}}))
+with wp.ScopedCapture(device="cpu") as capture:
+    for _ in range({graph_launches}):
+        wp.launch(noop, dim=1, inputs=[a], device="cpu")
+wp.capture_launch(capture.graph)
+replay = 1e9
+for _ in range(200):
+    t0 = time.perf_counter(); wp.capture_launch(capture.graph); replay = min(replay, time.perf_counter() - t0)
+print(json.dumps({{"saxpy_s": best, "launch_s": min(per), "replay_s": replay}}))
 """
+
+GRAPH_LAUNCHES = 100  # launches in the captured graph whose replay is timed
 
 
 @wp.kernel
@@ -170,6 +179,18 @@ def saxpy(x: wp.array(dtype=float), y: wp.array(dtype=float), a: float):
 @wp.kernel
 def noop(a: wp.array(dtype=float)):
     i = wp.tid()  # noqa: F841
+
+
+def graph_replay(a: wp.array, launches: int = GRAPH_LAUNCHES) -> tuple[float, float]:
+    """Seconds to launch a trivial kernel `launches` times one by one, and to replay those launches captured
+    in a graph (best of 200 each)."""
+    def one_by_one() -> None:
+        for _ in range(launches):
+            wp.launch(noop, dim=1, inputs=[a])
+
+    with wp.ScopedCapture() as capture:
+        one_by_one()
+    return best_time(one_by_one, 200), best_time(lambda: wp.capture_launch(capture.graph), 200)
 
 
 def c_openmp_saxpy(workdir: Path, threads: int):
@@ -231,10 +252,12 @@ def main(argv: list[str] | None = None) -> dict:
                 wp.launch(noop, dim=1, inputs=[a])
             launch.append((time.perf_counter() - t0) / 20000)
         t_launch = min(launch)
+        t_eager, t_replay = graph_replay(a)
         warp_rt = None
         if warp_python:
             try:
-                warp_rt = run_json(warp_python, WARP_RUNTIME_SCRIPT.format(n=n, reps=10), tmp)
+                script = WARP_RUNTIME_SCRIPT.format(n=n, reps=10, graph_launches=GRAPH_LAUNCHES)
+                warp_rt = run_json(warp_python, script, tmp)
             except Exception as e:  # a broken Warp install must not hide our own figures
                 print(f"(Warp runtime measurement failed: {e})")
         ours_build = load_times(sys.executable, "loomwork", tmp, args.repeats)
@@ -262,6 +285,12 @@ def main(argv: list[str] | None = None) -> dict:
     if warp_rt:
         ratio = t_launch / warp_rt["launch_s"]
         print(f"  Warp:     {warp_rt['launch_s'] * 1e6:6.2f} us   (loomwork/Warp = {ratio:.2f})")
+    print(f"\n{GRAPH_LAUNCHES} launches of that kernel, best of 200:")
+    print(f"  loomwork: one by one {t_eager * 1e6:7.1f} us, replayed from a captured graph {t_replay * 1e6:6.2f} us "
+          f"({t_eager / t_replay:.0f}x)")
+    if warp_rt:
+        print(f"  Warp:     replayed from a captured graph {warp_rt['replay_s'] * 1e6:6.2f} us   "
+              f"(loomwork/Warp = {t_replay / warp_rt['replay_s']:.2f})")
     print(f"\nbuilds of a one-kernel module, each in a new process (median of {args.repeats}):")
     rows = [("first build in an empty cache", "first"), ("rebuild after an edit", "edit"),
             ("load from the cache", "cached"), ("import of the package", "import")]
@@ -277,7 +306,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(line)
     if not warp_python:
         print("\n(Warp not measured: pass --warp-python /path/to/python-with-warp-lang)")
-    results.update(c_s=t_c, loomwork_s=t_lw, numpy_s=t_np, launch_s=t_launch, build=ours_build, big=ours_big,
+    results.update(c_s=t_c, loomwork_s=t_lw, numpy_s=t_np, launch_s=t_launch, eager_s=t_eager, replay_s=t_replay,
+                   build=ours_build, big=ours_big,
                    warp_runtime=warp_rt, warp_build=warp_build, warp_big=warp_big)
     return results
 

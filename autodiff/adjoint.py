@@ -21,7 +21,7 @@ from loomwork.kernels import types as T
 from loomwork.kernels.builtins import Overload
 from loomwork.kernels.codegen import SOURCE_NAME, Emitter, ctype, entry_points, number_lines, privatize, unique_slots
 from loomwork.kernels.ir import ArrayType, Use, Var
-from loomwork.kernels.structs import is_struct, struct_differentiable
+from loomwork.kernels.structs import is_struct, is_tuple, struct_differentiable
 
 from .normalize import normalize
 
@@ -481,10 +481,18 @@ def function_adjoint(fn: ir.Function, debug: bool, grad_ir: ir.Function | None =
         parts.append("\n".join(plain.lines))
     if grad_ir is not None:
         plain = Emitter(debug)
-        tail = [f"{ctype(grad_ir.params[-1].type)} {grad_ir.params[-1].name}"] if ret_t is not None else []
+        n_ret = 0 if ret_t is None else len(ret_t.fields) if is_tuple(ret_t) else 1
+        adj_rets = grad_ir.params[len(grad_ir.params) - n_ret:]
+        if n_ret > 1:  # adj_ret0, adj_ret1...: the fields of the tuple's adjoint
+            tail = [f"{ret} lw_adj_ret"]
+        else:
+            tail = [f"{ctype(p.type)} {p.name}" for p in adj_rets]
         plain.out(f"static LW_DEVICE void adj_{name}({plain.params(params + adj_params + tail)})")
         plain.out("{")
         plain.depth = 1
+        if n_ret > 1:
+            for k, p in enumerate(adj_rets):
+                plain.out(f"{ctype(p.type)} {p.name} = lw_adj_ret.f{k};")
         plain.map_lines(grad_ir)
         plain.declare(grad_ir)
         plain.block(grad_ir.body)

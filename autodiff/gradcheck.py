@@ -202,7 +202,7 @@ def gradcheck_tape(tape: Tape, eps: float = 1e-4, atol: float = 1e-3, rtol: floa
         if not hasattr(entry, "kernel"):
             continue
         k = entry.kernel
-        loaded = k.module.load(entry.device).kernels[k.key]
+        loaded = k.module.load(entry.device).kernel(k.key)
         order = sorted(range(len(entry.params)), key=lambda i: (i in loaded.writes and i not in loaded.reads, i))
         if order != list(range(len(order))):
             raise ValueError(f"gradcheck_tape: kernel '{k.key}' interleaves inputs and outputs; check it with "

@@ -40,6 +40,7 @@ from loomwork.kernels.array import array, byte_span, indexedarray
 from loomwork.kernels.errors import LoomworkError
 from loomwork.kernels.extensions import registry
 from loomwork.kernels.launch import launch
+from loomwork.kernels.stream import capturing_graph
 
 from .adjoint import differentiable
 
@@ -58,6 +59,7 @@ class _Launch:
     writes: set  # the memory (see _memory) of the arrays it may write
     scope: tuple = ()
     saved: dict | None = None  # position -> a copy, taken before the launch, of an array it read then updated
+    fresh: list = field(default_factory=list)  # recorded in a graph capture: the reads each replay refreshes
 
     def arrays(self) -> list[array]:
         views = [p for p in self.params if isinstance(p, array | indexedarray)]
@@ -72,6 +74,20 @@ class _Launch:
                 data.grad = original.grad
                 params[i] = copy
         launch(self.kernel, self.dims, inputs=params, device=self.device, adjoint=True, record_tape=False)
+
+    def capture_ended(self) -> None:
+        """The graph capture this launch was recorded in ended: the inputs nothing later in the capture
+        overwrote are the ones each replay of the graph reads afresh (see `replayed`)."""
+        self.fresh = [version is None or a._storage.version == version for _, a, version, _ in self.reads]
+
+    def replayed(self) -> None:
+        """The graph holding this launch ran again and read those inputs as they are now: later writes are
+        measured from here (a graph replayed with new parameters gives their gradient at backward)."""
+        for k, (i, a, version, digest) in enumerate(self.reads):
+            if self.fresh[k]:
+                if digest is not None:
+                    digest = a._storage.digest() if isinstance(a, array) else _foreign_digest(a, self.device)
+                self.reads[k] = (i, a, a._storage.version if version is not None else None, digest)
 
 
 @dataclass
@@ -167,8 +183,11 @@ class Tape:
                                    if isinstance(b, array))
                 reads.append((i, a, version, digest))
         writes = {_memory(a) for i in loaded.writes for a in _read_arrays(params[i])}
-        self.launches.append(_Launch(kernel, dims, list(params), device, reads, writes, tuple(self._scope),
-                                     saved or None))
+        entry = _Launch(kernel, dims, list(params), device, reads, writes, tuple(self._scope), saved or None)
+        self.launches.append(entry)
+        graph = capturing_graph(device)
+        if graph is not None:  # replays of the graph re-run the launch: they refresh what it read
+            graph.watch(entry)
 
     def record_func(self, backward: Callable[[], Any], arrays: list) -> None:
         """Record a Python function's backward step (it reads and writes the `.grad` of `arrays`)."""
@@ -182,7 +201,8 @@ class Tape:
 
     def record_scope_end(self) -> None:
         if not self._scope:
-            raise RuntimeError("Tape.record_scope_end without a matching record_scope_begin")
+            raise RuntimeError("ended tape scope, but scope not present: Tape.record_scope_end without a matching "
+                               "record_scope_begin")
         self._scope.pop()
 
     @contextmanager
@@ -208,6 +228,12 @@ class Tape:
                 seen.setdefault(id(a), a)
         return list(seen.values())
 
+    @property
+    def gradients(self) -> dict:
+        """{array: its gradient array} for every array the recorded launches touched that has one
+        (Warp's `tape.gradients[a]`)."""
+        return {a: a.grad for a in self.arrays() if a.grad is not None}
+
     def get_adjoint(self, a: array) -> array | None:
         """The gradient buffer of `a` (None when it has none)."""
         return a.grad
@@ -226,9 +252,14 @@ class Tape:
 
     def backward(self, loss: array | None = None, grads: dict | None = None) -> None:
         """Propagate gradients from `loss` (a 1-element array, seeded with 1) or from `grads`
-        ({array: adjoint}) back through every recorded launch, into the arrays' `.grad`."""
+        ({array: adjoint}) back through every recorded launch, into the arrays' `.grad`. With neither, the
+        gradients the arrays hold now are the seeds (Warp's form: set `y.grad`, then `tape.backward()`),
+        and nothing is zeroed first."""
         if loss is None and not grads:
-            raise ValueError("Tape.backward needs loss=<a 1-element array> or grads={array: adjoint}")
+            self._check_overwrites()
+            for entry in reversed(self.launches):
+                entry.backward()
+            return
         seeds: dict[int, tuple[array, Any]] = {}
         if loss is not None:
             if not isinstance(loss, array):

@@ -6,12 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from . import types as T
-from .array import array, indexedarray
+from .array import array, fixedarray, indexedarray
 from .ir import ArrayType
 
 
 def arg_type(ann: Any) -> Any:
     """The kernel type an annotation names (an array annotation, a scalar, vector, matrix or record type)."""
+    if isinstance(ann, fixedarray):
+        if ann.fixed_shape is None:
+            raise TypeError("wp.fixedarray annotations need a shape, e.g. wp.fixedarray(shape=(2, 3), dtype=int)")
+        return T.local_array_type(ann.fixed_shape, ann.dtype)
     if isinstance(ann, indexedarray):
         return ArrayType(ann.dtype, ann.ndim, indexed=True)
     if isinstance(ann, array):

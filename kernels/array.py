@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import struct
+import typing
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,10 @@ from . import dlpack, foreign
 from . import types as T
 from .device import Device, get_device
 from .errors import DeviceError
+from .extensions import registry
 from .foreign import MAX_DIMS, contiguous_strides
+from .memory import tracker
+from .stream import TIMING_MEMCPY, TIMING_MEMSET, capturing_graph, submit
 
 
 class ArrayDesc(ctypes.Structure):
@@ -74,9 +78,12 @@ class _Storage:
     wrapped NumPy buffer or a `ptr=`/`from_ptr` alias); a Tape then compares a checksum of the
     memory (`digest`). When memory a Tape read while it was private (`watched`) is first exposed,
     its checksum at that moment (the content the Tape saw, if the version is unchanged) is kept as
-    `snapshot`: (version, checksum)."""
+    `snapshot`: (version, checksum).
 
-    __slots__ = ("version", "writer", "exposed", "watched", "snapshot", "device", "ptr", "nbytes")
+    While a graph capture has recorded a write to the memory that has not run yet, `captured` is that
+    graph: Python may not read or hand out the memory then (it would see the values from before)."""
+
+    __slots__ = ("version", "writer", "exposed", "watched", "snapshot", "device", "ptr", "nbytes", "captured")
 
     def __init__(self, device: Device | None = None, ptr: int = 0, nbytes: int = 0) -> None:
         self.version = 0
@@ -85,8 +92,16 @@ class _Storage:
         self.watched = False
         self.snapshot: tuple[int, int | None] | None = None
         self.device, self.ptr, self.nbytes = device, ptr, nbytes
+        self.captured: Any = None
+
+    def check_host_access(self, what: str) -> None:
+        """Raise if a graph capture has recorded a write to this memory that has not run yet."""
+        if self.captured is not None:
+            self.captured.refuse_host_access(what)
 
     def expose(self) -> None:
+        if self.captured is not None:
+            self.captured.refuse_host_access("handing the memory to Python (.numpy(), an array protocol)")
         if not self.exposed:
             self.exposed = True
             if self.watched:
@@ -137,6 +152,44 @@ def byte_span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -
     lo = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s < 0)
     hi = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s > 0) + itemsize
     return lo, hi - lo
+
+
+# wp.map's entry for the arrays' arithmetic operators, set by kernels/mapping.py (a module above this one):
+# (builtin name, *operands, out=None) -> array
+ELEMENTWISE: list = [None]
+
+
+def _operator(name: str, reverse: bool = False, in_place: bool = False) -> Any:
+    def op(self: array, other: Any = None) -> Any:
+        operands = (self,) if other is None and name in ("neg", "pos") else (other, self) if reverse else (self, other)
+        if not all(isinstance(x, array | T.ScalarType | T._CompositeMixin | int | float) for x in operands):
+            return NotImplemented
+        result = ELEMENTWISE[0](name, *operands, out=self if in_place else None)
+        return self if in_place else result
+
+    op.__name__ = f"__{'r' if reverse else 'i' if in_place else ''}{name}__"
+    op.__doc__ = f"Elementwise {name} by a kernel (wp.map), broadcasting as NumPy does."
+    return op
+
+
+def _subscript_dtype(params: Any) -> Any:
+    """The dtype of an annotation `wp.array[dtype]` / `wp.array[dtype, ndim]` (ndim an int or Literal[int])."""
+    return params[0] if isinstance(params, tuple) else params
+
+
+def _subscript_ndim(cls: type, params: Any) -> int | None:
+    if not isinstance(params, tuple):
+        return None
+    if len(params) != 2:
+        raise TypeError(f"{cls.__name__}[...] takes a dtype and optionally ndim, got {len(params)} parameters")
+    ndim = params[1]
+    if typing.get_origin(ndim) is typing.Literal:
+        (ndim,) = typing.get_args(ndim)
+    if not isinstance(ndim, int) or not 1 <= ndim <= 4:
+        raise TypeError(f"{cls.__name__}[dtype, ndim]: ndim must be 1 to 4 (an int or Literal[int]), got {ndim!r}")
+    if cls._default_ndim is not None and cls._default_ndim != ndim:
+        raise TypeError(f"{cls.__name__} has ndim {cls._default_ndim}, not {ndim}")
+    return ndim
 
 
 class array:  # noqa: N801 - Warp's public name
@@ -217,6 +270,8 @@ class array:  # noqa: N801 - Warp's public name
     def _init_new(self, shape: tuple[int, ...], zero: bool) -> None:
         nbytes = max(int(np.prod(shape)) * T.type_size(self.dtype), 1)
         ptr, owner = self.device.backend.allocate(nbytes, zero=zero)
+        if tracker.enabled:
+            tracker.allocated(owner, nbytes, self.device)
         self._init_view(ptr, shape, None, owner)
         self.capacity = nbytes
 
@@ -261,6 +316,7 @@ class array:  # noqa: N801 - Warp's public name
             self._init_structs(data, shape)
             return
         if isinstance(data, array):
+            data._storage.check_host_access("copying it into a new array")
             src = data._host()
             if self.dtype is None:
                 self.dtype = data.dtype
@@ -324,12 +380,16 @@ class array:  # noqa: N801 - Warp's public name
                                     f"got {type(x).__name__}")
             records = np.frombuffer(b"".join(bytes(x._pack()) for x in items), dtype=record)
         self._init_new(_normalize_shape(shape if shape is not None else records.shape or (records.size,)), zero=False)
-        self._host()[...] = records.reshape(self.shape)
+        records = np.ascontiguousarray(records)
+        if records.size != self.size:
+            raise ValueError(f"{records.size} {self.dtype.__name__} values for an array of shape {self.shape}")
+        # byte for byte: NumPy's view of a ctypes record and the array's own layout name the padding differently
+        ctypes.memmove(self._host().ctypes.data, records.ctypes.data, records.nbytes)
 
     # -- the array as a value -------------------------------------------------------------
 
-    def __class_getitem__(cls, dtype: Any) -> array:
-        return cls(dtype=dtype)
+    def __class_getitem__(cls, params: Any) -> array:
+        return cls(dtype=_subscript_dtype(params), ndim=_subscript_ndim(cls, params))
 
     @property
     def is_contiguous(self) -> bool:
@@ -463,12 +523,25 @@ class array:  # noqa: N801 - Warp's public name
         return a.astype(dtype) if dtype is not None else a
 
     def list(self) -> list:
-        """The elements as a Python list (vectors and matrices as their types)."""
+        """The elements as a Python list (vectors, matrices and structs as their types)."""
+        self._storage.check_host_access("list()")
+        if T.is_struct_type(self.dtype):
+            return [self.dtype.from_bytes(r.tobytes()) for r in self._host().reshape(-1)]
         flat = T.from_storage(T.elem_scalar(self.dtype), self._host()).reshape(
             (self.size,) + (self.dtype._shape_ if T.is_composite(self.dtype) else ()))
         if T.is_composite(self.dtype):
             return [self.dtype(x) for x in flat]
         return flat.tolist()
+
+    __add__, __radd__, __iadd__ = _operator("add"), _operator("add", True), _operator("add", in_place=True)
+    __sub__, __rsub__, __isub__ = _operator("sub"), _operator("sub", True), _operator("sub", in_place=True)
+    __mul__, __rmul__, __imul__ = _operator("mul"), _operator("mul", True), _operator("mul", in_place=True)
+    __truediv__, __rtruediv__, __itruediv__ = _operator("div"), _operator("div", True), _operator("div", in_place=True)
+    __floordiv__, __rfloordiv__ = _operator("floordiv"), _operator("floordiv", True)
+    __ifloordiv__ = _operator("floordiv", in_place=True)
+    __mod__, __rmod__, __imod__ = _operator("mod"), _operator("mod", True), _operator("mod", in_place=True)
+    __pow__, __rpow__, __ipow__ = _operator("pow"), _operator("pow", True), _operator("pow", in_place=True)
+    __neg__, __pos__ = _operator("neg"), _operator("pos")
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -477,6 +550,7 @@ class array:  # noqa: N801 - Warp's public name
         return f"array(shape={self.shape}, dtype={T.type_name(self.dtype)}, device={self.device})"
 
     def __str__(self) -> str:
+        self._storage.check_host_access("str()")
         return str(T.from_storage(T.elem_scalar(self.dtype), self._host())) if self.ptr is not None else repr(self)
 
     # -- views ----------------------------------------------------------------------------
@@ -488,6 +562,9 @@ class array:  # noqa: N801 - Warp's public name
             raise IndexError(f"too many indices ({len(key)}) for an array of {self.ndim} dimensions")
         if all(isinstance(k, int | np.integer) for k in key) and len(key) == self.ndim:
             self._check_host("element access")
+            self._storage.check_host_access("element access")
+            if T.is_struct_type(self.dtype):
+                return self.dtype.from_bytes(self._host()[key].tobytes())
             v = T.from_storage(T.elem_scalar(self.dtype), self._host()[key])
             return self.dtype(v) if T.is_composite(self.dtype) else v.item()
         ptr, shape, strides = self.ptr or 0, [], []
@@ -517,6 +594,7 @@ class array:  # noqa: N801 - Warp's public name
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check_host("element assignment")
         self._check_writable("element assignment")
+        self._storage.check_host_access("element assignment")
         self._storage.bump("element assignment")
         self._host()[key] = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
             value.numpy_value() if isinstance(value, T._CompositeMixin) else value))
@@ -566,17 +644,19 @@ class array:  # noqa: N801 - Warp's public name
         """Set every element to `value` (a scalar, or a vector/matrix for such dtypes)."""
         self._check_host("fill_")
         self._check_writable("fill_")
-        self._storage.bump("fill_()")
         if self.size and T.is_struct_type(self.dtype):
             record = value._pack() if isinstance(value, self.dtype) else None
             if record is None and value != 0:
                 raise TypeError(f"fill_ of an array of {self.dtype.__name__} takes a {self.dtype.__name__} or 0")
-            self._host()[...] = np.frombuffer(bytes(record), dtype=np.dtype(self.dtype._ctype))[0] if record else 0
-            return self
+            v = np.frombuffer(bytes(record), dtype=np.dtype(self.dtype._ctype))[0] if record else 0
+        elif self.size:
+            v = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
+                value.numpy_value() if isinstance(value, T._CompositeMixin) else
+                value.value if isinstance(value, T.ScalarType) else value))
         if self.size:
-            v = np.asarray(value.numpy_value() if isinstance(value, T._CompositeMixin) else
-                           value.value if isinstance(value, T.ScalarType) else value)
-            self._host()[...] = T.to_storage(T.elem_scalar(self.dtype), v)
+            submit(self.device, None, _set_all, (self._host(), v), ((self._storage, "fill_()"),), "memset",
+                   TIMING_MEMSET)
+        self._storage.bump("fill_()")
         return self
 
     fill = fill_
@@ -585,8 +665,9 @@ class array:  # noqa: N801 - Warp's public name
         """Set every element to zero (contiguous arrays by the device's backend: large ones on every CPU core)."""
         self._check_writable("zero_")
         if self.ptr is not None and self.is_contiguous:
+            submit(self.device, None, self.device.backend.zero, (self.ptr, self.size * T.type_size(self.dtype)),
+                   ((self._storage, "zero_()"),), "memset", TIMING_MEMSET, (self,))
             self._storage.bump("zero_()")
-            self.device.backend.zero(self.ptr, self.size * T.type_size(self.dtype))
             return self
         return self.fill_(0)
 
@@ -594,23 +675,37 @@ class array:  # noqa: N801 - Warp's public name
         """Copy the values of `src` (an array, NumPy array or sequence of matching shape) into this array."""
         self._check_host("assign")
         self._check_writable("assign")
-        self._storage.bump("assign()")
         st = T.elem_scalar(self.dtype)
-        if isinstance(src, array):  # bits when the types agree, values otherwise
-            src_st = T.elem_scalar(src.dtype)
-            values = src._host() if src_st is st else T.from_storage(src_st, src._host())
+        dst = self._host()
+        writes = ((self._storage, "assign()"),)
+        if isinstance(src, array):  # read when the copy runs (a graph capture records it)
+            src._check_host("assign")
+            n = src.size * (int(np.prod(src.dtype._shape_)) if T.is_composite(src.dtype) else 1)
+            if n != dst.size:
+                raise ValueError(f"assign: source has {n} values, array has {dst.size}")
+            submit(self.device, None, _assign_array, (dst, src, st), writes, "memcpy", TIMING_MEMCPY)
         else:
             values = np.asarray(src)
-        dst = self._host()
-        if values.size != dst.size:
-            raise ValueError(f"assign: source has {values.size} values, array has {dst.size}")
-        dst[...] = T.to_storage(st, values.reshape(dst.shape), raw_bits=True)
+            if values.size != dst.size:
+                raise ValueError(f"assign: source has {values.size} values, array has {dst.size}")
+            v = T.to_storage(st, values.reshape(dst.shape), raw_bits=True)
+            if capturing_graph(self.device) is not None:
+                v = v.copy()  # the values as they are now, whatever happens to `src` before the graph runs
+            submit(self.device, None, _set_all, (dst, v), writes, "memcpy", TIMING_MEMCPY)
+        self._storage.bump("assign()")
         return self
 
     def clone(self, device: Any = None, requires_grad: bool | None = None) -> array:
         """A contiguous copy, on `device` (default: the same device)."""
         rg = self.requires_grad if requires_grad is None else requires_grad
-        return array(self._host(), dtype=self.dtype, device=device or self.device, requires_grad=rg)
+        dev = self.device if device is None else get_device(device)
+        if dev == self.device and self.ptr is not None:  # a new array and a copy (which a graph capture records)
+            out = empty(self.shape, self.dtype, dev, rg)
+            if self.size:
+                copy(out, self)
+            return out
+        self._storage.check_host_access("clone()")
+        return array(self._host(), dtype=self.dtype, device=dev, requires_grad=rg)
 
     def to(self, device: Any) -> array:
         """This array on `device` (itself when already there)."""
@@ -618,6 +713,18 @@ class array:  # noqa: N801 - Warp's public name
 
 
 _sizes: dict[Any, int] = {}  # dtype -> bytes per element, for `_wrap`
+
+
+def _set_all(view: np.ndarray, values: Any) -> None:
+    view[...] = values
+
+
+def _assign_array(dst: np.ndarray, src: array, st: Any) -> None:
+    """`dst` (a host view of an array of scalar type `st`) takes the values of `src`: its bits when their
+    scalar types agree, its values converted otherwise."""
+    src_st = T.elem_scalar(src.dtype)
+    values = src._host() if src_st is st else T.from_storage(src_st, src._host())
+    dst[...] = T.to_storage(st, values.reshape(dst.shape), raw_bits=True)
 
 
 def _size(dtype: Any) -> int:
@@ -716,8 +823,8 @@ class indexedarray:  # noqa: N801 - Warp's public name
         self.device = data.device
         self._storage = data._storage  # writes through the view are writes to the data
 
-    def __class_getitem__(cls, dtype: Any) -> indexedarray:
-        return cls(dtype=dtype)
+    def __class_getitem__(cls, params: Any) -> indexedarray:
+        return cls(dtype=_subscript_dtype(params), ndim=_subscript_ndim(cls, params))
 
     def _desc_bytes(self) -> bytes:
         desc = IndexedDesc()
@@ -754,6 +861,16 @@ class indexedarray3d(indexedarray):  # noqa: N801
 
 class indexedarray4d(indexedarray):  # noqa: N801
     _default_ndim = 4
+
+
+class fixedarray(array):  # noqa: N801 - Warp's public name
+    """The annotation of a fixed-size local array (what `wp.zeros(shape, dtype)` makes inside a kernel), e.g.
+    a @wp.func's return type `-> wp.fixedarray(shape=(2, 3), dtype=int)`. Not an array of Python scope."""
+
+    def __init__(self, dtype: Any = Any, shape: Any = None) -> None:
+        super().__init__(dtype=dtype)
+        self.fixed_shape = (shape,) if isinstance(shape, int) else tuple(shape) if shape is not None else None
+        self.ndim = len(self.fixed_shape) if self.fixed_shape else 1
 
 
 class array1d(array):  # noqa: N801
@@ -830,20 +947,23 @@ def full_like(src: array, value: Any, device: Any = None, requires_grad: bool | 
     return full(src.shape, value, src.dtype, device or src.device, rg)
 
 
-def snapshot(a: Any) -> Any:
+def snapshot(a: Any, stream: Any = None) -> Any:
     """A private copy of the memory an array argument refers to, with the same shape and strides (so the
-    original's gradient fits it), taken before a launch changes it (a Tape replays the launch's adjoint from
-    it); an indexedarray's data is copied, its indices shared. None for what this cannot copy."""
+    original's gradient fits it), taken before a launch on `stream` changes it (a Tape replays the launch's
+    adjoint from it; in a graph capture the copy is recorded too, so each replay takes it afresh); an
+    indexedarray's data is copied, its indices shared. None for what this cannot copy."""
     if isinstance(a, indexedarray):
-        data = snapshot(a.data)
+        data = snapshot(a.data, stream)
         return None if data is None else indexedarray(data, a.indices)
     if not isinstance(a, array) or a.ptr is None:
         return None
     lo, nbytes = byte_span(a.shape, a.strides, T.type_size(a.dtype))
     ptr, owner = a.device.backend.allocate(max(nbytes, 1), zero=False)
+    copy = array(ptr=ptr - lo, dtype=a.dtype, shape=a.shape, strides=a.strides, device=a.device, owner=owner)
     if nbytes:
-        a.device.backend.copy(ptr, a.ptr + lo, nbytes)
-    return array(ptr=ptr - lo, dtype=a.dtype, shape=a.shape, strides=a.strides, device=a.device, owner=owner)
+        submit(a.device, stream, a.device.backend.copy, (ptr, a.ptr + lo, nbytes), ((copy._storage, "a Tape"),),
+               "memcpy (a Tape's copy)", TIMING_MEMCPY, (copy, a))
+    return copy
 
 
 def clone(src: array, device: Any = None, requires_grad: bool | None = None) -> array:
@@ -851,26 +971,60 @@ def clone(src: array, device: Any = None, requires_grad: bool | None = None) -> 
     return src.clone(device=device, requires_grad=requires_grad)
 
 
-def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, count: int = 0) -> None:
-    """Copy `count` elements (default: all of `src`) from `src` to `dest`, at flat element offsets."""
+def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, count: int = 0,
+         stream: Any = None) -> None:
+    """Copy `count` elements (default: all of `src`) from `src` to `dest`, at flat element offsets (on
+    `stream`, default: the current stream of `dest`'s device)."""
     if not isinstance(dest, array) or not isinstance(src, array):
         raise TypeError("wp.copy takes two arrays")
     if T.type_size(dest.dtype) != T.type_size(src.dtype):
         raise TypeError(f"wp.copy: element sizes differ ({T.type_name(src.dtype)} -> {T.type_name(dest.dtype)})")
     dest._check_writable("wp.copy")
-    dest._storage.bump("wp.copy()")
     count = count or src.size - src_offset
     if src_offset + count > src.size or dest_offset + count > dest.size or min(count, src_offset, dest_offset) < 0:
         raise ValueError(
             f"wp.copy: {count} elements from offset {src_offset} of {src.size} to offset {dest_offset} of {dest.size}"
             " is out of range"
         )
+    writes = ((dest._storage, "wp.copy()"),)
+    name = f"memcpy {src.device} -> {dest.device}"
     if count and dest.dtype == src.dtype and dest.device == src.device and dest.is_contiguous and src.is_contiguous:
         size = T.type_size(dest.dtype)
-        dest.device.backend.copy(dest.ptr + dest_offset * size, src.ptr + src_offset * size, count * size)
+        submit(dest.device, stream, dest.device.backend.copy,
+               (dest.ptr + dest_offset * size, src.ptr + src_offset * size, count * size), writes, name, TIMING_MEMCPY,
+               (dest, src))
+    else:
+        dest._check_host("copy")
+        src._check_host("copy")
+        submit(dest.device, stream, _copy_elements, (dest, src, dest_offset, src_offset, count), writes, name,
+               TIMING_MEMCPY)
+    dest._storage.bump("wp.copy()")
+    _record_copy(dest, src, dest_offset, src_offset, count)
+
+
+def _record_copy(dest: array, src: array, dest_offset: int, src_offset: int, count: int) -> None:
+    """On a recording Tape, a copy between arrays with gradients is differentiable (so is `clone`, a copy):
+    its backward step adds the destination's gradient into the source's."""
+    if not (registry.recording and registry.local.recorders and count and src.grad is not None
+            and dest.grad is not None and src.dtype == dest.dtype):
         return
-    dest._check_host("copy")
-    src._check_host("copy")
+
+    def backward() -> None:
+        if src.grad.is_contiguous and dest.grad.is_contiguous:
+            s = src.grad.flatten()[src_offset:src_offset + count]
+            ELEMENTWISE[0]("add", s, dest.grad.flatten()[dest_offset:dest_offset + count], out=s)
+        else:
+            s = src.grad.numpy().reshape((src.size,) + src.grad.numpy().shape[src.ndim:])
+            d = dest.grad.numpy().reshape((dest.size,) + dest.grad.numpy().shape[dest.ndim:])
+            s[src_offset:src_offset + count] += d[dest_offset:dest_offset + count]
+            src.grad._storage.bump("Tape.backward")
+
+    for tape in registry.local.recorders:
+        tape.record_func(backward, [dest, src])
+
+
+def _copy_elements(dest: array, src: array, dest_offset: int, src_offset: int, count: int) -> None:
+    """`wp.copy` element by element, through NumPy (strided arrays, different dtypes of one size)."""
     d = dest._host().reshape((dest.size,) + dest._host().shape[dest.ndim:])
     s = src._host().reshape((src.size,) + src._host().shape[src.ndim:])
     d[dest_offset:dest_offset + count] = s[src_offset:src_offset + count].reshape(d[:count].shape)

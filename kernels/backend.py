@@ -102,6 +102,14 @@ class Backend(ABC):
         whose launches complete before they return have nothing to order."""
         return None
 
+    def batch(self, launches: list[tuple[Callable[[bytes], None], bytes]]) -> Callable[[], None]:
+        """One call that runs `launches` in order: (launch function, packed block) pairs as a `Launcher`
+        takes them (a captured graph's consecutive launches). A backend may run them all in one native call."""
+        def run() -> None:
+            for launch, blob in launches:
+                launch(blob)
+        return run
+
     @abstractmethod
     def device_name(self) -> str:
         """The hardware's name (`Device.name`), e.g. the processor model."""

@@ -66,8 +66,10 @@ class Vec(Pattern):
 
     def match(self, t: Any, b: dict) -> bool:
         # "VT" records the class itself: a quaternion stays a quaternion through elementwise operations
+        # (a vector whose length has its own variable, like outer's second, records "VT<var>")
+        cls_key = "VT" if not isinstance(self.n, str) or self.n == "N" else f"VT{self.n}"
         return (T.is_vector(t) and _KINDS[self.kind](t._wp_scalar_type_) and self.bind(b, self.var, t._wp_scalar_type_)
-                and self.bind(b, self.n, t._length_) and self.bind(b, "VT", t))
+                and self.bind(b, self.n, t._length_) and self.bind(b, cls_key, t))
 
     def __str__(self) -> str:
         return f"vec{self.n if isinstance(self.n, int) else ''}({'Float' if self.kind == 'float' else 'Scalar'})"
@@ -231,10 +233,12 @@ class Builtin:
     def __repr__(self) -> str:
         return f"<loomwork builtin {self.name}>"
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Python scope: evaluate with NumPy, typed like the overload a kernel would pick."""
         if self._py is None:
             raise TypeError(f"wp.{self.name}() is a kernel builtin: call it inside a @wp.kernel or @wp.func")
+        if kwargs:  # keyword forms (dtype=...) give typed values themselves
+            return self._py(*args, **kwargs)
         types = [T.python_value_type(a) or T.float64 for a in args]
         found = resolve(self.name, types) if self.overloads else None
         vals = [np.asarray(a.numpy_value(), dtype=np.float64) if isinstance(a, T._CompositeMixin) else
@@ -319,18 +323,27 @@ add("div", (M, S), mat_ret, group="Operators", doc="")
 add("div", (S, M), mat_ret, group="Operators", doc="")
 add("floordiv", (S, S), "T", group="Operators", doc="a // b, rounded toward negative infinity",
     differentiable=False)
-add("mod", (S, S), "T", group="Operators", doc="a % b with the sign of a (C semantics, like Warp)")
+add("mod", (S, S), "T", group="Operators", doc="a % b with the sign of a (C semantics, like Warp); componentwise "
+    "for vectors")
+add("mod", (V, V), vec_ret, group="Operators", doc="")
 add("neg", (S,), "T", group="Operators", doc="-a")
 add("neg", (V,), vec_ret, group="Operators", doc="")
 add("neg", (M,), mat_ret, group="Operators", doc="")
 add("pos", (S,), "T", group="Operators", doc="+a")
 add("pos", (V,), vec_ret, group="Operators", doc="")
+VI, MI = Vec("int"), Mat("int")
 for op, sym in (("bit_and", "&"), ("bit_or", "|"), ("bit_xor", "^"), ("lshift", "<<"), ("rshift", ">>")):
-    add(op, (I, I), "T", group="Operators", doc=f"a {sym} b on integers", differentiable=False)
-add("invert", (I,), "T", group="Operators", doc="~a on integers; `not a` on bools", differentiable=False)
+    add(op, (I, I), "T", group="Operators", doc=f"a {sym} b on integers (componentwise on integer vectors "
+        "and matrices)", differentiable=False)
+    add(op, (VI, VI), vec_ret, group="Operators", doc="", differentiable=False)
+    add(op, (MI, MI), mat_ret, group="Operators", doc="", differentiable=False)
+add("invert", (I,), "T", group="Operators", doc="~a on integers (componentwise on integer vectors and "
+    "matrices); `not a` on bools", differentiable=False)
+add("invert", (VI,), vec_ret, group="Operators", doc="", differentiable=False)
+add("invert", (MI,), mat_ret, group="Operators", doc="", differentiable=False)
 add("invert", (Scalar("bool"),), T.bool_, group="Operators", doc="", differentiable=False)
 for op, sym in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")):
-    add(op, (S, S), T.bool_, group="Operators", doc=f"a {sym} b", differentiable=False)
+    add(op, (Scalar("any"), Scalar("any")), T.bool_, group="Operators", doc=f"a {sym} b", differentiable=False)
 for op, sym in (("eq", "=="), ("ne", "!=")):
     add(op, (Scalar("any"), Scalar("any")), T.bool_, group="Operators", doc=f"a {sym} b", differentiable=False)
     add(op, (V, V), T.bool_, group="Operators", doc="", differentiable=False)
@@ -351,7 +364,14 @@ for _name, _py in (("floor", np.floor), ("ceil", np.ceil), ("trunc", np.trunc),
                    ("frac", lambda x: x - np.trunc(x))):
     add(_name, (F,), "T", group="Scalar Math", doc=f"{_name}(x) of a float", differentiable=_name == "frac",
         py=_py)
+add("rint", (F,), "T", group="Scalar Math", doc="x rounded to the nearest integer, halfway cases to even",
+    differentiable=False, py=np.rint)
 add("atan2", (F, F), "T", group="Scalar Math", doc="the angle of (x, y): atan2(y, x)", py=np.arctan2)
+add("copysign", (F, F), "T", group="Scalar Math", doc="the magnitude of x with the sign of y (signed zeros too)",
+    py=np.copysign)
+add("bit_count", (I,), T.int32, group="Scalar Math", differentiable=False,
+    doc="the number of set bits of an integer in its fixed-width two's-complement form",
+    py=lambda x: bin(int(x) & ((1 << 64) - 1)).count("1"))
 add("pow", (F, F), "T", group="Scalar Math", doc="x raised to the power y", py=np.power)
 add("min", (S, S), "T", group="Scalar Math", doc="the smaller of a and b (componentwise for vectors); "
     "min(v): the smallest component", py=lambda *a: np.min(a[0]) if len(a) == 1 else np.minimum(*a))
@@ -386,6 +406,7 @@ add("erfcinv", (F,), "T", group="Scalar Math", doc="the inverse complementary er
     py=lambda x: _erfinv(1.0 - np.asarray(x, dtype=np.float64)))
 add("lerp", (F, F, F), "T", group="Scalar Math", doc="a + (b - a) * t", py=lambda a, b, t: a + (b - a) * t)
 add("lerp", (VF, VF, F), vec_ret, group="Scalar Math", doc="")
+add("lerp", (Mat("float"), Mat("float"), F), mat_ret, group="Scalar Math", doc="")
 add("smoothstep", (F, F, F), "T", group="Scalar Math", doc="Hermite interpolation of x between edges a and b",
     py=lambda a, b, x: (lambda t: t * t * (3 - 2 * t))(np.clip((x - a) / (b - a), 0, 1)))
 
@@ -400,6 +421,8 @@ add("normalize", (VF,), vec_ret, group="Vector Math", doc="the vector scaled to 
     py=lambda v: v / np.linalg.norm(v) if np.linalg.norm(v) > 0 else v * 0)
 add("cw_mul", (V, V), vec_ret, group="Vector Math", doc="componentwise product", py=np.multiply)
 add("cw_div", (V, V), vec_ret, group="Vector Math", doc="componentwise quotient", py=np.divide)
+add("cw_mul", (M, M), mat_ret, group="Vector Math", doc="")
+add("cw_div", (M, M), mat_ret, group="Vector Math", doc="")
 add("transpose", (M,), lambda b: T.matrix((b["C"], b["R"]), b["T"]), group="Vector Math",
     doc="the transpose of a matrix", py=np.transpose)
 
@@ -465,6 +488,11 @@ add("div_approx", (F, F), "T", group="Operators",
     doc="a / b, with the fast approximate float32 division on GPUs (exact on the CPU)", py=lambda a, b: a / b)
 add("inverse_approx", (Mat("float", cols="R"),), lambda b: T.matrix((b["R"], b["R"]), b["T"]), "lw::inverse",
     group="Vector Math", doc="the inverse; the same computation as wp.inverse here", py=np.linalg.inv)
+add("lower_bound", (Arr("any", ndim=1), Scalar("any")), T.int32, group="Utility", differentiable=False,
+    doc="lower_bound(arr, value) / lower_bound(arr, begin, end, value): in a sorted 1-D array (or its range "
+        "[begin, end)), the first index whose element is >= value (end when there is none)")
+add("lower_bound", (Arr("any", ndim=1), Exact(T.int32), Exact(T.int32), Scalar("any")), T.int32, group="Utility",
+    differentiable=False, doc="")
 add("block_dim", (), T.int32, group="Utility", differentiable=False,
     doc="threads per block of the launch on a GPU; 1 on the CPU, where each thread runs on its own")
 
@@ -475,8 +503,9 @@ vec3_of = lambda b: T.vector(3, b["T"])  # noqa: E731
 transform_of = lambda b: T.transformation(b["T"])  # noqa: E731
 add("mul", (Q, Q), quat_of, group="Quaternion Math", doc="")
 add("mul", (TR, TR), transform_of, group="Transformations", doc="")
-add("quat_identity", (), T.quatf, group="Quaternion Math", doc="the identity rotation (0, 0, 0, 1)",
-    differentiable=False, py=lambda: np.array([0.0, 0.0, 0.0, 1.0]))
+add("quat_identity", (), T.quatf, group="Quaternion Math", doc="the identity rotation (0, 0, 0, 1) (dtype= for "
+    "another scalar type)", differentiable=False,
+    py=lambda dtype=None: np.array([0.0, 0.0, 0.0, 1.0]) if dtype is None else T.quaternion(dtype)(0, 0, 0, 1))
 add("quat_inverse", (Q,), quat_of, group="Quaternion Math", doc="the inverse of a unit quaternion (its conjugate)",
     py=lambda q: q * np.array([-1.0, -1.0, -1.0, 1.0]))
 add("quat_rotate", (Q, V3), vec3_of, group="Quaternion Math", doc="v rotated by q", py=T._rotate)
@@ -493,8 +522,10 @@ add("quat_rpy", (F, F, F), quat_of, group="Quaternion Math", doc="the rotation o
         np.cos(y / 2) * np.cos(r / 2) * np.sin(p / 2) + np.sin(y / 2) * np.sin(r / 2) * np.cos(p / 2),
         np.sin(y / 2) * np.cos(r / 2) * np.cos(p / 2) - np.cos(y / 2) * np.sin(r / 2) * np.sin(p / 2),
         np.cos(y / 2) * np.cos(r / 2) * np.cos(p / 2) + np.sin(y / 2) * np.sin(r / 2) * np.sin(p / 2)]))
-add("transform_identity", (), T.transformf, group="Transformations", doc="the identity transform",
-    differentiable=False, py=lambda: np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]))
+add("transform_identity", (), T.transformf, group="Transformations", doc="the identity transform (dtype= for "
+    "another scalar type)", differentiable=False,
+    py=lambda dtype=None: np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]) if dtype is None
+    else T.transformation(dtype)())
 add("transform_get_translation", (TR,), vec3_of, group="Transformations", doc="the translation p of t",
     py=lambda t: np.asarray(t)[:3])
 add("transform_get_rotation", (TR,), quat_of, group="Transformations", doc="the rotation q of t",
@@ -618,11 +649,28 @@ SPECIAL_FORMS = {
     "expect_near": "expect_near(a, b, tolerance=1e-6): print a message with the source line when a float "
                    "or float vector differs from b by more than tolerance",
     "expect_eq": "expect_eq(a, b): print a message with the source line when a != b",
+    "expect_neq": "expect_neq(a, b): print a message with the source line when a == b",
+    "print": "wp.print(value): print a value from inside a kernel, as Python's print does there",
     "static": "wp.static(expr): evaluate expr in Python when the kernel is compiled; "
               "`for i in wp.static(range(n))` unrolls the loop",
 }
 for _name, _doc in SPECIAL_FORMS.items():
     BUILTINS[_name] = Builtin(_name, "Atomics" if _name.startswith("atomic_") else "Utility", _doc)
+BUILTINS["static"]._py = lambda x: x  # in Python scope (a @wp.func run by Python), wp.static(x) is x
+
+
+def _expect(name: str, holds: Callable[..., bool], sep: str) -> Callable:
+    """Python scope: print the failed expectation, as the kernel form does (no exception, as in Warp)."""
+    def check(a: Any, b: Any, *tol: Any) -> None:
+        if not holds(np.asarray(a), np.asarray(b), *tol):
+            print(f"{name} failed: {a} {sep} {b}")
+    return check
+
+
+BUILTINS["expect_eq"]._py = _expect("expect_eq", lambda a, b: bool(np.array_equal(a, b)), "!=")
+BUILTINS["expect_neq"]._py = _expect("expect_neq", lambda a, b: not np.array_equal(a, b), "==")
+BUILTINS["expect_near"]._py = _expect("expect_near", lambda a, b, tol=1e-6: bool(np.all(np.abs(a - b) <= tol)),
+                                      "vs")
 
 # Python builtins and `math` functions that kernels may call, and the builtin each means
 PYTHON_ALIASES = {

@@ -246,3 +246,28 @@ def cached(cache_dir: str, key: str, artifact: str, produce: Callable[[Path], No
         _publish(root, key, artifact, produce)
         _built.add(folder)
     return folder / artifact
+
+
+def clear(cache_dir: str) -> int:
+    """Delete the entries of the cache at `cache_dir`, and temporaries no build holds; an entry being built
+    right now is left to its build. Returns how many were deleted. Libraries a process already loaded keep
+    running; what is used again is rebuilt."""
+    root = Path(cache_dir)
+    if not root.is_dir():
+        return 0
+    deleted = 0
+    for e in list(os.scandir(root)):  # listed first: the trash folders made below are not visited
+        if e.name == ".locks" or not e.is_dir(follow_symlinks=False):
+            continue
+        key = e.name[len(".tmp-"):].rpartition(".")[0] if e.name.startswith(".tmp-") else e.name
+        fd = _lock(root, key, blocking=False)
+        if fd is None:  # a build of this entry is under way
+            continue
+        try:
+            trash = Path(tempfile.mkdtemp(prefix=".tmp-clear.", dir=root))
+            os.rename(e.path, trash / "old")  # gone from its name at once, then removed
+            shutil.rmtree(trash, ignore_errors=True)
+            deleted += 1
+        finally:
+            os.close(fd)
+    return deleted

@@ -18,11 +18,11 @@ from .annotations import arg_type
 from .array import zeros as array_zeros
 from .codegen import printf_directive
 from .errors import KernelSyntaxError, KernelTypeError
-from .frontend import Builder, _coerce, _describe, call_form, call_kind
+from .frontend import Builder, PyObj, _coerce, _describe, call_form, call_kind
 from .functions import Function
 from .ir import ArrayType, Const, Operand, ctype
 from .mathlib import matrix_trs
-from .structs import field_ctype, is_struct
+from .structs import field_ctype, is_struct, is_tuple
 
 # -- wp.tid, wp.static, breakpoint ------------------------------------------------------------------
 
@@ -95,7 +95,7 @@ def atomic(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 # -- printing and checks ----------------------------------------------------------------------------
 
 
-@call_form(print)
+@call_form(print, "print")
 def print_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     """Python's print: string constants and scalar/vector/matrix values, space-separated, one line."""
     if node.keywords:
@@ -106,11 +106,25 @@ def print_call(bld: Builder, node: ast.Call, obj: Any) -> None:
             parts.append(a.value.replace("%", "%%"))
             continue
         v = bld.materialize(bld.value(a))
-        if not (T.is_scalar(v.type) or T.is_composite(v.type)):
-            bld.error(a, KernelTypeError, f"print() cannot show a {T.type_name(v.type)}")
-        parts.append(printf_directive(v.type))
-        args.append(v)
+        text, values = printable(bld, v, a)
+        parts.append(text)
+        args += values
     bld.emit(ir.Print(" ".join(parts) + "\n", tuple(args), line=bld.cur_line))
+
+
+def printable(bld: Builder, v: Operand, node: ast.AST) -> tuple[str, list[Operand]]:
+    """The format text and values that print `v`: a scalar, vector or matrix as such, a struct as
+    `Name(field=..., ...)` (nested structs likewise)."""
+    if T.is_scalar(v.type) or T.is_composite(v.type):
+        return printf_directive(v.type), [v]
+    if is_struct(v.type) and not any(isinstance(t, ArrayType) for t in v.type.fields.values()):
+        texts, values = [], []
+        for name, t in v.type.fields.items():
+            text, vals = printable(bld, bld.assign_temp(ir.Field(v, name), t), node)
+            texts.append(f"{name}={text}")
+            values += vals
+        return f"{v.type.__name__}({', '.join(texts)})", values
+    bld.error(node, KernelTypeError, f"print() cannot show a {T.type_name(v.type)}")
 
 
 # %[flags][width][.precision][length]conversion
@@ -193,9 +207,10 @@ def printf_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     bld.emit(ir.Print("".join(out), tuple(args), line=bld.cur_line))
 
 
-@call_form("expect_near", "expect_eq")
+@call_form("expect_near", "expect_eq", "expect_neq")
 def expect_call(bld: Builder, node: ast.Call, obj: Any) -> None:
-    """expect_near(a, b, tolerance=1e-6) / expect_eq(a, b): checked where they run, reported by line."""
+    """expect_near(a, b, tolerance=1e-6) / expect_eq(a, b) / expect_neq(a, b): checked where they run,
+    reported by line."""
     name = obj.name
     args = list(node.args)
     kwargs = {k.arg: k.value for k in node.keywords}
@@ -208,8 +223,8 @@ def expect_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     if a.type != b.type:
         bld.error(node, KernelTypeError, f"wp.{name} compares values of one type, got {T.type_name(a.type)} "
                    f"and {T.type_name(b.type)}")
-    ok = T.is_float(a.type) or (T.is_vector(a.type) and a.type._wp_scalar_type_.is_float) if name == "expect_near" \
-        else T.is_scalar(a.type) or T.is_vector(a.type)
+    ok = T.is_float(a.type) or (T.is_composite(a.type) and a.type._wp_scalar_type_.is_float) if name == "expect_near" \
+        else T.is_scalar(a.type) or T.is_composite(a.type)
     if not ok:
         bld.error(node, KernelTypeError, f"wp.{name} does not take {T.type_name(a.type)}")
     operands = (a, b)
@@ -257,16 +272,30 @@ def scalar_cast(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 
 @call_kind(T.is_composite)
 def composite_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    node, args = transform_parts(bld, node, T.is_transform(obj))
     bld.no_keywords(node, obj.__name__)
-    return construct(bld, obj, node)
+    return construct(bld, obj, node, args)
 
 
 @call_kind(is_struct)
 def struct_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    if node.args or node.keywords:
-        bld.error(node, KernelTypeError, f"{obj.__name__}() takes no arguments in kernels (it starts "
-                  "zeroed; set fields one by one)")
-    return bld.assign_temp(ir.Construct(obj, ()), obj)
+    """`S()` is zeroed; `S(a, b=...)` sets the fields given, positionally in declaration order or by name."""
+    names = list(obj.fields)
+    if len(node.args) > len(names):
+        bld.error(node, KernelTypeError, f"{obj.__name__}() takes at most {len(names)} field values, "
+                  f"got {len(node.args)}")
+    given = dict(zip(names, node.args, strict=False))
+    for k in node.keywords:
+        if k.arg not in obj.fields:
+            bld.error(k.value, KernelTypeError, f"{obj.__name__} has no field '{k.arg}' (fields: {', '.join(names)})")
+        if k.arg in given:
+            bld.error(k.value, KernelTypeError, f"{obj.__name__}() got field '{k.arg}' twice")
+        given[k.arg] = k.value
+    var = bld.assign_temp(ir.Construct(obj, ()), obj)
+    for name, expr in given.items():
+        value = bld.convert(bld.value(expr), obj.fields[name], expr, what=f"field '{name}' of {obj.__name__}")
+        bld.emit(ir.SetField(var, name, value, line=bld.cur_line))
+    return var
 
 
 @call_kind(lambda obj: isinstance(obj, Function))
@@ -284,6 +313,28 @@ def typed_kind_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     return typed_kind_call(bld, obj, node)
 
 
+@call_form("quat_identity", "transform_identity")
+def identity_of(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """wp.quat_identity(dtype=...) / wp.transform_identity(dtype=...): the identity of that scalar type."""
+    kw = static_keywords(bld, node, ("dtype",), obj.name)
+    if node.args:
+        bld.error(node, KernelTypeError, f"{obj.name}() takes only dtype=")
+    st = static_scalar(bld, kw.get("dtype", T.float32), node)
+    value = T.quaternion(st)(0.0, 0.0, 0.0, 1.0) if obj.name == "quat_identity" else T.transformation(st)()
+    return bld.from_python(value, node)
+
+
+@call_form(type)
+def type_of(bld: Builder, node: ast.Call, obj: Any) -> Any:
+    """`type(x)` in a kernel: x's type, a compile-time object (e.g. `type(a[0])(0)` in generic code)."""
+    if len(node.args) != 1 or node.keywords:
+        bld.error(node, KernelTypeError, "type() takes one argument in kernels")
+    v = bld.expr(node.args[0])
+    if not isinstance(v, Operand):
+        bld.error(node, KernelTypeError, "type() in kernels takes a value")
+    return PyObj(v.type)
+
+
 @call_form(len)
 def len_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     if len(node.args) != 1:
@@ -293,6 +344,8 @@ def len_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
         return bld.assign_temp(ir.Shape(v, 0), T.int32)
     if T.is_composite(v.type):
         return Const(v.type._shape_[0], T.int32)
+    if is_tuple(v.type):
+        return Const(len(v.type.fields), T.int32)
     bld.error(node, KernelTypeError, f"len() of {T.type_name(v.type)}")
 
 
@@ -403,9 +456,25 @@ def composite_call(bld: Builder, is_vec: bool, node: ast.Call) -> Operand:
 
 def typed_kind_call(bld: Builder, factory: Any, node: ast.Call) -> Operand:
     """wp.types.quaternion(*components, dtype=) and wp.types.transformation(p, q, dtype=) in kernels."""
+    node, args = transform_parts(bld, node, factory is T.transformation)
     kw = static_keywords(bld, node, ("dtype",), f"wp.types.{factory.__name__}")
-    args = [bld.value(a) for a in node.args]
     return construct(bld, factory(dtype_of_call(bld, kw, args, node)), node, args)
+
+
+def transform_parts(bld: Builder, node: ast.Call, is_transform: bool) -> tuple[ast.Call, list[Operand]]:
+    """A constructor call's positional values, with a transform's `p=` and `q=` keywords after them (and the
+    call without those keywords)."""
+    args = [bld.value(a) for a in node.args]
+    if not is_transform:
+        return node, args
+    parts = {k.arg: k.value for k in node.keywords if k.arg in ("p", "q")}
+    for name in ("p", "q"):
+        if name in parts:
+            args.append(bld.value(parts[name]))
+    if len(args) == 1 and T.is_vector(args[0].type) and args[0].type._length_ == 3:  # transform(p): q = identity
+        args.append(bld.from_python(T.quaternion(args[0].type._wp_scalar_type_)(0.0, 0.0, 0.0, 1.0), node))
+    rest = [k for k in node.keywords if k.arg not in ("p", "q")]
+    return ast.copy_location(ast.Call(func=node.func, args=node.args, keywords=rest), node), args
 
 
 def dtype_of_call(bld: Builder, kw: dict, args: list[Operand], node: ast.Call) -> Any:
@@ -423,18 +492,13 @@ def local_array(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     kw = static_keywords(bld, node, ("shape", "dtype"), "wp.zeros")
     for name, a in zip(("shape", "dtype"), node.args, strict=False):
         kw[name] = bld.eval_static(a, f"wp.zeros({name})")
-    shape, dtype = kw.get("shape"), kw.get("dtype", T.float32)
-    shape = (shape,) if isinstance(shape, int) else shape
-    if not (isinstance(shape, tuple) and 1 <= len(shape) <= 2 and all(isinstance(d, int) and d > 0 for d in shape)):
-        bld.error(node, KernelTypeError, "a local array needs a constant shape of 1 or 2 positive sizes, "
-                   f"got {shape!r}")
-    if T.is_vector(dtype) and not (T.is_quat(dtype) or T.is_transform(dtype)) and len(shape) == 1:
-        t = T.matrix((shape[0], dtype._length_), dtype._wp_scalar_type_)
-    elif T.is_composite(dtype):
-        bld.error(node, KernelTypeError, f"local arrays hold scalars or vectors (1-D), not {T.type_name(dtype)}")
-    else:
-        st = static_scalar(bld, dtype, node)
-        t = T.vector(shape[0], st) if len(shape) == 1 else T.matrix(shape, st)
+    dtype = kw.get("dtype", T.float32)
+    if not T.is_composite(dtype):
+        dtype = static_scalar(bld, dtype, node)
+    try:
+        t = T.local_array_type(kw.get("shape"), dtype)
+    except TypeError as e:
+        bld.error(node, KernelTypeError, str(e))
     return bld.assign_temp(ir.Construct(t, ()), t)
 
 

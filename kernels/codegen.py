@@ -570,6 +570,8 @@ def printf_directive(t: Any) -> str:
     """The printf directive(s) for a value of type `t` (vectors and matrices print their components)."""
     if T.is_composite(t):
         return "[" + " ".join([printf_directive(t._wp_scalar_type_)] * int(math.prod(t._shape_))) + "]"
+    if t is T.bool_:
+        return "%s"
     if t.is_float:
         return "%g"
     if t in (T.int64,):
@@ -585,6 +587,8 @@ def printf_arg(o: Any, text: str) -> str:
     if T.is_composite(t):
         n = int(math.prod(t._shape_))
         return ", ".join(printf_arg(ir.Const(0, t._wp_scalar_type_), f"{text}.c[{i}]") for i in range(n))
+    if t is T.bool_:
+        return f'(({text}) ? "True" : "False")'
     if t.is_float:
         return f"(double)({text})"
     if t in (T.int64, T.uint64):

@@ -16,7 +16,7 @@ from enum import IntEnum
 from numbers import Integral
 from typing import Any
 
-#: log levels (`wp.config.log_level`), as Warp's
+#: log levels (`wp.config.log_level`; exported as wp.LOG_DEBUG... by kernels/logger.py), as Warp's
 LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERROR = 10, 20, 30, 40
 
 
@@ -125,6 +125,9 @@ enable_backward: bool = True
 #: worker threads wp.force_load builds modules with (0: one at a time; None: up to 4)
 load_module_max_workers: int | None = 0
 
+#: set before wp.init(): track every array allocation for the rest of the process (wp.ScopedMemoryTracker)
+track_memory: bool = False
+
 # Warp settings loomwork accepts and ignores (NO_EFFECT says why)
 quiet: bool = False
 verbose_warnings: bool = False
@@ -143,7 +146,6 @@ legacy_cpu_linker: bool = False
 llvm_cuda: bool = False
 enable_graph_capture_module_load_by_default: bool = True
 enable_mempools_at_init: bool = True
-track_memory: bool = False
 deterministic_max_records: int = 0
 deterministic_debug: bool = False
 
@@ -164,9 +166,9 @@ NO_EFFECT: dict[str, str] = {
     "use_precompiled_headers": "CPU builds use no precompiled header",
     "legacy_cpu_linker": "CPU modules are shared libraries the system loader opens, with no JIT linker",
     "llvm_cuda": "CUDA code is compiled with NVRTC only",
-    "enable_graph_capture_module_load_by_default": "loomwork launches no CUDA code (it verifies it with NVRTC)",
-    "enable_mempools_at_init": "loomwork launches no CUDA code (it verifies it with NVRTC)",
-    "track_memory": "loomwork has no memory tracker",
+    "enable_graph_capture_module_load_by_default": "a module builds at its first launch, inside a graph capture "
+                                                   "too (capture_begin(force_module_load=True) builds all first)",
+    "enable_mempools_at_init": "no loomwork device allocates from a memory pool",
     "deterministic_max_records": "a bound for the GPU's deterministic record buffers; CPU runs need none",
     "deterministic_debug": "diagnostics of the GPU's deterministic record buffers; CPU runs have none",
 }
@@ -220,6 +222,7 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "max_unroll": ("an int >= 0", _int_at_least(0)),
     "enable_backward": _BOOL,
     "load_module_max_workers": ("None or an int >= 0", _or_none(_int_at_least(0))),
+    "track_memory": _BOOL,
     "launch_array_access_mode": ("a wp.config.LaunchArrayAccessMode",
                                  lambda v: isinstance(v, LaunchArrayAccessMode)),
     "enable_tiles_in_stack_memory": ("None, True or False", _or_none(_is_bool)),

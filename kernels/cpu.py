@@ -40,6 +40,8 @@ def cpu_runtime() -> ctypes.CDLL:
                                verbose=config.reports_builds(), what="the loomwork CPU runtime")
     lib = ctypes.CDLL(str(lib_path))
     lib.lw_launch.restype = None  # no argtypes: its one argument is a bytes object, passed as char*
+    lib.lw_launch_batch.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_longlong]
+    lib.lw_launch_batch.restype = None
     lib.lw_set_num_threads.argtypes = [ctypes.c_int]
     lib.lw_get_num_threads.restype = ctypes.c_int
     lib.lw_zero.argtypes = [ctypes.c_void_p, ctypes.c_longlong]
@@ -171,6 +173,16 @@ class CpuBackend(Backend):
         finally:  # also when this build fails: a runtime build cut off at exit would leave its compiler behind
             if runtime_thread is not None:
                 runtime_thread.join()
+
+    def batch(self, launches: list[tuple[Any, bytes]]) -> Any:
+        """Launches of compiled modules (all through the runtime's `lw_launch`) run in one native call."""
+        rt = cpu_runtime()
+        if any(fn is not rt.lw_launch for fn, _ in launches):  # e.g. debug-mode launches that check faults
+            return super().batch(launches)
+        blobs = [blob for _, blob in launches]
+        table = (ctypes.c_char_p * len(blobs))(*blobs)
+        run, n = rt.lw_launch_batch, len(blobs)
+        return lambda: run(table, n)
 
     def load(self, artifact: Path) -> CpuProgram:
         return CpuProgram(artifact, cpu_runtime().lw_launch)  # cpu_runtime() raises here if its build failed

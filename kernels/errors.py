@@ -30,6 +30,10 @@ class KernelAttributeError(KernelError, AttributeError):
     """An attribute that a type (or module) in a kernel does not have."""
 
 
+class KernelValueError(KernelError, ValueError):
+    """A value a kernel's source gives that is of the right type but not allowed (a slice bound, a count)."""
+
+
 class KernelIndexError(KernelError, IndexError):
     """A constant index out of a vector's or matrix's range."""
 
@@ -57,3 +61,25 @@ class KernelRuntimeError(LoomworkError, IndexError):
 
 class DeviceError(LoomworkError, RuntimeError):
     """A device that does not exist or cannot be used here, or data on the wrong device."""
+
+
+class KernelKeyError(KernelError, KeyError):
+    """A key a kernel looks up that is not there (a struct field or a mapping entry missing at compile time)."""
+
+    def __str__(self) -> str:  # KeyError's own __str__ would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+class CaptureError(LoomworkError, RuntimeError):
+    """A graph capture used in a way that cannot be recorded or replayed faithfully (nested captures, a
+    graph launched inside its own capture, Python reading an array the capture has yet to write)."""
+
+
+# Warp's names for the errors above, so `except wp.WarpCodegenTypeError` catches what loomwork raises; the
+# hierarchy is Warp's (each is a WarpCodegenError and the Python error of its kind).
+WarpCodegenError = KernelError
+WarpCodegenTypeError = KernelTypeError
+WarpCodegenValueError = KernelValueError
+WarpCodegenAttributeError = KernelAttributeError
+WarpCodegenIndexError = KernelIndexError
+WarpCodegenKeyError = KernelKeyError

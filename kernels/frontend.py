@@ -33,6 +33,7 @@ from .errors import (
     KernelNameError,
     KernelSyntaxError,
     KernelTypeError,
+    KernelValueError,
 )
 from .ir import ArrayType, Const, Operand, Var
 from .structs import is_struct, is_tuple, tuple_type
@@ -181,6 +182,11 @@ class Source:
         return getattr(node, "lineno", 1) + self.first_line - 1
 
 
+def _has_slice(node: ast.Subscript) -> bool:
+    return any(isinstance(e, ast.Slice) for e in (node.slice.elts if isinstance(node.slice, ast.Tuple)
+                                                   else [node.slice]))
+
+
 def _indent_removed(text: str, dedented: str) -> int:
     for a, b in zip(text.splitlines(), dedented.splitlines(), strict=False):
         if a.strip():
@@ -322,8 +328,20 @@ class Builder:
         if isinstance(target, ast.Tuple):
             self.assign_tuple(target, node.value)
             return
-        value = self.value(node.value)
-        self.assign_to(target, value, node)
+        r = self.expr(node.value)
+        if (isinstance(target, ast.Name) and isinstance(r, PyObj) and callable(r.value)
+                and not isinstance(r.value, type)):
+            # `f = some_func`: a compile-time binding; calls through f are calls of the function
+            if target.id in self.scope.vars:
+                self.error(target, KernelTypeError, f"'{target.id}' is a variable; it cannot be rebound to "
+                           f"{_describe(r.value)}")
+            self.scope.static_locals[target.id] = r.value
+            return
+        if isinstance(target, ast.Name) and callable(self.scope.static_locals.get(target.id)) and not isinstance(
+                r, PyObj):
+            self.error(target, KernelTypeError, f"'{target.id}' names a function here; it cannot be rebound to a "
+                       "value")
+        self.assign_to(target, self.checked_value(r, node.value), node)
 
     def _stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
         if not isinstance(node.target, ast.Name) or node.value is None:
@@ -394,7 +412,62 @@ class Builder:
             self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
             self.scope.defined.add(name)
             return
+        if isinstance(target, ast.Subscript) and _has_slice(target):
+            self.assign_slice(target, value)
+            return
         self.store(self.place(target), value, target)
+
+    def assign_slice(self, target: ast.Subscript, value: Operand) -> None:
+        """`v[1:3] = w`, `m[0, :2] = w`, `m[:2] = rows`: component by component; `value` has the slice's shape
+        (or is a scalar, given to every component)."""
+        base = self.place(target.value)
+        t = base.type
+        if not T.is_composite(t):
+            self.error(target, KernelSyntaxError, f"slices are assigned only in vectors and matrices, not in a "
+                       f"{T.type_name(t)}")
+        picks, kept = self.slice_picks(t, target)
+        combos = list(itertools.product(*picks))
+        value = self.materialize(value)
+        vt = value.type
+        if T.is_composite(vt):
+            if list(vt._shape_) != kept:
+                self.error(target, KernelTypeError, f"this slice of {T.type_name(t)} has shape {tuple(kept)}; "
+                           f"the value is a {T.type_name(vt)}")
+            cols = vt._shape_[-1]
+            parts = [self.assign_temp(ir.Extract(value, (Const(k // cols, T.int32), Const(k % cols, T.int32))
+                                                 if T.is_matrix(vt) else (Const(k, T.int32),)), vt._wp_scalar_type_)
+                     for k in range(len(combos))]
+        else:
+            parts = [value] * len(combos)
+        for combo, part in zip(combos, parts, strict=True):
+            self.store(base.then(ir.Part(t, indices=combo, site=self.site(target, base.root))), part, target)
+
+    def slice_picks(self, t: Any, node: ast.Subscript) -> tuple[list, list[int]]:
+        """For each dimension of vector or matrix type `t`, the indices `node`'s subscript picks (constant
+        slices, or one index), and the extents of the sliced dimensions."""
+        st = t._wp_scalar_type_
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(elts) > len(t._shape_):
+            self.error(node, KernelIndexError, f"{len(elts)} indices for {T.type_name(t)}")
+        picks: list = []
+        kept: list[int] = []
+        for e, n in zip(elts, t._shape_, strict=False):
+            if isinstance(e, ast.Slice):
+                bounds = [None if x is None else self.eval_static(x, "a slice bound")
+                          for x in (e.lower, e.upper, e.step)]
+                if any(b is not None and not isinstance(b, int) for b in bounds) or bounds[2] == 0:
+                    self.error(e, KernelIndexError, "slice bounds in kernels must be constant integers (step not 0)")
+                picks.append([Const(i, T.int32) for i in range(n)[slice(*bounds)]])
+                kept.append(len(picks[-1]))
+            else:
+                (idx,) = self.component_indices(T.vector(n, st), self.indices(e), node)
+                picks.append([idx])
+        for n in t._shape_[len(elts):]:
+            picks.append([Const(i, T.int32) for i in range(n)])
+            kept.append(n)
+        if 0 in kept:
+            self.error(node, KernelIndexError, f"this slice of {T.type_name(t)} is empty")
+        return picks, kept
 
     # -- places: where an assignment to a subscript or attribute writes ---------------------------
 
@@ -422,8 +495,7 @@ class Builder:
                 return self.expr(node)  # an attribute of a module or class
             return self.field_place(base, node)
         if isinstance(base, PyObj) and base.value is adjoint:
-            var = self.adjoint_var(node)
-            return Place(var, None, 0, (), var.type)
+            return self.adjoint_place(node)
         if not isinstance(base, Place):
             self.not_a_place(node, base)
         return self.index_place(base, node)
@@ -519,6 +591,9 @@ class Builder:
             current = self.value(target)
             self.assign_to(target, self.binop(op, current, self.value(node.value), node), node)
             return
+        if isinstance(target, ast.Subscript) and _has_slice(target):  # v[1:3] += w
+            self.assign_slice(target, self.binop(op, self.value(target), self.value(node.value), node))
+            return
         p = self.place(target)
         if p.indices is not None and op in ("add", "sub") and (not p.path or T.is_composite(p.type) or (
                 T.is_scalar(p.type) and p.type is not T.bool_)):
@@ -586,8 +661,12 @@ class Builder:
         if isinstance(it, ast.Call) and self.is_special(it.func, "static"):
             self.unrolled_for(node, self.static_value(it))
             return
-        if not (isinstance(it, ast.Call) and isinstance(self.expr_or_none(it.func), PyObj)
-                and self.expr(it.func).value is range):
+        backwards = self.calls(it, reversed)
+        if backwards:
+            if it.keywords or len(it.args) != 1 or not self.calls(it.args[0], range):
+                self.error(it, KernelSyntaxError, "kernels loop over reversed(range(...)) only")
+            it = it.args[0]
+        if not self.calls(it, range):
             self.iterator_for(node)
             return
         if not isinstance(node.target, ast.Name):
@@ -608,6 +687,8 @@ class Builder:
             start, stop, step = args
         if isinstance(step, Const) and step.value == 0:
             self.error(it.args[2], KernelTypeError, "range() step must not be zero")
+        if backwards:
+            start, stop, step = self.reversed_range(start, stop, step, it)
         name = node.target.id
         if all(isinstance(a, Const) for a in (start, stop, step)) and self.unrollable(node):
             values = range(start.value, stop.value, step.value)
@@ -629,6 +710,29 @@ class Builder:
             len(range(start.value, stop.value, step.value)) > 0
         body = self.loop_body(node.body, runs_once)
         self.emit(ir.For(var, start, stop, step, body, line=self.src.line(node)))
+
+    def calls(self, node: ast.expr, fn: Any) -> bool:
+        """Whether `node` is a call of the Python object `fn` (range, reversed...)."""
+        if not isinstance(node, ast.Call):
+            return False
+        f = self.expr_or_none(node.func)
+        return isinstance(f, PyObj) and f.value is fn
+
+    def reversed_range(self, start: Operand, stop: Operand, step: Operand, node: ast.Call) -> tuple:
+        """The (start, stop, step) of reversed(range(start, stop, step)): its n values backwards,
+        n = max((stop - start + step - sign(step)) // step, 0)."""
+        t = step.type
+        if isinstance(step, Const):
+            toward = Const(step.value - (1 if step.value > 0 else -1), t)
+        else:
+            toward = self.call_builtin("sub", [step, self.call_builtin("sign", [step], node)], node)
+        n = self.call_builtin("floordiv", [self.call_builtin("add", [self.call_builtin("sub", [stop, start], node),
+                                                                    toward], node), step], node)
+        n = self.call_builtin("max", [n, Const(0, t)], node)
+        last = self.call_builtin("add", [start, self.call_builtin("mul", [self.call_builtin(
+            "sub", [n, Const(1, t)], node), step], node)], node)
+        back = Const(-step.value, t) if isinstance(step, Const) else self.call_builtin("neg", [step], node)
+        return last, self.call_builtin("sub", [start, step], node), back
 
     def iterator_for(self, node: ast.For) -> None:
         """`for i in query:` over a value whose type names an `iterate` builtin: the loop
@@ -736,19 +840,12 @@ class Builder:
         if any(isinstance(e, ast.Starred) for e in node.elts) or len(node.elts) < 2:
             self.error(node, KernelSyntaxError, "return a tuple of two or more values, without *")
         values = [self.materialize(self.value(e)) for e in node.elts]
-        for v, e in zip(values, node.elts, strict=True):
-            if is_tuple(v.type):
-                self.error(e, KernelTypeError, "tuples cannot be nested")
         rt = self.scope.ret_type
         if isinstance(rt, type) and is_tuple(rt) and len(rt.fields) == len(values):
             types = tuple(rt.fields.values())  # later returns convert to the first one's types
         else:
             types = tuple(v.type for v in values)
-        tt = tuple_type(types)
-        var = self.assign_temp(ir.Construct(tt, ()), tt)
-        for i, (v, ft, e) in enumerate(zip(values, types, node.elts, strict=True)):
-            self.emit(ir.SetField(var, f"f{i}", self.convert(v, ft, e, what=f"return value {i}"), line=self.cur_line))
-        return var
+        return self.pack_tuple(values, types, node.elts, "return value")
 
     @property
     def returns_void(self) -> bool:
@@ -773,7 +870,9 @@ class Builder:
 
     def value(self, node: ast.expr) -> Operand:
         """Evaluate `node` to a runtime operand (rejecting modules, types, shapes...)."""
-        r = self.expr(node)
+        return self.checked_value(self.expr(node), node)
+
+    def checked_value(self, r: Any, node: ast.expr) -> Operand:
         if isinstance(r, PyObj):
             self.error(node, KernelTypeError, f"{_describe(r.value)} is not a value a kernel can use")
         if isinstance(r, ShapeOf):
@@ -802,6 +901,8 @@ class Builder:
         for scope in (self.scope.closure, self.src.func.__globals__, pybuiltins.__dict__):
             if node.id in scope:
                 return self.from_python(scope[node.id], node)
+        if node.id in B.BUILTINS and not node.id.startswith("_"):  # a builtin's bare name, as Warp resolves it
+            return PyObj(B.BUILTINS[node.id])
         self.error(node, KernelNameError, f"name '{node.id}' is not defined")
 
     def from_python(self, obj: Any, node: ast.AST) -> Any:
@@ -815,7 +916,20 @@ class Builder:
             return Const(value, t)
         if isinstance(obj, array_cls) and obj.ptr is not None:
             self.error(node, KernelTypeError, "arrays from Python scope must be passed to the kernel as arguments")
+        if is_struct(type(obj)) and not is_tuple(type(obj)):  # a struct value (e.g. from wp.static): its fields
+            return self.struct_constant(obj, node)
         return PyObj(obj)
+
+    def struct_constant(self, obj: Any, node: ast.AST) -> Operand:
+        t = type(obj)
+        var = self.assign_temp(ir.Construct(t, ()), t)
+        for name, ft in t.fields.items():
+            if isinstance(ft, ArrayType):
+                self.error(node, KernelTypeError, f"a {t.__name__} value with an array field ('{name}') cannot be "
+                           "a kernel constant; pass the struct as a kernel argument")
+            value = self.from_python(getattr(obj, name), node)
+            self.emit(ir.SetField(var, name, self.convert(value, ft, node), line=self.cur_line))
+        return var
 
     def _expr_Attribute(self, node: ast.Attribute) -> Any:
         base = self.expr(node.value)
@@ -832,6 +946,8 @@ class Builder:
                     return ShapeOf(base)
                 if node.attr == "ndim":
                     return Const(t.ndim, T.int32)
+                if node.attr == "dtype":  # a type: `a.dtype(x)` converts, as in generic kernels
+                    return PyObj(t.dtype)
                 self.error(node, KernelAttributeError, f"arrays in kernels have no attribute '{node.attr}'")
             if T.is_record(t):
                 if node.attr not in t.fields:
@@ -843,6 +959,8 @@ class Builder:
             if T.is_transform(t) and node.attr in ("p", "q"):
                 name = "transform_get_translation" if node.attr == "p" else "transform_get_rotation"
                 return self.call_builtin(name, [base], node)
+            if T.is_composite(t) and node.attr == "shape":  # a local array's: extents, then zeros, as Warp's
+                return PyObj(tuple(t._shape_) + (0,) * (4 - len(t._shape_)))
             if T.is_vector(t):
                 idx = _SWIZZLE.get(node.attr)
                 if idx is not None and idx < t._length_:
@@ -859,18 +977,29 @@ class Builder:
             self.error(node, KernelNameError, f"local variable '{node.id}' may be read here before it is assigned: "
                        f"{why}")
 
-    def adjoint_var(self, node: ast.Subscript) -> Var:
+    def adjoint_place(self, node: ast.Subscript) -> Place:
+        """`wp.adjoint[x]`, `wp.adjoint[s.vec]`, `wp.adjoint[v[0]]`: the adjoint of a differentiable parameter
+        of a @wp.func_grad function, or of a field or component of one."""
         if not self.scope.adjoints:
             self.error(node, KernelSyntaxError, "wp.adjoint[...] can only be used in a @wp.func_grad function")
-        if not isinstance(node.slice, ast.Name) or node.slice.id not in self.scope.adjoints:
+        chain, root = [], node.slice
+        while isinstance(root, ast.Attribute | ast.Subscript):
+            chain.append(root)
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id not in self.scope.adjoints:
             self.error(node.slice, KernelNameError, "wp.adjoint[...] takes the name of a differentiable parameter "
-                       f"of the function: one of {', '.join(sorted(self.scope.adjoints))}")
-        return self.scope.adjoints[node.slice.id]
+                       f"of the function (or a field or component of one): one of "
+                       f"{', '.join(sorted(self.scope.adjoints))}")
+        var = self.scope.adjoints[root.id]
+        p = Place(var, None, 0, (), var.type)
+        for part in reversed(chain):
+            p = self.field_place(p, part) if isinstance(part, ast.Attribute) else self.index_place(p, part)
+        return p
 
     def _expr_Subscript(self, node: ast.Subscript) -> Any:
         base = self.expr(node.value)
         if isinstance(base, PyObj) and base.value is adjoint:
-            return self.adjoint_var(node)
+            return self.place_value(self.adjoint_place(node))
         if isinstance(base, ShapeOf):
             idx = self.expr(node.slice)
             if not isinstance(idx, Const) or not T.is_int(idx.type):
@@ -891,8 +1020,7 @@ class Builder:
                            f"index {idx.value} out of range for a sequence of {len(base.value)}")
         if not isinstance(base, Operand):
             self.error(node.value, KernelTypeError, f"{_describe(getattr(base, 'value', base))} cannot be indexed")
-        if T.is_composite(base.type) and any(isinstance(e, ast.Slice) for e in (
-                node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])):
+        if T.is_composite(base.type) and _has_slice(node):
             return self.composite_slice(base, node)
         if is_tuple(base.type):
             n = len(base.type.fields)
@@ -927,26 +1055,8 @@ class Builder:
         new vector (one sliced dimension) or matrix (two)."""
         t = base.type
         st = t._wp_scalar_type_
-        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if len(elts) > len(t._shape_):
-            self.error(node, KernelIndexError, f"{len(elts)} indices for {T.type_name(t)}")
-        picks: list = []
-        for e, n in zip(elts, t._shape_, strict=False):
-            if isinstance(e, ast.Slice):
-                bounds = [None if x is None else self.eval_static(x, "a slice bound")
-                          for x in (e.lower, e.upper, e.step)]
-                if any(b is not None and not isinstance(b, int) for b in bounds) or bounds[2] == 0:
-                    self.error(e, KernelIndexError, "slice bounds in kernels must be constant integers (step not 0)")
-                picks.append([Const(i, T.int32) for i in range(n)[slice(*bounds)]])
-            else:
-                (idx,) = self.component_indices(T.vector(n, st), self.indices(e), node)
-                picks.append(idx)
-        picks += [[Const(i, T.int32) for i in range(n)] for n in t._shape_[len(elts):]]
-        kept = [len(p) for p in picks if isinstance(p, list)]
-        if 0 in kept:
-            self.error(node, KernelIndexError, f"this slice of {T.type_name(t)} is empty")
-        comps = tuple(self.assign_temp(ir.Extract(base, combo), st)
-                      for combo in itertools.product(*[p if isinstance(p, list) else [p] for p in picks]))
+        picks, kept = self.slice_picks(t, node)
+        comps = tuple(self.assign_temp(ir.Extract(base, combo), st) for combo in itertools.product(*picks))
         rt = T.vector(kept[0], st) if len(kept) == 1 else T.matrix(tuple(kept), st)
         return self.assign_temp(ir.Construct(rt, comps), rt)
 
@@ -983,7 +1093,21 @@ class Builder:
         return t._wp_scalar_type_
 
     def _expr_Tuple(self, node: ast.Tuple) -> Any:
-        self.error(node, KernelSyntaxError, "tuples are only supported on the left of an assignment")
+        """`(a, b, ...)` as a value: a tuple record, indexed by constants, unpacked, passed and returned."""
+        if any(isinstance(e, ast.Starred) for e in node.elts) or not node.elts:
+            self.error(node, KernelSyntaxError, "a tuple value needs one or more elements, without *")
+        values = [self.materialize(self.value(e)) for e in node.elts]
+        return self.pack_tuple(values, tuple(v.type for v in values), node.elts, "element")
+
+    def pack_tuple(self, values: list, types: tuple, elts: list, what: str) -> Var:
+        for v, e in zip(values, elts, strict=True):
+            if is_tuple(v.type):
+                self.error(e, KernelTypeError, "tuples cannot be nested")
+        tt = tuple_type(types)
+        var = self.assign_temp(ir.Construct(tt, ()), tt)
+        for i, (v, ft, e) in enumerate(zip(values, types, elts, strict=True)):
+            self.emit(ir.SetField(var, f"f{i}", self.convert(v, ft, e, what=f"{what} {i}"), line=self.cur_line))
+        return var
 
     def _expr_BinOp(self, node: ast.BinOp) -> Operand:
         op = _OPS.get(type(node.op))
@@ -1124,11 +1248,59 @@ class Builder:
 
     # -- calls ---------------------------------------------------------------------------------
 
+    def expand_starred(self, node: ast.Call) -> ast.Call:
+        """`f(*v)`: the call with `v`'s components (a vector's or quaternion's, a matrix's rows), or the elements
+        of a slice with constant bounds (`*v[1:3]`, `*arr[:3]`), as separate arguments."""
+        args: list[ast.expr] = []
+        for a in node.args:
+            if not isinstance(a, ast.Starred):
+                args.append(a)
+                continue
+            base, sl = (a.value.value, a.value.slice) if isinstance(a.value, ast.Subscript) and isinstance(
+                a.value.slice, ast.Slice) else (a.value, None)
+            t = getattr(self.expr(base), "type", None)
+            if isinstance(t, ArrayType):
+                if t.ndim != 1 or sl is None:
+                    self.error(a, KernelTypeError, "*array unpacks a slice with constant bounds of a 1-D array, "
+                               "e.g. *arr[:3]")
+                positions = self.static_slice(sl, None, a)
+            elif T.is_vector(t) or T.is_matrix(t):
+                n = t._shape_[0]
+                positions = self.static_slice(sl, n, a) if sl is not None else range(n)
+            else:
+                self.error(a, KernelTypeError, "Starred expressions are only supported for vectors, matrices, "
+                           f"quaternions and slices of arrays, not {T.type_name(t)}")
+            for i in positions:
+                args.append(ast.copy_location(ast.Subscript(value=base, slice=ast.Constant(i), ctx=ast.Load()), a))
+        return ast.copy_location(ast.Call(func=node.func, args=args, keywords=node.keywords), node)
+
+    def static_slice(self, sl: ast.Slice, n: int | None, node: ast.AST) -> range:
+        """The positions a slice with compile-time bounds selects from a length-`n` value (n None: an array,
+        whose length is unknown here: the stop must be given, and nothing may be negative)."""
+        parts = []
+        for part in (sl.lower, sl.upper, sl.step):
+            v = None if part is None else self.value(part)
+            if v is not None and not (isinstance(v, Const) and T.is_int(v.type)):
+                self.error(part, KernelValueError, "Slice component must be a compile-time constant integer")
+            parts.append(None if v is None else int(v.value))
+        start, stop, step = parts
+        if n is not None:
+            return range(*slice(start, stop, step).indices(n))
+        if stop is None:
+            self.error(node, KernelValueError, "unpacking an array slice requires explicit upper bound")
+        if any(p is not None and p < 0 for p in (start, stop)):
+            self.error(node, KernelValueError, "slice bounds cannot be negative for arrays")
+        if step is not None and step <= 0:
+            self.error(node, KernelValueError, "slice step cannot be negative or zero for arrays")
+        return range(start or 0, stop, step or 1)
+
     def is_special(self, func_node: ast.expr, name: str) -> bool:
         f = self.expr_or_none(func_node)
         return isinstance(f, PyObj) and isinstance(f.value, B.Builtin) and f.value.name == name
 
     def _expr_Call(self, node: ast.Call) -> Any:
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            node = self.expand_starred(node)
         f = self.expr(node.func)
         if not isinstance(f, PyObj):
             self.error(node.func, KernelTypeError, "this value is not callable")
@@ -1152,6 +1324,10 @@ class Builder:
         self.no_keywords(node, bi.name)
         shape = next((ov for ov in bi.overloads if len(ov.params) == len(node.args) and ov.outputs), None)
         if shape is None:
+            if any(len(ov.params) > len(node.args) and ov.outputs == tuple(range(len(node.args), len(ov.params)))
+                   and not any(ov.params[p].inout for p in ov.outputs) for ov in bi.overloads) and not any(
+                    len(ov.params) == len(node.args) for ov in bi.overloads):
+                return self.returned_outputs(bi, node)
             return self.call_builtin(bi.name, [self.value(a) for a in node.args], node)
         outs: dict[int, Any] = {}
         current: dict[int, Operand] = {}
@@ -1204,6 +1380,25 @@ class Builder:
             if pos not in copied:
                 self.assign_to(node.args[pos], self.assign_temp(ir.Field(result, f"f{first + k}"), t), node)
         return self.assign_temp(ir.Field(result, "f0"), ret) if ret is not None else None
+
+    def returned_outputs(self, bi: B.Builtin, node: ast.Call) -> Operand:
+        """`U, sigma, V = wp.svd3(A)`: a builtin whose trailing parameters are outputs, called without them,
+        returns them (a tuple when there are several)."""
+        inputs = [self.value(a) for a in node.args]
+        n = len(node.args)
+        outs = {pos: None for ov in bi.overloads for pos in range(n, len(ov.params))}
+        found, inputs = self.resolve_literals(bi.name, inputs, node, outs)
+        if found is None:
+            got = ", ".join(T.type_name(a.type) for a in inputs)
+            cands = "\n".join(f"      {ov.signature()}" for ov in B.candidates(bi.name))
+            self.error(node, KernelTypeError, f"no overload of {bi.name}() takes ({got}); these do:\n{cands}")
+        ov, bindings = found
+        ret = ov.ret(bindings)
+        record = tuple_type(((ret,) if ret is not None else ()) + ov.output_types(bindings))
+        result = self.assign_temp(ir.Call(ov, tuple(inputs), type=record), record)
+        if len(record.fields) == 1:
+            return self.assign_temp(ir.Field(result, "f0"), record.fields["f0"])
+        return result
 
     def is_local_place(self, target: ast.expr) -> bool:
         """Whether `target` is a variable or a field or component of one (not an array element)."""

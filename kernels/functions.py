@@ -27,8 +27,8 @@ class Function:
         self.__module__ = func.__module__
         self.overloads: list[Any] = []
         self.native_snippets: tuple | None = None  # wp.func_native: (snippet, adjoint snippet, replay snippet)
-        self.custom_grad: Any = None  # a Python function given by @wp.func_grad
-        self.custom_replay: Any = None  # a Python function given by @wp.func_replay
+        self.custom_grad: list = []  # Python functions given by @wp.func_grad (one per overload)
+        self.custom_replay: list = []  # Python functions given by @wp.func_replay (one per overload)
         self.add_overload(func)
 
     def add_overload(self, func: Any) -> None:
@@ -96,7 +96,9 @@ def _attach(f: Function, attr: str, decorator: str) -> Any:
         raise TypeError(f"@wp.{decorator} takes a @wp.func, got {type(f).__name__}")
 
     def wrap(pyfunc: Any) -> Any:
-        setattr(f, attr, pyfunc)
+        key = _annotation_key(pyfunc)
+        kept = [g for g in getattr(f, attr) if _annotation_key(g) != key]
+        setattr(f, attr, [*kept, pyfunc])  # one per overload: a new one with the same parameters replaces it
         GENERATION[0] += 1  # modules that call f rebuild
         return pyfunc
 
@@ -105,7 +107,8 @@ def _attach(f: Function, attr: str, decorator: str) -> Any:
 
 def func_grad(f: Function) -> Any:
     """Decorator: give @wp.func `f` a hand-written adjoint. It takes f's parameters plus `adj_ret`
-    (when f returns a value) and accumulates into `wp.adjoint[param]`."""
+    (when f returns a value; `adj_ret0, adj_ret1, ...` when it returns several) and accumulates into
+    `wp.adjoint[param]`. An overloaded `f` takes one per overload, matched by parameter annotations."""
     return _attach(f, "custom_grad", "func_grad")
 
 

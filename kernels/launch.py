@@ -28,7 +28,10 @@ from .device import Device, get_device, get_devices
 from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
 from .extensions import registry
 from .ir import ArrayType
+from .logger import log_info
 from .module import Kernel, LoadedKernel, LoadedModule
+from .stream import TIMING_KERNEL, Stream, capturing_graph, submit
+from .stream import runtime as streams
 from .structs import field_ctype, is_struct
 
 _SCALAR_CODES = {
@@ -289,25 +292,76 @@ def _dims(dim: Any) -> tuple[int, ...]:
     return dims
 
 
+class Launch:
+    """A recorded launch (`wp.launch(..., record_cmd=True)`): its parameters and grid can be changed, and
+    `launch()` runs it again, as Warp's `Launch` does."""
+
+    def __init__(self, kernel: Kernel, dim: Any, params: list, adj_params: list, device: Any, adjoint: bool,
+                 max_blocks: int, block_dim: int) -> None:
+        self.kernel, self.dim, self.params, self.adj_params = kernel, dim, params, adj_params
+        self.device, self.adjoint, self.max_blocks, self.block_dim = get_device(device), adjoint, max_blocks, block_dim
+
+    def _index(self, name: str) -> int:
+        names = list(self.kernel.arg_names)
+        if name not in names:
+            raise LaunchError(f"kernel {self.kernel.label} has no parameter '{name}' (it has {', '.join(names)})")
+        return names.index(name)
+
+    def set_dim(self, dim: Any) -> None:
+        """The grid of the next `launch()`."""
+        _dims(dim)
+        self.dim = dim
+
+    def set_param_at_index(self, index: int, value: Any, adjoint: bool = False) -> None:
+        """Parameter `index` (or its adjoint) of the next `launch()`."""
+        target = self.adj_params if adjoint else self.params
+        if not 0 <= index < len(self.params):
+            raise IndexError(f"kernel {self.kernel.label} has {len(self.params)} parameters, not {index + 1}")
+        while len(target) < len(self.params):
+            target.append(None)
+        target[index] = value
+
+    def set_param_by_name(self, name: str, value: Any, adjoint: bool = False) -> None:
+        self.set_param_at_index(self._index(name), value, adjoint)
+
+    def set_params(self, values: Any) -> None:
+        """All parameters, in order."""
+        for i, v in enumerate(values):
+            self.set_param_at_index(i, v)
+
+    def launch(self, stream: Any = None) -> None:
+        """Run the recorded launch with its current parameters and grid."""
+        adj = self.adj_params if self.adjoint else ()
+        launch(self.kernel, self.dim, inputs=self.params, adj_inputs=adj, device=None if stream else self.device,
+               stream=stream, adjoint=self.adjoint, max_blocks=self.max_blocks, block_dim=self.block_dim)
+
+
 def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_inputs: Any = (),
            adj_outputs: Any = (), device: Any = None, stream: Any = None, adjoint: bool = False,
-           record_tape: bool = True, max_blocks: int = 0, block_dim: int = 256) -> None:
+           record_tape: bool = True, record_cmd: bool = False, max_blocks: int = 0,
+           block_dim: int = 256) -> Launch | None:
     """Run `kernel` once for every index of the grid `dim` (an int, or a tuple of up to 4 ints).
 
     `inputs` then `outputs` give the kernel's parameters in order: arrays (ours, NumPy or any
-    object with `__array_interface__`), scalars, vectors and matrices.
+    object with `__array_interface__`), scalars, vectors and matrices. With `stream`, the launch goes to
+    that stream and its device; while the stream is being captured, the packed launch is recorded into
+    the graph instead of run (kernels/capture.py). `record_cmd=True` returns a `Launch` to run later
+    instead of running now.
     """
     if not isinstance(kernel, Kernel):
         raise LaunchError(f"wp.launch expects a @wp.kernel, got {type(kernel).__name__}")
+    if record_cmd:
+        return Launch(kernel, dim, [*inputs, *outputs], [*adj_inputs, *adj_outputs], device, adjoint, max_blocks,
+                      block_dim)
     if kernel._generic is not False and kernel.is_generic:
         kernel = _instantiate(kernel, [*inputs, *outputs])
     if dim.__class__ is int and 0 <= dim < 2**31:
         dims = (dim,)
     else:
         dims = _dims(dim)
-    dev = get_device(device)
+    dev = get_device(device) if stream is None else _stream_device(stream, device)
     lm = kernel.module.load(dev)
-    lk = lm.kernels[kernel.key]
+    lk = lm.kernels.get(kernel.key) or lm.kernel(kernel.key)
     plan = lk.plan or _make_plan(lk, dev)
     params = [*inputs, *outputs]
     if len(params) != len(plan.names):
@@ -320,11 +374,12 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     hooks = config.launch_hooks
     if hooks and config.print_launches:
         args = ", ".join(f"{n}={_brief(v)}" for n, v in zip(plan.names, params, strict=True))
-        print(f"launch{' (adjoint)' if adjoint else ''}: kernel {kernel.label} dim={dims} device={dev} {args}")
+        log_info(f"launch{' (adjoint)' if adjoint else ''}: kernel {kernel.label} dim={dims} device={dev} {args}")
     if adjoint:
-        _launch_adjoint(kernel, lm, dev, plan, dims, params, [*adj_inputs, *adj_outputs])
+        _launch_adjoint(kernel, lm, dev, stream, plan, dims, params, [*adj_inputs, *adj_outputs])
         return
-    if hooks and config.verify_fp:
+    check_fp = hooks and config.verify_fp and capturing_graph(dev, stream) is None  # a capture runs it later
+    if check_fp:
         _verify_fp(kernel, plan, params, lk.reads, "before")
     saved = None
     if registry.recording and record_tape and registry.local.recorders:
@@ -333,7 +388,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
             for tape in registry.local.recorders:
                 tape.before_launch(kernel, lk, params)
             # arrays it reads, then updates: its adjoint replays from their values before the launch
-            saved = {i: snapshot(params[i]) for i in lk.in_place.restorable} or None
+            saved = {i: snapshot(params[i], stream) for i in lk.in_place.restorable} or None
     if len(dims) == 1:
         size = dims[0]
     else:
@@ -345,15 +400,20 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         header = lk.header(size, dims, slot.address)
     else:
         header = lk.header(size, dims)
+    pins = ()  # temporaries the packed block points into: alive until the launch is done
     try:
         blob = plan.pack(header, params)
     except (struct.error, OverflowError, TypeError):
-        blob, pins = plan.pack_checked(kernel, header, params)  # noqa: F841 - pins: alive until the launch is done
+        blob, pins = plan.pack_checked(kernel, header, params)
     fault = None
     if size:
-        lk.launch(blob)
-        if lm.debug:
-            fault = slot.take()
+        if streams.intercept:  # a graph capture or activity timing is on
+            _submit(kernel, lm, lk.launch, dev, stream, blob, params, pins, slot if lm.debug else None,
+                    [(params[i], kernel.key) for i in lk.writes], "forward")
+        else:
+            lk.launch(blob)
+            if lm.debug:
+                fault = slot.take()
     if registry.recording and record_tape and fault is None:  # a launch that faulted did not run as written
         for tape in registry.local.recorders:
             tape.record_launch(kernel, lk, dims, params, dev, saved)
@@ -363,7 +423,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
             v._storage.bump(kernel.key)
     if fault is not None:
         raise _fault_error(kernel, lm, fault, "")
-    if hooks and config.verify_fp:
+    if check_fp:
         _verify_fp(kernel, plan, params, lk.writes, "after")
 
 
@@ -396,8 +456,39 @@ def _float_valued(t: Any) -> bool:
     return T.is_float(t) or T.is_composite(t) and t._wp_scalar_type_.is_float
 
 
-def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, plan: LaunchPlan, dims: tuple, params: list,
-                    adj_params: list) -> None:
+def _stream_device(stream: Any, device: Any) -> Device:
+    """The device of a launch on `stream` (`device`, when given too, must be the stream's)."""
+    if not isinstance(stream, Stream):
+        raise LaunchError(f"wp.launch: stream must be a wp.Stream, got {type(stream).__name__}")
+    if device is not None and get_device(device) != stream.device:
+        raise DeviceError(f"wp.launch: device {get_device(device)} is not the device of the stream ({stream.device})")
+    return stream.device
+
+
+def _submit(kernel: Kernel, lm: LoadedModule, launch_fn: Any, dev: Device, stream: Any, blob: bytes, params: list,
+            pins: Any, slot: Any, written: list, direction: str) -> None:
+    """A launch while a graph capture or activity timing is on: handed to `stream.submit` with what it
+    writes (for the capture's bookkeeping: (array or gradient, writer) pairs) and what its packed block
+    points into (kept alive as long as a graph that recorded it). A debug-mode launch checks its fault
+    slot right after it runs, whenever that is."""
+    writes = [(a._storage, w) for a, w in written if a.__class__ is array or a.__class__ is indexedarray]
+    fn = launch_fn if slot is None else _checked(kernel, lm, launch_fn, slot, "" if direction == "forward"
+                                                 else " (in its adjoint)")
+    submit(dev, stream, fn, (blob,), writes, f"{direction} kernel {kernel.key}", TIMING_KERNEL, (lm, params, pins))
+
+
+def _checked(kernel: Kernel, lm: LoadedModule, launch_fn: Any, slot: Any, where: str) -> Any:
+    """`launch_fn` followed by a look at the debug-mode fault slot its launches report to."""
+    def run(blob: bytes) -> None:
+        launch_fn(blob)
+        fault = slot.take()
+        if fault is not None:
+            raise _fault_error(kernel, lm, fault, where)
+    return run
+
+
+def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, plan: LaunchPlan, dims: tuple,
+                    params: list, adj_params: list) -> None:
     """Run a kernel's adjoint: array gradients come from `adj_params` (or, when it is empty, from each
     array's own `.grad`); scalar adjoints are not returned, as in Warp."""
     adjoint = lm.adjoint(kernel.key)
@@ -407,7 +498,7 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, plan: LaunchP
     if adj_params and len(adj_params) != len(params):
         raise LaunchError(f"kernel {kernel.label}: adj_inputs + adj_outputs must match inputs + outputs "
                           f"one for one ({len(params)} arguments), got {len(adj_params)}")
-    values, pins = plan.convert(params)  # noqa: F841 - pins: alive until the launch is done
+    values, pins = plan.convert(params)  # pins: alive until the launch is done
     if adj_params:
         for i, t in enumerate(plan.types):
             if isinstance(t, ArrayType):
@@ -421,11 +512,18 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, plan: LaunchP
         blob = plan.struct.pack(*header, *values)
     except (struct.error, OverflowError) as e:
         raise _pack_error(kernel, plan, values, e) from None
-    if size:
-        adjoint.launch(blob)
-        fault = slot.take() if slot else None
-        if fault is not None:
-            raise _fault_error(kernel, lm, fault, " (in its adjoint)")
+    if not size:
+        return
+    if streams.intercept:
+        grads = adj_params or [getattr(p, "grad", None) for p in params]
+        written = [(g, f"the adjoint of {kernel.key}") for t, g in zip(plan.types, grads, strict=True)
+                   if isinstance(t, ArrayType) and g is not None]
+        _submit(kernel, lm, adjoint.launch, dev, stream, blob, [*params, *adj_params], pins, slot, written, "backward")
+        return
+    adjoint.launch(blob)
+    fault = slot.take() if slot else None
+    if fault is not None:
+        raise _fault_error(kernel, lm, fault, " (in its adjoint)")
 
 
 def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any) -> bytes:

@@ -7,11 +7,13 @@ front end for every kernel, one C++ source, one shared library, cached on disk b
 
 from __future__ import annotations
 
+import ast
 import inspect
 import itertools
 import os
 import re
 import sys
+import textwrap
 import threading
 import time
 import typing
@@ -23,12 +25,12 @@ from . import build, callforms, codegen, config, functions, ir  # noqa: F401 (ca
 from . import types as T
 from .annotations import annotations, arg_type
 from .backend import BuildOptions, Launcher, Program
-from .errors import KernelTypeError
+from .errors import KernelError, KernelTypeError
 from .extensions import registry
 from .frontend import Builder, Source, call_kind
 from .functions import Function
 from .ir import ArrayType, Const
-from .structs import is_struct
+from .structs import is_struct, is_tuple
 
 
 def _sanitize(name: str) -> str:
@@ -72,27 +74,41 @@ class BuildContext:
         self.sites.append((owner, text, filename, line))
         return len(self.sites) - 1
 
+    @staticmethod
+    def custom_for(candidates: list, types: dict) -> Any:
+        """The custom adjoint or replay (of those given for a function) for the overload instantiated with
+        `types`: the last whose annotated parameters name these types (unannotated ones fit any)."""
+        for g in reversed(candidates):
+            hints = annotations(g)
+            if list(inspect.signature(g).parameters)[: len(types)] == list(types) and all(
+                    n not in hints or T.is_generic(arg_type(hints[n])) or arg_type(hints[n]) == t
+                    for n, t in types.items()):
+                return g
+        return candidates[-1] if len(candidates) == 1 else None
+
     def build_custom(self, fn: Function, cname: str, types: dict, ret: Any) -> tuple:
         """The IR of a function's custom adjoint and/or replay, checked against its signature."""
         grad_ir = replay_ir = None
-        if fn.custom_grad is not None:
-            names = list(inspect.signature(fn.custom_grad).parameters)
-            expect = list(types) + (["adj_ret"] if ret is not None else [])
-            if names != expect:
+        grad = self.custom_for(fn.custom_grad, types)
+        if grad is not None:
+            names = list(inspect.signature(grad).parameters)
+            rets = list(ret.fields.values()) if is_tuple(ret) else [] if ret is None else [ret]
+            adj_names = ["adj_ret"] if len(rets) == 1 else [f"adj_ret{k}" for k in range(len(rets))]
+            expect = list(types) + adj_names
+            if names[: len(types)] != list(types) or len(names) != len(expect):  # adjoints may be named freely
                 raise KernelTypeError(f"@wp.func_grad of '{fn.key}' must take ({', '.join(expect)}), "
                                       f"got ({', '.join(names)})")
-            grad_types = dict(types)
-            if ret is not None:
-                grad_types["adj_ret"] = ret
+            grad_types = dict(types) | dict(zip(names[len(types):], rets, strict=True))
             adjoints = {n: ir.Var(f"adjref_v_{n}", t) for n, t in types.items() if not isinstance(t, ArrayType)}
-            grad_ir = Builder(Source(fn.custom_grad), f"{fn.key} (custom gradient)", f"adj_{cname}", grad_types,
+            grad_ir = Builder(Source(grad), f"{fn.key} (custom gradient)", f"adj_{cname}", grad_types,
                               is_kernel=False, ctx=self, adjoints=adjoints).build()
-        if fn.custom_replay is not None:
-            names = list(inspect.signature(fn.custom_replay).parameters)
+        replay = self.custom_for(fn.custom_replay, types)
+        if replay is not None:
+            names = list(inspect.signature(replay).parameters)
             if names != list(types):
                 raise KernelTypeError(f"@wp.func_replay of '{fn.key}' must take ({', '.join(types)}), "
                                       f"got ({', '.join(names)})")
-            replay_ir = Builder(Source(fn.custom_replay), f"{fn.key} (custom replay)", f"rep_{cname}", dict(types),
+            replay_ir = Builder(Source(replay), f"{fn.key} (custom replay)", f"rep_{cname}", dict(types),
                                 is_kernel=False, ctx=self).build()
             if replay_ir.ret != ret:
                 raise KernelTypeError(f"@wp.func_replay of '{fn.key}' returns {T.type_name(replay_ir.ret)}, "
@@ -156,19 +172,21 @@ class BuildContext:
                 cname = f"f_{_sanitize(fn.key)}_{len(self.instances)}"
                 defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not p.empty}
                 inst = FuncInstance(fn.key, cname, names, defaults)
-                if fn.native_snippets is not None:  # wp.func_native: the C++ snippet is the body
-                    ret_ann = hints.get("return")
-                    inst.ir = ir.Function(cname, tuple(ir.Var(f"v_{n}", t) for n, t in types.items()),
-                                          arg_type(ret_ann) if ret_ann is not None else None, (), (), False,
-                                          native_code=fn.native_snippets)
-                else:
-                    inst.ir = Builder(Source(pyf), fn.key, cname, types, is_kernel=False, ctx=self).build()
+                try:
+                    if fn.native_snippets is not None:  # wp.func_native: the C++ snippet is the body
+                        ret_ann = hints.get("return")
+                        inst.ir = ir.Function(cname, tuple(ir.Var(f"v_{n}", t) for n, t in types.items()),
+                                              arg_type(ret_ann) if ret_ann is not None else None, (), (), False,
+                                              native_code=fn.native_snippets)
+                    else:
+                        inst.ir = Builder(Source(pyf), fn.key, cname, types, is_kernel=False, ctx=self).build()
+                finally:
+                    self.in_progress.discard(key)
                 if config.print_ir:
                     print(inst.ir.dump(), file=sys.stderr)
-                self.in_progress.discard(key)
                 self.instances[key] = inst
                 self.order.append(inst.ir)
-                if fn.custom_grad is not None or fn.custom_replay is not None:
+                if fn.custom_grad or fn.custom_replay:
                     self.custom[cname] = self.build_custom(fn, cname, types, inst.ir.ret)
             return inst, ""
         got = ", ".join(T.type_name(a.type) for a in args)
@@ -203,6 +221,7 @@ class Kernel:
         self._signature: tuple[tuple[str, ...], tuple[Any, ...]] | None = None
         self._generic: bool | None = None
         self._overloads: dict[tuple, Kernel] = {}
+        self.launch_attributes: dict[str, Any] = {}
 
     @property
     def is_generic(self) -> bool:
@@ -307,17 +326,49 @@ def _kernel_call(bld: Builder, node: Any, obj: Kernel) -> None:
     bld.error(node, KernelTypeError, f"kernel '{obj.key}' cannot be called from a kernel; make it a @wp.func")
 
 
-def kernel(f: Any = None, *, enable_backward: bool | None = None, module: Any = None,
-           module_options: dict | None = None) -> Any:
+def _check_launch_attributes(launch_bounds: Any, cuda_max_registers: Any, cluster_dim: Any,
+                             entry_point_abi: Any, enable_backward: Any) -> None:
+    """Warp's CUDA launch attributes, checked as Warp checks them (they shape CUDA builds only)."""
+    bounds = launch_bounds if isinstance(launch_bounds, tuple) else (launch_bounds,)
+    if launch_bounds is not None and not (1 <= len(bounds) <= 2 and all(
+            isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in bounds)):
+        raise ValueError(f"launch_bounds must be a positive int or a tuple of 1-2 positive ints, got {launch_bounds!r}")
+    if cuda_max_registers is not None:
+        if not isinstance(cuda_max_registers, int) or isinstance(cuda_max_registers, bool) or cuda_max_registers < 1:
+            raise ValueError(f"cuda_max_registers must be a positive int, got {cuda_max_registers!r}")
+        if launch_bounds is not None:
+            raise ValueError("cuda_max_registers cannot be combined with launch_bounds")
+    if cluster_dim is not None and not (isinstance(cluster_dim, int) and 1 <= cluster_dim <= 16):
+        raise ValueError(f"cluster_dim must be an int in [1, 16], got {cluster_dim!r}")
+    if entry_point_abi not in (None, "warp", "external_constant_params"):
+        raise ValueError(f"entry_point_abi must be 'warp' or 'external_constant_params', got {entry_point_abi!r}")
+    if entry_point_abi == "external_constant_params" and enable_backward is not False:
+        raise ValueError("entry_point_abi='external_constant_params' requires enable_backward=False")
+
+
+def kernel(f: Any = None, *, name: str | None = None, enable_backward: bool | None = None,
+           launch_bounds: tuple[int, ...] | int | None = None, cuda_max_registers: int | None = None,
+           enable_cuda_smem_spilling: bool | None = None, cluster_dim: int | None = None, module: Any = None,
+           module_options: dict | None = None, entry_point_abi: str | None = None,
+           grid_stride: bool | None = None) -> Any:
     """Decorator: make `f` a kernel launched with `wp.launch`. Usable as `@wp.kernel` or `@wp.kernel(...)`.
-    `module` names the module to build it in (default: its Python module's); "unique" gives it a module of
-    its own, whose build options `module_options` sets (see `set_module_options`)."""
+    `name` replaces the kernel's key (a C++ identifier). `module` names the module to build it in (default:
+    its Python module's); "unique" gives it a module of its own, whose build options `module_options` sets
+    (see `set_module_options`). `launch_bounds`, `cuda_max_registers`, `enable_cuda_smem_spilling`,
+    `cluster_dim`, `entry_point_abi` and `grid_stride` are CUDA launch attributes, checked here and
+    kept on the kernel; CPU builds do not depend on them."""
+    if name is not None and not (isinstance(name, str) and name.isidentifier()):
+        raise ValueError(f"kernel name must be a valid C++ identifier, got {name!r}")
+    _check_launch_attributes(launch_bounds, cuda_max_registers, cluster_dim, entry_point_abi, enable_backward)
 
     def wrap(func: Any) -> Kernel:
-        name = module
+        mod = module
         if module == "unique":
-            name = f"{func.__module__}.{func.__qualname__}.unique{next(_unique_modules)}"
-        k = Kernel(func, enable_backward=enable_backward, module=get_module(name) if name else None)
+            mod = f"{func.__module__}.{name or func.__qualname__}.unique{next(_unique_modules)}"
+        k = Kernel(func, key=name, enable_backward=enable_backward, module=get_module(mod) if mod else None)
+        k.launch_attributes = {"launch_bounds": launch_bounds, "cuda_max_registers": cuda_max_registers,
+                               "enable_cuda_smem_spilling": enable_cuda_smem_spilling, "cluster_dim": cluster_dim,
+                               "entry_point_abi": entry_point_abi or "warp", "grid_stride": grid_stride}
         if module_options:
             k.module.set_options(module_options)
         return k
@@ -359,6 +410,15 @@ class LoadedModule:
     build_adjoint: Any = None  # builds and loads the adjoint program (forward + reverse source)
     adjoints: dict[str, Launcher] | None = None
     adj_program: Program | None = None
+    failed: dict[str, KernelError] = field(default_factory=dict)  # kernels the front end rejected, by key
+
+    def kernel(self, key: str) -> LoadedKernel:
+        """The loaded kernel `key`; a kernel the front end rejected raises its error here, at its own
+        launch, so one bad kernel does not take its module's other kernels down."""
+        lk = self.kernels.get(key)
+        if lk is None:
+            raise self.failed[key]
+        return lk
 
     def adjoint(self, key: str) -> Launcher | None:
         """The launcher of kernel `key`'s adjoint (None without a backward pass). Adjoints compile on
@@ -372,6 +432,18 @@ class LoadedModule:
         return self.adjoints[key]
 
 
+class _ModuleOptions(dict):
+    """A module's own build options; an option it does not set reads as `wp.config`'s value."""
+
+    def __missing__(self, name: str) -> Any:
+        if name not in MODULE_OPTIONS:
+            raise KeyError(name)
+        return getattr(config, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self or name in MODULE_OPTIONS else default
+
+
 class Module:
     """All kernels of one Python module, built together into one native library."""
 
@@ -379,7 +451,7 @@ class Module:
         self.name = name
         self.kernels: dict[str, Kernel] = {}
         self.version = 0
-        self.options: dict[str, Any] = {}  # set_module_options: these override wp.config for this module
+        self.options = _ModuleOptions()  # set_module_options: these override wp.config for this module
         self.loaded: dict[tuple, LoadedModule] = {}
         self._last: tuple | None = None  # (device, config.build_generation, version, function generation, loaded)
         self._lock = threading.RLock()  # one build at a time: threads that need the module wait for it
@@ -439,15 +511,24 @@ class Module:
         debug, fast_math, _, max_unroll = self.options_key()[:4]
         ctx = BuildContext(debug, max_unroll)
         kernel_irs = []
-        kernels = [k for k in self.kernels.values() if not k.is_generic]  # generic ones build per overload
-        for k in kernels:
-            k.signature()
-            builder = Builder(Source(k.func), k.key, k.cname, dict(zip(*k.signature(), strict=True)),
-                              is_kernel=True, ctx=ctx)
-            fn = builder.build()
+        kernels = []
+        failed: dict[str, KernelError] = {}  # a kernel the front end rejects fails its own launches only
+        for k in self.kernels.values():
+            if k.is_generic:  # generic kernels build per overload
+                continue
+            try:
+                builder = Builder(Source(k.func), k.key, k.cname, dict(zip(*k.signature(), strict=True)),
+                                  is_kernel=True, ctx=ctx)
+                fn = builder.build()
+            except KernelError as e:
+                failed[k.key] = e
+                continue
             if config.print_ir:
                 print(fn.dump(), file=sys.stderr)
+            kernels.append(k)
             kernel_irs.append(fn)
+        if failed and not kernels:
+            raise next(iter(failed.values()))
         source = codegen.module_source(ctx.order, kernel_irs, debug)
         if not config.line_directives:
             source = build.without_line_directives(source)
@@ -489,7 +570,7 @@ class Module:
         def build_adjoint() -> Program:
             return backend.load(backend.compile(adjoint_source(), f"{name}-adj", options, f"the adjoints of {what}"))
 
-        lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint)
+        lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint, failed=failed)
         self.loaded[key] = lm
         if verbose:
             print(f"loomwork: module '{self.name}' ready in {(time.perf_counter() - t0) * 1e3:.1f} ms "
@@ -530,11 +611,47 @@ def get_module_options(module: Any = None) -> dict:
     return {name: m.option(name) for name in MODULE_OPTIONS}
 
 
-def overload(kernel: Kernel, arg_types: Any) -> Kernel:
-    """Instantiate a generic kernel for concrete argument types (a list in order, or a dict by name)."""
+def overload(kernel: Any, arg_types: Any = None) -> Kernel:
+    """Instantiate a generic kernel for concrete argument types (a list in order, or a dict by name).
+    As a decorator on a body-less function (`...`, `pass` or a docstring) of the kernel's name, the
+    function's annotations are the types."""
+    if callable(kernel) and not isinstance(kernel, Kernel):
+        stub = kernel
+        found = get_module(stub.__module__).kernels.get(stub.__qualname__)
+        if found is None:
+            raise KernelTypeError(f"wp.overload: no kernel named '{stub.__qualname__}' in module {stub.__module__}")
+        body = _function_body(stub)
+        if body is not None and not all(isinstance(n, ast.Pass) or (isinstance(n, ast.Expr) and isinstance(
+                n.value, ast.Constant) and (n.value.value is ... or isinstance(n.value.value, str))) for n in body):
+            raise KernelTypeError(f"wp.overload of '{stub.__qualname__}': the overload's body may only be ..., pass "
+                                  "or a docstring; the generic kernel's body is the one compiled")
+        hints = annotations(stub)
+        missing = [n for n in inspect.signature(stub).parameters if n not in hints]
+        if missing:
+            raise KernelTypeError(f"wp.overload of '{stub.__qualname__}': annotate every parameter (missing: "
+                                  f"{', '.join(missing)})")
+        if hints.get("return") not in (None, type(None)):
+            raise TypeError(f"wp.overload of '{stub.__qualname__}': overload stubs take no return annotation")
+        found.overload([hints[n] for n in inspect.signature(stub).parameters])
+        return found  # the decorated name stays the generic kernel, as in Warp
     if not isinstance(kernel, Kernel):
         raise TypeError(f"wp.overload takes a @wp.kernel, got {type(kernel).__name__}")
+    if not kernel.is_generic:
+        raise KernelTypeError(f"wp.overload: kernel '{kernel.key}' is not generic; only generic kernels are overloaded")
+    if not isinstance(arg_types, list | tuple | dict):
+        raise TypeError(f"wp.overload: kernel overload types must be given in a list or a dict, got "
+                        f"{type(arg_types).__name__}")
     return kernel.overload(arg_types)
+
+
+def _function_body(f: Any) -> list | None:
+    """The statements of `f`'s body, or None where its source cannot be read."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    fn = tree.body[0] if tree.body else None
+    return fn.body if isinstance(fn, ast.FunctionDef) else None
 
 
 def load_module(module: Any = None, device: Any = None) -> None:
@@ -543,7 +660,13 @@ def load_module(module: Any = None, device: Any = None) -> None:
 
     if module is None:
         module = inspect.currentframe().f_back.f_globals["__name__"]
-    get_module(module).load(get_device(device))
+    _raise_failed(get_module(module).load(get_device(device)))
+
+
+def _raise_failed(lm: LoadedModule) -> None:
+    """An explicit build reports the first kernel the front end rejected (launches report their own)."""
+    if lm.failed:
+        raise next(iter(lm.failed.values()))
 
 
 def force_load(device: Any = None, modules: list | None = None, *, max_workers: int | None = None) -> None:
@@ -560,11 +683,11 @@ def force_load(device: Any = None, modules: list | None = None, *, max_workers: 
         workers = min(os.cpu_count() or 1, 4)
     if workers <= 1 or len(mods) <= 1:
         for m in mods:
-            m.load(dev)
+            _raise_failed(m.load(dev))
         return
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for done in [pool.submit(m.load, dev) for m in mods]:
-            done.result()  # raises the first build error
+            _raise_failed(done.result())  # raises the first build error
 
 
 __all__ = ["Kernel", "kernel", "load_module", "force_load", "get_module", "set_module_options", "get_module_options",

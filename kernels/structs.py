@@ -78,6 +78,26 @@ class StructType(T.RecordType):
                 out[name] = np.asarray(v, dtype=t.value_dtype)[()]
         return out
 
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> StructType:
+        """A struct value from its native bytes (an array element); array fields stay None, since a
+        descriptor does not say which array owns the memory."""
+        c = cls._ctype.from_buffer_copy(raw)
+        inst = cls()
+        for name, t in cls.fields.items():
+            v = getattr(c, name)
+            if isinstance(t, ArrayType):
+                continue
+            if is_struct(t):
+                inst._values[name] = t.from_bytes(bytes(v))
+            elif T.is_composite(t):
+                inst._values[name] = t.from_buffer_copy(bytes(v))
+            elif t in (T.float16, T.bfloat16):  # stored as their 16 bits
+                inst._values[name] = float(T.from_storage(t, np.array(v, dtype=np.uint16).view(t.np_dtype)))
+            else:
+                inst._values[name] = T._py_value(t, v)
+        return inst
+
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={self._values[n]!r}" for n in self.fields)
         return f"{type(self).__name__}({inner})"

@@ -48,6 +48,12 @@ class ScalarType:
     def __int__(self) -> int:
         return int(self.value)
 
+    def __index__(self) -> int:
+        """Integer scalars are usable where Python wants an int (ctypes, range, indexing)."""
+        if self.is_float:
+            raise TypeError(f"{type(self).__name__} is not an integer type")
+        return int(self.value)
+
     def __bool__(self) -> bool:
         return bool(self.value)
 
@@ -116,14 +122,36 @@ class ScalarType:
     def __mod__(self, o: Any) -> Any:
         return self._arith(o, operator.mod)
 
+    def __pow__(self, o: Any) -> Any:
+        if not self.is_float:
+            raise TypeError(f"** is defined for float scalars, not {type(self).__name__} (as in kernels)")
+        return self._arith(o, operator.pow)
+
+    def __rpow__(self, o: Any) -> Any:
+        if not self.is_float:
+            raise TypeError(f"** is defined for float scalars, not {type(self).__name__} (as in kernels)")
+        return self._arith(o, operator.pow, True)
+
     def __neg__(self) -> Any:
         return type(self)(-self.value)
+
+    def __pos__(self) -> Any:
+        return type(self)(self.value)
 
     def __abs__(self) -> Any:
         return type(self)(abs(self.value))
 
     def __lt__(self, o: Any) -> bool:
         return self.value < (o.value if isinstance(o, ScalarType) else o)
+
+    def __le__(self, o: Any) -> bool:
+        return self.value <= (o.value if isinstance(o, ScalarType) else o)
+
+    def __gt__(self, o: Any) -> bool:
+        return self.value > (o.value if isinstance(o, ScalarType) else o)
+
+    def __ge__(self, o: Any) -> bool:
+        return self.value >= (o.value if isinstance(o, ScalarType) else o)
 
 
 def _py_value(t: type[ScalarType], x: Any) -> Any:
@@ -145,6 +173,7 @@ def _scalar(name: str, cname: str, np_dtype: Any, ctype: Any, kind: str, value_d
         "np_dtype": dt,
         "value_dtype": np.dtype(value_dtype) if value_dtype is not None else dt,
         "_ctype": ctype,
+        "_type_": ctype,  # Warp's spelling: the ctypes type of one value (integers wrap through it)
         "is_float": kind == "f",
         "is_int": kind in "iu",
         "is_signed": kind in "if",
@@ -250,6 +279,13 @@ class _CompositeMixin:
         """The value as a NumPy array of the type's shape."""
         return np.array(self._flat(), dtype=self._wp_scalar_type_.value_dtype).reshape(self._shape_)
 
+    @classmethod
+    def from_ptr(cls, ptr: int) -> Any:
+        """A value copied from host memory at address `ptr` (e.g. an element of a CPU array)."""
+        if not ptr:
+            raise RuntimeError(f"{cls.__name__}.from_ptr: NULL pointer exception")
+        return cls.from_buffer_copy(ctypes.string_at(ptr, ctypes.sizeof(cls)))
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy_value()
         return a.astype(dtype) if dtype is not None else a
@@ -302,8 +338,11 @@ class _CompositeMixin:
     def __neg__(self):
         return type(self)(-self.numpy_value())
 
+    def __pos__(self):
+        return type(self)(self.numpy_value())
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({np.array2string(self.numpy_value(), separator=', ')})"
+        return f"{type(self).__name__}({self.numpy_value().tolist()})"
 
 
 def _is_number(x: Any) -> bool:
@@ -328,13 +367,27 @@ class VectorType(_CompositeMixin):
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return self._flat()[i]
+        if not isinstance(i, int | np.integer):
+            raise KeyError(f"Invalid key {i}, expected int or slice")
         n = self._length_  # type: ignore[attr-defined]
         if not -n <= i < n:
             raise IndexError(f"{type(self).__name__} index {i} out of range [0, {n})")
         return self._flat()[i % n]
 
-    def __setitem__(self, i: int, v: Any) -> None:
+    def __str__(self) -> str:
+        return "[" + ", ".join(str(x) for x in self) + "]"
+
+    def __setitem__(self, i: Any, v: Any) -> None:
         n = self._length_  # type: ignore[attr-defined]
+        if isinstance(i, slice):
+            positions = range(n)[i]
+            values = list(v) if not _is_number(v) else [v] * len(positions)
+            if len(values) != len(positions):
+                raise ValueError(f"{type(self).__name__}[{i.start}:{i.stop}:{i.step}] has {len(positions)} "
+                                 f"components, got {len(values)} values")
+            for k, x in zip(positions, values, strict=True):
+                ctypes.Array.__setitem__(self, k, _to_ctype_value(self._wp_scalar_type_, x))
+            return
         if not -n <= i < n:
             raise IndexError(f"{type(self).__name__} index {i} out of range [0, {n})")
         ctypes.Array.__setitem__(self, i % n, _to_ctype_value(self._wp_scalar_type_, v))
@@ -358,8 +411,24 @@ class VectorType(_CompositeMixin):
 class MatrixType(_CompositeMixin):
     """Marker base of every matrix class; `m[i, j]` is an element, `m[i]` a row vector."""
 
+    def _check_key(self, key: Any) -> bool:
+        """Whether `key` takes slices (answered by NumPy); an int, a pair of ints, or else KeyError."""
+        if isinstance(key, tuple):
+            if len(key) not in (1, 2):
+                raise KeyError(f"Invalid key, expected one or two indices, got {len(key)}")
+            parts = key
+        else:
+            parts = (key,)
+        if not all(isinstance(k, int | np.integer | slice) for k in parts):
+            raise KeyError(f"Invalid key {key}, expected int or pair of ints")
+        return any(isinstance(k, slice) for k in parts) or len(parts) == 1 and isinstance(key, tuple)
+
     def __getitem__(self, key: Any) -> Any:
         rows, cols = self._shape_
+        if self._check_key(key):
+            r = self.numpy_value()[key]
+            st = self._wp_scalar_type_
+            return r.item() if r.ndim == 0 else vector(r.shape[0], st)(r) if r.ndim == 1 else matrix(r.shape, st)(r)
         if isinstance(key, tuple):
             i, j = key
             _check_range(i, rows, self)
@@ -371,6 +440,11 @@ class MatrixType(_CompositeMixin):
 
     def __setitem__(self, key: Any, v: Any) -> None:
         rows, cols = self._shape_
+        if self._check_key(key):
+            a = self.numpy_value().astype(np.float64)
+            a[key] = np.asarray(v.numpy_value() if isinstance(v, _CompositeMixin) else v, dtype=np.float64)
+            self._init_from((a.reshape(-1),))
+            return
         if isinstance(key, tuple):
             i, j = key
             _check_range(i, rows, self)
@@ -466,17 +540,37 @@ def _composite(key: tuple, name: str, base: type, st: type[ScalarType], shape: t
     return cls
 
 
-def vector(length: int, dtype: Any) -> type:
-    """The vector class of `length` components of scalar `dtype` (cached: same arguments, same class)."""
+def _generic_dtype_accepts(dtype: Any, st: Any) -> bool:
+    return generic_accepts(dtype, st) if is_generic(dtype) else st is scalar_type(dtype)
+
+
+def vector(length: Any, dtype: Any) -> Any:
+    """The vector class of `length` components of scalar `dtype` (cached: same arguments, same class).
+    With `length=Any` or a generic dtype it is a generic annotation matching such vectors."""
+    if length is Any or is_generic(dtype):
+        if not (length is Any or (isinstance(length, int) and length >= 0)):
+            raise ValueError(f"vector length must be a non-negative int or Any, got {length!r}")
+        return GenericType(f"vector(length={getattr(length, '__name__', length)}, dtype={type_name(dtype)})",
+                           lambda t: is_vector(t) and (length is Any or t._length_ == length)
+                           and _generic_dtype_accepts(dtype, t._wp_scalar_type_))
     st = scalar_type(dtype)
-    if not isinstance(length, int) or length < 1:
-        raise ValueError(f"vector length must be a positive int, got {length!r}")
+    if not isinstance(length, int) or length < 0:
+        raise ValueError(f"vector length must be a non-negative int, got {length!r}")
     return _composite(("vec", length, st), f"vec{length}{_SUFFIX.get(st, st.__name__)}", VectorType, st,
                       (length,), f"lw::vec_t<{length}, {st.cname}>")
 
 
-def matrix(shape: tuple[int, int], dtype: Any) -> type:
-    """The matrix class of `shape` = (rows, cols) with scalar `dtype` (cached)."""
+def matrix(shape: tuple[Any, Any], dtype: Any) -> Any:
+    """The matrix class of `shape` = (rows, cols) with scalar `dtype` (cached). With `Any` in the shape
+    or a generic dtype it is a generic annotation matching such matrices."""
+    if len(shape) != 2:
+        raise ValueError(f"matrix shape must be (rows, cols), got {shape!r}")
+    if Any in shape or is_generic(dtype):
+        r, c = shape
+        return GenericType(f"matrix(shape=({getattr(r, '__name__', r)}, {getattr(c, '__name__', c)}), "
+                           f"dtype={type_name(dtype)})",
+                           lambda t: is_matrix(t) and r in (Any, t._shape_[0]) and c in (Any, t._shape_[1])
+                           and _generic_dtype_accepts(dtype, t._wp_scalar_type_))
     st = scalar_type(dtype)
     rows, cols = (int(s) for s in shape)
     return _composite(("mat", rows, cols, st), f"mat{rows}{cols}{_SUFFIX.get(st, st.__name__)}", MatrixType, st,
@@ -534,6 +628,20 @@ def matrix_value(*args: Any, shape: tuple[int, int] | None = None, dtype: Any = 
             raise ValueError("wp.matrix() needs shape= unless given n*n components")
         shape = (n, n)
     return matrix(shape, st)(*args)
+
+
+def local_array_type(shape: Any, dtype: Any) -> type:
+    """The kernel type of a fixed-size local array (`wp.zeros(shape, dtype)` in a kernel, `wp.fixedarray`):
+    a vector (1-D) or matrix (2-D, or 1-D of vectors), indexed, assigned and differentiated like one."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape) if isinstance(shape, list | tuple) else shape
+    if not (isinstance(shape, tuple) and 1 <= len(shape) <= 2 and all(isinstance(d, int) and d > 0 for d in shape)):
+        raise TypeError(f"a local array needs a constant shape of 1 or 2 positive sizes, got {shape!r}")
+    if is_vector(dtype) and not (is_quat(dtype) or is_transform(dtype)) and len(shape) == 1:
+        return matrix((shape[0], dtype._length_), dtype._wp_scalar_type_)
+    if is_composite(dtype):
+        raise TypeError(f"local arrays hold scalars or vectors (1-D), not {type_name(dtype)}")
+    st = scalar_type(dtype)
+    return vector(shape[0], st) if len(shape) == 1 else matrix(shape, st)
 
 
 def is_quat(t: Any) -> bool:

@@ -1,11 +1,13 @@
-"""Library routines on arrays (`loomwork.utils`): reductions, scans, sorting, run-length encoding, casts,
-and a timer. The heavy ones run natively on every core; sums accumulate in float64, so a float32 sum
-of millions of values is accurate to about 1e-9 relative."""
+"""Library routines on arrays (`loomwork.utils`): reductions, scans, sorting, run-length encoding, casts.
+The heavy ones run natively on every core; sums accumulate in float64, so a float32 sum of millions of
+values is accurate to about 1e-9 relative. Called while their arrays' device is being captured into a
+graph, they are recorded and run when the graph does, as launches are."""
 
 from __future__ import annotations
 
-import sys
-import time
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,6 +15,36 @@ import numpy as np
 from . import types as T
 from .array import array, empty
 from .cpu import utils_library
+from .errors import CaptureError
+from .stream import capturing_graph
+from .stream import runtime as streams
+
+
+def _capturable(*written: str, result: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: a routine called while the device of its first array argument is being captured is
+    recorded into the graph (with the arrays named in `written` as what it writes) instead of run. One
+    that returns its result to Python cannot be replayed: unless the parameter `result` names is given
+    (the array that receives it instead), it raises CaptureError."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if streams.capturing:
+                bound = sig.bind(*args, **kwargs)
+                first = next((v for v in bound.arguments.values() if isinstance(v, array)), None)
+                graph = capturing_graph(first.device) if first is not None else None
+                if graph is not None:
+                    if result is not None and bound.arguments.get(result) is None:
+                        raise CaptureError(f"{fn.__name__} returns its result to Python, which a graph replay "
+                                           f"cannot do; pass {result}= (an array that receives it) to capture it")
+                    outs = [bound.arguments.get(n) for n in written]
+                    writes = [(a._storage, f"{fn.__name__}()") for a in outs if isinstance(a, array)]
+                    graph.record(functools.partial(fn, *args, **kwargs), (), writes, (args, kwargs))
+                    return None
+            return fn(*args, **kwargs)
+        return call
+    return wrap
 
 _FLOAT_SUFFIX = {T.float32: "f32", T.float64: "f64"}
 
@@ -75,11 +107,13 @@ def _reduce(kind: str, arrays: list, dtype: Any, out: Any, axis: int | None, wha
     return result
 
 
+@_capturable("out", result="out")
 def array_sum(values: array, out: array | None = None, value_count: int | None = None, axis: int | None = None) -> Any:
     """The sum of `values` (its first `value_count` elements; or along `axis`), returned or written to `out`."""
     return _reduce("sum", [values], values.dtype, out, axis, "array_sum", value_count)
 
 
+@_capturable("out", result="out")
 def array_inner(a: array, b: array, out: array | None = None, count: int | None = None, axis: int | None = None) -> Any:
     """The inner product of `a` and `b` (dot products summed for vector arrays), returned or written to `out`."""
     if not isinstance(a, array) or not isinstance(b, array) or a.dtype != b.dtype or a.shape != b.shape:
@@ -87,6 +121,7 @@ def array_inner(a: array, b: array, out: array | None = None, count: int | None 
     return _reduce("dot", [a, b], a.dtype, out, axis, "array_inner", count)
 
 
+@_capturable("out_array")
 def array_scan(in_array: array, out_array: array, inclusive: bool = True) -> None:
     """Prefix sums of `in_array` into `out_array` (inclusive, or exclusive starting at 0)."""
     src = _flat_input(in_array, "array_scan")
@@ -102,6 +137,7 @@ def array_scan(in_array: array, out_array: array, inclusive: bool = True) -> Non
     out_array._storage.bump("array_scan()")
 
 
+@_capturable("keys", "values")
 def radix_sort_pairs(keys: array, values: array, count: int) -> None:
     """Sort the first `count` (key, value) pairs by key, in place and stably (int32 or float32 keys,
     int32 values). Warp's arrays of twice the length are accepted; the second half is not needed."""
@@ -122,6 +158,7 @@ def radix_sort_pairs(keys: array, values: array, count: int) -> None:
     values._storage.bump("radix_sort_pairs()")
 
 
+@_capturable("keys", "values")
 def segmented_sort_pairs(keys: array, values: array, count: int, segment_start_indices: array,
                          segment_end_indices: array | None = None) -> None:
     """Sort (key, value) pairs by key within each segment [start[i], end[i]) (end defaults to the next start)."""
@@ -140,6 +177,7 @@ def segmented_sort_pairs(keys: array, values: array, count: int, segment_start_i
     values._storage.bump("segmented_sort_pairs()")
 
 
+@_capturable("run_values", "run_lengths", "run_count", result="run_count")
 def runlength_encode(values: array, run_values: array, run_lengths: array, run_count: array | None = None,
                      value_count: int = 0) -> int | None:
     """Runs of equal consecutive values: their values and lengths; the number of runs is returned, or
@@ -160,6 +198,7 @@ def runlength_encode(values: array, run_values: array, run_lengths: array, run_c
     return n
 
 
+@_capturable("out_array")
 def array_cast(in_array: array, out_array: array, count: int | None = None) -> None:
     """Copy `in_array` into `out_array` converting the scalar type (for example float64 -> float32)."""
     src = in_array.numpy().reshape(-1)
@@ -171,22 +210,3 @@ def array_cast(in_array: array, out_array: array, count: int | None = None) -> N
     dst[:n] = T.to_storage(T.elem_scalar(out_array.dtype), values)
     out_array._storage.bump("array_cast()")
 
-
-class ScopedTimer:
-    """`with ScopedTimer("step"):` measures wall time; `.elapsed` is in milliseconds."""
-
-    def __init__(self, name: str, active: bool = True, print: bool = True, dict: dict | None = None,  # noqa: A002
-                 synchronize: bool = False, **_ignored: Any) -> None:
-        self.name, self.active, self.print, self.dict = name, active, print, dict
-        self.elapsed = 0.0
-
-    def __enter__(self) -> ScopedTimer:
-        self._t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.elapsed = (time.perf_counter() - self._t0) * 1e3
-        if self.dict is not None:
-            self.dict.setdefault(self.name, []).append(self.elapsed)
-        if self.active and self.print:
-            print(f"{self.name} took {self.elapsed:.2f} ms", file=sys.stdout)

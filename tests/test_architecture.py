@@ -42,9 +42,10 @@ def test_layers_import_downward_only(layer):
 
 # kernels/ from the bottom up: a module may import only modules listed before it (locally too)
 KERNEL_ORDER = [
-    "errors", "config", "types", "ir", "builtins", "extensions", "cache", "build", "backend", "cpu", "device",
-    "dlpack", "foreign", "array", "interop", "annotations", "utils", "functions", "structs", "mathlib", "codegen",
-    "frontend", "callforms", "module", "launch", "torch_bridge", "__init__",
+    "errors", "config", "logger", "types", "ir", "builtins", "extensions", "cache", "build", "backend", "cpu",
+    "device", "stream", "memory", "dlpack", "foreign", "array", "interop", "annotations", "utils", "functions",
+    "structs", "mathlib", "codegen", "frontend", "callforms", "module", "launch", "capture", "timing", "runtime",
+    "mapping", "torch_bridge", "__init__",
 ]
 
 

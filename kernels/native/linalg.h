@@ -344,14 +344,14 @@ template <typename T>
 LW_FUNC void adj_transform_vector(mat_t<4, 4, T> m, vec_t<3, T> v, mat_t<4, 4, T>& adj_m, vec_t<3, T>& adj_v, vec_t<3, T> adj) {
     for (int i = 0; i < 3; ++i)
         for (int j = 0; j < 3; ++j) {
-            adj_m.c[i * 4 + j] += adj.c[i] * v.c[j];
-            adj_v.c[j] += adj.c[i] * m.c[i * 4 + j];
+            acc(adj_m.c[i * 4 + j], mul(adj.c[i], v.c[j]));
+            acc(adj_v.c[j], mul(adj.c[i], m.c[i * 4 + j]));
         }
 }
 template <typename T>
 LW_FUNC void adj_transform_point(mat_t<4, 4, T> m, vec_t<3, T> p, mat_t<4, 4, T>& adj_m, vec_t<3, T>& adj_p, vec_t<3, T> adj) {
     adj_transform_vector(m, p, adj_m, adj_p, adj);
-    for (int i = 0; i < 3; ++i) adj_m.c[i * 4 + 3] += adj.c[i];
+    for (int i = 0; i < 3; ++i) acc(adj_m.c[i * 4 + 3], adj.c[i]);
 }
 
 // [[R, 0], [S, R]]: the motion-vector transform of a rotation R and a (skew) coupling S
@@ -369,8 +369,8 @@ template <typename T>
 LW_FUNC void adj_spatial_adjoint(mat_t<3, 3, T> R, mat_t<3, 3, T> S, mat_t<3, 3, T>& adj_R, mat_t<3, 3, T>& adj_S, mat_t<6, 6, T> adj) {
     for (int i = 0; i < 3; ++i)
         for (int j = 0; j < 3; ++j) {
-            adj_R.c[i * 3 + j] += adj.c[i * 6 + j] + adj.c[(i + 3) * 6 + j + 3];
-            adj_S.c[i * 3 + j] += adj.c[(i + 3) * 6 + j];
+            acc(adj_R.c[i * 3 + j], add(adj.c[i * 6 + j], adj.c[(i + 3) * 6 + j + 3]));
+            acc(adj_S.c[i * 3 + j], adj.c[(i + 3) * 6 + j]);
         }
 }
 

@@ -184,6 +184,8 @@ LW_MATH1(erfc, erfcf, erfc)
 LW_MATH2(atan2, atan2f, atan2)
 LW_MATH2(pow, powf, pow)
 LW_MATH2(fmod, fmodf, fmod)
+LW_MATH1(rint, rintf, rint)
+LW_MATH2(copysign, copysignf, copysign)
 
 // scalar_only<T, R = T>::type is R for the scalar types and absent otherwise, so the generic scalar
 // templates below never compete with the vector and matrix overloads
@@ -236,6 +238,16 @@ template <typename T> LW_FUNC T lshift(T a, T b) { return T(a << b); }
 template <typename T> LW_FUNC T rshift(T a, T b) { return T(a >> b); }
 template <typename T> LW_FUNC T invert(T a) { return T(~a); }
 LW_FUNC bool invert(bool a) { return !a; }
+// the integer's bits in its own width, counted
+template <typename T> LW_FUNC int32_t bit_count(T x) {
+    uint64_t u = (uint64_t)x;
+    if (sizeof(T) < 8) u &= ((uint64_t)1 << (8 * sizeof(T))) - 1u;
+#if LW_CUDA
+    return __popcll(u);
+#else
+    return __builtin_popcountll(u);
+#endif
+}
 
 template <typename T> LW_FUNC typename scalar_only<T, bool>::type lt(T a, T b) { return a < b; }
 template <typename T> LW_FUNC typename scalar_only<T, bool>::type le(T a, T b) { return a <= b; }
@@ -264,12 +276,12 @@ template <typename T> LW_FUNC T frac(T x) { return x - trunc(x); }
 template <typename T> LW_FUNC T rsqrt(T x) { return T(1) / sqrt(x); }
 template <typename T> LW_FUNC T degrees(T x) { return x * T(57.29577951308232); }
 template <typename T> LW_FUNC T radians(T x) { return x * T(0.017453292519943295); }
-template <typename T> LW_FUNC bool isnan(T x) { return x != x; }
-template <typename T> LW_FUNC bool isinf(T x) { return x == x && (x - x) != (x - x); }
-template <typename T> LW_FUNC bool isfinite(T x) { return (x - x) == (x - x); }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type isnan(T x) { return x != x; }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type isinf(T x) { return x == x && (x - x) != (x - x); }
+template <typename T> LW_FUNC typename scalar_only<T, bool>::type isfinite(T x) { return (x - x) == (x - x); }
 template <typename T> LW_FUNC T smoothstep(T a, T b, T x) {
-    T t = clamp((x - a) / (b - a), T(0), T(1));
-    return t * t * (T(3) - T(2) * t);
+    T t = clamp(T((x - a) / (b - a)), T(0), T(1));
+    return T(t * t * (T(3) - T(2) * t));
 }
 
 template <typename To, typename From> LW_FUNC To cast(From x) { return To(x); }
@@ -412,6 +424,42 @@ template <int N, typename T> LW_FUNC vec_t<N, T> cw_div(vec_t<N, T> a, vec_t<N, 
     for (int i = 0; i < N; ++i) r.c[i] = div(a.c[i], b.c[i]);
     return r;
 }
+// componentwise forms of binary and unary builtins on vectors and matrices of the same shape
+#define LW_COMPONENTWISE2(name)                                                                        \
+    template <int N, typename T> LW_FUNC vec_t<N, T> name(vec_t<N, T> a, vec_t<N, T> b) {              \
+        vec_t<N, T> r;                                                                                   \
+        for (int i = 0; i < N; ++i) r.c[i] = name(a.c[i], b.c[i]);                                       \
+        return r;                                                                                        \
+    }                                                                                                    \
+    template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> name(mat_t<R, C, T> a, mat_t<R, C, T> b) { \
+        mat_t<R, C, T> r;                                                                                \
+        for (int i = 0; i < R * C; ++i) r.c[i] = name(a.c[i], b.c[i]);                                  \
+        return r;                                                                                        \
+    }
+LW_COMPONENTWISE2(bit_and)
+LW_COMPONENTWISE2(bit_or)
+LW_COMPONENTWISE2(bit_xor)
+LW_COMPONENTWISE2(lshift)
+LW_COMPONENTWISE2(rshift)
+LW_COMPONENTWISE2(mod)
+template <int N, typename T> LW_FUNC vec_t<N, T> invert(vec_t<N, T> a) {
+    for (int i = 0; i < N; ++i) a.c[i] = invert(a.c[i]);
+    return a;
+}
+template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> invert(mat_t<R, C, T> a) {
+    for (int i = 0; i < R * C; ++i) a.c[i] = invert(a.c[i]);
+    return a;
+}
+template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> cw_mul(mat_t<R, C, T> a, mat_t<R, C, T> b) {
+    mat_t<R, C, T> r;
+    for (int i = 0; i < R * C; ++i) r.c[i] = mul(a.c[i], b.c[i]);
+    return r;
+}
+template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> cw_div(mat_t<R, C, T> a, mat_t<R, C, T> b) {
+    mat_t<R, C, T> r;
+    for (int i = 0; i < R * C; ++i) r.c[i] = div(a.c[i], b.c[i]);
+    return r;
+}
 template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> mul(mat_t<R, C, T> a, T s) {
     mat_t<R, C, T> r;
     for (int i = 0; i < R * C; ++i) r.c[i] = mul(a.c[i], s);
@@ -509,6 +557,9 @@ template <int N, typename T> LW_FUNC vec_t<N, T> normalize(vec_t<N, T> a) {
 template <int N, typename T> LW_FUNC vec_t<N, T> lerp(vec_t<N, T> a, vec_t<N, T> b, T t) {
     return add(a, mul(sub(b, a), t));
 }
+template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> lerp(mat_t<R, C, T> a, mat_t<R, C, T> b, T t) {
+    return add(a, mul(sub(b, a), t));
+}
 template <int N, typename T> LW_FUNC vec_t<N, T> clamp(vec_t<N, T> x, vec_t<N, T> lo, vec_t<N, T> hi) {
     return min(max(x, lo), hi);
 }
@@ -551,6 +602,17 @@ template <bool C, typename T> LW_FUNC T& atc(const array_t<T>& a, int64_t i, int
 template <bool C, typename T> LW_FUNC T& atc(const array_t<T>& a, int64_t i, int64_t j, int64_t k, int64_t l) {
     return C ? ((T*)((char*)a.data + i * a.strides[0] + j * a.strides[1] + k * a.strides[2]))[l] : at(a, i, j, k, l);
 }
+
+// in a sorted 1-D array, the first index of [lo, hi) whose element is not less than v (hi if none)
+template <typename T> LW_FUNC int32_t lower_bound(const array_t<T>& a, int32_t lo, int32_t hi, T v) {
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (at(a, mid) < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+template <typename T> LW_FUNC int32_t lower_bound(const array_t<T>& a, T v) { return lower_bound(a, 0, a.shape[0], v); }
 
 // an indexedarray: element i of dimension d is data[indices[d][i]] (a null index array: identity)
 template <typename T> struct indexedarray_t {
@@ -910,6 +972,9 @@ template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_rsqrt(T a,
     acc(adj_a, mul(adj, div(T(-0.5), mul(a, sqrt(a)))));
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_frac(T a, T& adj_a, T adj) { acc(adj_a, adj); }
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_copysign(T x, T y, T& adj_x, T& adj_y, T adj) {
+    acc(adj_x, mul(adj, mul(copysign(T(1), x), copysign(T(1), y))));
+}
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_atan2(T y, T x, T& adj_y, T& adj_x, T adj) {
     T d = add(mul(x, x), mul(y, y));
     if (d > T(0)) {
@@ -1054,6 +1119,18 @@ template <int N, typename T> LW_FUNC void adj_cw_div(vec_t<N, T> a, vec_t<N, T> 
                                                      vec_t<N, T> adj) {
     for (int i = 0; i < N; ++i) adj_div(a.c[i], b.c[i], adj_a.c[i], adj_b.c[i], adj.c[i]);
 }
+template <int N, typename T> LW_FUNC void adj_mod(vec_t<N, T> a, vec_t<N, T> b, vec_t<N, T>& adj_a, vec_t<N, T>& adj_b,
+                                                  vec_t<N, T> adj) {
+    for (int i = 0; i < N; ++i) adj_mod(a.c[i], b.c[i], adj_a.c[i], adj_b.c[i], adj.c[i]);
+}
+template <int R, int C, typename T>
+LW_FUNC void adj_cw_mul(mat_t<R, C, T> a, mat_t<R, C, T> b, mat_t<R, C, T>& adj_a, mat_t<R, C, T>& adj_b, mat_t<R, C, T> adj) {
+    for (int i = 0; i < R * C; ++i) adj_mul(a.c[i], b.c[i], adj_a.c[i], adj_b.c[i], adj.c[i]);
+}
+template <int R, int C, typename T>
+LW_FUNC void adj_cw_div(mat_t<R, C, T> a, mat_t<R, C, T> b, mat_t<R, C, T>& adj_a, mat_t<R, C, T>& adj_b, mat_t<R, C, T> adj) {
+    for (int i = 0; i < R * C; ++i) adj_div(a.c[i], b.c[i], adj_a.c[i], adj_b.c[i], adj.c[i]);
+}
 template <int N, typename T> LW_FUNC void adj_dot(vec_t<N, T> a, vec_t<N, T> b, vec_t<N, T>& adj_a, vec_t<N, T>& adj_b, T adj) {
     acc(adj_a, mul(b, adj));
     acc(adj_b, mul(a, adj));
@@ -1083,6 +1160,15 @@ LW_FUNC void adj_lerp(vec_t<N, T> a, vec_t<N, T> b, T t, vec_t<N, T>& adj_a, vec
     acc(adj_b, mul(adj, t));
     acc(adj_t, dot(adj, sub(b, a)));
 }
+template <int R, int C, typename T>
+LW_FUNC void adj_lerp(mat_t<R, C, T> a, mat_t<R, C, T> b, T t, mat_t<R, C, T>& adj_a, mat_t<R, C, T>& adj_b, T& adj_t,
+                      mat_t<R, C, T> adj) {
+    for (int i = 0; i < R * C; ++i) {
+        acc(adj_a.c[i], mul(adj.c[i], sub(T(1), t)));
+        acc(adj_b.c[i], mul(adj.c[i], t));
+        acc(adj_t, mul(adj.c[i], sub(b.c[i], a.c[i])));
+    }
+}
 
 // constructors, conversions and component access
 template <typename V, typename S> LW_FUNC void adj_splat(S s, S& adj_s, V adj) {
@@ -1105,6 +1191,10 @@ template <typename T> struct transform_t : vec_t<7, T> {
     transform_t() = default;
     LW_FUNC transform_t(const vec_t<7, T>& v) : vec_t<7, T>(v) {}
 };
+// an adjoint of a quaternion or transform that arrives as its plain vector accumulates into it
+template <typename T> LW_FUNC void acc(quat_t<T>& a, vec_t<4, T> b) { acc((vec_t<4, T>&)a, b); }
+template <typename T> LW_FUNC void acc(transform_t<T>& a, vec_t<7, T> b) { acc((vec_t<7, T>&)a, b); }
+
 
 template <typename T> LW_FUNC vec_t<3, T> qv(const quat_t<T>& q) { return make<vec_t<3, T>>(q.c[0], q.c[1], q.c[2]); }
 template <typename T> LW_FUNC quat_t<T> make_quat(vec_t<3, T> v, T w) { return make<quat_t<T>>(v.c[0], v.c[1], v.c[2], w); }
@@ -1741,11 +1831,32 @@ template <int N, typename T> LW_FUNC void print_components(const vec_t<N, T>& v)
     for (int i = 0; i < N; ++i) printf(i ? " %g" : "[%g", (double)v.c[i]);
     printf("]");
 }
+template <int R, int C, typename T> LW_FUNC void print_components(const mat_t<R, C, T>& m) {
+    for (int i = 0; i < R * C; ++i) printf(i == 0 ? "[%g" : (i % C ? " %g" : "; %g"), (double)m.c[i]);
+    printf("]");
+}
 template <typename T> LW_FUNC bool near_all(T a, T b, double tol) { return abs((double)a - (double)b) <= tol; }
 template <int N, typename T> LW_FUNC bool near_all(vec_t<N, T> a, vec_t<N, T> b, double tol) {
     for (int i = 0; i < N; ++i)
         if (!near_all(a.c[i], b.c[i], tol)) return false;
     return true;
+}
+template <int R, int C, typename T> LW_FUNC bool near_all(mat_t<R, C, T> a, mat_t<R, C, T> b, double tol) {
+    for (int i = 0; i < R * C; ++i)
+        if (!near_all(a.c[i], b.c[i], tol)) return false;
+    return true;
+}
+// quaternions and transforms print and compare as their vectors (the generic templates above would
+// otherwise be the better match for these derived types)
+template <typename T> LW_FUNC void print_components(const quat_t<T>& v) { print_components((const vec_t<4, T>&)v); }
+template <typename T> LW_FUNC void print_components(const transform_t<T>& v) {
+    print_components((const vec_t<7, T>&)v);
+}
+template <typename T> LW_FUNC bool near_all(quat_t<T> a, quat_t<T> b, double tol) {
+    return near_all((vec_t<4, T>)a, (vec_t<4, T>)b, tol);
+}
+template <typename T> LW_FUNC bool near_all(transform_t<T> a, transform_t<T> b, double tol) {
+    return near_all((vec_t<7, T>)a, (vec_t<7, T>)b, tol);
 }
 template <typename T> LW_FUNC void expect_near(T a, T b, double tol, const char* where) {
     if (near_all(a, b, tol)) return;
@@ -1761,6 +1872,15 @@ template <typename T> LW_FUNC void expect_eq(T a, T b, const char* where) {
     printf("expect_eq failed at %s: ", where);
     print_components(a);
     printf(" != ");
+    print_components(b);
+    printf("\n");
+    LW_FLUSH();
+}
+template <typename T> LW_FUNC void expect_neq(T a, T b, const char* where) {
+    if (!eq(a, b)) return;
+    printf("expect_neq failed at %s: ", where);
+    print_components(a);
+    printf(" == ");
     print_components(b);
     printf("\n");
     LW_FLUSH();

@@ -270,6 +270,11 @@ extern "C" __attribute__((visibility("default"))) void lw_launch(const char* pac
     run_range(call.fn, packed + sizeof(Call), call.n, 64, call.serial_below);
 }
 
+// Run n packed launches in order (a captured graph's consecutive launches, replayed in one call).
+extern "C" __attribute__((visibility("default"))) void lw_launch_batch(const char* const* packed, long long n) {
+    for (long long i = 0; i < n; ++i) lw_launch(packed[i]);
+}
+
 // Zero nbytes at p on every core (array.zero_() of large arrays, e.g. gradients before backward).
 extern "C" __attribute__((visibility("default"))) void lw_zero(void* p, long long nbytes) {
     ZeroJob job{(char*)p, nbytes};

@@ -15,6 +15,7 @@ def test_kernel_benchmark_runs():
     """bench_kernels on a small saxpy with one build repetition runs and reports every figure."""
     r = bench_kernels.main(["--n", "65536", "--repeats", "1"])
     assert r["loomwork_s"] > 0 and r["launch_s"] > 0 and set(r["build"]) == {"first", "edit", "cached", "import"}
+    assert r["eager_s"] > 0 and r["replay_s"] > 0
 
 
 def test_utils_benchmark_runs():

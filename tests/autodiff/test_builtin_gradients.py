@@ -19,7 +19,7 @@ DOMAINS = {
     "atan2": [(0.5, 2.0), (0.5, 2.0)], "tan": [(-1.0, 1.0)], "exp": [(-1.0, 1.0)],
     "frac": [(0.1, 0.9)], "cw_div": [(-2.0, 2.0), (0.5, 2.0)], "erfinv": [(-0.8, 0.8)], "erfcinv": [(0.2, 1.8)],
     "norm_huber": [(-1.0, 1.0), (0.5, 1.5)], "norm_pseudo_huber": [(-1.0, 1.0), (0.5, 2.0)],
-    "smooth_normalize": [(-1.0, 1.0), (0.5, 2.0)], "randf": [(0.0, 4e9)],
+    "smooth_normalize": [(-1.0, 1.0), (0.5, 2.0)], "randf": [(0.0, 4e9)], "copysign": [(0.2, 2.0), (-2.0, -0.5)],
 }
 # decompositions: inputs with well-separated singular values and eigenvalues
 SEPARATED = {"svd2": np.diag([2.0, 0.7]), "svd3": np.diag([3.0, 1.5, 0.5]), "qr3": np.diag([3.0, 1.5, 0.5]),

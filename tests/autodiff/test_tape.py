@@ -300,12 +300,18 @@ def test_atomic_max_differentiates_on_a_tape():
 
 
 def test_backward_argument_errors():
-    """No loss, a loss of several elements, a loss without a gradient buffer: clear errors."""
+    """A loss of several elements, a loss without a gradient buffer: clear errors. No loss at all is Warp's
+    form: the gradients the arrays hold are the seeds."""
     x = wp.array(np.ones(2, dtype=np.float32), requires_grad=True)
     l = wp.zeros(1, dtype=float, requires_grad=True)
     tape, _ = two_stage(x, l)
-    with pytest.raises(ValueError, match="needs loss="):
-        tape.backward()
+    tape.backward(loss=l)
+    expected = x.grad.numpy().copy()
+    tape.zero()
+    l.grad.fill_(1.0)
+    tape.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), expected)
+    assert tape.gradients[x] is x.grad and tape.gradients[l] is l.grad
     with pytest.raises(ValueError, match="exactly 1 element"):
         tape.backward(loss=wp.zeros(3, dtype=float, requires_grad=True))
     with pytest.raises(ValueError, match="requires_grad=True"):
@@ -500,3 +506,36 @@ def test_a_launch_that_raised_is_not_recorded():
         with pytest.raises(wp.LaunchError, match="argument 's'"):
             wp.launch(scale, 2, inputs=[x, "three", wp.zeros(2, dtype=float)])
     assert tape.launches == []
+
+
+@wp.kernel
+def doubled_into(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * 2.0
+
+
+@wp.kernel
+def summed_into(x: wp.array(dtype=float), total: wp.array(dtype=float)):
+    wp.atomic_add(total, 0, x[wp.tid()])
+
+
+def test_copies_and_clones_are_differentiable_on_a_tape():
+    """wp.copy (with offsets) and wp.clone inside a Tape pass gradients back to their source, accumulating with
+    the source's other uses."""
+    x = wp.array(np.arange(1.0, 5.0, dtype=np.float32), requires_grad=True)
+    doubled, loss = wp.zeros_like(x), wp.zeros(1, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        cloned = wp.clone(x)
+        wp.launch(doubled_into, 4, inputs=[x, doubled])
+        wp.launch(summed_into, 4, inputs=[doubled, loss])
+        wp.launch(summed_into, 4, inputs=[cloned, loss])
+    tape.backward(loss)
+    assert x.grad.numpy().tolist() == [3.0] * 4
+
+    src, dst = wp.array([1.0, 2.0, 3.0], dtype=float, requires_grad=True), wp.zeros(4, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.copy(dst, src, dest_offset=1, src_offset=1, count=2)
+    tape.backward(grads={dst: np.array([10.0, 20.0, 30.0, 40.0], dtype=np.float32)})
+    assert src.grad.numpy().tolist() == [0.0, 20.0, 30.0]

@@ -17,12 +17,13 @@ UNARY = {
     "sign": (lambda x: np.where(x < 0, -1.0, 1.0), (-5.0, 5.0)), "degrees": (np.degrees, (-5.0, 5.0)),
     "radians": (np.radians, (-500.0, 500.0)), "rsqrt": (lambda x: 1 / np.sqrt(x), (0.01, 100.0)),
     "step": (lambda x: np.where(x < 0, 1.0, 0.0), (-5.0, 5.0)),
-    "nonzero": (lambda x: np.where(x != 0, 1.0, 0.0), (-5.0, 5.0)),
+    "nonzero": (lambda x: np.where(x != 0, 1.0, 0.0), (-5.0, 5.0)), "rint": (np.rint, (-5.0, 5.0)),
 }
 BINARY = {
     "atan2": (np.arctan2, (-5.0, 5.0)), "pow": (np.power, (0.1, 4.0)), "min": (np.minimum, (-5.0, 5.0)),
     "max": (np.maximum, (-5.0, 5.0)), "add": (np.add, (-5.0, 5.0)), "sub": (np.subtract, (-5.0, 5.0)),
     "mul": (np.multiply, (-5.0, 5.0)), "div": (np.divide, (0.5, 5.0)), "mod": (np.fmod, (0.5, 5.0)),
+    "copysign": (np.copysign, (-5.0, 5.0)),
 }
 TERNARY = {
     "clamp": (np.clip, (-5.0, 5.0)), "lerp": (lambda a, b, t: a + (b - a) * t, (-5.0, 5.0)),
@@ -117,7 +118,8 @@ def test_ternary(name, dtype):
 
 def test_every_math_builtin_is_covered():
     """Each builtin in the Scalar Math and Vector Math groups has a test here or in test_language.py."""
-    tested_elsewhere = {"dot", "cross", "length", "length_sq", "normalize", "transpose", "cw_mul", "cw_div",
+    tested_elsewhere = {"bit_count",  # test_warp_spellings.py
+                        "dot", "cross", "length", "length_sq", "normalize", "transpose", "cw_mul", "cw_div",
                         "isnan", "isinf", "isfinite", "outer", "skew", "trace", "diag", "determinant", "inverse",
                         "norm_l1", "norm_l2"}
     tested_elsewhere |= {  # test_linalg.py

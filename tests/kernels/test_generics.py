@@ -81,3 +81,17 @@ def test_generic_kernels_differentiate():
         wp.launch(scaled_copy, 2, inputs=[x, wp.float64(3.0), y])
     tape.backward(grads={y: np.ones(2)})
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+
+
+@wp.kernel
+def typed_copies(a: wp.array(dtype=Any), out: wp.array(dtype=Any)):
+    zero = type(a[0])(0)
+    out[0] = type(a).dtype(a[0]) + zero + a.dtype(0)
+
+
+def test_type_of_values_in_generic_kernels():
+    """`type(x)` and `a.dtype` in a kernel are the compile-time types (construct and convert with them)."""
+    for values, dtype in (([3], wp.int32), ([wp.vec3(1.0, 2.0, 3.0)], wp.vec3)):
+        out = wp.zeros(1, dtype=dtype)
+        wp.launch(typed_copies, 1, inputs=[wp.array(values, dtype=dtype), out])
+        np.testing.assert_array_equal(out.numpy()[0], np.asarray(values[0]))

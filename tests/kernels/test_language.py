@@ -676,3 +676,33 @@ def test_contiguous_and_strided_entries_agree():
     sums = wp.zeros(5, dtype=float)
     wp.launch(rows_and_shapes, dim=5, inputs=[cols, sums])
     np.testing.assert_allclose(sums.numpy(), np.arange(40).reshape(5, 8)[:, 2:6].sum(1) + 4)
+
+
+@wp.struct
+class TupleHeld:
+    origin: wp.vec3
+    scale: float
+
+
+@wp.func
+def tuple_annotated(x: int, y: float) -> tuple[int, float]:
+    return (x * 123, y * 1.5)
+
+
+@wp.kernel
+def tuple_values(out: wp.array(dtype=float)):
+    s = TupleHeld(wp.vec3(1.0, 2.0, 3.0), 0.5)
+    t = (1, 2.5, wp.vec3(1.0, 2.0, 3.0), s, wp.tid())
+    t0, t1, t2, t3, t4 = t
+    out[0] = float(len(t)) + t[1] + t3.scale + t2[2] + float(t0 + t4)
+    a, b = tuple_annotated(1, 2.0)
+    axis_angle = wp.quat_to_axis_angle(wp.quat_identity())
+    out[1] = float(a) + b + axis_angle[1]
+
+
+def test_tuple_values():
+    """Tuples are values in kernels: built from mixed types, indexed by constants, unpacked, measured with len(),
+    returned (annotated `-> tuple[int, float]`) and received from builtins with several outputs."""
+    out = wp.zeros(2)
+    wp.launch(tuple_values, 1, inputs=[out])
+    np.testing.assert_allclose(out.numpy(), [12.0, 126.0])

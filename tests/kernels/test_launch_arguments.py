@@ -236,3 +236,27 @@ def test_cupy_and_numba_cross_both_ways():
     assert y.data.ptr == a.ptr
     z = numba_cuda.as_cuda_array(a)
     assert z.__cuda_array_interface__["data"][0] == a.ptr
+
+
+@wp.kernel
+def scaled_range(out: wp.array(dtype=float), scale: float):
+    i = wp.tid()
+    out[i] = float(i) * scale
+
+
+def test_recorded_launch_commands():
+    """wp.launch(record_cmd=True) returns a Launch that runs later, with parameters (by index or name) and the
+    grid changed in between; a wrong name or index is named."""
+    out = wp.zeros(6)
+    cmd = wp.launch(scaled_range, dim=3, inputs=[out, 2.0], record_cmd=True)
+    assert isinstance(cmd, wp.Launch) and out.numpy().tolist() == [0.0] * 6
+    cmd.launch()
+    assert out.numpy().tolist() == [0.0, 2.0, 4.0, 0.0, 0.0, 0.0]
+    cmd.set_dim(6)
+    cmd.set_param_by_name("scale", 1.0)
+    cmd.launch()
+    assert out.numpy().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    with pytest.raises(wp.LaunchError, match="no parameter 'nope'"):
+        cmd.set_param_by_name("nope", 1.0)
+    with pytest.raises(IndexError):
+        cmd.set_param_at_index(5, 1.0)

@@ -415,3 +415,49 @@ def test_rotation_builtins_in_python_scope():
     m = wp.transform_to_matrix(wp.transform(wp.vec3(1.0, 2.0, 3.0), q))
     assert type(m) is wp.mat44 and np.allclose(wp.transform_from_matrix(m), [1.0, 2.0, 3.0, *q], atol=1e-6)
     assert wp.norm_huber(wp.vec3(3.0, 0.0, 0.0)) == 2.5
+
+
+M23D, M32D, M44D = (wp.types.matrix(s, wp.float64) for s in ((2, 3), (3, 2), (4, 4)))
+
+
+@wp.kernel(enable_backward=False)
+def chained_products(i23: wp.array(dtype=M23D), i32: wp.array(dtype=M32D), i44: wp.array(dtype=M44D),
+                     o22: wp.array(dtype=wp.mat22d), o33: wp.array(dtype=wp.mat33d), o44: wp.array(dtype=M44D)):
+    i = wp.tid()
+    o22[i] = i23[i] @ i32[i]
+    o33[i] = i32[i] @ i23[i]
+    o44[i] = i44[i] @ i44[i]
+
+
+def test_chained_float64_matrix_products():
+    """Three float64 matrix products in one kernel match NumPy: GCC 12.2's 512-bit SLP vectorization got the last
+    one wrong on an AVX-512 machine until the build asked for 256-bit vectors (found by Warp's test_matmul)."""
+    rng = np.random.default_rng(123)
+    b, c, a = rng.standard_normal((1, 2, 3)), rng.standard_normal((1, 3, 2)), rng.standard_normal((1, 4, 4))
+    outs = [wp.zeros(1, dtype=t) for t in (wp.mat22d, wp.mat33d, M44D)]
+    wp.launch(chained_products, 1, inputs=[wp.array(b, dtype=M23D), wp.array(c, dtype=M32D), wp.array(a, dtype=M44D),
+                                           *outs])
+    for got, want in zip(outs, (b @ c, c @ b, a @ a), strict=True):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-13, atol=1e-13)
+
+
+@wp.kernel
+def decompositions_returned(a: wp.array(dtype=wp.mat33), out: wp.array(dtype=float)):
+    A = a[0]
+    Q, d = wp.eig3(A + wp.transpose(A))
+    U, s, V = wp.svd3(A)
+    out[0] = d[0] + d[1] + d[2] + s[0] + wp.determinant(Q) * 0.0 + wp.determinant(U @ wp.transpose(V)) * 0.0
+    axis, angle = wp.quat_to_axis_angle(wp.quat_identity())
+    out[1] = angle + axis[0]
+
+
+def test_output_parameters_returned_when_left_out():
+    """Warp's second form: `Q, d = wp.eig3(A)`, `U, s, V = wp.svd3(A)` return the outputs (differentiably)."""
+    a = wp.array([np.diag([3.0, 1.5, 0.5])], dtype=wp.mat33, requires_grad=True)
+    out = wp.zeros(2, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(decompositions_returned, 1, inputs=[a, out])
+    np.testing.assert_allclose(out.numpy(), [13.0, 0.0], atol=1e-5)
+    tape.backward(grads={out: np.array([1.0, 0.0], dtype=np.float32)})
+    np.testing.assert_allclose(a.grad.numpy()[0], np.diag([3.0, 2.0, 2.0]), atol=1e-5)

@@ -85,3 +85,26 @@ def test_printf_formats_that_do_not_fit_are_compile_errors():
         with pytest.raises(wp.KernelTypeError) as info:
             wp.launch(k, 1, inputs=[np.zeros(1, dtype=np.float32)])
         assert text in str(info.value) and "test_print.py:" in str(info.value), str(info.value)
+
+
+@wp.struct
+class PrintedPoint:
+    x: float
+    v: wp.vec2
+    b: bool
+
+
+@wp.kernel
+def print_struct_and_bools(flag: bool):
+    p = PrintedPoint()
+    p.x = 1.5
+    print(p)
+    print(flag, not flag)
+
+
+def test_print_structs_and_bools(capfd):
+    """print() shows a struct as Name(field=value, ...) and bools as True/False, as Python does."""
+    wp.launch(print_struct_and_bools, 1, inputs=[True])
+    wp.synchronize_device()
+    out = capfd.readouterr().out
+    assert "PrintedPoint(x=1.5, v=[0 0], b=False)" in out and "True False" in out

@@ -155,3 +155,20 @@ def test_spatial_math_matches_its_definition():
         np.testing.assert_allclose(o[i, 1], -motion.T @ b[i], atol=1e-12)  # the dual is -(motion)^T
         np.testing.assert_allclose(o[i, 2], np.r_[a[i, :3], b[i, 3:]])
         np.testing.assert_allclose(dots.numpy()[i], np.dot(a[i], b[i]), rtol=1e-14)
+
+
+@wp.kernel
+def identities_of_dtype(out: wp.array(dtype=wp.transformd), o2: wp.array(dtype=wp.transform)):
+    out[0] = wp.transform_identity(dtype=wp.float64)
+    o2[0] = wp.transform(p=wp.vec3(1.0, 2.0, 3.0))  # q defaults to the identity
+    o2[1] = wp.transform(wp.vec3(4.0, 5.0, 6.0), q=wp.quat_identity(dtype=wp.float32))
+
+
+def test_identities_of_a_dtype_and_transform_keywords():
+    """quat_identity/transform_identity take dtype= (in kernels and Python); transform(p=...) defaults q."""
+    out, o2 = wp.zeros(1, dtype=wp.transformd), wp.zeros(2, dtype=wp.transform)
+    wp.launch(identities_of_dtype, 1, inputs=[out, o2])
+    assert out.numpy()[0].tolist() == [0, 0, 0, 0, 0, 0, 1]
+    assert o2.numpy().tolist() == [[1, 2, 3, 0, 0, 0, 1], [4, 5, 6, 0, 0, 0, 1]]
+    assert type(wp.quat_identity(dtype=wp.float64)) is wp.quatd
+    assert type(wp.transform_identity(dtype=wp.float16)) is wp.transformh

@@ -379,7 +379,7 @@ def test_errors_name_the_line():
     def uses_nested(a: wp.array(dtype=float)):
         u, v = nested(a[0])
 
-    assert "tuples are only supported on the left of an assignment" in build(uses_nested, "nested")
+    assert "tuples cannot be nested" in build(uses_nested, "nested")
 
 
 def _make_struct():

@@ -85,3 +85,40 @@ def test_static_and_atomic_errors():
         k = wp.kernel(fn, module=f"test_static_{fn.__name__}")
         with pytest.raises(TypeError, match=text):
             wp.launch(k, 1, inputs=[np.zeros(1, np.float32)])
+
+
+@wp.struct
+class StaticPair:
+    m: wp.mat22
+    i: int
+
+
+STATIC_OFFSET = 3
+
+
+@wp.func
+def static_inside_func():
+    return wp.static(STATIC_OFFSET + 2)  # a @wp.func run by Python (inside wp.static below) evaluates it too
+
+
+@wp.func
+def make_static_pair(m: wp.mat22, i: int):
+    p = StaticPair()
+    p.m = m
+    p.i = i
+    return p
+
+
+@wp.kernel
+def static_struct_value(out: wp.array(dtype=StaticPair), n: wp.array(dtype=int)):
+    out[0] = wp.static(make_static_pair(wp.mat22(1.0, 2.0, 3.0, 4.0), static_inside_func()))
+    n[0] = wp.static(static_inside_func() + 1)
+
+
+def test_static_struct_values_and_static_in_python_scope():
+    """wp.static(...) may build a struct value in Python (its fields become constants); inside a @wp.func that
+    Python runs, wp.static(x) is x."""
+    out, n = wp.zeros(1, dtype=StaticPair), wp.zeros(1, dtype=int)
+    wp.launch(static_struct_value, 1, inputs=[out, n])
+    value = out.numpy()[0]
+    assert value[0].tolist() == [1.0, 2.0, 3.0, 4.0] and value[1] == 5 and n.numpy()[0] == 6

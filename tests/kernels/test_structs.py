@@ -178,3 +178,63 @@ def test_gradients_into_arrays_of_structs():
     g = ps.grad.numpy()
     np.testing.assert_allclose(g["v"], [[2.0, 4.0, 6.0]] * 2)  # m * v
     np.testing.assert_allclose(g["m"], [7.0, 7.0])  # |v|^2 / 2
+
+
+@wp.struct
+class Built:
+    v: wp.vec3
+    f: float
+    i: int
+
+
+@wp.kernel
+def build_struct_in_kernel(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+    s = Built(wp.vec3(1.0, 2.0, 3.0) * x[0], f=x[0] * 2.0)
+    out[0] = s.v[2] + s.f + float(s.i)
+
+
+def test_struct_constructor_with_field_values_in_kernels():
+    """`S(a, b=...)` in a kernel sets the given fields (others zero), positionally or by name, differentiably;
+    an unknown or repeated field is named."""
+    x = wp.array([2.0], dtype=float, requires_grad=True)
+    out = wp.zeros(1, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(build_struct_in_kernel, 1, inputs=[x, out])
+    tape.backward(loss=out)
+    assert out.numpy()[0] == 10.0 and x.grad.numpy()[0] == 5.0
+
+    def unknown(out: wp.array(dtype=float)):
+        out[0] = Built(g=1.0).f
+
+    def twice(out: wp.array(dtype=float)):
+        out[0] = Built(wp.vec3(), v=wp.vec3()).f
+
+    for body, match in ((unknown, "has no field 'g'"), (twice, "field 'v' twice")):
+        with pytest.raises(wp.KernelTypeError, match=match):
+            wp.launch(wp.kernel(body, module="unique"), 1, inputs=[out])
+
+
+@wp.struct
+class Padded:
+    a: float
+    h: wp.float16
+    v: wp.vec3
+    i: int
+
+
+@wp.struct
+class Outer:
+    s: Padded
+    b: bool
+
+
+def test_struct_arrays_from_instances_and_element_access():
+    """An array of structs with padding (a float16 before a vec3) is built from instances byte for byte; its
+    elements (`a[i]`, `a.list()`) are struct values again, nested ones included."""
+    x = Outer()
+    x.s.a, x.s.h, x.s.v, x.s.i, x.b = 1.5, 0.25, wp.vec3(1.0, 2.0, 3.0), 7, True
+    arr = wp.array([x, Outer()], dtype=Outer)
+    first, second = arr[0], arr.list()[1]
+    assert isinstance(first, Outer) and first.s.h == 0.25 and first.s.v == wp.vec3(1.0, 2.0, 3.0)
+    assert first.s.i == 7 and first.b is True and second.s.a == 0.0

@@ -126,3 +126,41 @@ def test_rotation_helpers_run_in_python_scope():
     assert np.isnan(wp.quat_to_euler(q, 0, 0, 2).numpy_value()).all()
     twist = wp.spatial_vector(1.0, 2.0, 3.0, 4.0, 5.0, 6.0)
     assert wp.velocity_at_point(twist, wp.vec3(1.0, 0.0, 0.0)) == wp.vec3(4, 8, 4)
+
+
+def test_python_scope_slices_and_operators_of_values():
+    """Vectors and matrices take slices in Python scope (read and write), unary +, and a matrix key that is
+    neither an int nor a pair is a KeyError; integer scalars expose their ctypes type as `_type_`."""
+    v = wp.vec4(1.0, 2.0, 3.0, 4.0)
+    v[1:3] = (-2.0, -3.0)
+    assert list(v[0:2]) == [1.0, -2.0] and str(+v) == "[1.0, -2.0, -3.0, 4.0]"
+    with pytest.raises(ValueError, match="has 2 components"):
+        v[1:3] = (1.0, 2.0, 3.0)
+    m = wp.mat33(*range(9))
+    assert isinstance(m[0:2], wp.types.matrix((2, 3), float)) and list(m[:, 1]) == [1.0, 4.0, 7.0]
+    m[0:2, 0] = (7.0, 8.0)
+    assert m[1, 0] == 8.0 and m[2, 0] == 6.0
+    with pytest.raises(KeyError, match="expected int or pair of ints"):
+        m[None]
+    with pytest.raises(KeyError, match="one or two indices, got 3"):
+        m[0, 1, 2]
+    assert wp.uint8._type_(300).value == 44 and +wp.int16(3) == 3 and float(wp.float32(2) ** 3) == 8.0
+    with pytest.raises(TypeError, match="float scalars"):
+        wp.int32(2) ** 2
+
+
+def test_scalar_index_and_value_from_pointer():
+    """Integer scalars convert where Python needs an int (`__index__`: ctypes, range); `vec3.from_ptr(address)`
+    copies a value from host memory and refuses a null address; a vector key that is not an int or slice is a
+    KeyError."""
+    import ctypes
+
+    assert ctypes.c_int(wp.int16(5)).value == 5 and list(range(wp.uint8(3))) == [0, 1, 2]
+    with pytest.raises(TypeError):
+        ctypes.c_int(wp.float32(1.0))
+    v = wp.vec3(1.0, 2.0, 3.0)
+    assert wp.vec3.from_ptr(ctypes.addressof(v)) == v
+    with pytest.raises(RuntimeError, match="NULL pointer"):
+        wp.vec3.from_ptr(0)
+    with pytest.raises(KeyError, match="expected int or slice"):
+        v[None]

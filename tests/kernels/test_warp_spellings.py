@@ -3,13 +3,15 @@ kernels, the math constants, ranged randu, 4-D curl noise, matrix atomics, quate
 operators, Kernel(options=) and module="unique"."""
 
 import ctypes
+import typing
 
 import numpy as np
 import pytest
 
 import loomwork as wp
 import loomwork.types as wpt
-from loomwork.kernels.errors import LaunchError
+from loomwork.kernels.annotations import arg_type
+from loomwork.kernels.errors import KernelNameError, LaunchError
 
 
 @wp.kernel
@@ -204,3 +206,309 @@ def test_atomic_min_max_of_16_bit_floats_is_a_clear_error(dtype):
     """Atomic min/max of float16/bfloat16 values (scalars or components) is a TypeError, not a C++ error."""
     with pytest.raises(TypeError, match="does not support arrays of"):
         wp.launch(_atomic_max_kernel(dtype), 1, inputs=[wp.zeros(2, dtype=dtype)])
+
+
+@wp.kernel
+def warp_forms(a: wp.array(dtype=float), sorted_ints: wp.array(dtype=int), out: wp.array(dtype=float),
+               iout: wp.array(dtype=int), mout: wp.array(dtype=wp.mat22)):
+    m = wp.mat22(1.0, 2.0, 3.0, 4.0)
+    mout[0] = wp.cw_mul(m, m)
+    mout[1] = wp.cw_div(m, wp.mat22(2.0, 2.0, 2.0, 2.0))
+    mout[2] = wp.lerp(m, wp.mat22(0.0), a[0])
+    iout[0] = wp.bit_count(wp.int8(-1))
+    iout[1] = wp.bit_count(wp.uint64(2**63 + 5))
+    iout[2] = wp.lower_bound(sorted_ints, 5)
+    iout[3] = wp.lower_bound(sorted_ints, 0, 2, 9)
+    iout[4] = wp.lower_bound(sorted_ints, 100)
+    v = wp.vec3ui(wp.uint32(1), wp.uint32(2), wp.uint32(12))
+    w = (v << wp.vec3ui(wp.uint32(1))) | ~wp.vec3ui(wp.uint32(0xFFFFFFFF))
+    iout[5] = int(w[2])
+    o = wp.outer(wp.vec2i(1, 2), wp.vec3i(1, 2, 3))
+    iout[6] = o[1, 2]
+    c = 0
+    for i in reversed(range(iout.shape[0] - 4)):  # 0..3 backwards
+        c = c * 10 + i
+    iout[7] = c
+    out[0] = wp.copysign(a[0], -0.0)
+    out[1] = wp.rint(2.5) + wp.rint(-1.5)
+    if False < True:
+        out[2] = 1.0
+    wp.expect_neq(m, wp.cw_mul(m, m))
+    wp.expect_eq(m, m)
+
+
+def test_warp_builtin_forms():
+    """Builtins and forms Warp programs use: matrix cw_mul/cw_div/lerp, bit_count, lower_bound (whole array and
+    a range), integer-vector bit operators, outer of two lengths, reversed(range()), copysign, rint, bool order."""
+    a = wp.array([0.25], dtype=float, requires_grad=True)
+    ints = wp.array([1, 3, 5, 7, 9], dtype=int)
+    out, iout, mout = wp.zeros(3, requires_grad=True), wp.zeros(8, dtype=int), wp.zeros(3, dtype=wp.mat22)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(warp_forms, 1, inputs=[a, ints, out, iout, mout])
+    m = np.array([[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_allclose(mout.numpy(), [m * m, m / 2, m * 0.75])
+    assert iout.numpy().tolist() == [8, 3, 2, 2, 5, 24, 6, 3210]
+    np.testing.assert_array_equal(out.numpy(), [-0.25, 0.0, 1.0])
+    tape.backward(grads={out: wp.array([1.0, 0.0, 0.0])})
+    assert a.grad.numpy()[0] == -1.0  # d copysign(x, -0) / dx
+    assert wp.bit_count(wp.int64(-1)) == 64 and wp.bit_count(45) == 4
+
+
+@wp.func
+def generic_norm(v: wp.types.vector(length=typing.Any, dtype=wp.float32)):
+    return wp.length(v)
+
+
+@wp.func
+def generic_trace(m: wp.types.matrix(shape=(typing.Any, typing.Any), dtype=typing.Any)):
+    return wp.trace(m)
+
+
+@wp.kernel
+def generic_vector_params(out: wp.array(dtype=float), m: wp.types.matrix((typing.Any, 3), float)):
+    out[0] = generic_norm(wp.vec3(1.0, 2.0, 2.0)) + generic_norm(wp.vec2(3.0, 4.0))
+    out[1] = float(generic_trace(wp.mat33(1.0))) + m[0, 0]
+
+
+def test_generic_vector_and_matrix_annotations():
+    """`vector(length=Any, dtype=...)` and `matrix((Any, Any), dtype=...)` are generic annotations; an
+    argument that does not fit is named."""
+    out = wp.zeros(2)
+    wp.launch(generic_vector_params, 1, inputs=[out, wp.types.matrix((2, 3), float)(2.0)])
+    np.testing.assert_allclose(out.numpy(), [8.0, 5.0])
+    with pytest.raises(TypeError, match="mat22f does not fit"):
+        wp.launch(generic_vector_params, 1, inputs=[out, wp.mat22(1.0)])
+    assert wp.types.vector(0, float)._length_ == 0
+    with pytest.raises(ValueError, match="non-negative"):
+        wp.types.vector(-1, float)
+
+
+@wp.kernel
+def overloaded_scale(x: typing.Any, out: wp.array(dtype=typing.Any)):
+    out[0] = out.dtype(x) * out.dtype(2)
+
+
+@wp.overload
+def overloaded_scale(x: float, out: wp.array(dtype=float)):  # noqa: F811 - the form under test
+    """Only the annotations matter."""
+
+
+def test_overload_decorator_and_kernel_attributes():
+    """`@wp.overload` on a body-less stub instantiates the generic kernel of that name (the name stays the generic
+    kernel); `@wp.kernel(name=..., launch_bounds=...)` renames and validates; Warp's `module.options` mapping."""
+    assert overloaded_scale.is_generic and len(overloaded_scale._overloads) == 1
+    out = wp.zeros(1)
+    wp.launch(overloaded_scale, 1, inputs=[1.5, out])
+    assert out.numpy()[0] == 3.0
+    def with_body(x: float, out: wp.array(dtype=float)):
+        out[0] = x
+
+    with_body.__qualname__ = "overloaded_scale"
+    with pytest.raises(wp.KernelTypeError, match="body may only be"):
+        wp.overload(with_body)
+
+    k = wp.kernel(_fill, name="renamed_fill", launch_bounds=(256, 1), module="unique")
+    assert k.key == "renamed_fill"
+    with pytest.raises(ValueError, match="launch_bounds"):
+        wp.kernel(_fill, launch_bounds=(0,))
+    with pytest.raises(ValueError, match="C\\+\\+ identifier"):
+        wp.kernel(_fill, name="not valid")
+    with pytest.raises(ValueError, match="must be 'warp' or 'external_constant_params'"):
+        wp.kernel(_fill, entry_point_abi="external", enable_backward=False)
+    assert k.module.options["enable_backward"] == wp.config.enable_backward
+    assert wp.array[float, typing.Literal[2]].ndim == 2 and wp.indexedarray[wp.vec3, 3].ndim == 3
+
+
+def test_a_rejected_kernel_fails_only_its_own_launches():
+    """The front end's error in one kernel of a module is raised when that kernel launches (and by an explicit
+    wp.load_module); the module's other kernels build and run."""
+    def reads_unassigned(flag: bool, out: wp.array(dtype=int)):
+        if flag:
+            x = 1
+        out[0] = x
+
+    def fine(out: wp.array(dtype=int)):
+        out[0] = 7
+
+    mod = f"{__name__}.partly_bad"
+    bad, good = wp.kernel(reads_unassigned, module=mod), wp.kernel(fine, module=mod)
+    out = wp.zeros(1, dtype=int)
+    wp.launch(good, 1, inputs=[out])
+    assert out.numpy()[0] == 7
+    with pytest.raises(KernelNameError, match="may be read here before it is assigned"):
+        wp.launch(bad, 1, inputs=[True, out])
+    with pytest.raises(KernelNameError):
+        wp.load_module(mod)
+
+
+@wp.kernel
+def starred_arguments(arr: wp.array(dtype=int), out: wp.array(dtype=float)):
+    v1 = wp.vec3i(*arr[:3])
+    v2 = wp.vec2i(*arr[0:4:2])
+    v = wp.vec3(1.0, 2.0, 3.0)
+    v4 = wp.vec4(1.0, *v[1:], 4.0)
+    m = wp.matrix_from_rows(*wp.mat22(1.0, 2.0, 3.0, 4.0))
+    q = wp.quat(1.0, 2.0, 3.0, 4.0)
+    out[0] = float(v1[2] + v2[1] + wp.max(*arr[:2]))
+    out[1] = v4[1] + m[1, 1] + wp.vec2(*q[-2:])[0]
+
+
+def test_starred_arguments():
+    """`f(*v)` passes a vector's, quaternion's or slice's components and a matrix's rows; array slices need
+    constant, non-negative bounds with a stop; other values are named."""
+    out = wp.zeros(2)
+    wp.launch(starred_arguments, 1, inputs=[wp.array([1, 2, 3, 4, 5], dtype=int), out])
+    assert out.numpy().tolist() == [8.0, 9.0]
+
+    def no_stop(arr: wp.array(dtype=int)):
+        wp.vec3i(*arr[0:])
+
+    def bounds_not_constant(arr: wp.array(dtype=int), n: int):
+        wp.vec3i(*arr[:n])
+
+    def not_unpackable(arr: wp.array(dtype=int)):
+        wp.vec3i(*arr[0])
+
+    for body, err, match in ((no_stop, ValueError, "explicit upper bound"),
+                             (bounds_not_constant, ValueError, "compile-time constant"),
+                             (not_unpackable, TypeError, "only supported for")):
+        k = wp.kernel(body, module="unique")
+        with pytest.raises(err, match=match):
+            wp.launch(k, 1, inputs=[wp.zeros(4, dtype=int)] + ([3] if body is bounds_not_constant else []))
+
+
+def test_expectations_in_python_scope(capsys):
+    """wp.expect_eq / expect_neq / expect_near also run in Python scope (a @wp.func called by Python): a failed
+    one prints, as in kernels, and raises nothing."""
+    wp.expect_eq(wp.vec2(1.0, 2.0), wp.vec2(1.0, 2.0))
+    wp.expect_near(1.0, 1.0 + 1e-8)
+    assert capsys.readouterr().out == ""
+    wp.expect_eq(1, 2)
+    wp.expect_neq(3, 3)
+    out = capsys.readouterr().out
+    assert "expect_eq failed: 1 != 2" in out and "expect_neq failed: 3 == 3" in out
+
+
+@wp.kernel
+def slice_assignments(x: wp.array(dtype=wp.vec2), out: wp.array(dtype=wp.mat33), vout: wp.array(dtype=wp.vec4)):
+    i = wp.tid()
+    z = wp.mat33(0.0)
+    z[0, :2] = x[i]
+    z[1:, 2] = x[i] * 2.0
+    z[2, 0:2] += x[i]
+    out[i] = z
+    v = wp.vec4(1.0, 2.0, 3.0, 4.0)
+    v[1:3] = x[i]
+    v[::3] = 7.0
+    vout[i] = v
+
+
+def test_assignment_through_slices():
+    """Slices of local vectors and matrices are assignable (`m[0, :2] = w`, `v[::3] = s`, `m[2, 0:2] += w`),
+    differentiably."""
+    x = wp.array([[1.0, 2.0]], dtype=wp.vec2, requires_grad=True)
+    out, vout = wp.zeros(1, dtype=wp.mat33, requires_grad=True), wp.zeros(1, dtype=wp.vec4, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(slice_assignments, 1, inputs=[x, out, vout])
+    np.testing.assert_array_equal(out.numpy()[0], [[1, 2, 0], [0, 0, 2], [1, 2, 4]])
+    np.testing.assert_array_equal(vout.numpy()[0], [7, 1, 2, 7])
+    tape.backward(grads={out: np.ones((1, 3, 3), dtype=np.float32), vout: np.ones((1, 4), dtype=np.float32)})
+    np.testing.assert_array_equal(x.grad.numpy(), [[5.0, 5.0]])
+
+
+@wp.func
+def filled_local() -> wp.fixedarray(shape=(2, 3), dtype=int):
+    arr = wp.zeros(shape=(2, 3), dtype=int)
+    for i in range(arr.shape[0]):
+        for j in range(arr.shape[1]):
+            arr[i][j] = i * arr.shape[1] + j
+    return arr
+
+
+@wp.kernel
+def use_fixedarray(out: wp.array(dtype=int)):
+    arr = filled_local()
+    out[0] = arr[1][2] + arr.shape[2]
+    row = arr[1]
+    out[1] = row.shape[0] * 10 + row.shape[1]
+
+
+def test_fixedarray_annotations_and_local_array_shapes():
+    """`wp.fixedarray(shape, dtype)` names a local array type (a function's return annotation); a local array's
+    `.shape` lists its extents then zeros, as in Warp."""
+    out = wp.zeros(2, dtype=int)
+    wp.launch(use_fixedarray, 1, inputs=[out])
+    assert out.numpy().tolist() == [5, 30]
+    with pytest.raises(TypeError, match="need a shape"):
+        arg_type(wp.fixedarray(dtype=int))
+
+
+@wp.func
+def doubled(a: float):
+    return a * 2.0
+
+
+HANDLERS = {"double": doubled}
+
+
+@wp.kernel
+def functions_bound_to_locals(out: wp.array(dtype=float), vs: wp.array(dtype=wp.vec3), qs: wp.array(dtype=wp.quat)):
+    f = doubled
+    out[0] = f(3.0)
+    g = wp.static(HANDLERS["double"])
+    out[1] = g(4.0)
+    h = wp.sin
+    out[2] = h(0.0)
+    t = wp.transformation(p=vs[0], q=qs[0])
+    out[3] = t[6] + wp.transform(p=vs[0], q=qs[0])[0]
+
+
+def test_functions_bound_to_locals_and_transform_keywords():
+    """A @wp.func or builtin assigned to a local is called through it; transforms take p= and q=; a variable
+    cannot be rebound to a function (or back)."""
+    out = wp.zeros(4)
+    wp.launch(functions_bound_to_locals, 1, inputs=[out, wp.array([wp.vec3(2.0, 3.0, 4.0)], dtype=wp.vec3),
+                                                   wp.array([wp.quat(5.0, 6.0, 7.0, 8.0)], dtype=wp.quat)])
+    assert out.numpy().tolist() == [6.0, 8.0, 0.0, 10.0]
+
+    def rebinds(out: wp.array(dtype=float)):
+        f = doubled
+        f = 1.0
+        out[0] = f
+
+    with pytest.raises(wp.KernelTypeError, match="names a function"):
+        wp.launch(wp.kernel(rebinds, module="unique"), 1, inputs=[wp.zeros(1)])
+
+
+@wp.kernel
+def reversed_dynamic_step(a: wp.array(dtype=int), lo: int, hi: int, step: int):
+    c = 0
+    for i in reversed(range(lo, hi, step)):
+        a[c] = i
+        c += 1
+
+
+@pytest.mark.parametrize("lo,hi,step", [(0, 10, 3), (10, 0, -3), (0, 0, 2), (5, 1, 1)])
+def test_reversed_range_with_a_runtime_step(lo, hi, step):
+    """reversed(range(lo, hi, step)) visits Python's values when the step is only known at run time."""
+    a = wp.full(6, -1, dtype=int)
+    wp.launch(reversed_dynamic_step, 1, inputs=[a, lo, hi, step])
+    want = list(reversed(range(lo, hi, step)))
+    assert a.numpy().tolist() == want + [-1] * (6 - len(want))
+
+
+@wp.kernel
+def builtins_by_bare_name_and_quat_checks(out: wp.array(dtype=bool), h: wp.array(dtype=wp.float16)):
+    q = wp.quat(1.0, 2.0, 3.0, 4.0)
+    out[0] = wp.isinf(q) or wp.isnan(q) or not wp.isfinite(q)
+    h[0] = wp.smoothstep(wp.float16(0.0), wp.float16(1.0), wp.float16(0.25))
+    expect_eq(1.0, 1.0)  # noqa: F821 - a builtin's bare name resolves in kernels, as in Warp
+
+
+def test_builtins_by_bare_name_quaternion_checks_and_half_smoothstep():
+    """A kernel may name a builtin without `wp.`; isnan/isinf/isfinite take quaternions; smoothstep of float16."""
+    out, h = wp.zeros(1, dtype=bool), wp.zeros(1, dtype=wp.float16)
+    wp.launch(builtins_by_bare_name_and_quat_checks, 1, inputs=[out, h])
+    assert not out.numpy()[0] and h.numpy()[0] == np.float16(0.15625)

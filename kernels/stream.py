@@ -1,0 +1,253 @@
+"""Streams and events, and `submit`: the point every piece of device work passes through.
+
+A `Stream` is an ordered queue of device work and an `Event` a point in one. On a device whose work
+completes before the call that issued it returns (the CPU), every stream is already in order and
+synchronized: waiting on a stream or an event returns at once, and an event records the time it was
+reached, so `get_event_elapsed_time` measures host time between two events. Device-generic programs
+(Warp's `ScopedStream`, `record_event` / `wait_event` pairs) therefore run unchanged.
+
+Each device has a current stream (`get_stream` / `set_stream` / `ScopedStream`); work issued without a
+stream goes to it. While a stream is being captured (kernels/capture.py), `submit` records the work it
+is given into the stream's graph instead of running it; while activity timing is on (kernels/timing.py)
+it times each piece of work. Neither costs a launch anything when off: `runtime.intercept` is the one
+flag a launch looks at.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .device import Device, ScopedDevice, get_device
+from .errors import DeviceError
+
+#: kinds of device work, as Warp's activity-timing flags
+TIMING_KERNEL = 1
+TIMING_KERNEL_BUILTIN = 2
+TIMING_MEMCPY = 4
+TIMING_MEMSET = 8
+TIMING_GRAPH = 16
+TIMING_ALL = 0xFFFFFFFF
+
+
+class Runtime:
+    """What the streams of this process share: each device's current stream, how many streams are being
+    captured, and the open activity-timing sessions (kernels/timing.py), each a filter of TIMING_* flags and
+    the (device, name, kind, milliseconds) it collected."""
+
+    def __init__(self) -> None:
+        self.current: dict[Device, Stream] = {}
+        self.capturing = 0
+        self.timing: list[tuple[int, list[tuple[Device, str, int, float]]]] = []
+        self.timing_filter = 0  # the union of the open sessions' filters
+        self.intercept = False  # a capture or timing is on: submitted work is looked at before it runs
+        self.lock = threading.Lock()
+
+    def update(self) -> None:
+        self.intercept = bool(self.capturing or self.timing)
+
+
+runtime = Runtime()
+
+
+class Stream:
+    """An ordered queue of work on one device (`priority`: -1 high, 0 default; values are clamped)."""
+
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+        self.device = get_device(device)
+        if "cuda_stream" in kwargs:
+            raise DeviceError(f"Stream(cuda_stream=...) wraps an existing CUDA stream; {self.device} has no CUDA "
+                              "streams (loomwork runs CUDA with its CUDA backend)")
+        if kwargs:
+            raise TypeError(f"Stream() got unexpected keyword argument(s) {', '.join(kwargs)}")
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise TypeError(f"Stream priority must be an integer, got {priority!r}")
+        self.priority = max(-1, min(priority, 0))
+        self.graph: Any = None  # the graph being captured from this stream (kernels/capture.py)
+
+    @property
+    def is_capturing(self) -> bool:
+        """Whether a graph capture is recording this stream's work."""
+        return self.graph is not None
+
+    @property
+    def is_complete(self) -> bool:
+        """Whether all work issued to this stream has finished (always, where launches are synchronous)."""
+        return True
+
+    @property
+    def is_blocking(self) -> bool:
+        return True
+
+    def record_event(self, event: Event | None = None, external: bool = False) -> Event:
+        """Mark the current end of this stream's work with `event` (a new Event when None) and return it."""
+        if event is None:
+            event = Event(self.device)
+        elif not isinstance(event, Event):
+            raise TypeError(f"record_event takes a wp.Event, got {type(event).__name__}")
+        elif event.device != self.device:
+            raise DeviceError(f"an event of device {event.device} cannot be recorded on a stream of {self.device}")
+        submit(self.device, self, event._reach, ())
+        return event
+
+    def wait_event(self, event: Event, external: bool = False) -> None:
+        """Make later work on this stream wait for `event` (work here is already in order: nothing to wait)."""
+        if not isinstance(event, Event):
+            raise TypeError(f"wait_event takes a wp.Event, got {type(event).__name__}")
+
+    def wait_stream(self, other_stream: Stream, event: Event | None = None, external: bool = False) -> None:
+        """Make later work on this stream wait for the work issued so far on `other_stream`."""
+        if not isinstance(other_stream, Stream):
+            raise TypeError(f"wait_stream takes a wp.Stream, got {type(other_stream).__name__}")
+        other_stream.device.backend.synchronize()
+
+    def __repr__(self) -> str:
+        return f"Stream(device={self.device}, priority={self.priority})"
+
+
+class Event:
+    """A point in a stream's work; with `enable_timing`, it also keeps when that point was reached."""
+
+    def __init__(self, device: Any = None, cuda_event: Any = None, enable_timing: bool = False,
+                 interprocess: bool = False) -> None:
+        self.device = get_device(device)
+        if interprocess and enable_timing:
+            raise ValueError("an Event cannot have both enable_timing=True and interprocess=True")
+        if cuda_event is not None or interprocess:
+            raise DeviceError(f"{'interprocess events' if interprocess else 'Event(cuda_event=...)'} are CUDA "
+                              f"events; {self.device} has none")
+        self.enable_timing = enable_timing
+        self._reached: float | None = None  # time.perf_counter() when last reached
+
+    def _reach(self) -> None:
+        self._reached = time.perf_counter()
+
+    @property
+    def is_complete(self) -> bool:
+        """Whether the work before this event's last recording has finished (always, with synchronous work)."""
+        return True
+
+    def __repr__(self) -> str:
+        return f"Event(device={self.device}, enable_timing={self.enable_timing})"
+
+
+def get_stream(device: Any = None) -> Stream:
+    """The stream work on `device` (default: the current device) goes to when no stream is named."""
+    dev = get_device(device)
+    s = runtime.current.get(dev)
+    if s is None:
+        with runtime.lock:
+            s = runtime.current.setdefault(dev, Stream(dev))
+    return s
+
+
+def set_stream(stream: Stream, device: Any = None, sync: bool = False) -> None:
+    """Make `stream` the current stream of its device (`device`, when given, must be that device);
+    with `sync`, it first waits for the work of the stream it replaces."""
+    if not isinstance(stream, Stream):
+        raise TypeError(f"set_stream takes a wp.Stream, got {type(stream).__name__}")
+    if device is not None and get_device(device) != stream.device:
+        raise DeviceError(f"a stream of {stream.device} cannot be the current stream of {get_device(device)}")
+    if sync:
+        stream.wait_stream(get_stream(stream.device))
+    runtime.current[stream.device] = stream
+
+
+class ScopedStream:
+    """`with wp.ScopedStream(stream):` makes `stream` (and its device) current inside the block; None
+    changes nothing. `sync_enter` / `sync_exit` order the new and the previous stream at the boundaries."""
+
+    def __init__(self, stream: Stream | None, sync_enter: bool = True, sync_exit: bool = False) -> None:
+        if stream is not None and not isinstance(stream, Stream):
+            raise TypeError(f"ScopedStream takes a wp.Stream or None, got {type(stream).__name__}")
+        self.stream, self.sync_enter, self.sync_exit = stream, sync_enter, sync_exit
+        if stream is not None:
+            self.device = stream.device
+            self._device_scope = ScopedDevice(stream.device)
+
+    def __enter__(self) -> Stream | None:
+        if self.stream is not None:
+            self._device_scope.__enter__()
+            self.saved_stream = get_stream(self.device)
+            set_stream(self.stream, sync=self.sync_enter)
+        return self.stream
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.stream is not None:
+            set_stream(self.saved_stream, sync=self.sync_exit)
+            self._device_scope.__exit__(*exc)
+
+
+def _stream_of(stream_or_device: Any) -> Stream:
+    return stream_or_device if isinstance(stream_or_device, Stream) else get_stream(stream_or_device)
+
+
+def synchronize_stream(stream_or_device: Any = None) -> None:
+    """Wait until the work issued to a stream (or to a device's current stream) is done."""
+    _stream_of(stream_or_device).device.backend.synchronize()
+
+
+def synchronize_event(event: Event) -> None:
+    """Wait until the work before `event` is done."""
+    if not isinstance(event, Event):
+        raise TypeError(f"synchronize_event takes a wp.Event, got {type(event).__name__}")
+    event.device.backend.synchronize()
+
+
+def record_event(event: Event | None = None, external: bool = False) -> Event:
+    """`record_event` on the current device's current stream."""
+    return get_stream().record_event(event, external)
+
+
+def wait_event(event: Event, external: bool = False) -> None:
+    """`wait_event` on the current device's current stream."""
+    get_stream().wait_event(event, external)
+
+
+def wait_stream(other_stream: Stream, event: Event | None = None, external: bool = False) -> None:
+    """`wait_stream` on the current device's current stream."""
+    get_stream().wait_stream(other_stream, event, external)
+
+
+def get_event_elapsed_time(start_event: Event, end_event: Event, synchronize: bool = True) -> float:
+    """Milliseconds between two recorded events made with `enable_timing=True`."""
+    for name, e in (("start_event", start_event), ("end_event", end_event)):
+        if not isinstance(e, Event):
+            raise TypeError(f"get_event_elapsed_time: {name} must be a wp.Event, got {type(e).__name__}")
+        if not e.enable_timing:
+            raise ValueError(f"get_event_elapsed_time: {name} was created without enable_timing=True")
+        if e._reached is None:
+            raise RuntimeError(f"get_event_elapsed_time: {name} has not been recorded (record_event) yet")
+    if synchronize:
+        synchronize_event(end_event)
+    return (end_event._reached - start_event._reached) * 1e3
+
+
+def capturing_graph(device: Device, stream: Stream | None = None) -> Any:
+    """The graph recording work issued on `stream` (None: `device`'s current stream), or None."""
+    s = stream if stream is not None else runtime.current.get(device)
+    return s.graph if s is not None else None
+
+
+def submit(device: Device, stream: Stream | None, fn: Callable[..., Any], args: tuple,
+           writes: Iterable[tuple[Any, str]] = (), name: str = "", kind: int = 0, keep: tuple = ()) -> None:
+    """Run `fn(*args)`, a piece of work on `device` issued to `stream` (None: the device's current stream)
+    that writes the array storages in `writes` ((storage, writer) pairs); or, while that stream is being
+    captured, record it, with `keep` (objects its arguments point into), into the graph instead. Timing
+    (when on and `kind` is among its flags) reports it as `name`. The caller bumps the storages' versions."""
+    if runtime.intercept:
+        graph = capturing_graph(device, stream)
+        if graph is not None:
+            graph.record(fn, args, writes, keep, kind)
+            return
+        if runtime.timing_filter & kind:
+            t0 = time.perf_counter()
+            fn(*args)
+            ms = (time.perf_counter() - t0) * 1e3
+            for flt, results in runtime.timing:
+                if flt & kind:
+                    results.append((device, name, kind, ms))
+            return
+    fn(*args)
