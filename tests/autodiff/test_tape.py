@@ -58,6 +58,12 @@ def in_place_updates(x: wp.array(dtype=float), y: wp.array(dtype=float), v: wp.a
 
 
 @wp.kernel
+def square_in_place(x: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = x[i] * x[i]
+
+
+@wp.kernel
 def read_after_write(x: wp.array(dtype=float), y: wp.array(dtype=float)):
     i = wp.tid()
     x[i] = x[i] * 2.0
@@ -265,6 +271,23 @@ def test_in_place_updates_get_the_gradients_of_the_values_they_read():
     np.testing.assert_allclose(x.grad.numpy(), gx * (1 + 2 * x0))
     np.testing.assert_allclose(y.grad.numpy(), gy * 2 * y0 + (gv * v0).sum(1) * 2 * y0)
     np.testing.assert_allclose(v.grad.numpy(), gv * (y0**2)[:, None])
+
+
+def test_in_place_update_in_a_graph_capture_differentiates_its_last_replay():
+    """In a graph capture the Tape's copy of an array updated in place is recorded too: each replay takes it
+    afresh, so backward differentiates the last replay (x <- x^2 from 16 and 81: 2x)."""
+    x = wp.array(np.array([2.0, 3.0], dtype=np.float32), requires_grad=True)
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape, wp.ScopedCapture() as capture:
+        wp.launch(square_in_place, 2, inputs=[x])
+        wp.launch(square_sum, 2, inputs=[x, l])
+    for _ in range(3):
+        l.zero_()
+        wp.capture_launch(capture.graph)
+    tape.backward(loss=l)
+    np.testing.assert_array_equal(x.numpy(), [256.0, 6561.0])
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.array([256.0, 6561.0]) * 2 * np.array([16.0, 81.0]))
 
 
 def test_reading_an_array_after_writing_it_is_refused_under_a_tape():
