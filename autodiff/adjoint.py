@@ -126,6 +126,7 @@ class AdjointEmitter(Emitter):
         self.saved = {v for v, n in counts.items() if n > 1 or not _is_temp(v) or v in params}
         self.loops: dict[int, tuple[list[Var], bool]] = {}
         self.exclusive: set[Var] = set()  # kernel array parameters indexed only by this thread's index
+        self.consumed: frozenset[int] = frozenset()  # ids of stores that take their element's gradient
         self.active = active_variables(fn)
 
     # -- names ---------------------------------------------------------------------------------
@@ -271,13 +272,15 @@ class AdjointEmitter(Emitter):
     def rev_Store(self, s: ir.Store, n: int) -> None:
         """The stored value takes the element's gradient. A store into a part of an element (b[i].y = v) also
         drops that part's gradient, as an overwrite of a local does: the value it replaced, written earlier
-        in this kernel or by an earlier launch, did not reach the output through it. (A whole element keeps
-        its gradient, as in Warp, so the gradients of outputs stay readable after backward.)"""
+        in this kernel or by an earlier launch, did not reach the output through it. So does a store into an
+        array the kernel read before (a[i] = a[i] * 2.0: `consumed`), whose gradient then becomes that of
+        the values the launch read. (Otherwise a whole element keeps its gradient, as in Warp, so the
+        gradients of outputs stay readable after backward.)"""
         g = self.reach(self.grad(s.array, s.indices, s.site), s.path)
         steps = []
         if isinstance(s.value, Var) and differentiable(s.value.type):
             steps.append(f"lw::acc({self.adj(s.value)}, {g});")
-        if s.path and differentiable(s.value.type):
+        if (s.path or id(s) in self.consumed) and differentiable(s.value.type):
             steps.append(f"{g} = {{}};")
         if steps:
             self.out(f"if (lw::has_grad({self.op(s.array)})) {{ {' '.join(steps)} }}")
@@ -532,11 +535,13 @@ def native_adjoint(fn: ir.Function, debug: bool) -> str:
     return "\n".join(em.lines) + "\n"
 
 
-def kernel_adjoint(fn: ir.Function, debug: bool) -> str:
-    """C++ for a kernel's adjoint body and its CPU and CUDA entries (`<k>_adj_cpu`, `<k>_adj_cuda`)."""
+def kernel_adjoint(fn: ir.Function, debug: bool, effects: dict) -> str:
+    """C++ for a kernel's adjoint body and its CPU and CUDA entries (`<k>_adj_cpu`, `<k>_adj_cuda`);
+    `effects` are the array effects of the functions it calls (ir.function_effects)."""
     k = fn.name
     fn = normalize(fn)
     em = AdjointEmitter(fn, debug)
+    em.consumed = ir.in_place(fn, effects).stores
     em.private = {} if debug else privatize(fn, "load", gradient=True)
     em.exclusive = ir.thread_exclusive_arrays(fn)
     em.in_kernel = True  # the body is a template on LW_C, like the forward body
@@ -566,6 +571,7 @@ def module_adjoint_source(functions: list[ir.Function], kernels: list[ir.Functio
     `custom` maps a function's name to its (custom adjoint IR, custom replay IR), either may be None."""
     custom = custom or {}
     parts = [function_adjoint(f, debug, *custom.get(f.name, (None, None))) for f in functions]
-    parts += [kernel_adjoint(k, debug) for k in kernels]
+    effects = ir.function_effects(functions)
+    parts += [kernel_adjoint(k, debug, effects) for k in kernels]
     # it follows the forward source, whose length is not known here: its lines are numbered on their own
     return number_lines("\n".join(parts), f"{SOURCE_NAME} (adjoint part)")

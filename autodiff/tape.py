@@ -5,9 +5,13 @@ entered there; tapes nest, each recording every launch made inside it. A launch 
 debug-mode bounds fault, a bad argument) is not recorded.
 
 Every array carries a write version. A recorded launch remembers the version of each array it
-read; if loomwork wrote that array before `backward` (a later kernel, an in-place update by the
-kernel itself, `fill_`, `assign`, `wp.copy`), backward raises an error naming both kernels and the
-array, because the adjoint would replay the kernel on values it never saw. Writes loomwork does not
+read; if loomwork wrote that array before `backward` (a later kernel, `fill_`, `assign`, `wp.copy`),
+backward raises an error naming both kernels and the array, because the adjoint would replay the kernel
+on values it never saw. A kernel's updates of arrays it reads are classified when it is built
+(`ir.in_place`): read, then updated (`a[i] = a[i] * 2.0`): the launch copies the array first and the
+adjoint replays from the copy; only updated atomically (atomic_max): the adjoint reads what the launch
+left; read after a write (or in a loop that writes it): refused before the launch runs (`before_launch`).
+Writes loomwork does not
 make (through a `.numpy()` view or `__array_interface__` it handed out, a wrapped NumPy array
 (`wp.array(a, copy=False)`, or a NumPy array passed to `wp.launch`), a `from_ptr`/`ptr=` alias) are
 caught by content instead: for such exposed arrays the launch also records a checksum of the memory
@@ -54,6 +58,7 @@ class _Launch:
     reads: list  # (parameter position, array, version when recorded or None, checksum or None)
     writes: set  # the memory (see _memory) of the arrays it may write
     scope: tuple = ()
+    saved: dict | None = None  # position -> a copy, taken before the launch, of an array it read then updated
     fresh: list = field(default_factory=list)  # recorded in a graph capture: the reads each replay refreshes
 
     def arrays(self) -> list[array]:
@@ -61,7 +66,14 @@ class _Launch:
         return [p.data if isinstance(p, indexedarray) else p for p in views]
 
     def backward(self) -> None:
-        launch(self.kernel, self.dims, inputs=self.params, device=self.device, adjoint=True, record_tape=False)
+        params = self.params
+        if self.saved:  # the adjoint reads the values the launch read, and accumulates into the arrays' gradients
+            params = list(params)
+            for i, copy in self.saved.items():
+                data, original = (copy.data, params[i].data) if isinstance(copy, indexedarray) else (copy, params[i])
+                data.grad = original.grad
+                params[i] = copy
+        launch(self.kernel, self.dims, inputs=params, device=self.device, adjoint=True, record_tape=False)
 
     def capture_ended(self) -> None:
         """The graph capture this launch was recorded in ended: the inputs nothing later in the capture
@@ -115,17 +127,45 @@ class Tape:
 
     # -- recording -------------------------------------------------------------------------------
 
-    def record_launch(self, kernel: Any, loaded: Any, dims: tuple, params: list, device: Any) -> None:
+    def before_launch(self, kernel: Any, loaded: Any, params: list) -> None:
+        """Called by wp.launch inside `with tape:` before a launch of a kernel with a backward pass: a kernel
+        that reads an array after writing it (or in a loop that writes it) cannot be differentiated, since
+        its adjoint sees neither the values it read nor the ones it wrote; refused (or, with
+        check_overwrites 'warn', warned about) before it runs. One that reads an array and then updates it
+        is fine: wp.launch gives record_launch a copy taken before the launch, for the adjoint to replay."""
+        if self.check_overwrites == "off":
+            return
+        for i, (read, write) in loaded.in_place.conflicts.items():
+            if params[i] is None:
+                continue
+            msg = (f"kernel {kernel.label} reads array '{kernel.arg_names[i]}' at {loaded.filename}:{read} after "
+                   f"writing it at line {write} (in place, or in a loop that writes it), so its adjoint cannot "
+                   "replay the values it read and the gradients would be wrong. Read the array before any "
+                   "write of it, or write the results to a separate array (out[i] = f(a[i])); or create the "
+                   "Tape with check_overwrites='warn' or 'off', or launch the kernel outside the Tape.")
+            if self.check_overwrites == "error":
+                raise OverwriteError(f"wp.launch under a Tape: {msg}")
+            warnings.warn(msg, RuntimeWarning, stacklevel=4)
+
+    def record_launch(self, kernel: Any, loaded: Any, dims: tuple, params: list, device: Any,
+                      saved: dict | None = None) -> None:
         """Called by wp.launch inside `with tape:` once the launch ran; remembers the arguments and, for
         each array it read, the version (and for exposed memory a checksum) to check at `backward`. A
         kernel built without its backward pass that writes no float arrays (sorting, counting, flags) has
-        nothing to reverse and is left out; one that does write floats is kept, so backward names it."""
+        nothing to reverse and is left out; one that does write floats is kept, so backward names it.
+        `saved` holds copies of the arrays the kernel read and then updated (its adjoint replays from
+        them; None where one could not be made); the kernel's own writes to arrays it only updates
+        atomically (atomic_max...) are the values its adjoint needs."""
         if not kernel.backward_enabled and not any(
                 isinstance(params[i], array | indexedarray) and differentiable(params[i].dtype) for i in loaded.writes):
             return
+        saved = {i: c for i, c in (saved or {}).items() if c is not None}
+        in_place = loaded.in_place
         reads = []
         check = self.check_overwrites != "off"
         for i in loaded.reads:
+            if i in saved or (in_place is not None and i in in_place.conflicts):  # a copy; refused or warned
+                continue
             for a in _read_arrays(params[i]):
                 if not isinstance(a, array):
                     if check:
@@ -137,9 +177,13 @@ class Tape:
                     digest = st.digest()
                 elif check:
                     st.watched = True  # a checksum is taken if the memory is exposed later
-                reads.append((i, a, st.version, digest))
+                version = st.version
+                if in_place is not None and i in in_place.updated:  # as the launch leaves it
+                    version += sum(b._storage is st for j in loaded.writes for b in _read_arrays(params[j])
+                                   if isinstance(b, array))
+                reads.append((i, a, version, digest))
         writes = {_memory(a) for i in loaded.writes for a in _read_arrays(params[i])}
-        entry = _Launch(kernel, dims, list(params), device, reads, writes, tuple(self._scope))
+        entry = _Launch(kernel, dims, list(params), device, reads, writes, tuple(self._scope), saved or None)
         self.launches.append(entry)
         graph = capturing_graph(device)
         if graph is not None:  # replays of the graph re-run the launch: they refresh what it read

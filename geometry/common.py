@@ -40,11 +40,11 @@ def host_library() -> ctypes.CDLL:
     rt = cpu_runtime()
     source = (NATIVE_DIR / "bvh_build.cpp").read_text()
     path = build_cpu(source, "geometry", config.kernel_cache_dir, debug=False, fast_math=False,
-                     verbose=config.verbose, what="the loomwork.geometry host routines")
+                     verbose=config.reports_builds(), what="the loomwork.geometry host routines")
     lib = ctypes.CDLL(str(path))
     p, i = ctypes.c_void_p, ctypes.c_int
-    lib.lw_geometry_init.argtypes = [p, i]
-    lib.lw_geometry_init(ctypes.cast(rt.lw_parallel_for, p).value, rt.lw_get_num_threads())
+    lib.lw_geometry_init.argtypes = [p, p]
+    lib.lw_geometry_init(ctypes.cast(rt.lw_parallel_for, p).value, ctypes.cast(rt.lw_get_num_threads, p).value)
     lib.lw_bvh_build.argtypes = [p, p, i, p, i, i, p, p, p, p, p, p, p]
     lib.lw_bvh_build.restype = i
     lib.lw_bvh_refit.argtypes = [p, i, p, p, p]

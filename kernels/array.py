@@ -947,6 +947,25 @@ def full_like(src: array, value: Any, device: Any = None, requires_grad: bool | 
     return full(src.shape, value, src.dtype, device or src.device, rg)
 
 
+def snapshot(a: Any, stream: Any = None) -> Any:
+    """A private copy of the memory an array argument refers to, with the same shape and strides (so the
+    original's gradient fits it), taken before a launch on `stream` changes it (a Tape replays the launch's
+    adjoint from it; in a graph capture the copy is recorded too, so each replay takes it afresh); an
+    indexedarray's data is copied, its indices shared. None for what this cannot copy."""
+    if isinstance(a, indexedarray):
+        data = snapshot(a.data, stream)
+        return None if data is None else indexedarray(data, a.indices)
+    if not isinstance(a, array) or a.ptr is None:
+        return None
+    lo, nbytes = byte_span(a.shape, a.strides, T.type_size(a.dtype))
+    ptr, owner = a.device.backend.allocate(max(nbytes, 1), zero=False)
+    copy = array(ptr=ptr - lo, dtype=a.dtype, shape=a.shape, strides=a.strides, device=a.device, owner=owner)
+    if nbytes:
+        submit(a.device, stream, a.device.backend.copy, (ptr, a.ptr + lo, nbytes), ((copy._storage, "a Tape"),),
+               "memcpy (a Tape's copy)", TIMING_MEMCPY, (copy, a))
+    return copy
+
+
 def clone(src: array, device: Any = None, requires_grad: bool | None = None) -> array:
     """A contiguous copy of `src`."""
     return src.clone(device=device, requires_grad=requires_grad)

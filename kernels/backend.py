@@ -41,12 +41,15 @@ class FaultSlot(ABC):
 
 
 class BuildOptions:
-    """What a module build needs besides its source (from the module's options and `wp.config`)."""
+    """What a module build needs besides its source (from the module's options and `wp.config`): `opt_level`
+    and `cpu_flags` are wp.config.optimization_level and cpu_compiler_flags, `reuse` is cache_kernels."""
 
-    __slots__ = ("debug", "fast_math", "cache_dir", "verbose")
+    __slots__ = ("debug", "fast_math", "cache_dir", "verbose", "opt_level", "cpu_flags", "reuse")
 
-    def __init__(self, debug: bool, fast_math: bool, cache_dir: str, verbose: bool) -> None:
+    def __init__(self, debug: bool, fast_math: bool, cache_dir: str, verbose: bool, opt_level: int | None = None,
+                 cpu_flags: str | None = None, reuse: bool = True) -> None:
         self.debug, self.fast_math, self.cache_dir, self.verbose = debug, fast_math, cache_dir, verbose
+        self.opt_level, self.cpu_flags, self.reuse = opt_level, cpu_flags, reuse
 
 
 class Launcher:

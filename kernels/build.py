@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -70,12 +71,17 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
-def cpu_flags(debug: bool, fast_math: bool) -> list[str]:
+def cpu_flags(debug: bool, fast_math: bool, opt_level: int | None = None, extra: str | None = None) -> list[str]:
+    """The CPU compiler's flags: optimization level `opt_level` (None: -O3, debug -O1), then `extra`
+    (wp.config.cpu_compiler_flags: split as a shell would; "" drops -march=native)."""
     flags = ["-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-w"]
+    level = f"-O{opt_level}" if opt_level is not None else None
     if debug:
-        flags += ["-O1", "-g"]
+        flags += [level or "-O1", "-g"]
     else:
-        flags += ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd"]
+        flags += [level or "-O3", "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd"]
+        if extra != "":
+            flags.append("-march=native")
         if platform.machine().lower() in ("x86_64", "amd64"):
             # 256-bit vectors, as GCC's own tuning picks for most x86 targets: with 512-bit ones GCC 12.2's
             # SLP vectorizer miscompiled chained float64 matrix products on an AVX-512 CPU
@@ -83,7 +89,7 @@ def cpu_flags(debug: bool, fast_math: bool) -> list[str]:
             flags.append("-mprefer-vector-width=256")
     if fast_math:
         flags.append("-ffast-math")
-    return flags
+    return flags + shlex.split(extra or "")
 
 
 def content_hash(*parts: str) -> str:
@@ -94,19 +100,23 @@ def content_hash(*parts: str) -> str:
     return h.hexdigest()[:20]
 
 
+def without_line_directives(source: str) -> str:
+    """`source` without its `#line` directives (the Python file:line of each statement)."""
+    return "\n".join(line for line in source.split("\n") if not line.startswith("#line "))
+
+
 def source_key(source: str, debug: bool) -> str:
     """The part of a source that decides a build: release builds carry no line information, so their
     `#line` directives (Python files and lines) are left out, and moving a kernel in its file or editing
     a comment above it finds the cached build."""
-    if debug:
-        return source
-    return "\n".join(line for line in source.split("\n") if not line.startswith("#line "))
+    return source if debug else without_line_directives(source)
 
 
 def build_cpu(source: str, name: str, cache_dir: str, debug: bool, fast_math: bool, verbose: bool,
-              what: str) -> Path:
-    """Compile `source` to a shared library (or find it cached) and return its path."""
-    flags = cpu_flags(debug, fast_math)
+              what: str, *, opt_level: int | None = None, extra_flags: str | None = None, reuse: bool = True) -> Path:
+    """Compile `source` to a shared library (or find it cached; `reuse=False`: a build of an earlier process is
+    replaced) and return its path."""
+    flags = cpu_flags(debug, fast_math, opt_level, extra_flags)
     digest = content_hash(kernel_cache.FORMAT, source_key(source, debug), header_hash(), " ".join(flags),
                           compiler_identity())
 
@@ -124,7 +134,7 @@ def build_cpu(source: str, name: str, cache_dir: str, debug: bool, fast_math: bo
         if verbose:
             print(f"loomwork: built {what} for cpu in {(time.perf_counter() - t0) * 1e3:.0f} ms", file=sys.stderr)
 
-    return kernel_cache.cached(cache_dir, f"{name}-{digest}", "module.so", compile_into, what)
+    return kernel_cache.cached(cache_dir, f"{name}-{digest}", "module.so", compile_into, what, reuse)
 
 
 def _trim(text: str, limit: int = 4000) -> str:
@@ -156,18 +166,34 @@ def nvrtc_available() -> bool:
 
 
 def build_cuda(source: str, name: str, cache_dir: str, arch: int, debug: bool, fast_math: bool,
-               verbose: bool, what: str) -> Path:
-    """Compile `source` with NVRTC to a cubin for sm_`arch` (or find it cached) and return its path."""
+               verbose: bool, what: str, *, opt_level: int | None = None, output: str | None = None,
+               arch_suffix: str | None = None, lineinfo: bool = False, trace: bool = False,
+               reuse: bool = True) -> Path:
+    """Compile `source` with NVRTC for sm_`arch` (or find it cached) and return the path of its cubin, or of
+    its PTX for compute_`arch` when `output` is "ptx". `arch_suffix` ("a", "f") selects architecture- or
+    family-specific features, `opt_level` goes to ptxas, `lineinfo` adds line information, `trace` writes a
+    time trace of the build beside it (module.trace.json)."""
     nvrtc = _nvrtc()
-    opts = [f"--gpu-architecture=sm_{arch}", "--std=c++17", f"--include-path={NATIVE_DIR}", "-default-device", "-w"]
+    if arch_suffix is not None and arch < (90 if arch_suffix == "a" else 100):
+        raise CompileError(f'wp.config.cuda_arch_suffix = "{arch_suffix}" needs sm_{90 if arch_suffix == "a" else 100} '
+                           f"or higher; this build targets sm_{arch}")
+    kind = "compute" if output == "ptx" else "sm"
+    target = f"{kind}_{arch}{arch_suffix or ''}"
+    opts = [f"--gpu-architecture={target}", "--std=c++17", f"--include-path={NATIVE_DIR}", "-default-device", "-w"]
     if debug:
         opts.append("--device-debug")
     if fast_math:
         opts.append("--use_fast_math")
+    if opt_level is not None:
+        opts.append(f"--ptxas-options=-O{opt_level}")
+    if lineinfo:
+        opts.append("--generate-line-info")
     err, version_major, version_minor = nvrtc.nvrtcVersion()
-    digest = content_hash(kernel_cache.FORMAT, source_key(source, debug), header_hash(), " ".join(opts),
-                          f"nvrtc{version_major}.{version_minor}")
-    artifact = f"module.sm_{arch}.cubin"
+    digest = content_hash(kernel_cache.FORMAT, source_key(source, debug or lineinfo), header_hash(), " ".join(opts),
+                          f"nvrtc{version_major}.{version_minor}", "trace" if trace else "")
+    artifact = f"module.{target}.{'ptx' if output == 'ptx' else 'cubin'}"
+    get_size, get = (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX) if output == "ptx" else \
+        (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)
 
     def compile_into(folder: Path) -> None:
         t0 = time.perf_counter()
@@ -176,23 +202,25 @@ def build_cuda(source: str, name: str, cache_dir: str, arch: int, debug: bool, f
         try:
             # extension headers are hashed through their digests in the source's include lines
             args = opts + [f"--include-path={d}" for d in registry.include_dirs()]
+            if trace:  # NVRTC adds ".json"
+                args.append(f"--fdevice-time-trace={folder / 'module.trace'}")
             (err,) = nvrtc.nvrtcCompileProgram(prog, len(args), [o.encode() for o in args])
             if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-                raise CompileError(f"NVRTC failed to compile {what} for sm_{arch}:\n{_trim(_nvrtc_log(nvrtc, prog))}")
-            err, size = nvrtc.nvrtcGetCUBINSize(prog)
-            _nvrtc_check(nvrtc, err, "nvrtcGetCUBINSize")
+                raise CompileError(f"NVRTC failed to compile {what} for {target}:\n{_trim(_nvrtc_log(nvrtc, prog))}")
+            err, size = get_size(prog)
+            _nvrtc_check(nvrtc, err, get_size.__name__)
             binary = b" " * size
-            (err,) = nvrtc.nvrtcGetCUBIN(prog, binary)
-            _nvrtc_check(nvrtc, err, "nvrtcGetCUBIN")
+            (err,) = get(prog, binary)
+            _nvrtc_check(nvrtc, err, get.__name__)
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
         (folder / "module.cu").write_text(source)
         (folder / artifact).write_bytes(binary)
         if verbose:
-            print(f"loomwork: built {what} for sm_{arch} in {(time.perf_counter() - t0) * 1e3:.0f} ms",
+            print(f"loomwork: built {what} for {target} in {(time.perf_counter() - t0) * 1e3:.0f} ms",
                   file=sys.stderr)
 
-    return kernel_cache.cached(cache_dir, f"{name}-cuda-{digest}", artifact, compile_into, what)
+    return kernel_cache.cached(cache_dir, f"{name}-cuda-{digest}", artifact, compile_into, what, reuse)
 
 
 def _nvrtc_log(nvrtc, prog) -> str:

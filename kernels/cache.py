@@ -8,8 +8,9 @@ built in a private `.tmp-<key>.*` folder, sealed (group/other write bits cleared
 fsynced) and renamed into place, so a reader sees a complete entry or none. Before it is used the
 artifact is hashed against its record (a fraction of a millisecond); a damaged entry (truncated, empty,
 garbage, missing file) is rebuilt with a warning. One build per entry runs at a time (a lock file in
-`<cache>/.locks/`), so threads and processes that need the same new entry compile it once; temporaries
-left by killed builds are removed once they are older than `STALE_AFTER` and no build holds their lock.
+`<cache>/.locks/`, removed by its holder when the build is done), so threads and processes that need the
+same new entry compile it once; temporaries and lock files left by killed builds are removed once they are
+older than `STALE_AFTER` and no build holds their lock.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ STALE_AFTER = 600.0
 
 _ABSENT = "absent"
 _cleaned: set[Path] = set()  # cache folders already swept for stale temporaries by this process
+_built: set[Path] = set()  # entries this process built (wp.config.cache_kernels = False reuses only these)
 
 
 def _current_uid() -> int:
@@ -99,20 +101,41 @@ def _problem(folder: Path, artifact: str) -> str | None:
 
 
 def _lock(root: Path, key: str, blocking: bool = True) -> int | None:
-    """An exclusive lock on the entry `key` (a file descriptor to close), or None when `blocking` is
-    False and a build holds it. A file system without locks gives an unlocked descriptor: the atomic
-    rename still keeps every entry whole."""
+    """An exclusive lock on the entry `key` (a file descriptor for `_unlock`), or None when `blocking` is
+    False and a build holds it. The holder removes the lock file when it is done, so a waiter may wake up
+    holding a file no longer in `.locks/`: it then tries again on the file now there (one path, one
+    holder). A file system without locks gives an unlocked descriptor: the atomic rename still keeps
+    every entry whole."""
     locks = root / ".locks"
     locks.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(locks / key, os.O_RDWR | os.O_CREAT, 0o600)
+    path = locks / key
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except OSError:
+            return fd
+        try:
+            held = os.fstat(fd)
+            current = os.stat(path)
+            if (held.st_dev, held.st_ino) == (current.st_dev, current.st_ino):
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # its holder removed the file while this process waited
+
+
+def _unlock(root: Path, key: str, fd: int) -> None:
+    """Release a lock from `_lock`, removing its file (while still holding it, so no one else owns it)."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    except OSError:
+        os.unlink(root / ".locks" / key)
+    except FileNotFoundError:
         pass
-    return fd
+    finally:
+        os.close(fd)
 
 
 @contextmanager
@@ -121,30 +144,40 @@ def _locked(root: Path, key: str) -> Iterator[None]:
     try:
         yield
     finally:
-        os.close(fd)
+        _unlock(root, key, fd)
+
+
+def _stale(path: str, now: float) -> bool:
+    try:
+        return now - os.stat(path, follow_symlinks=False).st_mtime >= STALE_AFTER
+    except FileNotFoundError:
+        return False
 
 
 def _clean_stale(root: Path) -> None:
-    """Remove the temporary folders of builds that died (older than STALE_AFTER, their entry unlocked);
-    once per cache folder and process, before a build."""
+    """Remove what builds that died left behind, once it is older than STALE_AFTER and no build holds its
+    lock: temporary folders, and lock files (an earlier version kept them); once per cache folder and
+    process, before a build."""
     if root in _cleaned:
         return
     _cleaned.add(root)
     now = time.time()
     for e in os.scandir(root):
-        if not e.name.startswith(".tmp-"):
+        if not e.name.startswith(".tmp-") or not _stale(e.path, now):
             continue
-        try:
-            if now - e.stat(follow_symlinks=False).st_mtime < STALE_AFTER:
-                continue
-        except FileNotFoundError:
-            continue
-        fd = _lock(root, e.name[len(".tmp-"):].rpartition(".")[0] or e.name, blocking=False)
+        key = e.name[len(".tmp-"):].rpartition(".")[0] or e.name
+        fd = _lock(root, key, blocking=False)
         if fd is not None:
             try:
                 shutil.rmtree(e.path, ignore_errors=True)
             finally:
-                os.close(fd)
+                _unlock(root, key, fd)
+    locks = root / ".locks"
+    for e in os.scandir(locks) if locks.is_dir() else ():
+        if _stale(e.path, now):
+            fd = _lock(root, e.name, blocking=False)
+            if fd is not None:
+                _unlock(root, e.name, fd)
 
 
 def _fsync(path: Path) -> None:
@@ -189,25 +222,29 @@ def _publish(root: Path, key: str, artifact: str, produce: Callable[[Path], None
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def cached(cache_dir: str, key: str, artifact: str, produce: Callable[[Path], None], what: str) -> Path:
+def cached(cache_dir: str, key: str, artifact: str, produce: Callable[[Path], None], what: str,
+           reuse: bool = True) -> Path:
     """The path of `<cache_dir>/<key>/<artifact>`, checked against its recorded digest; when the entry is
-    missing or damaged, `produce(folder)` writes the artifact into an empty folder that becomes the entry."""
+    missing or damaged, `produce(folder)` writes the artifact into an empty folder that becomes the entry.
+    With `reuse` False (wp.config.cache_kernels), an entry this process did not build is built again."""
     root = _cache_root(cache_dir)
     folder = root / key
-    if _problem(folder, artifact) is None:
+    if (reuse or folder in _built) and _problem(folder, artifact) is None:
         return folder / artifact
     _clean_stale(root)
     with _locked(root, key):
         problem = _problem(folder, artifact)  # another thread or process may have built it meanwhile
-        if problem is None:
+        if problem is None and (reuse or folder in _built):
             return folder / artifact
-        if problem != _ABSENT:
+        if problem not in (None, _ABSENT):
             warnings.warn(f"loomwork: the cached build of {what} in {folder} is damaged ({problem}); "
                           "rebuilding it", RuntimeWarning, stacklevel=3)
+        if problem != _ABSENT:
             trash = Path(tempfile.mkdtemp(prefix=f".tmp-{key}.", dir=root))
             os.rename(folder, trash / "old")
             shutil.rmtree(trash, ignore_errors=True)
         _publish(root, key, artifact, produce)
+        _built.add(folder)
     return folder / artifact
 
 

@@ -37,7 +37,7 @@ def cpu_runtime() -> ctypes.CDLL:
     """Build (first use only) and load the runtime; its `lw_launch` runs a kernel's range function."""
     source = (build.NATIVE_DIR / "runtime.cpp").read_text()
     lib_path = build.build_cpu(source, "runtime", config.kernel_cache_dir, debug=False, fast_math=False,
-                               verbose=config.verbose, what="the loomwork CPU runtime")
+                               verbose=config.reports_builds(), what="the loomwork CPU runtime")
     lib = ctypes.CDLL(str(lib_path))
     lib.lw_launch.restype = None  # no argtypes: its one argument is a bytes object, passed as char*
     lib.lw_launch_batch.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_longlong]
@@ -48,7 +48,7 @@ def cpu_runtime() -> ctypes.CDLL:
     lib.lw_zero.restype = None
     lib.lw_digest.argtypes = [ctypes.c_void_p, ctypes.c_longlong]
     lib.lw_digest.restype = ctypes.c_uint64
-    lib.lw_set_num_threads(int(config.cpu_threads or cpu_count()))
+    lib.lw_set_num_threads(config.cpu_threads or 0)
     return lib
 
 
@@ -58,11 +58,12 @@ def utils_library() -> ctypes.CDLL:
     rt = cpu_runtime()
     source = (build.NATIVE_DIR / "utils.cpp").read_text()
     lib_path = build.build_cpu(source, "utils", config.kernel_cache_dir, debug=False, fast_math=False,
-                               verbose=config.verbose, what="the loomwork.utils routines")
+                               verbose=config.reports_builds(), what="the loomwork.utils routines")
     lib = ctypes.CDLL(str(lib_path))
     parallel_for = ctypes.cast(rt.lw_parallel_for, ctypes.c_void_p).value
-    lib.lw_utils_init.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    lib.lw_utils_init(parallel_for, rt.lw_get_num_threads())
+    threads = ctypes.cast(rt.lw_get_num_threads, ctypes.c_void_p).value
+    lib.lw_utils_init.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.lw_utils_init(parallel_for, threads)
     p, n = ctypes.c_void_p, ctypes.c_longlong
     for name in ("lw_sum_f32", "lw_sum_f64"):
         getattr(lib, name).argtypes, getattr(lib, name).restype = [p, n], ctypes.c_double
@@ -94,12 +95,15 @@ def _cpu_name() -> str:
 
 
 def _launcher(fn: int, launch: Any) -> Launcher:
-    """The runtime's call record (range function, size, serial threshold), then `lw::launch_t`."""
+    """The runtime's call record (range function, size, serial threshold, pool size: config.cpu_launch), then
+    `lw::launch_t`. The pool size travels with every launch, so a new wp.config.cpu_threads resizes the pool at
+    the next one."""
 
     def header(size: int, dims: tuple[int, ...], fault: int = 0) -> tuple:
+        serial, threads = config.cpu_launch
         if len(dims) == 1:
-            return (fn, size, config.cpu_serial_threshold, size, 1, size, 1, 1, 1, 0, fault)
-        return (fn, size, config.cpu_serial_threshold, size, len(dims), *dims, *(1,) * (4 - len(dims)), 0, fault)
+            return (fn, size, serial, threads, size, 1, size, 1, 1, 1, 0, fault)
+        return (fn, size, serial, threads, size, len(dims), *dims, *(1,) * (4 - len(dims)), 0, fault)
 
     return Launcher(header, launch)
 
@@ -136,7 +140,7 @@ class CpuBackend(Backend):
 
     name = "cpu"
     host_accessible = True
-    launch_format = "Qqq" + LAUNCH_T
+    launch_format = "Qqqq" + LAUNCH_T
     dlpack_device_type = 1  # kDLCPU
 
     def device_name(self) -> str:
@@ -164,7 +168,8 @@ class CpuBackend(Backend):
             runtime_thread.start()
         try:
             return build.build_cpu(source, name, options.cache_dir, options.debug, options.fast_math,
-                                   options.verbose, what)
+                                   options.verbose, what, opt_level=options.opt_level, extra_flags=options.cpu_flags,
+                                   reuse=options.reuse)
         finally:  # also when this build fails: a runtime build cut off at exit would leave its compiler behind
             if runtime_thread is not None:
                 runtime_thread.join()

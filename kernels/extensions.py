@@ -2,7 +2,8 @@
 
 `registry.adjoint_source` generates the reverse-mode part of a module's source (set by loomwork.autodiff),
 and `registry.local.recorders` lists the tapes recording the calling thread's launches (outermost first):
-`wp.launch` reports to each of them (`start_recording` / `stop_recording` maintain it).
+`wp.launch` reports to each of them (`start_recording` / `stop_recording` maintain it): `before_launch` (it
+may refuse the launch by raising) and, once the launch ran, `record_launch`.
 
 A package above the kernel layer (geometry, for one) adds native code from its own files:
 - `register_header(path)`: a C++ header its builtins and value types are declared in. Every module

@@ -203,6 +203,9 @@ class Scope:
         self.params = tuple(Var(f"v_{n}", t) for n, t in arg_types.items())
         self.vars: dict[str, Var] = dict(zip(arg_types, self.params, strict=True))
         self.defined: set[str] = set(arg_types)  # names assigned on every path to the point being built
+        self.undefined_why: dict[str, str] = {}  # for a name assigned on some paths only: where the others go
+        self.breaks: list[list[set[str]]] = []  # per enclosing loop: `defined` at each of its breaks
+        self.continues: list[list[set[str]]] = []  # and at each of its continues
         self.locals: list[Var] = []
         self.ret_type: Any = None
         self.ret_declared = False  # a return annotation fixed ret_type (None: the function returns nothing)
@@ -615,8 +618,41 @@ class Builder:
             blocks.append(self.sub_block(branch))
             if not _leaves(branch):
                 reaching.append(self.scope.defined)
-        self.scope.defined = set.intersection(*reaching) if reaching else before
+        self.merge_paths(reaching, before, "it is assigned only in some branches of an if above; assign it on "
+                         "every path (or before the if)")
         self.emit(ir.If(cond, *blocks, line=self.src.line(node)))
+
+    def merge_paths(self, paths: list[set[str]], unreachable: set[str], why: str, seen: tuple = ()) -> None:
+        """`defined` where control paths join: the names every path assigned (`unreachable` when no path gets
+        there). A name some paths (or the `seen` states on the way) assigned and others did not gets `why`
+        for the error reading it raises."""
+        self.scope.defined = set.intersection(*paths) if paths else unreachable
+        for name in set().union(*paths, *seen) - self.scope.defined:
+            self.scope.undefined_why[name] = why
+
+    def loop_body(self, stmts: list[ast.stmt], runs_once: bool, exits_normally: bool = True) -> tuple[ir.Stmt, ...]:
+        """A loop body; afterwards `defined` holds the names assigned on every way out of the loop: each
+        break, and the end of an iteration (the last one's end, or a continue) when the loop surely runs at
+        least once, or else the state before the loop (it may run zero times). So a name first assigned in
+        the loop can be read after it only when every way out assigned it, as in Python; Warp reads an
+        uninitialized value when a loop ran zero times."""
+        before = set(self.scope.defined)
+        self.scope.breaks.append([])
+        self.scope.continues.append([])
+        self.scope.loop_depth += 1
+        body = self.sub_block(stmts)
+        self.scope.loop_depth -= 1
+        exits = self.scope.breaks.pop()
+        ends = self.scope.continues.pop() + ([] if _leaves(stmts) else [self.scope.defined])
+        if exits_normally:
+            if not runs_once:
+                exits.append(before)
+            elif ends:
+                exits.append(set.intersection(*ends))
+        self.merge_paths(exits, before, "it is assigned only inside a loop above, which may run zero times or "
+                         "leave it before the assignment (Warp would read an uninitialized value); assign it "
+                         "before the loop too", seen=(*ends, self.scope.defined))
+        return body
 
     def _stmt_For(self, node: ast.For) -> None:
         if node.orelse:
@@ -670,9 +706,9 @@ class Builder:
         elif var.type != t:
             self.error(node.target, KernelTypeError, f"loop variable '{name}' was {T.type_name(var.type)} before")
         self.scope.defined.add(name)
-        self.scope.loop_depth += 1
-        body = self.sub_block(node.body)
-        self.scope.loop_depth -= 1
+        runs_once = all(isinstance(a, Const) for a in (start, stop, step)) and \
+            len(range(start.value, stop.value, step.value)) > 0
+        body = self.loop_body(node.body, runs_once)
         self.emit(ir.For(var, start, stop, step, body, line=self.src.line(node)))
 
     def calls(self, node: ast.expr, fn: Any) -> bool:
@@ -759,19 +795,20 @@ class Builder:
         self.scope.blocks.append([])
         cond = self.condition(node.test)
         cond_body = tuple(self.scope.blocks.pop())
-        self.scope.loop_depth += 1
-        body = self.sub_block(node.body)
-        self.scope.loop_depth -= 1
+        always = isinstance(cond, Const) and bool(cond.value)  # `while True`: left only by break (or return)
+        body = self.loop_body(node.body, runs_once=always, exits_normally=not always)
         self.emit(ir.While(cond_body, cond, body, line=self.src.line(node)))
 
     def _stmt_Break(self, node: ast.Break) -> None:
         if not self.scope.loop_depth:
             self.error(node, KernelSyntaxError, "'break' outside a loop")
+        self.scope.breaks[-1].append(set(self.scope.defined))
         self.emit(ir.Break(line=self.cur_line))
 
     def _stmt_Continue(self, node: ast.Continue) -> None:
         if not self.scope.loop_depth:
             self.error(node, KernelSyntaxError, "'continue' outside a loop")
+        self.scope.continues[-1].append(set(self.scope.defined))
         self.emit(ir.Continue(line=self.cur_line))
 
     def _stmt_Return(self, node: ast.Return) -> None:
@@ -932,12 +969,13 @@ class Builder:
         self.error(node, KernelAttributeError, f"no attribute '{node.attr}' here")
 
     def check_defined(self, node: ast.Name) -> None:
-        """A local read must follow an assignment on every path: one made in only one branch of an `if`
-        would leave the other path reading a value no statement wrote."""
+        """A local read must follow an assignment on every path: one made in only one branch of an `if`, or
+        only in a loop that may run zero times, would leave the other paths reading a value no statement
+        wrote."""
         if node.id not in self.scope.defined:
+            why = self.scope.undefined_why.get(node.id, "it is assigned only further down")
             self.error(node, KernelNameError, f"local variable '{node.id}' may be read here before it is assigned: "
-                       "it is assigned only in some branches of an if above; assign it on every path "
-                       "(or before the if)")
+                       f"{why}")
 
     def adjoint_place(self, node: ast.Subscript) -> Place:
         """`wp.adjoint[x]`, `wp.adjoint[s.vec]`, `wp.adjoint[v[0]]`: the adjoint of a differentiable parameter

@@ -597,6 +597,53 @@ def _dump_block(body: tuple[Stmt, ...], depth: int, out: list[str]) -> None:
             out.append(f"{pad}{s}")
 
 
+class ArrayEvent(NamedTuple):
+    """One access of array parameters by a statement: which parameters (by position), how, where."""
+
+    mode: Mode
+    params: frozenset[int]
+    line: int
+    loops: tuple[int, ...]  # the loops around it (ids of their statements), outermost first
+    stmt: Stmt
+    direct: bool  # the statement itself accesses the array (not a function it calls)
+
+
+def array_events(fn: Function, callee_effects: dict) -> list[ArrayEvent]:
+    """Every access of an array parameter in program order, through the locals that alias it (copies and
+    views) and the user functions it is passed to (`callee_effects[name] = (reads, writes)`: such a call
+    writes, then reads)."""
+    alias: dict[Var, set[int]] = {p: {i} for i, p in enumerate(fn.params) if isinstance(p.type, ArrayType)}
+
+    def of(o: Any) -> frozenset[int]:
+        return frozenset(alias.get(o, ())) if isinstance(o, Var) else frozenset()
+
+    for _ in range(2):  # a second pass settles aliases made later in a loop body
+        for s in walk(fn.body):
+            if isinstance(s, Assign):
+                for src in s.expr.aliased():
+                    alias.setdefault(s.dest, set()).update(of(src))
+    events: list[ArrayEvent] = []
+
+    def visit(body: tuple[Stmt, ...], loops: tuple[int, ...]) -> None:
+        for s in body:
+            for a in s.accesses():
+                if of(a.array):
+                    events.append(ArrayEvent(a.mode, of(a.array), s.line, loops, s, True))
+            call = s.call()
+            if call is not None and call.target.native in callee_effects:
+                r, w = callee_effects[call.target.native]
+                for mode, used in ((Mode.WRITE, w), (Mode.READ, r)):
+                    params = frozenset().union(*(of(arg) for i, arg in enumerate(call.args) if i in used))
+                    if params:
+                        events.append(ArrayEvent(mode, params, s.line, loops, s, False))
+            inner = (*loops, id(s)) if isinstance(s, For | While) else loops
+            for b in s.blocks():
+                visit(b, inner)
+
+    visit(fn.body, ())
+    return events
+
+
 def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], frozenset[int]]:
     """Which array parameters (by position) `fn` may read values from and may write.
 
@@ -604,37 +651,59 @@ def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], f
     effects (`callee_effects[name] = (reads, writes)`) onto the arguments it passes.
     Atomic add/sub only write (their previous value is not a read that gradients depend on).
     """
-    alias: dict[Var, set[int]] = {p: {i} for i, p in enumerate(fn.params) if isinstance(p.type, ArrayType)}
+    if fn.native_code is not None:  # a C++ snippet: assume it reads every array it is given
+        return frozenset(i for i, p in enumerate(fn.params) if isinstance(p.type, ArrayType)), frozenset()
     reads: set[int] = set()
     writes: set[int] = set()
-
-    def of(o: Any) -> set[int]:
-        return alias.get(o, set()) if isinstance(o, Var) else set()
-
-    def visit(s: Stmt) -> None:
-        if isinstance(s, Assign):
-            for src in s.expr.aliased():
-                alias.setdefault(s.dest, set()).update(of(src))
-        for a in s.accesses():
-            if a.mode in (Mode.READ, Mode.UPDATE):
-                reads.update(of(a.array))
-            if a.mode is not Mode.READ:
-                writes.update(of(a.array))
-        call = s.call()
-        if call is not None and call.target.native in callee_effects:
-            r, w = callee_effects[call.target.native]
-            for i, arg in enumerate(call.args):
-                if i in r:
-                    reads.update(of(arg))
-                if i in w:
-                    writes.update(of(arg))
-
-    if fn.native_code is not None:  # a C++ snippet: assume it reads every array it is given
-        return frozenset(alias), frozenset()
-    for _ in range(2):  # a second pass settles aliases made later in a loop body
-        for s in walk(fn.body):
-            visit(s)
+    for e in array_events(fn, callee_effects):
+        if e.mode in (Mode.READ, Mode.UPDATE):
+            reads |= e.params
+        if e.mode is not Mode.READ:
+            writes |= e.params
     return frozenset(reads), frozenset(writes)
+
+
+def function_effects(functions: list[Function]) -> dict[str, tuple[frozenset[int], frozenset[int]]]:
+    """`array_effects` of user functions given callees first (a module's build order), by native name."""
+    effects: dict[str, tuple[frozenset[int], frozenset[int]]] = {}
+    for f in functions:
+        effects[f.name] = array_effects(f, effects)
+    return effects
+
+
+class InPlace(NamedTuple):
+    """How a kernel updates array parameters (by position) that it also reads: what its adjoint needs."""
+
+    restorable: frozenset[int]  # every read comes before every write (stores and atomic adds in the kernel
+    # itself, no loop around both): its adjoint replays from a copy taken before the launch, and a store
+    # takes the element's gradient (the value it replaced did not reach the output through the element)
+    updated: frozenset[int]  # only atomic min/max/...: its adjoint reads the values the launch left
+    conflicts: dict[int, tuple[int, int]]  # otherwise: position -> (line of a read, line of a write before it)
+    stores: frozenset[int]  # ids of the Store statements into the restorable arrays
+
+
+def in_place(fn: Function, callee_effects: dict) -> InPlace:
+    """Classify the array parameters `fn` both reads and writes (see InPlace)."""
+    events = array_events(fn, callee_effects)
+    restorable, updated, conflicts = set(), set(), {}
+    for p in sorted({p for e in events for p in e.params}):
+        mine = [(k, e) for k, e in enumerate(events) if p in e.params]
+        reads = [(k, e) for k, e in mine if e.mode in (Mode.READ, Mode.UPDATE)]
+        writes = [(k, e) for k, e in mine if e.mode is not Mode.READ]
+        if not reads or not writes:
+            continue
+        if all(e.mode in (Mode.UPDATE, Mode.ADD) for _, e in mine):
+            updated.add(p)
+            continue
+        late = [(r, w) for r in reads for w in writes
+                if w[0] < r[0] or set(w[1].loops) & set(r[1].loops) or w[1].mode is Mode.UPDATE or not w[1].direct]
+        if late:
+            (_, read), (_, write) = late[0]
+            conflicts[p] = (read.line, write.line)
+        else:
+            restorable.add(p)
+    stores = frozenset(id(e.stmt) for e in events if e.mode is Mode.WRITE and e.direct and e.params & restorable)
+    return InPlace(frozenset(restorable), frozenset(updated), conflicts, stores)
 
 
 def null_tests(fn: Function, callee_tests: dict) -> frozenset[int]:

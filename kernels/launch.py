@@ -20,16 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from . import foreign
+from . import config, foreign
 from . import types as T
-from .array import DESC, MAX_DIMS, ArrayDesc, ArrayDescRef, array, indexedarray, pack_desc
+from .array import DESC, MAX_DIMS, ArrayDesc, ArrayDescRef, array, indexedarray, pack_desc, snapshot
 from .backend import ErrorRecord
 from .device import Device, get_device, get_devices
 from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
 from .extensions import registry
 from .ir import ArrayType
+from .logger import log_info
 from .module import Kernel, LoadedKernel, LoadedModule
-from .stream import TIMING_KERNEL, Stream, submit
+from .stream import TIMING_KERNEL, Stream, capturing_graph, submit
 from .stream import runtime as streams
 from .structs import field_ctype, is_struct
 
@@ -370,11 +371,24 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     if lk.tid_count > 1 and len(dims) != lk.tid_count:
         raise LaunchValueError(f"kernel {kernel.label} unpacks wp.tid() into {lk.tid_count} indices but was "
                                f"launched with dim={dims}")
+    hooks = config.launch_hooks
+    if hooks and config.print_launches:
+        args = ", ".join(f"{n}={_brief(v)}" for n, v in zip(plan.names, params, strict=True))
+        log_info(f"launch{' (adjoint)' if adjoint else ''}: kernel {kernel.label} dim={dims} device={dev} {args}")
     if adjoint:
         _launch_adjoint(kernel, lm, dev, stream, plan, dims, params, [*adj_inputs, *adj_outputs])
         return
+    check_fp = hooks and config.verify_fp and capturing_graph(dev, stream) is None  # a capture runs it later
+    if check_fp:
+        _verify_fp(kernel, plan, params, lk.reads, "before")
+    saved = None
     if registry.recording and record_tape and registry.local.recorders:
         _check_differentiable(kernel, plan, params)
+        if lk.has_backward and lk.in_place is not None:
+            for tape in registry.local.recorders:
+                tape.before_launch(kernel, lk, params)
+            # arrays it reads, then updates: its adjoint replays from their values before the launch
+            saved = {i: snapshot(params[i], stream) for i in lk.in_place.restorable} or None
     if len(dims) == 1:
         size = dims[0]
     else:
@@ -402,13 +416,44 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
                 fault = slot.take()
     if registry.recording and record_tape and fault is None:  # a launch that faulted did not run as written
         for tape in registry.local.recorders:
-            tape.record_launch(kernel, lk, dims, params, dev)
+            tape.record_launch(kernel, lk, dims, params, dev, saved)
     for i in lk.writes:
         v = params[i]
         if v.__class__ is array or v.__class__ is indexedarray:
             v._storage.bump(kernel.key)
     if fault is not None:
         raise _fault_error(kernel, lm, fault, "")
+    if check_fp:
+        _verify_fp(kernel, plan, params, lk.writes, "after")
+
+
+def _brief(v: Any) -> str:
+    """An argument as print_launches shows it: arrays by shape and type, not by content."""
+    if isinstance(v, array | indexedarray) or not hasattr(v, "shape"):
+        return repr(v)
+    return f"{type(v).__name__}(shape={tuple(v.shape)})"
+
+
+def _verify_fp(kernel: Kernel, plan: LaunchPlan, params: list, which: frozenset, when: str) -> None:
+    """wp.config.verify_fp: every float in the arrays `which` (positions) must be finite; arrays the host
+    cannot read, and arrays of structs, are not checked."""
+    for i in sorted(which):
+        t, v = plan.types[i], params[i]
+        if not (isinstance(t, ArrayType) and _float_valued(t.dtype)) or v is None:
+            continue
+        if isinstance(v, array | indexedarray):
+            if not v.device.backend.host_accessible:
+                continue
+            values = v.numpy()
+        else:
+            values = np.asarray(v)
+        if not np.isfinite(values).all():
+            raise KernelRuntimeError(f"kernel {kernel.label}: array '{plan.names[i]}' holds a NaN or an infinity "
+                                     f"{when} the launch (wp.config.verify_fp is on)")
+
+
+def _float_valued(t: Any) -> bool:
+    return T.is_float(t) or T.is_composite(t) and t._wp_scalar_type_.is_float
 
 
 def _stream_device(stream: Any, device: Any) -> Device:

@@ -14,11 +14,7 @@ import warnings
 from typing import Any, Protocol, runtime_checkable
 
 from . import config
-
-LOG_DEBUG = 10
-LOG_INFO = 20
-LOG_WARNING = 30
-LOG_ERROR = 40
+from .config import LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_WARNING  # noqa: F401 (Warp's names, exported from here)
 
 
 @runtime_checkable
@@ -98,13 +94,18 @@ def get_logger() -> Any:
 
 
 def log_level() -> int:
-    """The threshold below which messages are dropped (`wp.config.log_level`; LOG_INFO until it is set)."""
-    return getattr(config, "log_level", LOG_INFO)
+    """The threshold below which messages are dropped (`wp.config.log_level`)."""
+    return config.log_level
 
 
 def log_debug(message: str) -> None:
     if log_level() <= LOG_DEBUG:
         _state.logger.debug(message)
+
+
+def log_info(message: str) -> None:
+    if log_level() <= LOG_INFO:
+        _state.logger.info(message)
 
 
 class ScopedLogger:

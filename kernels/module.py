@@ -10,12 +10,14 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import os
 import re
 import sys
 import textwrap
 import threading
 import time
 import typing
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -390,6 +392,8 @@ class LoadedKernel:
     reads: frozenset  # positions of array parameters whose values the kernel reads
     writes: frozenset  # positions of array parameters the kernel may write
     null_tested: frozenset = frozenset()  # positions of array parameters it compares with null (wp.unot)
+    in_place: ir.InPlace | None = None  # the array parameters it reads and writes (what its adjoint needs)
+    filename: str = ""  # the Python file its source lines refer to
     plan: Any = None
 
 
@@ -449,7 +453,7 @@ class Module:
         self.version = 0
         self.options = _ModuleOptions()  # set_module_options: these override wp.config for this module
         self.loaded: dict[tuple, LoadedModule] = {}
-        self._last: tuple | None = None  # (device, mode, fast_math, version, function generation, loaded)
+        self._last: tuple | None = None  # (device, config.build_generation, version, function generation, loaded)
         self._lock = threading.RLock()  # one build at a time: threads that need the module wait for it
 
     def add_kernel(self, k: Kernel, key: str) -> tuple[str, str]:
@@ -480,20 +484,20 @@ class Module:
         self.version += 1
 
     def options_key(self) -> tuple:
+        """The options a build depends on: the module's own four first, then the other build settings."""
         return (self.option("mode") == "debug", bool(self.option("fast_math")), bool(self.option("enable_backward")),
-                int(self.option("max_unroll")))
+                int(self.option("max_unroll")), *(getattr(config, n) for n in _OTHER_BUILD_SETTINGS))
 
     def load(self, device: Any) -> LoadedModule:
         """Build (or find in the cache) and load this module for `device`; cached per options."""
         last = self._last
-        if (last is not None and last[0] is device and last[1] == config.mode and last[2] == config.fast_math
-                and last[3] == self.version and last[4] == functions.GENERATION[0]
-                and last[5] == (config.enable_backward, config.max_unroll)):
-            return last[6]
+        if (last is not None and last[0] is device and last[1] == config.build_generation
+                and last[2] == self.version and last[3] == functions.GENERATION[0]):
+            return last[4]
         with self._lock:
+            generation = config.build_generation
             lm = self._load(device)
-            self._last = (device, config.mode, config.fast_math, self.version, functions.GENERATION[0],
-                          (config.enable_backward, config.max_unroll), lm)
+            self._last = (device, generation, self.version, functions.GENERATION[0], lm)
         return lm
 
     def _load(self, device: Any) -> LoadedModule:
@@ -504,7 +508,7 @@ class Module:
             return lm
         backend = device.backend
         t0 = time.perf_counter()
-        debug, fast_math, _, max_unroll = self.options_key()
+        debug, fast_math, _, max_unroll = self.options_key()[:4]
         ctx = BuildContext(debug, max_unroll)
         kernel_irs = []
         kernels = []
@@ -526,41 +530,49 @@ class Module:
         if failed and not kernels:
             raise next(iter(failed.values()))
         source = codegen.module_source(ctx.order, kernel_irs, debug)
+        if not config.line_directives:
+            source = build.without_line_directives(source)
         backward = [fn for k, fn in zip(kernels, kernel_irs, strict=True) if k.backward_enabled]
         if registry.adjoint_source is None:
             backward = []
 
         def adjoint_source() -> str:
-            return source + registry.adjoint_source(ctx.order, backward, debug, ctx.custom)
+            adjoints = registry.adjoint_source(ctx.order, backward, debug, ctx.custom)
+            return source + (adjoints if config.line_directives else build.without_line_directives(adjoints))
 
-        effects: dict[str, tuple] = {}
+        effects = ir.function_effects(ctx.order)
         null_tests: dict[str, frozenset] = {}
         for f in ctx.order:
-            effects[f.name] = ir.array_effects(f, effects)
             null_tests[f.name] = ir.null_tests(f, null_tests)
         if config.print_source:
             print(adjoint_source() if backward else source, file=sys.stderr)
         what = f"module '{self.name}' (kernels: {', '.join(k.key for k in kernels)})"
         name = _sanitize(self.name)[-40:]
-        options = BuildOptions(debug, fast_math, config.kernel_cache_dir, config.verbose)
+        verbose = config.reports_builds()
+        options = BuildOptions(debug, fast_math, config.kernel_cache_dir, verbose, config.optimization_level,
+                               config.cpu_compiler_flags, config.cache_kernels)
         artifact = backend.compile(source, name, options, what)
         if config.verify_cuda:  # the complete source, adjoints included, must compile for the GPU
+            ptx = config.cuda_output == "ptx"
             build.build_cuda(adjoint_source() if backward else source, name, config.kernel_cache_dir,
-                             config.verify_cuda_arch, debug, fast_math, config.verbose, what)
+                             (ptx and config.ptx_target_arch) or config.verify_cuda_arch, debug, fast_math, verbose,
+                             what, opt_level=config.optimization_level, output=config.cuda_output,
+                             arch_suffix=config.cuda_arch_suffix, lineinfo=config.lineinfo,
+                             trace=config.compile_time_trace, reuse=config.cache_kernels)
         program = backend.load(artifact)
         loaded = {}
         for k, fn in zip(kernels, kernel_irs, strict=True):
             entry = program.kernel(k.cname)
             reads, writes = ir.array_effects(fn, effects)
             loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes,
-                                         ir.null_tests(fn, null_tests))
+                                         ir.null_tests(fn, null_tests), ir.in_place(fn, effects), fn.filename)
 
         def build_adjoint() -> Program:
             return backend.load(backend.compile(adjoint_source(), f"{name}-adj", options, f"the adjoints of {what}"))
 
         lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint, failed=failed)
         self.loaded[key] = lm
-        if config.verbose:
+        if verbose:
             print(f"loomwork: module '{self.name}' ready in {(time.perf_counter() - t0) * 1e3:.1f} ms "
                   f"({artifact.parent.name})", file=sys.stderr)
         return lm
@@ -580,6 +592,7 @@ def get_module(name: Any) -> Module:
 
 
 MODULE_OPTIONS = {name: config.SETTINGS[name] for name in ("mode", "fast_math", "enable_backward", "max_unroll")}
+_OTHER_BUILD_SETTINGS = tuple(sorted(config.BUILD_SETTINGS - set(MODULE_OPTIONS)))
 
 
 def set_module_options(options: dict, module: Any = None) -> None:
@@ -656,14 +669,25 @@ def _raise_failed(lm: LoadedModule) -> None:
         raise next(iter(lm.failed.values()))
 
 
-def force_load(device: Any = None, modules: list | None = None) -> None:
-    """Build every module with kernels now (or just `modules`)."""
+def force_load(device: Any = None, modules: list | None = None, *, max_workers: int | None = None) -> None:
+    """Build every module with kernels now (or just `modules`), on `max_workers` threads (None:
+    wp.config.load_module_max_workers; 0: one after the other). Compilers run as subprocesses, so the
+    builds of several modules overlap."""
     from .device import get_device
 
-    for m in (modules or list(_modules.values())):
-        mod = m if isinstance(m, Module) else get_module(m)
-        if mod.kernels:
-            _raise_failed(mod.load(get_device(device)))
+    dev = get_device(device)
+    mods = [m if isinstance(m, Module) else get_module(m) for m in (modules or list(_modules.values()))]
+    mods = [m for m in mods if m.kernels]
+    workers = config.load_module_max_workers if max_workers is None else max_workers
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 4)
+    if workers <= 1 or len(mods) <= 1:
+        for m in mods:
+            _raise_failed(m.load(dev))
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for done in [pool.submit(m.load, dev) for m in mods]:
+            _raise_failed(done.result())  # raises the first build error
 
 
 __all__ = ["Kernel", "kernel", "load_module", "force_load", "get_module", "set_module_options", "get_module_options",

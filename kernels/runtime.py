@@ -29,7 +29,7 @@ def init() -> None:
     if _state.initialized:
         return
     _state.initialized = True
-    if getattr(config, "track_memory", False):
+    if config.track_memory:
         tracker.enabled += 1
 
 

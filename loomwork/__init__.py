@@ -43,6 +43,7 @@ from .kernels.capture import (
     capture_while,
     is_conditional_graph_supported,
 )
+from .kernels.config import DeterministicMode
 from .kernels.device import (
     Device,
     ScopedDevice,
@@ -212,7 +213,8 @@ globals().update({name: _public_type(name) for name in _PUBLIC_TYPES})  # float3
 globals().update({name: b for name, b in _BUILTINS.items() if not name.startswith("_")})
 
 __all__ = [
-    "config", "array", "array1d", "array2d", "array3d", "array4d", "clone", "copy", "empty", "empty_like",
+    "config", "DeterministicMode",
+    "array", "array1d", "array2d", "array3d", "array4d", "clone", "copy", "empty", "empty_like",
     "from_numpy", "from_ptr", "full", "full_like", "ones", "ones_like", "zeros", "zeros_like", "Device", "ScopedDevice",
     "get_cuda_device_count", "get_device", "get_devices", "is_cpu_available", "is_cuda_available",
     "set_device", "CacheError", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",

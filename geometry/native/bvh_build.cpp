@@ -11,13 +11,16 @@
 
 typedef void (*lw_range_fn)(const void* blob, long long begin, long long end);
 typedef void (*lw_parallel_for_fn)(lw_range_fn fn, const void* blob, long long n, long long grain);
+typedef int (*lw_threads_fn)();
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
 
 lw_parallel_for_fn g_parallel_for = nullptr;
-int g_threads = 1;
+lw_threads_fn g_threads_fn = nullptr;  // the pool size now (wp.config.cpu_threads may change it)
+
+int threads() { return g_threads_fn ? g_threads_fn() : 1; }
 
 template <typename F> void tramp(const void* blob, long long b, long long e) { (*(const F*)blob)(b, e); }
 
@@ -280,9 +283,9 @@ void mark_used(const Node* nodes, int root, std::vector<uint8_t>& used) {
 
 }  // namespace
 
-EXPORT void lw_geometry_init(lw_parallel_for_fn pf, int threads) {
+EXPORT void lw_geometry_init(lw_parallel_for_fn pf, lw_threads_fn threads_) {
     g_parallel_for = pf;
-    g_threads = threads < 1 ? 1 : threads;
+    g_threads_fn = threads_;
 }
 
 // Build a tree over n > 0 boxes into `nodes` (2n - 1 slots), `parents` (as many) and `order` (n items: the
@@ -322,7 +325,8 @@ EXPORT int lw_bvh_build(const float* lowers, const float* uppers, int n, const i
     // the top of the tree on this thread, then its subtrees in parallel (each fills its own slot range)
     int depth_top = 0;
     std::vector<Builder::Task> tasks;
-    int spawn_above = g_threads > 1 && n > 4096 ? std::max(1024, n / (8 * g_threads)) : n;
+    int t = threads();
+    int spawn_above = t > 1 && n > 4096 ? std::max(1024, n / (8 * t)) : n;
     Box box, cbox;
     bd.bounds(0, n, box, cbox);
     bd.build(0, n, 0, 0, box, cbox, spawn_above, spawn_above >= n ? nullptr : &tasks, depth_top);

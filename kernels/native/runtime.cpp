@@ -1,8 +1,10 @@
 // loomwork CPU runtime: one process-wide thread pool that runs a kernel's launch range in chunks.
 // Python calls lw_launch(packed) through ctypes (the GIL is released for the call); packed starts with
-// the module's range function, the launch size and the serial threshold, then the kernel's own block.
+// the module's range function, the launch size, the serial threshold and the pool size wp.config asks
+// for (a change resizes the pool before the launch), then the kernel's own block.
 // Plain pthreads and compiler atomics only, so this file compiles in a fraction of a second.
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 typedef void (*lw_range_fn)(const void* blob, long long begin, long long end);
@@ -28,6 +30,9 @@ struct Job {
 
 struct Pool {
     int nthreads = 1;  // including the calling thread
+    int requested = 0;  // the size asked for (nthreads is smaller when a thread could not start)
+    bool stopped = false;  // its workers were told to exit (the pool was resized): launches skip it
+    pthread_t* workers = nullptr;
     int spin = 20000;  // pause iterations a worker spins before it sleeps
     pthread_mutex_t launch_mutex = PTHREAD_MUTEX_INITIALIZER;  // one launch at a time uses the pool
     pthread_mutex_t sleep_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -65,6 +70,10 @@ struct Pool {
                 spins = 0;
             }
             seen = g;
+            if (job.fn == nullptr) {  // stop(): leave, touching nothing of the pool after reporting
+                __atomic_fetch_add(&done, 1, __ATOMIC_ACQ_REL);
+                return;
+            }
             run_chunks(job);
             __atomic_fetch_add(&done, 1, __ATOMIC_ACQ_REL);
         }
@@ -83,17 +92,24 @@ struct Pool {
     }
 
     void start(int n) {
+        requested = n;
         nthreads = n < 1 ? 1 : n;
+        workers = new pthread_t[nthreads];
         // workers start from the generation before any job, so none can miss the first one
         unsigned long long g0 = load_acquire(&generation);
         for (int i = 1; i < nthreads; ++i) {
-            pthread_t t;
-            if (pthread_create(&t, nullptr, thread_entry, new Start{this, g0}) != 0) {
+            if (pthread_create(&workers[i], nullptr, thread_entry, new Start{this, g0}) != 0) {
                 nthreads = i;  // fewer threads than asked: run with what started
                 break;
             }
-            pthread_detach(t);
         }
+    }
+
+    // Make every worker exit and wait until they have; the caller holds launch_mutex.
+    void stop() {
+        if (nthreads > 1) launch(nullptr, nullptr, 0, 1);
+        for (int i = 1; i < nthreads; ++i) pthread_join(workers[i], nullptr);
+        stopped = true;
     }
 
     void launch(lw_range_fn fn, const void* blob, long long n, long long grain) {
@@ -110,29 +126,61 @@ struct Pool {
             pthread_cond_broadcast(&wake);
             pthread_mutex_unlock(&sleep_mutex);
         }
-        run_chunks(job);
+        if (fn != nullptr) run_chunks(job);
         while (load_acquire(&done) != t - 1) cpu_relax();
     }
 };
 
-Pool* g_pool = nullptr;
-int g_requested_threads = 0;
+Pool* g_pool = nullptr;  // read and replaced atomically; a replaced pool is never freed (see resize)
+int g_requested_threads = 0;  // 0: one per core
+pthread_mutex_t g_pool_mutex = PTHREAD_MUTEX_INITIALIZER;  // creating or replacing the pool
 
-void reset_after_fork() { g_pool = nullptr; }  // the child has no worker threads; it builds a new pool
+void reset_after_fork() {  // the child has no worker threads; it builds a new pool
+    g_pool = nullptr;
+    pthread_mutex_init(&g_pool_mutex, nullptr);
+}
+
+int cores() {  // the cores this process may run on
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+    return (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
 
 Pool* pool() {
-    if (!g_pool) {
-        static bool registered = false;
-        if (!registered) {
-            pthread_atfork(nullptr, nullptr, reset_after_fork);
-            registered = true;
-        }
-        int n = g_requested_threads > 0 ? g_requested_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-        Pool* p = new Pool();  // never freed: detached workers may outlive static destruction
-        p->start(n);
-        g_pool = p;
+    Pool* p = __atomic_load_n(&g_pool, __ATOMIC_ACQUIRE);
+    if (p) return p;
+    pthread_mutex_lock(&g_pool_mutex);
+    static bool registered = false;
+    if (!registered) {
+        pthread_atfork(nullptr, nullptr, reset_after_fork);
+        registered = true;
     }
-    return g_pool;
+    p = g_pool;
+    if (!p) {
+        int n = g_requested_threads > 0 ? g_requested_threads : cores();
+        p = new Pool();
+        p->start(n);
+        __atomic_store_n(&g_pool, p, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_pool_mutex);
+    return p;
+}
+
+// A new pool size: the running pool (if any) finishes its launch, its workers exit, and the next launch
+// starts a pool of the new size. The old Pool object stays allocated: a launch on another thread may still
+// hold its address; it finds it stopped and runs inline.
+void resize(int n) {
+    pthread_mutex_lock(&g_pool_mutex);
+    if (n != g_requested_threads) {
+        __atomic_store_n(&g_requested_threads, n, __ATOMIC_RELAXED);
+        Pool* old = __atomic_exchange_n(&g_pool, (Pool*)nullptr, __ATOMIC_ACQ_REL);
+        if (old) {
+            pthread_mutex_lock(&old->launch_mutex);
+            old->stop();
+            pthread_mutex_unlock(&old->launch_mutex);
+        }
+    }
+    pthread_mutex_unlock(&g_pool_mutex);
 }
 
 // What Python packs in front of a kernel's launch_t and arguments: one pointer is the whole call,
@@ -141,6 +189,7 @@ struct Call {
     lw_range_fn fn;
     long long n;
     long long serial_below;
+    long long threads;  // the pool size wp.config asks for now (0: one per core)
 };
 
 // Run fn(blob, begin, end) over [0, n) in chunks of at least `grain` on the pool; inline (on the calling
@@ -149,6 +198,11 @@ void run_range(lw_range_fn fn, const void* blob, long long n, long long grain, l
     if (n <= 0) return;
     Pool* p = n < serial_below ? nullptr : pool();
     if (p == nullptr || p->nthreads <= 1 || pthread_mutex_trylock(&p->launch_mutex) != 0) {
+        fn(blob, 0, n);
+        return;
+    }
+    if (p->stopped) {  // resized since this thread read g_pool
+        pthread_mutex_unlock(&p->launch_mutex);
         fn(blob, 0, n);
         return;
     }
@@ -212,6 +266,7 @@ void digest_range(const void* blob, long long begin, long long end) {
 extern "C" __attribute__((visibility("default"))) void lw_launch(const char* packed) {
     Call call;
     __builtin_memcpy(&call, packed, sizeof(call));
+    if (call.threads != __atomic_load_n(&g_requested_threads, __ATOMIC_RELAXED)) resize((int)call.threads);
     run_range(call.fn, packed + sizeof(Call), call.n, 64, call.serial_below);
 }
 
@@ -239,7 +294,7 @@ extern "C" __attribute__((visibility("default"))) void lw_parallel_for(lw_range_
     run_range(fn, blob, n, grain, grain + 1);
 }
 
-// Takes effect for a pool not yet started; a running pool keeps its size.
-extern "C" __attribute__((visibility("default"))) void lw_set_num_threads(int n) { g_requested_threads = n; }
+// The pool size (0: one per core); a running pool of another size is replaced (see resize).
+extern "C" __attribute__((visibility("default"))) void lw_set_num_threads(int n) { resize(n < 0 ? 0 : n); }
 
 extern "C" __attribute__((visibility("default"))) int lw_get_num_threads() { return pool()->nthreads; }

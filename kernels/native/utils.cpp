@@ -8,11 +8,14 @@
 
 typedef void (*lw_range_fn)(const void* blob, long long begin, long long end);
 typedef void (*lw_parallel_for_fn)(lw_range_fn fn, const void* blob, long long n, long long grain);
+typedef int (*lw_threads_fn)();
 
 namespace {
 
 lw_parallel_for_fn g_parallel_for = nullptr;
-int g_threads = 1;
+lw_threads_fn g_threads_fn = nullptr;  // the pool size now (wp.config.cpu_threads may change it)
+
+int threads() { return g_threads_fn ? g_threads_fn() : 1; }
 
 template <typename F> void tramp(const void* blob, long long b, long long e) { (*(const F*)blob)(b, e); }
 
@@ -30,7 +33,7 @@ struct Parts {
     int count;
     long long bounds[257];
     Parts(long long n, long long grain) {
-        int t = g_threads;
+        int t = threads();
         long long want = n / grain;
         count = (int)(want < 1 ? 1 : (want < t ? want : t));
         if (count > 256) count = 256;
@@ -223,7 +226,8 @@ void scan_blocks(const T* in, T* out, long long n, Acc start) {
     Acc* prefix = blocks <= 256 ? stack_prefix : new Acc[blocks];
     for (long long k = 0; k < blocks; ++k) ready[k] = 0;
     long long next = 0;
-    int workers = blocks < g_threads ? (int)blocks : g_threads;
+    int t = threads();
+    int workers = blocks < t ? (int)blocks : t;
     parallel_for(workers, 1, [&](long long, long long) {
         for (;;) {
             long long k = __atomic_fetch_add(&next, 1LL, __ATOMIC_RELAXED);
@@ -305,9 +309,9 @@ void radix_sort(unsigned* keys, int* values, unsigned* tmp_keys, int* tmp_values
 }  // namespace
 
 #define LW_API extern "C" __attribute__((visibility("default")))
-LW_API void lw_utils_init(lw_parallel_for_fn parallel_for_, int threads) {
+LW_API void lw_utils_init(lw_parallel_for_fn parallel_for_, lw_threads_fn threads_) {
     g_parallel_for = parallel_for_;
-    g_threads = threads < 1 ? 1 : threads;
+    g_threads_fn = threads_;
 }
 LW_API double lw_sum_f32(const float* p, long long n) { return parallel_sum(p, n); }
 LW_API double lw_sum_f64(const double* p, long long n) { return parallel_sum(p, n); }

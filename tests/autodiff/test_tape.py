@@ -48,6 +48,40 @@ def in_place_double(x: wp.array(dtype=float)):
     x[i] = x[i] * 2.0
 
 
+@wp.kernel
+def in_place_updates(x: wp.array(dtype=float), y: wp.array(dtype=float), v: wp.array(dtype=wp.vec2)):
+    i = wp.tid()
+    w = y[i]
+    y[i] *= y[i]  # y <- y^2
+    x[i] += x[i] * x[i]  # x <- x + x^2 (loads, then an atomic add)
+    v[i] = v[i] * w * w  # v <- v y^2
+
+
+@wp.kernel
+def square_in_place(x: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = x[i] * x[i]
+
+
+@wp.kernel
+def read_after_write(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = x[i] * 2.0
+    y[i] = x[i] * x[i]  # reads back what it wrote: its adjoint cannot replay this
+
+
+@wp.kernel
+def update_in_loop(x: wp.array(dtype=float), n: int):
+    i = wp.tid()
+    for _ in range(n):
+        x[i] = x[i] * x[i]
+
+
+@wp.kernel
+def largest(x: wp.array(dtype=float), m: wp.array(dtype=float)):
+    wp.atomic_max(m, 0, x[wp.tid()])
+
+
 @wp.kernel(enable_backward=False)
 def forward_only(x: wp.array(dtype=float), y: wp.array(dtype=float)):
     i = wp.tid()
@@ -207,14 +241,85 @@ def test_overwrite_by_python_and_the_warn_and_off_options():
         wp.Tape(check_overwrites="maybe")
 
 
-def test_in_place_kernel_on_tape_is_reported():
-    """A kernel that reads and overwrites its own input cannot be differentiated: backward says so."""
-    x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+def test_in_place_updates_get_the_gradients_of_the_values_they_read():
+    """A kernel that reads arrays and then updates them (x[i] = x[i] * 2, y[i] *= y[i], x[i] += x[i] * x[i])
+    differentiates: its adjoint replays from a copy taken before the launch, and each array's gradient becomes
+    that of its values before the launch."""
+    x0 = np.array([1.0, 3.0], dtype=np.float32)
+    x = wp.array(x0, requires_grad=True)
+    l = wp.zeros(1, dtype=float, requires_grad=True)
     tape = wp.Tape()
     with tape:
         wp.launch(in_place_double, 2, inputs=[x])
-    with pytest.raises(wp.OverwriteError, match="in_place_double"):
-        tape.backward(grads={x: np.ones(2, dtype=np.float32)})
+        wp.launch(in_place_double, 2, inputs=[x])
+        wp.launch(square_sum, 2, inputs=[x, l])  # l = sum (4 x0)^2
+    tape.backward(loss=l)
+    np.testing.assert_array_equal(x.numpy(), 4 * x0)
+    np.testing.assert_allclose(x.grad.numpy(), 32 * x0)
+
+    y0 = np.array([0.5, -2.0], dtype=np.float32)
+    v0 = np.array([[1.0, 2.0], [3.0, -1.0]], dtype=np.float32)
+    x, y = wp.array(x0, requires_grad=True), wp.array(y0, requires_grad=True)
+    v = wp.array(v0, dtype=wp.vec2, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(in_place_updates, 2, inputs=[x, y, v])
+    gx, gy, gv = np.array([1.0, 2.0], np.float32), np.array([3.0, -1.0], np.float32), np.ones((2, 2), np.float32)
+    tape.backward(grads={x: gx, y: gy, v: gv})
+    np.testing.assert_allclose(x.numpy(), x0 + x0**2)
+    np.testing.assert_allclose(v.numpy(), v0 * (y0**2)[:, None])
+    np.testing.assert_allclose(x.grad.numpy(), gx * (1 + 2 * x0))
+    np.testing.assert_allclose(y.grad.numpy(), gy * 2 * y0 + (gv * v0).sum(1) * 2 * y0)
+    np.testing.assert_allclose(v.grad.numpy(), gv * (y0**2)[:, None])
+
+
+def test_in_place_update_in_a_graph_capture_differentiates_its_last_replay():
+    """In a graph capture the Tape's copy of an array updated in place is recorded too: each replay takes it
+    afresh, so backward differentiates the last replay (x <- x^2 from 16 and 81: 2x)."""
+    x = wp.array(np.array([2.0, 3.0], dtype=np.float32), requires_grad=True)
+    l = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape, wp.ScopedCapture() as capture:
+        wp.launch(square_in_place, 2, inputs=[x])
+        wp.launch(square_sum, 2, inputs=[x, l])
+    for _ in range(3):
+        l.zero_()
+        wp.capture_launch(capture.graph)
+    tape.backward(loss=l)
+    np.testing.assert_array_equal(x.numpy(), [256.0, 6561.0])
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.array([256.0, 6561.0]) * 2 * np.array([16.0, 81.0]))
+
+
+def test_reading_an_array_after_writing_it_is_refused_under_a_tape():
+    """A kernel that reads back an array it wrote (or reads and writes it in a loop) cannot be differentiated:
+    under a Tape the launch is refused before it runs, naming the array and the lines ('warn': a warning,
+    'off': nothing)."""
+    x, y = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True), wp.zeros(2, dtype=float)
+    for kernel, args, name in ((read_after_write, [x, y], "read_after_write"),
+                               (update_in_loop, [x, 2], "update_in_loop")):
+        with wp.Tape(), pytest.raises(wp.OverwriteError) as info:
+            wp.launch(kernel, 2, inputs=args)
+        msg = str(info.value)
+        assert f"kernel '{name}'" in msg and "reads array 'x' at " in msg and "test_tape.py:" in msg, msg
+        assert "write the results to a separate array" in msg
+    np.testing.assert_array_equal(x.numpy(), [1.0, 2.0])  # refused before it ran
+    with wp.Tape(check_overwrites="warn"), pytest.warns(RuntimeWarning, match="reads array 'x' at .* after writing"):
+        wp.launch(read_after_write, 2, inputs=[x, y])
+    with wp.Tape(check_overwrites="off"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wp.launch(read_after_write, 2, inputs=[x, y])
+    np.testing.assert_array_equal(y.numpy(), [16.0, 64.0])
+
+
+def test_atomic_max_differentiates_on_a_tape():
+    """An array a kernel only updates atomically (atomic_max) is not an overwritten input: its adjoint reads the
+    maximum the launch left, and the largest value gets the gradient."""
+    x, m = wp.array(np.array([1.0, 3.0, 2.0], dtype=np.float32), requires_grad=True), wp.zeros(1, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(largest, 3, inputs=[x, m])
+    tape.backward(loss=m)
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.0, 0.0])
 
 
 def test_backward_argument_errors():

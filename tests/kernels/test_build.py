@@ -84,7 +84,8 @@ def test_failed_build_leaves_nothing_in_the_cache(tmp_path):
     with pytest.raises(wp.CompileError, match="the C\\+\\+ compiler failed on test module") as info:
         build.build_cpu("this is not C++;", "broken", str(tmp_path), False, False, False, "test module")
     assert "error" in str(info.value)
-    assert [p.name for p in tmp_path.iterdir()] == [".locks"]  # no entry, no temporary; the entry's lock file stays
+    assert [p.name for p in tmp_path.iterdir()] == [".locks"]  # no entry, no temporary
+    assert list((tmp_path / ".locks").iterdir()) == []  # and no lock file
 
 
 def test_nvrtc_compiles_cuda_source_without_a_gpu(tmp_path):

@@ -154,9 +154,53 @@ def test_stale_temporaries_are_removed_and_live_ones_kept(tmp_path):
     try:
         build_lib(tmp_path, value=7)  # a new build sweeps the cache first
     finally:
-        os.close(held)
+        cache._unlock(tmp_path, "busy-99", held)
     assert not stale.exists() and not legacy.exists()
     assert fresh.exists() and running.exists()
+
+
+def test_lock_files_are_removed_after_builds_and_stale_ones_swept(tmp_path):
+    """A build removes its lock file when done; lock files an earlier run left are swept once old, unless a
+    build holds them."""
+    build_lib(tmp_path)
+    locks = tmp_path / ".locks"
+    assert list(locks.iterdir()) == []
+    cache._cleaned.discard(tmp_path)
+    old = 1_000_000_000
+    for name in ("left-behind", "held", "recent"):
+        (locks / name).touch()
+    for name in ("left-behind", "held"):
+        os.utime(locks / name, (old, old))
+    held = cache._lock(tmp_path, "held")
+    try:
+        build_lib(tmp_path, value=8)  # a new build sweeps the cache first
+        assert sorted(p.name for p in locks.iterdir()) == ["held", "recent"]
+    finally:
+        cache._unlock(tmp_path, "held", held)
+    assert sorted(p.name for p in locks.iterdir()) == ["recent"]
+
+
+def test_entry_lock_stays_exclusive_while_its_file_comes_and_goes(tmp_path):
+    """Threads taking one entry's lock in turn (each holder removing the file on release, waiters waking on
+    a removed file) never hold it two at a time."""
+    cache._cache_root(str(tmp_path))
+    inside, overlaps = [0], []
+
+    def worker():
+        for _ in range(40):
+            with cache._locked(tmp_path, "contended"):
+                inside[0] += 1
+                overlaps.append(inside[0])
+                os.sched_yield()
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(overlaps) == 240 and max(overlaps) == 1
+    assert list((tmp_path / ".locks").iterdir()) == []
 
 
 FAILED_FIRST_BUILD = textwrap.dedent("""

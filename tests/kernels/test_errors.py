@@ -299,8 +299,9 @@ def test_function_signatures_and_returns_are_checked():
 
 
 def test_local_assigned_on_some_paths_only():
-    """A local assigned in one branch of an if and read after it is a NameError naming it and the line;
-    assigned in both branches, before the if, in the branch that carries on, or in a loop body, it is not."""
+    """A local assigned in one branch of an if, or only in a loop that may run zero times or leave before
+    assigning it, and read after it is a NameError naming it and the line; assigned in both branches, before
+    the if, in the branch that carries on, or in a loop every way out of which assigns it, it is not."""
 
     def one_branch(a: wp.array(dtype=float)):
         if a[0] > 0.0:
@@ -316,9 +317,44 @@ def test_local_assigned_on_some_paths_only():
                 y = 2.0
             a[0] = z + y
 
-    for fn, name in ((one_branch, "y"), (nested_branch, "z")):
+    def dynamic_range(a: wp.array(dtype=float)):
+        for j in range(int(a[0])):
+            y = float(j)
+        a[0] = y
+
+    def while_loop(a: wp.array(dtype=float)):
+        while a[0] > 0.0:
+            a[0] = a[0] - 1.0
+            t = a[0]
+        a[1] = t
+
+    def break_first(a: wp.array(dtype=float)):
+        for j in range(3):
+            if a[j] > 0.0:
+                break
+            y = a[j]
+        a[0] = y
+
+    def while_true_break_first(a: wp.array(dtype=float)):
+        while True:
+            if a[0] > 0.0:
+                break
+            y = a[0]
+            break
+        a[0] = y
+
+    def empty_range(a: wp.array(dtype=float)):
+        for _j in range(0):
+            y = 1.0
+        a[0] = y
+
+    branch, loop = "only in some branches of an if above", "only inside a loop above, which may run zero times"
+    for fn, name, why in ((one_branch, "y", branch), (nested_branch, "z", branch), (dynamic_range, "y", loop),
+                          (while_loop, "t", loop), (break_first, "y", loop), (while_true_break_first, "y", loop),
+                          (empty_range, "y", loop)):
         msg = build_error(fn, NameError)
-        assert f"local variable '{name}' may be read here before it is assigned" in msg and "test_errors.py:" in msg
+        assert f"local variable '{name}' may be read here before it is assigned: it is assigned {why}" in msg, msg
+        assert "test_errors.py:" in msg
 
     def every_path(a: wp.array(dtype=float)):
         i = wp.tid()
@@ -333,20 +369,25 @@ def test_local_assigned_on_some_paths_only():
         else:
             z = y
         w = 0.0
+        last = 0.0
         for j in range(int(a[i])):
             if j > 2:
                 continue
             w = w + z
             last = w
-        while w > 0.0:
+        for j in range(100):  # a constant range runs: its last value, as in Python and Warp
+            u = float(j)
+        while True:  # left only by the break, after the assignment
             w = w - 1.0
             t = w
-        a[i] = y + z + w + last + t
+            if w <= 0.0:
+                break
+        a[i] = y + z + w + last + t + u
 
     k = fresh_kernel(every_path)
     a = wp.array(np.array([2.5], dtype=np.float32))
     wp.launch(k, 1, inputs=[a])
-    assert a.numpy()[0] == 1.0 + 1.0 + 0.0 + 2.0 + 0.0
+    assert a.numpy()[0] == 1.0 + 1.0 + 0.0 + 2.0 + 0.0 + 99.0
 
 
 # -- launch-time errors ----------------------------------------------------------------------------

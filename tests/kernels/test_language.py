@@ -631,7 +631,7 @@ def test_vector_and_matrix_kernel_arguments():
 def test_load_module_builds_the_callers_module_eagerly():
     """wp.load_module() builds the caller's module now, before any launch."""
     wp.load_module()
-    lm = saxpy.module.loaded[("cpu", False, False, True, wp.config.max_unroll)]
+    lm = saxpy.module.loaded[("cpu", *saxpy.module.options_key())]
     assert "saxpy" in lm.kernels
 
 

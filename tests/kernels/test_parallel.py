@@ -3,6 +3,7 @@
 import threading
 
 import numpy as np
+import pytest
 
 import loomwork as wp
 from loomwork.kernels.cpu import cpu_runtime
@@ -58,3 +59,30 @@ def test_pool_uses_every_core():
     """The pool has one thread per core the process may use (or wp.config.cpu_threads)."""
     expected = wp.config.cpu_threads or __import__("os").cpu_count()
     assert cpu_runtime().lw_get_num_threads() == expected
+
+
+def _os_threads() -> int:
+    return len(__import__("os").listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_cpu_threads_set_after_the_first_launch_resizes_the_pool():
+    """A new wp.config.cpu_threads takes effect at the next launch: the pool's workers are replaced (the old
+    ones exit), and launches stay correct at every size."""
+    saved = wp.config.cpu_threads
+    n = 100_000
+    try:
+        hits = wp.zeros(n, dtype=int)
+        wp.launch(count_visits, dim=n, inputs=[hits])
+        counts = {}
+        for threads in (2, 5, 1, 3):
+            wp.config.cpu_threads = threads
+            wp.launch(count_visits, dim=n, inputs=[hits])
+            assert cpu_runtime().lw_get_num_threads() == threads
+            counts[threads] = _os_threads()
+        assert counts[5] - counts[2] == 3 and counts[3] - counts[1] == 2
+        assert (hits.numpy() == 5).all()
+    finally:
+        wp.config.cpu_threads = saved
+        wp.launch(count_visits, dim=n, inputs=[wp.zeros(n, dtype=int)])
+    assert cpu_runtime().lw_get_num_threads() == (saved or __import__("os").cpu_count())
