@@ -424,32 +424,14 @@ template <int N, typename T> LW_FUNC vec_t<N, T> cw_div(vec_t<N, T> a, vec_t<N, 
     for (int i = 0; i < N; ++i) r.c[i] = div(a.c[i], b.c[i]);
     return r;
 }
-// componentwise forms of binary and unary builtins on vectors and matrices of the same shape
-#define LW_COMPONENTWISE2(name)                                                                        \
-    template <int N, typename T> LW_FUNC vec_t<N, T> name(vec_t<N, T> a, vec_t<N, T> b) {              \
-        vec_t<N, T> r;                                                                                   \
-        for (int i = 0; i < N; ++i) r.c[i] = name(a.c[i], b.c[i]);                                       \
-        return r;                                                                                        \
-    }                                                                                                    \
-    template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> name(mat_t<R, C, T> a, mat_t<R, C, T> b) { \
-        mat_t<R, C, T> r;                                                                                \
-        for (int i = 0; i < R * C; ++i) r.c[i] = name(a.c[i], b.c[i]);                                  \
-        return r;                                                                                        \
-    }
-LW_COMPONENTWISE2(bit_and)
-LW_COMPONENTWISE2(bit_or)
-LW_COMPONENTWISE2(bit_xor)
-LW_COMPONENTWISE2(lshift)
-LW_COMPONENTWISE2(rshift)
-LW_COMPONENTWISE2(mod)
-template <int N, typename T> LW_FUNC vec_t<N, T> invert(vec_t<N, T> a) {
-    for (int i = 0; i < N; ++i) a.c[i] = invert(a.c[i]);
-    return a;
-}
-template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> invert(mat_t<R, C, T> a) {
-    for (int i = 0; i < R * C; ++i) a.c[i] = invert(a.c[i]);
-    return a;
-}
+// bit operators and % componentwise on integer (and, for %, float) vectors and matrices
+LW_ELEMWISE2(bit_and)
+LW_ELEMWISE2(bit_or)
+LW_ELEMWISE2(bit_xor)
+LW_ELEMWISE2(lshift)
+LW_ELEMWISE2(rshift)
+LW_ELEMWISE2(mod)
+LW_ELEMWISE1(invert)
 template <int R, int C, typename T> LW_FUNC mat_t<R, C, T> cw_mul(mat_t<R, C, T> a, mat_t<R, C, T> b) {
     mat_t<R, C, T> r;
     for (int i = 0; i < R * C; ++i) r.c[i] = mul(a.c[i], b.c[i]);
