@@ -1197,6 +1197,14 @@ class Builder:
         name = _CMP.get(type(op))
         if name is None:
             self.error(node, KernelSyntaxError, f"'{type(op).__name__}' comparisons are not supported in kernels")
+        lt, rt = left.type, right.type
+        if (T.is_scalar(lt) and T.is_scalar(rt) and lt != rt and T.bool_ not in (lt, rt)
+                and not (isinstance(left, Const) and left.weak) and not (isinstance(right, Const) and right.weak)):
+            # scalars of two types compare by value, as in Warp (and C++): in the float type when there is
+            # one, else in int64
+            common = max((t for t in (lt, rt) if t.is_float), key=lambda t: t.size, default=T.int64)
+            left, right = (v if v.type == common else self.assign_temp(ir.Construct(common, (v,)), common)
+                           for v in (left, right))
         return self.call_builtin(name, [left, right], node)
 
     def _expr_BoolOp(self, node: ast.BoolOp) -> Operand:

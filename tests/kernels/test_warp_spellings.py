@@ -512,3 +512,21 @@ def test_builtins_by_bare_name_quaternion_checks_and_half_smoothstep():
     out, h = wp.zeros(1, dtype=bool), wp.zeros(1, dtype=wp.float16)
     wp.launch(builtins_by_bare_name_and_quat_checks, 1, inputs=[out, h])
     assert not out.numpy()[0] and h.numpy()[0] == np.float16(0.15625)
+
+
+@wp.kernel
+def mixed_comparisons(a: wp.array(dtype=float), n: int, big: wp.uint8, out: wp.array(dtype=int)):
+    f = a[0]
+    if f < n:
+        out[0] = 1
+    if n >= f:
+        out[1] = 1
+    if wp.float64(f) > wp.float32(1.0) and n > big:
+        out[2] = 1
+
+
+def test_comparisons_of_mixed_scalar_types():
+    """A float and an int (or two ints, or two floats, of different types) compare by value, as in Warp."""
+    out = wp.zeros(3, dtype=int)
+    wp.launch(mixed_comparisons, 1, inputs=[wp.array([1.5], dtype=float), 2, wp.uint8(1), out])
+    assert out.numpy().tolist() == [1, 1, 1]
