@@ -257,8 +257,9 @@ template <typename T> LW_FUNC typename scalar_only<T, bool>::type eq(T a, T b) {
 template <typename T> LW_FUNC typename scalar_only<T, bool>::type ne(T a, T b) { return a != b; }
 template <typename T> LW_FUNC typename scalar_only<T, bool>::type truth(T a) { return a != T(0); }
 
-template <typename T> LW_FUNC typename scalar_only<T>::type min(T a, T b) { return b < a ? b : a; }
-template <typename T> LW_FUNC typename scalar_only<T>::type max(T a, T b) { return a < b ? b : a; }
+// min/max ignore a NaN operand (IEEE minNum/maxNum, as Warp's fmin/fmax): NaN only when both are
+template <typename T> LW_FUNC typename scalar_only<T>::type min(T a, T b) { return (b < a || a != a) ? b : a; }
+template <typename T> LW_FUNC typename scalar_only<T>::type max(T a, T b) { return (a < b || a != a) ? b : a; }
 template <typename T> LW_FUNC T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
 template <typename T> LW_FUNC typename scalar_only<T>::type abs(T a) { return a < T(0) ? T(-a) : a; }
 #if LW_CUDA
@@ -303,8 +304,8 @@ template <typename To, typename From> LW_FUNC To cast(From x) { return To(x); }
     LW_FUNC bool ne(H a, H b) { return (float)a != (float)b; }                             \
     LW_FUNC bool truth(H a) { return (float)a != 0.0f; }                                   \
     LW_FUNC bool unot(H a) { return (float)a == 0.0f; }                                    \
-    LW_FUNC H min(H a, H b) { return (float)b < (float)a ? b : a; }                        \
-    LW_FUNC H max(H a, H b) { return (float)a < (float)b ? b : a; }                        \
+    LW_FUNC H min(H a, H b) { return min((float)a, (float)b) == (float)a ? a : b; }        \
+    LW_FUNC H max(H a, H b) { return max((float)a, (float)b) == (float)a ? a : b; }        \
     LW_FUNC H abs(H a) { H r = a; r.u &= 0x7fffu; return r; }                              \
     LW_FUNC H sign(H a) { return H((float)a < 0.0f ? -1.0f : 1.0f); }                      \
     LW_FUNC bool isnan(H x) { return isnan((float)x); }                                    \
@@ -759,7 +760,7 @@ LW_DEVICE uint64_t atomic_max(uint64_t* p, uint64_t v) { return atomicMax(p, v);
 LW_DEVICE float atomic_min(float* p, float v) {
     int* ip = (int*)p;
     int old = *ip;
-    while (v < __int_as_float(old)) {
+    while (v < __int_as_float(old) || __int_as_float(old) != __int_as_float(old)) {
         int prev = atomicCAS(ip, old, __float_as_int(v));
         if (prev == old) break;
         old = prev;
@@ -769,7 +770,7 @@ LW_DEVICE float atomic_min(float* p, float v) {
 LW_DEVICE float atomic_max(float* p, float v) {
     int* ip = (int*)p;
     int old = *ip;
-    while (v > __int_as_float(old)) {
+    while (v > __int_as_float(old) || __int_as_float(old) != __int_as_float(old)) {
         int prev = atomicCAS(ip, old, __float_as_int(v));
         if (prev == old) break;
         old = prev;
@@ -779,7 +780,7 @@ LW_DEVICE float atomic_max(float* p, float v) {
 LW_DEVICE double atomic_min(double* p, double v) {
     unsigned long long* ip = (unsigned long long*)p;
     unsigned long long old = *ip;
-    while (v < __longlong_as_double((long long)old)) {
+    while (v < __longlong_as_double((long long)old) || isnan(__longlong_as_double((long long)old))) {
         unsigned long long prev = atomicCAS(ip, old, (unsigned long long)__double_as_longlong(v));
         if (prev == old) break;
         old = prev;
@@ -789,7 +790,7 @@ LW_DEVICE double atomic_min(double* p, double v) {
 LW_DEVICE double atomic_max(double* p, double v) {
     unsigned long long* ip = (unsigned long long*)p;
     unsigned long long old = *ip;
-    while (v > __longlong_as_double((long long)old)) {
+    while (v > __longlong_as_double((long long)old) || isnan(__longlong_as_double((long long)old))) {
         unsigned long long prev = atomicCAS(ip, old, (unsigned long long)__double_as_longlong(v));
         if (prev == old) break;
         old = prev;
@@ -804,7 +805,7 @@ template <typename T> inline T atomic_float_update(T* p, T v, int op) {
     T old;
     __atomic_load(p, &old, __ATOMIC_RELAXED);
     for (;;) {
-        T next = op == 0 ? old + v : (op == 1 ? (v < old ? v : old) : (old < v ? v : old));
+        T next = op == 0 ? old + v : (op == 1 ? min(old, v) : max(old, v));  // a stored NaN gives way
         if (op != 0 && next == old) return old;
         if (__atomic_compare_exchange(p, &old, &next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return old;
     }
@@ -966,14 +967,15 @@ template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_atan2(T y,
 }
 // min/max/clamp: the gradient goes to the operand that was selected; abs: sign, with 1 at 0
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_min(T a, T b, T& adj_a, T& adj_b, T adj) {
-    if (lt(b, a)) acc(adj_b, adj); else acc(adj_a, adj);
+    if (lt(b, a) || isnan(a)) acc(adj_b, adj); else acc(adj_a, adj);
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_max(T a, T b, T& adj_a, T& adj_b, T adj) {
-    if (lt(a, b)) acc(adj_b, adj); else acc(adj_a, adj);
+    if (lt(a, b) || isnan(a)) acc(adj_b, adj); else acc(adj_a, adj);
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_clamp(T x, T lo, T hi, T& adj_x, T& adj_lo, T& adj_hi, T adj) {
-    if (lt(x, lo)) acc(adj_lo, adj);
-    else if (lt(hi, x)) acc(adj_hi, adj);
+    T m = max(x, lo);  // the forward is min(max(x, lo), hi): a NaN x gives min(lo, hi)
+    if (lt(hi, m) || isnan(m)) acc(adj_hi, adj);
+    else if (lt(x, lo) || isnan(x)) acc(adj_lo, adj);
     else acc(adj_x, adj);
 }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_abs(T a, T& adj_a, T adj) { acc(adj_a, lt(a, T(0)) ? neg(adj) : adj); }

@@ -122,3 +122,30 @@ def test_static_struct_values_and_static_in_python_scope():
     wp.launch(static_struct_value, 1, inputs=[out, n])
     value = out.numpy()[0]
     assert value[0].tolist() == [1.0, 2.0, 3.0, 4.0] and value[1] == 5 and n.numpy()[0] == 6
+
+
+@wp.kernel
+def nan_operands(x: wp.array(dtype=float), out: wp.array(dtype=float), slots: wp.array(dtype=float)):
+    n = x[0]
+    out[0] = wp.min(n, 1.0)
+    out[1] = wp.max(-1.0, n)
+    out[2] = wp.clamp(n, -1.0, 1.0)
+    out[3] = wp.min(wp.vec3(n, 2.0, 3.0), wp.vec3(-1.0, n, 1.0))[0]
+    wp.atomic_min(slots, 0, -1.0)
+    wp.atomic_max(slots, 1, 5.0)
+    wp.atomic_min(slots, 2, n)
+
+
+def test_min_max_clamp_and_atomics_ignore_a_nan_operand():
+    """As Warp's fmin/fmax: min/max/clamp with one NaN operand give the other (clamp(NaN, lo, hi) = lo), the
+    gradient goes where the value came from, a stored NaN gives way to an atomic min/max and a NaN value does
+    not replace a number."""
+    x = wp.array([np.nan], dtype=float, requires_grad=True)
+    out = wp.zeros(4, requires_grad=True)
+    slots = wp.array([np.nan, np.nan, 3.0], dtype=float)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(nan_operands, 1, inputs=[x, out, slots])
+    assert out.numpy().tolist() == [1.0, -1.0, -1.0, -1.0] and slots.numpy().tolist() == [-1.0, 5.0, 3.0]
+    tape.backward(grads={out: np.array([1.0, 1.0, 1.0, 1.0], dtype=np.float32)})
+    assert x.grad.numpy()[0] == 0.0
