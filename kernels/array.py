@@ -200,7 +200,7 @@ class array:  # noqa: N801 - Warp's public name
     _desc: bytes | None = None
     _grad: array | None = None
     _grad_external = False
-    requires_grad = False
+    _requires_grad = False
     readonly = False
     pinned = False
 
@@ -223,7 +223,6 @@ class array:  # noqa: N801 - Warp's public name
         self._desc: bytes | None = None
         self._grad: array | None = None
         self._grad_external = False
-        self.requires_grad = False
         self.readonly = False
         self.device: Device = get_device(device)
         self._owner: Any = owner
@@ -257,8 +256,6 @@ class array:  # noqa: N801 - Warp's public name
             raise ValueError(f"array built with ndim={ndim} has shape {self.shape}")
         if requires_grad:
             self.requires_grad = True
-            if self.ptr is not None or self.size == 0:
-                self._grad = zeros_like(self, requires_grad=False) if self.ptr is not None else None
 
     # -- construction helpers ------------------------------------------------------------
 
@@ -396,6 +393,21 @@ class array:  # noqa: N801 - Warp's public name
         return self.strides == contiguous_strides(self.shape, T.type_size(self.dtype))
 
     @property
+    def requires_grad(self) -> bool:
+        """Whether launches on a Tape compute this array's gradient; setting it True gives the array a zeroed
+        gradient buffer (when it has none), False drops it."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        value = bool(value)
+        if value and self._grad is None and self.ptr is not None:
+            self._grad = zeros_like(self, requires_grad=False)
+        elif not value:
+            self._grad = None
+        self._requires_grad = value
+
+    @property
     def grad(self) -> array | None:
         return self._grad
 
@@ -405,6 +417,7 @@ class array:  # noqa: N801 - Warp's public name
             raise ValueError(f"gradient must be an array of shape {self.shape} and dtype {T.type_name(self.dtype)}")
         self._grad = g
         self._grad_external = g is not None  # a buffer the caller owns: tapes never zero it on their own
+        self._requires_grad = g is not None
         self._desc = None
 
     def _desc_bytes(self) -> bytes:
@@ -588,7 +601,7 @@ class array:  # noqa: N801 - Warp's public name
                      device=self.device, owner=self)
         if self._grad is not None:
             view._grad = self._grad[key]
-            view.requires_grad = self.requires_grad
+            view._requires_grad = self._requires_grad
         return view
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -620,7 +633,7 @@ class array:  # noqa: N801 - Warp's public name
         v = array(ptr=self.ptr or 0, dtype=self.dtype, shape=tuple(self.shape[a] for a in axes),
                   strides=tuple(self.strides[a] for a in axes), device=self.device, owner=self)
         if self._grad is not None:
-            v._grad = self._grad.transpose(axes)
+            v._grad, v._requires_grad = self._grad.transpose(axes), self._requires_grad
         return v
 
     def view(self, dtype: Any) -> array:
@@ -898,9 +911,7 @@ def empty(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad:
     """A new array whose contents are unspecified."""
     a = array(dtype=dtype, device=device, pinned=pinned)
     a._init_new(_normalize_shape(shape), zero=False)
-    if requires_grad:
-        a.requires_grad = True
-        a._grad = zeros_like(a)
+    a.requires_grad = requires_grad
     return a
 
 

@@ -88,7 +88,7 @@ def _broadcast(a: array, shape: tuple[int, ...]) -> array:
     view = array(ptr=a.ptr or 0, dtype=a.dtype, shape=shape, strides=strides, device=a.device, owner=a)
     if a.grad is not None:
         view._grad = _broadcast(a.grad, shape)
-        view.requires_grad = a.requires_grad
+        view._requires_grad = a.requires_grad
     return view
 
 

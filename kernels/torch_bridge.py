@@ -187,8 +187,8 @@ def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, gra
     if return_ctype:
         return _new_tuple(ArrayDescRef, (pack_desc(ptr, g.ptr or 0, shape, strides), dt, len(shape), dev, (t, g)))
     a = array._wrap(ptr, dt, tuple(shape), strides, dev, t, False)
-    a.requires_grad = True
     a._grad, a._grad_external = g, external
+    a.requires_grad = True
     return a
 
 

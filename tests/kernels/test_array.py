@@ -203,3 +203,15 @@ def test_transpose_view_and_from_ptr():
         wp.from_ptr(0, 5)
     with pytest.raises(ValueError, match="permutation"):
         a.transpose((0, 0))
+
+
+def test_requires_grad_set_after_creation():
+    """Setting `requires_grad = True` on an array gives it a zeroed gradient buffer (Warp's form); False drops it;
+    views keep their base's gradient view."""
+    a = wp.zeros(3)
+    assert a.grad is None
+    a.requires_grad = True
+    assert a.grad is not None and a.grad.numpy().tolist() == [0.0, 0.0, 0.0]
+    assert a[1:].grad.shape == (2,) and a[1:].requires_grad
+    a.requires_grad = False
+    assert a.grad is None
