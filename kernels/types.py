@@ -793,9 +793,9 @@ def generic_accepts(t: Any, concrete: Any) -> bool:
 
 def constant(x: Any) -> Any:
     """Mark a module-level value as a compile-time constant of kernels that read it."""
-    if isinstance(x, builtins.bool | int | float | ScalarType | _CompositeMixin):
+    if isinstance(x, builtins.bool | int | float | ScalarType | _CompositeMixin | RecordType):
         return x
-    raise TypeError(f"wp.constant takes a scalar, vector or matrix value, got {type(x).__name__}")
+    raise TypeError(f"wp.constant takes a scalar, vector, matrix or struct value. Invalid constant type: {type(x)}")
 
 
 def python_value_type(x: Any) -> type | None:

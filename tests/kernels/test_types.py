@@ -89,10 +89,17 @@ def test_layouts_match_native_sizes():
 
 
 def test_constant_accepts_values_only():
-    """wp.constant returns scalar/vector values and rejects other objects."""
+    """wp.constant returns scalar, vector and struct values and rejects other objects, naming their type."""
     assert wp.constant(3) == 3
     assert wp.constant(wp.vec2(1.0, 2.0)) == wp.vec2(1.0, 2.0)
-    with pytest.raises(TypeError):
+
+    @wp.struct
+    class Held:
+        x: float
+
+    held = Held()
+    assert wp.constant(held) is held
+    with pytest.raises(TypeError, match="Invalid constant type: <class 'list'>"):
         wp.constant([1, 2])
 
 
