@@ -315,8 +315,8 @@ class Builder:
         pass
 
     def _stmt_Expr(self, node: ast.Expr) -> None:
-        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            return  # a docstring
+        if isinstance(node.value, ast.Constant) and (isinstance(node.value.value, str) or node.value.value is ...):
+            return  # a docstring, or `...` as a body
         value = self.expr(node.value, allow_void=True)
         if isinstance(value, PyObj | ShapeOf):
             self.error(node, KernelSyntaxError, "this expression has no effect")

@@ -706,3 +706,15 @@ def test_tuple_values():
     out = wp.zeros(2)
     wp.launch(tuple_values, 1, inputs=[out])
     np.testing.assert_allclose(out.numpy(), [12.0, 126.0])
+
+
+@wp.kernel
+def body_is_ellipsis(a: wp.array(dtype=float)):
+    ...
+
+
+def test_a_body_of_ellipsis_compiles():
+    """`...` as a kernel's body (a placeholder) compiles to a kernel that does nothing, as in Warp."""
+    a = wp.ones(2)
+    wp.launch(body_is_ellipsis, 2, inputs=[a])
+    assert a.numpy().tolist() == [1.0, 1.0]
