@@ -1384,8 +1384,8 @@ LW_FUNC void adj_randf(float lo, float hi, uint32_t s, float& adj_lo, float& adj
     adj_lo += adj.f0 * (1.0f - u);
     adj_hi += adj.f0 * u;
 }
-LW_FUNC float randn_of(uint32_t s1, uint32_t s2) {  // Box-Muller on two uniforms; u1 in (0, 1]
-    float u1 = 1.0f - rand_unit(s1), u2 = rand_unit(s2);
+LW_FUNC float randn_of(uint32_t s1, uint32_t s2) {  // Box-Muller on two uniforms, Warp's stream: u1 in (0, 1)
+    float u1 = rand_unit(s1) + 5.96e-8f, u2 = rand_unit(s2);
     return sqrt(-2.0f * log(u1)) * cos(6.283185307179586f * u2);
 }
 LW_FUNC float randn(uint32_t& s) { uint32_t a = draw(s), b = draw(s); return randn_of(a, b); }
