@@ -623,7 +623,10 @@ class array:  # noqa: N801 - Warp's public name
             raise ValueError(f"cannot reshape an array of {self.size} elements to {shape}")
         if not self.is_contiguous:
             raise ValueError("reshape needs a contiguous array; call .contiguous() first")
-        return array(ptr=self.ptr, dtype=self.dtype, shape=shape, device=self.device, owner=self)
+        v = array(ptr=self.ptr, dtype=self.dtype, shape=shape, device=self.device, owner=self)
+        if self._grad is not None and self._grad.is_contiguous:  # the view's gradient is the same view of .grad
+            v._grad, v._requires_grad = self._grad.reshape(shape), self._requires_grad
+        return v
 
     def transpose(self, axes: Any = None) -> array:
         """A view with permuted dimensions (reversed by default), sharing memory and gradient."""

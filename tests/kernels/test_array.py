@@ -215,3 +215,22 @@ def test_requires_grad_set_after_creation():
     assert a[1:].grad.shape == (2,) and a[1:].requires_grad
     a.requires_grad = False
     assert a.grad is None
+
+
+@wp.kernel
+def squares_of(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+def test_reshaped_views_keep_their_gradient():
+    """`flatten()` / `reshape()` of an array with a gradient share it (as transpose and slices do), so a launch on
+    the view inside a Tape reaches the original's `.grad`."""
+    a = wp.array(np.arange(4, dtype=np.float32).reshape(2, 2), requires_grad=True)
+    flat, y = a.flatten(), wp.zeros(4, requires_grad=True)
+    assert flat.requires_grad and flat.grad.shape == (4,)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(squares_of, 4, inputs=[flat, y])
+    tape.backward(grads={y: np.ones(4, dtype=np.float32)})
+    assert a.grad.numpy().tolist() == [[0.0, 2.0], [4.0, 6.0]]
