@@ -3,6 +3,7 @@ annotations and closure values of a Python function (string annotations resolve 
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from . import types as T
@@ -24,6 +25,16 @@ def arg_type(ann: Any) -> Any:
         return ArrayType(ann.dtype, ann.ndim)
     if T.is_generic(ann) or T.is_record(ann) or T.is_composite(ann):
         return ann
+    if typing.get_origin(ann) is tuple:  # tuple[int, float] / tuple[int, ...]: tuples of those element types
+        args = typing.get_args(ann)
+        variadic = len(args) == 2 and args[1] is ...
+        want = [arg_type(a) for a in (args[:1] if variadic else args)]
+
+        def fits(t: Any) -> bool:
+            got = list(getattr(t, "fields", {}).values()) if getattr(t, "is_tuple", False) else None
+            return got is not None and (all(g == want[0] for g in got) if variadic else got == want)
+
+        return T.GenericType(T.type_name(ann), fits)
     if isinstance(ann, type) and issubclass(ann, array):
         raise TypeError(f"{ann.__name__} needs a dtype, e.g. {ann.__name__}(dtype=float)")
     try:

@@ -381,6 +381,10 @@ def construct(bld: Builder, t: Any, node: ast.Call, args: list[Operand] | None =
         return bld.call_builtin("_make_transform", args, node)
     if T.is_vector(t) and n == 6 and len(args) == 2 and all(T.is_vector(a.type) for a in args):
         return bld.call_builtin("_make_spatial", args, node)  # wp.spatial_vector(w, v)
+    if T.is_quat(t) and len(args) == 2 and T.is_vector(args[0].type) and args[0].type._length_ == 3:
+        xyz = [bld.assign_temp(ir.Extract(args[0], (Const(i, T.int32),)), args[0].type._wp_scalar_type_)
+               for i in range(3)]
+        args = [*xyz, args[1]]  # wp.quat(v, w): the imaginary part, then the real one
     if not args:
         return bld.assign_temp(ir.Construct(t, ()), t)
     if len(args) == 1 and T.is_composite(args[0].type):

@@ -1250,6 +1250,8 @@ class Builder:
             return v
         if isinstance(v, Const):
             return Const(bool(v.value), T.bool_)
+        if isinstance(v.type, ArrayType) and not v.type.indexed:  # an array is true unless null, as in Warp
+            return self.call_builtin("invert", [self.call_builtin("unot", [v], node)], node)
         if not T.is_scalar(v.type):
             self.error(node, KernelTypeError, f"a {T.type_name(v.type)} has no truth value; compare it explicitly")
         return self.call_builtin("truth", [v], node)

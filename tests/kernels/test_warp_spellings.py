@@ -530,3 +530,47 @@ def test_comparisons_of_mixed_scalar_types():
     out = wp.zeros(3, dtype=int)
     wp.launch(mixed_comparisons, 1, inputs=[wp.array([1.5], dtype=float), 2, wp.uint8(1), out])
     assert out.numpy().tolist() == [1, 1, 1]
+
+
+@wp.func
+def tuple_sum_mixed(t: tuple[int, float]) -> float:
+    return float(t[0]) + t[1]
+
+
+@wp.func
+def tuple_sum_floats(t: tuple[float, ...]) -> float:
+    return t[0] + t[1] + t[2]
+
+
+@wp.kernel
+def tuples_quat_parts_and_array_truth(out: wp.array(dtype=float), q: wp.array(dtype=wp.quat),
+                                      maybe: wp.array(dtype=float)):
+    out[0] = tuple_sum_mixed((3, 0.5))
+    out[1] = tuple_sum_floats((1.0, 2.0, 4.0))
+    q[0] = wp.quat(wp.vec3(1.0, 2.0, 3.0), 4.0)
+    if maybe:
+        out[2] = 1.0
+    else:
+        out[2] = -1.0
+
+
+def test_tuple_annotations_quat_from_parts_and_array_truth():
+    """tuple[...] annotations take tuples of those types; wp.quat(v, w) puts v in xyz and w last; an array
+    is true in a condition unless it is null (None passed)."""
+    out, q = wp.zeros(3, dtype=float), wp.zeros(1, dtype=wp.quat)
+    wp.launch(tuples_quat_parts_and_array_truth, 1, inputs=[out, q, None])
+    np.testing.assert_array_equal(out.numpy(), [3.5, 7.0, -1.0])
+    np.testing.assert_array_equal(q.numpy()[0], [1, 2, 3, 4])
+    wp.launch(tuples_quat_parts_and_array_truth, 1, inputs=[out, q, out])
+    assert out.numpy()[2] == 1.0
+
+
+def test_tuple_annotation_refuses_other_element_types():
+    """A tuple of the wrong element types does not match a tuple[int, float] parameter."""
+
+    @wp.kernel
+    def wrong(out: wp.array(dtype=float)):
+        out[0] = tuple_sum_mixed((1.5, 2.5))
+
+    with pytest.raises(TypeError, match="tuple_sum_mixed"):
+        wp.launch(wrong, 1, inputs=[wp.zeros(1)])
