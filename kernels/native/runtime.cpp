@@ -28,19 +28,28 @@ struct Job {
     long long chunk;
 };
 
+// A launch's admission word: (launch number << kSeqShift) | kClosed | workers admitted. A worker joins the launch
+// by raising the count while it is open; the caller closes it once every chunk is taken and waits only for the
+// workers that joined, so a worker that never got a core (a busy machine) delays nothing.
+const int kSeqShift = 32;
+const unsigned long long kClosed = 1ULL << 31;
+const unsigned long long kCountMask = kClosed - 1;
+const int kSpinPauses = 2000;  // a waiting worker spins this many pauses, then yields the core...
+const int kSpinYields = 64;    // ...this many times (another runnable thread gets it), then sleeps
+
 struct Pool {
     int nthreads = 1;  // including the calling thread
     int requested = 0;  // the size asked for (nthreads is smaller when a thread could not start)
     bool stopped = false;  // its workers were told to exit (the pool was resized): launches skip it
+    bool exiting = false;  // read by workers: leave now
     pthread_t* workers = nullptr;
-    int spin = 20000;  // pause iterations a worker spins before it sleeps
     pthread_mutex_t launch_mutex = PTHREAD_MUTEX_INITIALIZER;  // one launch at a time uses the pool
     pthread_mutex_t sleep_mutex = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
     Job job{};
-    unsigned long long generation = 0;
+    unsigned long long admit = 0;
     long long next_chunk = 0;
-    int done = 0;
+    int done = 0;  // workers of the current launch that finished
     int sleepers = 0;
 
     void run_chunks(const Job& j) {
@@ -53,41 +62,50 @@ struct Pool {
         }
     }
 
-    void worker_main(unsigned long long seen) {
+    bool news(unsigned long long seen) {  // a launch after `seen` was published, or the pool is stopping
+        return (__atomic_load_n(&admit, __ATOMIC_SEQ_CST) >> kSeqShift) != seen ||
+               __atomic_load_n(&exiting, __ATOMIC_SEQ_CST);
+    }
+
+    // Wait for a launch numbered after `seen`: spin briefly (back-to-back launches), then give the core to
+    // whatever else is runnable, then sleep until a launch wakes us.
+    void wait_for_launch(unsigned long long seen) {
+        for (int i = 0; i < kSpinPauses; ++i) {
+            if (news(seen)) return;
+            cpu_relax();
+        }
+        for (int i = 0; i < kSpinYields; ++i) {
+            if (news(seen)) return;
+            sched_yield();
+        }
+        pthread_mutex_lock(&sleep_mutex);
+        __atomic_fetch_add(&sleepers, 1, __ATOMIC_SEQ_CST);
+        while (!news(seen)) pthread_cond_wait(&wake, &sleep_mutex);
+        __atomic_fetch_sub(&sleepers, 1, __ATOMIC_SEQ_CST);
+        pthread_mutex_unlock(&sleep_mutex);
+    }
+
+    void worker_main() {
+        unsigned long long seen = 0;  // the last launch number this worker has dealt with
         for (;;) {
-            unsigned long long g;
-            int spins = 0;
-            while ((g = load_acquire(&generation)) == seen) {
-                if (++spins < spin) {
-                    cpu_relax();
-                    continue;
+            wait_for_launch(seen);
+            if (__atomic_load_n(&exiting, __ATOMIC_ACQUIRE)) return;
+            unsigned long long a = __atomic_load_n(&admit, __ATOMIC_ACQUIRE);
+            seen = a >> kSeqShift;
+            // join while the launch is open; a failed exchange reloads `a` (another worker joined, the caller
+            // closed it, or a newer launch began: the next wait returns at once for that one)
+            while (!(a & kClosed) && (a >> kSeqShift) == seen) {
+                if (__atomic_compare_exchange_n(&admit, &a, a + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                    run_chunks(job);
+                    __atomic_fetch_add(&done, 1, __ATOMIC_RELEASE);
+                    break;
                 }
-                pthread_mutex_lock(&sleep_mutex);
-                __atomic_fetch_add(&sleepers, 1, __ATOMIC_SEQ_CST);
-                while (__atomic_load_n(&generation, __ATOMIC_SEQ_CST) == seen) pthread_cond_wait(&wake, &sleep_mutex);
-                __atomic_fetch_sub(&sleepers, 1, __ATOMIC_SEQ_CST);
-                pthread_mutex_unlock(&sleep_mutex);
-                spins = 0;
             }
-            seen = g;
-            if (job.fn == nullptr) {  // stop(): leave, touching nothing of the pool after reporting
-                __atomic_fetch_add(&done, 1, __ATOMIC_ACQ_REL);
-                return;
-            }
-            run_chunks(job);
-            __atomic_fetch_add(&done, 1, __ATOMIC_ACQ_REL);
         }
     }
 
-    struct Start {
-        Pool* pool;
-        unsigned long long generation;
-    };
-
     static void* thread_entry(void* arg) {
-        Start s = *(Start*)arg;
-        delete (Start*)arg;
-        s.pool->worker_main(s.generation);
+        ((Pool*)arg)->worker_main();
         return nullptr;
     }
 
@@ -95,10 +113,8 @@ struct Pool {
         requested = n;
         nthreads = n < 1 ? 1 : n;
         workers = new pthread_t[nthreads];
-        // workers start from the generation before any job, so none can miss the first one
-        unsigned long long g0 = load_acquire(&generation);
         for (int i = 1; i < nthreads; ++i) {
-            if (pthread_create(&workers[i], nullptr, thread_entry, new Start{this, g0}) != 0) {
+            if (pthread_create(&workers[i], nullptr, thread_entry, this) != 0) {
                 nthreads = i;  // fewer threads than asked: run with what started
                 break;
             }
@@ -107,27 +123,34 @@ struct Pool {
 
     // Make every worker exit and wait until they have; the caller holds launch_mutex.
     void stop() {
-        if (nthreads > 1) launch(nullptr, nullptr, 0, 1);
+        __atomic_store_n(&exiting, true, __ATOMIC_SEQ_CST);
+        pthread_mutex_lock(&sleep_mutex);
+        pthread_cond_broadcast(&wake);
+        pthread_mutex_unlock(&sleep_mutex);
         for (int i = 1; i < nthreads; ++i) pthread_join(workers[i], nullptr);
         stopped = true;
     }
 
     void launch(lw_range_fn fn, const void* blob, long long n, long long grain) {
-        int t = nthreads;
-        long long chunk = n / ((long long)t * 4);
+        long long chunk = n / ((long long)nthreads * 8);  // small enough that a late worker finds work left
         if (chunk < grain) chunk = grain;
         job = Job{fn, blob, n, chunk};
         __atomic_store_n(&next_chunk, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&done, 0, __ATOMIC_RELAXED);
-        // seq_cst on both sides of the sleeper handshake: either we see the sleeper, or it sees the new job
-        __atomic_fetch_add(&generation, 1, __ATOMIC_SEQ_CST);
+        // seq_cst on both sides of the sleeper handshake: either we see the sleeper, or it sees the new launch
+        unsigned long long seq = (__atomic_load_n(&admit, __ATOMIC_RELAXED) >> kSeqShift) + 1;
+        __atomic_store_n(&admit, seq << kSeqShift, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) > 0) {
             pthread_mutex_lock(&sleep_mutex);
             pthread_cond_broadcast(&wake);
             pthread_mutex_unlock(&sleep_mutex);
         }
-        if (fn != nullptr) run_chunks(job);
-        while (load_acquire(&done) != t - 1) cpu_relax();
+        run_chunks(job);
+        int joined = (int)(__atomic_fetch_or(&admit, kClosed, __ATOMIC_ACQ_REL) & kCountMask);
+        for (int i = 0; load_acquire(&done) != joined; ++i) {
+            if (i < kSpinPauses) cpu_relax();
+            else sched_yield();  // a joined worker lost its core: let it have ours
+        }
     }
 };
 

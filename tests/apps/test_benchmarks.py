@@ -59,3 +59,11 @@ def test_optim_benchmark_runs_and_solves():
 
     r = bench_optim.main(["--n", "4096", "--m", "64"])
     assert r["dense_residual"] < 1e-4 and all(r[k] > 0 for k in ("adam_step_s", "cg_iteration_s"))
+
+
+def test_pool_benchmark_runs():
+    """bench_pool with a short load runs both configurations at both loads and reports their ratio."""
+    from loomwork.apps import bench_pool
+
+    r = bench_pool.main(["--sizes", "16384", "--load", "1", "--seconds", "0.05", "--rounds", "1", "--kernels", "light"])
+    assert [(f["load"], f["ratio"] > 0) for f in r["figures"]] == [(0, True), (1, True)]

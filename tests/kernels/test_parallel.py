@@ -86,3 +86,21 @@ def test_cpu_threads_set_after_the_first_launch_resizes_the_pool():
         wp.config.cpu_threads = saved
         wp.launch(count_visits, dim=n, inputs=[wp.zeros(n, dtype=int)])
     assert cpu_runtime().lw_get_num_threads() == (saved or __import__("os").cpu_count())
+
+
+def test_an_oversubscribed_pool_visits_every_index_once():
+    """With more workers than cores, workers are often late or descheduled: a launch waits only for those
+    that joined it, a late one joins a later launch, and every index of every launch runs exactly once
+    (also after pauses long enough for the workers to fall asleep)."""
+    saved = wp.config.cpu_threads
+    try:
+        wp.config.cpu_threads = 4 * (__import__("os").cpu_count() or 1)
+        hits = wp.zeros(50_000, dtype=int)
+        for k in range(400):
+            if k % 100 == 0:
+                __import__("time").sleep(0.02)  # past the spin: workers sleep, the next launch wakes them
+            wp.launch(count_visits, dim=hits.shape[0] if k % 2 else 9000, inputs=[hits])
+        h = hits.numpy()
+        assert (h[:9000] == 400).all() and (h[9000:] == 200).all()
+    finally:
+        wp.config.cpu_threads = saved
