@@ -153,9 +153,10 @@ class HashGrid:
         launch(_bucket_keys, n, inputs=[self.id, flat, self._sorted, self._keys, int(groups is not None)],
                device=self.device)
         radix_sort_pairs(self._keys, self._sorted, n)
-        self._starts.zero_()
-        self._ends.zero_()
-        launch(_cell_bounds, n, inputs=[self._keys, n, self._starts, self._ends], device=self.device)
+        if n == 0:
+            self._starts.zero_()
+            self._ends.zero_()
+        launch(_cell_bounds, n, inputs=[self._keys, n, self._starts.size, self._starts, self._ends], device=self.device)
         if groups is not None:
             launch(_gather, n, inputs=[flat_groups, self._sorted, self._sorted_groups], device=self.device)
 
@@ -213,12 +214,26 @@ def _bucket_keys(grid: T.uint64, points: array(dtype=Any), ids: array(dtype=T.in
 
 
 @kernel(enable_backward=False)
-def _cell_bounds(keys: array(dtype=T.int32), n: int, starts: array(dtype=T.int32), ends: array(dtype=T.int32)):
+def _cell_bounds(keys: array(dtype=T.int32), n: int, buckets: int, starts: array(dtype=T.int32),
+                 ends: array(dtype=T.int32)):
+    # every bucket gets its range of sorted positions, empty ones too (an empty range where they would be), so
+    # a run of consecutive buckets is one range: queries scan a row of cells at once
     i = tid()
     k = keys[i]
-    if i == 0 or keys[i - 1] != k:
+    before = -1
+    if i > 0:
+        before = keys[i - 1]
+    if before != k:
         starts[k] = i
-    if i == n - 1 or keys[i + 1] != k:
+        for b in range(before + 1, k):
+            starts[b] = i
+            ends[b] = i
+    if i == n - 1:
+        ends[k] = n
+        for b in range(k + 1, buckets):
+            starts[b] = n
+            ends[b] = n
+    elif keys[i + 1] != k:
         ends[k] = i + 1
 
 

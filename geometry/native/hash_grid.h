@@ -46,11 +46,19 @@ LW_FUNC int32_t hash_grid_wrap(int64_t cell, int32_t dim) {
 }
 
 // The range of sorted positions of the query's current cell (narrowed to its group in a grouped grid).
+// Without groups, the cells left in the row that map to consecutive buckets form one range (HashGrid.build
+// gives empty buckets an empty range in place), and the query moves to the last of them.
 LW_FUNC void hash_grid_enter(const hash_grid_t& g, hash_grid_query_t& q) {
-    const int32_t b = (hash_grid_wrap((int64_t)q.sz + q.iz, g.dim_z) * g.dim_y +
-                       hash_grid_wrap((int64_t)q.sy + q.iy, g.dim_y)) * g.dim_x +
-                      hash_grid_wrap((int64_t)q.sx + q.ix, g.dim_x);
-    int32_t lo = ((const int32_t*)g.cell_starts)[b], hi = ((const int32_t*)g.cell_ends)[b];
+    const int32_t row = (hash_grid_wrap((int64_t)q.sz + q.iz, g.dim_z) * g.dim_y +
+                         hash_grid_wrap((int64_t)q.sy + q.iy, g.dim_y)) * g.dim_x;
+    const int32_t bx = hash_grid_wrap((int64_t)q.sx + q.ix, g.dim_x);
+    int32_t run = 1;
+    if (!q.grouped) {
+        run = q.nx - q.ix;
+        if (run > g.dim_x - bx) run = g.dim_x - bx;  // the row wraps: the rest is another range
+    }
+    int32_t lo = ((const int32_t*)g.cell_starts)[row + bx], hi = ((const int32_t*)g.cell_ends)[row + bx + run - 1];
+    q.ix += run - 1;
     if (q.grouped) {
         const int32_t* groups = (const int32_t*)g.sorted_groups;
         int32_t a = lo, e = hi;

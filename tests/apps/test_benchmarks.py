@@ -87,3 +87,11 @@ def io_mesh_volume(path: str) -> float:
     from loomwork.geometry import io
 
     return io.mesh_to_trimesh(io.load_mesh(path)).volume
+
+
+def test_hash_grid_benchmark_runs_and_counts_like_scipy():
+    """bench_hash_grid on 4096 points runs; every neighbour count equals cKDTree's."""
+    from loomwork.apps import bench_hash_grid
+
+    r = bench_hash_grid.main(["--n", "4096", "--rounds", "1"])
+    assert r["mismatched_points"] == 0 and 20 < r["mean_neighbours"] < 40

@@ -200,3 +200,38 @@ def test_far_negative_and_nonfinite_coordinates(coord):
         assert counts.numpy()[0] == (2 if finite else 0) and counts.numpy()[2] == 1, (dims, counts.numpy())
         if dims == (1, 1, 1):  # one bucket: every candidate is visited once, never twice
             assert visited.numpy()[2] == 3
+
+
+def expected_candidates(pts: np.ndarray, radius: float, dims: tuple) -> np.ndarray:
+    """How many points lie in the buckets a query around each point covers (each bucket once)."""
+    cell = lambda x: np.floor(x / np.float32(radius)).astype(np.int64)  # noqa: E731
+    buckets = cell(pts) % dims
+    out = []
+    for p in pts:
+        lo, hi = cell(p - np.float32(radius)), cell(p + np.float32(radius))
+        inside = np.ones(len(pts), bool)
+        for a in range(3):
+            covered = {int(c) % dims[a] for c in range(lo[a], lo[a] + min(hi[a] - lo[a] + 1, dims[a]))}
+            inside &= np.isin(buckets[:, a], sorted(covered))
+        out.append(int(inside.sum()))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("dims", [(32, 4, 4), (5, 3, 3)])
+def test_rows_of_cells_are_scanned_as_ranges_after_rebuilds_with_fewer_points(dims):
+    """A query reads each row of cells as one range of sorted positions (empty buckets hold empty ranges in
+    place, wrapping rows split in two): counts are exact and every candidate is visited exactly once, also
+    after rebuilding with fewer points (no bucket keeps a range from the bigger build) and with none."""
+    rng = np.random.default_rng(11)
+    grid = wp.HashGrid(*dims)
+    radius = 0.25
+    for n in (900, 40, 0, 300):
+        pts = (rng.random((max(n, 1), 3)) * 3.0 - 1.5).astype(np.float32)[:n]
+        points = wp.array(pts, dtype=wp.vec3)
+        grid.build(points, radius)
+        if not n:
+            continue
+        counts, visited = wp.zeros(n, dtype=int), wp.zeros(n, dtype=int)
+        wp.launch(count_neighbors, dim=n, inputs=[grid.id, radius, points, counts, visited])
+        np.testing.assert_array_equal(counts.numpy(), brute_force(pts, radius))
+        np.testing.assert_array_equal(visited.numpy(), expected_candidates(pts, radius, dims))
