@@ -1,13 +1,15 @@
 """Mesh query benchmark: BVH builds, primary rays and closest points on an icosphere.
 
-    python -m loomwork.apps.bench_geometry [--subdiv 6] [--res 1024] [--points 1000000] [--warp-python PATH]
+    python -m loomwork.apps.bench_geometry [--subdiv 6] [--res 1024] [--points 1000000] [--trimesh-points 20000]
+                                           [--warp-python PATH]
 
 A subdivided icosahedron (subdivision 6: 81,920 triangles) is built into a wp.Mesh (SAH), then `res * res`
 pinhole-camera rays (nearest hit: t, face, barycentrics, normal) and `points` closest-point queries
 (mesh_query_point_no_sign, points within half the radius of the surface) run in kernels. With a Warp
 interpreter (--warp-python or LOOMWORK_WARP_PYTHON) the same runs through Warp 1.19, and through Embree
 (embreex, nearest hit with barycentrics and normal) when that interpreter has it; hits and distances are
-compared with loomwork's.
+compared with loomwork's. trimesh's closest points (an rtree of the faces) run on the first
+`--trimesh-points` of the points, in this process.
 """
 
 from __future__ import annotations
@@ -135,12 +137,29 @@ print(json.dumps(out))
 """
 
 
+def trimesh_closest(pts: np.ndarray, tris: np.ndarray, qp: np.ndarray, ours: np.ndarray) -> dict:
+    """trimesh.proximity.closest_point (an rtree of the faces, then exact distances) on `qp`: the time, and
+    how far its distances are from ours."""
+    try:
+        import trimesh
+
+        mesh = trimesh.Trimesh(pts, tris, process=False)
+        mesh.triangles_tree  # noqa: B018 - the rtree is built outside the timed query, as our BVH is
+    except Exception as e:  # trimesh or rtree missing, or rtree's library
+        return {"error": f"{type(e).__name__}: {e}"[:200]}
+    t0 = time.perf_counter()
+    _, d, _ = trimesh.proximity.closest_point(mesh, qp)
+    return {"s": time.perf_counter() - t0, "points": len(qp), "max_diff": float(np.abs(d - ours).max())}
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--subdiv", type=int, default=6, help="icosphere subdivisions (6: 81,920 triangles)")
     p.add_argument("--res", type=int, default=1024, help="image width and height in rays")
     p.add_argument("--points", type=int, default=1_000_000, help="closest-point queries")
     p.add_argument("--warp-python", default=None, help="a Python interpreter with warp-lang (and embreex) installed")
+    p.add_argument("--trimesh-points", type=int, default=20_000,
+                   help="closest-point queries timed through trimesh (rtree): it is far slower, so fewer")
     args = p.parse_args(argv)
     pts, tris = icosphere(args.subdiv)
     o, d = camera_rays(args.res)
@@ -168,6 +187,7 @@ def main(argv: list[str] | None = None) -> dict:
               "closest_s": times["closest"],
               "hit_fraction": float(hit.mean()),
               "closest_max_error": float(np.abs(dist.numpy() - np.abs(np.linalg.norm(qp, axis=1) - 1.0)).max())}
+    result["trimesh"] = trimesh_closest(pts, tris, qp[:args.trimesh_points], dist.numpy()[:args.trimesh_points])
     peer = None
     warp_python = find_python(args.warp_python, "LOOMWORK_WARP_PYTHON")
     if warp_python:
@@ -196,6 +216,13 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"  loomwork:  build {times['build'] * 1e3:6.1f} ms (median split {times['build_median'] * 1e3:.1f} ms)   "
           f"rays {mrays:6.2f} Mrays/s ({len(o) / t_cpu / 1e6:.2f} per CPU-second)   closest points {mq:6.2f} M/s "
           f"(max error vs the sphere {result['closest_max_error']:.1e})")
+    tm = result["trimesh"]
+    if "error" in tm:
+        print(f"  (trimesh closest points not measured: {tm['error']})")
+    else:
+        print(f"  trimesh (rtree): closest points {tm['points'] / tm['s'] / 1e6:6.3f} M/s on {tm['points']} of the "
+              f"points ({tm['s'] / tm['points'] * len(qp) / times['closest']:.0f}x loomwork's time per point; "
+              f"distances within {tm['max_diff']:.1e})")
     if peer:
         print(f"  Warp 1.19: build {peer['build_s'] * 1e3:6.1f} ms   rays {len(o) / peer['rays_s'] / 1e6:6.2f} Mrays/s"
               f" ({len(o) / peer['rays_cpu_s'] / 1e6:.2f} per CPU-second)   closest points "
