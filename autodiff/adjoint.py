@@ -438,8 +438,8 @@ class AdjointEmitter(Emitter):
         args = [self.op(a) for a in e.args]
         adjs = [self.adj(a) for a in e.args if not isinstance(a.type, ArrayType)]  # arrays: gradients by pointer
         if isinstance(target, Overload):
-            if not target.differentiable or g is None or not any(
-                    isinstance(a, Var) and differentiable(a.type) for a in e.args):
+            if not target.differentiable or g is None or not (target.reads_state or any(
+                    isinstance(a, Var) and differentiable(a.type) for a in e.args)):
                 return
             self.out(f"{target.adjoint}({', '.join(args + adjs + [g])});")
             return

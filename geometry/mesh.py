@@ -41,7 +41,8 @@ class MeshDesc(ctypes.Structure):
     _fields_ = [("tag", ctypes.c_uint32), ("num_points", ctypes.c_int32), ("num_tris", ctypes.c_int32),
                 ("has_winding", ctypes.c_int32), ("bvh", ctypes.c_uint64), ("points", ctypes.c_uint64),
                 ("velocities", ctypes.c_uint64), ("indices", ctypes.c_uint64), ("moments", ctypes.c_uint64),
-                ("points_grad", ctypes.c_uint64), ("leaf_corners", ctypes.c_uint64), ("avg_edge", ctypes.c_float),
+                ("points_grad", ctypes.c_uint64), ("velocities_grad", ctypes.c_uint64),
+                ("leaf_corners", ctypes.c_uint64), ("avg_edge", ctypes.c_float),
                 ("pad", ctypes.c_int32)]
 
 
@@ -158,6 +159,8 @@ class Mesh:
         grad = getattr(self._points, "grad", None)
         d.points_grad = grad.ptr if grad is not None else 0
         d.velocities = self._velocities.ptr if self._velocities is not None else 0
+        vgrad = getattr(self._velocities, "grad", None)
+        d.velocities_grad = vgrad.ptr if vgrad is not None else 0
         d.has_winding = int(self._moments is not None)
         d.moments = self._moments.ctypes.data if self._moments is not None else 0
         d.leaf_corners = self._leaf_corners.ctypes.data
@@ -254,15 +257,18 @@ for _next in ("mesh_query_next", "mesh_query_aabb_next"):
     add_builtin(_next, (InOut(mesh_query_aabb_t), Out(T.int32)), T.bool_, "lw::mesh_query_next", differentiable=False,
                 **_G, doc=f"{_next}(query, index): the next face into `index`; False at the end")
 for _name, _what in (("mesh_eval_position", "points"), ("mesh_eval_velocity", "velocities")):
-    add_builtin(_name, (U64, I32, F32, F32), T.vec3f, f"lw::{_name}", adjoint=f"lw::adj_{_name}", **_G,
+    add_builtin(_name, (U64, I32, F32, F32), T.vec3f, f"lw::{_name}", adjoint=f"lw::adj_{_name}", reads_state=True,
+                **_G,
                 doc=f"{_name}(id, face, u, v): u * x0 + v * x1 + (1 - u - v) * x2 of the face's {_what} "
-                    "(differentiable in u and v)")
+                    f"(differentiable in u and v, and in the {_what} when they have a .grad)")
 add_builtin("mesh_eval_face_normal", (U64, I32), T.vec3f, "lw::mesh_eval_face_normal", differentiable=False, **_G,
             doc="mesh_eval_face_normal(id, face): the face's unit normal (by its winding)")
-for _name, _ret, _doc in (("mesh_get_point", T.vec3f, "the point of corner `index` (3 * face + k)"),
-                          ("mesh_get_velocity", T.vec3f, "the velocity of corner `index` (3 * face + k)"),
-                          ("mesh_get_index", T.int32, "indices[index]: the point of corner `index`")):
-    add_builtin(_name, (U64, I32), _ret, f"lw::{_name}", differentiable=False, **_G, doc=f"{_name}(id, index): {_doc}")
+for _name, _what in (("mesh_get_point", "point"), ("mesh_get_velocity", "velocity")):
+    add_builtin(_name, (U64, I32), T.vec3f, f"lw::{_name}", adjoint=f"lw::adj_{_name}", reads_state=True, **_G,
+                doc=f"{_name}(id, index): the {_what} of corner `index` (3 * face + k); its gradient reaches the "
+                    "mesh's array when that has a .grad")
+add_builtin("mesh_get_index", (U64, I32), T.int32, "lw::mesh_get_index", differentiable=False, **_G,
+            doc="mesh_get_index(id, index): indices[index]: the point of corner `index`")
 add_builtin("mesh_get", (U64,), mesh_arrays_t, "lw::mesh_get", differentiable=False, **_G,
             doc="mesh_get(id): the mesh's arrays (mesh.points, mesh.velocities, mesh.indices; gradients of points "
                 "read through it reach Mesh.points.grad) and counts (num_points, num_tris)")

@@ -195,6 +195,9 @@ class Overload:
     differentiable: bool = True
     adjoint: str | None = None  # the native adjoint's symbol: adj(args..., adj_args&..., adj_ret)
     header: Any = None  # an extension's NativeHeader that declares `native` (None: loomwork.h)
+    # the result also depends on differentiable memory that a handle argument names (a mesh's points): the
+    # adjoint runs, to send gradients there, even when no argument is differentiable
+    reads_state: bool = False
 
     def signature(self) -> str:
         return f"{self.name}({', '.join(map(str, self.params))})"
@@ -273,7 +276,7 @@ def _ret(spec: Any) -> Callable[[dict], Any]:
 
 def add(name: str, params: tuple, ret: Any, native: str | None = None, *, group: str, doc: str,
         differentiable: bool = True, adjoint: str | None = None, header: Any = None,
-        py: Callable | None = None) -> Overload:
+        py: Callable | None = None, reads_state: bool = False) -> Overload:
     """Add an overload of builtin `name` (created on first use). The native symbol defaults to
     `lw::<name>` and, for a differentiable overload of loomwork.h, its adjoint to `lw::adj_<name>`."""
     native = native or f"lw::{name}"
@@ -286,7 +289,7 @@ def add(name: str, params: tuple, ret: Any, native: str | None = None, *, group:
     if bi is None:
         bi = BUILTINS[name] = Builtin(name, group, doc, py)
     ov = Overload(name, tuple(params), _ret(ret), native, group, doc, differentiable,
-                  adjoint if differentiable else None, header)
+                  adjoint if differentiable else None, header, reads_state and differentiable)
     bi.overloads.append(ov)
     return ov
 

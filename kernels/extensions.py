@@ -131,7 +131,8 @@ def register_handle_type(cls: type) -> None:
 
 
 def add_builtin(name: str, params: tuple, ret: Any, native: str, *, header: NativeHeader, group: str, doc: str,
-                adjoint: str | None = None, differentiable: bool = True, export: bool = True) -> B.Overload:
+                adjoint: str | None = None, differentiable: bool = True, export: bool = True,
+                reads_state: bool = False) -> B.Overload:
     """Add an overload of builtin `name` implemented by C++ function `native` of `header`.
 
     `params` are patterns from kernels.builtins (`Exact(wp.vec3)`, `Scalar("float")`, `Out(wp.int32)`,
@@ -140,14 +141,16 @@ def add_builtin(name: str, params: tuple, ret: Any, native: str, *, header: Nati
     differentiable overload names its adjoint, called with the non-array inputs as
     `adjoint(inputs..., adj_inputs&..., adj_ret)`; with out or in-out parameters the inputs are followed by
     the in-out values and `adj_ret` is a record of the adjoints of the return value (field f0, if any) and
-    of each output in order (`adj_ret.f1`, ...), so write the adjoint as a template on its type."""
+    of each output in order (`adj_ret.f1`, ...), so write the adjoint as a template on its type.
+    `reads_state=True`: the result depends on differentiable memory a handle argument names (a mesh's
+    points), so the adjoint runs even when no argument is differentiable, to send gradients there."""
     if not isinstance(header, NativeHeader):
         raise TypeError(f"builtin {name}: header must come from register_header()")
     special = B.BUILTINS.get(name)
     if special is not None and name in B.SPECIAL_FORMS:
         raise ValueError(f"builtin {name}: the name is a special form of the kernel language")
     ov = B.add(name, tuple(params), ret, native, group=group, doc=doc, differentiable=differentiable,
-               adjoint=adjoint, header=header)
+               adjoint=adjoint, header=header, reads_state=reads_state)
     if export:
         export_name(name, B.BUILTINS[name])
     return ov

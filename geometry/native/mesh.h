@@ -17,7 +17,8 @@ struct mesh_t {
     uint64_t velocities;      // bvh_vec3* or 0
     uint64_t indices;         // int32_t*, 3 per triangle
     uint64_t moments;         // float*, 16 per tree node (bvh_build.cpp: lw_winding_moments)
-    uint64_t points_grad;     // bvh_vec3* or 0: where gradients of points read through mesh_get go
+    uint64_t points_grad;     // bvh_vec3* or 0: where gradients of points read through the mesh go
+    uint64_t velocities_grad; // bvh_vec3* or 0: the same for velocities
     uint64_t leaf_corners;    // bvh_vec3*, 3 per tree item position: the corners of triangle order[j], stored in
                               // leaf order so that a leaf's triangles are read from one place
     float avg_edge;           // mean edge length (the sign_normal epsilon is relative to it)
@@ -753,7 +754,7 @@ LW_FUNC mesh_arrays_t mesh_get(uint64_t id) {
     const mesh_t* m = handle_get<mesh_t>(id);
     if (m == 0) return r;
     r.points = mesh_array<bvh_vec3>(m->points, m->points_grad, m->num_points);
-    r.velocities = mesh_array<bvh_vec3>(m->velocities, 0, m->num_points);
+    r.velocities = mesh_array<bvh_vec3>(m->velocities, m->velocities_grad, m->num_points);
     r.indices = mesh_array<int32_t>(m->indices, 0, 3 * m->num_tris);
     r.num_points = m->num_points;
     r.num_tris = m->num_tris;
@@ -776,13 +777,23 @@ LW_FUNC bvh_vec3 mesh_eval_corners(const mesh_t* m, const bvh_vec3* data, int32_
     const int32_t* idx = (const int32_t*)m->indices;
     return tri_point(data[idx[3 * f]], data[idx[3 * f + 1]], data[idx[3 * f + 2]], u, v);
 }
-LW_FUNC void adj_mesh_eval_corners(const mesh_t* m, const bvh_vec3* data, int32_t f, float& adj_u, float& adj_v,
-                                   const bvh_vec3& adj_ret) {
+// Add a gradient into grad[i] (threads may share points).
+LW_FUNC void mesh_grad_add(uint64_t grad, int32_t i, const bvh_vec3& g) {
+    float* p = (float*)((bvh_vec3*)grad + i);
+    for (int k = 0; k < 3; ++k) atomic_add(p + k, g.c[k]);
+}
+LW_FUNC void adj_mesh_eval_corners(const mesh_t* m, const bvh_vec3* data, uint64_t grad, int32_t f, float u,
+                                   float v, float& adj_u, float& adj_v, const bvh_vec3& adj_ret) {
     if (!mesh_face_ok(m, f) || data == 0) return;
     const int32_t* idx = (const int32_t*)m->indices;
     bvh_vec3 c = data[idx[3 * f + 2]];
     adj_u += dot(adj_ret, sub(data[idx[3 * f]], c));
     adj_v += dot(adj_ret, sub(data[idx[3 * f + 1]], c));
+    if (grad) {  // d/d(corner): u, v and 1 - u - v
+        mesh_grad_add(grad, idx[3 * f], mul(adj_ret, u));
+        mesh_grad_add(grad, idx[3 * f + 1], mul(adj_ret, v));
+        mesh_grad_add(grad, idx[3 * f + 2], mul(adj_ret, 1.0f - u - v));
+    }
 }
 LW_FUNC bvh_vec3 mesh_eval_position(uint64_t id, int32_t f, float u, float v) {
     const mesh_t* m = handle_get<mesh_t>(id);
@@ -791,7 +802,8 @@ LW_FUNC bvh_vec3 mesh_eval_position(uint64_t id, int32_t f, float u, float v) {
 LW_FUNC void adj_mesh_eval_position(uint64_t id, int32_t f, float u, float v, uint64_t&, int32_t&, float& adj_u,
                                     float& adj_v, const bvh_vec3& adj_ret) {
     const mesh_t* m = handle_get<mesh_t>(id);
-    adj_mesh_eval_corners(m, m ? (const bvh_vec3*)m->points : 0, f, adj_u, adj_v, adj_ret);
+    adj_mesh_eval_corners(m, m ? (const bvh_vec3*)m->points : 0, m ? m->points_grad : 0, f, u, v, adj_u, adj_v,
+                          adj_ret);
 }
 LW_FUNC bvh_vec3 mesh_eval_velocity(uint64_t id, int32_t f, float u, float v) {
     const mesh_t* m = handle_get<mesh_t>(id);
@@ -800,7 +812,8 @@ LW_FUNC bvh_vec3 mesh_eval_velocity(uint64_t id, int32_t f, float u, float v) {
 LW_FUNC void adj_mesh_eval_velocity(uint64_t id, int32_t f, float u, float v, uint64_t&, int32_t&, float& adj_u,
                                     float& adj_v, const bvh_vec3& adj_ret) {
     const mesh_t* m = handle_get<mesh_t>(id);
-    adj_mesh_eval_corners(m, m ? (const bvh_vec3*)m->velocities : 0, f, adj_u, adj_v, adj_ret);
+    adj_mesh_eval_corners(m, m ? (const bvh_vec3*)m->velocities : 0, m ? m->velocities_grad : 0, f, u, v, adj_u,
+                          adj_v, adj_ret);
 }
 LW_FUNC bvh_vec3 mesh_eval_face_normal(uint64_t id, int32_t f) {
     mesh_view v;
@@ -819,6 +832,16 @@ LW_FUNC bvh_vec3 mesh_get_velocity(uint64_t id, int32_t i) {
     const mesh_t* m = handle_get<mesh_t>(id);
     if (m == 0 || m->velocities == 0 || i < 0 || i >= 3 * m->num_tris) return zero<bvh_vec3>();
     return ((const bvh_vec3*)m->velocities)[((const int32_t*)m->indices)[i]];
+}
+LW_FUNC void adj_mesh_get_point(uint64_t id, int32_t i, uint64_t&, int32_t&, const bvh_vec3& adj_ret) {
+    const mesh_t* m = handle_get<mesh_t>(id);
+    if (m == 0 || m->points_grad == 0 || i < 0 || i >= 3 * m->num_tris) return;
+    mesh_grad_add(m->points_grad, ((const int32_t*)m->indices)[i], adj_ret);
+}
+LW_FUNC void adj_mesh_get_velocity(uint64_t id, int32_t i, uint64_t&, int32_t&, const bvh_vec3& adj_ret) {
+    const mesh_t* m = handle_get<mesh_t>(id);
+    if (m == 0 || m->velocities_grad == 0 || i < 0 || i >= 3 * m->num_tris) return;
+    mesh_grad_add(m->velocities_grad, ((const int32_t*)m->indices)[i], adj_ret);
 }
 LW_FUNC int32_t mesh_get_index(uint64_t id, int32_t i) {
     const mesh_t* m = handle_get<mesh_t>(id);

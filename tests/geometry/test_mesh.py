@@ -536,3 +536,49 @@ def test_out_parameters_keep_their_values_on_a_miss(ball):
     out = wp.zeros(1, dtype=float)
     wp.launch(out_params_on_a_miss, dim=1, inputs=[ball[0].id, out])
     assert out.numpy()[0] == -1.0 + 7.0 + 8.0 + 9.0 - 2.0 + 3.0
+
+
+@wp.kernel
+def sampled_points_loss(mesh: wp.uint64, faces: wp.array(dtype=int), uv: wp.array(dtype=wp.vec2),
+                        targets: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+    i = wp.tid()
+    f = faces[i]
+    x = wp.mesh_eval_position(mesh, f, uv[i][0], uv[i][1])
+    v = wp.mesh_eval_velocity(mesh, f, uv[i][0], uv[i][1])
+    c = wp.mesh_get_point(mesh, 3 * f + 1) + 0.5 * wp.mesh_get_velocity(mesh, 3 * f + 2)
+    d = x + 0.25 * v - targets[i]
+    wp.atomic_add(out, 0, wp.dot(d, d) + wp.dot(c, c))
+
+
+def test_gradients_reach_mesh_points_and_velocities_through_eval_and_get():
+    """mesh_eval_position/velocity and mesh_get_point/velocity send gradients into Mesh points' and
+    velocities' .grad (shared corners accumulate), matching finite differences of the same loss in NumPy."""
+    pts, tris = sphere(4, 6)
+    rng = np.random.default_rng(9)
+    vel = rng.standard_normal(pts.shape).astype(np.float32)
+    n = 40
+    faces = rng.integers(0, len(tris), n)
+    uv = rng.random((n, 2)).astype(np.float32) * 0.5
+    targets = rng.standard_normal((n, 3)).astype(np.float32)
+
+    def loss(x, vx):
+        x, vx = x.reshape(-1, 3), vx.reshape(-1, 3)
+        c = tris[faces]
+        w = np.stack([uv[:, 0], uv[:, 1], 1.0 - uv.sum(axis=1)], axis=1)[..., None]
+        d = (w * x[c]).sum(1) + 0.25 * (w * vx[c]).sum(1) - targets
+        g = x[c[:, 1]] + 0.5 * vx[c[:, 2]]
+        return (d * d).sum() + (g * g).sum()
+
+    points = wp.array(pts, dtype=wp.vec3, requires_grad=True)
+    velocities = wp.array(vel, dtype=wp.vec3, requires_grad=True)
+    mesh = wp.Mesh(points, wp.array(tris.reshape(-1), dtype=wp.int32), velocities=velocities)
+    out = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(sampled_points_loss, n, inputs=[mesh.id, wp.array(faces, dtype=int), wp.array(uv, dtype=wp.vec2),
+                                                  wp.array(targets, dtype=wp.vec3), out])
+    tape.backward(loss=out)
+    x0, v0 = pts.astype(np.float64), vel.astype(np.float64)
+    np.testing.assert_allclose(out.numpy()[0], loss(x0, v0), rtol=1e-5)
+    np.testing.assert_allclose(points.grad.numpy(), fd_grad(lambda x: loss(x, v0), x0), atol=2e-4)
+    np.testing.assert_allclose(velocities.grad.numpy(), fd_grad(lambda v: loss(x0, v), v0), atol=2e-4)
