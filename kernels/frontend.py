@@ -1428,8 +1428,9 @@ class Builder:
         if node.keywords:
             self.error(node, KernelTypeError, f"{name}() takes no keyword arguments in kernels")
 
-    def unify(self, args: list[Operand], node: ast.AST) -> list[Operand]:
-        """Give weak (literal) constants the scalar type of the first strongly typed argument."""
+    def unify(self, args: list[Operand], node: ast.AST, strict: bool = True) -> list[Operand]:
+        """Give weak (literal) constants the scalar type of the first strongly typed argument. One that does
+        not fit it is an error, or with `strict=False` stays as it is (another overload may take it)."""
         target = None
         for a in args:
             if not (isinstance(a, Const) and a.weak) and not isinstance(a.type, ArrayType):
@@ -1439,8 +1440,8 @@ class Builder:
             return args
         out = []
         for a in args:
-            if isinstance(a, Const) and a.weak:
-                if T.is_int(a.type) or target.is_float:
+            if isinstance(a, Const) and a.weak and (T.is_int(a.type) or target.is_float):
+                if strict or _coerce(a.value, target) is not None:
                     a = Const(self.coerce(a.value, target, node), target)
             out.append(a)
         return out
@@ -1465,7 +1466,7 @@ class Builder:
         then as their default types, then to an overload's exact parameter types. `outs` holds the types
         of out / in-out arguments by position (None: a variable the call creates); `args` are the others."""
         outs = outs or {}
-        unified = self.unify(args, node)
+        unified = self.unify(args, node, strict=False)  # a literal that does not fit: see the end
         for cand in (unified, [self.materialize(a) for a in args]):
             found = B.resolve(name, self.layout([a.type for a in cand], outs))
             if found is not None:
@@ -1483,7 +1484,7 @@ class Builder:
             b = ov.match(self.layout([a.type for a in fitted], outs))
             if b is not None:
                 return (ov, b), fitted
-        return None, unified
+        return None, self.unify(args, node)  # no overload: name a literal that does not fit the operands
 
     def call_function(self, fn: Function, node: ast.Call) -> Any:
         args = [self.value(a) for a in node.args]

@@ -524,9 +524,9 @@ def out_params_on_a_miss(mesh: wp.uint64, out: wp.array(dtype=float)):
     t = -2.0
     n = wp.vec3(1.0, 2.0, 3.0)
     hit = wp.mesh_query_ray(mesh, wp.vec3(5.0, 5.0, 5.0), wp.vec3(1.0, 0.0, 0.0), 10.0, t, u, v, sign, n, face)
-    root = wp.int32(-1)  # typed: the front end unifies a bare -1 with the uint64 id, which it does not fit
+    # a bare -1 beside the uint64 id: the literal does not fit uint64, so it takes the int32 parameter's type
     hit = hit or wp.mesh_query_ray(mesh, wp.vec3(5.0, 5.0, 5.0), wp.vec3(1.0, 0.0, 0.0), 10.0, t, u, v, sign, n, face,
-                                   root)
+                                   -1)
     found = wp.mesh_query_point(mesh, wp.vec3(5.0, 5.0, 5.0), 0.5, sign, face, u, v)
     out[0] = float(face) + u + v + sign + t + n[2] + float(int(hit) + int(found))
 
