@@ -13,6 +13,7 @@ search), all in the same run. Every count is checked against cKDTree's.
 from __future__ import annotations
 
 import argparse
+import inspect
 import tempfile
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def count_neighbours(grid: wp.uint64, points: wp.array(dtype=wp.vec3), radius: f
     i = wp.hash_grid_point_id(grid, tid)
     p = points[i]
     r2 = radius * radius
-    c = 0
+    c = int(0)  # noqa: UP018 - Warp, which compiles this kernel too, needs a typed counter in a loop
     for j in wp.hash_grid_query(grid, p, radius):
         d = points[j] - p
         if wp.dot(d, d) < r2:
@@ -42,22 +43,7 @@ import json, time, numpy as np, warp as wp
 wp.config.quiet = True
 wp.init()
 
-@wp.kernel
-def count_neighbours(grid: wp.uint64, points: wp.array(dtype=wp.vec3), radius: float,
-                     counts: wp.array(dtype=wp.int32)):
-    tid = wp.tid()
-    i = wp.hash_grid_point_id(grid, tid)
-    p = points[i]
-    r2 = radius * radius
-    c = int(0)
-    query = wp.hash_grid_query(grid, p, radius)
-    j = int(0)
-    while wp.hash_grid_query_next(query, j):
-        d = points[j] - p
-        if wp.dot(d, d) < r2:
-            c += 1
-    counts[i] = c - 1
-
+{kernel}
 pts = np.load({points!r})
 radius = {radius}
 points = wp.array(pts, dtype=wp.vec3, device="cpu")
@@ -173,6 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
     times = best_times({"loomwork": ours, "scipy cKDTree": kdtree}, rounds=args.rounds, reps=2)
     results: dict = {"n": n, "radius": radius, "mean_neighbours": float(expect.mean()),
                      "mismatched_points": int((counts.numpy() != expect).sum()), "s": times}
+    kernel = inspect.getsource(count_neighbours.func)  # the same kernel for Warp
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "points.npy")
         np.save(path, pts)
@@ -181,7 +168,8 @@ def main(argv: list[str] | None = None) -> dict:
             python = find_python(arg, env)
             if python:
                 try:
-                    r = run_json(python, script.format(points=path, radius=radius, dims=dims), Path(tmp))
+                    r = run_json(python, script.format(points=path, radius=radius, dims=dims, kernel=kernel),
+                                 Path(tmp))
                 except RuntimeError as e:
                     print(f"  ({name} failed: {str(e)[-300:]})")
                     continue
