@@ -539,6 +539,7 @@ def kernel_adjoint(fn: ir.Function, debug: bool, effects: dict) -> str:
     """C++ for a kernel's adjoint body and its CPU and CUDA entries (`<k>_adj_cpu`, `<k>_adj_cuda`);
     `effects` are the array effects of the functions it calls (ir.function_effects)."""
     k = fn.name
+    zeroable = ir.zeroable_gradients(fn)  # as the kernel layer computes it for the Tape, on the same IR
     fn = normalize(fn)
     em = AdjointEmitter(fn, debug)
     em.consumed = ir.in_place(fn, effects).stores
@@ -553,6 +554,11 @@ def kernel_adjoint(fn: ir.Function, debug: bool, effects: dict) -> str:
     prologue = ["    lw::error_t* lw_err = L.error;"] if debug else []
     if fn.tid_count > 1:
         prologue += ["    int32_t lw_tid[4];", "    lw::tid_split(L, lw_idx, lw_tid);"]
+    own = "(int32_t)lw_idx" if fn.tid_count <= 1 else ", ".join(f"lw_tid[{d}]" for d in range(fn.tid_count))
+    if zeroable:  # CUDA: each thread zeroes its own elements first (the CPU entry zeroes blocks of them)
+        names = {pos: fn.params[pos].name for pos in sorted(zeroable)}
+        prologue += ["#if LW_CUDA", *(f"    if (((L.zero_grads >> {pos}) & 1) && lw::has_grad({p})) "
+                                      f"lw::gradc<false>({p}, {own}) = {{}};" for pos, p in names.items()), "#endif"]
     lines = [
         "template <bool LW_C>",
         f"static LW_FORCE_INLINE void {k}_adj_body(const lw::launch_t& L, int64_t lw_idx{params})",
@@ -561,7 +567,9 @@ def kernel_adjoint(fn: ir.Function, debug: bool, effects: dict) -> str:
     contig = " && ".join(
         f"lw::inner_contiguous(A.{p.name}, {p.type.ndim})" for p in fn.params if isinstance(p.type, ArrayType)
     ) or "true"
-    lines += entry_points(k, f"{k}_adj_cpu", f"{k}_adj_cuda", f"{k}_adj_body", fn.params, contig, slots)
+    zero = tuple((pos, fn.params[pos].name, fn.params[pos].type.ndim) for pos in sorted(zeroable))
+    lines += entry_points(k, f"{k}_adj_cpu", f"{k}_adj_cuda", f"{k}_adj_body", fn.params, contig, slots, simd=True,
+                          zero=zero)
     return "\n".join(lines)
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from loomwork.kernels import types as T
 from loomwork.kernels.array import array, byte_span, indexedarray
 from loomwork.kernels.errors import LoomworkError
 from loomwork.kernels.extensions import registry
@@ -65,7 +66,8 @@ class _Launch:
         views = [p for p in self.params if isinstance(p, array | indexedarray)]
         return [p.data if isinstance(p, indexedarray) else p for p in views]
 
-    def backward(self) -> None:
+    def backward(self, zero_grads: int = 0) -> None:
+        """Run the adjoint; `zero_grads` marks the parameters whose gradients it zeroes first (fused_zeroing)."""
         params = self.params
         if self.saved:  # the adjoint reads the values the launch read, and accumulates into the arrays' gradients
             params = list(params)
@@ -73,7 +75,8 @@ class _Launch:
                 data, original = (copy.data, params[i].data) if isinstance(copy, indexedarray) else (copy, params[i])
                 data.grad = original.grad
                 params[i] = copy
-        launch(self.kernel, self.dims, inputs=params, device=self.device, adjoint=True, record_tape=False)
+        launch(self.kernel, self.dims, inputs=params, device=self.device, adjoint=True, record_tape=False,
+               zero_grads=zero_grads)
 
     def capture_ended(self) -> None:
         """The graph capture this launch was recorded in ended: the inputs nothing later in the capture
@@ -276,8 +279,9 @@ class Tape:
             if a.grad is None:
                 raise ValueError(f"Tape.backward: {a!r} has no gradient buffer; create it with requires_grad=True")
         self._check_overwrites()
+        masks, fused = fused_zeroing(self.launches, seeds)
         for a in self.arrays():
-            if a.grad is not None and not a._grad_external and id(a) not in seeds:
+            if a.grad is not None and not a._grad_external and id(a) not in seeds and id(a) not in fused:
                 a.grad.zero_()
         for a, adj in seeds.values():
             if adj is a.grad:
@@ -288,7 +292,10 @@ class Tape:
                 values = adj.numpy() if isinstance(adj, array) else np.asarray(adj)
                 a.grad.assign(values)  # a copy: the caller's buffer is never touched
         for entry in reversed(self.launches):
-            entry.backward()
+            if isinstance(entry, _Launch):
+                entry.backward(masks.get(id(entry), 0))
+            else:
+                entry.backward()
 
     def _check_overwrites(self) -> None:
         if self.check_overwrites == "off":
@@ -311,6 +318,47 @@ class Tape:
                 if self.check_overwrites == "error":
                     raise OverwriteError(msg)
                 warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def fused_zeroing(entries: list, seeds: dict) -> tuple[dict[int, int], set[int]]:
+    """Which gradients the adjoints can zero themselves instead of `Tape.backward` zeroing them first: an
+    array's gradient is zeroed by the first adjoint to run that touches it (that of the last launch taking
+    the array) when that launch covers it exactly, each thread owning one element (ir.zeroable_gradients,
+    grid == the array's shape), so the memory is written once instead of zeroed and then read back. Left to
+    the up-front zeroing: seeds, gradients the caller owns, memory that other arrays (views) or other
+    gradients share, arrays a recorded Python function touches, in-place launches' saved inputs, and every
+    array once a launch after it takes handles or structs (uint64 ids, struct fields), whose hidden arrays'
+    gradients the Tape cannot see. Returns ({id(launch entry): bit mask}, {id(array) zeroed that way})."""
+    memory: dict[Any, set[int]] = {}
+    for e in entries:
+        for a in e.arrays():
+            memory.setdefault(("data", _memory(a)), set()).add(id(a))
+            if isinstance(a.grad, array):
+                memory.setdefault(("grad", id(a.grad._storage)), set()).add(id(a))
+    masks: dict[int, int] = {}
+    fused: set[int] = set()
+    seen: set[int] = set()  # arrays a launch after this one took: their gradients get contributions first
+    for e in reversed(entries):
+        if not isinstance(e, _Launch):
+            return masks, fused  # a Python backward step may accumulate anywhere: earlier launches zero nothing
+        lk = e.kernel.module.load(e.device).kernel(e.kernel.key)
+        positions: dict[int, list[int]] = {}
+        for i, p in enumerate(e.params):
+            if isinstance(p, array):
+                positions.setdefault(id(p), []).append(i)
+        for aid, where in positions.items():
+            a = e.params[where[0]]
+            if (aid in seen or aid in seeds or len(where) != 1 or where[0] not in lk.zeroable
+                    or (e.saved and where[0] in e.saved) or a.grad is None or a._grad_external
+                    or not isinstance(a.grad, array) or tuple(a.shape) != tuple(e.dims)
+                    or len(memory[("data", _memory(a))]) != 1 or len(memory[("grad", id(a.grad._storage))]) != 1):
+                continue
+            masks[id(e)] = masks.get(id(e), 0) | (1 << where[0])
+            fused.add(aid)
+        seen.update(id(a) for a in e.arrays())
+        if lk.plan is None or any(T.is_struct_type(t) or t is T.uint64 for t in lk.plan.types):
+            return masks, fused  # handles or structs: hidden arrays, whose gradients earlier launches may share
+    return masks, fused
 
 
 def _in_chain(launches: list, k: int, a: Any) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-#: `struct` format of `lw::launch_t` (size, ndim, dims[4], padding, error record address): ends every
+#: `struct` format of `lw::launch_t` (size, ndim, dims[4], zero_grads, error record address): ends every
 #: launch header
 LAUNCH_T = "q6iQ"
 
@@ -55,10 +55,10 @@ class BuildOptions:
 class Launcher:
     """How to run one kernel entry, bound once when its module loads so a launch looks nothing up.
 
-    `header(size, dims, fault=0)` gives the values packed (in the backend's `launch_format`) ahead of
-    the kernel's argument block for a grid of `dims` (`size` threads in all); `fault` is the address
-    of a `FaultSlot` (debug builds report there; release builds ignore it). `launch(blob)` runs the
-    packed block."""
+    `header(size, dims, fault=0, zero_grads=0)` gives the values packed (in the backend's `launch_format`)
+    ahead of the kernel's argument block for a grid of `dims` (`size` threads in all); `fault` is the
+    address of a `FaultSlot` (debug builds report there; release builds ignore it); `zero_grads` is
+    `lw::launch_t.zero_grads` (adjoint launches). `launch(blob)` runs the packed block."""
 
     __slots__ = ("header", "launch")
 

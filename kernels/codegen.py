@@ -435,37 +435,68 @@ def unique_slots(private: dict[int, Private]) -> list[Private]:
 
 
 UNROLL = 4  # independent accumulator sets per CPU chunk: breaks the add-latency chain of a reduction
+ZERO_BLOCK = 2048  # threads per block of an adjoint that zeroes its gradients first: their elements stay in cache
 
 
 def entry_points(k: str, cpu_name: str, cuda_name: str, body: str, params: tuple, contig: str,
-                 slots: list[Private]) -> list[str]:
+                 slots: list[Private], simd: bool = False, zero: tuple = ()) -> list[str]:
     """The CPU range entry and the CUDA grid-stride entry of a kernel body.
 
     CPU: when `contig` holds (every array innermost-contiguous) the body is instantiated with that
     known and an int32 counter keeps the index affine, so unit-stride loops vectorize. Private
     accumulators live for a CPU chunk (or a CUDA thread) and are applied once at its end; on the CPU
-    the loop runs UNROLL threads at a time, each with its own accumulators, summed at the end."""
+    the loop runs UNROLL threads at a time, each with its own accumulators, summed at the end. `simd`
+    tells the compiler that the threads of the contiguous loop are independent (adjoints: their gradient
+    updates are atomic or to the thread's own elements), which it cannot prove when many arrays are
+    written: without it, the alias checks the loop would need exceed what GCC generates.
+
+    `zero` (adjoints): (bit, parameter name, dimensions) of the gradients the launch header's `zero_grads`
+    may ask to zero first (ir.zeroable_gradients). The CPU entry then runs its range in blocks, zeroing a
+    block's own gradient elements just before running it, so they are written while in cache; the CUDA
+    body zeroes its element first (see the adjoint's prologue)."""
     args = "".join(f", A.{p.name}" for p in params)
     sets = UNROLL if slots else 1
 
     def call(c: str, idx: str, j: int) -> str:
         return f"{body}<{c}>(L, {idx}{args}{''.join(f', {r.name}_{j}' for r in slots)});"
 
+    lo, hi = ("lw_lo", "lw_hi") if zero else ("begin", "end")
+
     def loop(t: str, c: str) -> list[str]:
         if sets == 1:
-            return [f"        for ({t} i = ({t})begin; i < ({t})end; ++i) {call(c, 'i', 0)}"]
+            pragma = ['        _Pragma("omp simd")'] if simd and c == "true" else []
+            return [*pragma, f"        for ({t} i = ({t}){lo}; i < ({t}){hi}; ++i) {call(c, 'i', 0)}"]
         if c == "true":  # kernel threads are unordered: the reductions may be reassociated and vectorized
             red = ", ".join(f"{r.name}_0" for r in slots)
             return [f"        _Pragma(\"omp simd reduction(+: {red})\")",
-                    f"        for ({t} i = ({t})begin; i < ({t})end; ++i) {call(c, 'i', 0)}"]
+                    f"        for ({t} i = ({t}){lo}; i < ({t}){hi}; ++i) {call(c, 'i', 0)}"]
         return [
             "    {",
-            f"        {t} i = ({t})begin;",
-            f"        for (; i + {sets - 1} < ({t})end; i += {sets}) {{",
+            f"        {t} i = ({t}){lo};",
+            f"        for (; i + {sets - 1} < ({t}){hi}; i += {sets}) {{",
             *[f"            {call(c, f'i + {j}' if j else 'i', j)}" for j in range(sets)],
             "        }",
-            f"        for (; i < ({t})end; ++i) {call(c, 'i', 0)}",
+            f"        for (; i < ({t}){hi}; ++i) {call(c, 'i', 0)}",
             "    }",
+        ]
+
+    loops = [f"    if ({hi} <= 2147483647LL && {contig})", *loop("int32_t", "true"), "    else",
+             *loop("long long", "false")]
+    if zero:
+        zeroing = []
+        for bit, name, ndim in zero:
+            test = f"((L.zero_grads >> {bit}) & 1) && lw::has_grad(A.{name})"
+            if ndim == 1:
+                zeroing.append(f"        if ({test}) lw::zero_grad_range(A.{name}, lw_lo, lw_hi);")
+            else:
+                at = ", ".join(f"lw_t[{d}]" for d in range(ndim))
+                zeroing.append(f"        if ({test}) for (long long lw_i = lw_lo; lw_i < lw_hi; ++lw_i) {{ "
+                               f"int32_t lw_t[4]; lw::tid_split(L, lw_i, lw_t); lw::grad_at(A.{name}, {at}) = {{}}; }}")
+        loops = [
+            f"    const long long lw_block = L.zero_grads ? {ZERO_BLOCK} : end - begin;",
+            "    for (long long lw_lo = begin; lw_lo < end; lw_lo += lw_block) {",
+            "        const long long lw_hi = end - lw_lo > lw_block ? lw_lo + lw_block : end;",
+            *zeroing, *loops, "    }",
         ]
 
     decls = [f"    {r.acc_type} {', '.join(f'{r.name}_{j} = 0' for j in range(sets))};" for r in slots]
@@ -481,10 +512,7 @@ def entry_points(k: str, cpu_name: str, cuda_name: str, body: str, params: tuple
         f"    {k}_args A;",
         "    __builtin_memcpy(&A, (const char*)blob + sizeof(L), sizeof(A));",
         *decls,
-        f"    if (end <= 2147483647LL && {contig})",
-        *loop("int32_t", "true"),
-        "    else",
-        *loop("long long", "false"),
+        *loops,
         *combine,
         *flush,
         "}",

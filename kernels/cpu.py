@@ -99,11 +99,11 @@ def _launcher(fn: int, launch: Any) -> Launcher:
     `lw::launch_t`. The pool size travels with every launch, so a new wp.config.cpu_threads resizes the pool at
     the next one."""
 
-    def header(size: int, dims: tuple[int, ...], fault: int = 0) -> tuple:
+    def header(size: int, dims: tuple[int, ...], fault: int = 0, zero_grads: int = 0) -> tuple:
         serial, threads = config.cpu_launch
         if len(dims) == 1:
-            return (fn, size, serial, threads, size, 1, size, 1, 1, 1, 0, fault)
-        return (fn, size, serial, threads, size, len(dims), *dims, *(1,) * (4 - len(dims)), 0, fault)
+            return (fn, size, serial, threads, size, 1, size, 1, 1, 1, zero_grads, fault)
+        return (fn, size, serial, threads, size, len(dims), *dims, *(1,) * (4 - len(dims)), zero_grads, fault)
 
     return Launcher(header, launch)
 

@@ -786,6 +786,16 @@ def thread_exclusive_arrays(fn: Function) -> set[Var]:
     return candidates
 
 
+def zeroable_gradients(fn: Function) -> frozenset[int]:
+    """Positions of the array parameters whose every access is this thread's own element, with as many
+    dimensions as the launch: in a launch over exactly such an array's shape, each thread of the adjoint
+    can zero its gradient element before accumulating into it, and a Tape need not zero the gradient
+    beforehand (one pass over the memory instead of two)."""
+    exclusive = thread_exclusive_arrays(fn)
+    return frozenset(k for k, p in enumerate(fn.params)
+                     if k < 31 and p in exclusive and p.type.ndim == max(fn.tid_count, 1))  # bits of an int32
+
+
 def _is_thread_index(indices: tuple, tid: dict) -> bool:
     dims = [tid.get(i) if isinstance(i, Var) else None for i in indices]
     if len(indices) == 1:

@@ -339,14 +339,16 @@ class Launch:
 def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_inputs: Any = (),
            adj_outputs: Any = (), device: Any = None, stream: Any = None, adjoint: bool = False,
            record_tape: bool = True, record_cmd: bool = False, max_blocks: int = 0,
-           block_dim: int = 256) -> Launch | None:
+           block_dim: int = 256, *, zero_grads: int = 0) -> Launch | None:
     """Run `kernel` once for every index of the grid `dim` (an int, or a tuple of up to 4 ints).
 
     `inputs` then `outputs` give the kernel's parameters in order: arrays (ours, NumPy or any
     object with `__array_interface__`), scalars, vectors and matrices. With `stream`, the launch goes to
     that stream and its device; while the stream is being captured, the packed launch is recorded into
     the graph instead of run (kernels/capture.py). `record_cmd=True` returns a `Launch` to run later
-    instead of running now.
+    instead of running now. `zero_grads` (adjoint launches; how `Tape.backward` fuses zeroing into the
+    first write): bit k set asks each thread to zero its own gradient element of array parameter k first,
+    honoured for the parameters `zeroable` lists in the loaded kernel (ir.zeroable_gradients).
     """
     if not isinstance(kernel, Kernel):
         raise LaunchError(f"wp.launch expects a @wp.kernel, got {type(kernel).__name__}")
@@ -376,7 +378,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         args = ", ".join(f"{n}={_brief(v)}" for n, v in zip(plan.names, params, strict=True))
         log_info(f"launch{' (adjoint)' if adjoint else ''}: kernel {kernel.label} dim={dims} device={dev} {args}")
     if adjoint:
-        _launch_adjoint(kernel, lm, dev, stream, plan, dims, params, [*adj_inputs, *adj_outputs])
+        _launch_adjoint(kernel, lm, dev, stream, plan, dims, params, [*adj_inputs, *adj_outputs], zero_grads)
         return
     check_fp = hooks and config.verify_fp and capturing_graph(dev, stream) is None  # a capture runs it later
     if check_fp:
@@ -488,7 +490,7 @@ def _checked(kernel: Kernel, lm: LoadedModule, launch_fn: Any, slot: Any, where:
 
 
 def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, plan: LaunchPlan, dims: tuple,
-                    params: list, adj_params: list) -> None:
+                    params: list, adj_params: list, zero_grads: int = 0) -> None:
     """Run a kernel's adjoint: array gradients come from `adj_params` (or, when it is empty, from each
     array's own `.grad`); scalar adjoints are not returned, as in Warp."""
     adjoint = lm.adjoint(kernel.key)
@@ -507,7 +509,7 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, 
     for d in dims:
         size *= d
     slot = dev.backend.fault_slot() if lm.debug else None
-    header = adjoint.header(size, dims, slot.address) if slot else adjoint.header(size, dims)
+    header = adjoint.header(size, dims, slot.address if slot else 0, zero_grads)
     try:
         blob = plan.struct.pack(*header, *values)
     except (struct.error, OverflowError) as e:

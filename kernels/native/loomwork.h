@@ -49,7 +49,8 @@ struct launch_t {
     int64_t size;     // total threads
     int32_t ndim;
     int32_t dims[4];
-    int32_t pad;
+    int32_t zero_grads;  // adjoint launches: bit k set: each thread first zeroes its own gradient element of
+                         // array parameter k (Tape.backward's fused zeroing, see ir.zeroable_gradients)
     error_t* error;   // debug builds: where this launch reports its first fault (the launching thread's record)
 };
 
@@ -892,6 +893,15 @@ template <bool C, typename T, typename... I> LW_FUNC T& gradc(const indexedarray
 // debug builds: the gradient element, bounds-checked like the data (a bad index reports and goes nowhere)
 template <typename A, typename... I> LW_FUNC auto& grad_checked(error_t* e, int site, const A& a, I... idx) {
     return at_checked(e, site, grad_of(a), idx...);
+}
+
+// Tape.backward's fused zeroing (codegen.entry_points): the gradient elements [lo, hi) of a 1-D array
+template <typename T> LW_FUNC void zero_grad_range(const array_t<T>& a, int64_t lo, int64_t hi) {
+    if (a.strides[0] == (int64_t)sizeof(T)) {
+        __builtin_memset((void*)&grad_at(a, lo), 0, (unsigned long long)(hi - lo) * sizeof(T));
+        return;
+    }
+    for (int64_t i = lo; i < hi; ++i) grad_at(a, i) = T{};
 }
 
 // accumulate into a value of any differentiable type
