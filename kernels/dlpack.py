@@ -199,7 +199,7 @@ def capsule_state(obj: Any) -> str | None:
 def import_capsule(capsule: Any) -> Imported:
     """Consume a producer's DLPack capsule ("dltensor" or "dltensor_versioned")."""
     if type(capsule).__name__ != "PyCapsule":
-        raise TypeError(f"expected a DLPack capsule, got {type(capsule).__name__}")
+        raise TypeError(f"Expected a valid DLPack capsule, got {type(capsule).__name__}")
     name = _capsule_name(capsule)
     if name == _VERSIONED_NAME:
         managed = _capsule_pointer(capsule, name)

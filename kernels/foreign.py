@@ -25,6 +25,11 @@ from .errors import DeviceError
 MAX_DIMS = 4
 
 
+class DLPackError(DeviceError, TypeError):
+    """A DLPack producer whose memory or element type loomwork cannot take (a TypeError, as Warp raises, and
+    for devices a DeviceError)."""
+
+
 class Buffer(tuple):
     """A block of memory another framework exports (see the module docstring); made with `buffer()`.
     `strides` are in bytes and cover every dimension, component dimensions included; `copied` marks a
@@ -136,8 +141,8 @@ def dlpack_device(dev_type: int, dev_id: int) -> Device:
     if found is None:
         kind = dlpack.DEVICE_KINDS.get(int(dev_type))
         if kind is None:
-            raise DeviceError(f"DLPack memory on a {dlpack.device_name(dev_type)} device: loomwork reads CPU and "
-                              "CUDA memory")
+            raise DLPackError(f"Unsupported source device for DLPack: device_type={int(dev_type)}, device_id="
+                              f"{int(dev_id)} ({dlpack.device_name(dev_type)}; loomwork reads CPU and CUDA memory)")
         found = _dl_devices[dev_type, dev_id] = get_device(kind if kind == "cpu" else f"{kind}:{int(dev_id)}")
     return found
 

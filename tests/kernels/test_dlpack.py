@@ -122,7 +122,7 @@ def test_vectors_and_matrices_are_trailing_dimensions():
         wp.from_dlpack(data, dtype=wp.vec2)
     with pytest.raises(ValueError, match="components of the .* are not contiguous"):
         wp.from_dlpack(np.ascontiguousarray(data.T).T, dtype=wp.vec3)
-    with pytest.raises(TypeError, match="expects float64 data, got .* of float32"):
+    with pytest.raises(TypeError, match="Incompatible data types: DLPack float32 and Warp vec3d"):
         wp.from_dlpack(data, dtype=wp.vec3d)
 
 
@@ -138,8 +138,26 @@ def test_unsupported_dtypes_and_devices_are_refused():
         def __dlpack__(self, **kwargs):
             raise AssertionError("not asked")
 
-    with pytest.raises(wp.DeviceError, match="DLPack memory on a Metal device"):
+    with pytest.raises(wp.DeviceError, match="device_type=8, device_id=0 \\(Metal"):
         wp.from_dlpack(OnMetal())
+    with pytest.raises(TypeError, match="Unsupported source device for DLPack"):  # what Warp raises
+        wp.from_dlpack(OnMetal())
+
+
+def test_integers_reinterpreted_by_dtype_and_incompatible_dtypes_named():
+    """dtype= views integers as the other signedness of their size and bools as 8-bit integers, sharing the
+    memory; anything else is an error (a TypeError and a RuntimeError, as Warp raises) naming both types."""
+    for have, want in ((wp.int8, wp.uint8), (wp.uint16, wp.int16), (wp.int32, wp.uint32), (wp.uint64, wp.int64),
+                       (wp.bool, wp.int8)):
+        a = wp.array(np.arange(-2, 3).astype(wp.dtype_to_numpy(have)), dtype=have)
+        b = wp.from_dlpack(wp.to_dlpack(a), dtype=want)
+        assert b.ptr == a.ptr and b.dtype is want and b.shape == a.shape
+        np.testing.assert_array_equal(b.numpy(), a.numpy().view(wp.dtype_to_numpy(want)))
+    for have, want in ((wp.bool, wp.float32), (wp.int32, wp.float32), (wp.uint8, wp.bool), (wp.int16, wp.int32)):
+        with pytest.raises(TypeError, match=f"Incompatible data types: DLPack .* and Warp {want.__name__}"):
+            wp.from_dlpack(wp.to_dlpack(wp.zeros(2, dtype=have)), dtype=want)
+    with pytest.raises(RuntimeError, match="DLPack bool8 and Warp float32"):
+        wp.from_dlpack(wp.to_dlpack(wp.zeros(2, dtype=wp.bool)), dtype=wp.float32)
 
 
 def test_dlpack_protocol_options():
