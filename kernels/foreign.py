@@ -20,14 +20,17 @@ import numpy as np
 from . import dlpack
 from . import types as T
 from .device import Device, get_device
-from .errors import DeviceError
+from .errors import DeviceError, LoomworkError
 
 MAX_DIMS = 4
 
 
-class DLPackError(DeviceError, TypeError):
-    """A DLPack producer whose memory or element type loomwork cannot take (a TypeError, as Warp raises, and
-    for devices a DeviceError)."""
+class DLPackError(LoomworkError, TypeError, RuntimeError):
+    """DLPack data whose element type cannot be read as the dtype asked for (Warp raises a RuntimeError)."""
+
+
+class DLPackDeviceError(DeviceError, TypeError):
+    """DLPack memory on a device kind loomwork does not run on (Warp raises a TypeError)."""
 
 
 class Buffer(tuple):
@@ -141,8 +144,9 @@ def dlpack_device(dev_type: int, dev_id: int) -> Device:
     if found is None:
         kind = dlpack.DEVICE_KINDS.get(int(dev_type))
         if kind is None:
-            raise DLPackError(f"Unsupported source device for DLPack: device_type={int(dev_type)}, device_id="
-                              f"{int(dev_id)} ({dlpack.device_name(dev_type)}; loomwork reads CPU and CUDA memory)")
+            raise DLPackDeviceError(f"Unsupported source device for DLPack: device_type={int(dev_type)}, device_id="
+                                    f"{int(dev_id)} ({dlpack.device_name(dev_type)}; loomwork reads CPU and CUDA "
+                                    "memory)")
         found = _dl_devices[dev_type, dev_id] = get_device(kind if kind == "cpu" else f"{kind}:{int(dev_id)}")
     return found
 
