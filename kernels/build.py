@@ -157,6 +157,16 @@ def _nvrtc():
     return nvrtc
 
 
+def nvrtc_version() -> tuple[int, int] | None:
+    """(major, minor) of the NVRTC that compiles CUDA modules (the CUDA toolkit loomwork builds with), or
+    None without one."""
+    try:
+        err, major, minor = _nvrtc().nvrtcVersion()
+    except CompileError:
+        return None
+    return (int(major), int(minor)) if int(err) == 0 else None
+
+
 def nvrtc_available() -> bool:
     try:
         _nvrtc()

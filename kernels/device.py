@@ -129,6 +129,23 @@ def is_cuda_available() -> bool:
     return get_cuda_device_count() > 0
 
 
+def get_cuda_driver_version() -> tuple[int, int] | None:
+    """(major, minor) of the installed CUDA driver (e.g. (12, 4)), or None without a driver (or cuda-python)."""
+    try:
+        from cuda.bindings import driver
+        err, version = driver.cuDriverGetVersion()
+    except Exception:  # no cuda-python, or no libcuda to load: no driver
+        return None
+    return (int(version) // 1000, int(version) % 1000 // 10) if int(err) == 0 and version else None
+
+
+def get_cuda_toolkit_version() -> tuple[int, int] | None:
+    """(major, minor) of the CUDA toolkit loomwork compiles CUDA kernels with (its NVRTC), or None without one."""
+    from .build import nvrtc_version
+
+    return nvrtc_version()
+
+
 def is_cpu_available() -> bool:
     return True
 

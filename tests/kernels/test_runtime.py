@@ -248,3 +248,13 @@ def test_warp_codegen_error_names_catch_kernel_errors():
     k = wp.kernel(_bad, module="unique")
     with pytest.raises(wp.WarpCodegenTypeError):
         wp.launch(k, dim=1, inputs=[wp.zeros(1, dtype=float)])
+
+
+def test_cuda_versions_are_tuples_or_none():
+    """get_cuda_driver_version / get_cuda_toolkit_version give (major, minor) or None, as Warp's do: no
+    driver here gives None, NVRTC gives the toolkit it belongs to."""
+    for v in (wp.get_cuda_driver_version(), wp.get_cuda_toolkit_version()):
+        assert v is None or (isinstance(v, tuple) and len(v) == 2 and all(isinstance(x, int) for x in v) and v[0] >= 9)
+    from loomwork.kernels.build import nvrtc_available
+
+    assert (wp.get_cuda_toolkit_version() is not None) == nvrtc_available()
