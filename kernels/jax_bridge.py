@@ -407,8 +407,8 @@ class JaxKernel(_Signature):
         for p in self.outputs:  # the forward outputs: their values, as the adjoint's replay reads them
             op_slots.append((off[p.index], _ADDRESS, 0))
             op_types.append((shapes[p.index], p.jax_dtype()))
-        for p in self.outputs:  # their cotangents, as the arrays' gradients
-            aliases[len(op_slots)] = len(res_slots)
+        for r, p in enumerate(self.outputs):  # their cotangents, as the arrays' gradients
+            aliases[len(op_slots)] = r
             op_slots.append((0, _SKIP, 0))
             op_types.append((shapes[p.index], p.jax_dtype()))
         grads = [p for p in op_params if p.is_array and p.scalar.is_float]
