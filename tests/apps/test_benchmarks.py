@@ -59,3 +59,14 @@ def test_optim_benchmark_runs_and_solves():
 
     r = bench_optim.main(["--n", "4096", "--m", "64"])
     assert r["dense_residual"] < 1e-4 and all(r[k] > 0 for k in ("adam_step_s", "cg_iteration_s"))
+
+
+def test_jax_benchmark_runs_and_its_saxpy_is_right():
+    """bench_jax with a few calls and a small saxpy runs, reports every figure, and its saxpy is exact."""
+    pytest.importorskip("jax", reason="JAX is not installed (pip install 'jax[cpu]')")
+    from loomwork.apps import bench_jax
+
+    r = bench_jax.main(["--iters", "20", "--n", "4096", "--rounds", "1"])
+    ours = r["loomwork"]
+    assert ours.pop("saxpy max error") < 1e-6
+    assert len(ours) == 8 and all(v > 0 for v in ours.values())
