@@ -8,9 +8,10 @@ beside the same function in `jax.numpy`, in microseconds per call (each call wai
 directly with `wp.launch` on preallocated arrays, and `jax.jit` of the `jax.numpy` expression, in
 milliseconds; XLA allocates (and the OS page-faults in) a fresh output each call there, so the same three run
 in place too: y an in-out argument of a kernel `y = a * x + y` donated to the jitted function
-(`donate_argnums`), which lets XLA reuse its buffer as `wp.launch` reuses its arrays. Every figure is the best of several rounds; the same script runs under Warp 1.19 (its CPU
-`jax_kernel`) in its own process when `--warp-python` names an interpreter with warp-lang and jax (or one is
-found at LOOMWORK_WARP_PYTHON), alternating with ours.
+(`donate_argnums`), which lets XLA reuse its buffer as `wp.launch` reuses its arrays. Every figure is the
+best of several rounds; the same script runs under Warp 1.19 (its CPU `jax_kernel`) in its own process when
+`--warp-python` names an interpreter with warp-lang and jax (or one is found at LOOMWORK_WARP_PYTHON),
+alternating with ours.
 """
 
 from __future__ import annotations

@@ -146,10 +146,12 @@ class _Call:
     flags), operands' and results' unbatched shapes and dtypes, and which operands results alias."""
 
     def __init__(self, blob: bytes, operand_slots: list, result_slots: list, operand_types: list, out_types: list,
-                 aliases: dict[int, int], keep: Any) -> None:
+                 aliases: dict[int, int], keep: Any, kernel: str = "", fault_offset: int = -1,
+                 sites: str = "") -> None:
         self.blob, self.operand_slots, self.result_slots = blob, operand_slots, result_slots
         self.operand_types, self.out_types, self.aliases = operand_types, out_types, aliases
         self.keep = keep  # the loaded module whose entry the block points at
+        self.kernel, self.fault_offset, self.sites = kernel, fault_offset, sites  # debug builds' fault reports
 
 
 def _ffi(call: _Call, batch: tuple[int, ...], unbatched: tuple[bool, ...], operands: Sequence[Any]) -> list:
@@ -163,7 +165,8 @@ def _ffi(call: _Call, batch: tuple[int, ...], unbatched: tuple[bool, ...], opera
     out_types = [jax.ShapeDtypeStruct(batch + shape, dt) for shape, dt in call.out_types]
     run = jax.ffi.ffi_call(TARGET, out_types, input_output_aliases=call.aliases or None)
     return run(*operands, blob=np.frombuffer(call.blob, np.uint8), slots=np.array(slots, np.int64).ravel(),
-               batch=np.int64(math.prod(batch)))
+               batch=np.int64(math.prod(batch)), fault_offset=np.int64(call.fault_offset), kernel=call.kernel,
+               sites=call.sites)
 
 
 def _batching(call: _Call, method: str, batch: tuple[int, ...] = (), unbatched: tuple[bool, ...] | None = None
@@ -387,6 +390,12 @@ class JaxKernel(_Signature):
                               False if p.scalar is T.bool_ else 0.0 if p.scalar.is_float else 0)
         size = math.prod(dims)
         blob = plan.struct.pack(*launcher.header(size, dims), *values)
+        # debug builds: the header ends with the fault record's address, which the handler fills in
+        debug = dict(kernel=self.kernel.label + (" (in its adjoint)" if adjoint else ""), fault_offset=-1, sites="")
+        if lm.debug:
+            debug["fault_offset"] = plan.offsets[0] - 8
+            debug["sites"] = "\n".join(f"`{text}` (in '{owner}' at {filename}:{line})"
+                                       for owner, text, filename, line in lm.sites)
         off = plan.offsets
         op_slots, op_types = [], []
         for p in op_params:
@@ -403,7 +412,7 @@ class JaxKernel(_Signature):
                 flags = _ZERO_FIRST if p.index in lk.accumulates and not p.in_out else 0
                 res_slots.append((off[p.index], _ADDRESS, flags))
                 out_types.append((shapes[p.index], p.jax_dtype()))
-            return _Call(blob, op_slots, res_slots, op_types, out_types, aliases, lm)
+            return _Call(blob, op_slots, res_slots, op_types, out_types, aliases, lm, **debug)
         for p in self.outputs:  # the forward outputs: their values, as the adjoint's replay reads them
             op_slots.append((off[p.index], _ADDRESS, 0))
             op_types.append((shapes[p.index], p.jax_dtype()))
@@ -418,7 +427,7 @@ class JaxKernel(_Signature):
         res_slots[len(grads):len(grads)] = [(off[p.index] + 8, _ADDRESS, 0) for p in self.outputs]
         out_types[len(grads):len(grads)] = [(shapes[p.index], p.jax_dtype()) for p in self.outputs]
         aliases = {j: r + len(grads) for j, r in aliases.items()}
-        return _Call(blob, op_slots, res_slots, op_types, out_types, aliases, lm)
+        return _Call(blob, op_slots, res_slots, op_types, out_types, aliases, lm, **debug)
 
     def _differentiable(self, lm: Any, lk: Any, plan: Any, dims: tuple, static: dict, op_params: list,
                         shapes: dict, method: str, primal: Callable[..., list]) -> Callable[..., list]:

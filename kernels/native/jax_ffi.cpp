@@ -4,9 +4,13 @@
 // result, where its address or value goes in that block. At run time the handler copies the block, patches
 // in XLA's buffers and calls the runtime's lw_launch on loomwork's thread pool: no Python, no GIL.
 // Under jax.vmap one call runs `batch` launches, each buffer advancing by its slot's batch stride (0: the
-// same buffer for every launch).
+// same buffer for every launch). Debug builds of a kernel report out-of-bounds indices to a fault record at
+// `fault_offset` in the block; the handler checks it after each launch and fails the call, naming the kernel
+// and the site (`sites`: one line per bounds-check site of the module).
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,6 +40,20 @@ const int64_t kZeroFirst = 1;  // flags: zero the buffer before the launch (outp
 
 const size_t kSlot = 4;
 
+struct Fault {  // lw::error_t
+    int32_t code, site;
+    int64_t index, extent;
+};
+
+std::string_view line_of(std::string_view text, int64_t n) {
+    for (; n > 0; --n) {
+        size_t end = text.find('\n');
+        if (end == std::string_view::npos) return "?";
+        text.remove_prefix(end + 1);
+    }
+    return text.substr(0, text.find('\n'));
+}
+
 ffi::Error place(char* block, size_t block_size, const int64_t* slot, char* base, size_t nbytes, int64_t item) {
     int64_t offset = slot[0], kind = slot[1], stride = slot[3];
     if (kind == kSkip) return ffi::Error::Success();
@@ -54,7 +72,8 @@ ffi::Error place(char* block, size_t block_size, const int64_t* slot, char* base
 }
 
 ffi::Error launch_impl(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Span<const uint8_t> blob,
-                       ffi::Span<const int64_t> slots, int64_t batch) {
+                       ffi::Span<const int64_t> slots, int64_t batch, int64_t fault_offset, std::string_view kernel,
+                       std::string_view sites) {
     if (g_launch == nullptr) return ffi::Error::Internal("loomwork: the FFI handler was not initialized");
     size_t n_args = args.size(), n_rets = rets.size();
     if (slots.size() != kSlot * (n_args + n_rets))
@@ -79,14 +98,25 @@ ffi::Error launch_impl(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Sp
         large.resize(blob.size());
         block = large.data();
     }
+    if (fault_offset >= 0 && (size_t)fault_offset + sizeof(void*) > blob.size())
+        return ffi::Error::InvalidArgument("loomwork: the fault record is outside the packed launch");
+    Fault fault{};
+    Fault* fault_ptr = &fault;
     for (int64_t item = 0; item < batch; ++item) {
         std::memcpy(block, blob.begin(), blob.size());
+        if (fault_offset >= 0) std::memcpy(block + fault_offset, &fault_ptr, sizeof(void*));
         for (size_t i = 0; i < buffers.size(); ++i) {
             ffi::Error e = place(block, blob.size(), slots.begin() + kSlot * i, buffers[i].first, buffers[i].second,
                                  item);
             if (e.failure()) return e;
         }
         g_launch(block);
+        if (fault.code != 0) {
+            std::string message = "kernel " + std::string(kernel) + ": index " + std::to_string(fault.index) +
+                                  " is out of bounds for an extent of " + std::to_string(fault.extent) + " in " +
+                                  std::string(line_of(sites, fault.site));
+            return ffi::Error(ffi::ErrorCode::kOutOfRange, message);
+        }
     }
     return ffi::Error::Success();
 }
@@ -101,7 +131,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(lw_jax_launch, launch_impl,
                                   .RemainingRets()
                                   .Attr<ffi::Span<const uint8_t>>("blob")
                                   .Attr<ffi::Span<const int64_t>>("slots")
-                                  .Attr<int64_t>("batch"));
+                                  .Attr<int64_t>("batch")
+                                  .Attr<int64_t>("fault_offset")
+                                  .Attr<std::string_view>("kernel")
+                                  .Attr<std::string_view>("sites"));
 
 // Python FFI callbacks (register_ffi_callback, jax_callable) are ctypes functions that read the call frame
 // themselves; these two do for them what needs XLA's C API: answer XLA's metadata query (made once, before

@@ -445,3 +445,18 @@ def test_handler_is_cached_on_disk_by_content():
     assert path.is_file() and path.parent.name.startswith("jax_ffi-")
     assert Path(wp.config.kernel_cache_dir).resolve() in path.resolve().parents
     assert math.isfinite(float(jax_kernel(scale_k)(jnp.ones(2), 1.0)[0][0]))
+
+
+@wp.kernel(module="test_jax_bridge_debug", module_options={"mode": "debug"})
+def shifted_k(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = a[i + 1]
+
+
+def test_debug_build_reports_out_of_bounds_as_a_failed_call():
+    """A debug-mode kernel's out-of-bounds read fails the JAX call, naming the kernel, index and source site."""
+    f = jax.jit(lambda a: jax_kernel(shifted_k)(a)[0])
+    with pytest.raises(Exception, match="shifted_k.*index 4 is out of bounds for an extent of 4.*a\\[i \\+ 1\\]"):
+        f(jnp.arange(4, dtype=jnp.float32)).block_until_ready()
+    np.testing.assert_array_equal(jax_kernel(shifted_k)(jnp.arange(5.0, dtype=jnp.float32), launch_dims=4)[0],
+                                  [1, 2, 3, 4])
