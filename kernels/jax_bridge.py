@@ -249,7 +249,10 @@ class _Signature:
             if p.in_out and p.index >= self.num_inputs:
                 raise ValueError(f"{what}: in-out argument '{p.name}' comes after the output-only arguments; put "
                                  "in-out arguments before them")
-            if (p.in_out or p.index >= self.num_inputs) and not (p.is_array and p.jaxable):
+            if p.is_array and not p.jaxable:
+                raise TypeError(f"{what}: argument '{p.name}' is {p.type}, which JAX cannot hold (JAX arrays are of "
+                                "scalars, with vectors and matrices as trailing dimensions)")
+            if (p.in_out or p.index >= self.num_inputs) and not p.is_array:
                 raise TypeError(f"{what}: output '{p.name}' must be an array of scalars, vectors or matrices, got "
                                 f"{T.type_name(p.type)} (inputs come before outputs: is num_outputs={num_outputs} "
                                 "right?)")

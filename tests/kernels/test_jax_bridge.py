@@ -93,6 +93,17 @@ def no_output_k(a: wp.array(dtype=float), s: float):
     pass
 
 
+@wp.struct
+class Particle:
+    x: wp.vec3
+    m: float
+
+
+@wp.kernel
+def particles_k(p: wp.array(dtype=Particle), out: wp.array(dtype=float)):
+    out[wp.tid()] = p[wp.tid()].m
+
+
 # -- arrays, dtypes, devices ---------------------------------------------------------------------------------
 
 def test_from_jax_and_to_jax_share_memory():
@@ -313,6 +324,8 @@ def test_bad_kernels_and_options_are_refused_at_creation():
         jax_kernel(scale_k, vmap_method="parallel")
     with pytest.raises(TypeError, match="@wp.kernel"):
         jax_kernel(lambda x: x)
+    with pytest.raises(TypeError, match="particles_k.*'p'.*JAX cannot hold"):
+        jax_kernel(particles_k)
 
 
 def test_bad_calls_are_refused_at_trace_time():
