@@ -17,6 +17,7 @@ from . import build, config
 from .backend import LAUNCH_T, Backend, BuildOptions, ErrorRecord, FaultSlot, Launcher, Program
 
 _PARALLEL_ZERO = 1 << 20  # bytes from which zero() uses the thread pool
+_ALIGN = 64  # bytes
 
 
 def cpu_count() -> int:
@@ -147,8 +148,9 @@ class CpuBackend(Backend):
         return _cpu_name()
 
     def allocate(self, nbytes: int, *, zero: bool) -> tuple[int, Any]:
-        buf = np.zeros(nbytes, dtype=np.uint8) if zero else np.empty(nbytes, dtype=np.uint8)
-        return buf.ctypes.data, buf
+        """Memory aligned to 64 bytes (a cache line, and what JAX needs to view it without a copy)."""
+        buf = (np.zeros if zero else np.empty)(nbytes + _ALIGN - 1, dtype=np.uint8)
+        return buf.ctypes.data + (-buf.ctypes.data) % _ALIGN, buf
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         ctypes.memmove(dst, src, nbytes)

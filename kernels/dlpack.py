@@ -48,18 +48,20 @@ _LEGACY_NAME, _LEGACY_USED = b"dltensor", b"used_dltensor"
 _VERSIONED_NAME, _VERSIONED_USED = b"dltensor_versioned", b"used_dltensor_versioned"
 
 _api = ctypes.pythonapi
-_capsule_new = _api.PyCapsule_New
-_capsule_new.restype, _capsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_capsule_pointer = _api.PyCapsule_GetPointer
-_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-_capsule_rename = _api.PyCapsule_SetName
-_capsule_rename.restype, _capsule_rename.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
-_capsule_name = _api.PyCapsule_GetName
-_capsule_name.restype, _capsule_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-_incref = _api.Py_IncRef
-_incref.restype, _incref.argtypes = None, [ctypes.py_object]
-_decref = _api.Py_DecRef
-_decref.restype, _decref.argtypes = None, [ctypes.c_void_p]
+
+
+def _c_api(name: str, restype: Any, *argtypes: Any) -> Any:
+    """A private binding of a Python C API function: the shared `ctypes.pythonapi.<name>` objects have
+    argtypes other libraries set too (jax.ffi.pycapsule sets PyCapsule_New's)."""
+    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, _api))
+
+
+_capsule_new = _c_api("PyCapsule_New", ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+_capsule_pointer = _c_api("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)
+_capsule_rename = _c_api("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
+_capsule_name = _c_api("PyCapsule_GetName", ctypes.c_char_p, ctypes.py_object)
+_incref = _c_api("Py_IncRef", None, ctypes.py_object)
+_decref = _c_api("Py_DecRef", None, ctypes.c_void_p)
 # a capsule being freed is passed by address: converting it to an object would revive it
 _valid_raw = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
 _pointer_raw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))

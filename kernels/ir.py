@@ -663,6 +663,17 @@ def array_effects(fn: Function, callee_effects: dict) -> tuple[frozenset[int], f
     return frozenset(reads), frozenset(writes)
 
 
+def accumulated(fn: Function, callee_effects: dict) -> frozenset[int]:
+    """Array parameters (by position) whose previous values may matter to what `fn` leaves in them: read,
+    accumulated into (atomics) or written by a function it calls. A buffer handed to `fn` for such a
+    parameter must start zeroed; one that is only stored to can start as anything."""
+    found: set[int] = set()
+    for e in array_events(fn, callee_effects):
+        if e.mode is not Mode.WRITE or not e.direct:
+            found |= e.params
+    return frozenset(found)
+
+
 def function_effects(functions: list[Function]) -> dict[str, tuple[frozenset[int], frozenset[int]]]:
     """`array_effects` of user functions given callees first (a module's build order), by native name."""
     effects: dict[str, tuple[frozenset[int], frozenset[int]]] = {}

@@ -67,6 +67,7 @@ class LaunchPlan:
             pos = off + size
         fmt.append("x" * (ctypes.sizeof(layout) - pos))
         self.struct = struct.Struct("".join(fmt))
+        self.offsets = [struct.calcsize(fmt[0]) + getattr(layout, n).offset for n, _ in fields]  # in the block
         self.names, self.types = names, types
         self.converters = [_converter(k, n, t, device, _Use(i in lk.writes, i in lk.reads or i in lk.writes,
                                                              i in lk.null_tested))

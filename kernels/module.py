@@ -394,6 +394,7 @@ class LoadedKernel:
     null_tested: frozenset = frozenset()  # positions of array parameters it compares with null (wp.unot)
     in_place: ir.InPlace | None = None  # the array parameters it reads and writes (what its adjoint needs)
     filename: str = ""  # the Python file its source lines refer to
+    accumulates: frozenset = frozenset()  # positions of array parameters whose old values matter (ir.accumulated)
     plan: Any = None
     zeroable: frozenset = frozenset()  # array parameters whose gradients its adjoint can zero (ir.zeroable_gradients)
 
@@ -567,7 +568,7 @@ class Module:
             reads, writes = ir.array_effects(fn, effects)
             loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes,
                                          ir.null_tests(fn, null_tests), ir.in_place(fn, effects), fn.filename,
-                                         zeroable=ir.zeroable_gradients(fn))
+                                         ir.accumulated(fn, effects), zeroable=ir.zeroable_gradients(fn))
 
         def build_adjoint() -> Program:
             return backend.load(backend.compile(adjoint_source(), f"{name}-adj", options, f"the adjoints of {what}"))

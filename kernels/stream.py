@@ -57,9 +57,10 @@ class Stream:
 
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
         self.device = get_device(device)
-        if "cuda_stream" in kwargs:
+        if kwargs.get("cuda_stream") is not None:
             raise DeviceError(f"Stream(cuda_stream=...) wraps an existing CUDA stream; {self.device} has no CUDA "
                               "streams (loomwork runs CUDA with its CUDA backend)")
+        kwargs.pop("cuda_stream", None)  # None: no stream to wrap (an FFI callback's context on the CPU)
         if kwargs:
             raise TypeError(f"Stream() got unexpected keyword argument(s) {', '.join(kwargs)}")
         if not isinstance(priority, int) or isinstance(priority, bool):

@@ -77,6 +77,17 @@ from .kernels.extensions import publish_into as _publish_into
 from .kernels.frontend import adjoint
 from .kernels.functions import Function, func, func_grad, func_native, func_replay
 from .kernels.interop import from_dlpack, to_dlpack
+from .kernels.jax_bridge import GraphMode as JaxCallableGraphMode
+from .kernels.jax_bridge import (
+    device_from_jax,
+    device_to_jax,
+    dtype_from_jax,
+    dtype_to_jax,
+    from_jax,
+    jax_callable,
+    jax_kernel,
+    to_jax,
+)
 from .kernels.launch import Launch, launch, synchronize, synchronize_device
 from .kernels.logger import (
     LOG_DEBUG,
@@ -233,7 +244,8 @@ __all__ = [
     "quat_twist_angle", "quat_twist_angle_signed", "transform_compose", "transform_decompose", "transform_twist",
     "transform_wrench", "velocity_at_point", "HashGrid", "hash_grid_query_t", "from_dlpack", "to_dlpack",
     "from_torch", "to_torch", "device_from_torch", "device_to_torch", "dtype_from_torch", "dtype_to_torch",
-    "stream_from_torch", "stream_to_torch", "map", "Launch",
+    "stream_from_torch", "stream_to_torch", "map", "Launch", "from_jax", "to_jax", "device_from_jax", "device_to_jax",
+    "dtype_from_jax", "dtype_to_jax", "jax_kernel", "jax_callable", "JaxCallableGraphMode",
     # runtime: graph capture, streams and events, timers, logging, memory, caches, errors under Warp's names
     "Graph", "ScopedCapture", "capture_begin", "capture_end", "capture_if", "capture_launch", "capture_while",
     "is_conditional_graph_supported", "CaptureError", "Stream", "Event", "ScopedStream", "get_stream", "set_stream",

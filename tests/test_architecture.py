@@ -45,7 +45,7 @@ KERNEL_ORDER = [
     "errors", "config", "logger", "types", "ir", "builtins", "extensions", "cache", "build", "backend", "cpu",
     "device", "stream", "memory", "dlpack", "foreign", "array", "interop", "annotations", "utils", "functions",
     "structs", "mathlib", "codegen", "frontend", "callforms", "module", "launch", "capture", "timing", "runtime",
-    "mapping", "torch_bridge", "__init__",
+    "mapping", "torch_bridge", "jax_cpu", "jax_bridge", "__init__",
 ]
 
 
@@ -76,7 +76,7 @@ def test_kernel_layer_has_no_import_cycles_and_imports_downward():
         assert not above, f"kernels/{name}.py imports {sorted(above)} from above it"
 
 
-BACKEND_FILES = {"backend.py", "cpu.py"}  # the device-backend interface and its CPU implementation
+BACKEND_FILES = {"backend.py", "cpu.py", "jax_cpu.py"}  # the device-backend interface and its CPU implementation
 
 
 class _DeviceKindTests(ast.NodeVisitor):

@@ -95,3 +95,14 @@ def test_hash_grid_benchmark_runs_and_counts_like_scipy():
 
     r = bench_hash_grid.main(["--n", "4096", "--rounds", "1"])
     assert r["mismatched_points"] == 0 and 20 < r["mean_neighbours"] < 40
+
+
+def test_jax_benchmark_runs_and_its_saxpy_is_right():
+    """bench_jax with a few calls and a small saxpy runs, reports every figure, and its saxpy is exact."""
+    pytest.importorskip("jax", reason="JAX is not installed (pip install 'jax[cpu]')")
+    from loomwork.apps import bench_jax
+
+    r = bench_jax.main(["--iters", "20", "--n", "4096", "--rounds", "1"])
+    ours = r["loomwork"]
+    assert ours.pop("saxpy max error") < 1e-6
+    assert len(ours) == 8 and all(v > 0 for v in ours.values())

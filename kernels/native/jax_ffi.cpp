@@ -1,0 +1,163 @@
+// loomwork's XLA FFI handler for the CPU: one handler for every kernel a jax_kernel wraps.
+// The Python side packs a kernel launch at trace time (runtime header, launch grid, static scalars, array
+// shapes and strides) and passes it as the attribute `blob`; `slots` says, for each operand then each
+// result, where its address or value goes in that block. At run time the handler copies the block, patches
+// in XLA's buffers and calls the runtime's lw_launch on loomwork's thread pool: no Python, no GIL.
+// Under jax.vmap one call runs `batch` launches, each buffer advancing by its slot's batch stride (0: the
+// same buffer for every launch). Debug builds of a kernel report out-of-bounds indices to a fault record at
+// `fault_offset` in the block; the handler checks it after each launch and fails the call, naming the kernel
+// and the site (`sites`: one line per bounds-check site of the module).
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+typedef void (*lw_launch_fn)(const char* packed);
+typedef void (*lw_zero_fn)(void* p, long long nbytes);
+
+static lw_launch_fn g_launch = nullptr;
+static lw_zero_fn g_zero = nullptr;
+
+// The runtime's entries (its library is loaded by Python first), given once after this library loads.
+extern "C" __attribute__((visibility("default"))) void lw_jax_init(void* launch, void* zero) {
+    g_launch = (lw_launch_fn)launch;
+    g_zero = (lw_zero_fn)zero;
+}
+
+namespace {
+
+// One (offset, kind, flags, batch stride in bytes) slot per operand and result.
+const int64_t kSkip = -1;    // not referenced by the block (e.g. an operand aliased by a result)
+const int64_t kAddress = 0;  // the buffer's address goes at offset (an array descriptor's data or grad pointer)
+// kind > 0: the buffer holds a scalar of `kind` bytes whose value goes at offset (a scalar traced by jax.jit)
+const int64_t kZeroFirst = 1;  // flags: zero the buffer before the launch (outputs the kernel accumulates into)
+
+const size_t kSlot = 4;
+
+struct Fault {  // lw::error_t
+    int32_t code, site;
+    int64_t index, extent;
+};
+
+std::string_view line_of(std::string_view text, int64_t n) {
+    for (; n > 0; --n) {
+        size_t end = text.find('\n');
+        if (end == std::string_view::npos) return "?";
+        text.remove_prefix(end + 1);
+    }
+    return text.substr(0, text.find('\n'));
+}
+
+ffi::Error place(char* block, size_t block_size, const int64_t* slot, char* base, size_t nbytes, int64_t item) {
+    int64_t offset = slot[0], kind = slot[1], stride = slot[3];
+    if (kind == kSkip) return ffi::Error::Success();
+    char* data = base + item * stride;
+    if (stride) nbytes = (size_t)stride;
+    size_t width = kind == kAddress ? sizeof(void*) : (size_t)kind;
+    if (offset < 0 || (size_t)offset + width > block_size || (kind > 0 && nbytes < width))
+        return ffi::Error::InvalidArgument("loomwork: a buffer does not fit the packed launch");
+    if (slot[2] & kZeroFirst) {
+        if (nbytes >= (1 << 20)) g_zero(data, (long long)nbytes);
+        else std::memset(data, 0, nbytes);
+    }
+    if (kind == kAddress) std::memcpy(block + offset, &data, sizeof(void*));
+    else std::memcpy(block + offset, data, width);
+    return ffi::Error::Success();
+}
+
+ffi::Error launch_impl(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Span<const uint8_t> blob,
+                       ffi::Span<const int64_t> slots, int64_t batch, int64_t fault_offset, std::string_view kernel,
+                       std::string_view sites) {
+    if (g_launch == nullptr) return ffi::Error::Internal("loomwork: the FFI handler was not initialized");
+    size_t n_args = args.size(), n_rets = rets.size();
+    if (slots.size() != kSlot * (n_args + n_rets))
+        return ffi::Error::InvalidArgument("loomwork: operand count does not match the packed launch");
+    std::vector<std::pair<char*, size_t>> buffers;
+    buffers.reserve(n_args + n_rets);
+    for (size_t i = 0; i < n_args; ++i) {
+        auto buf = args.get<ffi::AnyBuffer>(i);
+        if (!buf.has_value()) return buf.error();
+        buffers.emplace_back((char*)buf->untyped_data(), buf->size_bytes());
+    }
+    for (size_t i = 0; i < n_rets; ++i) {
+        auto buf = rets.get<ffi::AnyBuffer>(i);
+        if (!buf.has_value()) return buf.error();
+        ffi::AnyBuffer out = **buf;
+        buffers.emplace_back((char*)out.untyped_data(), out.size_bytes());
+    }
+    alignas(16) char small[1024];
+    std::vector<char> large;
+    char* block = small;
+    if (blob.size() > sizeof(small)) {
+        large.resize(blob.size());
+        block = large.data();
+    }
+    if (fault_offset >= 0 && (size_t)fault_offset + sizeof(void*) > blob.size())
+        return ffi::Error::InvalidArgument("loomwork: the fault record is outside the packed launch");
+    Fault fault{};
+    Fault* fault_ptr = &fault;
+    for (int64_t item = 0; item < batch; ++item) {
+        std::memcpy(block, blob.begin(), blob.size());
+        if (fault_offset >= 0) std::memcpy(block + fault_offset, &fault_ptr, sizeof(void*));
+        for (size_t i = 0; i < buffers.size(); ++i) {
+            ffi::Error e = place(block, blob.size(), slots.begin() + kSlot * i, buffers[i].first, buffers[i].second,
+                                 item);
+            if (e.failure()) return e;
+        }
+        g_launch(block);
+        if (fault.code != 0) {
+            std::string message = "kernel " + std::string(kernel) + ": index " + std::to_string(fault.index) +
+                                  " is out of bounds for an extent of " + std::to_string(fault.extent) + " in " +
+                                  std::string(line_of(sites, fault.site));
+            return ffi::Error(ffi::ErrorCode::kOutOfRange, message);
+        }
+    }
+    return ffi::Error::Success();
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* lw_jax_launch(XLA_FFI_CallFrame* call_frame);
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(lw_jax_launch, launch_impl,
+                              ffi::Ffi::Bind()
+                                  .RemainingArgs()
+                                  .RemainingRets()
+                                  .Attr<ffi::Span<const uint8_t>>("blob")
+                                  .Attr<ffi::Span<const int64_t>>("slots")
+                                  .Attr<int64_t>("batch")
+                                  .Attr<int64_t>("fault_offset")
+                                  .Attr<std::string_view>("kernel")
+                                  .Attr<std::string_view>("sites"));
+
+// Python FFI callbacks (register_ffi_callback, jax_callable) are ctypes functions that read the call frame
+// themselves; these two do for them what needs XLA's C API: answer XLA's metadata query (made once, before
+// the first call) and make an error XLA reports as the call's failure.
+extern "C" __attribute__((visibility("default"))) int lw_jax_answer_metadata(XLA_FFI_CallFrame* frame) {
+    for (XLA_FFI_Extension_Base* e = frame->extension_start; e != nullptr; e = e->next) {
+        if (e->type == XLA_FFI_Extension_Metadata) {
+            XLA_FFI_Metadata* m = reinterpret_cast<XLA_FFI_Metadata_Extension*>(e)->metadata;
+            m->api_version.major_version = XLA_FFI_API_MAJOR;
+            m->api_version.minor_version = XLA_FFI_API_MINOR;
+            m->traits = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* lw_jax_error(XLA_FFI_CallFrame* frame,
+                                                                              const char* message) {
+    XLA_FFI_Error_Create_Args args;
+    args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
+    args.extension_start = nullptr;
+    args.message = message;
+    args.errc = XLA_FFI_Error_Code_UNKNOWN;
+    return frame->api->XLA_FFI_Error_Create(&args);
+}
