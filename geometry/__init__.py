@@ -7,6 +7,7 @@ from .common import GeometryError
 from .hash_grid import HashGrid, hash_grid_query_t
 from .marching_cubes import IsoSurfaceMarchingCubes
 from .mesh import Mesh, mesh_query_aabb_t, mesh_query_point_t, mesh_query_ray_t
+from .volume import Volume
 
 __all__ = ["Bvh", "BvhConstructor", "GeometryError", "HashGrid", "IsoSurfaceMarchingCubes", "Mesh", "bvh_query_t",
-           "hash_grid_query_t", "mesh_query_aabb_t", "mesh_query_point_t", "mesh_query_ray_t"]
+           "hash_grid_query_t", "mesh_query_aabb_t", "mesh_query_point_t", "mesh_query_ray_t", "Volume"]
