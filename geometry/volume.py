@@ -145,6 +145,7 @@ class Volume:
             aligned = nv.aligned_bytes(len(buf))
             aligned[:] = buf
             buf = aligned
+        self._data = data  # an aliased array stays alive with the volume
         self._adopt(buf, device)
 
     @classmethod
