@@ -27,7 +27,7 @@ MAGIC_GRID = 0x314244566F6E614E  # "NanoVDB1": a grid (since 32.6)
 MAGIC_FILE = 0x324244566F6E614E  # "NanoVDB2": a file (since 32.6)
 MAJOR, MINOR, PATCH = 32, 8, 0
 VERSION = MAJOR << 21 | MINOR << 10 | PATCH
-GRID_SIZE, TREE_SIZE, FILE_HEADER_SIZE, FILE_META_SIZE = 672, 64, 16, 176
+GRID_SIZE, TREE_SIZE, FILE_HEADER_SIZE, FILE_META_SIZE, BLIND_META_SIZE = 672, 64, 16, 176, 288
 NAME_SIZE = 256
 CHECKSUM_EMPTY = 0xFFFFFFFFFFFFFFFF  # no checksum recorded
 FLAG_HAS_BBOX, FLAG_BREADTH_FIRST = 1 << 1, 1 << 5
@@ -89,7 +89,7 @@ _KINDS = [
 ]
 KINDS = {k.code: k for k in _KINDS}
 KIND_OF_DTYPE = {k.dtype: k for k in _KINDS if k.dtype is not None}
-_TYPE_NAMES = {1: "float", 2: "double", 3: "int16", 4: "int32", 5: "int64", 6: "Vec3f", 7: "Vec3d", 8: "Mask",
+_TYPE_NAMES = {0: "?", 1: "float", 2: "double", 3: "int16", 4: "int32", 5: "int64", 6: "Vec3f", 7: "Vec3d", 8: "Mask",
                9: "Half", 10: "uint32", 11: "bool", 12: "RGBA8", 13: "Fp4", 14: "Fp8", 15: "Fp16", 16: "FpN",
                17: "Vec4f", 18: "Vec4d", 19: "Index", 20: "OnIndex", 21: "IndexMask", 22: "OnIndexMask",
                23: "PointIndex", 24: "Vec3u8", 25: "Vec3u16", 26: "UInt8"}
@@ -259,6 +259,7 @@ class GridLayout:
     upper_count: int
     voxel_count: int
     value_count: int  # index grids: indices handed out, the background's 0 included
+    blind: tuple  # per blind data array: (name, byte offset, value count, value size, NanoVDB type name)
 
 
 def check_grid(buf: np.ndarray, what: str) -> GridLayout:
@@ -318,7 +319,27 @@ def check_grid(buf: np.ndarray, what: str) -> GridLayout:
     lowers = starts[1] + np.arange(counts[1], dtype=np.int64) * sizes[1]
     children(lowers, LOWER_CHILD_MASK, kind.lower_table, 1 << 12, 0)
     value_count = _u64(g, 656) if kind.is_index else 0
-    return GridLayout(kind, size, root, tiles, starts[0], counts[0], counts[1], counts[2], int(voxels), value_count)
+    return GridLayout(kind, size, root, tiles, starts[0], counts[0], counts[1], counts[2], int(voxels), value_count,
+                      _blind_data(g, what))
+
+
+def _blind_data(g: np.ndarray, what: str) -> tuple:
+    """The grid's blind data arrays (after its nodes), each checked to lie inside the grid."""
+    offset, count = struct.unpack_from("<qI", g, 640)
+    if count == 0:
+        return ()
+    if offset < GRID_SIZE or offset + count * BLIND_META_SIZE > len(g):
+        raise GeometryError(f"{what}: corrupt NanoVDB grid (its {count} blind data records do not fit)")
+    out = []
+    for n in range(count):
+        at = offset + n * BLIND_META_SIZE
+        data, values, value_size, _, _, data_type = struct.unpack_from("<qQIIII", g, at)
+        name = bytes(g[at + 32:at + 32 + NAME_SIZE]).split(b"\0", 1)[0].decode("utf-8", "replace")
+        start, nbytes = at + data, values * value_size
+        if start < 0 or start + nbytes > len(g):
+            raise GeometryError(f"{what}: corrupt NanoVDB grid (blind data {name!r} lies outside the grid)")
+        out.append((name, start, values, value_size, _TYPE_NAMES.get(data_type, "?")))
+    return tuple(out)
 
 
 def _check_refs(addrs: np.ndarray, start: int, count: int, size: int, level: int, what: str) -> None:
@@ -337,10 +358,10 @@ def _check_version(version: int, what: str) -> None:
 
 
 def read_file(data: bytes, what: str) -> np.ndarray:
-    """The first grid of an `.nvdb` file's bytes (decompressed), as an aligned buffer; a bare grid
-    buffer is accepted too."""
+    """The grids of an `.nvdb` file's bytes (decompressed, one after another) as an aligned buffer; a bare
+    grid buffer is accepted too."""
     if len(data) >= 8 and struct.unpack_from("<Q", data, 0)[0] == MAGIC_GRID:
-        grid = data
+        grids = [data]
     else:
         if len(data) < FILE_HEADER_SIZE:
             raise GeometryError(f"{what}: truncated NanoVDB file ({len(data)} bytes)")
@@ -350,31 +371,36 @@ def read_file(data: bytes, what: str) -> np.ndarray:
         _check_version(version, what)
         if grid_count == 0:
             raise GeometryError(f"{what}: the NanoVDB file holds no grid")
-        at, metas = FILE_HEADER_SIZE, []
+        if codec not in (0, 1, 2):
+            raise GeometryError(f"{what}: unknown NanoVDB codec {codec}")
+        at, sizes = FILE_HEADER_SIZE, []
         for _ in range(grid_count):
             if at + FILE_META_SIZE > len(data):
                 raise GeometryError(f"{what}: truncated NanoVDB file (in the metadata of its grids)")
-            grid_size, file_size = struct.unpack_from("<QQ", data, at)
-            name_size = struct.unpack_from("<I", data, at + 136)[0]
-            metas.append((grid_size, file_size))
-            at += FILE_META_SIZE + name_size
-        grid_size, file_size = metas[0]
-        if codec == 0:
-            grid = data[at:at + grid_size]
-        elif codec in (1, 2):
-            if at + 8 > len(data):
-                raise GeometryError(f"{what}: truncated NanoVDB file (before its first grid)")
-            chunk = struct.unpack_from("<Q", data, at)[0]
-            payload = data[at + 8:at + 8 + chunk]
-            if len(payload) < chunk:
-                raise GeometryError(f"{what}: truncated NanoVDB file ({len(payload)} of {chunk} compressed bytes)")
-            grid = _decompress(payload, codec, what)
-        else:
-            raise GeometryError(f"{what}: unknown NanoVDB codec {codec}")
-        if len(grid) < grid_size:
-            raise GeometryError(f"{what}: truncated NanoVDB file ({len(grid)} of the grid's {grid_size} bytes)")
-    buf = aligned_bytes(len(grid))
-    buf[:] = np.frombuffer(grid, np.uint8)
+            sizes.append(struct.unpack_from("<Q", data, at)[0])
+            at += FILE_META_SIZE + struct.unpack_from("<I", data, at + 136)[0]
+        grids = []
+        for grid_size in sizes:
+            if codec == 0:
+                grid = data[at:at + grid_size]
+                at += grid_size
+            else:
+                if at + 8 > len(data):
+                    raise GeometryError(f"{what}: truncated NanoVDB file (before grid {len(grids)})")
+                chunk = struct.unpack_from("<Q", data, at)[0]
+                payload = data[at + 8:at + 8 + chunk]
+                if len(payload) < chunk:
+                    raise GeometryError(f"{what}: truncated NanoVDB file ({len(payload)} of {chunk} compressed "
+                                        "bytes)")
+                grid = _decompress(payload, codec, what)
+                at += 8 + chunk
+            if len(grid) < grid_size:
+                raise GeometryError(f"{what}: truncated NanoVDB file ({len(grid)} of grid {len(grids)}'s "
+                                    f"{grid_size} bytes)")
+            grids.append(grid[:grid_size])
+    joined = b"".join(grids)
+    buf = aligned_bytes(len(joined))
+    buf[:] = np.frombuffer(joined, np.uint8)
     return buf
 
 
@@ -395,7 +421,8 @@ def write_file(grid: np.ndarray, layout: GridLayout, codec: str) -> bytes:
     """An `.nvdb` file holding one grid."""
     if codec not in CODECS:
         raise GeometryError(f"save_to_nvdb: codec must be one of {', '.join(CODECS)}, got {codec!r}")
-    raw = grid[:layout.size].tobytes()
+    raw = bytearray(grid[:layout.size].tobytes())
+    struct.pack_into("<II", raw, 24, 0, 1)  # the file's only grid
     if codec == "zip":
         payload = zlib.compress(raw)
     elif codec == "blosc":
@@ -406,6 +433,7 @@ def write_file(grid: np.ndarray, layout: GridLayout, codec: str) -> bytes:
         payload = blosc.compress(raw)
     else:
         payload = raw
+    raw = bytes(raw)
     name = raw[40:40 + NAME_SIZE].split(b"\0", 1)[0] + b"\0"
     world_bbox = struct.unpack_from("<6d", raw, 560)
     voxel_size = struct.unpack_from("<3d", raw, 608)

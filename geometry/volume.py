@@ -50,6 +50,8 @@ class _VolumeDesc(ctypes.Structure):
 def _voxel_size(voxel_size: Any) -> tuple[float, float, float]:
     """A positive, finite voxel size per axis, from a scalar or three values."""
     try:
+        if isinstance(voxel_size, str | bytes) or voxel_size is None:
+            raise TypeError
         v = (float(voxel_size),) * 3 if np.ndim(voxel_size) == 0 else tuple(float(x) for x in voxel_size)
     except (TypeError, ValueError):
         raise TypeError(f"Volume: voxel_size must be a number or three numbers, got {voxel_size!r}") from None
@@ -95,9 +97,9 @@ def _bg_array(kind: nv.GridKind, bg_value: Any) -> np.ndarray:
     return np.asarray(v, dtype=kind.scalar).reshape(kind.components)
 
 
-def _points(points: Any, what: str) -> tuple[np.ndarray, bool]:
-    """(n, 3) coordinates from a wp.array of vec3i / vec3f or an (n, 3) int32 / float32 array, and whether
-    they are world-space (float) points."""
+def _points(points: Any, what: str, point_mask: Any = None) -> tuple[np.ndarray, bool]:
+    """(n, 3) coordinates from a wp.array of vec3i / vec3f or an (n, 3) int32 / float32 array (those whose
+    `point_mask` entry is nonzero, when given), and whether they are world-space (float) points."""
     if isinstance(points, array):
         if not points.is_contiguous:
             raise GeometryError(f"{what} must be contiguous")
@@ -108,7 +110,13 @@ def _points(points: Any, what: str) -> tuple[np.ndarray, bool]:
         scalar = T.int32 if np.issubdtype(pts.dtype, np.integer) else T.float32
     if scalar not in (T.int32, T.float32) or pts.size % 3 or (pts.ndim == 2 and pts.shape[-1] != 3) or pts.ndim > 2:
         raise GeometryError(f"{what} must be a 1-D array of vec3i / vec3f or an (n, 3) array of int32 / float32")
-    return pts.reshape(-1, 3), scalar is T.float32
+    pts = pts.reshape(-1, 3)
+    if point_mask is not None:
+        mask = (point_mask.numpy() if isinstance(point_mask, array) else np.asarray(point_mask)).reshape(-1)
+        if len(mask) != len(pts):
+            raise GeometryError(f"{what}: point_mask has {len(mask)} entries for {len(pts)} points")
+        pts = pts[mask != 0]
+    return pts, scalar is T.float32
 
 
 class Volume:
@@ -262,14 +270,15 @@ class Volume:
 
     @classmethod
     def allocate_by_tiles(cls, tile_points: Any, voxel_size: Any = None, bg_value: Any = 0.0,
-                          translation: Any = (0.0, 0.0, 0.0), device: Any = None) -> Volume:
+                          translation: Any = (0.0, 0.0, 0.0), device: Any = None, *,
+                          point_mask: Any = None) -> Volume:
         """A volume with an 8^3 tile, active and set to bg_value, around each point (index-space vec3i
-        points, or world-space vec3f points rounded to the nearest voxel); bg_value None makes an index
-        grid."""
+        points, or world-space vec3f points rounded to the nearest voxel; only those with a nonzero
+        `point_mask` entry when given); bg_value None makes an index grid."""
         if voxel_size is None:
             raise ValueError("Volume.allocate_by_tiles: voxel_size is required")
         vs, t = _voxel_size(voxel_size), _vec3(translation, "translation")
-        pts, world = _points(tile_points, "Volume.allocate_by_tiles: tile_points")
+        pts, world = _points(tile_points, "Volume.allocate_by_tiles: tile_points", point_mask)
         ijk = np.around((pts - t) / vs).astype(np.int64) if world else pts.astype(np.int64)
         tiles = np.unique((ijk >> 3) << 3, axis=0)
         return cls._allocate_tiles(tiles, vs, bg_value, t, device)
@@ -286,13 +295,14 @@ class Volume:
 
     @classmethod
     def allocate_by_voxels(cls, voxel_points: Any, voxel_size: Any = None, translation: Any = (0.0, 0.0, 0.0),
-                           device: Any = None) -> Volume:
+                           device: Any = None, *, point_mask: Any = None) -> Volume:
         """An index grid with one active voxel per point (index-space vec3i points, or world-space vec3f
-        points rounded to the nearest voxel): `volume_lookup_index` numbers them from 0."""
+        points rounded to the nearest voxel; only those with a nonzero `point_mask` entry when given):
+        `volume_lookup_index` numbers them from 0."""
         if voxel_size is None:
             raise ValueError("Volume.allocate_by_voxels: voxel_size is required")
         vs, t = _voxel_size(voxel_size), _vec3(translation, "translation")
-        pts, world = _points(voxel_points, "Volume.allocate_by_voxels: voxel_points")
+        pts, world = _points(voxel_points, "Volume.allocate_by_voxels: voxel_points", point_mask)
         ijk = np.unique(np.around((pts - t) / vs).astype(np.int64) if world else pts.astype(np.int64), axis=0)
         if (np.abs(ijk) >= 2**31).any():
             raise GeometryError("Volume.allocate_by_voxels: a voxel coordinate is outside the int32 range")
@@ -365,6 +375,71 @@ class Volume:
         out.numpy().reshape(-1)[:rows.size] = rows.reshape(-1)
         return out
 
+    def load_next_grid(self) -> Volume | None:
+        """The grid after this one in the buffer it was loaded from (a file of several grids), or None."""
+        info = self.get_grid_info()
+        rest = self._buf[self._layout.size:]
+        if info.grid_index + 1 >= info.grid_count or len(rest) < nv.GRID_SIZE + nv.TREE_SIZE:
+            return None
+        buf = nv.aligned_bytes(len(rest))
+        buf[:] = rest
+        return Volume._from_buffer(buf, self.device)
+
+    def get_feature_array_count(self) -> int:
+        """The number of blind data arrays the grid carries (NanoVDB's per-grid extra arrays)."""
+        return len(self._layout.blind)
+
+    class FeatureArrayInfo(NamedTuple):
+        """A blind data array's metadata."""
+
+        name: str
+        ptr: int
+        value_size: int
+        value_count: int
+        type_str: str
+
+    def get_feature_array_info(self, feature_index: int) -> Volume.FeatureArrayInfo:
+        """The name, address, value size and count, and NanoVDB type name of a blind data array."""
+        if not 0 <= feature_index < len(self._layout.blind):
+            raise IndexError(f"Volume: feature array {feature_index} out of range (the grid has "
+                             f"{len(self._layout.blind)})")
+        name, start, count, size, type_str = self._layout.blind[feature_index]
+        return Volume.FeatureArrayInfo(name, self._buf.ctypes.data + start, size, count, type_str)
+
+    def feature_array(self, feature_index: int, dtype: Any = None) -> array:
+        """A blind data array as a wp.array sharing the grid's memory: of `dtype`, or of its recorded type
+        (bytes when that has no kernel type); any array reads as bytes, and bytes as any type that divides
+        them."""
+        info = self.get_feature_array_info(feature_index)
+        if dtype is None:
+            kind = next((k for k in nv.KINDS.values() if k.name == info.type_str and k.dtype is not None), None)
+            dtype = kind.dtype if kind is not None else T.uint8
+        dtype = T.normalize_dtype(dtype)
+        want = T.type_size(dtype)
+        nbytes = info.value_size * info.value_count
+        if want != info.value_size and not (want == 1 or (info.value_size == 1 and nbytes % want == 0)):
+            raise GeometryError(f"Volume.feature_array: cannot view values of {info.value_size} bytes as "
+                                f"{T.type_name(dtype)}")
+        return array(ptr=info.ptr, dtype=dtype, shape=nbytes // want, device=self.device, owner=self)
+
+    class ActiveStats(NamedTuple):
+        """Counts of the grid's active voxels and nodes."""
+
+        voxel_count: int
+        leaf_node_count: int
+        lower_node_count: int
+        upper_node_count: int
+
+    def get_active_stats(self) -> Volume.ActiveStats:
+        """The active voxel count and the leaf, lower and upper node counts."""
+        lay = self._layout
+        return Volume.ActiveStats(lay.voxel_count, lay.leaf_count, lay.lower_count, lay.upper_count)
+
+    @property
+    def is_rebuildable(self) -> bool:
+        """Whether the topology can be rebuilt in place: never here (allocate a new volume instead)."""
+        return False
+
     def get_grid_info(self) -> Volume.GridInfo:
         """The grid's name, size, index and count in its buffer, NanoVDB type name and map."""
         b = self._buf
@@ -423,6 +498,8 @@ for _v, _s in _SUFFIX.items():
                     differentiable=False, **_G, doc=f"volume_store_{_OLD[_v]}(id, i, j, k, value): volume_store for "
                                                     f"{T.type_name(_v)} grids")
 
+add_builtin("volume_sample_i", (U64, V3), T.int32, "lw::volume_sample_closest_int32", differentiable=False, **_G,
+            doc="volume_sample_i(id, uvw): the int32 value of the voxel closest to index-space point uvw")
 add_builtin("volume_lookup_index", (U64, I32, I32, I32), T.int32, "lw::volume_lookup_index", differentiable=False,
             **_G, doc="volume_lookup_index(id, i, j, k): the 0-based index of voxel (i, j, k) in an index grid, or -1")
 add_builtin("volume_voxel_count", (U64,), T.int32, "lw::volume_voxel_count", differentiable=False, **_G,
@@ -475,6 +552,11 @@ def _typed_volume_call(bld: Builder, node: ast.Call, obj: Any) -> Any:
         names = ", ".join(T.type_name(t) for t in _SUFFIX)
         bld.error(node, KernelTypeError, f"{obj.name}(): unsupported volume type {ast.unparse(dtype_node)} "
                   f"(supported: {names})")
+    if obj.name == "volume_sample_grad" and isinstance(args[3], ast.Name) and args[3].id in bld.scope.vars:
+        have, want = bld.value(args[3]).type, _grad_type(dtype)
+        if have != want:
+            bld.error(node, KernelTypeError, f"volume_sample_grad(): incompatible gradient type, expected "
+                      f"{T.type_name(want)}, got {T.type_name(have)}")
     call = ast.copy_location(ast.Call(func=node.func, args=args, keywords=[]), node)
     return bld.builtin_call(B.BUILTINS[_typed_name(obj.name, dtype)], call)
 

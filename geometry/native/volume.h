@@ -317,6 +317,8 @@ LW_VOLUME_TYPED(vec3d, volume_vec3d)
 LW_VOLUME_TYPED(vec4f, volume_vec4f)
 LW_VOLUME_TYPED(vec4d, volume_vec4d)
 #undef LW_VOLUME_TYPED
+// Warp's volume_sample_i(id, uvw): the closest voxel
+LW_FUNC int32_t volume_sample_closest_int32(uint64_t id, vec_t<3, float> uvw) { return volume_sample_int32(id, uvw, 0); }
 
 // Store into a voxel that has leaf storage in a grid of V (anywhere else: nothing happens).
 template <typename V> LW_FUNC void volume_store(uint64_t id, int32_t i, int32_t j, int32_t k, V value) {

@@ -512,3 +512,122 @@ def test_freed_volume_reads_nothing():
     del v
     ijk = box(A.shape, pad=0)[:4]
     assert (run(lookup_f, 4, vid, wp.array(ijk, dtype=wp.vec3i)) == 0).all()
+
+
+def rotated_map_volume(a: np.ndarray, rot: np.ndarray, t: np.ndarray) -> wp.Volume:
+    """A float volume of `a` whose index-to-world map is x = rot @ ijk + t (patched into NanoVDB's map)."""
+    raw = wp.Volume.load_from_numpy(a, bg_value=0.0).array().numpy().copy()
+    inv = np.linalg.inv(rot)
+    struct.pack_into("<9f9f3f", raw, 296, *rot.ravel(), *inv.ravel(), *t)
+    struct.pack_into("<9d9d3d", raw, 384, *rot.ravel(), *inv.ravel(), *t)
+    return wp.Volume(wp.array(raw, dtype=wp.uint8))
+
+
+def test_general_maps_and_their_adjoints():
+    """With a rotated, scaled map the transforms match NumPy and their gradients are the transposed maps
+    (checked against finite differences)."""
+    c, s = np.cos(0.6), np.sin(0.6)
+    rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ np.diag([0.5, 2.0, 1.5])
+    t = np.array([1.0, -2.0, 0.5])
+    v = rotated_map_volume(A, rot, t)
+    p = RNG.normal(size=(20, 3))
+    got = run(maps, len(p), v.id, wp.array(p, dtype=wp.vec3), out_dtype=wp.vec3, shape=(len(p), 4))
+    np.testing.assert_allclose(got[:, 0], p @ rot.T + t, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[:, 1], (p - t) @ np.linalg.inv(rot).T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[:, 2], p @ rot.T, rtol=1e-5, atol=1e-5)
+    w = np.array([0.3, -0.2, 0.9])
+
+    def loss_of(q):
+        out = wp.zeros(1, dtype=float)
+        wp.launch(world_loss, len(q), inputs=[v.id, wp.array(q, dtype=wp.vec3), wp.vec3(*w), out])
+        return float(out.numpy()[0])
+
+    pts = wp.array(p, dtype=wp.vec3, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(world_loss, len(p), inputs=[v.id, pts, wp.vec3(*w), loss])
+    tape.backward(loss)
+    want = np.linalg.inv(rot).T @ w + 2 * (p @ rot.T) @ rot
+    np.testing.assert_allclose(pts.grad.numpy(), want, rtol=1e-4, atol=1e-4)
+    e = np.zeros_like(p)
+    e[3, 1] = 1e-2
+    fd = (loss_of(p + e) - loss_of(p - e)) / 2e-2
+    np.testing.assert_allclose(pts.grad.numpy()[3, 1], fd, rtol=1e-2)
+
+
+@wp.kernel
+def sample_i2(vid: wp.uint64, uvw: wp.array(dtype=wp.vec3), out: wp.array(dtype=int)):
+    t = wp.tid()
+    out[t] = wp.volume_sample_i(vid, uvw[t])
+
+
+def test_volume_sample_i_takes_the_closest_voxel_and_grad_types_are_checked():
+    """volume_sample_i(id, uvw) reads the nearest voxel; a gradient variable of the wrong shape is refused by
+    name."""
+    vi = wp.Volume.load_from_numpy(AI, bg_value=7)
+    uvw = np.array([[0.4, 1.6, 1.5], [-0.6, 0, 0], [6.2, 9.4, 1.49]], np.float32)
+    got = run(sample_i2, 3, vi.id, wp.array(uvw, dtype=wp.vec3), out_dtype=int)
+    np.testing.assert_array_equal(got, [AI[0, 2, 2], 7, AI[6, 9, 1]])
+
+    mat34 = wp.types.matrix((3, 4), wp.float32)
+
+    @wp.kernel
+    def transposed(vid: wp.uint64, out: wp.array(dtype=wp.vec4)):
+        g = mat34()
+        out[0] = wp.volume_sample_grad(vid, wp.vec3(0.0), wp.Volume.LINEAR, g, dtype=wp.vec4)
+
+    with pytest.raises(TypeError, match="incompatible gradient type, expected mat43f, got mat34f"):
+        wp.launch(transposed, 1, inputs=[vi.id, wp.zeros(1, dtype=wp.vec4)])
+
+
+def nvdb_file(grids: list[bytes]) -> bytes:
+    """A NanoVDB file (codec none) of several grid buffers, built from their headers by hand."""
+    head = struct.pack("<QIHH", 0x324244566F6E614E, 32 << 21 | 8 << 10, len(grids), 0)
+    metas, body = b"", b""
+    for n, g in enumerate(grids):
+        g = bytearray(g)
+        struct.pack_into("<II", g, 24, n, len(grids))
+        metas += struct.pack("<QQ", len(g), len(g)) + bytes(120) + struct.pack("<I", 1) + bytes(36) + b"\0"
+        body += bytes(g)
+    return head + metas + body
+
+
+def test_files_of_several_grids_and_blind_data():
+    """load_next_grid walks the grids of a file; blind data arrays appended to a grid read back as arrays."""
+    g1 = wp.Volume.load_from_numpy(A, bg_value=-1.0).array().numpy().tobytes()
+    g2 = wp.Volume.load_from_numpy(AI, bg_value=7).array().numpy().tobytes()
+    first = wp.Volume.load_from_nvdb(nvdb_file([g1, g2]))
+    check_float(first, A, -1.0)
+    second = first.load_next_grid()
+    assert second is not None and second.get_grid_info().grid_index == 1 and second.get_grid_info().grid_count == 2
+    check_int(second, AI, 7)
+    assert second.load_next_grid() is None
+
+    # blind data: one record (288 bytes) and its 5 uint64 values after the nodes
+    values = np.arange(5, dtype=np.uint64) * 3
+    meta_at = len(g1)
+    record = struct.pack("<qQIIII", 288, len(values), 8, 0, 0, 0) + b"weights".ljust(256, b"\0")
+    raw = bytearray(g1) + record + values.tobytes()
+    struct.pack_into("<Q", raw, 32, len(raw))
+    struct.pack_into("<qI", raw, 640, meta_at, 1)
+    v = wp.Volume(np.frombuffer(bytes(raw), np.uint8))
+    assert v.get_feature_array_count() == 1
+    info = v.get_feature_array_info(0)
+    assert (info.name, info.value_size, info.value_count) == ("weights", 8, 5)
+    np.testing.assert_array_equal(v.feature_array(0, dtype=wp.uint64).numpy(), values)
+    assert v.feature_array(0, dtype=wp.uint8).shape == (40,)
+    check_float(wp.Volume.load_from_nvdb(nvdb_file([bytes(raw)])), A, -1.0)
+    struct.pack_into("<qQ", raw, meta_at, 288, 10**6)  # more values than the grid holds
+    with pytest.raises(wp.GeometryError, match="blind data 'weights' lies outside"):
+        wp.Volume(np.frombuffer(bytes(raw), np.uint8))
+
+
+def test_point_masks_skip_points():
+    """Points whose point_mask entry is zero allocate nothing."""
+    pts = wp.array([[0, 0, 0], [100, 0, 0], [0, 50, 0]], dtype=wp.vec3i)
+    mask = wp.array([1, 0, 1], dtype=wp.int32)
+    v = wp.Volume.allocate_by_tiles(pts, voxel_size=1.0, bg_value=0.0, point_mask=mask)
+    np.testing.assert_array_equal(np.unique(v.get_tiles().numpy(), axis=0), [[0, 0, 0], [0, 48, 0]])
+    vi = wp.Volume.allocate_by_voxels(pts, voxel_size=1.0, point_mask=mask)
+    np.testing.assert_array_equal(vi.get_voxels().numpy(), [[0, 0, 0], [0, 50, 0]])
