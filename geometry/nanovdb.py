@@ -170,7 +170,7 @@ def build_grid(kind: GridKind, origins: np.ndarray, masks: np.ndarray, values: n
     nodes[:, 16:80] = _bits_to_words(active).view(np.uint8).reshape(n_leaf, 64)
     counts = active.sum(axis=1)
     if kind.is_index:
-        first = 1 + np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.uint64)
+        first = (1 + np.cumsum(counts) - counts).astype(np.uint64)  # index 0 is the background's
         words = active.reshape(n_leaf, 8, 64).sum(axis=2)
         prefix = np.cumsum(words, axis=1)[:, :7].astype(np.uint64)
         packed = np.zeros(n_leaf, np.uint64)
@@ -180,7 +180,8 @@ def build_grid(kind: GridKind, origins: np.ndarray, masks: np.ndarray, values: n
         nodes[:, 88:96] = packed.astype("<u8").view(np.uint8).reshape(n_leaf, 8)
     else:
         vals = np.ascontiguousarray(np.asarray(values, kind.scalar).reshape(n_leaf, 512 * kind.components))
-        nodes[:, kind.leaf_table:kind.leaf_table + 512 * kind.value_size] = vals.view(np.uint8).reshape(n_leaf, -1)
+        nodes[:, kind.leaf_table:kind.leaf_table + 512 * kind.value_size] = vals.view(np.uint8).reshape(
+            n_leaf, 512 * kind.value_size)
 
     def internal(start: int, count: int, size: int, table: int, child_mask: int, dim_log2: int, child_log2: int,
                  child_of: np.ndarray, child_origins: np.ndarray, child_addrs: np.ndarray,
@@ -194,10 +195,10 @@ def build_grid(kind: GridKind, origins: np.ndarray, masks: np.ndarray, values: n
         local = (child_origins.astype(np.int64) & m) >> child_log2
         n = (local[:, 0] << (2 * dim_log2)) | (local[:, 1] << dim_log2) | local[:, 2]
         node_addr = start + child_of.astype(np.int64) * size
-        entries[child_of, n, :8] = (child_addrs - node_addr).astype("<i8").view(np.uint8).reshape(-1, 8)
+        entries[child_of, n, :8] = (child_addrs - node_addr).astype("<i8").view(np.uint8).reshape(len(n), 8)
         bits = np.zeros((count, slots), bool)
         bits[child_of, n] = True
-        nodes[:, child_mask:child_mask + slots // 8] = _bits_to_words(bits).view(np.uint8).reshape(count, -1)
+        nodes[:, child_mask:child_mask + slots // 8] = _bits_to_words(bits).view(np.uint8).reshape(count, slots // 8)
         lo = np.full((count, 3), np.iinfo(np.int32).max, np.int64)
         hi = np.full((count, 3), np.iinfo(np.int32).min, np.int64)
         np.minimum.at(lo, child_of, child_lo)

@@ -440,6 +440,19 @@ class Volume:
         """Whether the topology can be rebuilt in place: never here (allocate a new volume instead)."""
         return False
 
+    class RebuildInfo(NamedTuple):
+        """Capacity reserved for in-place rebuilds (none here: kind None, zero counts)."""
+
+        kind: str | None
+        max_voxel_count: int
+        max_leaf_node_count: int
+        max_lower_node_count: int
+        max_upper_node_count: int
+
+    def get_rebuild_info(self) -> Volume.RebuildInfo:
+        """The rebuild input kind and reserved capacity: volumes here are not rebuildable."""
+        return Volume.RebuildInfo(None, 0, 0, 0, 0)
+
     def get_grid_info(self) -> Volume.GridInfo:
         """The grid's name, size, index and count in its buffer, NanoVDB type name and map."""
         b = self._buf

@@ -631,3 +631,17 @@ def test_point_masks_skip_points():
     np.testing.assert_array_equal(np.unique(v.get_tiles().numpy(), axis=0), [[0, 0, 0], [0, 48, 0]])
     vi = wp.Volume.allocate_by_voxels(pts, voxel_size=1.0, point_mask=mask)
     np.testing.assert_array_equal(vi.get_voxels().numpy(), [[0, 0, 0], [0, 50, 0]])
+
+
+def test_empty_volumes_read_the_background(tmp_path):
+    """A volume without tiles (every point masked out) is a valid grid: lookups read the background and it
+    survives a file round trip."""
+    pts = wp.array([[0, 0, 0]], dtype=wp.vec3i)
+    v = wp.Volume.allocate_by_tiles(pts, voxel_size=1.0, bg_value=4.5, point_mask=wp.array([0], dtype=wp.int32))
+    assert v.get_tile_count() == 0 and v.get_voxel_count() == 0 and v.get_voxels().shape == (0, 3)
+    back = wp.Volume.load_from_nvdb(io.BytesIO(Path(v.save_to_nvdb(tmp_path / "v.nvdb", "zip")).read_bytes()))
+    ijk = box((2, 2, 2), pad=1)
+    assert (run(lookup_f, len(ijk), back.id, wp.array(ijk, dtype=wp.vec3i)) == 4.5).all()
+    vi = wp.Volume.allocate_by_voxels(pts, voxel_size=1.0, point_mask=wp.array([0], dtype=wp.int32))
+    assert (run(lookup_index, len(ijk), vi.id, wp.array(ijk, dtype=wp.vec3i), out_dtype=int) == -1).all()
+
