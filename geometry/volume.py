@@ -76,10 +76,12 @@ def _value_kind(bg_value: Any) -> nv.GridKind:
         t = type(bg_value)
     elif isinstance(bg_value, bool | np.bool_):
         raise TypeError("Volume: a bool background value makes no supported grid type")
-    elif isinstance(bg_value, int | np.integer):
-        t = T.normalize_dtype(type(bg_value)) if isinstance(bg_value, np.integer) else T.int32
+    elif isinstance(bg_value, np.integer):
+        t = T.normalize_dtype(type(bg_value))
+    elif isinstance(bg_value, int):
+        t = T.int32
     elif isinstance(bg_value, float | np.floating):
-        t = T.float64 if isinstance(bg_value, np.float64) and not isinstance(bg_value, float) else T.float32
+        t = T.float32
     else:
         n = np.asarray(bg_value).size
         t = {3: T.vec3f, 4: T.vec4f}.get(n)

@@ -3,7 +3,10 @@ gradients, stores, index grids, world/index maps), .nvdb round trips, files writ
 own builder) and bad files."""
 
 import io
+import json
+import os
 import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -645,3 +648,54 @@ def test_empty_volumes_read_the_background(tmp_path):
     vi = wp.Volume.allocate_by_voxels(pts, voxel_size=1.0, point_mask=wp.array([0], dtype=wp.int32))
     assert (run(lookup_index, len(ijk), vi.id, wp.array(ijk, dtype=wp.vec3i), out_dtype=int) == -1).all()
 
+
+
+WARP_READER = '''
+import json, sys
+import numpy as np
+import warp as wp
+wp.config.quiet = True
+
+@wp.kernel
+def look(v: wp.uint64, ijk: wp.array(dtype=wp.vec3i), f: wp.array(dtype=float), g: wp.array(dtype=wp.vec3),
+         i: wp.array(dtype=int), x: wp.array(dtype=int)):
+    t = wp.tid()
+    p = ijk[t]
+    f[t] = wp.volume_lookup_f(v, p[0], p[1], p[2])
+    g[t] = wp.volume_lookup_v(v, p[0], p[1], p[2])
+    i[t] = wp.volume_lookup_i(v, p[0], p[1], p[2])
+    x[t] = wp.volume_lookup_index(v, p[0], p[1], p[2])
+
+ijk = np.array(json.loads(sys.argv[1]), np.int32)
+out = {}
+for path in sys.argv[2:]:
+    v = wp.Volume.load_from_nvdb(open(path, "rb"), device="cpu")
+    arrs = [wp.zeros(len(ijk), dtype=d, device="cpu") for d in (float, wp.vec3, int, int)]
+    wp.launch(look, len(ijk), inputs=[v.id, wp.array(ijk, dtype=wp.vec3i, device="cpu"), *arrs], device="cpu")
+    out[path] = [a.numpy().tolist() for a in arrs] + [v.get_voxel_count(), list(v.get_voxel_size())]
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.skipif(not os.environ.get("LOOMWORK_WARP_PYTHON"), reason="set LOOMWORK_WARP_PYTHON to a Python with "
+                    "NVIDIA Warp 1.19 installed to check that Warp (NanoVDB's reader) loads the files written here")
+def test_files_written_here_load_in_warp(tmp_path):
+    """Warp 1.19 loads the files written here (both codecs) and reads the same voxels."""
+    files = {"f": wp.Volume.load_from_numpy(A, min_world=(1, 2, 3), voxel_size=0.5, bg_value=-1.0),
+             "v": wp.Volume.load_from_numpy(V3, bg_value=(1.0, 2.0, 3.0)),
+             "i": wp.Volume.load_from_numpy(AI, bg_value=7),
+             "x": wp.Volume.allocate_by_voxels(wp.array(PTS, dtype=wp.vec3i), voxel_size=1.0)}
+    paths = {k: str(v.save_to_nvdb(tmp_path / f"{k}.nvdb", "zip" if k in "fx" else "none")) for k, v in files.items()}
+    ijk = np.concatenate([box(A.shape, pad=2), PTS])
+    script = tmp_path / "warp_reader.py"  # Warp reads its kernels' source from a file
+    script.write_text(WARP_READER)
+    proc = subprocess.run([os.environ["LOOMWORK_WARP_PYTHON"], str(script), json.dumps(ijk.tolist()),
+                           *paths.values()], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    np.testing.assert_array_equal(got[paths["f"]][0], dense_oracle(A, -1.0, ijk))
+    np.testing.assert_array_equal(got[paths["v"]][1], dense_oracle(V3, np.float32((1, 2, 3)), ijk))
+    np.testing.assert_array_equal(got[paths["i"]][2], dense_oracle(AI, 7, ijk))
+    idx = run(lookup_index, len(ijk), files["x"].id, wp.array(ijk, dtype=wp.vec3i), out_dtype=int)
+    np.testing.assert_array_equal(got[paths["x"]][3], idx)
+    assert got[paths["f"]][5] == [0.5, 0.5, 0.5] and got[paths["x"]][4] == len(np.unique(PTS, axis=0))
