@@ -121,6 +121,20 @@ def _points(points: Any, what: str, point_mask: Any = None) -> tuple[np.ndarray,
     return pts, scalar is T.float32
 
 
+def _index_points(points: Any, what: str, point_mask: Any, vs: tuple, t: tuple) -> np.ndarray:
+    """Index-space voxel coordinates (int64) of tile or voxel points: integer points as they are, float
+    (world-space) points rounded to the nearest voxel; non-finite points and coordinates beyond int32 are
+    refused."""
+    pts, world = _points(points, what, point_mask)
+    if world:
+        if not np.isfinite(pts).all():
+            raise GeometryError(f"{what} has a NaN or infinite point")
+        pts = np.around((pts - t) / vs)
+        if (np.abs(pts) >= 2**31).any():
+            raise GeometryError(f"{what}: a point lies beyond the int32 range of voxel coordinates")
+    return pts.astype(np.int64)
+
+
 class Volume:
     """A sparse volume in NanoVDB's layout; kernels take its `id`."""
 
@@ -260,7 +274,7 @@ class Volume:
         points_in_world_space), all active and set to bg_value (which also picks the grid type; None
         makes an index grid)."""
         vs, t = _voxel_size(voxel_size), _vec3(translation, "translation")
-        lo, hi = np.asarray(min, np.float64).reshape(3), np.asarray(max, np.float64).reshape(3)
+        lo, hi = np.asarray(_vec3(min, "min")), np.asarray(_vec3(max, "max"))
         if points_in_world_space:
             lo, hi = np.around((lo - t) / vs), np.around((hi - t) / vs)
         lo, hi = lo.astype(np.int64) >> 3, hi.astype(np.int64) >> 3
@@ -280,8 +294,7 @@ class Volume:
         if voxel_size is None:
             raise ValueError("Volume.allocate_by_tiles: voxel_size is required")
         vs, t = _voxel_size(voxel_size), _vec3(translation, "translation")
-        pts, world = _points(tile_points, "Volume.allocate_by_tiles: tile_points", point_mask)
-        ijk = np.around((pts - t) / vs).astype(np.int64) if world else pts.astype(np.int64)
+        ijk = _index_points(tile_points, "Volume.allocate_by_tiles: tile_points", point_mask, vs, t)
         tiles = np.unique((ijk >> 3) << 3, axis=0)
         return cls._allocate_tiles(tiles, vs, bg_value, t, device)
 
@@ -304,10 +317,8 @@ class Volume:
         if voxel_size is None:
             raise ValueError("Volume.allocate_by_voxels: voxel_size is required")
         vs, t = _voxel_size(voxel_size), _vec3(translation, "translation")
-        pts, world = _points(voxel_points, "Volume.allocate_by_voxels: voxel_points", point_mask)
-        ijk = np.unique(np.around((pts - t) / vs).astype(np.int64) if world else pts.astype(np.int64), axis=0)
-        if (np.abs(ijk) >= 2**31).any():
-            raise GeometryError("Volume.allocate_by_voxels: a voxel coordinate is outside the int32 range")
+        ijk = np.unique(_index_points(voxel_points, "Volume.allocate_by_voxels: voxel_points", point_mask, vs, t),
+                        axis=0)
         tiles, inverse = np.unique((ijk >> 3) << 3, axis=0, return_inverse=True)
         order = nv.leaf_key_order(tiles)
         rank = np.empty(len(order), np.int64)

@@ -373,6 +373,10 @@ def test_allocate_by_tiles_from_index_and_world_points():
         v.get_tiles(out=out)
     with pytest.raises(ValueError, match="voxel_size"):
         wp.Volume.allocate_by_tiles(wp.array([[0, 0, 0]], dtype=wp.vec3i), voxel_size=-1.0)
+    with pytest.raises(wp.GeometryError, match="NaN or infinite"):
+        wp.Volume.allocate_by_tiles(wp.array([[0, np.nan, 0]], dtype=wp.vec3), voxel_size=1.0)
+    with pytest.raises(wp.GeometryError, match="int32 range"):
+        wp.Volume.allocate_by_voxels(wp.array([[0, 3e9, 0]], dtype=wp.vec3), voxel_size=1.0)
     with pytest.raises(TypeError, match="unsupported grid type"):
         wp.Volume.allocate_by_tiles(wp.array([[0, 0, 0]], dtype=wp.vec3i), voxel_size=1.0, bg_value=wp.mat22())
 
