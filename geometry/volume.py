@@ -16,6 +16,7 @@ import ast
 import ctypes
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -530,13 +531,26 @@ add_builtin("volume_lookup_index", (U64, I32, I32, I32), T.int32, "lw::volume_lo
             **_G, doc="volume_lookup_index(id, i, j, k): the 0-based index of voxel (i, j, k) in an index grid, or -1")
 add_builtin("volume_voxel_count", (U64,), T.int32, "lw::volume_voxel_count", differentiable=False, **_G,
             doc="volume_voxel_count(id): the number of indexed voxels of an index grid")
-_ANY_V = Value("V")
-add_builtin("volume_sample_index", (U64, V3, I32, Arr(var="V"), _ANY_V), "V", "lw::volume_sample_index",
+
+
+@dataclass(frozen=True)
+class _GridValue(Value):
+    """A value type a grid can hold (the same wherever `var` recurs)."""
+
+    def match(self, t: Any, b: dict) -> bool:
+        return t in _SUFFIX and super().match(t, b)
+
+    def __str__(self) -> str:
+        return "volume value"
+
+
+_GV = _GridValue("V")  # the background; the array's dtype binds the same V
+add_builtin("volume_sample_index", (U64, V3, I32, Arr(var="V"), _GV), "V", "lw::volume_sample_index",
             adjoint="lw::adj_volume_sample_index", **_G,
             doc="volume_sample_index(id, uvw, sampling_mode, voxel_data, background): sample voxel_data[index] "
                 "through an index grid (background where a voxel has no index); differentiable in uvw, voxel_data "
                 "and background")
-add_builtin("volume_sample_grad_index", (U64, V3, I32, Arr(var="V"), _ANY_V, Out(lambda b: _grad_type(b["V"]))),
+add_builtin("volume_sample_grad_index", (U64, V3, I32, Arr(var="V"), _GV, Out(lambda b: _grad_type(b["V"]))),
             "V", "lw::volume_sample_grad_index", adjoint="lw::adj_volume_sample_grad_index", **_G,
             doc="volume_sample_grad_index(id, uvw, sampling_mode, voxel_data, background, grad): as "
                 "volume_sample_index, with the gradient with respect to uvw into grad")

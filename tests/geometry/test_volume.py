@@ -703,3 +703,21 @@ def test_files_written_here_load_in_warp(tmp_path):
     idx = run(lookup_index, len(ijk), files["x"].id, wp.array(ijk, dtype=wp.vec3i), out_dtype=int)
     np.testing.assert_array_equal(got[paths["x"]][3], idx)
     assert got[paths["f"]][5] == [0.5, 0.5, 0.5] and got[paths["x"]][4] == len(np.unique(PTS, axis=0))
+
+
+def test_index_sampling_checks_value_types():
+    """volume_sample_index needs a background of the array's dtype, one a grid can hold."""
+    v = wp.Volume.allocate_by_voxels(wp.array(PTS, dtype=wp.vec3i), voxel_size=1.0)
+
+    @wp.kernel
+    def mixed(vid: wp.uint64, data: wp.array(dtype=wp.float64), out: wp.array(dtype=float)):
+        out[0] = float(wp.volume_sample_index(vid, wp.vec3(0.0), wp.Volume.LINEAR, data, wp.float32(0.0)))
+
+    @wp.kernel
+    def matrices(vid: wp.uint64, data: wp.array(dtype=wp.mat22), out: wp.array(dtype=wp.mat22)):
+        out[0] = wp.volume_sample_index(vid, wp.vec3(0.0), wp.Volume.LINEAR, data, wp.mat22())
+
+    with pytest.raises(TypeError, match="no overload of volume_sample_index"):
+        wp.launch(mixed, 1, inputs=[v.id, wp.zeros(3, dtype=wp.float64), wp.zeros(1, dtype=float)])
+    with pytest.raises(TypeError, match="no overload of volume_sample_index"):
+        wp.launch(matrices, 1, inputs=[v.id, wp.zeros(3, dtype=wp.mat22), wp.zeros(1, dtype=wp.mat22)])
