@@ -155,13 +155,11 @@ def build_grid(kind: GridKind, origins: np.ndarray, masks: np.ndarray, values: n
         bg[:] = np.asarray(background, kind.scalar).reshape(kind.components).view(np.uint8)
 
     # leaves: the bounding box of their active voxels, masks, values or first indices
-    ijk = np.stack(np.meshgrid(np.arange(8), np.arange(8), np.arange(8), indexing="ij"), -1).reshape(512, 3)
     active = masks.astype(bool)
-    any_active = active.any(axis=1)
-    lo = np.where(active[:, :, None], ijk[None], 8).min(axis=1)
-    hi = np.where(active[:, :, None], ijk[None], -1).max(axis=1)
-    lo = np.where(any_active[:, None], lo, 0)
-    hi = np.where(any_active[:, None], hi, 0)
+    cube = active.reshape(n_leaf, 8, 8, 8)
+    per_axis = [cube.any(axis=tuple(a for a in (1, 2, 3) if a != d + 1)) for d in range(3)]  # (n, 8) each
+    lo = np.stack([p.argmax(axis=1) for p in per_axis], 1)  # an empty leaf gets the box of voxel 0
+    hi = np.stack([np.where(p.any(axis=1), 7 - p[:, ::-1].argmax(axis=1), 0) for p in per_axis], 1)
     leaf_lo, leaf_hi = origins + lo, origins + hi
     nodes = buf[leaves:total].reshape(n_leaf, kind.leaf_size)
     nodes[:, 0:12] = leaf_lo.astype("<i4").view(np.uint8).reshape(n_leaf, 12)

@@ -721,3 +721,19 @@ def test_index_sampling_checks_value_types():
         wp.launch(mixed, 1, inputs=[v.id, wp.zeros(3, dtype=wp.float64), wp.zeros(1, dtype=float)])
     with pytest.raises(TypeError, match="no overload of volume_sample_index"):
         wp.launch(matrices, 1, inputs=[v.id, wp.zeros(3, dtype=wp.mat22), wp.zeros(1, dtype=wp.mat22)])
+
+
+def test_bounding_boxes_cover_the_active_voxels():
+    """The root's index bounding box and each leaf's (min corner and extent) are those of the active voxels."""
+    v = wp.Volume.allocate_by_voxels(wp.array(PTS, dtype=wp.vec3i), voxel_size=1.0)
+    raw = v.array().numpy()
+    root = 672 + struct.unpack_from("<q", raw, 672 + 24)[0]
+    lo, hi = np.array(struct.unpack_from("<3i", raw, root)), np.array(struct.unpack_from("<3i", raw, root + 12))
+    np.testing.assert_array_equal(lo, PTS.min(0))
+    np.testing.assert_array_equal(hi, PTS.max(0))
+    leaves = 672 + struct.unpack_from("<q", raw, 672)[0]
+    for n, origin in enumerate(v.get_tiles().numpy()):
+        at = leaves + 96 * n
+        inside = PTS[((PTS >> 3) << 3 == origin).all(1)]
+        np.testing.assert_array_equal(struct.unpack_from("<3i", raw, at), inside.min(0))
+        np.testing.assert_array_equal(np.frombuffer(raw[at + 12:at + 15], np.uint8), inside.max(0) - inside.min(0))
