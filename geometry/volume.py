@@ -564,6 +564,11 @@ for _name, _arg, _what in (("volume_index_to_world", "uvw", "an index-space poin
         add_builtin(_name, (U64, Exact(_t)), _t, f"lw::{_name}", adjoint=f"lw::adj_{_name}", **_G,
                     doc=f"{_name}(id, {_arg}): {_what} by the volume's map")
 
+class GradientTypeError(KernelTypeError, RuntimeError):
+    """A gradient variable whose type does not fit the sampled value type (a TypeError, and the RuntimeError
+    Warp raises for it)."""
+
+
 # the generic spellings take the value type as dtype=, a compile-time argument
 _DTYPE_AT = {"volume_sample": 3, "volume_sample_grad": 4, "volume_lookup": 4}
 for _name in _DTYPE_AT:
@@ -595,7 +600,7 @@ def _typed_volume_call(bld: Builder, node: ast.Call, obj: Any) -> Any:
     if obj.name == "volume_sample_grad" and isinstance(args[3], ast.Name) and args[3].id in bld.scope.vars:
         have, want = bld.value(args[3]).type, _grad_type(dtype)
         if have != want:
-            bld.error(node, KernelTypeError, f"volume_sample_grad(): incompatible gradient type, expected "
+            bld.error(node, GradientTypeError, f"volume_sample_grad(): incompatible gradient type, expected "
                       f"{T.type_name(want)}, got {T.type_name(have)}")
     call = ast.copy_location(ast.Call(func=node.func, args=args, keywords=[]), node)
     return bld.builtin_call(B.BUILTINS[_typed_name(obj.name, dtype)], call)
