@@ -498,23 +498,27 @@ def _grad_type(v: Any) -> Any:
 
 
 def _typed_name(op: str, v: Any) -> str:
-    return f"{op}_{_OLD[v]}" if v in _OLD else f"_{op}_{_SUFFIX[v]}"
+    """The builtin for `op` on values of type v: Warp's older public spelling where Warp has one
+    (volume_sample_f, volume_sample_grad_f, volume_lookup_v, ...), else a hidden name."""
+    old = v in _OLD and (op != "volume_sample_grad" or v is T.float32)
+    return f"{op}_{_OLD[v]}" if old else f"_{op}_{_SUFFIX[v]}"
 
 
 for _v, _s in _SUFFIX.items():
     _float = T.elem_scalar(_v).is_float
     add_builtin(_typed_name("volume_sample", _v), (U64, V3, I32), _v, f"lw::volume_sample_{_s}",
                 differentiable=_float, adjoint=f"lw::adj_volume_sample_{_s}" if _float else None,
-                export=_v in _OLD, **_G,
+                export=not _typed_name("volume_sample", _v).startswith("_"), **_G,
                 doc=f"volume_sample(id, uvw, sampling_mode, dtype={T.type_name(_v)}): the value at index-space "
                     "point uvw (CLOSEST: the nearest voxel; LINEAR: trilinear, differentiable in uvw)")
     add_builtin(_typed_name("volume_sample_grad", _v), (U64, V3, I32, Out(_grad_type(_v))), _v,
                 f"lw::volume_sample_grad_{_s}", differentiable=_float,
-                adjoint=f"lw::adj_volume_sample_grad_{_s}" if _float else None, export=_v in _OLD, **_G,
+                adjoint=f"lw::adj_volume_sample_grad_{_s}" if _float else None,
+                export=not _typed_name("volume_sample_grad", _v).startswith("_"), **_G,
                 doc="volume_sample_grad(id, uvw, sampling_mode, grad, dtype): the sampled value, and its gradient "
                     "with respect to uvw into grad (a vec3 for scalars, an N x 3 Jacobian for vectors)")
     add_builtin(_typed_name("volume_lookup", _v), (U64, I32, I32, I32), _v, f"lw::volume_lookup_{_s}",
-                differentiable=False, export=_v in _OLD, **_G,
+                differentiable=False, export=not _typed_name("volume_lookup", _v).startswith("_"), **_G,
                 doc="volume_lookup(id, i, j, k, dtype): the value of voxel (i, j, k) (the background where there "
                     "is none)")
     add_builtin("volume_store", (U64, I32, I32, I32, Exact(_v)), None, "lw::volume_store", differentiable=False,
