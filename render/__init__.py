@@ -2,6 +2,7 @@
 `end_frame`, `save`). `UsdRenderer` records a USD stage (usd-core), `ImageRenderer` ray-casts PNG frames
 without a display (pillow), `OpenGLRenderer` shows those frames in a window where a display exists."""
 
+from .image import ImageRenderer
 from .usd import UsdRenderer
 
-__all__ = ["UsdRenderer"]
+__all__ = ["ImageRenderer", "UsdRenderer"]
