@@ -3,6 +3,7 @@
 without a display (pillow), `OpenGLRenderer` shows those frames in a window where a display exists."""
 
 from .image import ImageRenderer
+from .opengl import OpenGLRenderer
 from .usd import UsdRenderer
 
-__all__ = ["ImageRenderer", "UsdRenderer"]
+__all__ = ["ImageRenderer", "OpenGLRenderer", "UsdRenderer"]
