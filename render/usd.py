@@ -365,14 +365,15 @@ class UsdRenderer:
                 prim = UsdGeom.PointInstancer.Define(self.stage, self._path(name))
                 sphere = UsdGeom.Sphere.Define(self.stage, prim.GetPath().AppendChild("sphere"))
                 prim.CreatePrototypesRel().SetTargets([sphere.GetPath()])
-                if cols is not None:
-                    UsdGeom.PrimvarsAPI(prim).CreatePrimvar("displayColor", Sdf.ValueTypeNames.Color3fArray,
-                                                            color_interp)
             prim.GetPositionsAttr().Set(pts, self.time)
             prim.GetScalesAttr().Set(np.repeat(r[:, None], 3, axis=1).astype(np.float32), self.time)
             prim.GetProtoIndicesAttr().Set(Vt.IntArray(len(pts)), self.time)
             if cols is not None:
-                UsdGeom.PrimvarsAPI(prim).GetPrimvar("displayColor").Set(cols, self.time)
+                primvars = UsdGeom.PrimvarsAPI(prim)
+                color = primvars.GetPrimvar("displayColor")
+                if not color:
+                    color = primvars.CreatePrimvar("displayColor", Sdf.ValueTypeNames.Color3fArray, color_interp)
+                color.Set(cols, self.time)
         else:
             prim = UsdGeom.Points.Get(self.stage, self._path(name))
             if not prim:

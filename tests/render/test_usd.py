@@ -44,6 +44,18 @@ def test_points_time_samples_and_extents(tmp_path):
     assert tuple(color[0]) == (1.0, 0.0, 0.0)
 
 
+def test_point_colors_may_start_on_a_later_frame():
+    """Points first drawn without colours take per-point colours on a later frame."""
+    r = UsdRenderer(Usd.Stage.CreateInMemory())
+    r.begin_frame(0.0)
+    r.render_points("p", np.zeros((2, 3)), 0.1)
+    r.begin_frame(1.0 / 60.0)
+    r.render_points("p", np.ones((2, 3)), 0.1, colors=[(1, 0, 0), (0, 1, 0)])
+    color = UsdGeom.PrimvarsAPI(UsdGeom.PointInstancer.Get(r.stage, "/root/p")).GetPrimvar("displayColor")
+    assert color.GetInterpolation() == "vertex"
+    np.testing.assert_allclose(np.array(color.Get(1)), [(1, 0, 0), (0, 1, 0)])
+
+
 def test_mesh_points_topology_and_colors(tmp_path):
     """A mesh keeps its topology, writes its points and per-vertex colours each frame, and its transform."""
     pts = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=np.float32)
