@@ -462,7 +462,7 @@ class ImageRenderer:
         """The spheres, capsules and boxes to draw, in world space, as flat arrays."""
         rows = {"kind": [], "a": [], "b": [], "q": [], "r": [], "color": []}
         for item in self._items.values():
-            if not item.visible or item.template or item.kind == "mesh":
+            if not item.visible or item.template or item.kind == "mesh" or len(item.data["color"]) == 0:
                 continue
             d, n = item.data, len(item.data["color"])
             mean_scale = float(np.mean(np.abs(item.scale)))

@@ -165,6 +165,8 @@ def test_bad_input_is_named():
         r.get_pixels(wp.zeros((H, W, 3), dtype=float))
     with pytest.raises(ValueError, match="camera_fov"):
         _renderer(camera_fov=0.0)
+    r.render_points("none", np.zeros((0, 3)), 0.1)  # an empty set draws nothing
     r.end_frame()
+    assert not _mask(r).any()
     with pytest.raises(ValueError, match="target_image has shape"):
         r.get_pixels(wp.zeros((2, 2, 3), dtype=float))
