@@ -67,19 +67,28 @@ def quat_to_matrix(q: np.ndarray) -> np.ndarray:
     return quat_rotate(q, np.eye(3)).T
 
 
-def segment_rotation(direction: np.ndarray) -> np.ndarray:
-    """Quaternions (x, y, z, w), one per row of `direction` (n, 3), that turn +Z onto that direction."""
-    d = np.asarray(direction, dtype=np.float64)
+def rotation_between(frm: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    """Quaternions (x, y, z, w), one per row of `direction` (n, 3), that turn the unit vector `frm` onto
+    that direction (the identity for a zero row)."""
+    a = np.asarray(frm, dtype=np.float64)
+    d = np.atleast_2d(np.asarray(direction, dtype=np.float64))
     length = np.linalg.norm(d, axis=1, keepdims=True)
-    d = np.divide(d, length, out=np.tile([0.0, 0.0, 1.0], (len(d), 1)), where=length > 0)
-    # the half-way vector between +Z and d gives the quaternion (z x h, z . h) directly
-    h = d + np.array([0.0, 0.0, 1.0])
+    d = np.divide(d, length, out=np.tile(a, (len(d), 1)), where=length > 0)
+    # the half-way vector h between a and d gives the quaternion (a x h, a . h) directly
+    h = d + a
     hn = np.linalg.norm(h, axis=1, keepdims=True)
     opposite = hn[:, 0] < 1e-9
     h = np.divide(h, hn, out=np.zeros_like(h), where=hn > 1e-9)
-    q = np.stack([-h[:, 1], h[:, 0], np.zeros(len(d)), h[:, 2]], axis=1)
-    q[opposite] = (1.0, 0.0, 0.0, 0.0)  # d = -Z: half a turn about X
+    q = np.concatenate([np.cross(a, h), h @ a[:, None]], axis=1)
+    if opposite.any():  # half a turn about an axis perpendicular to a
+        side = np.cross(a, (1.0, 0.0, 0.0) if abs(a[0]) < 0.9 else (0.0, 1.0, 0.0))
+        q[opposite] = (*(side / np.linalg.norm(side)), 0.0)
     return q
+
+
+def segment_rotation(direction: np.ndarray) -> np.ndarray:
+    """Quaternions (x, y, z, w), one per row of `direction` (n, 3), that turn +Z onto that direction."""
+    return rotation_between(np.array([0.0, 0.0, 1.0]), direction)
 
 
 def line_segments(vertices: Any, indices: Any | None, what: str) -> tuple[np.ndarray, np.ndarray]:

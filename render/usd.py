@@ -9,7 +9,25 @@ import numpy as np
 
 from loomwork.kernels.logger import get_logger, log_info
 
-from .common import AXES, as_numpy, axis_index, line_segments, points_or_raise, segment_rotation, vec_or_raise
+from .common import (
+    AXES,
+    as_numpy,
+    axis_index,
+    line_segments,
+    points_or_raise,
+    quat_rotate,
+    rotation_between,
+    segment_rotation,
+    vec_or_raise,
+)
+
+# unit ground corners per up axis, in the order Warp writes them (so stages compare point for point),
+# drawn as the face [0, 2, 3, 1], counter-clockwise seen from above
+_GROUND_CORNERS = {
+    "X": np.array([(0.0, 1.0, -1.0), (0.0, -1.0, -1.0), (0.0, 1.0, 1.0), (0.0, -1.0, 1.0)]),
+    "Y": np.array([(-1.0, 0.0, -1.0), (1.0, 0.0, -1.0), (-1.0, 0.0, 1.0), (1.0, 0.0, 1.0)]),
+    "Z": np.array([(-1.0, 1.0, 0.0), (1.0, 1.0, 0.0), (-1.0, -1.0, 0.0), (1.0, -1.0, 0.0)]),
+}
 
 
 def _pxr() -> Any:
@@ -227,40 +245,36 @@ class UsdRenderer:
         if created:
             w = width if width > 0 else 100.0
             h = length if length > 0 else 100.0
-            self._write_quad(geom, np.array([(-w, 0, -h), (w, 0, -h), (w, 0, h), (-w, 0, h)]), (0.0, 1.0, 0.0))
+            self._write_quad(geom, np.array([(-w, 0, -h), (w, 0, -h), (w, 0, h), (-w, 0, h)]), (0.0, 1.0, 0.0),
+                             (0, 1, 2, 3))
         self._finish(geom, pos, rot, (1.0, 1.0, 1.0), is_template, color, visible)
         return path
 
-    def _write_quad(self, mesh: Any, corners: np.ndarray, normal: tuple) -> None:
+    def _write_quad(self, mesh: Any, corners: np.ndarray, normal: tuple, face: tuple = (0, 2, 3, 1)) -> None:
         mesh.CreateDoubleSidedAttr().Set(True)
         mesh.GetPointsAttr().Set(corners.astype(np.float32))
         mesh.GetNormalsAttr().Set(np.tile(np.asarray(normal, dtype=np.float32), (4, 1)))
         mesh.GetFaceVertexCountsAttr().Set([4])
-        mesh.GetFaceVertexIndicesAttr().Set([0, 3, 2, 1])
+        mesh.GetFaceVertexIndicesAttr().Set(list(face))
         mesh.GetExtentAttr().Set(_extent(corners.min(axis=0), corners.max(axis=0)))
 
     def render_ground(self, size: float = 100.0, plane: Any = None) -> Any:
         """A square ground of half-size `size` through the origin, normal to the stage's up axis, or
-        on the plane (nx, ny, nz, d) with points x where n . x = d."""
+        on the plane (nx, ny, nz, d) with points x where n . x = d (the square turned onto it)."""
         UsdGeom = _pxr()[3]
         up = np.zeros(3)
         up[AXES.index(self.up_axis)] = 1.0
-        u, v = np.roll(up, 1), np.roll(up, 2)  # two axes spanning the ground, u x v = up
-        normal, offset = up, 0.0
+        corners = size * _GROUND_CORNERS[self.up_axis]
+        normal = up
         if plane is not None:
             p = vec_or_raise(plane, 4, "render_ground plane (nx, ny, nz, d)")
             norm = np.linalg.norm(p[:3])
             if norm == 0:
                 raise ValueError("render_ground: the plane's normal is zero")
-            normal, offset = p[:3] / norm, p[3] / norm
-            u = np.cross(normal, up if abs(normal @ up) < 0.9 else np.roll(up, 1))
-            u /= np.linalg.norm(u)
-            v = np.cross(normal, u)
-        center = normal * offset
-        corners = np.array([center + size * (su * u + sv * v) for su, sv in ((-1, -1), (1, -1), (1, 1), (-1, 1))])
+            normal = p[:3] / norm
+            corners = quat_rotate(rotation_between(up, normal)[0], corners) + normal * (p[3] / norm)
         mesh = UsdGeom.Mesh.Define(self.stage, self.root.GetPath().AppendChild("ground"))
         self._write_quad(mesh, corners, tuple(normal))
-        mesh.GetFaceVertexIndicesAttr().Set([0, 3, 2, 1] if np.cross(u, v) @ normal < 0 else [0, 1, 2, 3])
         return mesh.GetPath()
 
     def render_arrow(self, name: str, pos: tuple, rot: tuple, base_radius: float, base_height: float,

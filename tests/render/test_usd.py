@@ -133,10 +133,15 @@ def test_ground_and_ref(tmp_path):
     ball = UsdGeom.Sphere.Get(stage, "/root/copy/ball")
     assert ball and tuple(ball.GetDisplayColorAttr().Get(0)[0]) == (0.0, 0.0, 1.0)
     np.testing.assert_allclose(np.array(ball.ComputeLocalToWorldTransform(0).ExtractTranslation()), [5, 0, 0])
+    mesh = UsdGeom.Mesh.Get(stage, "/root/ground")
+    corners = ground[list(mesh.GetFaceVertexIndicesAttr().Get())]
+    assert np.cross(corners[1] - corners[0], corners[2] - corners[1])[2] > 0  # counter-clockwise from above
     tilted = UsdRenderer(Usd.Stage.CreateInMemory())
-    tilted.render_ground(size=1.0, plane=(0.0, 0.0, 2.0, 4.0))  # z = 2
-    np.testing.assert_allclose(np.array(UsdGeom.Mesh.Get(tilted.stage, "/root/ground").GetPointsAttr().Get())[:, 2],
-                               2.0)
+    tilted.render_ground(size=1.0, plane=(1.0, 1.0, 0.0, 2.0 * np.sqrt(2.0)))  # (x + y) / sqrt(2) = 2
+    tilted_points = np.array(UsdGeom.Mesh.Get(tilted.stage, "/root/ground").GetPointsAttr().Get())
+    np.testing.assert_allclose(tilted_points[:, :2].sum(axis=1), 4.0 / np.sqrt(2.0), rtol=1e-6)
+    centre = np.array([np.sqrt(2.0), np.sqrt(2.0), 0.0])
+    np.testing.assert_allclose(np.linalg.norm(tilted_points - centre, axis=1), np.sqrt(2.0), rtol=1e-6)
 
 
 def test_bad_input_is_named(tmp_path):
