@@ -21,7 +21,7 @@ from loomwork.kernels import types as T
 from loomwork.kernels.builtins import Overload
 from loomwork.kernels.codegen import SOURCE_NAME, Emitter, ctype, entry_points, number_lines, privatize, unique_slots
 from loomwork.kernels.ir import ArrayType, Use, Var
-from loomwork.kernels.structs import is_struct, is_tuple, struct_differentiable
+from loomwork.kernels.structs import is_struct, is_tuple, struct_differentiable, tuple_type
 
 from .normalize import normalize
 
@@ -575,3 +575,26 @@ def module_adjoint_source(functions: list[ir.Function], kernels: list[ir.Functio
     parts += [kernel_adjoint(k, debug, effects) for k in kernels]
     # it follows the forward source, whose length is not known here: its lines are numbered on their own
     return number_lines("\n".join(parts), f"{SOURCE_NAME} (adjoint part)")
+
+
+def function_gradients(functions: list[ir.Function], wanted: list[ir.Function], debug: bool,
+                       custom: dict | None = None) -> tuple[str, str]:
+    """For a module that calls `wp.grad(f)(args)` from forward code: declarations of `lw_grad_<f>` for
+    each f in `wanted` (to precede the functions that call them), and the replay and adjoint twins of the
+    module's functions followed by the definitions of `lw_grad_<f>`: f's adjoint seeded with a result
+    adjoint of 1, returning the parameters' adjoints (one value, or the tuple of them)."""
+    custom = custom or {}
+    parts = [function_adjoint(f, debug, *custom.get(f.name, (None, None))) for f in functions]
+    declarations = []
+    for fn in wanted:
+        types = [p.type for p in fn.params]
+        ret = ctype(types[0] if len(types) == 1 else tuple_type(tuple(types)))
+        head = f"static LW_DEVICE {ret} lw_grad_{fn.name}({', '.join(f'{ctype(p.type)} {p.name}' for p in fn.params)})"
+        declarations.append(head + ";")
+        adjs = [f"lw_g_{p.name}" for p in fn.params]
+        result = adjs[0] if len(adjs) == 1 else f"{ret}{{{', '.join(adjs)}}}"
+        parts.append("\n".join([
+            head, "{", *(f"    {ctype(p.type)} lw_g_{p.name}{{}};" for p in fn.params),
+            f"    adj_{fn.name}({', '.join([p.name for p in fn.params] + adjs)}, {ctype(fn.ret)}(1));",
+            f"    return {result};", "}"]))
+    return "\n".join(declarations), number_lines("\n".join(parts), f"{SOURCE_NAME} (gradients)")

@@ -19,10 +19,10 @@ from .array import zeros as array_zeros
 from .codegen import printf_directive
 from .errors import KernelSyntaxError, KernelTypeError
 from .frontend import Builder, PyObj, _coerce, _describe, call_form, call_kind
-from .functions import Function
+from .functions import Function, GradWrapper, grad
 from .ir import ArrayType, Const, Operand, ctype
 from .mathlib import matrix_trs
-from .structs import field_ctype, is_struct, is_tuple
+from .structs import field_ctype, is_struct, is_tuple, tuple_type
 
 # -- wp.tid, wp.static, breakpoint ------------------------------------------------------------------
 
@@ -301,6 +301,42 @@ def struct_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 @call_kind(lambda obj: isinstance(obj, Function))
 def function_call(bld: Builder, node: ast.Call, obj: Any) -> Any:
     return bld.call_function(obj, node)
+
+
+@call_form(grad)
+def grad_form(bld: Builder, node: ast.Call, obj: Any) -> PyObj:
+    """`wp.grad(f)` inside a kernel: the wrapper, a compile-time object that the enclosing call applies."""
+    if len(node.args) != 1 or node.keywords:
+        bld.error(node, KernelTypeError, "wp.grad() takes one @wp.func function")
+    f = bld.expr(node.args[0])
+    if not isinstance(f, PyObj) or not isinstance(f.value, Function):
+        bld.error(node.args[0], KernelTypeError, "wp.grad() takes a @wp.func function (builtins are not supported yet)")
+    return PyObj(grad(f.value))
+
+
+@call_kind(lambda obj: isinstance(obj, GradWrapper))
+def gradient_call(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """`wp.grad(f)(args)`: the gradient of f's float result at `args`, one value per parameter (a tuple
+    for several), computed by f's adjoint with the result's adjoint 1 (the module then carries f's adjoint)."""
+    name = obj.func.key
+    args = [bld.value(a) for a in node.args]
+    kwargs = {k.arg: bld.value(k.value) for k in node.keywords}
+    inst, err = bld.ctx.instantiate(obj.func, args, kwargs)
+    if inst is None:
+        bld.error(node, KernelTypeError, err)
+    fn = inst.ir
+    if fn.ret is None or not T.is_float(fn.ret):
+        got = "nothing" if fn.ret is None else T.type_name(fn.ret)
+        bld.error(node, KernelTypeError, f"wp.grad({name}) needs {name} to return a float scalar; it returns {got}")
+    if not fn.params or any(isinstance(p.type, ArrayType) for p in fn.params):
+        bld.error(node, KernelTypeError, f"wp.grad({name}) differentiates with respect to value parameters; "
+                  f"{name} has {'none' if not fn.params else 'array parameters'}")
+    ordered = [bld.convert(a, p.type, node) for a, p in zip(inst.bind_args(args, kwargs), fn.params, strict=True)]
+    types = tuple(p.type for p in fn.params)
+    ret = types[0] if len(types) == 1 else tuple_type(types)
+    bld.ctx.gradients[fn.name] = fn
+    ov = B.Overload(f"grad({name})", (), lambda b: ret, f"lw_grad_{fn.name}", "Utility", "", False)
+    return bld.assign_temp(ir.Call(ov, tuple(ordered)), ret)
 
 
 @call_form(T.vector_value, T.vector, T.matrix_value, T.matrix)  # wp.types.vector(...) constructs too

@@ -62,6 +62,28 @@ def _annotation_key(func: Any) -> tuple:
 _functions: dict[tuple[str, str], Function] = {}
 
 
+class GradWrapper:
+    """What `wp.grad(f)` returns: called inside a kernel or function with f's arguments, it gives the
+    gradient of f's (float) result with respect to each argument (a tuple for several), by f's adjoint
+    seeded with 1. Forward-only: no gradient flows back through it in a kernel's backward pass."""
+
+    def __init__(self, func: Function) -> None:
+        self.func = func
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"wp.grad({self.func.key})(...) can only be called inside kernels and functions")
+
+    def __repr__(self) -> str:
+        return f"GradWrapper({self.func.key})"
+
+
+def grad(func: Any) -> GradWrapper:
+    """`wp.grad(f)`: f's gradient, to call in kernels and functions (see GradWrapper)."""
+    if not isinstance(func, Function):
+        raise TypeError(f"wp.grad() takes a @wp.func function, got {type(func).__name__}")
+    return GradWrapper(func)
+
+
 def func(f: Any) -> Function:
     """Decorator: make `f` a function kernels can call. Redefining a name with other argument
     types adds an overload; with the same types, replaces it."""
