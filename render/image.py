@@ -475,13 +475,14 @@ class ImageRenderer:
                 b, r = np.abs(d["half"] * item.scale), np.zeros(n)
                 q = np.array([_quat_mul(item.rot, qi) for qi in d["q"]])
             rows["kind"].append(np.full(n, {"sphere": SPHERE, "capsule": CAPSULE, "box": BOX}[item.kind]))
-            for key, value in (("a", a), ("b", b), ("q", q), ("r", r), ("color", d["color"])):
+            for key, value in (("a", a), ("b", b), ("q", q), ("color", d["color"])):
                 rows[key].append(np.asarray(value, dtype=np.float32).reshape(n, -1))
+            rows["r"].append(np.asarray(r, dtype=np.float32).reshape(n))
         return {k: (np.concatenate(v) if v else None) for k, v in rows.items()}
 
     @staticmethod
     def _bounds(p: dict) -> tuple:
-        kind, a, b, r = p["kind"], p["a"], p["b"], p["r"][:, 0:1]
+        kind, a, b, r = p["kind"], p["a"], p["b"], p["r"][:, None]
         lower = np.minimum(a, b) - r
         upper = np.maximum(a, b) + r
         boxes = kind == BOX
@@ -494,16 +495,14 @@ class ImageRenderer:
         dev = self.device
         prims = self._analytic()
         bvh = None
+        fields = (("kind", wp.int32, np.int32), ("a", wp.vec3, np.float32), ("b", wp.vec3, np.float32),
+                  ("q", wp.quat, np.float32), ("r", float, np.float32), ("color", wp.vec3, np.float32))
         if prims["kind"] is not None:
             lower, upper = self._bounds(prims)
             bvh = wp.Bvh(wp.array(lower, dtype=wp.vec3, device=dev), wp.array(upper, dtype=wp.vec3, device=dev))
-            arrays = [wp.array(prims["kind"].astype(np.int32), dtype=wp.int32, device=dev)]
-            arrays += [wp.array(prims[k], dtype=t, device=dev) for k, t in
-                       (("a", wp.vec3), ("b", wp.vec3), ("q", wp.quat), ("r", float), ("color", wp.vec3))]
-            arrays[4] = wp.array(prims["r"].reshape(-1), dtype=float, device=dev)
+            arrays = [wp.array(prims[k].astype(npt), dtype=wt, device=dev) for k, wt, npt in fields]
         else:
-            arrays = [wp.zeros(0, dtype=t, device=dev) for t in
-                      (wp.int32, wp.vec3, wp.vec3, wp.quat, float, wp.vec3)]
+            arrays = [wp.zeros(0, dtype=wt, device=dev) for _, wt, _ in fields]
         meshes = [it for it in self._items.values() if it.kind == "mesh" and it.visible and not it.template]
         ids, colors, tri_off, vert_off, tris, vcols = [], [], [], [], [], []
         n_tri = n_vert = 0
@@ -536,7 +535,11 @@ class ImageRenderer:
             raise ValueError("ImageRenderer: camera_front and camera_up are parallel")
         right /= np.linalg.norm(right)
         up = np.cross(right, front)
-        world = lambda v: wp.vec3(*(to_view.T @ v))  # noqa: E731 - view-space directions into the scene
+
+        def world(v: np.ndarray) -> Any:
+            """A view-space vector in the scene's frame."""
+            return wp.vec3(*(to_view.T @ v))
+
         light = to_view.T @ (self.light_direction / np.linalg.norm(self.light_direction))
         h, w = self.screen_height, self.screen_width
         image = wp.zeros((h, w), dtype=wp.vec3, device=dev)
