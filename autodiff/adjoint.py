@@ -577,24 +577,30 @@ def module_adjoint_source(functions: list[ir.Function], kernels: list[ir.Functio
     return number_lines("\n".join(parts), f"{SOURCE_NAME} (adjoint part)")
 
 
-def function_gradients(functions: list[ir.Function], wanted: list[ir.Function], debug: bool,
+def function_gradients(functions: list[ir.Function], wanted: list[Any], debug: bool,
                        custom: dict | None = None) -> tuple[str, str]:
     """For a module that calls `wp.grad(f)(args)` from forward code: declarations of `lw_grad_<f>` for
-    each f in `wanted` (to precede the functions that call them), and the replay and adjoint twins of the
+    each f in `wanted` (user functions' IR, or builtin overloads as records with `name`, `adjoint`,
+    `param_types`, `ret`), to precede the functions that call them; and the replay and adjoint twins of the
     module's functions followed by the definitions of `lw_grad_<f>`: f's adjoint seeded with a result
     adjoint of 1, returning the parameters' adjoints (one value, or the tuple of them)."""
     custom = custom or {}
     parts = [function_adjoint(f, debug, *custom.get(f.name, (None, None))) for f in functions]
     declarations = []
     for fn in wanted:
-        types = [p.type for p in fn.params]
+        if isinstance(fn, ir.Function):
+            types, names, ret_t, adjoint = [p.type for p in fn.params], [p.name for p in fn.params], fn.ret, \
+                f"adj_{fn.name}"
+        else:
+            types, ret_t, adjoint = list(fn.param_types), fn.ret, fn.adjoint
+            names = [f"lw_a{i}" for i in range(len(types))]
         ret = ctype(types[0] if len(types) == 1 else tuple_type(tuple(types)))
-        head = f"static LW_DEVICE {ret} lw_grad_{fn.name}({', '.join(f'{ctype(p.type)} {p.name}' for p in fn.params)})"
+        head = (f"static LW_DEVICE {ret} lw_grad_{fn.name}"
+                f"({', '.join(f'{ctype(t)} {n}' for t, n in zip(types, names, strict=True))})")
         declarations.append(head + ";")
-        adjs = [f"lw_g_{p.name}" for p in fn.params]
+        adjs = [f"lw_g_{n}" for n in names]
         result = adjs[0] if len(adjs) == 1 else f"{ret}{{{', '.join(adjs)}}}"
         parts.append("\n".join([
-            head, "{", *(f"    {ctype(p.type)} lw_g_{p.name}{{}};" for p in fn.params),
-            f"    adj_{fn.name}({', '.join([p.name for p in fn.params] + adjs)}, {ctype(fn.ret)}(1));",
-            f"    return {result};", "}"]))
+            head, "{", *(f"    {ctype(t)} lw_g_{n}{{}};" for t, n in zip(types, names, strict=True)),
+            f"    {adjoint}({', '.join(names + adjs)}, {ctype(ret_t)}(1));", f"    return {result};", "}"]))
     return "\n".join(declarations), number_lines("\n".join(parts), f"{SOURCE_NAME} (gradients)")

@@ -33,13 +33,17 @@ def with_array(a: wp.array(dtype=float), x: float) -> float:
 
 @wp.kernel
 def gradients(x: wp.array(dtype=wp.vec3), g: wp.array(dtype=wp.vec3), f: wp.array(dtype=wp.vec3),
-              ga: wp.array(dtype=float), gb: wp.array(dtype=float)):
+              ga: wp.array(dtype=float), gb: wp.array(dtype=float), gc: wp.array(dtype=float),
+              gd: wp.array(dtype=float)):
     i = wp.tid()
     g[i] = wp.grad(potential)(x[i])
     f[i] = force(x[i])
     da, db = wp.grad(angle)(x[i][0], x[i][1])
+    ea, eb = wp.grad(wp.atan2)(x[i][0], x[i][1])
     ga[i] = da
     gb[i] = db
+    gc[i] = ea + wp.grad(wp.sin)(x[i][2])
+    gd[i] = eb
 
 
 @wp.kernel
@@ -59,24 +63,31 @@ def bad_params(a: wp.array(dtype=float)):
     a[0] = wp.grad(with_array)(a, 1.0)
 
 
+@wp.kernel
+def bad_builtin(a: wp.array(dtype=float)):
+    a[0] = wp.grad(wp.floor)(a[0])
+
+
 def _points() -> np.ndarray:
     return np.random.default_rng(3).uniform(0.2, 1.0, (5, 3)).astype(np.float32)
 
 
 def test_grad_of_functions_in_kernels_and_functions():
-    """wp.grad gives d/dd (|d|^3 / 2) = 1.5 |d| d, in a kernel and inside a @wp.func, and the pair of partial
-    derivatives of atan2 for a two-parameter function."""
+    """wp.grad gives d/dd (|d|^3 / 2) = 1.5 |d| d, in a kernel and inside a @wp.func, the pair of partial
+    derivatives of atan2 for a two-parameter function, and the same for the builtins atan2 and sin."""
     xn = _points()
     x = wp.array(xn, dtype=wp.vec3)
     g, f = wp.zeros(5, dtype=wp.vec3), wp.zeros(5, dtype=wp.vec3)
-    ga, gb = wp.zeros(5, dtype=float), wp.zeros(5, dtype=float)
-    wp.launch(gradients, dim=5, inputs=[x, g, f, ga, gb])
+    ga, gb, gc, gd = (wp.zeros(5, dtype=float) for _ in range(4))
+    wp.launch(gradients, dim=5, inputs=[x, g, f, ga, gb, gc, gd])
     expect = 1.5 * np.linalg.norm(xn, axis=1, keepdims=True) * xn
     np.testing.assert_allclose(g.numpy(), expect, rtol=1e-5)
     np.testing.assert_allclose(f.numpy(), -expect, rtol=1e-5)
     a, b = xn[:, 0], xn[:, 1]
     np.testing.assert_allclose(ga.numpy(), b / (a * a + b * b), rtol=1e-5)
     np.testing.assert_allclose(gb.numpy(), -a / (a * a + b * b), rtol=1e-5)
+    np.testing.assert_allclose(gc.numpy(), b / (a * a + b * b) + np.cos(xn[:, 2]), rtol=1e-5)  # builtins too
+    np.testing.assert_allclose(gd.numpy(), -a / (a * a + b * b), rtol=1e-5)
 
 
 def test_grad_is_a_constant_in_the_backward_pass():
@@ -94,7 +105,7 @@ def test_grad_is_a_constant_in_the_backward_pass():
 
 def test_grad_misuse_is_named():
     """wp.grad refuses non-functions, functions returning non-floats or taking arrays, and calls from Python."""
-    with pytest.raises(TypeError, match="takes a @wp.func"):
+    with pytest.raises(TypeError, match="takes a @wp.func function or a builtin"):
         wp.grad(np.sin)
     with pytest.raises(RuntimeError, match="only be called inside kernels"):
         wp.grad(potential)(wp.vec3(1.0, 2.0, 3.0))
@@ -102,3 +113,5 @@ def test_grad_misuse_is_named():
         wp.launch(bad_return, dim=1, inputs=[wp.zeros(1, dtype=wp.vec3)])
     with pytest.raises(wp.KernelTypeError, match="value parameters; with_array has array parameters"):
         wp.launch(bad_params, dim=1, inputs=[wp.zeros(1)])
+    with pytest.raises(wp.KernelTypeError, match=r"wp.grad\(floor\): floor\(Float\) is not differentiable"):
+        wp.launch(bad_builtin, dim=1, inputs=[wp.zeros(1)])
