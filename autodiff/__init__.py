@@ -6,6 +6,7 @@ adjoint alongside its forward code (unless `enable_backward=False`).
 
 from loomwork.kernels.extensions import registry
 
-from .adjoint import module_adjoint_source
+from .adjoint import function_gradients, module_adjoint_source
 
 registry.adjoint_source = module_adjoint_source
+registry.gradient_source = function_gradients

@@ -21,7 +21,7 @@ from loomwork.kernels import types as T
 from loomwork.kernels.builtins import Overload
 from loomwork.kernels.codegen import SOURCE_NAME, Emitter, ctype, entry_points, number_lines, privatize, unique_slots
 from loomwork.kernels.ir import ArrayType, Use, Var
-from loomwork.kernels.structs import is_struct, is_tuple, struct_differentiable
+from loomwork.kernels.structs import is_struct, is_tuple, struct_differentiable, tuple_type
 
 from .normalize import normalize
 
@@ -583,3 +583,32 @@ def module_adjoint_source(functions: list[ir.Function], kernels: list[ir.Functio
     parts += [kernel_adjoint(k, debug, effects) for k in kernels]
     # it follows the forward source, whose length is not known here: its lines are numbered on their own
     return number_lines("\n".join(parts), f"{SOURCE_NAME} (adjoint part)")
+
+
+def function_gradients(functions: list[ir.Function], wanted: list[Any], debug: bool,
+                       custom: dict | None = None) -> tuple[str, str]:
+    """For a module that calls `wp.grad(f)(args)` from forward code: declarations of `lw_grad_<f>` for
+    each f in `wanted` (user functions' IR, or builtin overloads as records with `name`, `adjoint`,
+    `param_types`, `ret`), to precede the functions that call them; and the replay and adjoint twins of the
+    module's functions followed by the definitions of `lw_grad_<f>`: f's adjoint seeded with a result
+    adjoint of 1, returning the parameters' adjoints (one value, or the tuple of them)."""
+    custom = custom or {}
+    parts = [function_adjoint(f, debug, *custom.get(f.name, (None, None))) for f in functions]
+    declarations = []
+    for fn in wanted:
+        if isinstance(fn, ir.Function):
+            types, names, ret_t, adjoint = [p.type for p in fn.params], [p.name for p in fn.params], fn.ret, \
+                f"adj_{fn.name}"
+        else:
+            types, ret_t, adjoint = list(fn.param_types), fn.ret, fn.adjoint
+            names = [f"lw_a{i}" for i in range(len(types))]
+        ret = ctype(types[0] if len(types) == 1 else tuple_type(tuple(types)))
+        head = (f"static LW_DEVICE {ret} lw_grad_{fn.name}"
+                f"({', '.join(f'{ctype(t)} {n}' for t, n in zip(types, names, strict=True))})")
+        declarations.append(head + ";")
+        adjs = [f"lw_g_{n}" for n in names]
+        result = adjs[0] if len(adjs) == 1 else f"{ret}{{{', '.join(adjs)}}}"
+        parts.append("\n".join([
+            head, "{", *(f"    {ctype(t)} lw_g_{n}{{}};" for t, n in zip(types, names, strict=True)),
+            f"    {adjoint}({', '.join(names + adjs)}, {ctype(ret_t)}(1));", f"    return {result};", "}"]))
+    return "\n".join(declarations), number_lines("\n".join(parts), f"{SOURCE_NAME} (gradients)")

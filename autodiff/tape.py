@@ -42,6 +42,7 @@ from loomwork.kernels.errors import LoomworkError
 from loomwork.kernels.extensions import registry
 from loomwork.kernels.launch import launch
 from loomwork.kernels.stream import capturing_graph
+from loomwork.kernels.structs import StructType
 
 from .adjoint import differentiable
 
@@ -63,8 +64,7 @@ class _Launch:
     fresh: list = field(default_factory=list)  # recorded in a graph capture: the reads each replay refreshes
 
     def arrays(self) -> list[array]:
-        views = [p for p in self.params if isinstance(p, array | indexedarray)]
-        return [p.data if isinstance(p, indexedarray) else p for p in views]
+        return [a for p in self.params for a in _param_arrays(p)]
 
     def backward(self, zero_grads: int = 0) -> None:
         """Run the adjoint; `zero_grads` marks the parameters whose gradients it zeroes first (fused_zeroing)."""
@@ -378,6 +378,18 @@ def _memory(a: Any) -> Any:
     """What identifies the memory behind array `a`: the storage its views share (a foreign array: its
     address)."""
     return id(a._storage) if isinstance(a, array) else np.asarray(a).ctypes.data
+
+
+def _param_arrays(p: Any) -> list[array]:
+    """The loomwork arrays argument `p` carries: itself, an indexedarray's data, or a struct's array
+    fields (nested structs too), whose gradients a Tape reports and zeroes as Warp's does."""
+    if isinstance(p, array):
+        return [p]
+    if isinstance(p, indexedarray):
+        return [p.data]
+    if isinstance(p, StructType):
+        return [a for name in p.fields for a in _param_arrays(getattr(p, name))]
+    return []
 
 
 def _read_arrays(p: Any) -> list:

@@ -406,6 +406,7 @@ class array:  # noqa: N801 - Warp's public name
         elif not value:
             self._grad = None
         self._requires_grad = value
+        self._desc = None  # kernels see the new gradient buffer (or none)
 
     @property
     def grad(self) -> array | None:

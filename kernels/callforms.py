@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import dataclasses
 import re
 from typing import Any
 
@@ -19,10 +20,10 @@ from .array import zeros as array_zeros
 from .codegen import printf_directive
 from .errors import KernelSyntaxError, KernelTypeError
 from .frontend import Builder, PyObj, _coerce, _describe, call_form, call_kind
-from .functions import Function
+from .functions import Function, GradWrapper, grad
 from .ir import ArrayType, Const, Operand, ctype
 from .mathlib import matrix_trs
-from .structs import field_ctype, is_struct, is_tuple
+from .structs import field_ctype, is_struct, is_tuple, tuple_type
 
 # -- wp.tid, wp.static, breakpoint ------------------------------------------------------------------
 
@@ -301,6 +302,68 @@ def struct_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 @call_kind(lambda obj: isinstance(obj, Function))
 def function_call(bld: Builder, node: ast.Call, obj: Any) -> Any:
     return bld.call_function(obj, node)
+
+
+@call_form(grad)
+def grad_form(bld: Builder, node: ast.Call, obj: Any) -> PyObj:
+    """`wp.grad(f)` inside a kernel: the wrapper, a compile-time object that the enclosing call applies."""
+    if len(node.args) != 1 or node.keywords:
+        bld.error(node, KernelTypeError, "wp.grad() takes one @wp.func function or builtin")
+    f = bld.expr(node.args[0])
+    if not isinstance(f, PyObj) or not isinstance(f.value, Function | B.Builtin):
+        bld.error(node.args[0], KernelTypeError, "wp.grad() takes a @wp.func function or a builtin")
+    return PyObj(grad(f.value))
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltinGradient:
+    """A builtin overload that `wp.grad` differentiates: `name` is its gradient wrapper's suffix."""
+
+    name: str
+    adjoint: str
+    param_types: tuple
+    ret: Any
+
+
+@call_kind(lambda obj: isinstance(obj, GradWrapper))
+def gradient_call(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """`wp.grad(f)(args)`: the gradient of f's float result at `args`, one value per parameter (a tuple
+    for several), computed by f's adjoint with the result's adjoint 1 (the module then carries f's adjoint)."""
+    name = obj.key
+    args = [bld.value(a) for a in node.args]
+    if isinstance(obj.func, B.Builtin):
+        bld.no_keywords(node, f"wp.grad({name})")
+        found, args = bld.resolve_literals(name, args, node)
+        if found is None or found[0].outputs:
+            bld.error(node, KernelTypeError, f"wp.grad({name}): no overload of {name}() takes "
+                      f"({', '.join(T.type_name(a.type) for a in args)})")
+        ov, bindings = found
+        if not ov.differentiable or ov.adjoint is None:
+            bld.error(node, KernelTypeError, f"wp.grad({name}): {ov.signature()} is not differentiable")
+        ret, params = ov.ret(bindings), tuple(a.type for a in args)
+        key = re.sub(r"\W", "_", f"{ov.adjoint}_{'_'.join(T.type_name(t) for t in params)}")
+        target: Any = BuiltinGradient(f"b_{key}", ov.adjoint, params, ret)
+        header = ov.header
+    else:
+        kwargs = {k.arg: bld.value(k.value) for k in node.keywords}
+        inst, err = bld.ctx.instantiate(obj.func, args, kwargs)
+        if inst is None:
+            bld.error(node, KernelTypeError, err)
+        target, header = inst.ir, None
+        params = tuple(p.type for p in target.params)
+        args = [bld.convert(a, t, node) for a, t in zip(inst.bind_args(args, kwargs), params, strict=True)]
+        ret = target.ret
+    if ret is None or not T.is_float(ret):
+        got = "nothing" if ret is None else T.type_name(ret)
+        bld.error(node, KernelTypeError, f"wp.grad({name}) needs {name} to return a float scalar; it returns {got}")
+    if not params or any(isinstance(t, ArrayType) for t in params):
+        bld.error(node, KernelTypeError, f"wp.grad({name}) differentiates with respect to value parameters; "
+                  f"{name} has {'none' if not params else 'array parameters'}")
+    result = params[0] if len(params) == 1 else tuple_type(params)
+    bld.ctx.gradients[target.name] = target
+    ov = B.Overload(f"grad({name})", (), lambda b: result, f"lw_grad_{target.name}", "Utility", "", False,
+                    header=header)
+    return bld.assign_temp(ir.Call(ov, tuple(args)), result)
 
 
 @call_form(T.vector_value, T.vector, T.matrix_value, T.matrix)  # wp.types.vector(...) constructs too

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import types as T
 from .annotations import annotations
+from .builtins import Builtin
 
 GENERATION = [0]  # bumped whenever any @wp.func changes, so dependent modules rebuild
 
@@ -60,6 +61,29 @@ def _annotation_key(func: Any) -> tuple:
 
 
 _functions: dict[tuple[str, str], Function] = {}
+
+
+class GradWrapper:
+    """What `wp.grad(f)` returns: called inside a kernel or function with f's arguments, it gives the
+    gradient of f's (float) result with respect to each argument (a tuple for several), by f's adjoint
+    seeded with 1. Forward-only: no gradient flows back through it in a kernel's backward pass."""
+
+    def __init__(self, func: Function | Builtin) -> None:
+        self.func = func
+        self.key = func.key if isinstance(func, Function) else func.name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"wp.grad({self.key})(...) can only be called inside kernels and functions")
+
+    def __repr__(self) -> str:
+        return f"GradWrapper({self.key})"
+
+
+def grad(func: Any) -> GradWrapper:
+    """`wp.grad(f)`: the gradient of a @wp.func or builtin, to call in kernels and functions (see GradWrapper)."""
+    if not isinstance(func, Function | Builtin):
+        raise TypeError(f"wp.grad() takes a @wp.func function or a builtin, got {type(func).__name__}")
+    return GradWrapper(func)
 
 
 def func(f: Any) -> Function:

@@ -69,6 +69,7 @@ class BuildContext:
         self.sites: list[tuple[str, str, str, int]] = []
         self.in_progress: set[tuple] = set()
         self.custom: dict[str, tuple] = {}  # function cname -> (custom adjoint IR | None, custom replay IR | None)
+        self.gradients: dict[str, ir.Function] = {}  # functions called through wp.grad(f), by cname
 
     def add_site(self, owner: str, text: str, filename: str, line: int) -> int:
         self.sites.append((owner, text, filename, line))
@@ -531,7 +532,10 @@ class Module:
             kernel_irs.append(fn)
         if failed and not kernels:
             raise next(iter(failed.values()))
-        source = codegen.module_source(ctx.order, kernel_irs, debug)
+        # wp.grad(f) calls f's adjoint from forward code: the functions' adjoints then join the forward source
+        declared, gradients = registry.gradient_source(ctx.order, list(ctx.gradients.values()), debug,
+                                                       ctx.custom) if ctx.gradients else ("", "")
+        source = codegen.module_source(ctx.order, kernel_irs, debug, gradients, declared)
         if not config.line_directives:
             source = build.without_line_directives(source)
         backward = [fn for k, fn in zip(kernels, kernel_irs, strict=True) if k.backward_enabled]
@@ -539,7 +543,7 @@ class Module:
             backward = []
 
         def adjoint_source() -> str:
-            adjoints = registry.adjoint_source(ctx.order, backward, debug, ctx.custom)
+            adjoints = registry.adjoint_source([] if gradients else ctx.order, backward, debug, ctx.custom)
             return source + (adjoints if config.line_directives else build.without_line_directives(adjoints))
 
         effects = ir.function_effects(ctx.order)

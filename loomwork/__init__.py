@@ -75,7 +75,7 @@ from .kernels.errors import (
 )
 from .kernels.extensions import publish_into as _publish_into
 from .kernels.frontend import adjoint
-from .kernels.functions import Function, func, func_grad, func_native, func_replay
+from .kernels.functions import Function, GradWrapper, func, func_grad, func_native, func_replay, grad
 from .kernels.interop import from_dlpack, to_dlpack
 from .kernels.jax_bridge import GraphMode as JaxCallableGraphMode
 from .kernels.jax_bridge import (
@@ -238,7 +238,7 @@ __all__ = [
     "fixedarray", "indexedarray", "indexedarray1d", "indexedarray2d", "indexedarray3d", "indexedarray4d",
     "struct", "overload", "Float", "Int", "Scalar", "set_module_options", "get_module_options", "types",
     "pi", "e", "tau", "inf", "nan", "PI", "HALF_PI", "E", "TAU", "LOG2E", "LOG10E", "LN2", "LN10", "PHI", "INF",
-    "NAN", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay",
+    "NAN", "Tape", "OverwriteError", "adjoint", "func_grad", "func_replay", "grad", "GradWrapper",
     "func_native", "identity", "vector", "matrix", "quat_from_matrix", "quat_slerp", "quat_to_rpy",
     "transform_from_matrix", "transform_to_matrix", "quat_from_euler", "quat_to_euler", "quat_twist",
     "quat_twist_angle", "quat_twist_angle_signed", "transform_compose", "transform_decompose", "transform_twist",

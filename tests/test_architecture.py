@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["kernels", "autodiff", "geometry", "sim", "apps"]
+LAYERS = ["kernels", "autodiff", "geometry", "sim", "render", "apps"]
 OPTIONAL = ["torch", "jax", "cupy", "cuda", "pxr", "trimesh", "pyvista", "PIL", "matplotlib"]
 
 

@@ -97,6 +97,18 @@ def two_stage(x, l):
     return tape, y
 
 
+@wp.struct
+class _Pose:
+    rot: wp.array(dtype=wp.quat)
+    weight: float
+
+
+@wp.kernel
+def _pose_loss(pose: _Pose, loss: wp.array(dtype=float)):
+    q = pose.rot[0]
+    loss[0] = pose.weight * (q[0] * q[0] + 2.0 * q[3])
+
+
 def test_documented_loss_over_2d_points_optimizes():
     """The user's example: a tape recorded once, backward + a gradient step each iteration, loss falls to ~0."""
     rng = np.random.default_rng(0)
@@ -562,3 +574,19 @@ def test_copies_and_clones_are_differentiable_on_a_tape():
         wp.copy(dst, src, dest_offset=1, src_offset=1, count=2)
     tape.backward(grads={dst: np.array([10.0, 20.0, 30.0, 40.0], dtype=np.float32)})
     assert src.grad.numpy().tolist() == [0.0, 20.0, 30.0]
+
+
+def test_gradients_include_arrays_inside_structs():
+    """tape.gradients lists the arrays a struct argument carries (Warp's form, used by its diffray example),
+    with the analytic gradient, and tape.zero() clears them."""
+    pose = _Pose()
+    pose.rot = wp.array([wp.quat(0.5, 0.0, 0.0, 1.0)], dtype=wp.quat, requires_grad=True)
+    pose.weight = 3.0
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(_pose_loss, dim=1, inputs=[pose, loss])
+    tape.backward(loss)
+    np.testing.assert_allclose(tape.gradients[pose.rot].numpy(), [[3.0, 0.0, 0.0, 6.0]])
+    tape.zero()
+    assert not pose.rot.grad.numpy().any()

@@ -234,3 +234,17 @@ def test_reshaped_views_keep_their_gradient():
         wp.launch(squares_of, 4, inputs=[flat, y])
     tape.backward(grads={y: np.ones(4, dtype=np.float32)})
     assert a.grad.numpy().tolist() == [[0.0, 2.0], [4.0, 6.0]]
+
+
+def test_requires_grad_set_after_a_launch_reaches_kernels():
+    """An array launched before `requires_grad = True` is set gets its gradient in a later Tape (the kernels'
+    view of the array carries the new gradient buffer)."""
+    x = wp.array(np.array([1.0, 2.0, 3.0], dtype=np.float32))
+    wp.launch(squares_of, 3, inputs=[x, wp.zeros(3)])
+    x.requires_grad = True
+    y = wp.zeros(3, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(squares_of, 3, inputs=[x, y])
+    tape.backward(grads={y: np.ones(3, dtype=np.float32)})
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
