@@ -385,8 +385,9 @@ add("clamp", (S, S, S), "T", group="Scalar Math", doc="x limited to [lo, hi]", p
 add("abs", (S,), "T", group="Scalar Math", doc="|x| (componentwise for vectors); its gradient at 0 is 1",
     py=np.abs)
 add("abs", (V,), vec_ret, group="Scalar Math", doc="")
-add("sign", (S,), "T", group="Scalar Math", doc="-1 where x < 0, else 1", differentiable=False,
-    py=lambda x: np.where(x < 0, -1, 1))
+add("sign", (S,), "T", group="Scalar Math", doc="-1 where x < 0, else 1 (componentwise for vectors)",
+    differentiable=False, py=lambda x: np.where(x < 0, -1, 1))
+add("sign", (V,), vec_ret, group="Scalar Math", doc="", differentiable=False)
 add("step", (S,), "T", group="Scalar Math", doc="1 where x < 0, else 0", differentiable=False,
     py=lambda x: np.where(x < 0, 1, 0))
 add("nonzero", (S,), "T", group="Scalar Math", doc="1 where x != 0, else 0", differentiable=False,

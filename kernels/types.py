@@ -339,6 +339,15 @@ class _CompositeMixin:
     def __rtruediv__(self, o):
         return self._binary(o, np.divide, True)
 
+    def __mod__(self, o):
+        """Componentwise remainder with the sign of the dividend (C's, as in kernels); by zero gives 0."""
+        with np.errstate(all="ignore"):
+            return self._binary(o, lambda a, b: np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))))
+
+    def __rmod__(self, o):
+        with np.errstate(all="ignore"):
+            return self._binary(o, lambda a, b: np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))), True)
+
     __radd__ = __add__
 
     def __neg__(self):

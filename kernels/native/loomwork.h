@@ -398,6 +398,7 @@ LW_ELEMWISE2(max)
 LW_ELEMWISE1(neg)
 LW_ELEMWISE1(abs)
 LW_ELEMWISE1(pos)
+LW_ELEMWISE1(sign)
 
 template <int N, typename T> LW_FUNC vec_t<N, T> mul(vec_t<N, T> a, T s) {
     vec_t<N, T> r;
