@@ -464,8 +464,8 @@ add("smooth_normalize", (VF,), vec_ret, group="Vector Math",
     doc="v / norm_pseudo_huber(v, delta): a normalization that is smooth at 0 (delta default 1)",
     py=lambda v, d=1.0: np.asarray(v) / (d * np.sqrt(1.0 + np.dot(v, v) / (d * d))))
 add("smooth_normalize", (VF, F), vec_ret, group="Vector Math", doc="")
-# decompositions into the caller's variables: wp.svd3(A, U, sigma, V)
-for _st in (T.float32, T.float64):
+# decompositions into the caller's variables: wp.svd3(A, U, sigma, V) (16-bit floats compute in float32)
+for _st in (T.float16, T.bfloat16, T.float32, T.float64):
     for _n in (2, 3):
         _m, _v = T.matrix((_n, _n), _st), T.vector(_n, _st)
         add(f"svd{_n}", (Exact(_m), Out(_m), Out(_v), Out(_m)), None, "lw::svd_of", group="Vector Math",
