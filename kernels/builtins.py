@@ -660,6 +660,26 @@ for _name, _doc in SPECIAL_FORMS.items():
 BUILTINS["static"]._py = lambda x: x  # in Python scope (a @wp.func run by Python), wp.static(x) is x
 
 
+class _TransformSetter(Builtin):
+    """wp.transform_set_translation / transform_set_rotation: in Python scope they update the value passed."""
+
+    def __init__(self, name: str, first: int, n: int, doc: str) -> None:
+        super().__init__(name, "Transformations", doc)
+        self._part = slice(first, first + n)
+
+    def __call__(self, xform: Any, value: Any) -> None:
+        if not isinstance(xform, T.TransformType):
+            raise TypeError(f"wp.{self.name}() sets a part of a transform, got {type(xform).__name__}")
+        xform[self._part] = list(value)
+
+
+for _name, _first, _n, _what in (("transform_set_translation", 0, 3, "translation p (a vec3)"),
+                                 ("transform_set_rotation", 3, 4, "rotation q (a quaternion, not normalized)")):
+    BUILTINS[_name] = _TransformSetter(_name, _first, _n, f"{_name}(xform, value): set the {_what} of the "
+                                       "transform variable or array element xform in place (in kernels also "
+                                       "`xform.p = ...` / `xform.q = ...`)")
+
+
 def _expect(name: str, holds: Callable[..., bool], sep: str) -> Callable:
     """Python scope: print the failed expectation, as the kernel form does (no exception, as in Warp)."""
     def check(a: Any, b: Any, *tol: Any) -> None:

@@ -324,6 +324,18 @@ def identity_of(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     return bld.from_python(value, node)
 
 
+@call_form("transform_set_translation", "transform_set_rotation")
+def transform_set_part(bld: Builder, node: ast.Call, obj: Any) -> None:
+    """wp.transform_set_translation(t, p) / transform_set_rotation(t, q): `t.p = p` / `t.q = q`, in place."""
+    if len(node.args) != 2 or node.keywords:
+        bld.error(node, KernelTypeError, f"wp.{obj.name}() takes (xform, value)")
+    base = bld.place(node.args[0])
+    if not T.is_transform(base.type):
+        bld.error(node.args[0], KernelTypeError, f"wp.{obj.name}() sets a part of a transform, not of a "
+                  f"{T.type_name(base.type)}")
+    bld.store_transform_part(base, "p" if obj.name.endswith("translation") else "q", bld.value(node.args[1]), node)
+
+
 @call_form(type)
 def type_of(bld: Builder, node: ast.Call, obj: Any) -> Any:
     """`type(x)` in a kernel: x's type, a compile-time object (e.g. `type(a[0])(0)` in generic code)."""

@@ -415,7 +415,34 @@ class Builder:
         if isinstance(target, ast.Subscript) and _has_slice(target):
             self.assign_slice(target, value)
             return
+        if isinstance(target, ast.Attribute) and target.attr in _TRANSFORM_PARTS:
+            base = self.place_or_object(target.value)
+            if isinstance(base, Place) and T.is_transform(base.type):
+                self.store_transform_part(base, target.attr, value, target)
+                return
+            if isinstance(base, Place):
+                self.store(self.field_place(base, target), value, target)
+                return
         self.store(self.place(target), value, target)
+
+    def store_transform_part(self, base: Place, attr: str, value: Operand, node: ast.AST,
+                             atomic_op: str | None = None) -> None:
+        """`t.p = v` / `t.q = r` on a transform variable or array element: its translation (components 0-2) or
+        rotation (3-6), component by component; `atomic_op` ("add"/"sub") updates an array element's part
+        atomically (`a[i].p += v`), as Warp does for parts of array elements."""
+        t = base.type
+        first, n = _TRANSFORM_PARTS[attr]
+        st = t._wp_scalar_type_
+        want = T.vector(3, st) if attr == "p" else T.quaternion(st)
+        value = self.convert(self.materialize(value), want, node, what=f"transform.{attr}")
+        for k in range(n):
+            comp = self.assign_temp(ir.Extract(value, (Const(k, T.int32),)), st)
+            part = ir.Part(t, indices=(Const(first + k, T.int32),), site=self.site(node, base.root))
+            if atomic_op is not None:
+                self.emit(ir.Atomic(atomic_op, base.root, base.indices, comp, None, base.site,
+                                    path=(*base.path, part), line=self.cur_line))
+            else:
+                self.store(base.then(part), comp, node)
 
     def assign_slice(self, target: ast.Subscript, value: Operand) -> None:
         """`v[1:3] = w`, `m[0, :2] = w`, `m[:2] = rows`: component by component; `value` has the slice's shape
@@ -594,7 +621,20 @@ class Builder:
         if isinstance(target, ast.Subscript) and _has_slice(target):  # v[1:3] += w
             self.assign_slice(target, self.binop(op, self.value(target), self.value(node.value), node))
             return
-        p = self.place(target)
+        if isinstance(target, ast.Attribute) and target.attr in _TRANSFORM_PARTS:
+            base = self.place_or_object(target.value)
+            if isinstance(base, Place) and T.is_transform(base.type):
+                if base.indices is not None and op in ("add", "sub"):
+                    self.store_transform_part(base, target.attr, self.value(node.value), node, atomic_op=op)
+                    return
+                getter = "transform_get_translation" if target.attr == "p" else "transform_get_rotation"
+                current = self.call_builtin(getter, [self.place_value(base)], node)
+                self.store_transform_part(base, target.attr, self.binop(op, current, self.value(node.value), node),
+                                          node)
+                return
+            p = self.field_place(base, target) if isinstance(base, Place) else self.place(target)
+        else:
+            p = self.place(target)
         if p.indices is not None and op in ("add", "sub") and (not p.path or T.is_composite(p.type) or (
                 T.is_scalar(p.type) and p.type is not T.bool_)):
             # a[i] += v, a[i].y -= v: an atomic update of the element or of its part, as in Warp
@@ -1548,6 +1588,7 @@ class Builder:
 
 
 _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
+_TRANSFORM_PARTS = {"p": (0, 3), "q": (3, 4)}  # a transform's translation and rotation: (first component, count)
 _UNSET = object()
 
 

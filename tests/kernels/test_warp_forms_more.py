@@ -35,3 +35,42 @@ def test_host_vector_remainder(dtype):
     got = vec(*a) % vec(3, 2, 0)
     want = [np.fmod(a[0], 3), 1, 0]
     assert list(got) == want and type(got) is vec
+
+
+@wp.kernel
+def transform_parts(x: wp.array(dtype=wp.vec3), y: wp.array(dtype=wp.quat), z: wp.array(dtype=wp.transform),
+                    w: wp.array(dtype=wp.transform)):
+    i = wp.tid()
+    t = wp.transform_identity()
+    t.p = x[i]
+    t.q = y[i]
+    t.p += x[i]
+    z[i] = t
+    s = wp.transform_identity()
+    wp.transform_set_translation(s, x[i])
+    wp.transform_set_rotation(s, y[i])
+    w[i] = s
+    w[i].p += x[i]
+
+
+def test_transform_parts_are_assignable():
+    """`t.p = v`, `t.q = q`, `t.p += v` and wp.transform_set_translation/rotation set a transform's parts in
+    kernels (an array element's part atomically with +=) and in Python scope, with gradients."""
+    xs = np.array([[1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]], dtype=np.float32)
+    qs = np.array([[0.0, 0.0, 0.6, 0.8], [0.0, 1.0, 0.0, 0.0]], dtype=np.float32)
+    x = wp.array(xs, dtype=wp.vec3, requires_grad=True)
+    y = wp.array(qs, dtype=wp.quat, requires_grad=True)
+    z, w = wp.zeros(2, dtype=wp.transform, requires_grad=True), wp.zeros(2, dtype=wp.transform, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(transform_parts, 2, inputs=[x, y, z, w])
+    want = np.concatenate([2 * xs, qs], axis=1)
+    np.testing.assert_array_equal(z.numpy(), want)
+    np.testing.assert_array_equal(w.numpy(), want)
+    tape.backward(grads={z: np.ones((2, 7), np.float32), w: np.ones((2, 7), np.float32)})
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 4.0))
+    np.testing.assert_array_equal(y.grad.numpy(), np.full((2, 4), 2.0))
+    t = wp.transform()
+    wp.transform_set_translation(t, wp.vec3(1.0, 2.0, 3.0))
+    wp.transform_set_rotation(t, wp.quat(0.0, 0.0, 0.6, 0.8))
+    assert list(t) == [1.0, 2.0, 3.0, 0.0, 0.0, np.float32(0.6), np.float32(0.8)]
