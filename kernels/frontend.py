@@ -1550,7 +1550,8 @@ class Builder:
         expr = ast.Expression(node)
         ast.fix_missing_locations(expr)
         try:
-            scope = {**self.scope.closure, **self.scope.static_locals}
+            scope = {**self.scope.closure, **self.scope.static_locals, **{
+                name: _LocalLength(var.type) for name, var in self.scope.vars.items() if T.is_composite(var.type)}}
             return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
             self.error(node, KernelTypeError, f"{what} could not evaluate this expression: "
@@ -1588,6 +1589,22 @@ class Builder:
 
 
 _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
+
+
+class _LocalLength:
+    """A kernel variable of vector or matrix type inside a compile-time expression (`wp.static(len(v))`):
+    only its length (rows of a matrix) is known there."""
+
+    def __init__(self, t: Any) -> None:
+        self.t = t
+
+    def __len__(self) -> int:
+        return self.t._shape_[0]
+
+    def __repr__(self) -> str:
+        return f"<a {T.type_name(self.t)} kernel variable: only len() of it is known at compile time>"
+
+
 _TRANSFORM_PARTS = {"p": (0, 3), "q": (3, 4)}  # a transform's translation and rotation: (first component, count)
 _UNSET = object()
 

@@ -74,3 +74,21 @@ def test_transform_parts_are_assignable():
     wp.transform_set_translation(t, wp.vec3(1.0, 2.0, 3.0))
     wp.transform_set_rotation(t, wp.quat(0.0, 0.0, 0.6, 0.8))
     assert list(t) == [1.0, 2.0, 3.0, 0.0, 0.0, np.float32(0.6), np.float32(0.8)]
+
+
+@wp.kernel
+def static_lengths(v: wp.vec3, m: wp.types.matrix((2, 4), float), out: wp.array(dtype=int)):
+    q = wp.quat_identity()
+    out[0] = wp.static(len(v))
+    out[1] = wp.static(len(m) * 10)
+    out[2] = wp.static(len(q))
+    for i in wp.static(range(len(v))):
+        out[3] += i
+
+
+def test_static_len_of_kernel_variables():
+    """wp.static(len(x)) of a vector, matrix or quaternion variable is its length (a matrix's rows), known when
+    the kernel compiles (also as a wp.static loop bound)."""
+    out = wp.zeros(4, dtype=int)
+    wp.launch(static_lengths, 1, inputs=[wp.vec3(), wp.types.matrix((2, 4), float)(), out])
+    np.testing.assert_array_equal(out.numpy(), [3, 20, 4, 3])
