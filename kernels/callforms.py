@@ -53,6 +53,17 @@ def breakpoint_(bld: Builder, node: ast.Call, obj: Any) -> None:
 # -- atomics -------------------------------------------------------------------------------------
 
 
+_WORDS = (T.int32, T.uint32, T.int64, T.uint64)
+_ATOMIC_SCALARS = {  # the scalar types each atomic takes (of scalars, or of vectors and matrices for add ... max)
+    **dict.fromkeys(("add", "sub"), ("[u]int32, [u]int64, float16, bfloat16, float32, or float64",
+                                     _WORDS + (T.float16, T.bfloat16, T.float32, T.float64))),
+    **dict.fromkeys(("min", "max"), ("[u]int32, [u]int64, bfloat16, float32, or float64",
+                                     _WORDS + (T.bfloat16, T.float32, T.float64))),
+    **dict.fromkeys(("cas", "exch"), ("[u]int32, [u]int64, float32, or float64", _WORDS + (T.float32, T.float64))),
+    **dict.fromkeys(("and", "or", "xor"), ("[u]int32 or [u]int64", _WORDS)),
+}
+
+
 @call_form("atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas", "atomic_and",
            "atomic_or", "atomic_xor")
 def atomic(bld: Builder, node: ast.Call, obj: Any) -> Operand:
@@ -73,16 +84,13 @@ def atomic(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     indices = tuple(bld.indices(i)[0] for i in idx_nodes)
     dtype = arr.type.dtype
     op = name.split("_", 1)[1]
-    words = (T.int32, T.uint32, T.int64, T.uint64)  # what the hardware atomics take
-    allowed = {
-        "add": T.is_scalar(dtype) or T.is_composite(dtype), "sub": T.is_scalar(dtype) or T.is_composite(dtype),
-        "min": T.is_scalar(dtype) or T.is_composite(dtype), "max": T.is_scalar(dtype) or T.is_composite(dtype),
-        "exch": dtype in words + (T.float32, T.float64), "cas": dtype in words + (T.float32, T.float64),
-        "and": dtype in words, "or": dtype in words, "xor": dtype in words,
-    }[op]
-    narrow = T.elem_scalar(dtype) in (T.float16, T.bfloat16)  # 16-bit floats: atomic add and sub only
-    if not allowed or dtype is T.bool_ or (narrow and op not in ("add", "sub")):
-        bld.error(node, KernelTypeError, f"wp.{name}() does not support arrays of {T.type_name(dtype)}")
+    scalar = T.elem_scalar(dtype) if T.is_scalar(dtype) or T.is_composite(dtype) else None
+    names, types = _ATOMIC_SCALARS[op]
+    if scalar not in types or not (T.is_scalar(dtype) or op in ("add", "sub", "min", "max")):
+        # Warp's rule and words: what the GPU's atomics take
+        what = f" (with scalar type {T.type_name(scalar)})" if scalar is not None else ""
+        bld.error(node, KernelTypeError, f"{name}() operations only work on arrays with {names} as the underlying "
+                  f"scalar types, but got {T.type_name(dtype)}{what}")
     value = bld.convert(bld.value(node.args[-1]), dtype, node.args[-1], what=f"wp.{name}() value")
     compare = None
     if op == "cas":

@@ -7,8 +7,9 @@ class LoomworkError(Exception):
     """Base of every error loomwork raises."""
 
 
-class KernelError(LoomworkError):
-    """An error in a kernel or function's source, raised while it is compiled."""
+class KernelError(LoomworkError, RuntimeError):
+    """An error in a kernel or function's source, raised while it is compiled (a RuntimeError, as Warp's
+    WarpCodegenError; each subclass is also the Python error of its kind)."""
 
 
 class KernelSyntaxError(KernelError, SyntaxError):

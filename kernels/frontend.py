@@ -272,7 +272,8 @@ class Builder:
     def error(self, node: ast.AST, cls: type[KernelError], msg: str) -> None:
         line, snippet = self.src.location(node)
         kind = "kernel" if self.is_kernel else "function"
-        text = f"{msg}\n  in {kind} '{self.qualname}' at {self.src.filename}:{line}\n{snippet}"
+        # where first, then what (as Warp and Python's own syntax errors put it): the message ends the text
+        text = f"in {kind} '{self.qualname}' at {self.src.filename}:{line}:\n{snippet}\n{msg}"
         raise cls(text)
 
     # -- emission helpers ------------------------------------------------------------------

@@ -92,3 +92,32 @@ def test_static_len_of_kernel_variables():
     out = wp.zeros(4, dtype=int)
     wp.launch(static_lengths, 1, inputs=[wp.vec3(), wp.types.matrix((2, 4), float)(), out])
     np.testing.assert_array_equal(out.numpy(), [3, 20, 4, 3])
+
+
+@wp.kernel
+def componentwise_extremes(v: wp.array(dtype=wp.vec3), m: wp.array(dtype=wp.mat22), lo: wp.array(dtype=wp.vec3),
+                           hi: wp.array(dtype=wp.mat22)):
+    i = wp.tid()
+    wp.atomic_min(lo, 0, v[i])
+    wp.atomic_max(hi, 0, m[i])
+
+
+def test_atomic_min_max_gradients_of_vectors_and_matrices_are_componentwise():
+    """The gradient of atomic_min/max into a vector or matrix element goes, component by component, to the
+    value that won that component."""
+    rng = np.random.default_rng(3)
+    vs, ms = rng.uniform(-1, 1, (50, 3)).astype(np.float32), rng.uniform(-1, 1, (50, 2, 2)).astype(np.float32)
+    v, m = wp.array(vs, dtype=wp.vec3, requires_grad=True), wp.array(ms, dtype=wp.mat22, requires_grad=True)
+    lo = wp.full(1, wp.vec3(10.0), dtype=wp.vec3, requires_grad=True)
+    hi = wp.full(1, wp.mat22(-10.0), dtype=wp.mat22, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(componentwise_extremes, 50, inputs=[v, m, lo, hi])
+    np.testing.assert_array_equal(lo.numpy()[0], vs.min(axis=0))
+    tape.backward(grads={lo: np.ones((1, 3), np.float32), hi: np.ones((1, 2, 2), np.float32)})
+    want_v = np.zeros_like(vs)
+    want_v[vs.argmin(axis=0), np.arange(3)] = 1.0
+    want_m = np.zeros_like(ms).reshape(50, 4)
+    want_m[ms.reshape(50, 4).argmax(axis=0), np.arange(4)] = 1.0
+    np.testing.assert_array_equal(v.grad.numpy(), want_v)
+    np.testing.assert_array_equal(m.grad.numpy(), want_m.reshape(50, 2, 2))
