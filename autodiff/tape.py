@@ -273,8 +273,10 @@ class Tape:
                 raise TypeError(f"Tape.backward: grads keys must be wp.arrays, got {type(a).__name__}")
             seeds[id(a)] = (a, adj)
         for a, _ in seeds.values():
-            if a.grad is None:
+            if a.grad is None and a is loss:
                 raise ValueError(f"Tape.backward: {a!r} has no gradient buffer; create it with requires_grad=True")
+            if a.grad is None:  # an output seeded through grads= gets a gradient buffer, as in Warp
+                a.requires_grad = True
         self._check_overwrites()
         for a in self.arrays():
             if a.grad is not None and not a._grad_external and id(a) not in seeds:

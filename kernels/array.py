@@ -406,6 +406,7 @@ class array:  # noqa: N801 - Warp's public name
         elif not value:
             self._grad = None
         self._requires_grad = value
+        self._desc = None  # the packed descriptor carries the gradient's address
 
     @property
     def grad(self) -> array | None:
@@ -910,23 +911,26 @@ class array4d(array):  # noqa: N801
 
 
 def empty(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
-          pinned: bool = False) -> array:
-    """A new array whose contents are unspecified."""
+          pinned: bool = False, *, n: int | None = None) -> array:
+    """A new array whose contents are unspecified (`n=length`: Warp's older spelling of a 1-D shape)."""
     a = array(dtype=dtype, device=device, pinned=pinned)
-    a._init_new(_normalize_shape(shape), zero=False)
+    a._init_new(_normalize_shape(shape if n is None else (n,)), zero=False)
     a.requires_grad = requires_grad
     return a
 
 
 def zeros(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
-          pinned: bool = False) -> array:
-    """A new array filled with zeros."""
-    return array(dtype=dtype, shape=shape, device=device, requires_grad=requires_grad, pinned=pinned)
+          pinned: bool = False, *, n: int | None = None) -> array:
+    """A new array filled with zeros (`n=length`: a 1-D shape, as `empty`)."""
+    return array(dtype=dtype, shape=shape if n is None else (n,), device=device, requires_grad=requires_grad,
+                 pinned=pinned)
 
 
 def full(shape: Any = 0, value: Any = 0, dtype: Any = Any, device: Any = None, requires_grad: bool = False,
-         pinned: bool = False) -> array:
-    """A new array with every element set to `value` (dtype inferred from it when not given)."""
+         pinned: bool = False, *, n: int | None = None) -> array:
+    """A new array with every element set to `value` (dtype inferred from it when not given; `n=length`: a
+    1-D shape, as `empty`)."""
+    shape = shape if n is None else (n,)
     if dtype is Any:
         dtype = T.python_value_type(value) or float
         if isinstance(value, int) and not isinstance(value, builtins.bool):
@@ -936,9 +940,9 @@ def full(shape: Any = 0, value: Any = 0, dtype: Any = Any, device: Any = None, r
 
 
 def ones(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
-         pinned: bool = False) -> array:
-    """A new array filled with ones."""
-    return full(shape, 1, dtype, device, requires_grad, pinned)
+         pinned: bool = False, *, n: int | None = None) -> array:
+    """A new array filled with ones (`n=length`: a 1-D shape, as `empty`)."""
+    return full(shape, 1, dtype, device, requires_grad, pinned, n=n)
 
 
 def empty_like(src: array, device: Any = None, requires_grad: bool | None = None) -> array:

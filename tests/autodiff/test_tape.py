@@ -562,3 +562,23 @@ def test_copies_and_clones_are_differentiable_on_a_tape():
         wp.copy(dst, src, dest_offset=1, src_offset=1, count=2)
     tape.backward(grads={dst: np.array([10.0, 20.0, 30.0, 40.0], dtype=np.float32)})
     assert src.grad.numpy().tolist() == [0.0, 20.0, 30.0]
+
+
+@wp.kernel
+def square_into(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+def test_seeding_an_output_created_without_gradient():
+    """backward(grads={y: g}) for an output made without requires_grad gives it a gradient buffer (as Warp), and
+    an array given requires_grad=True after a launch has its gradient seen by later launches."""
+    x = wp.array(np.arange(3, dtype=np.float32), requires_grad=True)
+    y = wp.zeros(n=3)
+    assert y.shape == (3,) and y.grad is None
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square_into, 3, inputs=[x], outputs=[y])
+    tape.backward(grads={y: wp.ones(n=3)})
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(y.grad.numpy(), [1.0, 1.0, 1.0])
