@@ -41,6 +41,7 @@ from loomwork.kernels.errors import LoomworkError
 from loomwork.kernels.extensions import registry
 from loomwork.kernels.launch import launch
 from loomwork.kernels.stream import capturing_graph
+from loomwork.kernels.structs import is_struct
 
 from .adjoint import differentiable
 
@@ -62,8 +63,7 @@ class _Launch:
     fresh: list = field(default_factory=list)  # recorded in a graph capture: the reads each replay refreshes
 
     def arrays(self) -> list[array]:
-        views = [p for p in self.params if isinstance(p, array | indexedarray)]
-        return [p.data if isinstance(p, indexedarray) else p for p in views]
+        return [a for p in self.params for a in _arrays_in(p)]
 
     def backward(self) -> None:
         params = self.params
@@ -101,6 +101,29 @@ class _Func:
 
     def backward(self) -> None:
         self.backward_fn()
+
+
+def _arrays_in(p: Any) -> list[array]:
+    """The arrays a launch parameter holds: itself, an indexedarray's data, a struct's array fields (nested)."""
+    if isinstance(p, indexedarray):
+        return [p.data]
+    if isinstance(p, array):
+        return [p]
+    if is_struct(type(p)):
+        return [a for name in type(p).fields for a in _arrays_in(getattr(p, name))]
+    return []
+
+
+def _gradient_struct(s: Any) -> Any:
+    """A struct of `s`'s type whose array fields are the gradients of `s`'s (Warp's `tape.gradients[s]`)."""
+    g = type(s)()
+    for name in type(s).fields:
+        v = getattr(s, name)
+        if isinstance(v, array):
+            setattr(g, name, v.grad)
+        elif is_struct(type(v)):
+            setattr(g, name, _gradient_struct(v))
+    return g
 
 
 @dataclass(eq=False)  # a tape is itself: two tapes never compare equal
@@ -232,7 +255,12 @@ class Tape:
     def gradients(self) -> dict:
         """{array: its gradient array} for every array the recorded launches touched that has one
         (Warp's `tape.gradients[a]`)."""
-        return {a: a.grad for a in self.arrays() if a.grad is not None}
+        grads: dict = {a: a.grad for a in self.arrays() if a.grad is not None}
+        for e in self.launches:
+            for p in getattr(e, "params", ()):
+                if is_struct(type(p)):
+                    grads[p] = _gradient_struct(p)
+        return grads
 
     def get_adjoint(self, a: array) -> array | None:
         """The gradient buffer of `a` (None when it has none)."""
