@@ -54,7 +54,7 @@ def breakpoint_(bld: Builder, node: ast.Call, obj: Any) -> None:
 
 
 _WORDS = (T.int32, T.uint32, T.int64, T.uint64)
-_ATOMIC_SCALARS = {  # the scalar types each atomic takes (of scalars, or of vectors and matrices for add ... max)
+_ATOMIC_SCALARS = {  # the scalar types each atomic takes (of scalars, or of vectors and matrices but for cas, exch)
     **dict.fromkeys(("add", "sub"), ("[u]int32, [u]int64, float16, bfloat16, float32, or float64",
                                      _WORDS + (T.float16, T.bfloat16, T.float32, T.float64))),
     **dict.fromkeys(("min", "max"), ("[u]int32, [u]int64, bfloat16, float32, or float64",
@@ -86,7 +86,8 @@ def atomic(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     op = name.split("_", 1)[1]
     scalar = T.elem_scalar(dtype) if T.is_scalar(dtype) or T.is_composite(dtype) else None
     names, types = _ATOMIC_SCALARS[op]
-    if scalar not in types or not (T.is_scalar(dtype) or op in ("add", "sub", "min", "max")):
+    if scalar not in types or not (T.is_scalar(dtype) or T.is_vector(dtype) or T.is_matrix(dtype)) or (
+            not T.is_scalar(dtype) and op in ("cas", "exch")):
         # Warp's rule and words: what the GPU's atomics take
         what = f" (with scalar type {T.type_name(scalar)})" if scalar is not None else ""
         bld.error(node, KernelTypeError, f"{name}() operations only work on arrays with {names} as the underlying "

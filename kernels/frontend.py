@@ -642,6 +642,13 @@ class Builder:
             value = self.convert(self.value(node.value), p.type, node.value, what="array element")
             self.emit(ir.Atomic(op, p.root, p.indices, value, None, p.site, path=p.path, line=self.cur_line))
             return
+        if p.indices is not None and op in _ATOMIC_BITS and (T.is_scalar(p.type) or T.is_vector(p.type) or T.is_matrix(
+                p.type)) and T.elem_scalar(p.type) in (T.int32, T.uint32, T.int64, T.uint64):
+            # a[i] &= v, a[i] |= v, a[i] ^= v on 32/64-bit integers: atomic too, as in Warp
+            value = self.convert(self.value(node.value), p.type, node.value, what="array element")
+            self.emit(ir.Atomic(_ATOMIC_BITS[op], p.root, p.indices, value, None, p.site, path=p.path,
+                                line=self.cur_line))
+            return
         result = self.binop(op, self.place_value(p), self.value(node.value), node)
         self.store(p, result, target)
 
@@ -1606,6 +1613,7 @@ class _LocalLength:
         return f"<a {T.type_name(self.t)} kernel variable: only len() of it is known at compile time>"
 
 
+_ATOMIC_BITS = {"bit_and": "and", "bit_or": "or", "bit_xor": "xor"}  # augmented bit operators -> atomics
 _TRANSFORM_PARTS = {"p": (0, 3), "q": (3, 4)}  # a transform's translation and rotation: (first component, count)
 _UNSET = object()
 

@@ -867,7 +867,6 @@ template <typename T> LW_DEVICE T atomic_sub(T* p, T v) { return atomic_add(p, n
 LW_COMPONENT_ATOMIC(add)
 LW_COMPONENT_ATOMIC(min)
 LW_COMPONENT_ATOMIC(max)
-#undef LW_COMPONENT_ATOMIC
 
 // ---------------------------------------------------------------------------------------------
 // thread index: the launch's linear index split into its dimensions (row-major, last fastest)
@@ -1563,6 +1562,10 @@ template <typename T> inline T atomic_and(T* p, T v) { return __atomic_fetch_and
 template <typename T> inline T atomic_or(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 template <typename T> inline T atomic_xor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
 #endif
+LW_COMPONENT_ATOMIC(and)
+LW_COMPONENT_ATOMIC(or)
+LW_COMPONENT_ATOMIC(xor)
+#undef LW_COMPONENT_ATOMIC
 
 // ---------------------------------------------------------------------------------------------
 // spatial vectors (6 components: the angular part w on top, the linear part v at the bottom)

@@ -121,3 +121,33 @@ def test_atomic_min_max_gradients_of_vectors_and_matrices_are_componentwise():
     want_m[ms.reshape(50, 4).argmax(axis=0), np.arange(4)] = 1.0
     np.testing.assert_array_equal(v.grad.numpy(), want_v)
     np.testing.assert_array_equal(m.grad.numpy(), want_m.reshape(50, 2, 2))
+
+
+@wp.kernel
+def scatter_bits(bits: wp.array(dtype=int), ors: wp.array(dtype=wp.uint32), xors: wp.array(dtype=wp.uint32),
+                 ands: wp.array(dtype=wp.uint32), vwords: wp.array(dtype=wp.vec2ui)):
+    i = wp.tid()
+    bit = wp.uint32(1) << wp.uint32(i % 32)
+    if bits[i] != 0:
+        ors[i // 32] |= bit
+        xors[i // 32] ^= bit
+        wp.atomic_or(vwords, i // 32, wp.vec2ui(bit, wp.uint32(0)))
+    else:
+        ands[i // 32] &= ~bit
+        vwords[i // 32] ^= wp.vec2ui(wp.uint32(0), bit)
+
+
+def test_augmented_bit_operators_on_array_elements_are_atomic():
+    """`a[i] |= v`, `^=`, `&=` on 32/64-bit integer elements (scalars or vectors) and wp.atomic_or/and/xor of
+    integer vectors are atomic: the 32 threads sharing a word never lose each other's bits."""
+    n = 1 << 16
+    bits = np.random.default_rng(5).integers(0, 2, n).astype(np.int32)
+    packed = np.packbits(bits.astype(np.uint8), bitorder="little").view(np.uint32)
+    ors, xors = wp.zeros(n // 32, dtype=wp.uint32), wp.zeros(n // 32, dtype=wp.uint32)
+    ands = wp.full(n // 32, 0xFFFFFFFF, dtype=wp.uint32)
+    vwords = wp.zeros(n // 32, dtype=wp.vec2ui)
+    wp.launch(scatter_bits, n, inputs=[wp.array(bits), ors, xors, ands, vwords])
+    for got in (ors, xors, ands):
+        np.testing.assert_array_equal(got.numpy(), packed)
+    np.testing.assert_array_equal(vwords.numpy()[:, 0], packed)
+    np.testing.assert_array_equal(vwords.numpy()[:, 1], ~packed)
