@@ -263,6 +263,11 @@ def _erfinv(x: Any) -> Any:
     return np.where(np.abs(x) < 1.0, y, np.where(np.abs(x) == 1.0, np.sign(x) * np.inf, np.nan))
 
 
+def _fold(f: Any, args: tuple) -> Any:
+    """Python-scope min/max: f (np.fmin / np.fmax) of two values, or folded over one vector's components."""
+    return f.reduce(np.asarray(args[0]).ravel()) if len(args) == 1 else f(*args)
+
+
 def _ret(spec: Any) -> Callable[[dict], Any]:
     if callable(spec) and not isinstance(spec, type):
         return spec
@@ -374,11 +379,12 @@ add("bit_count", (I,), T.int32, group="Scalar Math", differentiable=False,
     py=lambda x: bin(int(x) & ((1 << 64) - 1)).count("1"))
 add("pow", (F, F), "T", group="Scalar Math", doc="x raised to the power y", py=np.power)
 add("min", (S, S), "T", group="Scalar Math", doc="the smaller of a and b (componentwise for vectors); "
-    "min(v): the smallest component", py=lambda *a: np.min(a[0]) if len(a) == 1 else np.minimum(*a))
+    "min(v): the smallest component; a NaN operand or component gives way to a number, as C's fmin",
+    py=lambda *a: _fold(np.fmin, a))
 add("min", (V, V), vec_ret, group="Scalar Math", doc="")
 add("min", (V,), "T", group="Scalar Math", doc="")
 add("max", (S, S), "T", group="Scalar Math", doc="the larger of a and b (componentwise for vectors); "
-    "max(v): the largest component", py=lambda *a: np.max(a[0]) if len(a) == 1 else np.maximum(*a))
+    "max(v): the largest component; NaN gives way likewise", py=lambda *a: _fold(np.fmax, a))
 add("max", (V, V), vec_ret, group="Scalar Math", doc="")
 add("max", (V,), "T", group="Scalar Math", doc="")
 add("clamp", (S, S, S), "T", group="Scalar Math", doc="x limited to [lo, hi]", py=np.clip)

@@ -84,10 +84,21 @@ template <int N, typename T> LW_FUNC uint32_t argmax(vec_t<N, T> v) {
         if (gt(v.c[i], v.c[k])) k = (uint32_t)i;
     return k;
 }
-template <int N, typename T> LW_FUNC T min(vec_t<N, T> v) { return v.c[argmin(v)]; }
-template <int N, typename T> LW_FUNC T max(vec_t<N, T> v) { return v.c[argmax(v)]; }
-template <int N, typename T> LW_FUNC void adj_min(vec_t<N, T> v, vec_t<N, T>& adj_v, T adj) { acc(adj_v.c[argmin(v)], adj); }
-template <int N, typename T> LW_FUNC void adj_max(vec_t<N, T> v, vec_t<N, T>& adj_v, T adj) { acc(adj_v.c[argmax(v)], adj); }
+// min(v) / max(v) fold like the scalar min/max (fmin/fmax): a NaN component gives way to any number
+template <int N, typename T> LW_FUNC uint32_t extreme_index(vec_t<N, T> v, bool smallest) {
+    uint32_t k = 0;
+    for (int i = 1; i < N; ++i)
+        if ((smallest ? lt(v.c[i], v.c[k]) : gt(v.c[i], v.c[k])) || !eq(v.c[k], v.c[k])) k = (uint32_t)i;
+    return eq(v.c[k], v.c[k]) ? k : 0;
+}
+template <int N, typename T> LW_FUNC T min(vec_t<N, T> v) { return v.c[extreme_index(v, true)]; }
+template <int N, typename T> LW_FUNC T max(vec_t<N, T> v) { return v.c[extreme_index(v, false)]; }
+template <int N, typename T> LW_FUNC void adj_min(vec_t<N, T> v, vec_t<N, T>& adj_v, T adj) {
+    acc(adj_v.c[extreme_index(v, true)], adj);
+}
+template <int N, typename T> LW_FUNC void adj_max(vec_t<N, T> v, vec_t<N, T>& adj_v, T adj) {
+    acc(adj_v.c[extreme_index(v, false)], adj);
+}
 
 // classification of every component: true when any component is nan/inf, when all are finite
 #define LW_ANY_COMPONENT(name, join, start)                                        \

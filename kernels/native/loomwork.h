@@ -908,7 +908,7 @@ template <typename T> LW_FUNC void acc(T& a, T b) { a = add(a, b); }
 // the adjoint of atomic_min/max: the value that won (the element's value now) gets the gradient,
 // component by component for vectors and matrices
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_atomic_won(T cur, T v, T& adj_v, T g) {
-    if (eq(cur, v)) acc(adj_v, g);
+    if (eq(cur, v) || (!eq(cur, cur) && !eq(v, v))) acc(adj_v, g);  // a NaN stored by a NaN value won too
 }
 template <int N, typename T>
 LW_FUNC void adj_atomic_won(const vec_t<N, T>& cur, const vec_t<N, T>& v, vec_t<N, T>& adj_v, const vec_t<N, T>& g) {

@@ -151,3 +151,27 @@ def test_augmented_bit_operators_on_array_elements_are_atomic():
         np.testing.assert_array_equal(got.numpy(), packed)
     np.testing.assert_array_equal(vwords.numpy()[:, 0], packed)
     np.testing.assert_array_equal(vwords.numpy()[:, 1], ~packed)
+
+
+@wp.kernel
+def vector_extremes(v: wp.array(dtype=wp.vec3), lo: wp.array(dtype=float), hi: wp.array(dtype=float)):
+    i = wp.tid()
+    lo[i] = wp.min(v[i])
+    hi[i] = wp.max(v[i])
+
+
+def test_vector_min_max_skip_nan_components():
+    """wp.min(v)/wp.max(v) fold like the scalar min/max (C's fmin/fmax): a NaN component gives way to any
+    number wherever it sits, and the gradient goes to the component chosen; NaN only when all are NaN."""
+    nan = np.nan
+    vs = np.array([[nan, -1.0, 2.0], [3.0, nan, -4.0], [nan, nan, nan], [1.0, 5.0, nan]], dtype=np.float32)
+    v = wp.array(vs, dtype=wp.vec3, requires_grad=True)
+    lo, hi = wp.zeros(4, requires_grad=True), wp.zeros(4, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(vector_extremes, 4, inputs=[v, lo, hi])
+    np.testing.assert_array_equal(lo.numpy(), [-1.0, -4.0, nan, 1.0])
+    np.testing.assert_array_equal(hi.numpy(), [2.0, 3.0, nan, 5.0])
+    tape.backward(grads={lo: np.ones(4, np.float32), hi: np.ones(4, np.float32)})
+    np.testing.assert_array_equal(v.grad.numpy(), [[0, 1, 1], [1, 0, 1], [2, 0, 0], [1, 1, 0]])
+    assert wp.min(wp.vec3(nan, -1.0, 2.0)) == -1.0 and wp.max(1.0, nan) == 1.0
