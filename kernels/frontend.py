@@ -951,6 +951,9 @@ class Builder:
                 return self.from_python(scope[node.id], node)
         if node.id in B.BUILTINS and not node.id.startswith("_"):  # a builtin's bare name, as Warp resolves it
             return PyObj(B.BUILTINS[node.id])
+        named = getattr(T, node.id, None) if not node.id.startswith("_") else None
+        if isinstance(named, type) and T.is_composite(named):  # `mat22(...)`: Warp's constructors are builtins too
+            return PyObj(named)
         self.error(node, KernelNameError, f"name '{node.id}' is not defined")
 
     def from_python(self, obj: Any, node: ast.AST) -> Any:

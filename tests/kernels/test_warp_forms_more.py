@@ -175,3 +175,18 @@ def test_vector_min_max_skip_nan_components():
     tape.backward(grads={lo: np.ones(4, np.float32), hi: np.ones(4, np.float32)})
     np.testing.assert_array_equal(v.grad.numpy(), [[0, 1, 1], [1, 0, 1], [2, 0, 0], [1, 1, 0]])
     assert wp.min(wp.vec3(nan, -1.0, 2.0)) == -1.0 and wp.max(1.0, nan) == 1.0
+
+
+@wp.kernel
+def bare_type_names(out: wp.array(dtype=wp.mat22), q: wp.array(dtype=wp.quat)):
+    out[0] = mat22(1.0, 2.0, 3.0, 4.0) * 2.0  # noqa: F821 - resolved as Warp resolves builtins' bare names
+    q[0] = quat(0.0, 0.0, 0.0, 1.0)  # noqa: F821
+
+
+def test_bare_vector_and_matrix_type_names_in_kernels():
+    """Inside kernels, `mat22(...)`, `quat(...)` and the other vector/matrix type names construct values by their
+    bare names (Warp treats its constructors as builtins), when nothing in scope has that name."""
+    out, q = wp.zeros(1, dtype=wp.mat22), wp.zeros(1, dtype=wp.quat)
+    wp.launch(bare_type_names, 1, inputs=[out, q])
+    np.testing.assert_array_equal(out.numpy()[0], [[2.0, 4.0], [6.0, 8.0]])
+    np.testing.assert_array_equal(q.numpy()[0], [0.0, 0.0, 0.0, 1.0])
