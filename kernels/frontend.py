@@ -216,6 +216,7 @@ class Scope:
         self.closure = closure
         self.adjoints = adjoints or {}  # in a @wp.func_grad, wp.adjoint[x] is the adjoint of parameter x
         self.static_locals: dict[str, Any] = {}  # loop variables of wp.static-unrolled loops: constants
+        self.constants: dict[str, Any] = {}  # locals holding a literal, assigned outside any branch or loop
 
 
 class Builder:
@@ -412,6 +413,10 @@ class Builder:
                 value = self.convert(value, var.type, target, what=f"variable '{name}'")
             self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
             self.scope.defined.add(name)
+            if isinstance(value, Const) and len(self.scope.blocks) == 1 and T.is_scalar(value.type):
+                self.scope.constants[name] = value.value  # wp.static() may read it (as Warp's constant locals)
+            else:
+                self.scope.constants.pop(name, None)
             return
         if isinstance(target, ast.Subscript) and _has_slice(target):
             self.assign_slice(target, value)
@@ -1562,7 +1567,8 @@ class Builder:
         ast.fix_missing_locations(expr)
         try:
             scope = {**self.scope.closure, **self.scope.static_locals, **{
-                name: _LocalLength(var.type) for name, var in self.scope.vars.items() if T.is_composite(var.type)}}
+                name: _LocalLength(var.type) for name, var in self.scope.vars.items() if T.is_composite(var.type)},
+                **self.scope.constants}
             return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
             self.error(node, KernelTypeError, f"{what} could not evaluate this expression: "

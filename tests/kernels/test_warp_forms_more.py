@@ -190,3 +190,26 @@ def test_bare_vector_and_matrix_type_names_in_kernels():
     wp.launch(bare_type_names, 1, inputs=[out, q])
     np.testing.assert_array_equal(out.numpy()[0], [[2.0, 4.0], [6.0, 8.0]])
     np.testing.assert_array_equal(q.numpy()[0], [0.0, 0.0, 0.0, 1.0])
+
+
+def _three() -> int:
+    return 3
+
+
+@wp.kernel
+def static_constant_locals(out: wp.array(dtype=int), flag: int):
+    c = 4
+    out[0] = wp.static(_three() * c)
+    c = 5
+    out[1] = wp.static(c + 1)
+    if flag > 0:
+        c = 7
+    out[2] = c
+
+
+def test_static_reads_constant_locals():
+    """wp.static() may read a local assigned a literal (outside branches and loops) before it: its current
+    value, as Warp's constant locals."""
+    out = wp.zeros(3, dtype=int)
+    wp.launch(static_constant_locals, 1, inputs=[out, 1])
+    np.testing.assert_array_equal(out.numpy(), [12, 6, 7])
