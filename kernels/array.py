@@ -670,6 +670,9 @@ class array:  # noqa: N801 - Warp's public name
             v = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
                 value.numpy_value() if isinstance(value, T._CompositeMixin) else
                 value.value if isinstance(value, T.ScalarType) else value))
+            shape = getattr(self.dtype, "_shape_", ())
+            if len(shape) > 1 and v.size == v.shape[0] == int(np.prod(shape)):  # a matrix's values given flat
+                v = v.reshape(shape)
         if self.size:
             submit(self.device, None, _set_all, (self._host(), v), ((self._storage, "fill_()"),), "memset",
                    TIMING_MEMSET)

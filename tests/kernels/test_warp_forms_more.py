@@ -213,3 +213,12 @@ def test_static_reads_constant_locals():
     out = wp.zeros(3, dtype=int)
     wp.launch(static_constant_locals, 1, inputs=[out, 1])
     np.testing.assert_array_equal(out.numpy(), [12, 6, 7])
+
+
+def test_fill_matrix_arrays_from_flat_or_nested_values():
+    """fill_ of an array of matrices takes the matrix as a value, nested rows, or its values flat (row-major)."""
+    a = wp.zeros((2, 3), dtype=wp.mat22)
+    for value in (np.arange(4.0), [0.0, 1.0, 2.0, 3.0], [[0.0, 1.0], [2.0, 3.0]], wp.mat22(0.0, 1.0, 2.0, 3.0)):
+        a.zero_()
+        a.fill_(value)
+        np.testing.assert_array_equal(a.numpy(), np.broadcast_to(np.arange(4.0).reshape(2, 2), (2, 3, 2, 2)))
