@@ -788,7 +788,7 @@ def _strip_inner(src: np.ndarray, inner: tuple[int, ...], dtype: Any) -> np.ndar
     if src.shape[src.ndim - k:] == inner:
         return src
     n = int(np.prod(inner))
-    if src.size % n == 0 and src.size:
+    if src.size % n == 0 and (src.size or src.ndim == 1):  # [] is no values: an empty array of any dtype
         return src.reshape((-1,) + inner)
     raise ValueError(f"data of shape {src.shape} does not hold whole values of {T.type_name(dtype)}")
 

@@ -222,3 +222,10 @@ def test_fill_matrix_arrays_from_flat_or_nested_values():
         a.zero_()
         a.fill_(value)
         np.testing.assert_array_equal(a.numpy(), np.broadcast_to(np.arange(4.0).reshape(2, 2), (2, 3, 2, 2)))
+
+
+def test_empty_list_makes_an_empty_array_of_any_dtype():
+    """wp.array([], dtype=...) is an empty 1-D array for vector and matrix dtypes too."""
+    for dtype in (wp.vec2b, wp.mat22, wp.float32):
+        a = wp.array([], dtype=dtype)
+        assert a.shape == (0,) and a.size == 0 and a.numpy().shape == (0, *getattr(dtype, "_shape_", ()))
