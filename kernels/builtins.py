@@ -223,12 +223,13 @@ class Overload:
 class Builtin:
     """The public object behind a builtin name (`wp.sin`); kernels resolve it by argument types."""
 
-    def __init__(self, name: str, group: str, doc: str, py: Callable | None = None) -> None:
+    def __init__(self, name: str, group: str, doc: str, py: Callable | None = None, raw_py: bool = False) -> None:
         self.name = name
         self.group = group
         self.__doc__ = doc
         self.overloads: list[Overload] = []
         self._py = py
+        self._raw_py = raw_py  # `py` takes the arguments as given (typed scalars kept), not as NumPy values
 
     def __repr__(self) -> str:
         return f"<loomwork builtin {self.name}>"
@@ -237,7 +238,7 @@ class Builtin:
         """Python scope: evaluate with NumPy, typed like the overload a kernel would pick."""
         if self._py is None:
             raise TypeError(f"wp.{self.name}() is a kernel builtin: call it inside a @wp.kernel or @wp.func")
-        if kwargs:  # keyword forms (dtype=...) give typed values themselves
+        if kwargs or self._raw_py:  # keyword forms (dtype=...) give typed values themselves
             return self._py(*args, **kwargs)
         types = [T.python_value_type(a) or T.float64 for a in args]
         found = resolve(self.name, types) if self.overloads else None
@@ -268,6 +269,19 @@ def _fold(f: Any, args: tuple) -> Any:
     return f.reduce(np.asarray(args[0]).ravel()) if len(args) == 1 else f(*args)
 
 
+def _bit_count(x: Any) -> int:
+    """Python-scope bit_count: set bits in the value's own width (a Python int is an int32 when it fits)."""
+    if isinstance(x, T.ScalarType) and type(x).is_int:
+        width, v = type(x).size * 8, int(x.value)
+    elif isinstance(x, np.integer):
+        width, v = x.dtype.itemsize * 8, int(x)
+    elif isinstance(x, int) and not isinstance(x, bool):
+        width, v = (32 if -(2**31) <= x < 2**31 else 64), x
+    else:
+        raise TypeError(f"wp.bit_count() takes an integer scalar, got {type(x).__name__}")
+    return bin(v & ((1 << width) - 1)).count("1")
+
+
 def _ret(spec: Any) -> Callable[[dict], Any]:
     if callable(spec) and not isinstance(spec, type):
         return spec
@@ -278,7 +292,7 @@ def _ret(spec: Any) -> Callable[[dict], Any]:
 
 def add(name: str, params: tuple, ret: Any, native: str | None = None, *, group: str, doc: str,
         differentiable: bool = True, adjoint: str | None = None, header: Any = None,
-        py: Callable | None = None) -> Overload:
+        py: Callable | None = None, raw_py: bool = False) -> Overload:
     """Add an overload of builtin `name` (created on first use). The native symbol defaults to
     `lw::<name>` and, for a differentiable overload of loomwork.h, its adjoint to `lw::adj_<name>`."""
     native = native or f"lw::{name}"
@@ -289,7 +303,7 @@ def add(name: str, params: tuple, ret: Any, native: str | None = None, *, group:
         adjoint = "lw::adj_" + native.removeprefix("lw::")
     bi = BUILTINS.get(name)
     if bi is None:
-        bi = BUILTINS[name] = Builtin(name, group, doc, py)
+        bi = BUILTINS[name] = Builtin(name, group, doc, py, raw_py)
     ov = Overload(name, tuple(params), _ret(ret), native, group, doc, differentiable,
                   adjoint if differentiable else None, header)
     bi.overloads.append(ov)
@@ -376,7 +390,7 @@ add("copysign", (F, F), "T", group="Scalar Math", doc="the magnitude of x with t
     py=np.copysign)
 add("bit_count", (I,), T.int32, group="Scalar Math", differentiable=False,
     doc="the number of set bits of an integer in its fixed-width two's-complement form",
-    py=lambda x: bin(int(x) & ((1 << 64) - 1)).count("1"))
+    py=_bit_count, raw_py=True)
 add("pow", (F, F), "T", group="Scalar Math", doc="x raised to the power y", py=np.power)
 add("min", (S, S), "T", group="Scalar Math", doc="the smaller of a and b (componentwise for vectors); "
     "min(v): the smallest component; a NaN operand or component gives way to a number, as C's fmin",

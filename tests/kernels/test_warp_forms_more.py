@@ -229,3 +229,13 @@ def test_empty_list_makes_an_empty_array_of_any_dtype():
     for dtype in (wp.vec2b, wp.mat22, wp.float32):
         a = wp.array([], dtype=dtype)
         assert a.shape == (0,) and a.size == 0 and a.numpy().shape == (0, *getattr(dtype, "_shape_", ()))
+
+
+def test_bit_count_in_python_scope_uses_the_value_width():
+    """wp.bit_count in Python scope counts bits in the value's own width: int8(-1) has 8, a Python int is an
+    int32 when it fits (-1 has 32), a float is refused."""
+    assert wp.bit_count(wp.int8(-1)) == 8 and wp.bit_count(wp.uint16(0xFFFF)) == 16
+    assert wp.bit_count(wp.int64(-2)) == 63 and wp.bit_count(-1) == 32 and wp.bit_count(45) == 4
+    assert wp.bit_count(np.int16(-1)) == 16
+    with pytest.raises(TypeError, match="integer"):
+        wp.bit_count(wp.float32(1.0))
