@@ -671,7 +671,7 @@ class array:  # noqa: N801 - Warp's public name
                 value.numpy_value() if isinstance(value, T._CompositeMixin) else
                 value.value if isinstance(value, T.ScalarType) else value))
             shape = getattr(self.dtype, "_shape_", ())
-            if len(shape) > 1 and v.size == v.shape[0] == int(np.prod(shape)):  # a matrix's values given flat
+            if len(shape) > 1 and v.ndim == 1 and v.size == int(np.prod(shape)):  # a matrix's values given flat
                 v = v.reshape(shape)
         if self.size:
             submit(self.device, None, _set_all, (self._host(), v), ((self._storage, "fill_()"),), "memset",

@@ -216,12 +216,14 @@ def test_static_reads_constant_locals():
 
 
 def test_fill_matrix_arrays_from_flat_or_nested_values():
-    """fill_ of an array of matrices takes the matrix as a value, nested rows, or its values flat (row-major)."""
+    """fill_ of an array of matrices takes the matrix as a value, nested rows, its values flat (row-major), or one
+    scalar for every component."""
     a = wp.zeros((2, 3), dtype=wp.mat22)
     for value in (np.arange(4.0), [0.0, 1.0, 2.0, 3.0], [[0.0, 1.0], [2.0, 3.0]], wp.mat22(0.0, 1.0, 2.0, 3.0)):
         a.zero_()
         a.fill_(value)
         np.testing.assert_array_equal(a.numpy(), np.broadcast_to(np.arange(4.0).reshape(2, 2), (2, 3, 2, 2)))
+    np.testing.assert_array_equal(a.fill_(2.0).numpy(), np.full((2, 3, 2, 2), 2.0))
 
 
 def test_empty_list_makes_an_empty_array_of_any_dtype():
@@ -239,3 +241,30 @@ def test_bit_count_in_python_scope_uses_the_value_width():
     assert wp.bit_count(np.int16(-1)) == 16
     with pytest.raises(TypeError, match="integer"):
         wp.bit_count(wp.float32(1.0))
+
+
+@wp.kernel
+def overwrite_through_slices(x: wp.array(dtype=wp.vec2), y: wp.array(dtype=wp.types.matrix((2, 3), float)),
+                             z: wp.array(dtype=wp.mat44)):
+    i = wp.tid()
+    m = z[i]
+    m[0, :2] = x[i]
+    m[:2, 1:] = y[i]  # overwrites m[0, 1]: x[i][1] no longer reaches the output through it
+    m[:2, 3] += x[i][:2]
+    m[2:, 3] -= x[i][0:]
+    z[i] = m
+
+
+def test_gradient_through_overwritten_slices():
+    """A component written through a slice and then overwritten by another slice assignment contributes no
+    gradient (Warp 1.19 gives x[1] a gradient of 1 here, which finite differences refute)."""
+    x = wp.ones(1, dtype=wp.vec2, requires_grad=True)
+    y = wp.ones(1, dtype=wp.types.matrix((2, 3), float), requires_grad=True)
+    z = wp.zeros(1, dtype=wp.mat44, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(overwrite_through_slices, 1, inputs=[x, y, z])
+    tape.backward(grads={z: np.ones((1, 4, 4), np.float32)})
+    # d sum(z) / dx: x0 via m[0,0], m[0,3] and -m[2,3]; x1 via m[1,3] and -m[3,3] (its m[0,1] was overwritten)
+    np.testing.assert_array_equal(x.grad.numpy(), [[1.0, 0.0]])
+    np.testing.assert_array_equal(y.grad.numpy(), np.ones((1, 2, 3)))
