@@ -1,5 +1,8 @@
-"""More of the forms Warp programs use, each against an oracle: componentwise builtins on vectors, host-side
-operators of vector and matrix values."""
+"""More of the forms Warp programs use (issue 14), each against an oracle: builtins on vectors and 16-bit
+matrices, transform parts, static lengths and constants, atomics, host-side operators of values, generic
+parameters."""
+
+from typing import Any
 
 import numpy as np
 import pytest
@@ -268,3 +271,24 @@ def test_gradient_through_overwritten_slices():
     # d sum(z) / dx: x0 via m[0,0], m[0,3] and -m[2,3]; x1 via m[1,3] and -m[3,3] (its m[0,1] was overwritten)
     np.testing.assert_array_equal(x.grad.numpy(), [[1.0, 0.0]])
     np.testing.assert_array_equal(y.grad.numpy(), np.ones((1, 2, 3)))
+
+
+@wp.struct
+class Pair:
+    a: float
+    b: wp.vec2
+
+
+@wp.kernel
+def generic_any(x: Any, s: Any, out: Any):
+    i = wp.tid()
+    out[i] = x[i] * s.a + s.b[1]
+
+
+def test_any_parameters_take_arrays_and_structs():
+    """A kernel parameter annotated Any is instantiated for the array or struct it is launched with."""
+    s = Pair()
+    s.a, s.b = 2.0, wp.vec2(0.0, 0.5)
+    out = wp.zeros(3)
+    wp.launch(generic_any, 3, inputs=[wp.array(np.arange(3, dtype=np.float32)), s, out])
+    np.testing.assert_array_equal(out.numpy(), [0.5, 2.5, 4.5])
