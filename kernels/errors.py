@@ -15,6 +15,9 @@ class KernelError(LoomworkError, RuntimeError):
 class KernelSyntaxError(KernelError, SyntaxError):
     """A Python construct the kernel language does not support."""
 
+    def __init__(self, *args: object) -> None:
+        SyntaxError.__init__(self, *args)  # sets .msg, which tracebacks show (RuntimeError's init would not)
+
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
