@@ -353,9 +353,10 @@ class AdjointEmitter(Emitter):
             self.out(f"if (lw::has_grad({arr})) lw::acc({a}, {g});")
         elif s.op == "sub":
             self.out(f"if (lw::has_grad({arr})) lw::acc({a}, lw::neg({g}));")
-        elif T.is_scalar(s.value.type):  # min/max: the value that won gets the gradient
+        elif T.is_scalar(s.value.type) or T.is_vector(s.value.type) or T.is_matrix(s.value.type):
+            # min/max: the value that won gets the gradient (componentwise for vectors and matrices)
             cur = self.reach(self.element(s.array, s.indices, s.site), s.path)
-            self.out(f"if (lw::has_grad({arr}) && lw::eq({cur}, {self.op(s.value)})) lw::acc({a}, {g});")
+            self.out(f"if (lw::has_grad({arr})) lw::adj_atomic_won({cur}, {self.op(s.value)}, {a}, {g});")
 
     def rev_Assign(self, s: ir.Assign, n: int) -> None:
         d = s.dest

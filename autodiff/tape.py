@@ -42,7 +42,7 @@ from loomwork.kernels.errors import LoomworkError
 from loomwork.kernels.extensions import registry
 from loomwork.kernels.launch import launch
 from loomwork.kernels.stream import capturing_graph
-from loomwork.kernels.structs import StructType
+from loomwork.kernels.structs import is_struct
 
 from .adjoint import differentiable
 
@@ -64,7 +64,7 @@ class _Launch:
     fresh: list = field(default_factory=list)  # recorded in a graph capture: the reads each replay refreshes
 
     def arrays(self) -> list[array]:
-        return [a for p in self.params for a in _param_arrays(p)]
+        return [a for p in self.params for a in _arrays_in(p)]
 
     def backward(self, zero_grads: int = 0) -> None:
         """Run the adjoint; `zero_grads` marks the parameters whose gradients it zeroes first (fused_zeroing)."""
@@ -104,6 +104,29 @@ class _Func:
 
     def backward(self) -> None:
         self.backward_fn()
+
+
+def _arrays_in(p: Any) -> list[array]:
+    """The arrays a launch parameter holds: itself, an indexedarray's data, a struct's array fields (nested)."""
+    if isinstance(p, indexedarray):
+        return [p.data]
+    if isinstance(p, array):
+        return [p]
+    if is_struct(type(p)):
+        return [a for name in type(p).fields for a in _arrays_in(getattr(p, name))]
+    return []
+
+
+def _gradient_struct(s: Any) -> Any:
+    """A struct of `s`'s type whose array fields are the gradients of `s`'s (Warp's `tape.gradients[s]`)."""
+    g = type(s)()
+    for name in type(s).fields:
+        v = getattr(s, name)
+        if isinstance(v, array):
+            setattr(g, name, v.grad)
+        elif is_struct(type(v)):
+            setattr(g, name, _gradient_struct(v))
+    return g
 
 
 @dataclass(eq=False)  # a tape is itself: two tapes never compare equal
@@ -235,7 +258,12 @@ class Tape:
     def gradients(self) -> dict:
         """{array: its gradient array} for every array the recorded launches touched that has one
         (Warp's `tape.gradients[a]`)."""
-        return {a: a.grad for a in self.arrays() if a.grad is not None}
+        grads: dict = {a: a.grad for a in self.arrays() if a.grad is not None}
+        for e in self.launches:
+            for p in getattr(e, "params", ()):
+                if is_struct(type(p)):
+                    grads[p] = _gradient_struct(p)
+        return grads
 
     def get_adjoint(self, a: array) -> array | None:
         """The gradient buffer of `a` (None when it has none)."""
@@ -276,8 +304,10 @@ class Tape:
                 raise TypeError(f"Tape.backward: grads keys must be wp.arrays, got {type(a).__name__}")
             seeds[id(a)] = (a, adj)
         for a, _ in seeds.values():
-            if a.grad is None:
+            if a.grad is None and a is loss:
                 raise ValueError(f"Tape.backward: {a!r} has no gradient buffer; create it with requires_grad=True")
+            if a.grad is None:  # an output seeded through grads= gets a gradient buffer, as in Warp
+                a.requires_grad = True
         self._check_overwrites()
         masks, fused = fused_zeroing(self.launches, seeds)
         for a in self.arrays():
@@ -378,18 +408,6 @@ def _memory(a: Any) -> Any:
     """What identifies the memory behind array `a`: the storage its views share (a foreign array: its
     address)."""
     return id(a._storage) if isinstance(a, array) else np.asarray(a).ctypes.data
-
-
-def _param_arrays(p: Any) -> list[array]:
-    """The loomwork arrays argument `p` carries: itself, an indexedarray's data, or a struct's array
-    fields (nested structs too), whose gradients a Tape reports and zeroes as Warp's does."""
-    if isinstance(p, array):
-        return [p]
-    if isinstance(p, indexedarray):
-        return [p.data]
-    if isinstance(p, StructType):
-        return [a for name in p.fields for a in _param_arrays(getattr(p, name))]
-    return []
 
 
 def _read_arrays(p: Any) -> list:

@@ -670,6 +670,9 @@ class array:  # noqa: N801 - Warp's public name
             v = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
                 value.numpy_value() if isinstance(value, T._CompositeMixin) else
                 value.value if isinstance(value, T.ScalarType) else value))
+            shape = getattr(self.dtype, "_shape_", ())
+            if len(shape) > 1 and v.ndim == 1 and v.size == int(np.prod(shape)):  # a matrix's values given flat
+                v = v.reshape(shape)
         if self.size:
             submit(self.device, None, _set_all, (self._host(), v), ((self._storage, "fill_()"),), "memset",
                    TIMING_MEMSET)
@@ -785,7 +788,7 @@ def _strip_inner(src: np.ndarray, inner: tuple[int, ...], dtype: Any) -> np.ndar
     if src.shape[src.ndim - k:] == inner:
         return src
     n = int(np.prod(inner))
-    if src.size % n == 0 and src.size:
+    if src.size % n == 0 and (src.size or src.ndim == 1):  # [] is no values: an empty array of any dtype
         return src.reshape((-1,) + inner)
     raise ValueError(f"data of shape {src.shape} does not hold whole values of {T.type_name(dtype)}")
 
@@ -911,23 +914,26 @@ class array4d(array):  # noqa: N801
 
 
 def empty(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
-          pinned: bool = False) -> array:
-    """A new array whose contents are unspecified."""
+          pinned: bool = False, *, n: int | None = None) -> array:
+    """A new array whose contents are unspecified (`n=length`: Warp's older spelling of a 1-D shape)."""
     a = array(dtype=dtype, device=device, pinned=pinned)
-    a._init_new(_normalize_shape(shape), zero=False)
+    a._init_new(_normalize_shape(shape if n is None else (n,)), zero=False)
     a.requires_grad = requires_grad
     return a
 
 
 def zeros(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
-          pinned: bool = False) -> array:
-    """A new array filled with zeros."""
-    return array(dtype=dtype, shape=shape, device=device, requires_grad=requires_grad, pinned=pinned)
+          pinned: bool = False, *, n: int | None = None) -> array:
+    """A new array filled with zeros (`n=length`: a 1-D shape, as `empty`)."""
+    return array(dtype=dtype, shape=shape if n is None else (n,), device=device, requires_grad=requires_grad,
+                 pinned=pinned)
 
 
 def full(shape: Any = 0, value: Any = 0, dtype: Any = Any, device: Any = None, requires_grad: bool = False,
-         pinned: bool = False) -> array:
-    """A new array with every element set to `value` (dtype inferred from it when not given)."""
+         pinned: bool = False, *, n: int | None = None) -> array:
+    """A new array with every element set to `value` (dtype inferred from it when not given; `n=length`: a
+    1-D shape, as `empty`)."""
+    shape = shape if n is None else (n,)
     if dtype is Any:
         dtype = T.python_value_type(value) or float
         if isinstance(value, int) and not isinstance(value, builtins.bool):
@@ -937,9 +943,9 @@ def full(shape: Any = 0, value: Any = 0, dtype: Any = Any, device: Any = None, r
 
 
 def ones(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
-         pinned: bool = False) -> array:
-    """A new array filled with ones."""
-    return full(shape, 1, dtype, device, requires_grad, pinned)
+         pinned: bool = False, *, n: int | None = None) -> array:
+    """A new array filled with ones (`n=length`: a 1-D shape, as `empty`)."""
+    return full(shape, 1, dtype, device, requires_grad, pinned, n=n)
 
 
 def empty_like(src: array, device: Any = None, requires_grad: bool | None = None) -> array:

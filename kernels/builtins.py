@@ -226,12 +226,13 @@ class Overload:
 class Builtin:
     """The public object behind a builtin name (`wp.sin`); kernels resolve it by argument types."""
 
-    def __init__(self, name: str, group: str, doc: str, py: Callable | None = None) -> None:
+    def __init__(self, name: str, group: str, doc: str, py: Callable | None = None, raw_py: bool = False) -> None:
         self.name = name
         self.group = group
         self.__doc__ = doc
         self.overloads: list[Overload] = []
         self._py = py
+        self._raw_py = raw_py  # `py` takes the arguments as given (typed scalars kept), not as NumPy values
 
     def __repr__(self) -> str:
         return f"<loomwork builtin {self.name}>"
@@ -240,7 +241,7 @@ class Builtin:
         """Python scope: evaluate with NumPy, typed like the overload a kernel would pick."""
         if self._py is None:
             raise TypeError(f"wp.{self.name}() is a kernel builtin: call it inside a @wp.kernel or @wp.func")
-        if kwargs:  # keyword forms (dtype=...) give typed values themselves
+        if kwargs or self._raw_py:  # keyword forms (dtype=...) give typed values themselves
             return self._py(*args, **kwargs)
         types = [T.python_value_type(a) or T.float64 for a in args]
         found = resolve(self.name, types) if self.overloads else None
@@ -266,6 +267,24 @@ def _erfinv(x: Any) -> Any:
     return np.where(np.abs(x) < 1.0, y, np.where(np.abs(x) == 1.0, np.sign(x) * np.inf, np.nan))
 
 
+def _fold(f: Any, args: tuple) -> Any:
+    """Python-scope min/max: f (np.fmin / np.fmax) of two values, or folded over one vector's components."""
+    return f.reduce(np.asarray(args[0]).ravel()) if len(args) == 1 else f(*args)
+
+
+def _bit_count(x: Any) -> int:
+    """Python-scope bit_count: set bits in the value's own width (a Python int is an int32 when it fits)."""
+    if isinstance(x, T.ScalarType) and type(x).is_int:
+        width, v = type(x).size * 8, int(x.value)
+    elif isinstance(x, np.integer):
+        width, v = x.dtype.itemsize * 8, int(x)
+    elif isinstance(x, int) and not isinstance(x, bool):
+        width, v = (32 if -(2**31) <= x < 2**31 else 64), x
+    else:
+        raise TypeError(f"wp.bit_count() takes an integer scalar, got {type(x).__name__}")
+    return bin(v & ((1 << width) - 1)).count("1")
+
+
 def _ret(spec: Any) -> Callable[[dict], Any]:
     if callable(spec) and not isinstance(spec, type):
         return spec
@@ -276,7 +295,7 @@ def _ret(spec: Any) -> Callable[[dict], Any]:
 
 def add(name: str, params: tuple, ret: Any, native: str | None = None, *, group: str, doc: str,
         differentiable: bool = True, adjoint: str | None = None, header: Any = None,
-        py: Callable | None = None, reads_state: bool = False) -> Overload:
+        py: Callable | None = None, raw_py: bool = False, reads_state: bool = False) -> Overload:
     """Add an overload of builtin `name` (created on first use). The native symbol defaults to
     `lw::<name>` and, for a differentiable overload of loomwork.h, its adjoint to `lw::adj_<name>`."""
     native = native or f"lw::{name}"
@@ -287,7 +306,7 @@ def add(name: str, params: tuple, ret: Any, native: str | None = None, *, group:
         adjoint = "lw::adj_" + native.removeprefix("lw::")
     bi = BUILTINS.get(name)
     if bi is None:
-        bi = BUILTINS[name] = Builtin(name, group, doc, py)
+        bi = BUILTINS[name] = Builtin(name, group, doc, py, raw_py)
     ov = Overload(name, tuple(params), _ret(ret), native, group, doc, differentiable,
                   adjoint if differentiable else None, header, reads_state and differentiable)
     bi.overloads.append(ov)
@@ -374,22 +393,24 @@ add("copysign", (F, F), "T", group="Scalar Math", doc="the magnitude of x with t
     py=np.copysign)
 add("bit_count", (I,), T.int32, group="Scalar Math", differentiable=False,
     doc="the number of set bits of an integer in its fixed-width two's-complement form",
-    py=lambda x: bin(int(x) & ((1 << 64) - 1)).count("1"))
+    py=_bit_count, raw_py=True)
 add("pow", (F, F), "T", group="Scalar Math", doc="x raised to the power y", py=np.power)
 add("min", (S, S), "T", group="Scalar Math", doc="the smaller of a and b (componentwise for vectors); "
-    "min(v): the smallest component", py=lambda *a: np.min(a[0]) if len(a) == 1 else np.minimum(*a))
+    "min(v): the smallest component; a NaN operand or component gives way to a number, as C's fmin",
+    py=lambda *a: _fold(np.fmin, a))
 add("min", (V, V), vec_ret, group="Scalar Math", doc="")
 add("min", (V,), "T", group="Scalar Math", doc="")
 add("max", (S, S), "T", group="Scalar Math", doc="the larger of a and b (componentwise for vectors); "
-    "max(v): the largest component", py=lambda *a: np.max(a[0]) if len(a) == 1 else np.maximum(*a))
+    "max(v): the largest component; NaN gives way likewise", py=lambda *a: _fold(np.fmax, a))
 add("max", (V, V), vec_ret, group="Scalar Math", doc="")
 add("max", (V,), "T", group="Scalar Math", doc="")
 add("clamp", (S, S, S), "T", group="Scalar Math", doc="x limited to [lo, hi]", py=np.clip)
 add("abs", (S,), "T", group="Scalar Math", doc="|x| (componentwise for vectors); its gradient at 0 is 1",
     py=np.abs)
 add("abs", (V,), vec_ret, group="Scalar Math", doc="")
-add("sign", (S,), "T", group="Scalar Math", doc="-1 where x < 0, else 1", differentiable=False,
-    py=lambda x: np.where(x < 0, -1, 1))
+add("sign", (S,), "T", group="Scalar Math", doc="-1 where x < 0, else 1 (componentwise for vectors)",
+    differentiable=False, py=lambda x: np.where(x < 0, -1, 1))
+add("sign", (V,), vec_ret, group="Scalar Math", doc="", differentiable=False)
 add("step", (S,), "T", group="Scalar Math", doc="1 where x < 0, else 0", differentiable=False,
     py=lambda x: np.where(x < 0, 1, 0))
 add("nonzero", (S,), "T", group="Scalar Math", doc="1 where x != 0, else 0", differentiable=False,
@@ -466,8 +487,8 @@ add("smooth_normalize", (VF,), vec_ret, group="Vector Math",
     doc="v / norm_pseudo_huber(v, delta): a normalization that is smooth at 0 (delta default 1)",
     py=lambda v, d=1.0: np.asarray(v) / (d * np.sqrt(1.0 + np.dot(v, v) / (d * d))))
 add("smooth_normalize", (VF, F), vec_ret, group="Vector Math", doc="")
-# decompositions into the caller's variables: wp.svd3(A, U, sigma, V)
-for _st in (T.float32, T.float64):
+# decompositions into the caller's variables: wp.svd3(A, U, sigma, V) (16-bit floats compute in float32)
+for _st in (T.float16, T.bfloat16, T.float32, T.float64):
     for _n in (2, 3):
         _m, _v = T.matrix((_n, _n), _st), T.vector(_n, _st)
         add(f"svd{_n}", (Exact(_m), Out(_m), Out(_v), Out(_m)), None, "lw::svd_of", group="Vector Math",
@@ -660,6 +681,26 @@ SPECIAL_FORMS = {
 for _name, _doc in SPECIAL_FORMS.items():
     BUILTINS[_name] = Builtin(_name, "Atomics" if _name.startswith("atomic_") else "Utility", _doc)
 BUILTINS["static"]._py = lambda x: x  # in Python scope (a @wp.func run by Python), wp.static(x) is x
+
+
+class _TransformSetter(Builtin):
+    """wp.transform_set_translation / transform_set_rotation: in Python scope they update the value passed."""
+
+    def __init__(self, name: str, first: int, n: int, doc: str) -> None:
+        super().__init__(name, "Transformations", doc)
+        self._part = slice(first, first + n)
+
+    def __call__(self, xform: Any, value: Any) -> None:
+        if not isinstance(xform, T.TransformType):
+            raise TypeError(f"wp.{self.name}() sets a part of a transform, got {type(xform).__name__}")
+        xform[self._part] = list(value)
+
+
+for _name, _first, _n, _what in (("transform_set_translation", 0, 3, "translation p (a vec3)"),
+                                 ("transform_set_rotation", 3, 4, "rotation q (a quaternion, not normalized)")):
+    BUILTINS[_name] = _TransformSetter(_name, _first, _n, f"{_name}(xform, value): set the {_what} of the "
+                                       "transform variable or array element xform in place (in kernels also "
+                                       "`xform.p = ...` / `xform.q = ...`)")
 
 
 def _expect(name: str, holds: Callable[..., bool], sep: str) -> Callable:

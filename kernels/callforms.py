@@ -54,6 +54,17 @@ def breakpoint_(bld: Builder, node: ast.Call, obj: Any) -> None:
 # -- atomics -------------------------------------------------------------------------------------
 
 
+_WORDS = (T.int32, T.uint32, T.int64, T.uint64)
+_ATOMIC_SCALARS = {  # the scalar types each atomic takes (of scalars, or of vectors and matrices but for cas, exch)
+    **dict.fromkeys(("add", "sub"), ("[u]int32, [u]int64, float16, bfloat16, float32, or float64",
+                                     _WORDS + (T.float16, T.bfloat16, T.float32, T.float64))),
+    **dict.fromkeys(("min", "max"), ("[u]int32, [u]int64, bfloat16, float32, or float64",
+                                     _WORDS + (T.bfloat16, T.float32, T.float64))),
+    **dict.fromkeys(("cas", "exch"), ("[u]int32, [u]int64, float32, or float64", _WORDS + (T.float32, T.float64))),
+    **dict.fromkeys(("and", "or", "xor"), ("[u]int32 or [u]int64", _WORDS)),
+}
+
+
 @call_form("atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas", "atomic_and",
            "atomic_or", "atomic_xor")
 def atomic(bld: Builder, node: ast.Call, obj: Any) -> Operand:
@@ -74,16 +85,14 @@ def atomic(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     indices = tuple(bld.indices(i)[0] for i in idx_nodes)
     dtype = arr.type.dtype
     op = name.split("_", 1)[1]
-    words = (T.int32, T.uint32, T.int64, T.uint64)  # what the hardware atomics take
-    allowed = {
-        "add": T.is_scalar(dtype) or T.is_composite(dtype), "sub": T.is_scalar(dtype) or T.is_composite(dtype),
-        "min": T.is_scalar(dtype) or T.is_composite(dtype), "max": T.is_scalar(dtype) or T.is_composite(dtype),
-        "exch": dtype in words + (T.float32, T.float64), "cas": dtype in words + (T.float32, T.float64),
-        "and": dtype in words, "or": dtype in words, "xor": dtype in words,
-    }[op]
-    narrow = T.elem_scalar(dtype) in (T.float16, T.bfloat16)  # 16-bit floats: atomic add and sub only
-    if not allowed or dtype is T.bool_ or (narrow and op not in ("add", "sub")):
-        bld.error(node, KernelTypeError, f"wp.{name}() does not support arrays of {T.type_name(dtype)}")
+    scalar = T.elem_scalar(dtype) if T.is_scalar(dtype) or T.is_composite(dtype) else None
+    names, types = _ATOMIC_SCALARS[op]
+    if scalar not in types or not (T.is_scalar(dtype) or T.is_vector(dtype) or T.is_matrix(dtype)) or (
+            not T.is_scalar(dtype) and op in ("cas", "exch")):
+        # Warp's rule and words: what the GPU's atomics take
+        what = f" (with scalar type {T.type_name(scalar)})" if scalar is not None else ""
+        bld.error(node, KernelTypeError, f"{name}() operations only work on arrays with {names} as the underlying "
+                  f"scalar types, but got {T.type_name(dtype)}{what}")
     value = bld.convert(bld.value(node.args[-1]), dtype, node.args[-1], what=f"wp.{name}() value")
     compare = None
     if op == "cas":
@@ -385,6 +394,18 @@ def identity_of(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     st = static_scalar(bld, kw.get("dtype", T.float32), node)
     value = T.quaternion(st)(0.0, 0.0, 0.0, 1.0) if obj.name == "quat_identity" else T.transformation(st)()
     return bld.from_python(value, node)
+
+
+@call_form("transform_set_translation", "transform_set_rotation")
+def transform_set_part(bld: Builder, node: ast.Call, obj: Any) -> None:
+    """wp.transform_set_translation(t, p) / transform_set_rotation(t, q): `t.p = p` / `t.q = q`, in place."""
+    if len(node.args) != 2 or node.keywords:
+        bld.error(node, KernelTypeError, f"wp.{obj.name}() takes (xform, value)")
+    base = bld.place(node.args[0])
+    if not T.is_transform(base.type):
+        bld.error(node.args[0], KernelTypeError, f"wp.{obj.name}() sets a part of a transform, not of a "
+                  f"{T.type_name(base.type)}")
+    bld.store_transform_part(base, "p" if obj.name.endswith("translation") else "q", bld.value(node.args[1]), node)
 
 
 @call_form(type)

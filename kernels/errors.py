@@ -7,12 +7,16 @@ class LoomworkError(Exception):
     """Base of every error loomwork raises."""
 
 
-class KernelError(LoomworkError):
-    """An error in a kernel or function's source, raised while it is compiled."""
+class KernelError(LoomworkError, RuntimeError):
+    """An error in a kernel or function's source, raised while it is compiled (a RuntimeError, as Warp's
+    WarpCodegenError; each subclass is also the Python error of its kind)."""
 
 
 class KernelSyntaxError(KernelError, SyntaxError):
     """A Python construct the kernel language does not support."""
+
+    def __init__(self, *args: object) -> None:
+        SyntaxError.__init__(self, *args)  # sets .msg, which tracebacks show (RuntimeError's init would not)
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""

@@ -216,6 +216,7 @@ class Scope:
         self.closure = closure
         self.adjoints = adjoints or {}  # in a @wp.func_grad, wp.adjoint[x] is the adjoint of parameter x
         self.static_locals: dict[str, Any] = {}  # loop variables of wp.static-unrolled loops: constants
+        self.constants: dict[str, Any] = {}  # locals holding a literal, assigned outside any branch or loop
 
 
 class Builder:
@@ -272,7 +273,8 @@ class Builder:
     def error(self, node: ast.AST, cls: type[KernelError], msg: str) -> None:
         line, snippet = self.src.location(node)
         kind = "kernel" if self.is_kernel else "function"
-        text = f"{msg}\n  in {kind} '{self.qualname}' at {self.src.filename}:{line}\n{snippet}"
+        # where first, then what (as Warp and Python's own syntax errors put it): the message ends the text
+        text = f"in {kind} '{self.qualname}' at {self.src.filename}:{line}:\n{snippet}\n{msg}"
         raise cls(text)
 
     # -- emission helpers ------------------------------------------------------------------
@@ -411,11 +413,42 @@ class Builder:
                 value = self.convert(value, var.type, target, what=f"variable '{name}'")
             self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
             self.scope.defined.add(name)
+            if isinstance(value, Const) and len(self.scope.blocks) == 1 and T.is_scalar(value.type):
+                self.scope.constants[name] = value.value  # wp.static() may read it (as Warp's constant locals)
+            else:
+                self.scope.constants.pop(name, None)
             return
         if isinstance(target, ast.Subscript) and _has_slice(target):
             self.assign_slice(target, value)
             return
+        if isinstance(target, ast.Attribute) and target.attr in _TRANSFORM_PARTS:
+            base = self.place_or_object(target.value)
+            if isinstance(base, Place) and T.is_transform(base.type):
+                self.store_transform_part(base, target.attr, value, target)
+                return
+            if isinstance(base, Place):
+                self.store(self.field_place(base, target), value, target)
+                return
         self.store(self.place(target), value, target)
+
+    def store_transform_part(self, base: Place, attr: str, value: Operand, node: ast.AST,
+                             atomic_op: str | None = None) -> None:
+        """`t.p = v` / `t.q = r` on a transform variable or array element: its translation (components 0-2) or
+        rotation (3-6), component by component; `atomic_op` ("add"/"sub") updates an array element's part
+        atomically (`a[i].p += v`), as Warp does for parts of array elements."""
+        t = base.type
+        first, n = _TRANSFORM_PARTS[attr]
+        st = t._wp_scalar_type_
+        want = T.vector(3, st) if attr == "p" else T.quaternion(st)
+        value = self.convert(self.materialize(value), want, node, what=f"transform.{attr}")
+        for k in range(n):
+            comp = self.assign_temp(ir.Extract(value, (Const(k, T.int32),)), st)
+            part = ir.Part(t, indices=(Const(first + k, T.int32),), site=self.site(node, base.root))
+            if atomic_op is not None:
+                self.emit(ir.Atomic(atomic_op, base.root, base.indices, comp, None, base.site,
+                                    path=(*base.path, part), line=self.cur_line))
+            else:
+                self.store(base.then(part), comp, node)
 
     def assign_slice(self, target: ast.Subscript, value: Operand) -> None:
         """`v[1:3] = w`, `m[0, :2] = w`, `m[:2] = rows`: component by component; `value` has the slice's shape
@@ -594,12 +627,32 @@ class Builder:
         if isinstance(target, ast.Subscript) and _has_slice(target):  # v[1:3] += w
             self.assign_slice(target, self.binop(op, self.value(target), self.value(node.value), node))
             return
-        p = self.place(target)
+        if isinstance(target, ast.Attribute) and target.attr in _TRANSFORM_PARTS:
+            base = self.place_or_object(target.value)
+            if isinstance(base, Place) and T.is_transform(base.type):
+                if base.indices is not None and op in ("add", "sub"):
+                    self.store_transform_part(base, target.attr, self.value(node.value), node, atomic_op=op)
+                    return
+                getter = "transform_get_translation" if target.attr == "p" else "transform_get_rotation"
+                current = self.call_builtin(getter, [self.place_value(base)], node)
+                self.store_transform_part(base, target.attr, self.binop(op, current, self.value(node.value), node),
+                                          node)
+                return
+            p = self.field_place(base, target) if isinstance(base, Place) else self.place(target)
+        else:
+            p = self.place(target)
         if p.indices is not None and op in ("add", "sub") and (not p.path or T.is_composite(p.type) or (
                 T.is_scalar(p.type) and p.type is not T.bool_)):
             # a[i] += v, a[i].y -= v: an atomic update of the element or of its part, as in Warp
             value = self.convert(self.value(node.value), p.type, node.value, what="array element")
             self.emit(ir.Atomic(op, p.root, p.indices, value, None, p.site, path=p.path, line=self.cur_line))
+            return
+        if p.indices is not None and op in _ATOMIC_BITS and (T.is_scalar(p.type) or T.is_vector(p.type) or T.is_matrix(
+                p.type)) and T.elem_scalar(p.type) in (T.int32, T.uint32, T.int64, T.uint64):
+            # a[i] &= v, a[i] |= v, a[i] ^= v on 32/64-bit integers: atomic too, as in Warp
+            value = self.convert(self.value(node.value), p.type, node.value, what="array element")
+            self.emit(ir.Atomic(_ATOMIC_BITS[op], p.root, p.indices, value, None, p.site, path=p.path,
+                                line=self.cur_line))
             return
         result = self.binop(op, self.place_value(p), self.value(node.value), node)
         self.store(p, result, target)
@@ -903,6 +956,9 @@ class Builder:
                 return self.from_python(scope[node.id], node)
         if node.id in B.BUILTINS and not node.id.startswith("_"):  # a builtin's bare name, as Warp resolves it
             return PyObj(B.BUILTINS[node.id])
+        named = getattr(T, node.id, None) if not node.id.startswith("_") else None
+        if isinstance(named, type) and T.is_composite(named):  # `mat22(...)`: Warp's constructors are builtins too
+            return PyObj(named)
         self.error(node, KernelNameError, f"name '{node.id}' is not defined")
 
     def from_python(self, obj: Any, node: ast.AST) -> Any:
@@ -1513,7 +1569,9 @@ class Builder:
         expr = ast.Expression(node)
         ast.fix_missing_locations(expr)
         try:
-            scope = {**self.scope.closure, **self.scope.static_locals}
+            scope = {**self.scope.closure, **self.scope.static_locals, **{
+                name: _LocalLength(var.type) for name, var in self.scope.vars.items() if T.is_composite(var.type)},
+                **self.scope.constants}
             return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
             self.error(node, KernelTypeError, f"{what} could not evaluate this expression: "
@@ -1551,6 +1609,24 @@ class Builder:
 
 
 _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
+
+
+class _LocalLength:
+    """A kernel variable of vector or matrix type inside a compile-time expression (`wp.static(len(v))`):
+    only its length (rows of a matrix) is known there."""
+
+    def __init__(self, t: Any) -> None:
+        self.t = t
+
+    def __len__(self) -> int:
+        return self.t._shape_[0]
+
+    def __repr__(self) -> str:
+        return f"<a {T.type_name(self.t)} kernel variable: only len() of it is known at compile time>"
+
+
+_ATOMIC_BITS = {"bit_and": "and", "bit_or": "or", "bit_xor": "xor"}  # augmented bit operators -> atomics
+_TRANSFORM_PARTS = {"p": (0, 3), "q": (3, 4)}  # a transform's translation and rotation: (first component, count)
 _UNSET = object()
 
 

@@ -266,8 +266,9 @@ def _instantiate(kernel: Kernel, params: list) -> Kernel:
             else:
                 raise LaunchError(f"kernel {kernel.label} argument '{n}' expects an array, got {type(v).__name__}")
             concrete.append(ArrayType(dt, t.ndim))
-        else:
-            vt = T.python_value_type(v)
+        else:  # an `Any` parameter: the value's own type (an array, a struct, a scalar or vector value)
+            vt = (ArrayType(v.dtype, v.ndim, isinstance(v, indexedarray)) if isinstance(v, array | indexedarray)
+                  else type(v) if is_struct(type(v)) else T.python_value_type(v))
             if vt is None:
                 raise LaunchError(f"kernel {kernel.label} argument '{n}': cannot infer a type from "
                                   f"{type(v).__name__}; use wp.overload(kernel, [...])")

@@ -542,9 +542,9 @@ class Module:
         if registry.adjoint_source is None:
             backward = []
 
-        def adjoint_source() -> str:
+        def adjoint_source(forward: str = source) -> str:
             adjoints = registry.adjoint_source([] if gradients else ctx.order, backward, debug, ctx.custom)
-            return source + (adjoints if config.line_directives else build.without_line_directives(adjoints))
+            return forward + (adjoints if config.line_directives else build.without_line_directives(adjoints))
 
         effects = ir.function_effects(ctx.order)
         null_tests: dict[str, frozenset] = {}
@@ -575,7 +575,11 @@ class Module:
                                          ir.accumulated(fn, effects), zeroable=ir.zeroable_gradients(fn))
 
         def build_adjoint() -> Program:
-            return backend.load(backend.compile(adjoint_source(), f"{name}-adj", options, f"the adjoints of {what}"))
+            # the adjoint library needs the functions and the kernels' argument records, not their bodies
+            base = codegen.module_source(ctx.order, kernel_irs, debug, gradients, declared, kernel_bodies=False)
+            base = base if config.line_directives else build.without_line_directives(base)
+            return backend.load(backend.compile(adjoint_source(base), f"{name}-adj", options,
+                                                f"the adjoints of {what}"))
 
         lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint, failed=failed)
         self.loaded[key] = lm

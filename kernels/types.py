@@ -248,20 +248,26 @@ class _CompositeMixin:
 
     def _init_from(self, args: tuple) -> None:
         n = self._length_  # type: ignore[attr-defined]
+        kind = "matrix" if isinstance(self, MatrixType) else "vector"
         if len(args) == 1 and not _is_number(args[0]):
-            flat = np.asarray(args[0], dtype=np.float64 if self._wp_scalar_type_.is_float else None)
+            flat = np.asarray(_plain(args[0]), dtype=np.float64 if self._wp_scalar_type_.is_float else None)
             flat = flat.reshape(-1)
         elif len(args) == 1:
             flat = [args[0]] * n
         else:
+            if kind == "matrix" and not any(_is_number(a) for a in args):  # rows
+                cols = self._shape_[1]
+                for row in args:
+                    if len(row) != cols:
+                        raise TypeError(f"Invalid argument in matrix constructor, expected row of length {cols}, "
+                                        f"got {row}")
             flat = [a.value if isinstance(a, ScalarType) else a for a in args]
-            flat = [x for a in flat for x in (a if isinstance(a, _CompositeMixin) else (a,))]
+            flat = [x for a in flat for x in (a if isinstance(a, _CompositeMixin | list | tuple) else (a,))]
         if len(args) == 0:
             return
         if len(flat) != n:
-            raise ValueError(
-                f"{type(self).__name__} takes {n} components (or one value to broadcast), got {len(flat)}"
-            )
+            raise ValueError(f"Invalid number of arguments in {kind} constructor, expected {n} elements, "
+                             f"got {len(flat)}")
         conv = self._wp_scalar_type_
         for i, x in enumerate(flat):
             ctypes.Array.__setitem__(self, i, _to_ctype_value(conv, x))
@@ -299,7 +305,7 @@ class _CompositeMixin:
 
     def __eq__(self, other: object) -> bool:
         try:
-            return bool(np.array_equal(self.numpy_value(), np.asarray(other)))
+            return bool(np.array_equal(self.numpy_value(), np.asarray(_plain(other))))
         except Exception:
             return False
 
@@ -333,6 +339,15 @@ class _CompositeMixin:
     def __rtruediv__(self, o):
         return self._binary(o, np.divide, True)
 
+    def __mod__(self, o):
+        """Componentwise remainder with the sign of the dividend (C's, as in kernels); by zero gives 0."""
+        with np.errstate(all="ignore"):
+            return self._binary(o, lambda a, b: np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))))
+
+    def __rmod__(self, o):
+        with np.errstate(all="ignore"):
+            return self._binary(o, lambda a, b: np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))), True)
+
     __radd__ = __add__
 
     def __neg__(self):
@@ -343,6 +358,35 @@ class _CompositeMixin:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.numpy_value().tolist()})"
+
+
+def _plain(x: Any) -> Any:
+    """Nested sequences with vector and matrix values replaced by their NumPy values (NumPy would read a
+    float16 value's ctypes buffer as its raw bits)."""
+    if isinstance(x, _CompositeMixin):
+        return x.numpy_value()
+    if isinstance(x, list | tuple):
+        return [_plain(e) for e in x]
+    return x
+
+
+def _assigned(t: type[ScalarType], x: Any) -> Any:
+    """The ctypes value of component `x` assigned into a value of scalar type `t`, checked to be a number."""
+    if not _is_number(x):
+        raise TypeError(f"Expected to assign a `{t.__name__}` value but got `{type(x).__name__}` instead")
+    return _to_ctype_value(t, x)
+
+
+def _assigned_row(t: type[ScalarType], values: Any, n: int) -> list:
+    """The ctypes values of a sequence of `n` components assigned into a slice or row."""
+    values = [values] * n if _is_number(values) else list(values)
+    for x in values:
+        if not _is_number(x):
+            raise TypeError(f"Expected to assign a slice from a sequence of `{t.__name__}` values but got "
+                            f"`{type(x).__name__}` instead")
+    if len(values) != n:
+        raise ValueError(f"Can only assign sequence of same size: {n} components, got {len(values)} values")
+    return [_to_ctype_value(t, x) for x in values]
 
 
 def _is_number(x: Any) -> bool:
@@ -364,6 +408,11 @@ def _to_ctype_value(t: type[ScalarType], x: Any) -> Any:
 class VectorType(_CompositeMixin):
     """Marker base of every vector class."""
 
+    def __mul__(self, o):
+        if isinstance(o, MatrixType):  # the row vector times the matrix: MatrixType.__rmul__
+            return NotImplemented
+        return _CompositeMixin.__mul__(self, o)
+
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return self._flat()[i]
@@ -381,16 +430,14 @@ class VectorType(_CompositeMixin):
         n = self._length_  # type: ignore[attr-defined]
         if isinstance(i, slice):
             positions = range(n)[i]
-            values = list(v) if not _is_number(v) else [v] * len(positions)
-            if len(values) != len(positions):
-                raise ValueError(f"{type(self).__name__}[{i.start}:{i.stop}:{i.step}] has {len(positions)} "
-                                 f"components, got {len(values)} values")
-            for k, x in zip(positions, values, strict=True):
-                ctypes.Array.__setitem__(self, k, _to_ctype_value(self._wp_scalar_type_, x))
+            for k, x in zip(positions, _assigned_row(self._wp_scalar_type_, v, len(positions)), strict=True):
+                ctypes.Array.__setitem__(self, k, x)
             return
+        if not isinstance(i, int | np.integer):
+            raise KeyError(f"Invalid key {i}, expected int or slice")
         if not -n <= i < n:
             raise IndexError(f"{type(self).__name__} index {i} out of range [0, {n})")
-        ctypes.Array.__setitem__(self, i % n, _to_ctype_value(self._wp_scalar_type_, v))
+        ctypes.Array.__setitem__(self, i % n, _assigned(self._wp_scalar_type_, v))
 
     def _component(i: int):  # noqa: N805 - builds properties
         def get(self):
@@ -449,13 +496,57 @@ class MatrixType(_CompositeMixin):
             i, j = key
             _check_range(i, rows, self)
             _check_range(j, cols, self)
-            ctypes.Array.__setitem__(
-                self, (i % rows) * cols + (j % cols), _to_ctype_value(self._wp_scalar_type_, v)
-            )
+            ctypes.Array.__setitem__(self, (i % rows) * cols + (j % cols), _assigned(self._wp_scalar_type_, v))
             return
         _check_range(key, rows, self)
-        for j, x in enumerate(np.asarray(v).reshape(-1)):
-            ctypes.Array.__setitem__(self, (key % rows) * cols + j, _to_ctype_value(self._wp_scalar_type_, x))
+        self.set_row(key, v)
+
+    def get_row(self, r: int) -> Any:
+        """Row `r` as a vector."""
+        rows, cols = self._shape_
+        if not -rows <= r < rows:
+            raise IndexError("Invalid row index")
+        return vector(cols, self._wp_scalar_type_)(self._flat()[(r % rows) * cols:(r % rows + 1) * cols])
+
+    def set_row(self, r: int, v: Any) -> None:
+        """Assign row `r` from a vector or sequence (or one value for every component)."""
+        rows, cols = self._shape_
+        if not -rows <= r < rows:
+            raise IndexError("Invalid row index")
+        values = v.numpy_value() if isinstance(v, _CompositeMixin) else v
+        for j, x in enumerate(_assigned_row(self._wp_scalar_type_, values, cols)):
+            ctypes.Array.__setitem__(self, (r % rows) * cols + j, x)
+
+    def get_col(self, c: int) -> Any:
+        """Column `c` as a vector."""
+        rows, cols = self._shape_
+        if not -cols <= c < cols:
+            raise IndexError("Invalid column index")
+        return vector(rows, self._wp_scalar_type_)(self._flat()[c % cols::cols])
+
+    def set_col(self, c: int, v: Any) -> None:
+        """Assign column `c` from a vector or sequence (or one value for every component)."""
+        rows, cols = self._shape_
+        if not -cols <= c < cols:
+            raise IndexError("Invalid column index")
+        values = v.numpy_value() if isinstance(v, _CompositeMixin) else v
+        for i, x in enumerate(_assigned_row(self._wp_scalar_type_, values, rows)):
+            ctypes.Array.__setitem__(self, i * cols + c % cols, x)
+
+    def __mul__(self, o):
+        """A matrix times a vector or matrix is their product; times a scalar, componentwise."""
+        if isinstance(o, VectorType | MatrixType):
+            return self @ o
+        return _CompositeMixin.__mul__(self, o)
+
+    def __rmul__(self, o):
+        if isinstance(o, VectorType):
+            return self.__rmatmul__(o)
+        return _CompositeMixin.__rmul__(self, o)
+
+    def __rmatmul__(self, o):
+        r = np.asarray(o.numpy_value() if isinstance(o, _CompositeMixin) else o) @ self.numpy_value()
+        return vector(r.shape[0], self._wp_scalar_type_)(r)
 
     def __matmul__(self, o):
         a = self.numpy_value()

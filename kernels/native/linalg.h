@@ -84,10 +84,21 @@ template <int N, typename T> LW_FUNC uint32_t argmax(vec_t<N, T> v) {
         if (gt(v.c[i], v.c[k])) k = (uint32_t)i;
     return k;
 }
-template <int N, typename T> LW_FUNC T min(vec_t<N, T> v) { return v.c[argmin(v)]; }
-template <int N, typename T> LW_FUNC T max(vec_t<N, T> v) { return v.c[argmax(v)]; }
-template <int N, typename T> LW_FUNC void adj_min(vec_t<N, T> v, vec_t<N, T>& adj_v, T adj) { acc(adj_v.c[argmin(v)], adj); }
-template <int N, typename T> LW_FUNC void adj_max(vec_t<N, T> v, vec_t<N, T>& adj_v, T adj) { acc(adj_v.c[argmax(v)], adj); }
+// min(v) / max(v) fold like the scalar min/max (fmin/fmax): a NaN component gives way to any number
+template <int N, typename T> LW_FUNC uint32_t extreme_index(vec_t<N, T> v, bool smallest) {
+    uint32_t k = 0;
+    for (int i = 1; i < N; ++i)
+        if ((smallest ? lt(v.c[i], v.c[k]) : gt(v.c[i], v.c[k])) || !eq(v.c[k], v.c[k])) k = (uint32_t)i;
+    return eq(v.c[k], v.c[k]) ? k : 0;
+}
+template <int N, typename T> LW_FUNC T min(vec_t<N, T> v) { return v.c[extreme_index(v, true)]; }
+template <int N, typename T> LW_FUNC T max(vec_t<N, T> v) { return v.c[extreme_index(v, false)]; }
+template <int N, typename T> LW_FUNC void adj_min(vec_t<N, T> v, vec_t<N, T>& adj_v, T adj) {
+    acc(adj_v.c[extreme_index(v, true)], adj);
+}
+template <int N, typename T> LW_FUNC void adj_max(vec_t<N, T> v, vec_t<N, T>& adj_v, T adj) {
+    acc(adj_v.c[extreme_index(v, false)], adj);
+}
 
 // classification of every component: true when any component is nan/inf, when all are finite
 #define LW_ANY_COMPONENT(name, join, start)                                        \
@@ -307,6 +318,52 @@ LW_FUNC void adj_sym_eig_of(const mat_t<N, N, T>& A, mat_t<N, N, T>& adj_A, cons
         for (int j = 0; j < N; ++j) inner.c[i * N + j] = i == j ? adj.f1.c[i] : F.c[i * N + j] * W.c[i * N + j];
     acc(adj_A, sym_part(mul(mul(Q, inner), transpose(Q))));
 }
+
+// 16-bit float decompositions compute in float32: the factors and the adjoint are rounded back once
+#define LW_NARROW_DECOMPOSITIONS(H)                                                                           \
+    template <int N> LW_FUNC void svd_of(const mat_t<N, N, H>& A, mat_t<N, N, H>& U, vec_t<N, H>& s, mat_t<N, N, H>& V) { \
+        mat_t<N, N, float> u, v;                                                                              \
+        vec_t<N, float> sf;                                                                                   \
+        svd_of(convert<mat_t<N, N, float>>(A), u, sf, v);                                                     \
+        U = convert<mat_t<N, N, H>>(u); s = convert<vec_t<N, H>>(sf); V = convert<mat_t<N, N, H>>(v);        \
+    }                                                                                                         \
+    template <int N, typename Rec>                                                                            \
+    LW_FUNC void adj_svd_of(const mat_t<N, N, H>& A, mat_t<N, N, H>& adj_A, const Rec& adj) {                  \
+        struct { mat_t<N, N, float> f0; vec_t<N, float> f1; mat_t<N, N, float> f2; } a = {                    \
+            convert<mat_t<N, N, float>>(adj.f0), convert<vec_t<N, float>>(adj.f1), convert<mat_t<N, N, float>>(adj.f2)}; \
+        mat_t<N, N, float> g = zero<mat_t<N, N, float>>();                                                    \
+        adj_svd_of(convert<mat_t<N, N, float>>(A), g, a);                                                     \
+        acc(adj_A, convert<mat_t<N, N, H>>(g));                                                               \
+    }                                                                                                         \
+    template <int N> LW_FUNC void qr_givens(mat_t<N, N, H> A, mat_t<N, N, H>& Q, mat_t<N, N, H>& R) {         \
+        mat_t<N, N, float> q, r;                                                                              \
+        qr_givens(convert<mat_t<N, N, float>>(A), q, r);                                                      \
+        Q = convert<mat_t<N, N, H>>(q); R = convert<mat_t<N, N, H>>(r);                                       \
+    }                                                                                                         \
+    template <int N, typename Rec> LW_FUNC void adj_qr_givens(mat_t<N, N, H> A, mat_t<N, N, H>& adj_A, const Rec& adj) { \
+        struct { mat_t<N, N, float> f0, f1; } a = {convert<mat_t<N, N, float>>(adj.f0),                       \
+                                                   convert<mat_t<N, N, float>>(adj.f1)};                      \
+        mat_t<N, N, float> g = zero<mat_t<N, N, float>>();                                                    \
+        adj_qr_givens(convert<mat_t<N, N, float>>(A), g, a);                                                  \
+        acc(adj_A, convert<mat_t<N, N, H>>(g));                                                               \
+    }                                                                                                         \
+    template <int N> LW_FUNC void sym_eig_of(const mat_t<N, N, H>& A, mat_t<N, N, H>& Q, vec_t<N, H>& d) {     \
+        mat_t<N, N, float> q;                                                                                 \
+        vec_t<N, float> df;                                                                                   \
+        sym_eig_of(convert<mat_t<N, N, float>>(A), q, df);                                                    \
+        Q = convert<mat_t<N, N, H>>(q); d = convert<vec_t<N, H>>(df);                                         \
+    }                                                                                                         \
+    template <int N, typename Rec>                                                                            \
+    LW_FUNC void adj_sym_eig_of(const mat_t<N, N, H>& A, mat_t<N, N, H>& adj_A, const Rec& adj) {              \
+        struct { mat_t<N, N, float> f0; vec_t<N, float> f1; } a = {convert<mat_t<N, N, float>>(adj.f0),       \
+                                                                   convert<vec_t<N, float>>(adj.f1)};         \
+        mat_t<N, N, float> g = zero<mat_t<N, N, float>>();                                                    \
+        adj_sym_eig_of(convert<mat_t<N, N, float>>(A), g, a);                                                 \
+        acc(adj_A, convert<mat_t<N, N, H>>(g));                                                               \
+    }
+LW_NARROW_DECOMPOSITIONS(half)
+LW_NARROW_DECOMPOSITIONS(bfloat16)
+#undef LW_NARROW_DECOMPOSITIONS
 
 // quaternion to axis (unit, zero for the identity) and angle in [0, 2 pi]
 template <typename T> LW_FUNC void quat_to_axis_angle(const quat_t<T>& q, vec_t<3, T>& axis, T& angle) {

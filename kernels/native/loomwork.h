@@ -399,6 +399,7 @@ LW_ELEMWISE2(max)
 LW_ELEMWISE1(neg)
 LW_ELEMWISE1(abs)
 LW_ELEMWISE1(pos)
+LW_ELEMWISE1(sign)
 
 template <int N, typename T> LW_FUNC vec_t<N, T> mul(vec_t<N, T> a, T s) {
     vec_t<N, T> r;
@@ -817,15 +818,21 @@ template <typename T> inline typename scalar_only<T>::type atomic_min(T* p, T v)
 template <typename T> inline typename scalar_only<T>::type atomic_max(T* p, T v) { return atomic_float_update(p, v, 2); }
 #endif
 
-template <typename H> LW_DEVICE H atomic_add16(H* p, H v) {
-    // a compare-and-swap loop on the 32-bit word that holds the 16-bit value
+// 16-bit floats: a compare-and-swap loop on the 32-bit word that holds the value; op 0 adds, 1 takes the
+// minimum, 2 the maximum (a stored NaN gives way, as for the wider floats)
+template <typename H> LW_DEVICE float update16(H cur, H v, int op) {
+    float c = (float)cur, w = (float)v;
+    return op == 0 ? c + w : (op == 1 ? (w < c || c != c ? w : c) : (w > c || c != c ? w : c));
+}
+template <typename H> LW_DEVICE H atomic_update16(H* p, H v, int op) {
     uint32_t* word = (uint32_t*)((uint64_t)p & ~(uint64_t)3);
     int shift = ((uint64_t)p & 2) ? 16 : 0;
 #if LW_CUDA
     uint32_t old = *word;
     for (;;) {
         H cur; cur.u = (uint16_t)(old >> shift);
-        uint32_t next = (old & ~(0xffffu << shift)) | ((uint32_t)H((float)cur + (float)v).u << shift);
+        uint32_t next = (old & ~(0xffffu << shift)) | ((uint32_t)H(update16(cur, v, op)).u << shift);
+        if (next == old) return cur;
         uint32_t prev = atomicCAS((unsigned int*)word, old, next);
         if (prev == old) return cur;
         old = prev;
@@ -834,13 +841,16 @@ template <typename H> LW_DEVICE H atomic_add16(H* p, H v) {
     uint32_t old = __atomic_load_n(word, __ATOMIC_RELAXED);
     for (;;) {
         H cur; cur.u = (uint16_t)(old >> shift);
-        uint32_t next = (old & ~(0xffffu << shift)) | ((uint32_t)H((float)cur + (float)v).u << shift);
+        uint32_t next = (old & ~(0xffffu << shift)) | ((uint32_t)H(update16(cur, v, op)).u << shift);
+        if (next == old) return cur;
         if (__atomic_compare_exchange_n(word, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return cur;
     }
 #endif
 }
-LW_DEVICE half atomic_add(half* p, half v) { return atomic_add16(p, v); }
-LW_DEVICE bfloat16 atomic_add(bfloat16* p, bfloat16 v) { return atomic_add16(p, v); }
+LW_DEVICE half atomic_add(half* p, half v) { return atomic_update16(p, v, 0); }
+LW_DEVICE bfloat16 atomic_add(bfloat16* p, bfloat16 v) { return atomic_update16(p, v, 0); }
+LW_DEVICE bfloat16 atomic_min(bfloat16* p, bfloat16 v) { return atomic_update16(p, v, 1); }
+LW_DEVICE bfloat16 atomic_max(bfloat16* p, bfloat16 v) { return atomic_update16(p, v, 2); }
 template <typename T> LW_DEVICE T atomic_sub(T* p, T v) { return atomic_add(p, neg(v)); }
 
 // vectors and matrices: atomic per component; the previous value is assembled from the components
@@ -858,7 +868,6 @@ template <typename T> LW_DEVICE T atomic_sub(T* p, T v) { return atomic_add(p, n
 LW_COMPONENT_ATOMIC(add)
 LW_COMPONENT_ATOMIC(min)
 LW_COMPONENT_ATOMIC(max)
-#undef LW_COMPONENT_ATOMIC
 
 // ---------------------------------------------------------------------------------------------
 // thread index: the launch's linear index split into its dimensions (row-major, last fastest)
@@ -906,6 +915,20 @@ template <typename T> LW_FUNC void zero_grad_range(const array_t<T>& a, int64_t 
 
 // accumulate into a value of any differentiable type
 template <typename T> LW_FUNC void acc(T& a, T b) { a = add(a, b); }
+// the adjoint of atomic_min/max: the value that won (the element's value now) gets the gradient,
+// component by component for vectors and matrices
+template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_atomic_won(T cur, T v, T& adj_v, T g) {
+    if (eq(cur, v) || (!eq(cur, cur) && !eq(v, v))) acc(adj_v, g);  // a NaN stored by a NaN value won too
+}
+template <int N, typename T>
+LW_FUNC void adj_atomic_won(const vec_t<N, T>& cur, const vec_t<N, T>& v, vec_t<N, T>& adj_v, const vec_t<N, T>& g) {
+    for (int i = 0; i < N; ++i) adj_atomic_won(cur.c[i], v.c[i], adj_v.c[i], g.c[i]);
+}
+template <int R, int C, typename T>
+LW_FUNC void adj_atomic_won(const mat_t<R, C, T>& cur, const mat_t<R, C, T>& v, mat_t<R, C, T>& adj_v,
+                            const mat_t<R, C, T>& g) {
+    for (int i = 0; i < R * C; ++i) adj_atomic_won(cur.c[i], v.c[i], adj_v.c[i], g.c[i]);
+}
 
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_add(T a, T b, T& adj_a, T& adj_b, T adj) { acc(adj_a, adj); acc(adj_b, adj); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_sub(T a, T b, T& adj_a, T& adj_b, T adj) { acc(adj_a, adj); acc(adj_b, neg(adj)); }
@@ -1549,6 +1572,10 @@ template <typename T> inline T atomic_and(T* p, T v) { return __atomic_fetch_and
 template <typename T> inline T atomic_or(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 template <typename T> inline T atomic_xor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
 #endif
+LW_COMPONENT_ATOMIC(and)
+LW_COMPONENT_ATOMIC(or)
+LW_COMPONENT_ATOMIC(xor)
+#undef LW_COMPONENT_ATOMIC
 
 // ---------------------------------------------------------------------------------------------
 // spatial vectors (6 components: the angular part w on top, the linear part v at the bottom)

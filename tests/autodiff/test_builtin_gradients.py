@@ -9,6 +9,7 @@ import pytest
 import loomwork as wp
 from loomwork.autograd import gradcheck
 from loomwork.kernels import builtins as B
+from loomwork.kernels.types import from_storage
 
 # input ranges per builtin and argument position, chosen away from kinks and singularities
 DOMAINS = {
@@ -50,6 +51,9 @@ def cases(dtypes=(wp.float32, wp.float64)):
             ins = [p for i, p in enumerate(ov.params) if i not in outs]
             for dtype in dtypes:
                 types = [concrete(p, dtype) for p in ins]
+                if dtype not in (wp.float16, wp.bfloat16) and any(
+                        getattr(t, "_wp_scalar_type_", t) in (wp.float16, wp.bfloat16) for t in types):
+                    continue  # a 16-bit overload: no finite differences in 16 bits (test_half_decompositions)
                 if not ins or not all(isinstance(p, B.Quat | B.Transform | B.Exact | B.Value | B.Out) or (
                         isinstance(p, B.Scalar | B.Vec | B.Mat) and p.kind != "int") for p in ins):
                     continue
@@ -235,3 +239,39 @@ def test_every_differentiable_builtin_compiles_for_float16():
     assert len(kernels) > 50
     loaded = kernels[0].module.load(wp.get_device("cpu"))
     assert all(k.key in loaded.kernels for k in kernels) and loaded.adjoint(kernels[0].key) is not None
+
+
+def _decomposition_kernel(name, dtype):
+    n = 2 if name == "svd2" else 3
+    m = wp.types.matrix((n, n), dtype)
+    ov = next(ov for ov in B.BUILTINS[name].overloads if ov.params[0].type == m)
+    return make_output_kernel(B.BUILTINS[name], m, ov.output_types({}), module=f"{__name__}.half")
+
+
+DECOMPOSITION_KERNELS = {(name, dtype): _decomposition_kernel(name, dtype) for name in ("svd3", "svd2", "qr3", "eig3")
+                         for dtype in (wp.float16, wp.bfloat16, wp.float32)}
+
+
+@pytest.mark.parametrize("name", ["svd3", "svd2", "qr3", "eig3"])
+@pytest.mark.parametrize("half", [wp.float16, wp.bfloat16])
+def test_half_decompositions_follow_float32(name, half):
+    """A 16-bit decomposition and its adjoint are the float32 ones (checked against finite differences above)
+    on the same inputs, rounded to 16 bits."""
+    n = 2 if name == "svd2" else 3
+    rng = np.random.default_rng(7)
+    a = (0.3 * rng.uniform(-1.0, 1.0, (N, n, n)) + SEPARATED[name]).astype(np.float32)
+    results = {}
+    for dtype in (half, wp.float32):
+        kernel = DECOMPOSITION_KERNELS[name, dtype]
+        a_dt = wp.array(a, dtype=wp.types.matrix((n, n), dtype), requires_grad=True)
+        ret = kernel.arg_types[1:]
+        outs = [wp.zeros(N, dtype=t.dtype, requires_grad=True) for t in ret]
+        tape = wp.Tape()
+        with tape:
+            wp.launch(kernel, N, inputs=[a_dt, *outs])
+        used = outs[:2] if name in ("qr3", "eig3") else outs
+        tape.backward(grads={o: np.ones(o.numpy().shape, dtype=np.float32) for o in used})
+        results[dtype] = [from_storage(dtype, o.numpy()).astype(np.float32) for o in [*used, a_dt.grad]]
+    tol = 2e-2 if half is wp.bfloat16 else 4e-3
+    for got, want in zip(results[half], results[wp.float32], strict=True):
+        np.testing.assert_allclose(got, want, atol=tol * max(1.0, np.abs(want).max()), rtol=tol)

@@ -590,3 +590,60 @@ def test_gradients_include_arrays_inside_structs():
     np.testing.assert_allclose(tape.gradients[pose.rot].numpy(), [[3.0, 0.0, 0.0, 6.0]])
     tape.zero()
     assert not pose.rot.grad.numpy().any()
+
+
+@wp.kernel
+def square_into(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+def test_seeding_an_output_created_without_gradient():
+    """backward(grads={y: g}) for an output made without requires_grad gives it a gradient buffer (as Warp), and
+    an array given requires_grad=True after a launch has its gradient seen by later launches."""
+    x = wp.array(np.arange(3, dtype=np.float32), requires_grad=True)
+    y = wp.zeros(n=3)
+    assert y.shape == (3,) and y.grad is None
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square_into, 3, inputs=[x], outputs=[y])
+    tape.backward(grads={y: wp.ones(n=3)})
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(y.grad.numpy(), [1.0, 1.0, 1.0])
+
+
+@wp.struct
+class Factors:
+    x: wp.array(dtype=float)
+    y: wp.array(dtype=float)
+
+
+@wp.struct
+class Wrapped:
+    factors: Factors
+
+
+@wp.kernel
+def multiply_factors(w: Wrapped, z: wp.array(dtype=float)):
+    i = wp.tid()
+    z[i] = w.factors.x[i] * w.factors.y[i]
+
+
+def test_gradients_of_arrays_in_structs():
+    """Arrays reached through (nested) struct arguments are the tape's too: tape.gradients[struct] is a struct
+    of their gradients, and tape.zero() zeroes them."""
+    f = Factors()
+    f.x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    f.y = wp.array(np.array([3.0, 5.0], dtype=np.float32), requires_grad=True)
+    w = Wrapped()
+    w.factors = f
+    z = wp.zeros(2, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(multiply_factors, 2, inputs=[w, z])
+    tape.backward(grads={z: np.ones(2, dtype=np.float32)})
+    g = tape.gradients[w]
+    np.testing.assert_array_equal(g.factors.x.numpy(), [3.0, 5.0])
+    np.testing.assert_array_equal(g.factors.y.numpy(), [1.0, 2.0])
+    tape.zero()
+    np.testing.assert_array_equal(f.x.grad.numpy(), [0.0, 0.0])

@@ -1,6 +1,7 @@
 """Errors are part of the API: each names the kernel, the argument or the source line, with a caret."""
 
 import itertools
+import traceback
 
 import numpy as np
 import pytest
@@ -63,6 +64,11 @@ def test_syntax_errors_are_python_syntax_errors():
             pass
 
     build_error(uses_with, SyntaxError)
+    try:
+        wp.launch(fresh_kernel(uses_with), dim=1, inputs=[np.zeros(1, dtype=np.float32)])
+    except SyntaxError:
+        shown = traceback.format_exc()
+    assert "with blocks" in shown and "<no detail available>" not in shown  # tracebacks show the message
 
 
 def test_unknown_name_is_a_name_error():

@@ -353,15 +353,16 @@ def kernel_from_source(tmp_path, name, body):
 
 
 @pytest.mark.parametrize("name,body,message", [
-    ("dyn_shape", "n = 3\na = wp.zeros(shape=n, dtype=float)", "could not evaluate"),
+    ("dyn_shape", "n = wp.tid() + 3\na = wp.zeros(shape=n, dtype=float)", "could not evaluate"),
     ("three_d", "a = wp.zeros(shape=(2, 2, 2), dtype=float)", "1 or 2 positive sizes"),
     ("mat_dtype", "a = wp.zeros(shape=4, dtype=wp.mat22)", "not mat22f"),
     ("svd_args", "U = wp.mat33()\nwp.svd3(wp.mat33(), U)", "no overload of svd3() takes (mat33f, mat33f)"),
     ("svd_type", "U = wp.mat22()\ns = wp.vec3()\nV = wp.mat33()\nwp.svd3(wp.mat33(), U, s, V)",
      "argument 2 of svd3() is an output mat33f, but U is a mat22f"),
-    ("svd_int", "U = wp.mat33()\ns = wp.vec3()\nV = wp.mat33()\nwp.svd3(wp.mat33h(), U, s, V)",
-     "no overload of svd3() takes (mat33h, mat33f, vec3f, mat33f)"),
-    ("slice_dyn", "k = int(1)\nv = wp.vec3()\nw = v[0:k]", "could not evaluate"),
+    ("svd_int", "U = wp.mat33()\ns = wp.vec3()\nV = wp.mat33()\n"
+     "wp.svd3(wp.types.matrix(shape=(3, 3), dtype=int), U, s, V)",
+     "no overload of svd3() takes (mat33i, mat33f, vec3f, mat33f)"),
+    ("slice_dyn", "k = wp.tid() + 1\nv = wp.vec3()\nw = v[0:k]", "could not evaluate"),
     ("slice_empty", "v = wp.vec3()\nw = v[2:1]", "is empty"),
     ("neg_range", "v = wp.vec3()\nx[0] = v[-4]", "index -4 out of range"),
     ("identity_n", "m = wp.identity(dtype=float)", "constant size n"),

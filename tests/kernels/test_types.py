@@ -45,7 +45,7 @@ def test_vector_construction_and_access():
     assert wp.vec3() == wp.vec3(0.0, 0.0, 0.0)
     v.y = 7.0
     assert v[1] == 7.0
-    with pytest.raises(ValueError, match="takes 3 components"):
+    with pytest.raises(ValueError, match="expected 3 elements, got 2"):
         wp.vec3(1.0, 2.0)
     with pytest.raises(IndexError):
         v[3]
@@ -141,7 +141,7 @@ def test_python_scope_slices_and_operators_of_values():
     v = wp.vec4(1.0, 2.0, 3.0, 4.0)
     v[1:3] = (-2.0, -3.0)
     assert list(v[0:2]) == [1.0, -2.0] and str(+v) == "[1.0, -2.0, -3.0, 4.0]"
-    with pytest.raises(ValueError, match="has 2 components"):
+    with pytest.raises(ValueError, match="same size: 2 components"):
         v[1:3] = (1.0, 2.0, 3.0)
     m = wp.mat33(*range(9))
     assert isinstance(m[0:2], wp.types.matrix((2, 3), float)) and list(m[:, 1]) == [1.0, 4.0, 7.0]
@@ -171,3 +171,45 @@ def test_scalar_index_and_value_from_pointer():
         wp.vec3.from_ptr(0)
     with pytest.raises(KeyError, match="expected int or slice"):
         v[None]
+
+
+@pytest.mark.parametrize("dtype", [wp.float16, wp.float32, wp.float64, wp.int16])
+def test_host_matrix_vector_products(dtype):
+    """Host-side m * v, m @ v, v * m, v @ m and m * m are matrix products (NumPy's), m * s componentwise."""
+    m_np, v_np = np.array([[2.0, 4.0], [6.0, 8.0]]), np.array([1.0, 2.0])
+    m, v = wp.types.matrix((2, 2), dtype)(m_np), wp.types.vector(2, dtype)(v_np)
+    for got, want in ((m * v, m_np @ v_np), (m @ v, m_np @ v_np), (v * m, v_np @ m_np), (v @ m, v_np @ m_np),
+                      (m * m, m_np @ m_np), (m * dtype(2), m_np * 2), (dtype(2) * m, m_np * 2)):
+        np.testing.assert_array_equal(got.numpy_value(), want)
+    assert type(m * v) is type(v) and type(m * m) is type(m)
+
+
+def test_host_copy_of_half_vectors_keeps_values():
+    """Constructing a float16 vector or matrix from another copies values, not the raw half bits."""
+    v = wp.vec3h(2.0, 4.0, 6.0)
+    c = wp.vec3h(v)
+    c[0] = 123.0
+    assert list(v) == [2.0, 4.0, 6.0] and list(c) == [123.0, 4.0, 6.0]
+    assert list(wp.mat22h([wp.vec2h(1.0, 2.0), wp.vec2h(3.0, 4.0)])[1]) == [3.0, 4.0]
+
+
+def test_host_rows_columns_and_bad_assignments():
+    """get/set_row and get/set_col read and write one row or column; bad keys, values and sizes raise."""
+    m = wp.mat22(1.0, 2.0, 3.0, 4.0)
+    m.set_row(1, (5.0, 6.0))
+    m.set_col(0, wp.vec2(7.0, 8.0))
+    assert m == wp.mat22(7.0, 2.0, 8.0, 6.0)
+    assert list(m.get_row(0)) == [7.0, 2.0] and list(m.get_col(1)) == [2.0, 6.0]
+    with pytest.raises(IndexError, match="Invalid row index"):
+        m.set_row(2, (0.0, 0.0))
+    with pytest.raises(TypeError, match="expected row of length 2"):
+        wp.mat22((1, 2, 3), (3, 4, 5))
+    v = wp.vec3i(1, 2, 3)
+    with pytest.raises(KeyError, match="expected int or slice"):
+        v[None] = 0
+    with pytest.raises(TypeError, match="a `int32` value but got `str`"):
+        v[0] = "1"
+    with pytest.raises(TypeError, match="sequence of `int32` values but got `vec3i`"):
+        v[:1] = (v,)
+    with pytest.raises(ValueError, match="same size"):
+        v[:1] = (1, 2)

@@ -201,11 +201,29 @@ def _atomic_max_kernel(dtype):
     return atomic_max_of
 
 
-@pytest.mark.parametrize("dtype", [wp.float16, wp.bfloat16, wp.vec3h])
-def test_atomic_min_max_of_16_bit_floats_is_a_clear_error(dtype):
-    """Atomic min/max of float16/bfloat16 values (scalars or components) is a TypeError, not a C++ error."""
-    with pytest.raises(TypeError, match="does not support arrays of"):
+@pytest.mark.parametrize("dtype", [wp.float16, wp.vec3h, wp.int16])
+def test_atomic_max_of_unsupported_types_is_a_clear_error(dtype):
+    """Atomic min/max of float16 values (scalars or components) or of small integers is Warp's error (a TypeError
+    and RuntimeError naming the types that work), not a C++ error."""
+    with pytest.raises(RuntimeError, match=r"atomic_max\(\) operations only work on arrays with \[u\]int32, "
+                       r"\[u\]int64, bfloat16, float32, or float64 as the underlying scalar types, but got"):
         wp.launch(_atomic_max_kernel(dtype), 1, inputs=[wp.zeros(2, dtype=dtype)])
+
+
+@wp.kernel
+def bfloat16_extremes(a: wp.array(dtype=wp.bfloat16), lo: wp.array(dtype=wp.bfloat16),
+                      hi: wp.array(dtype=wp.bfloat16)):
+    i = wp.tid()
+    wp.atomic_min(lo, 0, a[i])
+    wp.atomic_max(hi, 0, a[i])
+
+
+def test_atomic_min_max_of_bfloat16():
+    """Atomic min/max of bfloat16 values (Warp allows them, unlike float16) find the extremes."""
+    values = np.array([0.5, -3.25, 7.0, 1.5, -0.125], dtype=np.float32)
+    lo, hi = wp.full(1, 100.0, dtype=wp.bfloat16), wp.full(1, -100.0, dtype=wp.bfloat16)
+    wp.launch(bfloat16_extremes, len(values), inputs=[wp.array(values, dtype=wp.bfloat16), lo, hi])
+    assert (lo.list()[0], hi.list()[0]) == (-3.25, 7.0)
 
 
 @wp.kernel
