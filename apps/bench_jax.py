@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from loomwork.apps.benchutil import find_python, run_json
+from loomwork.apps.benchutil import alternate_best, find_python, run_json
 
 # Runs under either framework; prints one JSON line: per-call microseconds, saxpy milliseconds.
 SCRIPT = """
@@ -120,20 +120,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--warp-python", default=None, help="a Python interpreter with warp-lang and jax installed")
     args = p.parse_args(argv)
     warp_python = find_python(args.warp_python, "LOOMWORK_WARP_PYTHON")
-    ours: dict[str, float] = {}
-    warp: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(args.rounds):
-            for lib, python, found in (("loomwork", sys.executable, ours), ("warp", warp_python, warp)):
-                if python is None:
-                    continue
-                try:
-                    for key, value in measure(python, lib, Path(tmp), args.iters, args.n).items():
-                        found[key] = min(found.get(key, float("inf")), value)
-                except Exception as e:  # a broken Warp install must not hide our own figures
-                    print(f"({lib} measurement failed: {e})")
-                    if lib == "loomwork":
-                        raise
+        figures = alternate_best({"loomwork": sys.executable, "warp": warp_python},
+                                 lambda lib, python: measure(python, lib, Path(tmp), args.iters, args.n), args.rounds)
+    ours, warp = figures["loomwork"], figures["warp"]
 
     print(f"JAX on the CPU (saxpy n = {args.n}):")
     for key, value in ours.items():

@@ -33,6 +33,26 @@ def best_times(fns: dict[str, Callable[[], object]], rounds: int = 6, reps: int 
     return best
 
 
+def alternate_best(pythons: dict[str, str | None], measure: Callable[[str, str], dict[str, float]],
+                   rounds: int) -> dict[str, dict[str, float]]:
+    """{name: {figure: best value}} for each named interpreter (None: skipped), `measure(name, python)` taken
+    in alternation `rounds` times so that load from elsewhere slows them alike. A peer whose measurement
+    fails is reported and left out; a failure of loomwork's own raises."""
+    best: dict[str, dict[str, float]] = {name: {} for name in pythons}
+    for _ in range(rounds):
+        for name, python in pythons.items():
+            if python is None:
+                continue
+            try:
+                for key, value in measure(name, python).items():
+                    best[name][key] = min(best[name].get(key, float("inf")), value)
+            except Exception as e:  # a broken peer install must not hide our own figures
+                print(f"({name} measurement failed: {e})")
+                if name == "loomwork":
+                    raise
+    return best
+
+
 def run_json(python: str, script: str, workdir: Path) -> dict:
     """Run `script` as a file (Warp reads kernel source from files) in a new process; parse its last JSON line."""
     path = workdir / f"bench_script_{abs(hash(script))}.py"
