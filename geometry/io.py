@@ -17,6 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from loomwork.kernels import types as T
+from loomwork.kernels.array import array
+
 from .common import GeometryError
 from .mesh import Mesh
 
@@ -79,9 +82,6 @@ def mesh_from_trimesh(tm: Any, **mesh_options: Any) -> Mesh:
 
 
 def _make_mesh(points: np.ndarray, tris: np.ndarray, device: Any, options: dict) -> Mesh:
-    from loomwork.kernels import types as T
-    from loomwork.kernels.array import array
-
     pts = array(np.ascontiguousarray(points, dtype=np.float32), dtype=T.vec3f, device=device)
     idx = array(np.ascontiguousarray(tris, dtype=np.int32).reshape(-1), dtype=T.int32, device=device)
     return Mesh(pts, idx, **options)
