@@ -1,1 +1,12 @@
-"""loomwork.sim (see the README's architecture section)."""
+"""loomwork.sim: differentiable simulation of particles, cloth and rigid bodies on the kernel layer,
+following Newton 1.8's public API (``import loomwork.sim as newton``)."""
+
+from . import solvers
+from .builder import ModelBuilder
+from .builder.bodies import MAXVAL
+from .enums import Axis, GeoType, JointType, ParticleFlags, ShapeFlags
+from .geometry import Mesh
+from .model import Control, Model, State
+
+__all__ = ["MAXVAL", "Axis", "Control", "GeoType", "JointType", "Mesh", "Model", "ModelBuilder", "ParticleFlags",
+           "ShapeFlags", "State", "solvers"]

@@ -1,0 +1,196 @@
+"""Model (what does not change during a simulation), State (what a step changes) and Control (what a
+controller sets), with Newton 1.8's attribute names, layouts and units."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import loomwork as wp
+
+
+def _clone(arr: Any, requires_grad: bool) -> Any:
+    if arr is None:
+        return None
+    return wp.clone(arr, requires_grad=requires_grad)
+
+
+def _zeros_like(arr: Any, requires_grad: bool) -> Any:
+    if arr is None:
+        return None
+    return wp.zeros_like(arr, requires_grad=requires_grad)
+
+
+class State:
+    """The time-varying part of a simulation, one per step (create it with :meth:`Model.state`)."""
+
+    def __init__(self) -> None:
+        self.particle_q: wp.array | None = None
+        """Particle positions [m], shape (particle_count,), dtype vec3."""
+        self.particle_qd: wp.array | None = None
+        """Particle velocities [m/s], shape (particle_count,), dtype vec3."""
+        self.particle_f: wp.array | None = None
+        """Forces on particles [N], shape (particle_count,), dtype vec3 (cleared by :meth:`clear_forces`)."""
+        self.body_q: wp.array | None = None
+        """Body frames in world space [m, unit quaternion xyzw], shape (body_count,), dtype transform."""
+        self.body_qd: wp.array | None = None
+        """Body velocities, shape (body_count,), dtype spatial_vector: linear velocity of the center of mass
+        [m/s] then angular velocity [rad/s], both in world frame."""
+        self.body_f: wp.array | None = None
+        """External wrenches on bodies, shape (body_count,), dtype spatial_vector: force [N] at the center of
+        mass then torque [N m], both in world frame."""
+        self.joint_q: wp.array | None = None
+        """Generalized joint coordinates [m or rad], shape (joint_coord_count,), dtype float32."""
+        self.joint_qd: wp.array | None = None
+        """Generalized joint velocities [m/s or rad/s], shape (joint_dof_count,), dtype float32."""
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether this state's arrays record gradients."""
+        for arr in (self.particle_q, self.body_q):
+            if arr is not None:
+                return bool(arr.requires_grad)
+        return False
+
+    @property
+    def particle_count(self) -> int:
+        """Number of particles."""
+        return 0 if self.particle_q is None else len(self.particle_q)
+
+    @property
+    def body_count(self) -> int:
+        """Number of rigid bodies."""
+        return 0 if self.body_q is None else len(self.body_q)
+
+    def clear_forces(self) -> None:
+        """Zero ``particle_f`` and ``body_f`` (call before each step that accumulates forces into them)."""
+        for arr in (self.particle_f, self.body_f):
+            if arr is not None and len(arr):
+                arr.zero_()
+
+    def assign(self, other: State) -> None:
+        """Copy every array of ``other`` into this state's arrays (shapes must match)."""
+        for name, arr in vars(self).items():
+            src = getattr(other, name, None)
+            if isinstance(arr, wp.array) and isinstance(src, wp.array):
+                if arr.shape != src.shape:
+                    raise ValueError(f"State.assign: {name} has shape {src.shape}, expected {arr.shape}")
+                wp.copy(arr, src)
+
+
+class Control:
+    """Inputs of a step set by a controller or policy (create it with :meth:`Model.control`)."""
+
+    def __init__(self) -> None:
+        self.joint_f: wp.array | None = None
+        """Generalized joint forces [N or N m], shape (joint_dof_count,), dtype float32."""
+        self.joint_target_q: wp.array | None = None
+        """Joint position targets of the drives [m or rad], shape (joint_dof_count,), dtype float32."""
+        self.joint_target_qd: wp.array | None = None
+        """Joint velocity targets of the drives [m/s or rad/s], shape (joint_dof_count,), dtype float32."""
+        self.joint_act: wp.array | None = None
+        """Feed-forward actuation per dof [N or N m], shape (joint_dof_count,), dtype float32."""
+        self.tri_activations: wp.array | None = None
+        """Triangle activations (muscle-like area change), shape (tri_count,), dtype float32."""
+
+    def clear(self) -> None:
+        """Zero every control input."""
+        for arr in vars(self).values():
+            if isinstance(arr, wp.array) and len(arr):
+                arr.zero_()
+
+
+class Model:
+    """Everything about a simulated system that stays fixed while it runs: particles, springs, cloth,
+    bodies, shapes, joints and materials, for one or many worlds. Built by ``ModelBuilder.finalize``."""
+
+    def __init__(self, device: Any = None) -> None:
+        self.device = wp.get_device(device)
+        self.requires_grad: bool = False
+        """Whether states made by :meth:`state` record gradients."""
+        self.world_count: int = 1
+        """Number of worlds; entities of different worlds never interact."""
+        self.up_axis: int = 2
+        """Index of the up axis (0, 1, 2 for X, Y, Z)."""
+        self.gravity: wp.array | None = None
+        """Gravity [m/s^2] per world, shape (world_count,), dtype vec3."""
+        self.particle_count = self.body_count = self.shape_count = self.joint_count = 0
+        self.tri_count = self.edge_count = self.spring_count = self.articulation_count = 0
+        self.joint_dof_count = self.joint_coord_count = 0
+        self.soft_contact_ke: float = 1.0e3
+        """Stiffness of particle-shape contacts [N/m]."""
+        self.soft_contact_kd: float = 10.0
+        """Damping of particle-shape contacts [N s/m]."""
+        self.soft_contact_kf: float = 1.0e3
+        """Friction stiffness of particle-shape contacts [N s/m]."""
+        self.soft_contact_mu: float = 0.5
+        """Friction coefficient of particle-shape contacts."""
+        self.soft_contact_restitution: float = 0.0
+        """Restitution of particle-shape contacts (position-based solvers)."""
+        self.particle_ke: float = 1.0e3
+        """Particle-particle contact stiffness [N/m]."""
+        self.particle_kd: float = 1.0e2
+        """Particle-particle contact damping [N s/m]."""
+        self.particle_kf: float = 1.0e2
+        """Particle-particle friction stiffness [N s/m]."""
+        self.particle_mu: float = 0.5
+        """Particle-particle friction coefficient."""
+        self.particle_cohesion: float = 0.0
+        """Extra distance [m] within which particles attract (position-based solvers)."""
+        self.particle_adhesion: float = 0.0
+        """Adhesion between particles and shapes."""
+        self.particle_max_velocity: float = 1.0e5
+        """Speed [m/s] particles are clamped to by the integrators."""
+        self.particle_grid: Any = None
+        """HashGrid used for particle-particle contacts (built by the solvers that need it)."""
+        self.particle_max_radius: float = 0.0
+        """Largest particle radius [m]."""
+
+    def state(self, requires_grad: bool | None = None) -> State:
+        """A new State holding copies of the model's initial positions and velocities."""
+        grad = self.requires_grad if requires_grad is None else requires_grad
+        s = State()
+        s.particle_q = _clone(self.particle_q, grad)
+        s.particle_qd = _clone(self.particle_qd, grad)
+        s.particle_f = _zeros_like(self.particle_q, grad)
+        s.body_q = _clone(self.body_q, grad)
+        s.body_qd = _clone(self.body_qd, grad)
+        s.body_f = _zeros_like(self.body_qd, grad)
+        s.joint_q = _clone(self.joint_q, grad)
+        s.joint_qd = _clone(self.joint_qd, grad)
+        return s
+
+    def control(self, requires_grad: bool | None = None, clone_variables: bool = True) -> Control:
+        """A new Control; with ``clone_variables`` its arrays are copies of the model's defaults, else the
+        model's own arrays."""
+        grad = self.requires_grad if requires_grad is None else requires_grad
+        c = Control()
+        take = (lambda a: _clone(a, grad)) if clone_variables else (lambda a: a)
+        c.joint_f = take(self.joint_f)
+        c.joint_target_q = take(self.joint_target_q)
+        c.joint_target_qd = take(self.joint_target_qd)
+        c.joint_act = take(self.joint_act)
+        c.tri_activations = take(self.tri_activations)
+        return c
+
+    def __getattr__(self, name: str) -> Any:
+        # Arrays of a domain a model does not use are absent; reading one is None, like Newton's.
+        if name.startswith(("particle_", "body_", "shape_", "joint_", "tri_", "edge_", "spring_",
+                            "articulation_")):
+            return None
+        raise AttributeError(f"'Model' object has no attribute {name!r}")
+
+    def set_gravity(self, gravity: Any, world: int | None = None) -> None:
+        """Set gravity [m/s^2] of every world, or of one world when ``world`` is given."""
+        g = np.asarray(gravity, dtype=np.float32)
+        if g.shape != (3,):
+            raise ValueError(f"set_gravity: expected a 3-vector, got shape {g.shape}")
+        current = self.gravity.numpy()
+        if world is None:
+            current[:] = g
+        else:
+            if not 0 <= world < self.world_count:
+                raise IndexError(f"set_gravity: world {world} out of range [0, {self.world_count})")
+            current[world] = g
+        self.gravity.assign(current)

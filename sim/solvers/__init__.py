@@ -1,0 +1,5 @@
+"""Solvers: each advances a State by ``step(state_in, state_out, control, contacts, dt)``."""
+
+from .solver import SolverBase
+
+__all__ = ["SolverBase"]
