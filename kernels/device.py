@@ -39,6 +39,13 @@ class Device:
         return self.backend.device_name()
 
     @property
+    def is_capturing(self) -> bool:
+        """Whether this device's current stream is recording a graph (host reads of arrays are refused)."""
+        from .stream import get_stream  # stream.py imports this module
+
+        return get_stream(self).graph is not None
+
+    @property
     def arch(self) -> int:
         return 0
 

@@ -4,9 +4,11 @@ following Newton 1.8's public API (``import loomwork.sim as newton``)."""
 from . import solvers
 from .builder import ModelBuilder
 from .builder.bodies import MAXVAL
+from .collide import CollisionPipeline
+from .contacts import Contacts
 from .enums import Axis, GeoType, JointType, ParticleFlags, ShapeFlags
 from .geometry import Mesh
 from .model import Control, Model, State
 
-__all__ = ["MAXVAL", "Axis", "Control", "GeoType", "JointType", "Mesh", "Model", "ModelBuilder", "ParticleFlags",
-           "ShapeFlags", "State", "solvers"]
+__all__ = ["MAXVAL", "Axis", "CollisionPipeline", "Contacts", "Control", "GeoType", "JointType", "Mesh", "Model",
+           "ModelBuilder", "ParticleFlags", "ShapeFlags", "State", "solvers"]

@@ -143,7 +143,7 @@ class Model:
         self.particle_max_velocity: float = 1.0e5
         """Speed [m/s] particles are clamped to by the integrators."""
         self.particle_grid: Any = None
-        """HashGrid used for particle-particle contacts (built by the solvers that need it)."""
+        """HashGrid the solvers rebuild each step for particle-particle contacts; None switches them off."""
         self.particle_max_radius: float = 0.0
         """Largest particle radius [m]."""
 

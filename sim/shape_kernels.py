@@ -1,0 +1,160 @@
+"""Kernel functions on collision shapes: signed distance, normal and probe points, in the shape's frame."""
+
+from __future__ import annotations
+
+import loomwork as wp
+
+from .enums import GeoType
+
+PLANE = wp.constant(int(GeoType.PLANE))
+SPHERE = wp.constant(int(GeoType.SPHERE))
+CAPSULE = wp.constant(int(GeoType.CAPSULE))
+CYLINDER = wp.constant(int(GeoType.CYLINDER))
+BOX = wp.constant(int(GeoType.BOX))
+MESH = wp.constant(int(GeoType.MESH))
+SDF = wp.constant(int(GeoType.SDF))
+
+
+@wp.func
+def box_sdf(h: wp.vec3, p: wp.vec3) -> float:
+    q = wp.vec3(wp.abs(p[0]) - h[0], wp.abs(p[1]) - h[1], wp.abs(p[2]) - h[2])
+    outside = wp.length(wp.vec3(wp.max(q[0], 0.0), wp.max(q[1], 0.0), wp.max(q[2], 0.0)))
+    return outside + wp.min(wp.max(q[0], wp.max(q[1], q[2])), 0.0)
+
+
+@wp.func
+def box_normal(h: wp.vec3, p: wp.vec3) -> wp.vec3:
+    q = wp.vec3(wp.abs(p[0]) - h[0], wp.abs(p[1]) - h[1], wp.abs(p[2]) - h[2])
+    if q[0] > 0.0 or q[1] > 0.0 or q[2] > 0.0:
+        c = wp.vec3(wp.clamp(p[0], -h[0], h[0]), wp.clamp(p[1], -h[1], h[1]), wp.clamp(p[2], -h[2], h[2]))
+        return wp.normalize(p - c)
+    # Inside: the face of least penetration.
+    if q[0] >= q[1] and q[0] >= q[2]:
+        return wp.vec3(wp.sign(p[0]), 0.0, 0.0)
+    if q[1] >= q[2]:
+        return wp.vec3(0.0, wp.sign(p[1]), 0.0)
+    return wp.vec3(0.0, 0.0, wp.sign(p[2]))
+
+
+@wp.func
+def capsule_axis_point(r: float, hh: float, p: wp.vec3) -> wp.vec3:
+    return wp.vec3(0.0, 0.0, wp.clamp(p[2], -hh, hh))
+
+
+@wp.func
+def cylinder_sdf(r: float, hh: float, p: wp.vec3) -> float:
+    dx = wp.length(wp.vec2(p[0], p[1])) - r
+    dz = wp.abs(p[2]) - hh
+    outside = wp.length(wp.vec2(wp.max(dx, 0.0), wp.max(dz, 0.0)))
+    return outside + wp.min(wp.max(dx, dz), 0.0)
+
+
+@wp.func
+def cylinder_normal(r: float, hh: float, p: wp.vec3) -> wp.vec3:
+    radial = wp.vec2(p[0], p[1])
+    rl = wp.length(radial)
+    dx = rl - r
+    dz = wp.abs(p[2]) - hh
+    side = wp.vec3(1.0, 0.0, 0.0)
+    if rl > 1.0e-9:
+        side = wp.vec3(p[0] / rl, p[1] / rl, 0.0)
+    cap = wp.vec3(0.0, 0.0, wp.sign(p[2]))
+    if dx > 0.0 and dz > 0.0:
+        return wp.normalize(side * dx + cap * dz)
+    if dx > dz:
+        return side
+    return cap
+
+
+@wp.func
+def shape_distance(geo: int, scale: wp.vec3, source: wp.uint64, p: wp.vec3, max_dist: float) -> wp.vec4:
+    """Signed distance (x, negative inside) and outward unit normal (yzw) of the shape at local point p."""
+    d = 1.0e6
+    n = wp.vec3(0.0, 0.0, 1.0)
+    if geo == PLANE:
+        d = p[2]
+        if scale[0] > 0.0 and (wp.abs(p[0]) > scale[0] or wp.abs(p[1]) > scale[1]):
+            d = 1.0e6
+    elif geo == SPHERE:
+        l = wp.length(p)
+        d = l - scale[0]
+        if l > 1.0e-9:
+            n = p / l
+    elif geo == BOX:
+        d = box_sdf(scale, p)
+        n = box_normal(scale, p)
+    elif geo == CAPSULE:
+        a = capsule_axis_point(scale[0], scale[1], p)
+        l = wp.length(p - a)
+        d = l - scale[0]
+        if l > 1.0e-9:
+            n = (p - a) / l
+        else:
+            n = wp.vec3(1.0, 0.0, 0.0)
+    elif geo == CYLINDER:
+        d = cylinder_sdf(scale[0], scale[1], p)
+        n = cylinder_normal(scale[0], scale[1], p)
+    elif geo == MESH:
+        s = wp.vec3(p[0] / scale[0], p[1] / scale[1], p[2] / scale[2])
+        q = wp.mesh_query_point(source, s, max_dist)
+        if q.result:
+            c = wp.mesh_eval_position(source, q.face, q.u, q.v)
+            c = wp.vec3(c[0] * scale[0], c[1] * scale[1], c[2] * scale[2])
+            delta = p - c
+            l = wp.length(delta)
+            d = l * q.sign
+            if l > 1.0e-9:
+                n = delta * (q.sign / l)
+    elif geo == SDF:
+        s = wp.vec3(p[0] / scale[0], p[1] / scale[1], p[2] / scale[2])
+        uvw = wp.volume_world_to_index(source, s)
+        g = wp.vec3()
+        d = wp.volume_sample_grad_f(source, uvw, wp.Volume.LINEAR, g)
+        gl = wp.length(g)
+        if gl > 1.0e-9:
+            n = g / gl
+    return wp.vec4(d, n[0], n[1], n[2])
+
+
+@wp.func
+def probe_count(geo: int) -> int:
+    """How many probe points of the shape are tested against other shapes."""
+    if geo == SPHERE:
+        return 1
+    if geo == CAPSULE:
+        return 2
+    if geo == BOX:
+        return 8
+    if geo == CYLINDER:
+        return 16
+    return 0
+
+
+@wp.func
+def probe_point(geo: int, scale: wp.vec3, k: int) -> wp.vec4:
+    """Probe point k (xyz, local) of the shape and the radius (w) its surface lies around it."""
+    if geo == SPHERE:
+        return wp.vec4(0.0, 0.0, 0.0, scale[0])
+    if geo == CAPSULE:
+        z = scale[1]
+        if k == 1:
+            z = -scale[1]
+        return wp.vec4(0.0, 0.0, z, scale[0])
+    if geo == BOX:
+        sx = 1.0
+        sy = 1.0
+        sz = 1.0
+        if (k & 1) != 0:
+            sx = -1.0
+        if (k & 2) != 0:
+            sy = -1.0
+        if (k & 4) != 0:
+            sz = -1.0
+        return wp.vec4(sx * scale[0], sy * scale[1], sz * scale[2], 0.0)
+    if geo == CYLINDER:
+        a = float(k % 8) * (2.0 * wp.pi / 8.0)
+        z = scale[1]
+        if k >= 8:
+            z = -scale[1]
+        return wp.vec4(scale[0] * wp.cos(a), scale[0] * wp.sin(a), z, 0.0)
+    return wp.vec4(0.0, 0.0, 0.0, 0.0)

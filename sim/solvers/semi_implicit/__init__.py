@@ -1,0 +1,41 @@
+"""SolverSemiImplicit: forces (springs, membrane triangles, bending, penalty contacts, joints) then a
+symplectic Euler step. Cheap per step, needs small steps for stiff materials; differentiable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...contacts import Contacts
+from ...model import Control, Model, State
+from ..forces import eval_contact_forces, eval_particle_contact_forces, eval_particle_forces
+from ..solver import SolverBase
+
+
+class SolverSemiImplicit(SolverBase):
+    """Explicit (semi-implicit Euler) solver for particles, cloth and rigid bodies in maximal coordinates.
+
+    ``angular_damping`` [1/s] damps body spin; ``enable_tri_collisions`` is accepted for Newton
+    compatibility (cloth self-contact goes through particle-particle contacts)."""
+
+    def __init__(self, model: Model, angular_damping: float = 0.05, friction_smoothing: float = 1.0,
+                 joint_attach_ke: float = 1.0e4, joint_attach_kd: float = 1.0e2, enable_tri_collisions: bool = False,
+                 **_: Any) -> None:
+        super().__init__(model)
+        self.angular_damping = float(angular_damping)
+        self.joint_attach_ke = float(joint_attach_ke)
+        self.joint_attach_kd = float(joint_attach_kd)
+
+    def step(self, state_in: State, state_out: State, control: Control | None, contacts: Contacts | None,
+             dt: float) -> None:
+        """Advance by ``dt`` [s]: forces accumulate into ``state_in.particle_f``/``body_f`` (clear them
+        before each step with ``State.clear_forces``), then integrate into ``state_out``."""
+        self._check_step(state_in, state_out, dt)
+        model = self.model
+        particle_f = state_in.particle_f
+        body_f = state_in.body_f
+        if model.particle_count:
+            eval_particle_forces(model, state_in, particle_f)
+            eval_particle_contact_forces(model, state_in, particle_f)
+        eval_contact_forces(model, state_in, contacts, particle_f, body_f)
+        self.integrate_particles(model, state_in, state_out, dt)
+        self.integrate_bodies(model, state_in, state_out, dt, self.angular_damping)

@@ -1,0 +1,245 @@
+"""SolverSemiImplicit and the CollisionPipeline against analytic answers, and their gradients against
+central finite differences of the same rollout."""
+
+import math
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+import loomwork.sim as newton
+
+
+def rollout(model, solver, steps, dt, contacts=None, pipeline=None, collide_every=0, states=None):
+    states = states or [model.state() for _ in range(steps + 1)]
+    for t in range(steps):
+        if pipeline is not None and collide_every and t % collide_every == 0:
+            pipeline.collide(states[t], contacts)
+        states[t].clear_forces()
+        solver.step(states[t], states[t + 1], None, contacts, dt)
+    return states
+
+
+def test_free_fall_matches_symplectic_euler():
+    b = newton.ModelBuilder(gravity=-9.81)
+    b.add_particle((0.0, 0.0, 10.0), (1.0, 0.0, 0.0), 1.0)
+    body = b.add_body(xform=wp.transform((0.0, 0.0, 5.0), wp.quat_identity()))
+    b.add_shape_sphere(body, radius=0.1)
+    m = b.finalize()
+    dt, n = 0.01, 100
+    s = rollout(m, newton.solvers.SolverSemiImplicit(m), n, dt)[-1]
+    # Symplectic Euler: z_n = z0 - g dt^2 n (n + 1) / 2.
+    drop = 9.81 * dt * dt * n * (n + 1) / 2
+    np.testing.assert_allclose(s.particle_q.numpy()[0], [1.0, 0.0, 10.0 - drop], rtol=1e-4)
+    np.testing.assert_allclose(s.body_q.numpy()[0][:3], [0.0, 0.0, 5.0 - drop], rtol=1e-4)
+    np.testing.assert_allclose(s.body_qd.numpy()[0][:3], [0.0, 0.0, -9.81 * n * dt], rtol=1e-4)
+
+
+def test_particles_and_box_rest_on_the_ground():
+    b = newton.ModelBuilder()
+    cfg = newton.ModelBuilder.ShapeConfig(ke=1.0e5, kd=1.0e3, mu=0.5, density=100.0)
+    b.add_particle((0.0, 0.0, 0.5), (0.0, 0.0, 0.0), 1.0, radius=0.05)
+    body = b.add_body(xform=wp.transform((2.0, 0.0, 0.3), wp.quat_identity()))
+    b.add_shape_box(body, hx=0.2, hy=0.2, hz=0.2, cfg=cfg)
+    b.add_ground_plane(cfg=cfg)
+    m = b.finalize()
+    m.soft_contact_ke, m.soft_contact_kd = 1.0e4, 10.0
+    pipe = newton.CollisionPipeline(m)
+    contacts = pipe.contacts()
+    s = rollout(m, newton.solvers.SolverSemiImplicit(m), 1500, 1.0e-3, contacts, pipe, collide_every=1)[-1]
+    p = s.particle_q.numpy()[0]
+    assert abs(p[2] - 0.05) < 0.01, p  # sits on its radius (penalty sag included)
+    q = s.body_q.numpy()[0]
+    assert abs(q[2] - 0.2) < 0.01, q
+    assert np.abs(s.body_qd.numpy()[0]).max() < 0.05
+    assert np.abs(q[3:] - [0, 0, 0, 1]).max() < 1e-2  # it did not tip over
+
+
+def test_rolling_sphere_reaches_five_sevenths_of_its_speed():
+    r, v0 = 0.2, 2.0
+    b = newton.ModelBuilder()
+    cfg = newton.ModelBuilder.ShapeConfig(ke=1.0e5, kd=1.0e2, kf=1.0e4, mu=0.8, density=500.0)
+    body = b.add_body(xform=wp.transform((0.0, 0.0, r), wp.quat_identity()))
+    b.add_shape_sphere(body, radius=r, cfg=cfg)
+    b.add_ground_plane(cfg=cfg)
+    m = b.finalize()
+    qd = m.body_qd.numpy()
+    qd[0, 0] = v0
+    m.body_qd.assign(qd)
+    pipe = newton.CollisionPipeline(m)
+    contacts = pipe.contacts()
+    solver = newton.solvers.SolverSemiImplicit(m, angular_damping=0.0)
+    s = rollout(m, solver, 2000, 5.0e-4, contacts, pipe, collide_every=1)[-1]
+    v = s.body_qd.numpy()[0]
+    assert abs(v[0] - 5.0 / 7.0 * v0) < 0.03 * v0, v
+    assert abs(v[4] * r - v[0]) < 0.03 * v0, v  # rolling without slipping: w_y r = v_x
+
+
+def test_spring_pendulum_period():
+    # A stiff spring holding a mass below a pinned particle: vertical oscillation with period 2 pi sqrt(m/k).
+    k, mass = 400.0, 1.0
+    b = newton.ModelBuilder(gravity=0.0)
+    b.add_particle((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), 0.0)
+    b.add_particle((0.0, 0.0, -1.0), (0.0, 0.0, 0.0), mass)
+    b.add_spring(0, 1, k, 0.0, 0.0)
+    m = b.finalize()
+    q = m.particle_q.numpy()
+    q[1, 2] = -1.1
+    m.particle_q.assign(q)
+    dt = 1.0e-4
+    period = 2.0 * math.pi * math.sqrt(mass / k)
+    states = rollout(m, newton.solvers.SolverSemiImplicit(m), int(period / dt), dt)
+    np.testing.assert_allclose(states[-1].particle_q.numpy()[1], [0.0, 0.0, -1.1], atol=2e-3)
+    mid = states[int(period / dt / 2)].particle_q.numpy()[1]
+    np.testing.assert_allclose(mid, [0.0, 0.0, -0.9], atol=2e-3)
+
+
+def test_worlds_do_not_interact_and_replicas_match():
+    one = newton.ModelBuilder()
+    one.add_particle((0.0, 0.0, 0.3), (0.0, 0.0, 0.0), 1.0, radius=0.1)
+    one.add_particle((0.0, 0.0, 0.1), (0.0, 0.0, 0.0), 1.0, radius=0.1)
+    b = newton.ModelBuilder()
+    b.replicate(one, 3, spacing=(0.0, 0.0, 0.0))  # all three worlds on top of each other
+    b.add_ground_plane()
+    m = b.finalize()
+    assert m.world_count == 3 and m.particle_world.numpy().tolist() == [0, 0, 1, 1, 2, 2]
+    pipe = newton.CollisionPipeline(m)
+    contacts = pipe.contacts()
+    s = rollout(m, newton.solvers.SolverSemiImplicit(m), 300, 1.0e-3, contacts, pipe, collide_every=1)[-1]
+    q = s.particle_q.numpy().reshape(3, 2, 3)
+    np.testing.assert_allclose(q[1], q[0], atol=1e-5)
+    np.testing.assert_allclose(q[2], q[0], atol=1e-5)
+    assert q[0, 0, 2] - q[0, 1, 2] > 0.15  # the pair inside a world did push apart
+
+
+@wp.kernel
+def _distance_loss(q: wp.array(dtype=wp.vec3), index: int, target: wp.vec3, loss: wp.array(dtype=float)):
+    d = q[index] - target
+    loss[0] = wp.dot(d, d)
+
+
+def _grad_check(make_model, param, index, target, steps, dt, eps, rtol, collide=True):
+    """d loss / d param by Tape against central finite differences of the same rollout."""
+
+    def run(value, with_grad):
+        model = make_model(value)
+        solver = newton.solvers.SolverSemiImplicit(model)
+        pipe = newton.CollisionPipeline(model, soft_contact_gap=10.0)
+        contacts = pipe.contacts() if collide else None
+        states = [model.state() for _ in range(steps + 1)]
+        if collide:
+            pipe.collide(states[0], contacts)
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            for t in range(steps):
+                states[t].clear_forces()
+                solver.step(states[t], states[t + 1], None, contacts, dt)
+            wp.launch(_distance_loss, dim=1, inputs=[states[-1].particle_q, index, wp.vec3(*target), loss])
+        if with_grad:
+            tape.backward(loss)
+            return param(model, states).grad.numpy().copy()
+        return float(loss.numpy()[0])
+
+    return run
+
+
+def test_gradient_of_a_bounce_with_friction_through_contact():
+    def make(v0):
+        b = newton.ModelBuilder()
+        b.add_particle((0.0, 0.0, 0.5), tuple(v0), 1.0, radius=0.05)
+        b.add_ground_plane(cfg=newton.ModelBuilder.ShapeConfig(ke=1.0e4, kd=10.0, kf=100.0, mu=0.3))
+        m = b.finalize(requires_grad=True)
+        m.soft_contact_ke, m.soft_contact_kd, m.soft_contact_kf, m.soft_contact_mu = 1.0e4, 10.0, 100.0, 0.3
+        return m
+
+    v0 = np.array([1.0, 0.5, -2.0])
+    run = _grad_check(make, lambda m, s: s[0].particle_qd, 0, (1.0, 1.0, 0.5), 200, 2.0e-3, 1e-3, 0.02)
+    g = run(v0, True)[0]
+    fd = [(run(v0 + 1e-3 * e, False) - run(v0 - 1e-3 * e, False)) / 2e-3 for e in np.eye(3)]
+    np.testing.assert_allclose(g, fd, rtol=0.03, atol=2e-3)
+
+
+def test_gradient_of_spring_stiffness():
+    def make(ke):
+        b = newton.ModelBuilder(gravity=-9.81)
+        b.add_particle((0.0, 0.0, 1.0), (0.0, 0.0, 0.0), 0.0)
+        b.add_particle((0.3, 0.0, 1.0), (0.0, 0.0, 0.0), 0.5)
+        b.add_spring(0, 1, float(ke), 0.5, 0.0)
+        return b.finalize(requires_grad=True)
+
+    run = _grad_check(make, lambda m, s: m.spring_stiffness, 1, (0.0, 0.0, 0.0), 150, 2.0e-3, 0, 0, collide=False)
+    ke = 50.0
+    g = run(ke, True)[0]
+    fd = (run(ke + 0.05, False) - run(ke - 0.05, False)) / 0.1
+    assert abs(g - fd) < 0.02 * abs(fd) + 1e-4, (g, fd)
+
+
+def test_gradient_of_a_cloth_parameter():
+    def make(tri_ke):
+        b = newton.ModelBuilder()
+        b.add_cloth_grid(pos=(0.0, 0.0, 1.0), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=3, dim_y=3,
+                         cell_x=0.1, cell_y=0.1, mass=0.05, fix_left=True, tri_ke=float(tri_ke),
+                         tri_ka=float(tri_ke), tri_kd=0.1, edge_ke=0.01, particle_radius=0.01)
+        return b.finalize(requires_grad=True)
+
+    run = _grad_check(make, lambda m, s: m.tri_materials, 15, (0.3, 0.3, 0.5), 100, 1.0e-3, 0, 0, collide=False)
+    ke = 200.0
+    g = run(ke, True)[:, :2].sum()  # d loss / d tri_ke plus d loss / d tri_ka, the same parameter in both
+    fd = (run(ke + 0.5, False) - run(ke - 0.5, False)) / 1.0
+    assert abs(g - fd) < 0.03 * abs(fd) + 1e-5, (g, fd)
+
+
+def test_bending_forces_are_minus_the_gradient_of_the_bending_energy():
+    from loomwork.sim.builder.cloth import dihedral_angle
+    from loomwork.sim.solvers.forces import bending_forces_kernel
+
+    b = newton.ModelBuilder()
+    for p in [(0, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 0.3)]:
+        b.add_particle(p, (0, 0, 0), 1.0)
+    b.add_edge(0, 3, 1, 2, edge_ke=1.5)
+    m = b.finalize()
+    x = m.particle_q.numpy().astype(np.float64) + np.random.default_rng(0).normal(size=(4, 3)) * 0.1
+    f = wp.zeros(4, dtype=wp.vec3)
+    wp.launch(bending_forces_kernel, dim=1, inputs=[wp.array(x.astype(np.float32), dtype=wp.vec3),
+                                                    wp.zeros(4, dtype=wp.vec3), m.edge_indices, m.edge_rest_angle,
+                                                    m.edge_bending_properties], outputs=[f])
+    rest = float(m.edge_rest_angle.numpy()[0])
+
+    def energy(y):
+        return 0.75 * (dihedral_angle(y[0], y[3], y[1], y[2]) - rest) ** 2
+
+    grad = np.zeros_like(x)
+    for i in range(4):
+        for k in range(3):
+            d = np.zeros_like(x)
+            d[i, k] = 1e-6
+            grad[i, k] = (energy(x + d) - energy(x - d)) / 2e-6
+    np.testing.assert_allclose(f.numpy(), -grad, atol=0.01 * np.abs(grad).max())
+
+
+def test_bad_input_is_named():
+    b = newton.ModelBuilder()
+    with pytest.raises(ValueError, match="mass"):
+        b.add_particle((0, 0, 0), (0, 0, 0), -1.0)
+    with pytest.raises(ValueError, match="non-finite"):
+        b.add_particle((0, float("nan"), 0), (0, 0, 0), 1.0)
+    b.add_particle((0, 0, 0), (0, 0, 0), 1.0)
+    with pytest.raises(IndexError, match="particle j=5"):
+        b.add_spring(0, 5, 1.0, 0.0, 0.0)
+    with pytest.raises(IndexError, match="body 3"):
+        b.add_shape_sphere(3, radius=0.1)
+    body = b.add_link()
+    with pytest.raises(ValueError, match="zero mass"):
+        b.finalize()
+    b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1)
+    b.add_joint_free(body)
+    m = b.finalize()
+    solver = newton.solvers.SolverSemiImplicit(m)
+    s0, s1 = m.state(), m.state()
+    with pytest.raises(ValueError, match="dt must be > 0"):
+        solver.step(s0, s1, None, None, 0.0)
+    with pytest.raises(ValueError, match="different states"):
+        solver.step(s0, s0, None, None, 0.01)
+    with pytest.raises(TypeError, match="Model"):
+        newton.solvers.SolverSemiImplicit(b)
