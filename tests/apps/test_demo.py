@@ -1,35 +1,33 @@
-"""The demo is a program users run and a test: a few frames, then checks of the result."""
+"""The showcase behind the README's main command: a program users run and a test of its results."""
 
 import subprocess
 import sys
 
 import numpy as np
-from PIL import Image
 
 from loomwork.apps import demo
 
 
-def test_waves_spread_and_stay_bounded():
-    """Drops make waves that spread out while the energy stays bounded (a stable step)."""
-    height, rgb = demo.simulate(size=64, frames=120, seed=1)
-    assert np.isfinite(height).all()
-    assert 1e-4 < np.abs(height).max() < 1.0
-    assert (np.abs(height) > 1e-4).mean() > 0.2  # the waves reached a good part of the pond
-    assert rgb.shape == (64, 64, 3) and rgb.dtype == np.uint8 and rgb.std() > 1.0
+def test_cloth_drapes_over_the_mesh_and_rests_above_the_ground():
+    q = demo.drape(cloth=8, frames=30, usd_path=None, png_path=None)
+    assert np.isfinite(q).all()
+    assert q[:, 2].min() > 0.0  # nothing fell through the ground
+    center = np.linalg.norm(q[:, :2], axis=1) < 0.4
+    assert q[center, 2].max() < 0.55  # the sheet's middle lies on the torus (top at z = 0.5) ...
+    assert q[:, 2].max() < 0.6  # ... and nothing was flung away
 
 
-def test_main_command_writes_a_png(tmp_path):
-    """`python -m loomwork.apps.demo` writes the PNG and says where."""
-    out = tmp_path / "pond.png"
-    r = subprocess.run([sys.executable, "-m", "loomwork.apps.demo", "--size", "48", "--frames", "50",
-                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+def test_gradient_descent_through_contact_brings_the_miss_down():
+    losses = demo.throw(iterations=8)
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_main_writes_the_picture_and_the_stage(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "loomwork.apps.demo", "--cloth", "6", "--frames", "4", "--iterations",
+                        "2", "--out", str(tmp_path / "show")], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert f"wrote {out.resolve()}" in r.stdout
-    img = np.asarray(Image.open(out))
-    assert img.shape == (48, 48, 3)
-
-
-def test_bad_arguments_are_refused(capsys):
-    """A grid too small for the stencil is refused with a usage message."""
-    r = subprocess.run([sys.executable, "-m", "loomwork.apps.demo", "--size", "2"], capture_output=True, text=True)
-    assert r.returncode == 2 and "--size must be at least 8" in r.stderr
+    assert (tmp_path / "show.png").stat().st_size > 1000
+    assert (tmp_path / "show.usda").exists()
+    assert "wrote" in r.stdout
+    bad = subprocess.run([sys.executable, "-m", "loomwork.apps.demo", "--cloth", "1"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--cloth" in bad.stderr
