@@ -1,0 +1,113 @@
+"""Simulation steps per second on the CPU beside Newton 1.8 (its CPU device), same scenes, same run.
+
+    python -m loomwork.apps.bench_sim [--newton-python /path/to/python] [--steps 200]
+
+Scenes: a 64x64 cloth over a sphere (SolverSemiImplicit, contacts found every 8 steps) and a
+512-particle granular pile on the ground (particle-particle contacts through the HashGrid). Newton
+runs in its own interpreter (a venv with ``newton==1.8.0``; by default /tmp/newtonvenv); without one
+its column says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+# One script, run by both frameworks: `newton`/`wp` are loomwork's or Newton's.
+SCENES = textwrap.dedent('''
+    import json, sys, time
+
+    def cloth(newton, wp):
+        b = newton.ModelBuilder()
+        b.add_cloth_grid(pos=(-1.0, -1.0, 2.0), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=64, dim_y=64,
+                         cell_x=2.0 / 64, cell_y=2.0 / 64, mass=0.01, tri_ke=1.0e3, tri_ka=1.0e3, tri_kd=1.0e-1,
+                         edge_ke=1.0e-2, particle_radius=0.01)
+        b.add_shape_sphere(-1, xform=wp.transform((0.0, 0.0, 1.0), wp.quat_identity()), radius=0.5)
+        b.add_ground_plane()
+        return b.finalize(device="cpu"), 1.0 / 60 / 32, 8
+
+    def pile(newton, wp):
+        b = newton.ModelBuilder()
+        b.add_particle_grid(pos=(0.0, 0.0, 0.5), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=8, dim_y=8,
+                            dim_z=8, cell_x=0.1, cell_y=0.1, cell_z=0.1, mass=0.1, jitter=0.01, radius_mean=0.05)
+        b.add_ground_plane()
+        return b.finalize(device="cpu"), 1.0 / 60 / 16, 1
+
+    def run(newton, wp, make, steps):
+        model, dt, every = make(newton, wp)
+        solver = newton.solvers.SolverSemiImplicit(model)
+        pipe = newton.CollisionPipeline(model, soft_contact_margin=0.05)
+        contacts = pipe.contacts()
+        s0, s1 = model.state(), model.state()
+
+        def go(n):
+            nonlocal s0, s1
+            for i in range(n):
+                if i % every == 0:
+                    pipe.collide(s0, contacts)
+                s0.clear_forces()
+                solver.step(s0, s1, None, contacts, dt)
+                s0, s1 = s1, s0
+            wp.synchronize()
+
+        go(10)
+        best = 0.0
+        for _ in range(3):
+            t = time.perf_counter()
+            go(steps)
+            best = max(best, steps / (time.perf_counter() - t))
+        return best
+
+    def main(which, steps):
+        if which == "newton":
+            import warp as wp
+            import newton
+            wp.config.quiet = True
+            wp.set_device("cpu")
+        else:
+            import loomwork as wp
+            import loomwork.sim as newton
+        out = {name: run(newton, wp, fn, steps) for name, fn in (("cloth 64x64", cloth), ("pile 512", pile))}
+        print(json.dumps(out))
+''')
+
+
+def measure(python: str, which: str, steps: int) -> dict | str:
+    """Steps per second of each scene under ``which`` ('loomwork' or 'newton'), or why there is none."""
+    code = SCENES + f"\nmain({which!r}, {steps})\n"
+    r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        return f"failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}"
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print steps/s of loomwork and Newton 1.8 for each scene, and their ratio."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--newton-python", default=os.environ.get("LOOMWORK_NEWTON_PYTHON", "/tmp/newtonvenv/bin/python"))
+    p.add_argument("--steps", type=int, default=200)
+    a = p.parse_args(argv)
+    t0 = time.perf_counter()
+    ours = measure(sys.executable, "loomwork", a.steps)
+    theirs = measure(a.newton_python, "newton", a.steps) if os.path.exists(a.newton_python) else \
+        f"no Newton interpreter at {a.newton_python} (pip install newton==1.8.0 in a venv, pass --newton-python)"
+    if isinstance(ours, str):
+        print(f"loomwork {ours}")
+        return 1
+    print(f"{'scene':<14}{'loomwork steps/s':>18}{'Newton 1.8 CPU':>16}{'ratio':>8}")
+    for scene, v in ours.items():
+        n = theirs.get(scene) if isinstance(theirs, dict) else None
+        print(f"{scene:<14}{v:>18.0f}{(f'{n:.0f}' if n else '-'):>16}{(f'{v / n:.1f}x' if n else '-'):>8}")
+    if isinstance(theirs, str):
+        print(f"Newton: {theirs}")
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
