@@ -33,7 +33,7 @@ def differentiable(t: Any) -> bool:
     fields, and extension value types that say so (`differentiable = True`: their header defines `add`)."""
     if is_struct(t):
         return struct_differentiable(t)
-    if T.is_record(t):
+    if T.is_record(t) or isinstance(getattr(t, "differentiable", None), bool):  # extension types, tiles
         return bool(getattr(t, "differentiable", False))
     return T.is_composite(t) and t._wp_scalar_type_.is_float or T.is_float(t)
 
@@ -439,10 +439,13 @@ class AdjointEmitter(Emitter):
         args = [self.op(a) for a in e.args]
         adjs = [self.adj(a) for a in e.args if not isinstance(a.type, ArrayType)]  # arrays: gradients by pointer
         if isinstance(target, Overload):
-            if not target.differentiable or g is None or not (target.reads_state or any(
+            if not target.differentiable or not (target.reads_state or any(
                     isinstance(a, Var) and differentiable(a.type) for a in e.args)):
                 return
-            self.out(f"{target.adjoint}({', '.join(args + adjs + [g])});")
+            if g is None and e.type is None and not target.outputs:  # no result: a store's adjoint (tile_store)
+                self.out(f"{target.adjoint}({', '.join(args + adjs)});")
+            elif g is not None:
+                self.out(f"{target.adjoint}({', '.join(args + adjs + [g])});")
             return
         ret = target.ir.ret
         tail = [g] if g is not None else ([self.decl(f"lw_dummy_r{self.site(e)}", ret)] if ret is not None else [])
