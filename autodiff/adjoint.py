@@ -77,7 +77,9 @@ def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
 
 def _writes_arrays(call: ir.Call) -> bool:
     """Whether a user function call may have side effects the reverse pass differentiates (it takes arrays)."""
-    return not isinstance(call.target, Overload) and any(isinstance(a.type, ArrayType) for a in call.args)
+    if isinstance(call.target, Overload):
+        return call.target.writes
+    return any(isinstance(a.type, ArrayType) for a in call.args)
 
 
 def active_variables(fn: ir.Function) -> set[Var]:
@@ -160,6 +162,10 @@ class AdjointEmitter(Emitter):
     def r_Assign(self, s: ir.Assign, n: int) -> None:
         if s.dest in self.saved:
             self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
+        call = s.call()
+        if call is not None and isinstance(call.target, Overload) and call.target.writes:
+            self.out(f"{s.dest.name} = {{}};")  # an update of memory (tile_atomic_add): not applied again
+            return
         self.out(f"{s.dest.name} = {self.replay_expr(s.expr)};")
 
     def r_SetComponent(self, s: ir.SetComponent | ir.SetField, n: int) -> None:
@@ -175,7 +181,8 @@ class AdjointEmitter(Emitter):
             self.out(f"{s.dest.name} = {self.reach(self.element(s.array, s.indices, s.site), s.path)};")
 
     def r_Eval(self, s: ir.Eval, n: int) -> None:
-        self.out(f"{self.replay_expr(s.expr)};")
+        if not (isinstance(s.expr.target, Overload) and s.expr.target.writes):  # no side effects in the replay
+            self.out(f"{self.replay_expr(s.expr)};")
 
     def r_If(self, s: ir.If, n: int) -> None:
         c = self.decl(f"lw_c{n}", T.bool_)

@@ -202,11 +202,11 @@ def _array_arg(bld: Builder, n: ast.expr, name: str) -> Operand:
 
 
 def emit(bld: Builder, name: str, native: str, args: list[Operand], ret: Any, *, adjoint: str | None = None,
-         reads_state: bool = False) -> Operand | None:
+         reads_state: bool = False, writes: bool = False) -> Operand | None:
     """One typed call of the native `native` (an expression naming a callable), with adjoint `adjoint`
     (None: not differentiable). Returns the result variable (None for no result)."""
     ov = B.Overload(name, tuple(B.Exact(a.type) for a in args), lambda b: ret, native, "Tile Primitives", "",
-                    adjoint is not None, adjoint, None, reads_state and adjoint is not None)
+                    adjoint is not None, adjoint, None, reads_state and adjoint is not None, writes)
     call = ir.Call(ov, tuple(args))
     if ret is None:
         bld.emit(ir.Eval(call, line=bld.cur_line))
@@ -345,7 +345,7 @@ def tile_store(bld: Builder, node: ast.Call, obj: Any) -> None:
     arr, t, off = _region(bld, node, "tile_store")
     nd = arr.type.ndim
     return emit(bld, "tile_store", f"lw::tile_store<{nd}>", [arr, t, *off], None,
-                adjoint=_adj(t.type.dtype, f"lw::adj_tile_store<{nd}>"))
+                adjoint=_adj(t.type.dtype, f"lw::adj_tile_store<{nd}>"), writes=True)
 
 
 @call_form("tile_atomic_add")
@@ -355,7 +355,7 @@ def tile_atomic_add(bld: Builder, node: ast.Call, obj: Any) -> Operand:
         bld.error(node, KernelTypeError, f"wp.tile_atomic_add() does not support {T.type_name(t.type.dtype)} tiles")
     nd = arr.type.ndim
     return emit(bld, "tile_atomic_add", f"lw::tile_atomic_add<{nd}>", [arr, t, *off], t.type,
-                adjoint=_adj(t.type.dtype, f"lw::adj_tile_atomic_add<{nd}>"))
+                adjoint=_adj(t.type.dtype, f"lw::adj_tile_atomic_add<{nd}>"), writes=True)
 
 
 # -- shape ---------------------------------------------------------------------------------------

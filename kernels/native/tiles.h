@@ -247,25 +247,50 @@ template <int N, typename T, typename Tl, typename... O> LW_FUNC Tl tile_atomic_
     });
     return r;
 }
-template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add(const array_t<T>& a, const Tl& t,
-                                                                            Tl& adj_t, const Tl& adj) {
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                                 Tl& adj_t) {
     tile_region_grad<N>(a, adj_t);
 }
-template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add(const array_t<T>& a, const Tl& t,
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                                 int32_t o0, Tl& adj_t, int32_t&) {
+    tile_region_grad<N>(a, adj_t, o0);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                                 int32_t o0, int32_t o1, Tl& adj_t,
+                                                                                 int32_t&, int32_t&) {
+    tile_region_grad<N>(a, adj_t, o0, o1);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                                 int32_t o0, int32_t o1, int32_t o2,
+                                                                                 Tl& adj_t, int32_t&, int32_t&,
+                                                                                 int32_t&) {
+    tile_region_grad<N>(a, adj_t, o0, o1, o2);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                                 Tl& adj_t, const Tl& adj) {
+    tile_region_grad<N>(a, adj_t);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
                                                                             int32_t o0, Tl& adj_t, int32_t&,
                                                                             const Tl& adj) {
     tile_region_grad<N>(a, adj_t, o0);
 }
-template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add(const array_t<T>& a, const Tl& t,
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
                                                                             int32_t o0, int32_t o1, Tl& adj_t,
                                                                             int32_t&, int32_t&, const Tl& adj) {
     tile_region_grad<N>(a, adj_t, o0, o1);
 }
-template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add(const array_t<T>& a, const Tl& t,
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
                                                                             int32_t o0, int32_t o1, int32_t o2,
                                                                             Tl& adj_t, int32_t&, int32_t&, int32_t&,
                                                                             const Tl& adj) {
     tile_region_grad<N>(a, adj_t, o0, o1, o2);
+}
+
+// adj_tile_atomic_add(array, tile, offsets..., adjoints...[, adj_ret]): without the result's adjoint (the previous values were not used) it is the store's adjoint
+template <int N, typename T, typename Tl, typename... R> LW_FUNC void adj_tile_atomic_add(const array_t<T>& a,
+                                                                                          const Tl& t, R&&... rest) {
+    adj_tile_atomic_add_tail<N>(a, t, rest...);
 }
 
 // -- elementwise: one functor applied over the elements of its tile operands (scalars broadcast) ----
