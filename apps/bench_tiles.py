@@ -20,7 +20,7 @@ from loomwork.apps.benchutil import best_times, find_python, run_json
 from loomwork.utils import array_sum
 
 TILE_M, TILE_N, TILE_K = 64, 64, 64
-TILE_SUM = 4096
+TILE_SUM = 1024
 
 
 @wp.kernel
@@ -85,7 +85,7 @@ print(json.dumps({{"gemm_s": best(g, 2), "sum_s": best(s, 5)}}))
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=1024, help="GEMM size (a multiple of 64)")
-    p.add_argument("--m", type=int, default=1 << 24, help="floats to sum (a multiple of 4096)")
+    p.add_argument("--m", type=int, default=1 << 24, help="floats to sum (a multiple of 1024)")
     p.add_argument("--warp-python", default=None, help="a Python interpreter with warp-lang installed")
     args = p.parse_args(argv)
     n, m = args.n, args.m

@@ -17,6 +17,14 @@ template <typename X> struct tile_bare { using type = X; };
 template <typename X> struct tile_bare<X&> { using type = typename tile_bare<X>::type; };
 template <typename X> struct tile_bare<X&&> { using type = typename tile_bare<X>::type; };
 template <typename X> struct tile_bare<const X> { using type = typename tile_bare<X>::type; };
+template <typename T> struct tile_is_f32 { static constexpr bool value = false; };
+template <> struct tile_is_f32<float> { static constexpr bool value = true; };
+#if !LW_CUDA
+typedef float tile_f8 __attribute__((vector_size(32)));
+LW_FUNC tile_f8 tile_ld8(const float* p) { tile_f8 v; __builtin_memcpy(&v, p, sizeof(v)); return v; }
+LW_FUNC void tile_st8(float* p, tile_f8 v) { __builtin_memcpy(p, &v, sizeof(v)); }
+#endif
+
 template <typename X> struct is_tile { static constexpr bool value = false; };
 template <typename T, int R, int A, int B, int C, int D> struct is_tile<tile_t<T, R, A, B, C, D>> {
     static constexpr bool value = true;
@@ -505,6 +513,21 @@ template <typename Rt, typename Tl> LW_FUNC void adj_tile_reshape(const Tl& t, T
 template <typename Tl> LW_FUNC tile_t<typename Tl::value_type, 1, 1> tile_sum(const Tl& t) {
     using T = typename Tl::value_type;
     tile_t<T, 1, 1> r;
+#if !LW_CUDA
+    if constexpr (tile_is_f32<T>::value && Tl::size >= 32) {  // four 8-wide partial sums
+        tile_f8 p0 = {}, p1 = {}, p2 = {}, p3 = {};
+        int i = 0;
+        for (; i + 32 <= Tl::size; i += 32) {
+            p0 += tile_ld8(t.c + i); p1 += tile_ld8(t.c + i + 8);
+            p2 += tile_ld8(t.c + i + 16); p3 += tile_ld8(t.c + i + 24);
+        }
+        const tile_f8 p = (p0 + p1) + (p2 + p3);
+        float s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+        for (; i < Tl::size; ++i) s += t.c[i];
+        r.c[0] = s;
+        return r;
+    }
+#endif
     if constexpr (Tl::size >= 32) {  // independent partial sums: the loop vectorizes
         T part[16];
         for (int k = 0; k < 16; ++k) part[k] = T{};
@@ -634,9 +657,6 @@ template <typename Tl> LW_FUNC Tl tile_scan_min_inclusive(const Tl& t) {
 // -- matrix products ---------------------------------------------------------------------------
 
 #if !LW_CUDA
-typedef float tile_f8 __attribute__((vector_size(32)));
-LW_FUNC tile_f8 tile_ld8(const float* p) { tile_f8 v; __builtin_memcpy(&v, p, sizeof(v)); return v; }
-LW_FUNC void tile_st8(float* p, tile_f8 v) { __builtin_memcpy(p, &v, sizeof(v)); }
 
 // C[M x N] += alpha * A[M x K] B[K x N], row-major, register-blocked 4 x 16 (B's rows are contiguous, so no
 // packing: each step broadcasts one element of A against two 8-wide vectors of B's row)
@@ -676,8 +696,6 @@ template <int M, int N, int K> LW_FUNC void tile_gemm_f32(const float* A, const 
 }
 #endif
 
-template <typename T> struct tile_is_f32 { static constexpr bool value = false; };
-template <> struct tile_is_f32<float> { static constexpr bool value = true; };
 
 // C += alpha * A B for any element type (and float32 through the blocked kernel)
 template <int M, int N, int K, typename T> LW_FUNC void tile_gemm(const T* A, const T* B, T* C, T alpha) {
