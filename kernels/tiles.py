@@ -98,6 +98,8 @@ _ELEMS = ((_S, lambda b: b["T"]), (_V, B.vec_ret), (_M, B.mat_ret))
 for _op in ("add", "sub"):
     for _p, _r in _ELEMS:
         B.add(_op, (TileOf(_p), TileOf(_p)), _tile_ret(_r), group="Tile Primitives", doc="")
+    B.add(_op, (TileOf(_S), _S), _tile_ret(lambda b: b["T"]), group="Tile Primitives", doc="")
+    B.add(_op, (_S, TileOf(_S)), _tile_ret(lambda b: b["T"]), group="Tile Primitives", doc="")
 for _op in ("mul", "div"):
     B.add(_op, (TileOf(_S), TileOf(_S)), _tile_ret(lambda b: b["T"]), group="Tile Primitives",
           doc="elementwise on tiles of one shape")
