@@ -47,7 +47,7 @@ CallForm = Callable[["Builder", ast.Call, Any], Any]
 CALL_FORMS: dict[Any, CallForm] = {}  # by builtin name, or by the Python object called (len, wp.identity, ...)
 CALL_KINDS: list[tuple[Callable[[Any], bool], CallForm]] = []  # (predicate on the callee, handler), in order
 # value types with their own indexing: type class -> handler(builder, subscript node, base operand) (tiles)
-SUBSCRIPT_KINDS: dict[type, Callable[["Builder", ast.Subscript, Any], Any]] = {}
+SUBSCRIPT_KINDS: dict[type, Callable[[Builder, ast.Subscript, Any], Any]] = {}
 
 
 def call_form(*keys: Any) -> Callable[[CallForm], CallForm]:

@@ -256,7 +256,8 @@ def tile_full(bld: Builder, node: ast.Call, obj: Any) -> Operand:
         T.int32 if isinstance(v, Const) and v.weak else v.type
     t = TileType(_static_dtype(bld, a.get("dtype"), "tile_full", default), _static_shape(bld, a["shape"], "tile_full"))
     v = _cast(bld, v, t.dtype, a["value"], "wp.tile_full() value")
-    return emit(bld, "tile_full", f"lw::tile_full<{t.cname}>", [v], t, adjoint=_adj(t.dtype, f"lw::adj_tile_full<{t.cname}>"))
+    return emit(bld, "tile_full", f"lw::tile_full<{t.cname}>", [v], t,
+                adjoint=_adj(t.dtype, f"lw::adj_tile_full<{t.cname}>"))
 
 
 @call_form("tile_arange")
@@ -309,7 +310,8 @@ def untile(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     else:
         bld.error(node, KernelTypeError, f"wp.untile() takes a tile of one value per thread (shape (1,) or (n, 1) "
                   f"on the CPU), got {t.type}")
-    return emit(bld, "untile", f"lw::untile<{ctype(r)}>", [t], r, adjoint=_adj(t.type.dtype, f"lw::adj_untile<{ctype(r)}>"))
+    return emit(bld, "untile", f"lw::untile<{ctype(r)}>", [t], r,
+                adjoint=_adj(t.type.dtype, f"lw::adj_untile<{ctype(r)}>"))
 
 
 # -- memory ----------------------------------------------------------------------------------------
@@ -548,7 +550,8 @@ def tile_map(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     if ret is None:
         bld.error(node, KernelTypeError, "wp.tile_map(): the operation returns nothing")
     r = TileType(ret, shape)
-    ops = [o if is_tile(o.type) else bld.convert(bld.materialize(o), e.type, node) for o, e in zip(ops, elems, strict=True)]
+    ops = [o if is_tile(o.type) else bld.convert(bld.materialize(o), e.type, node)
+           for o, e in zip(ops, elems, strict=True)]
     diff = adj is not None and r.differentiable
     return emit(bld, "tile_map", f"lw::tile_apply<{r.cname}>({f})", ops, r,
                 adjoint=f"lw::tile_apply_adj({adj})" if diff else None)
@@ -618,7 +621,8 @@ def tile_scan(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     if not T.is_scalar(t.type.dtype):
         bld.error(node, KernelTypeError, f"wp.{name}() takes a tile of scalars, got {t.type}")
     summing = name in ("tile_scan_inclusive", "tile_scan_exclusive")
-    return emit(bld, name, f"lw::{name}", [t], t.type, adjoint=_adj(t.type.dtype, f"lw::adj_{name}") if summing else None)
+    adj = _adj(t.type.dtype, f"lw::adj_{name}") if summing else None
+    return emit(bld, name, f"lw::{name}", [t], t.type, adjoint=adj)
 
 
 # -- matrix products -------------------------------------------------------------------------------
