@@ -37,6 +37,7 @@ class TileType:
     dtype: Any
     shape: tuple[int, ...]
     storage: str = field(default="register", compare=False)
+    kernel_value_type = True  # an annotation may name it (annotations.arg_type)
 
     @property
     def __name__(self) -> str:  # lets type_name() print it
@@ -697,5 +698,18 @@ BUILTIN_DOCS = {
     "tile_matmul": "tile_matmul(a, b[, alpha]) -> a b; tile_matmul(a, b, out, alpha=1, beta=1): "
                    "out = alpha a b + beta out",
 }
+
+
+class _TileBuiltin(B.Builtin):
+    """wp.tile: the builtin, and `wp.tile[dtype, *shape]` the type of a tile (for @wp.func annotations)."""
+
+    def __getitem__(self, key: Any) -> TileType:
+        key = key if isinstance(key, tuple) else (key,)
+        if len(key) < 2 or not all(isinstance(d, int) for d in key[1:]):
+            raise TypeError(f"wp.tile[dtype, dim, ...] takes a dtype and 1 to {MAX_RANK} dimensions, got {key!r}")
+        return TileType(T.normalize_dtype(key[0]), tuple(key[1:]))
+
+
 for _name, _doc in BUILTIN_DOCS.items():
-    B.BUILTINS[_name] = B.Builtin(_name, "Tile Primitives", _doc)
+    cls = _TileBuiltin if _name == "tile" else B.Builtin
+    B.BUILTINS[_name] = cls(_name, "Tile Primitives", _doc)
