@@ -33,7 +33,7 @@ def differentiable(t: Any) -> bool:
     fields, and extension value types that say so (`differentiable = True`: their header defines `add`)."""
     if is_struct(t):
         return struct_differentiable(t)
-    if T.is_record(t):
+    if T.is_record(t) or isinstance(getattr(t, "differentiable", None), bool):  # extension types, tiles
         return bool(getattr(t, "differentiable", False))
     return T.is_composite(t) and t._wp_scalar_type_.is_float or T.is_float(t)
 
@@ -77,7 +77,9 @@ def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
 
 def _writes_arrays(call: ir.Call) -> bool:
     """Whether a user function call may have side effects the reverse pass differentiates (it takes arrays)."""
-    return not isinstance(call.target, Overload) and any(isinstance(a.type, ArrayType) for a in call.args)
+    if isinstance(call.target, Overload):
+        return call.target.writes
+    return any(isinstance(a.type, ArrayType) for a in call.args)
 
 
 def active_variables(fn: ir.Function) -> set[Var]:
@@ -160,6 +162,10 @@ class AdjointEmitter(Emitter):
     def r_Assign(self, s: ir.Assign, n: int) -> None:
         if s.dest in self.saved:
             self.out(f"{self.decl(f'lw_sv{n}', s.dest.type)} = {s.dest.name};")
+        call = s.call()
+        if call is not None and isinstance(call.target, Overload) and call.target.writes:
+            self.out(f"{s.dest.name} = {{}};")  # an update of memory (tile_atomic_add): not applied again
+            return
         self.out(f"{s.dest.name} = {self.replay_expr(s.expr)};")
 
     def r_SetComponent(self, s: ir.SetComponent | ir.SetField, n: int) -> None:
@@ -175,7 +181,8 @@ class AdjointEmitter(Emitter):
             self.out(f"{s.dest.name} = {self.reach(self.element(s.array, s.indices, s.site), s.path)};")
 
     def r_Eval(self, s: ir.Eval, n: int) -> None:
-        self.out(f"{self.replay_expr(s.expr)};")
+        if not (isinstance(s.expr.target, Overload) and s.expr.target.writes):  # no side effects in the replay
+            self.out(f"{self.replay_expr(s.expr)};")
 
     def r_If(self, s: ir.If, n: int) -> None:
         c = self.decl(f"lw_c{n}", T.bool_)
@@ -439,10 +446,13 @@ class AdjointEmitter(Emitter):
         args = [self.op(a) for a in e.args]
         adjs = [self.adj(a) for a in e.args if not isinstance(a.type, ArrayType)]  # arrays: gradients by pointer
         if isinstance(target, Overload):
-            if not target.differentiable or g is None or not (target.reads_state or any(
+            if not target.differentiable or not (target.reads_state or any(
                     isinstance(a, Var) and differentiable(a.type) for a in e.args)):
                 return
-            self.out(f"{target.adjoint}({', '.join(args + adjs + [g])});")
+            if g is None and e.type is None and not target.outputs:  # no result: a store's adjoint (tile_store)
+                self.out(f"{target.adjoint}({', '.join(args + adjs)});")
+            elif g is not None:
+                self.out(f"{target.adjoint}({', '.join(args + adjs + [g])});")
             return
         ret = target.ir.ret
         tail = [g] if g is not None else ([self.decl(f"lw_dummy_r{self.site(e)}", ret)] if ret is not None else [])

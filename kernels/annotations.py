@@ -25,6 +25,8 @@ def arg_type(ann: Any) -> Any:
         return ArrayType(ann.dtype, ann.ndim)
     if T.is_generic(ann) or T.is_record(ann) or T.is_composite(ann):
         return ann
+    if getattr(ann, "kernel_value_type", False):  # a type instance of the kernel layer (wp.tile[float, 8, 8])
+        return ann
     if typing.get_origin(ann) is tuple:  # tuple[int, float] / tuple[int, ...]: tuples of those element types
         args = typing.get_args(ann)
         variadic = len(args) == 2 and args[1] is ...

@@ -198,6 +198,8 @@ class Overload:
     # the result also depends on differentiable memory that a handle argument names (a mesh's points): the
     # adjoint runs, to send gradients there, even when no argument is differentiable
     reads_state: bool = False
+    # the call writes into the arrays it is passed (tile_store): a side effect the adjoint's replay skips
+    writes: bool = False
 
     def signature(self) -> str:
         return f"{self.name}({', '.join(map(str, self.params))})"

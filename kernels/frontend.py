@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 CallForm = Callable[["Builder", ast.Call, Any], Any]
 CALL_FORMS: dict[Any, CallForm] = {}  # by builtin name, or by the Python object called (len, wp.identity, ...)
 CALL_KINDS: list[tuple[Callable[[Any], bool], CallForm]] = []  # (predicate on the callee, handler), in order
+# value types with their own indexing: type class -> handler(builder, subscript node, base operand) (tiles)
+SUBSCRIPT_KINDS: dict[type, Callable[[Builder, ast.Subscript, Any], Any]] = {}
 
 
 def call_form(*keys: Any) -> Callable[[CallForm], CallForm]:
@@ -1076,6 +1078,8 @@ class Builder:
                            f"index {idx.value} out of range for a sequence of {len(base.value)}")
         if not isinstance(base, Operand):
             self.error(node.value, KernelTypeError, f"{_describe(getattr(base, 'value', base))} cannot be indexed")
+        if type(base.type) in SUBSCRIPT_KINDS:
+            return SUBSCRIPT_KINDS[type(base.type)](self, node, base)
         if T.is_composite(base.type) and _has_slice(node):
             return self.composite_slice(base, node)
         if is_tuple(base.type):
@@ -1490,7 +1494,7 @@ class Builder:
         target = None
         for a in args:
             if not (isinstance(a, Const) and a.weak) and not isinstance(a.type, ArrayType):
-                target = T.elem_scalar(a.type)
+                target = T.elem_scalar(getattr(a.type, "element_type", a.type))  # a tile: its elements'
                 break
         if target is None or target is T.bool_:
             return args

@@ -372,7 +372,7 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         sig = ", ".join(f"{n}: {T.type_name(t)}" for n, t in zip(plan.names, plan.types, strict=True))
         raise LaunchError(f"kernel {kernel.label} takes {len(plan.names)} argument(s) ({sig}), "
                           f"got {len(params)}")
-    if lk.tid_count > 1 and len(dims) != lk.tid_count:
+    if lk.tid_count > 1 and len(dims) != lk.tid_count and not (len(dims) == lk.tid_count + 1 and dims[-1] == 1):
         raise LaunchValueError(f"kernel {kernel.label} unpacks wp.tid() into {lk.tid_count} indices but was "
                                f"launched with dim={dims}")
     hooks = config.launch_hooks
@@ -591,6 +591,27 @@ def _fault_error(k: Kernel, lm: LoadedModule, fault: ErrorRecord, where: str) ->
         f"kernel {k.label}{where}: index {fault.index} is out of bounds for an extent of {fault.extent} in "
         f"`{text}` (in '{owner}' at {filename}:{line})"
     )
+
+
+def launch_tiled(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_inputs: Any = (),
+                 adj_outputs: Any = (), device: Any = None, stream: Any = None, adjoint: bool = False,
+                 record_tape: bool = True, record_cmd: bool = False, max_blocks: int = 0, *,
+                 block_dim: int | None = None) -> Launch | None:
+    """Launch `kernel` over a grid of blocks: `dim` (up to 3 dimensions) with a trailing block dimension
+    appended, as Warp does; `wp.tid()` gives the block's index (`i, j = wp.tid()` for a 2-D grid).
+
+    On the CPU each block runs as one task whose tile operations are vectorized loops over the tile's
+    elements; `block_dim` is the lane count Warp would give the block on a GPU, and the trailing
+    dimension (and `wp.block_dim()`) is 1 here, as in Warp's CPU backend."""
+    dims = _dims(dim)
+    if len(dims) > 3:
+        raise LaunchValueError(f"wp.launch_tiled() takes a grid of up to 3 dimensions, got {dims}")
+    if block_dim is not None and not isinstance(block_dim, int):
+        raise LaunchValueError(f"wp.launch_tiled(): block_dim must be an int, got {block_dim!r}")
+    if block_dim is not None and block_dim > 1024:
+        raise LaunchValueError(f"wp.launch_tiled(): block_dim must be at most 1024, got {block_dim}")
+    return launch(kernel, (*dims, 1), inputs, outputs, adj_inputs, adj_outputs, device, stream, adjoint,
+                  record_tape, record_cmd, max_blocks, 1)
 
 
 def synchronize() -> None:

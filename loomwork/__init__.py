@@ -88,7 +88,7 @@ from .kernels.jax_bridge import (
     jax_kernel,
     to_jax,
 )
-from .kernels.launch import Launch, launch, synchronize, synchronize_device
+from .kernels.launch import Launch, launch, launch_tiled, synchronize, synchronize_device
 from .kernels.logger import (
     LOG_DEBUG,
     LOG_ERROR,
@@ -232,8 +232,8 @@ __all__ = [
     "get_cuda_device_count", "get_cuda_driver_version", "get_cuda_toolkit_version", "get_device", "get_devices",
     "is_cpu_available", "is_cuda_available",
     "set_device", "CacheError", "CompileError", "DeviceError", "KernelError", "KernelRuntimeError", "KernelSyntaxError",
-    "KernelTypeError", "LaunchError", "launch", "synchronize", "synchronize_device", "Function", "Kernel",
-    "force_load", "func",
+    "KernelTypeError", "LaunchError", "launch", "launch_tiled", "synchronize", "synchronize_device", "Function",
+    "Kernel", "force_load", "func",
     "kernel", "load_module", "constant", "dtype_from_numpy", "dtype_to_numpy", "quaternion", "transformation",
     "fixedarray", "indexedarray", "indexedarray1d", "indexedarray2d", "indexedarray3d", "indexedarray4d",
     "struct", "overload", "Float", "Int", "Scalar", "set_module_options", "get_module_options", "types",

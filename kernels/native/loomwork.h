@@ -1946,5 +1946,6 @@ inline void breakpoint() {}
 #endif
 
 #include "linalg.h"
+#include "tiles.h"
 
 }  // namespace lw

@@ -1,0 +1,808 @@
+// Tiles: block-wide values of a compile-time shape (wp.tile_* builtins). Included inside namespace lw by
+// loomwork.h. On the CPU a block runs as one task and every tile operation is a loop over the tile's
+// elements that the compiler turns into SIMD code (the block's lanes); tile_matmul has a register-blocked
+// kernel for float32. A tile is a value: assignment copies, as Warp's register tiles do.
+
+// -- the type ------------------------------------------------------------------------------------
+
+template <typename T, int R, int D0, int D1 = 1, int D2 = 1, int D3 = 1> struct tile_t {
+    using value_type = T;
+    static constexpr int rank = R;
+    static constexpr int d0 = D0, d1 = D1, d2 = D2, d3 = D3;
+    static constexpr int size = D0 * D1 * D2 * D3;
+    alignas(64) T c[size > 0 ? size : 1];
+};
+
+template <typename X> struct tile_bare { using type = X; };
+template <typename X> struct tile_bare<X&> { using type = typename tile_bare<X>::type; };
+template <typename X> struct tile_bare<X&&> { using type = typename tile_bare<X>::type; };
+template <typename X> struct tile_bare<const X> { using type = typename tile_bare<X>::type; };
+template <typename T> struct tile_is_f32 { static constexpr bool value = false; };
+template <> struct tile_is_f32<float> { static constexpr bool value = true; };
+#if !LW_CUDA
+typedef float tile_f8 __attribute__((vector_size(32)));
+LW_FUNC tile_f8 tile_ld8(const float* p) { tile_f8 v; __builtin_memcpy(&v, p, sizeof(v)); return v; }
+LW_FUNC void tile_st8(float* p, tile_f8 v) { __builtin_memcpy(p, &v, sizeof(v)); }
+#endif
+
+template <typename X> struct is_tile { static constexpr bool value = false; };
+template <typename T, int R, int A, int B, int C, int D> struct is_tile<tile_t<T, R, A, B, C, D>> {
+    static constexpr bool value = true;
+};
+
+// element i of a tile, or the value itself for a scalar (a constant operand broadcast over the tile)
+template <typename X> LW_FUNC decltype(auto) tile_el(X&& x, int i) {
+    if constexpr (is_tile<typename tile_bare<X>::type>::value) {
+        return (x.c[i]);
+    } else {
+        return (x);
+    }
+}
+
+template <typename T, int R, int A, int B, int C, int D>
+LW_FUNC void acc(tile_t<T, R, A, B, C, D>& a, const tile_t<T, R, A, B, C, D>& b) {
+    for (int i = 0; i < tile_t<T, R, A, B, C, D>::size; ++i) a.c[i] = add(a.c[i], b.c[i]);
+}
+
+// the flat index of coordinates, and the coordinates of a flat index (row-major)
+template <typename Tl> LW_FUNC void tile_coords(int i, int* x) {
+    x[3] = i % Tl::d3; i /= Tl::d3;
+    x[2] = i % Tl::d2; i /= Tl::d2;
+    x[1] = i % Tl::d1; i /= Tl::d1;
+    x[0] = i;
+}
+// a tile's coordinates as the leading `rank` ones (a rank-2 tile keeps its coordinates in x[0], x[1])
+template <typename Tl> LW_FUNC void tile_coords_ranked(int i, int* x) {
+    int y[4];
+    tile_coords<Tl>(i, y);
+    for (int d = 0; d < 4; ++d) x[d] = 0;
+    for (int d = 0; d < Tl::rank; ++d) x[d] = y[d];
+}
+template <typename Tl> LW_FUNC int tile_dim(int d) {
+    return d == 0 ? Tl::d0 : d == 1 ? Tl::d1 : d == 2 ? Tl::d2 : Tl::d3;
+}
+
+// -- construction --------------------------------------------------------------------------------
+
+template <typename Tl> LW_FUNC Tl tile_full(typename Tl::value_type v) {
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = v;
+    return r;
+}
+template <typename Tl> LW_FUNC void adj_tile_full(typename Tl::value_type v, typename Tl::value_type& adj_v, const Tl& adj) {
+    for (int i = 0; i < Tl::size; ++i) acc(adj_v, adj.c[i]);
+}
+template <typename Tl> LW_FUNC Tl tile_arange(typename Tl::value_type start, typename Tl::value_type step) {
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = typename Tl::value_type(start + typename Tl::value_type(i) * step);
+    return r;
+}
+// wp.tile(x): this thread's value as a tile of the block (one lane on the CPU)
+template <typename Tl, typename X> LW_FUNC Tl tile_of(X x) {
+    Tl r;
+    if constexpr (is_tile<Tl>::value && Tl::rank == 2) {
+        for (int i = 0; i < Tl::d0; ++i) r.c[i] = x.c[i];  // a vector's components along the first axis
+    } else {
+        r.c[0] = x;
+    }
+    return r;
+}
+template <typename Tl, typename X> LW_FUNC void adj_tile_of(X x, X& adj_x, const Tl& adj) {
+    if constexpr (Tl::rank == 2) {
+        for (int i = 0; i < Tl::d0; ++i) acc(adj_x.c[i], adj.c[i]);
+    } else {
+        acc(adj_x, adj.c[0]);
+    }
+}
+template <typename X, typename Tl> LW_FUNC X untile(const Tl& t) {
+    X r{};
+    if constexpr (Tl::rank == 2) {
+        for (int i = 0; i < Tl::d0; ++i) r.c[i] = t.c[i];
+    } else {
+        r = t.c[0];
+    }
+    return r;
+}
+template <typename X, typename Tl> LW_FUNC void adj_untile(const Tl& t, Tl& adj_t, X adj) {
+    if constexpr (Tl::rank == 2) {
+        for (int i = 0; i < Tl::d0; ++i) acc(adj_t.c[i], adj.c[i]);
+    } else {
+        acc(adj_t.c[0], adj);
+    }
+}
+
+// -- memory: load, store, atomic add (elements outside the array read as zero and are not written) --
+
+template <int N, typename T> LW_FUNC bool tile_in(const array_t<T>& a, const int64_t* x) {
+    for (int d = 0; d < N; ++d)
+        if (x[d] < 0 || x[d] >= a.shape[d]) return false;
+    return true;
+}
+template <int N, typename T> LW_FUNC T& tile_at(const array_t<T>& a, const int64_t* x) {
+    char* p = (char*)a.data;
+    for (int d = 0; d < N; ++d) p += x[d] * a.strides[d];
+    return *(T*)p;
+}
+template <int N, typename T> LW_FUNC T& tile_grad_at(const array_t<T>& a, const int64_t* x) {
+    char* p = (char*)a.grad;
+    for (int d = 0; d < N; ++d) p += x[d] * a.strides[d];
+    return *(T*)p;
+}
+
+// visit(flat tile index, array coordinates) for each element of a tile of type Tl placed at offset `o` in
+// an N-dimensional array: the tile's axes map onto the array's last Tl::rank axes (the leading ones are
+// fixed by the offset)
+template <typename Tl, int N, typename F> LW_FUNC void tile_visit(const int64_t* o, F&& visit) {
+    int64_t x[4];
+    for (int i = 0; i < Tl::size; ++i) {
+        int c[4];
+        tile_coords_ranked<Tl>(i, c);
+        for (int d = 0; d < N; ++d) x[d] = o[d];
+        for (int d = 0; d < Tl::rank; ++d) x[N - Tl::rank + d] += c[d];
+        visit(i, x);
+    }
+}
+
+template <typename Tl, int N, typename T, typename... O> LW_FUNC Tl tile_load(const array_t<T>& a, O... off) {
+    const int64_t o[4] = {(int64_t)off...};
+    Tl r;
+    if constexpr (N == 2 && Tl::rank == 2) {  // rows at a time: contiguous copies the compiler vectorizes
+        if (o[0] >= 0 && o[1] >= 0 && o[0] + Tl::d0 <= a.shape[0] && o[1] + Tl::d1 <= a.shape[1] &&
+            a.strides[1] == (int64_t)sizeof(T)) {
+            for (int i = 0; i < Tl::d0; ++i) {
+                const T* src = (const T*)((const char*)a.data + (o[0] + i) * a.strides[0]) + o[1];
+                for (int j = 0; j < Tl::d1; ++j) r.c[i * Tl::d1 + j] = src[j];
+            }
+            return r;
+        }
+    }
+    if constexpr (N == 1 && Tl::rank == 1) {
+        if (o[0] >= 0 && o[0] + Tl::d0 <= a.shape[0] && a.strides[0] == (int64_t)sizeof(T)) {
+            const T* src = a.data + o[0];
+            for (int i = 0; i < Tl::d0; ++i) r.c[i] = src[i];
+            return r;
+        }
+    }
+    tile_visit<Tl, N>(o, [&](int i, const int64_t* x) { r.c[i] = tile_in<N>(a, x) ? tile_at<N>(a, x) : T{}; });
+    return r;
+}
+template <typename Tl, int N, typename T, typename... O> LW_FUNC void adj_tile_load_impl(const array_t<T>& a,
+                                                                                          const Tl& adj, O... off) {
+    if (!a.grad) return;
+    const int64_t o[4] = {(int64_t)off...};
+    tile_visit<Tl, N>(o, [&](int i, const int64_t* x) {
+        if (tile_in<N>(a, x)) atomic_add(&tile_grad_at<N>(a, x), adj.c[i]);
+    });
+}
+// adjoint calling convention: (array, offsets..., adj_offsets&..., adj_ret)
+template <typename Tl, int N, typename T> LW_FUNC void adj_tile_load(const array_t<T>& a, const Tl& adj) {
+    adj_tile_load_impl<Tl, N>(a, adj);
+}
+template <typename Tl, int N, typename T> LW_FUNC void adj_tile_load(const array_t<T>& a, int32_t o0, int32_t&,
+                                                                      const Tl& adj) {
+    adj_tile_load_impl<Tl, N>(a, adj, o0);
+}
+template <typename Tl, int N, typename T> LW_FUNC void adj_tile_load(const array_t<T>& a, int32_t o0, int32_t o1,
+                                                                      int32_t&, int32_t&, const Tl& adj) {
+    adj_tile_load_impl<Tl, N>(a, adj, o0, o1);
+}
+template <typename Tl, int N, typename T> LW_FUNC void adj_tile_load(const array_t<T>& a, int32_t o0, int32_t o1,
+                                                                      int32_t o2, int32_t&, int32_t&, int32_t&,
+                                                                      const Tl& adj) {
+    adj_tile_load_impl<Tl, N>(a, adj, o0, o1, o2);
+}
+template <typename Tl, int N, typename T> LW_FUNC void adj_tile_load(const array_t<T>& a, int32_t o0, int32_t o1,
+                                                                      int32_t o2, int32_t o3, int32_t&, int32_t&,
+                                                                      int32_t&, int32_t&, const Tl& adj) {
+    adj_tile_load_impl<Tl, N>(a, adj, o0, o1, o2, o3);
+}
+
+template <int N, typename T, typename Tl, typename... O> LW_FUNC void tile_store(const array_t<T>& a, const Tl& t,
+                                                                                 O... off) {
+    const int64_t o[4] = {(int64_t)off...};
+    if constexpr (N == 2 && Tl::rank == 2) {
+        if (o[0] >= 0 && o[1] >= 0 && o[0] + Tl::d0 <= a.shape[0] && o[1] + Tl::d1 <= a.shape[1] &&
+            a.strides[1] == (int64_t)sizeof(T)) {
+            for (int i = 0; i < Tl::d0; ++i) {
+                T* dst = (T*)((char*)a.data + (o[0] + i) * a.strides[0]) + o[1];
+                for (int j = 0; j < Tl::d1; ++j) dst[j] = t.c[i * Tl::d1 + j];
+            }
+            return;
+        }
+    }
+    tile_visit<Tl, N>(o, [&](int i, const int64_t* x) {
+        if (tile_in<N>(a, x)) tile_at<N>(a, x) = t.c[i];
+    });
+}
+// the adjoint of a store (or an atomic add) reads the array's gradient over the tile's region
+template <int N, typename T, typename Tl, typename... O> LW_FUNC void tile_region_grad(const array_t<T>& a, Tl& adj_t,
+                                                                                       O... off) {
+    if (!a.grad) return;
+    const int64_t o[4] = {(int64_t)off...};
+    tile_visit<Tl, N>(o, [&](int i, const int64_t* x) {
+        if (tile_in<N>(a, x)) acc(adj_t.c[i], tile_grad_at<N>(a, x));
+    });
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_store(const array_t<T>& a, const Tl& t, Tl& adj_t) {
+    tile_region_grad<N>(a, adj_t);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_store(const array_t<T>& a, const Tl& t, int32_t o0,
+                                                                       Tl& adj_t, int32_t&) {
+    tile_region_grad<N>(a, adj_t, o0);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_store(const array_t<T>& a, const Tl& t, int32_t o0,
+                                                                       int32_t o1, Tl& adj_t, int32_t&, int32_t&) {
+    tile_region_grad<N>(a, adj_t, o0, o1);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_store(const array_t<T>& a, const Tl& t, int32_t o0,
+                                                                       int32_t o1, int32_t o2, Tl& adj_t, int32_t&,
+                                                                       int32_t&, int32_t&) {
+    tile_region_grad<N>(a, adj_t, o0, o1, o2);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_store(const array_t<T>& a, const Tl& t, int32_t o0,
+                                                                       int32_t o1, int32_t o2, int32_t o3, Tl& adj_t,
+                                                                       int32_t&, int32_t&, int32_t&, int32_t&) {
+    tile_region_grad<N>(a, adj_t, o0, o1, o2, o3);
+}
+
+// atomic add of a tile into an array region: returns the previous values
+template <int N, typename T, typename Tl, typename... O> LW_FUNC Tl tile_atomic_add(const array_t<T>& a, const Tl& t,
+                                                                                    O... off) {
+    const int64_t o[4] = {(int64_t)off...};
+    Tl r;
+    tile_visit<Tl, N>(o, [&](int i, const int64_t* x) {
+        r.c[i] = tile_in<N>(a, x) ? atomic_add(&tile_at<N>(a, x), t.c[i]) : T{};
+    });
+    return r;
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                                 Tl& adj_t) {
+    tile_region_grad<N>(a, adj_t);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                                 int32_t o0, Tl& adj_t, int32_t&) {
+    tile_region_grad<N>(a, adj_t, o0);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                                 int32_t o0, int32_t o1, Tl& adj_t,
+                                                                                 int32_t&, int32_t&) {
+    tile_region_grad<N>(a, adj_t, o0, o1);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                                 int32_t o0, int32_t o1, int32_t o2,
+                                                                                 Tl& adj_t, int32_t&, int32_t&,
+                                                                                 int32_t&) {
+    tile_region_grad<N>(a, adj_t, o0, o1, o2);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                                 Tl& adj_t, const Tl& adj) {
+    tile_region_grad<N>(a, adj_t);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                            int32_t o0, Tl& adj_t, int32_t&,
+                                                                            const Tl& adj) {
+    tile_region_grad<N>(a, adj_t, o0);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                            int32_t o0, int32_t o1, Tl& adj_t,
+                                                                            int32_t&, int32_t&, const Tl& adj) {
+    tile_region_grad<N>(a, adj_t, o0, o1);
+}
+template <int N, typename T, typename Tl> LW_FUNC void adj_tile_atomic_add_tail(const array_t<T>& a, const Tl& t,
+                                                                            int32_t o0, int32_t o1, int32_t o2,
+                                                                            Tl& adj_t, int32_t&, int32_t&, int32_t&,
+                                                                            const Tl& adj) {
+    tile_region_grad<N>(a, adj_t, o0, o1, o2);
+}
+
+// adj_tile_atomic_add(array, tile, offsets..., adjoints...[, adj_ret]): without the result's adjoint (the previous values were not used) it is the store's adjoint
+template <int N, typename T, typename Tl, typename... R> LW_FUNC void adj_tile_atomic_add(const array_t<T>& a,
+                                                                                          const Tl& t, R&&... rest) {
+    adj_tile_atomic_add_tail<N>(a, t, rest...);
+}
+
+// -- elementwise: one functor applied over the elements of its tile operands (scalars broadcast) ----
+
+template <typename Rt, typename F> struct tile_apply_t {
+    F f;
+    template <typename... A> LW_FUNC Rt operator()(const A&... a) const {
+        Rt r;
+        for (int i = 0; i < Rt::size; ++i) r.c[i] = f(tile_el(a, i)...);
+        return r;
+    }
+};
+template <typename Rt, typename F> LW_FUNC tile_apply_t<Rt, F> tile_apply(F f) { return {f}; }
+
+// the adjoint: f(inputs..., adj_inputs&..., adj_ret) per element; a scalar's adjoint sums over the tile
+template <typename F> struct tile_apply_adj_t {
+    F f;
+    template <typename... A> LW_FUNC void operator()(A&&... a) const {
+        constexpr int n = tile_size_of<A...>();
+        for (int i = 0; i < n; ++i) f(tile_el(a, i)...);
+    }
+    template <typename... A> static constexpr int tile_size_of() {
+        int n = 0;
+        ((n = (n == 0 && is_tile<typename tile_bare<A>::type>::value) ? tile_bare<A>::type::size : n), ...);
+        return n;
+    }
+};
+template <typename F> LW_FUNC tile_apply_adj_t<F> tile_apply_adj(F f) { return {f}; }
+
+#define LW_TILE_FN(fn) [](const auto&... lw_x) { return fn(lw_x...); }
+#define LW_TILE_ADJ(fn) [](auto&&... lw_x) { fn(lw_x...); }
+
+template <typename Rt, typename Tl> LW_FUNC Rt tile_astype(const Tl& t) {
+    Rt r;
+    for (int i = 0; i < Rt::size; ++i) r.c[i] = cast<typename Rt::value_type>(t.c[i]);
+    return r;
+}
+template <typename Rt, typename Tl> LW_FUNC void adj_tile_astype(const Tl& t, Tl& adj_t, const Rt& adj) {
+    for (int i = 0; i < Rt::size; ++i) acc(adj_t.c[i], cast<typename Tl::value_type>(adj.c[i]));
+}
+
+// -- shape: extract, view, transpose, broadcast, reshape --------------------------------------
+
+template <typename Tl> LW_FUNC int tile_flat(int i, int j = 0, int k = 0, int l = 0) {
+    const int x[4] = {i, j, k, l};
+    int f = 0;
+    for (int d = 0; d < Tl::rank; ++d) {
+        int v = x[d] < 0 ? x[d] + tile_dim<Tl>(d) : x[d];
+        v = v < 0 ? 0 : v >= tile_dim<Tl>(d) ? tile_dim<Tl>(d) - 1 : v;
+        f = f * tile_dim<Tl>(d) + v;
+    }
+    return f;
+}
+template <typename Tl, typename... I> LW_FUNC typename Tl::value_type tile_extract(const Tl& t, I... i) {
+    return t.c[tile_flat<Tl>(i...)];
+}
+template <typename Tl> LW_FUNC void adj_tile_extract(const Tl& t, int32_t i, Tl& adj_t, int32_t&,
+                                                     typename Tl::value_type adj) {
+    acc(adj_t.c[tile_flat<Tl>(i)], adj);
+}
+template <typename Tl> LW_FUNC void adj_tile_extract(const Tl& t, int32_t i, int32_t j, Tl& adj_t, int32_t&, int32_t&,
+                                                     typename Tl::value_type adj) {
+    acc(adj_t.c[tile_flat<Tl>(i, j)], adj);
+}
+template <typename Tl> LW_FUNC void adj_tile_extract(const Tl& t, int32_t i, int32_t j, int32_t k, Tl& adj_t, int32_t&,
+                                                     int32_t&, int32_t&, typename Tl::value_type adj) {
+    acc(adj_t.c[tile_flat<Tl>(i, j, k)], adj);
+}
+template <typename Tl> LW_FUNC void adj_tile_extract(const Tl& t, int32_t i, int32_t j, int32_t k, int32_t l,
+                                                     Tl& adj_t, int32_t&, int32_t&, int32_t&, int32_t&,
+                                                     typename Tl::value_type adj) {
+    acc(adj_t.c[tile_flat<Tl>(i, j, k, l)], adj);
+}
+// t[i, j] = v: the tile with one element replaced
+template <typename Tl, typename... I> LW_FUNC Tl tile_with(const Tl& t, typename Tl::value_type v, I... i) {
+    Tl r = t;
+    r.c[tile_flat<Tl>(i...)] = v;
+    return r;
+}
+
+// a sub-tile of type Rt at offset o of t (its leading axes fixed, the rest starting at the offsets;
+// elements past t's end read as zero)
+template <typename Rt, typename Tl> LW_FUNC void tile_view_map(const int* o, int i, int& src, bool& in) {
+    int c[4];
+    tile_coords_ranked<Rt>(i, c);
+    int x[4] = {o[0], o[1], o[2], o[3]};
+    for (int d = 0; d < Rt::rank; ++d) x[Tl::rank - Rt::rank + d] += c[d];
+    src = 0;
+    in = true;
+    for (int d = 0; d < Tl::rank; ++d) {
+        if (x[d] < 0 || x[d] >= tile_dim<Tl>(d)) in = false;
+        src = src * tile_dim<Tl>(d) + x[d];
+    }
+}
+template <typename Rt, typename Tl, typename... O> LW_FUNC Rt tile_view(const Tl& t, O... off) {
+    const int o[4] = {(int)off..., 0};
+    Rt r;
+    for (int i = 0; i < Rt::size; ++i) {
+        int src; bool in;
+        tile_view_map<Rt, Tl>(o, i, src, in);
+        r.c[i] = in ? t.c[src] : typename Rt::value_type{};
+    }
+    return r;
+}
+template <typename Rt, typename Tl, typename... O> LW_FUNC void adj_tile_view_impl(Tl& adj_t, const Rt& adj, O... off) {
+    const int o[4] = {(int)off..., 0};
+    for (int i = 0; i < Rt::size; ++i) {
+        int src; bool in;
+        tile_view_map<Rt, Tl>(o, i, src, in);
+        if (in) acc(adj_t.c[src], adj.c[i]);
+    }
+}
+template <typename Rt, typename Tl> LW_FUNC void adj_tile_view(const Tl& t, Tl& adj_t, const Rt& adj) {
+    adj_tile_view_impl<Rt>(adj_t, adj, 0);
+}
+template <typename Rt, typename Tl> LW_FUNC void adj_tile_view(const Tl& t, int32_t o0, Tl& adj_t, int32_t&, const Rt& adj) {
+    adj_tile_view_impl<Rt>(adj_t, adj, o0);
+}
+template <typename Rt, typename Tl> LW_FUNC void adj_tile_view(const Tl& t, int32_t o0, int32_t o1, Tl& adj_t, int32_t&,
+                                                               int32_t&, const Rt& adj) {
+    adj_tile_view_impl<Rt>(adj_t, adj, o0, o1);
+}
+template <typename Rt, typename Tl> LW_FUNC void adj_tile_view(const Tl& t, int32_t o0, int32_t o1, int32_t o2,
+                                                               Tl& adj_t, int32_t&, int32_t&, int32_t&, const Rt& adj) {
+    adj_tile_view_impl<Rt>(adj_t, adj, o0, o1, o2);
+}
+// tile_assign(dst, src, offset): dst with src written over its region at offset
+template <typename Tl, typename St, typename... O> LW_FUNC Tl tile_assign(const Tl& dst, const St& src, O... off) {
+    const int o[4] = {(int)off..., 0};
+    Tl r = dst;
+    for (int i = 0; i < St::size; ++i) {
+        int at; bool in;
+        tile_view_map<St, Tl>(o, i, at, in);
+        if (in) r.c[at] = src.c[i];
+    }
+    return r;
+}
+template <typename Tl, typename St, typename... O> LW_FUNC void adj_tile_assign_impl(Tl& adj_dst, St& adj_src,
+                                                                                    const Tl& adj, O... off) {
+    const int o[4] = {(int)off..., 0};
+    bool covered[Tl::size > 0 ? Tl::size : 1] = {};
+    for (int i = 0; i < St::size; ++i) {
+        int at; bool in;
+        tile_view_map<St, Tl>(o, i, at, in);
+        if (in) { acc(adj_src.c[i], adj.c[at]); covered[at] = true; }
+    }
+    for (int i = 0; i < Tl::size; ++i)
+        if (!covered[i]) acc(adj_dst.c[i], adj.c[i]);
+}
+template <typename Tl, typename St> LW_FUNC void adj_tile_assign(const Tl& d, const St& s, Tl& adj_d, St& adj_s,
+                                                                 const Tl& adj) {
+    adj_tile_assign_impl(adj_d, adj_s, adj, 0);
+}
+template <typename Tl, typename St> LW_FUNC void adj_tile_assign(const Tl& d, const St& s, int32_t o0, Tl& adj_d,
+                                                                 St& adj_s, int32_t&, const Tl& adj) {
+    adj_tile_assign_impl(adj_d, adj_s, adj, o0);
+}
+template <typename Tl, typename St> LW_FUNC void adj_tile_assign(const Tl& d, const St& s, int32_t o0, int32_t o1,
+                                                                 Tl& adj_d, St& adj_s, int32_t&, int32_t&,
+                                                                 const Tl& adj) {
+    adj_tile_assign_impl(adj_d, adj_s, adj, o0, o1);
+}
+template <typename Tl, typename St> LW_FUNC void adj_tile_assign(const Tl& d, const St& s, int32_t o0, int32_t o1,
+                                                                 int32_t o2, Tl& adj_d, St& adj_s, int32_t&, int32_t&,
+                                                                 int32_t&, const Tl& adj) {
+    adj_tile_assign_impl(adj_d, adj_s, adj, o0, o1, o2);
+}
+
+template <typename Tl> LW_FUNC tile_t<typename Tl::value_type, 2, Tl::d1, Tl::d0> tile_transpose(const Tl& t) {
+    tile_t<typename Tl::value_type, 2, Tl::d1, Tl::d0> r;
+    for (int i = 0; i < Tl::d0; ++i)
+        for (int j = 0; j < Tl::d1; ++j) r.c[j * Tl::d0 + i] = t.c[i * Tl::d1 + j];
+    return r;
+}
+template <typename Tl, typename Rt> LW_FUNC void adj_tile_transpose(const Tl& t, Tl& adj_t, const Rt& adj) {
+    for (int i = 0; i < Tl::d0; ++i)
+        for (int j = 0; j < Tl::d1; ++j) acc(adj_t.c[i * Tl::d1 + j], adj.c[j * Tl::d0 + i]);
+}
+
+// broadcast (NumPy's rules: t's axes align with the last axes of Rt; an axis of length 1 repeats)
+template <typename Rt, typename Tl> LW_FUNC int tile_broadcast_src(int i) {
+    int c[4];
+    tile_coords_ranked<Rt>(i, c);
+    int src = 0;
+    for (int d = 0; d < Tl::rank; ++d) {
+        int n = tile_dim<Tl>(d);
+        int x = c[Rt::rank - Tl::rank + d];
+        src = src * n + (n == 1 ? 0 : x);
+    }
+    return src;
+}
+template <typename Rt, typename Tl> LW_FUNC Rt tile_broadcast(const Tl& t) {
+    Rt r;
+    for (int i = 0; i < Rt::size; ++i) r.c[i] = t.c[tile_broadcast_src<Rt, Tl>(i)];
+    return r;
+}
+template <typename Rt, typename Tl> LW_FUNC void adj_tile_broadcast(const Tl& t, Tl& adj_t, const Rt& adj) {
+    for (int i = 0; i < Rt::size; ++i) acc(adj_t.c[tile_broadcast_src<Rt, Tl>(i)], adj.c[i]);
+}
+// the same elements in another shape (reshape, squeeze): a copy of the flat data
+template <typename Rt, typename Tl> LW_FUNC Rt tile_reshape(const Tl& t) {
+    Rt r;
+    for (int i = 0; i < Rt::size; ++i) r.c[i] = t.c[i];
+    return r;
+}
+template <typename Rt, typename Tl> LW_FUNC void adj_tile_reshape(const Tl& t, Tl& adj_t, const Rt& adj) {
+    for (int i = 0; i < Rt::size; ++i) acc(adj_t.c[i], adj.c[i]);
+}
+
+// -- reductions and scans --------------------------------------------------------------------
+
+template <typename Tl> LW_FUNC tile_t<typename Tl::value_type, 1, 1> tile_sum(const Tl& t) {
+    using T = typename Tl::value_type;
+    tile_t<T, 1, 1> r;
+#if !LW_CUDA
+    if constexpr (tile_is_f32<T>::value && Tl::size >= 32) {  // four 8-wide partial sums
+        tile_f8 p0 = {}, p1 = {}, p2 = {}, p3 = {};
+        int i = 0;
+        for (; i + 32 <= Tl::size; i += 32) {
+            p0 += tile_ld8(t.c + i); p1 += tile_ld8(t.c + i + 8);
+            p2 += tile_ld8(t.c + i + 16); p3 += tile_ld8(t.c + i + 24);
+        }
+        const tile_f8 p = (p0 + p1) + (p2 + p3);
+        float s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+        for (; i < Tl::size; ++i) s += t.c[i];
+        r.c[0] = s;
+        return r;
+    }
+#endif
+    if constexpr (Tl::size >= 32) {  // independent partial sums: the loop vectorizes
+        T part[16];
+        for (int k = 0; k < 16; ++k) part[k] = T{};
+        int i = 0;
+        for (; i + 16 <= Tl::size; i += 16)
+            for (int k = 0; k < 16; ++k) part[k] = add(part[k], t.c[i + k]);
+        T s = T{};
+        for (int k = 0; k < 16; ++k) s = add(s, part[k]);
+        for (; i < Tl::size; ++i) s = add(s, t.c[i]);
+        r.c[0] = s;
+    } else {
+        T s = T{};
+        for (int i = 0; i < Tl::size; ++i) s = add(s, t.c[i]);
+        r.c[0] = s;
+    }
+    return r;
+}
+template <typename Tl, typename Rt> LW_FUNC void adj_tile_sum(const Tl& t, Tl& adj_t, const Rt& adj) {
+    for (int i = 0; i < Tl::size; ++i) acc(adj_t.c[i], adj.c[0]);
+}
+// the reduction along one axis: Rt has the remaining axes (a 1-D tile reduces to shape (1,))
+template <typename Rt, int Axis, typename Tl> LW_FUNC void tile_axis_split(int i, int& outer, int& inner) {
+    int c[4];
+    tile_coords_ranked<Tl>(i, c);
+    int o = 0;
+    for (int d = 0; d < Tl::rank; ++d)
+        if (d != Axis) o = o * tile_dim<Tl>(d) + c[d];
+    outer = o;
+    inner = c[Axis];
+}
+template <typename Rt, int Axis, typename Tl> LW_FUNC Rt tile_sum_axis(const Tl& t) {
+    Rt r;
+    for (int i = 0; i < Rt::size; ++i) r.c[i] = typename Rt::value_type{};
+    for (int i = 0; i < Tl::size; ++i) {
+        int o, k;
+        tile_axis_split<Rt, Axis, Tl>(i, o, k);
+        r.c[o] = add(r.c[o], t.c[i]);
+    }
+    return r;
+}
+template <typename Rt, int Axis, typename Tl> LW_FUNC void adj_tile_sum_axis(const Tl& t, Tl& adj_t, const Rt& adj) {
+    for (int i = 0; i < Tl::size; ++i) {
+        int o, k;
+        tile_axis_split<Rt, Axis, Tl>(i, o, k);
+        acc(adj_t.c[i], adj.c[o]);
+    }
+}
+// a reduction with a binary functor (tile_reduce, tile_min, tile_max)
+template <typename Tl, typename F> LW_FUNC tile_t<typename Tl::value_type, 1, 1> tile_fold(const Tl& t, F f) {
+    tile_t<typename Tl::value_type, 1, 1> r;
+    typename Tl::value_type s = t.c[0];
+    for (int i = 1; i < Tl::size; ++i) s = f(s, t.c[i]);
+    r.c[0] = s;
+    return r;
+}
+template <typename Rt, int Axis, typename Tl, typename F> LW_FUNC Rt tile_fold_axis(const Tl& t, F f) {
+    Rt r;
+    bool first[Rt::size];
+    for (int i = 0; i < Rt::size; ++i) first[i] = true;
+    for (int i = 0; i < Tl::size; ++i) {
+        int o, k;
+        tile_axis_split<Rt, Axis, Tl>(i, o, k);
+        r.c[o] = first[o] ? t.c[i] : f(r.c[o], t.c[i]);
+        first[o] = false;
+    }
+    return r;
+}
+template <typename Tl> LW_FUNC tile_t<typename Tl::value_type, 1, 1> tile_min(const Tl& t) {
+    return tile_fold(t, [](auto a, auto b) { return lt(b, a) ? b : a; });
+}
+template <typename Tl> LW_FUNC tile_t<typename Tl::value_type, 1, 1> tile_max(const Tl& t) {
+    return tile_fold(t, [](auto a, auto b) { return lt(a, b) ? b : a; });
+}
+template <typename Tl> LW_FUNC int tile_arg_best(const Tl& t, bool want_max) {
+    int best = 0;
+    for (int i = 1; i < Tl::size; ++i)
+        if (want_max ? lt(t.c[best], t.c[i]) : lt(t.c[i], t.c[best])) best = i;
+    return best;
+}
+template <typename Tl> LW_FUNC void adj_tile_min(const Tl& t, Tl& adj_t, const tile_t<typename Tl::value_type, 1, 1>& adj) {
+    acc(adj_t.c[tile_arg_best(t, false)], adj.c[0]);
+}
+template <typename Tl> LW_FUNC void adj_tile_max(const Tl& t, Tl& adj_t, const tile_t<typename Tl::value_type, 1, 1>& adj) {
+    acc(adj_t.c[tile_arg_best(t, true)], adj.c[0]);
+}
+template <typename Tl> LW_FUNC tile_t<int32_t, 1, 1> tile_argmin(const Tl& t) {
+    tile_t<int32_t, 1, 1> r;
+    r.c[0] = tile_arg_best(t, false);
+    return r;
+}
+template <typename Tl> LW_FUNC tile_t<int32_t, 1, 1> tile_argmax(const Tl& t) {
+    tile_t<int32_t, 1, 1> r;
+    r.c[0] = tile_arg_best(t, true);
+    return r;
+}
+template <typename Tl> LW_FUNC Tl tile_scan_inclusive(const Tl& t) {
+    Tl r;
+    typename Tl::value_type s{};
+    for (int i = 0; i < Tl::size; ++i) { s = add(s, t.c[i]); r.c[i] = s; }
+    return r;
+}
+template <typename Tl> LW_FUNC void adj_tile_scan_inclusive(const Tl& t, Tl& adj_t, const Tl& adj) {
+    typename Tl::value_type s{};
+    for (int i = Tl::size - 1; i >= 0; --i) { s = add(s, adj.c[i]); acc(adj_t.c[i], s); }
+}
+template <typename Tl> LW_FUNC Tl tile_scan_exclusive(const Tl& t) {
+    Tl r;
+    typename Tl::value_type s{};
+    for (int i = 0; i < Tl::size; ++i) { r.c[i] = s; s = add(s, t.c[i]); }
+    return r;
+}
+template <typename Tl> LW_FUNC void adj_tile_scan_exclusive(const Tl& t, Tl& adj_t, const Tl& adj) {
+    typename Tl::value_type s{};
+    for (int i = Tl::size - 1; i >= 0; --i) { acc(adj_t.c[i], s); s = add(s, adj.c[i]); }
+}
+template <typename Tl> LW_FUNC Tl tile_scan_max_inclusive(const Tl& t) {
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = (i == 0 || lt(r.c[i - 1], t.c[i]) || t.c[i] != t.c[i]) ? t.c[i] : r.c[i - 1];
+    return r;
+}
+template <typename Tl> LW_FUNC Tl tile_scan_min_inclusive(const Tl& t) {
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = (i == 0 || lt(t.c[i], r.c[i - 1]) || t.c[i] != t.c[i]) ? t.c[i] : r.c[i - 1];
+    return r;
+}
+
+// -- matrix products ---------------------------------------------------------------------------
+
+#if !LW_CUDA
+
+// C[M x N] += alpha * A[M x K] B[K x N], row-major, register-blocked 4 x 16 (B's rows are contiguous, so no
+// packing: each step broadcasts one element of A against two 8-wide vectors of B's row)
+template <int M, int N, int K> LW_FUNC void tile_gemm_f32(const float* A, const float* B, float* C, float alpha) {
+    constexpr int M4 = M - M % 4, N16 = N - N % 16;
+    for (int j = 0; j < N16; j += 16) {
+        for (int i = 0; i < M4; i += 4) {
+            tile_f8 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {};
+            const float* a = A + i * K;
+            for (int k = 0; k < K; ++k) {
+                const tile_f8 b0 = tile_ld8(B + k * N + j), b1 = tile_ld8(B + k * N + j + 8);
+                const float a0 = a[k], a1 = a[K + k], a2 = a[2 * K + k], a3 = a[3 * K + k];
+                c00 += a0 * b0; c01 += a0 * b1;
+                c10 += a1 * b0; c11 += a1 * b1;
+                c20 += a2 * b0; c21 += a2 * b1;
+                c30 += a3 * b0; c31 += a3 * b1;
+            }
+            float* c = C + i * N + j;
+            tile_st8(c, tile_ld8(c) + alpha * c00); tile_st8(c + 8, tile_ld8(c + 8) + alpha * c01);
+            tile_st8(c + N, tile_ld8(c + N) + alpha * c10); tile_st8(c + N + 8, tile_ld8(c + N + 8) + alpha * c11);
+            tile_st8(c + 2 * N, tile_ld8(c + 2 * N) + alpha * c20);
+            tile_st8(c + 2 * N + 8, tile_ld8(c + 2 * N + 8) + alpha * c21);
+            tile_st8(c + 3 * N, tile_ld8(c + 3 * N) + alpha * c30);
+            tile_st8(c + 3 * N + 8, tile_ld8(c + 3 * N + 8) + alpha * c31);
+        }
+        for (int i = M4; i < M; ++i)  // leftover rows
+            for (int k = 0; k < K; ++k) {
+                const float a = alpha * A[i * K + k];
+                for (int jj = j; jj < j + 16; ++jj) C[i * N + jj] += a * B[k * N + jj];
+            }
+    }
+    for (int i = 0; i < M; ++i)  // leftover columns
+        for (int k = 0; k < K; ++k) {
+            const float a = alpha * A[i * K + k];
+            for (int jj = N16; jj < N; ++jj) C[i * N + jj] += a * B[k * N + jj];
+        }
+}
+#endif
+
+
+// C += alpha * A B for any element type (and float32 through the blocked kernel)
+template <int M, int N, int K, typename T> LW_FUNC void tile_gemm(const T* A, const T* B, T* C, T alpha) {
+#if !LW_CUDA
+    if constexpr (tile_is_f32<T>::value && N >= 16 && M >= 4) {
+        tile_gemm_f32<M, N, K>((const float*)A, (const float*)B, (float*)C, (float)alpha);
+        return;
+    }
+#endif
+    for (int i = 0; i < M; ++i)
+        for (int k = 0; k < K; ++k) {
+            const T a = mul(alpha, A[i * K + k]);
+            for (int j = 0; j < N; ++j) C[i * N + j] = add(C[i * N + j], mul(a, B[k * N + j]));
+        }
+}
+// the transposed products the adjoint needs: C += A B^T (A: M x K, B: N x K) and C += A^T B (A: K x M, B: K x N)
+template <int M, int N, int K, typename T> LW_FUNC void tile_gemm_nt(const T* A, const T* B, T* C, T alpha) {
+    for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+            T s{};
+            for (int k = 0; k < K; ++k) s = add(s, mul(A[i * K + k], B[j * K + k]));
+            C[i * N + j] = add(C[i * N + j], mul(alpha, s));
+        }
+}
+template <int M, int N, int K, typename T> LW_FUNC void tile_gemm_tn(const T* A, const T* B, T* C, T alpha) {
+    for (int k = 0; k < K; ++k)
+        for (int i = 0; i < M; ++i) {
+            const T a = mul(alpha, A[k * M + i]);
+            for (int j = 0; j < N; ++j) C[i * N + j] = add(C[i * N + j], mul(a, B[k * N + j]));
+        }
+}
+
+template <typename Ta, typename Tb, typename T = typename Ta::value_type>
+LW_FUNC tile_t<T, 2, Ta::d0, Tb::d1> tile_matmul(const Ta& a, const Tb& b, T alpha = T(1)) {
+    tile_t<T, 2, Ta::d0, Tb::d1> r;
+    for (int i = 0; i < Ta::d0 * Tb::d1; ++i) r.c[i] = T{};
+    tile_gemm<Ta::d0, Tb::d1, Ta::d1>(a.c, b.c, r.c, alpha);
+    return r;
+}
+template <typename Ta, typename Tb, typename Tc, typename T = typename Ta::value_type>
+LW_FUNC void adj_tile_matmul(const Ta& a, const Tb& b, Ta& adj_a, Tb& adj_b, const Tc& adj) {
+    tile_gemm_nt<Ta::d0, Ta::d1, Tb::d1>(adj.c, b.c, adj_a.c, T(1));
+    tile_gemm_tn<Tb::d0, Tb::d1, Ta::d0>(a.c, adj.c, adj_b.c, T(1));
+}
+template <typename Ta, typename Tb, typename Tc, typename T = typename Ta::value_type>
+LW_FUNC void adj_tile_matmul(const Ta& a, const Tb& b, T alpha, Ta& adj_a, Tb& adj_b, T& adj_alpha, const Tc& adj) {
+    tile_gemm_nt<Ta::d0, Ta::d1, Tb::d1>(adj.c, b.c, adj_a.c, alpha);
+    tile_gemm_tn<Tb::d0, Tb::d1, Ta::d0>(a.c, adj.c, adj_b.c, alpha);
+}
+// out = alpha * a b + beta * out (wp.tile_matmul(a, b, out, alpha, beta))
+template <typename Ta, typename Tb, typename Tc, typename T = typename Ta::value_type>
+LW_FUNC Tc tile_matmul_acc(const Ta& a, const Tb& b, const Tc& c, T alpha, T beta) {
+    Tc r;
+    for (int i = 0; i < Tc::size; ++i) r.c[i] = mul(beta, c.c[i]);
+    tile_gemm<Ta::d0, Tb::d1, Ta::d1>(a.c, b.c, r.c, alpha);
+    return r;
+}
+template <typename Ta, typename Tb, typename Tc, typename T = typename Ta::value_type>
+LW_FUNC void adj_tile_matmul_acc(const Ta& a, const Tb& b, const Tc& c, T alpha, T beta, Ta& adj_a, Tb& adj_b,
+                                 Tc& adj_c, T&, T&, const Tc& adj) {
+    tile_gemm_nt<Ta::d0, Ta::d1, Tb::d1>(adj.c, b.c, adj_a.c, alpha);
+    tile_gemm_tn<Tb::d0, Tb::d1, Ta::d0>(a.c, adj.c, adj_b.c, alpha);
+    for (int i = 0; i < Tc::size; ++i) acc(adj_c.c[i], mul(beta, adj.c[i]));
+}
+
+// -- operators on tiles: elementwise, a scalar operand broadcast ----------------------------------
+
+template <typename X, typename Y> struct tile_pair {};
+template <typename T, int R, int A, int B, int C, int D, typename Y> struct tile_pair<tile_t<T, R, A, B, C, D>, Y> {
+    template <typename E> using like = tile_t<E, R, A, B, C, D>;
+};
+template <typename X, typename T, int R, int A, int B, int C, int D> struct tile_pair<X, tile_t<T, R, A, B, C, D>> {
+    template <typename E> using like = tile_t<E, R, A, B, C, D>;
+};
+template <typename T, int R, int A, int B, int C, int D, typename U>
+struct tile_pair<tile_t<T, R, A, B, C, D>, tile_t<U, R, A, B, C, D>> {
+    template <typename E> using like = tile_t<E, R, A, B, C, D>;
+};
+
+#define LW_TILE_BINARY(op)                                                                                 \
+    template <typename X, typename Y, typename S = typename tile_pair<X, Y>::template like<int>>           \
+    LW_FUNC auto op(const X& a, const Y& b) {                                                               \
+        using E = decltype(op(tile_el(a, 0), tile_el(b, 0)));                                               \
+        typename tile_pair<X, Y>::template like<E> r;                                                       \
+        for (int i = 0; i < S::size; ++i) r.c[i] = op(tile_el(a, i), tile_el(b, i));                        \
+        return r;                                                                                           \
+    }                                                                                                       \
+    template <typename X, typename Y, typename Z, typename S = typename tile_pair<X, Y>::template like<int>> \
+    LW_FUNC void adj_##op(const X& a, const Y& b, X& adj_a, Y& adj_b, const Z& adj) {                       \
+        for (int i = 0; i < S::size; ++i) adj_##op(tile_el(a, i), tile_el(b, i), tile_el(adj_a, i), tile_el(adj_b, i), adj.c[i]); \
+    }
+LW_TILE_BINARY(add)
+LW_TILE_BINARY(sub)
+LW_TILE_BINARY(mul)
+LW_TILE_BINARY(div)
+
+#define LW_TILE_UNARY(op)                                                                                  \
+    template <typename T, int R, int A, int B, int C, int D>                                                \
+    LW_FUNC tile_t<T, R, A, B, C, D> op(const tile_t<T, R, A, B, C, D>& a) {                                \
+        tile_t<T, R, A, B, C, D> r;                                                                         \
+        for (int i = 0; i < tile_t<T, R, A, B, C, D>::size; ++i) r.c[i] = op(a.c[i]);                      \
+        return r;                                                                                           \
+    }                                                                                                       \
+    template <typename T, int R, int A, int B, int C, int D>                                                \
+    LW_FUNC void adj_##op(const tile_t<T, R, A, B, C, D>& a, tile_t<T, R, A, B, C, D>& adj_a,              \
+                          const tile_t<T, R, A, B, C, D>& adj) {                                            \
+        for (int i = 0; i < tile_t<T, R, A, B, C, D>::size; ++i) adj_##op(a.c[i], adj_a.c[i], adj.c[i]);   \
+    }
+LW_TILE_UNARY(neg)
+LW_TILE_UNARY(pos)

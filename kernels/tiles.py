@@ -1,0 +1,715 @@
+"""Tiles: block-wide values of a compile-time shape, and the `wp.tile_*` builtins.
+
+A tile is a kernel type (`TileType`: element dtype and shape) whose C++ form is `lw::tile_t` in
+`native/tiles.h`. Operators on tiles are overloads in the builtin table (patterns over tile types);
+the builtins that take compile-time shapes, dtypes or callables (`tile_load(a, shape=..., offset=...)`,
+`tile_map(f, t)`) are front-end call forms registered here, each making one typed call whose native
+symbol carries the template arguments. Every differentiable form names its adjoint in tiles.h.
+
+On the CPU a tiled launch runs each block as one task (Warp's CPU semantics: `wp.block_dim()` is 1),
+and a tile operation is a loop over the tile's elements that the compiler vectorizes.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import builtins as B
+from . import ir
+from . import types as T
+from .errors import KernelTypeError, KernelValueError
+from .frontend import SUBSCRIPT_KINDS, Builder, PyObj, call_form
+from .functions import Function
+from .ir import ArrayType, Const, Operand, ctype
+
+MAX_RANK = 4
+
+
+@dataclass(frozen=True)
+class TileType:
+    """The type of a tile value: element dtype and shape (`storage` is Warp's placement hint; on the CPU
+    every tile is a value in the block's task, so it does not take part in type equality)."""
+
+    dtype: Any
+    shape: tuple[int, ...]
+    storage: str = field(default="register", compare=False)
+    kernel_value_type = True  # an annotation may name it (annotations.arg_type)
+
+    @property
+    def __name__(self) -> str:  # lets type_name() print it
+        return f"tile(dtype={T.type_name(self.dtype)}, shape={self.shape})"
+
+    def __str__(self) -> str:
+        return self.__name__
+
+    @property
+    def element_type(self) -> Any:
+        return self.dtype
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def cname(self) -> str:
+        dims = ", ".join(str(d) for d in self.shape)
+        return f"lw::tile_t<{ctype(self.dtype)}, {len(self.shape)}, {dims}>"
+
+    @property
+    def differentiable(self) -> bool:
+        """Tiles of float scalars, vectors and matrices carry adjoints."""
+        return T.is_float(T.elem_scalar(self.dtype)) if T.is_scalar(self.dtype) or T.is_composite(self.dtype) \
+            else False
+
+
+def is_tile(t: Any) -> bool:
+    return isinstance(t, TileType)
+
+
+@dataclass(frozen=True)
+class TileOf(B.Pattern):
+    """A tile whose element type fits `inner`; its shape binds `shape` (the same across one call)."""
+
+    inner: B.Pattern
+    shape: str = "SHAPE"
+
+    def match(self, t: Any, b: dict) -> bool:
+        return is_tile(t) and self.inner.match(t.dtype, b) and self.bind(b, self.shape, t.shape)
+
+    def __str__(self) -> str:
+        return f"tile({self.inner})"
+
+
+def _tile_ret(elem: Callable[[dict], Any]) -> Callable[[dict], Any]:
+    return lambda b: TileType(elem(b), b["SHAPE"])
+
+
+# -- operators: elementwise, as overloads of the operator builtins ------------------------------
+
+_S, _V, _M = B.Scalar(), B.Vec(), B.Mat()
+_ELEMS = ((_S, lambda b: b["T"]), (_V, B.vec_ret), (_M, B.mat_ret))
+for _op in ("add", "sub"):
+    for _p, _r in _ELEMS:
+        B.add(_op, (TileOf(_p), TileOf(_p)), _tile_ret(_r), group="Tile Primitives", doc="")
+    B.add(_op, (TileOf(_S), _S), _tile_ret(lambda b: b["T"]), group="Tile Primitives", doc="")
+    B.add(_op, (_S, TileOf(_S)), _tile_ret(lambda b: b["T"]), group="Tile Primitives", doc="")
+for _op in ("mul", "div"):
+    B.add(_op, (TileOf(_S), TileOf(_S)), _tile_ret(lambda b: b["T"]), group="Tile Primitives",
+          doc="elementwise on tiles of one shape")
+    for _p, _r in _ELEMS:
+        B.add(_op, (TileOf(_p), _S), _tile_ret(_r), group="Tile Primitives", doc="")
+        B.add(_op, (_S, TileOf(_p)), _tile_ret(_r), group="Tile Primitives", doc="")
+B.add("mul", (TileOf(_V), TileOf(_S)), _tile_ret(B.vec_ret), group="Tile Primitives", doc="")
+B.add("mul", (TileOf(_S), TileOf(_V)), _tile_ret(B.vec_ret), group="Tile Primitives", doc="")
+for _op in ("neg", "pos"):
+    for _p, _r in _ELEMS:
+        B.add(_op, (TileOf(_p),), _tile_ret(_r), group="Tile Primitives", doc="")
+
+
+# -- helpers for the call forms -----------------------------------------------------------------
+
+
+def _bind(bld: Builder, node: ast.Call, name: str, params: tuple[str, ...], required: int,
+          variadic: bool = False) -> dict[str, ast.expr]:
+    """Python-style binding of a call's positional and keyword arguments to `params` (names); the first
+    `required` are required. With `variadic`, extra positional arguments go to "*"."""
+    got: dict[str, Any] = {}
+    pos = list(node.args)
+    if len(pos) > len(params) and not variadic:
+        bld.error(node, KernelTypeError, f"wp.{name}() takes at most {len(params)} positional arguments "
+                  f"({', '.join(params)}), got {len(pos)}")
+    for p, a in zip(params, pos, strict=False):
+        got[p] = a
+    if variadic:
+        got["*"] = pos[len(params):]
+    for kw in node.keywords:
+        if kw.arg is None or kw.arg not in params:
+            bld.error(node, KernelTypeError, f"wp.{name}() has no argument {kw.arg!r}; it takes "
+                      f"{', '.join(params)}")
+        if kw.arg in got:
+            bld.error(node, KernelTypeError, f"wp.{name}() got argument {kw.arg!r} twice")
+        got[kw.arg] = kw.value
+    missing = [p for p in params[:required] if p not in got]
+    if missing:
+        bld.error(node, KernelTypeError, f"wp.{name}() needs argument(s) {', '.join(missing)}")
+    return got
+
+
+def _static_shape(bld: Builder, n: ast.expr, name: str) -> tuple[int, ...]:
+    v = bld.eval_static(n, f"the shape of wp.{name}()")
+    shape = (v,) if isinstance(v, int) else tuple(v) if isinstance(v, tuple | list) else None
+    if shape is None or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+        bld.error(n, KernelTypeError, f"wp.{name}(): shape must be a compile-time int or tuple of ints, got {v!r}")
+    if not 1 <= len(shape) <= MAX_RANK or any(d < 0 for d in shape):
+        bld.error(n, KernelValueError, f"wp.{name}(): a tile has 1 to {MAX_RANK} non-negative dimensions, got "
+                  f"{shape}")
+    return tuple(int(d) for d in shape)
+
+
+def _static_dtype(bld: Builder, n: ast.expr | None, name: str, default: Any = T.float32) -> Any:
+    if n is None:
+        return default
+    v = bld.eval_static(n, f"the dtype of wp.{name}()")
+    try:
+        return T.normalize_dtype(v)
+    except (TypeError, ValueError):
+        bld.error(n, KernelTypeError, f"wp.{name}(): dtype must be a scalar, vector or matrix type, got {v!r}")
+
+
+def _static_str(bld: Builder, n: ast.expr | None, name: str, default: str) -> str:
+    if n is None:
+        return default
+    v = bld.eval_static(n, f"an argument of wp.{name}()")
+    if not isinstance(v, str):
+        bld.error(n, KernelTypeError, f"wp.{name}(): expected a string constant, got {v!r}")
+    return v
+
+
+def _ints(bld: Builder, n: ast.expr | None, count: int, name: str, what: str = "offset") -> list[Operand]:
+    """Runtime int32 coordinates: a tuple of `count` values or, for one coordinate, a scalar."""
+    if n is None:
+        return [Const(0, T.int32)] * count
+    elts = n.elts if isinstance(n, ast.Tuple) else [n]
+    if len(elts) != count:
+        bld.error(n, KernelTypeError, f"wp.{name}(): {what} needs {count} coordinate(s), got {len(elts)}")
+    out = []
+    for e in elts:
+        v = bld.value(e)
+        if not T.is_int(v.type):
+            bld.error(e, KernelTypeError, f"wp.{name}(): {what} coordinates are integers, got {T.type_name(v.type)}")
+        out.append(bld.convert(v, T.int32, e) if isinstance(v, Const) else
+                   v if v.type is T.int32 else bld.assign_temp(ir.Construct(T.int32, (v,)), T.int32))
+    return out
+
+
+def _tile_arg(bld: Builder, n: ast.expr, name: str, what: str = "a tile") -> Operand:
+    v = bld.value(n)
+    if not is_tile(v.type):
+        bld.error(n, KernelTypeError, f"wp.{name}() expects {what}, got {T.type_name(v.type)}")
+    return v
+
+
+def _array_arg(bld: Builder, n: ast.expr, name: str) -> Operand:
+    v = bld.value(n)
+    if not isinstance(v.type, ArrayType) or v.type.indexed:
+        bld.error(n, KernelTypeError, f"wp.{name}() expects an array, got {T.type_name(v.type)}")
+    return v
+
+
+def emit(bld: Builder, name: str, native: str, args: list[Operand], ret: Any, *, adjoint: str | None = None,
+         reads_state: bool = False, writes: bool = False) -> Operand | None:
+    """One typed call of the native `native` (an expression naming a callable), with adjoint `adjoint`
+    (None: not differentiable). Returns the result variable (None for no result)."""
+    ov = B.Overload(name, tuple(B.Exact(a.type) for a in args), lambda b: ret, native, "Tile Primitives", "",
+                    adjoint is not None, adjoint, None, reads_state and adjoint is not None, writes)
+    call = ir.Call(ov, tuple(args))
+    if ret is None:
+        bld.emit(ir.Eval(call, line=bld.cur_line))
+        return None
+    return bld.assign_temp(call, ret)
+
+
+def _cast(bld: Builder, v: Operand, t: Any, n: ast.AST, what: str) -> Operand:
+    """A value as element type `t`: literals adapt, other scalars convert explicitly (as Warp's tile
+    constructors cast their fill value)."""
+    if v.type == t:
+        return v
+    if isinstance(v, Const) and v.weak and T.is_scalar(t):
+        return bld.convert(v, t, n, what)
+    if T.is_scalar(v.type) and T.is_scalar(t):
+        return bld.assign_temp(ir.Construct(t, (v,)), t)
+    bld.error(n, KernelTypeError, f"{what} expects {T.type_name(t)}, got {T.type_name(v.type)}")
+
+
+def _adj(t: Any, sym: str) -> str | None:
+    """`sym` when tiles of element type `t` are differentiable."""
+    return sym if TileType(t, (1,)).differentiable else None
+
+
+# -- construction ----------------------------------------------------------------------------------
+
+
+@call_form("tile_zeros", "tile_ones", "tile_empty")
+def tile_constant(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    name = obj.name
+    a = _bind(bld, node, name, ("shape", "dtype", "storage"), 1)
+    t = TileType(_static_dtype(bld, a.get("dtype"), name), _static_shape(bld, a["shape"], name),
+                 _static_str(bld, a.get("storage"), name, "register"))
+    one = Const(1 if name == "tile_ones" else 0, T.int32, weak=True)
+    value = bld.assign_temp(ir.Construct(t.dtype, (one,)), t.dtype) if not T.is_scalar(t.dtype) else \
+        _cast(bld, one, t.dtype, node, f"wp.{name}()")
+    return emit(bld, name, f"lw::tile_full<{t.cname}>", [value], t)
+
+
+@call_form("tile_full")
+def tile_full(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_full", ("shape", "value", "dtype", "storage"), 2)
+    v = bld.value(a["value"])
+    default = T.float32 if isinstance(v, Const) and v.weak and T.is_float(v.type) else \
+        T.int32 if isinstance(v, Const) and v.weak else v.type
+    t = TileType(_static_dtype(bld, a.get("dtype"), "tile_full", default), _static_shape(bld, a["shape"], "tile_full"))
+    v = _cast(bld, v, t.dtype, a["value"], "wp.tile_full() value")
+    return emit(bld, "tile_full", f"lw::tile_full<{t.cname}>", [v], t,
+                adjoint=_adj(t.dtype, f"lw::adj_tile_full<{t.cname}>"))
+
+
+@call_form("tile_arange")
+def tile_arange(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_arange", (), 0, variadic=True) if not node.keywords else None
+    args = list(node.args)
+    kws = {k.arg: k.value for k in node.keywords}
+    if set(kws) - {"dtype", "storage"}:
+        bld.error(node, KernelTypeError, "wp.tile_arange() takes (stop), (start, stop) or (start, stop, step), "
+                  "and dtype=, storage=")
+    del a
+    if not 1 <= len(args) <= 3:
+        bld.error(node, KernelTypeError, f"wp.tile_arange() takes 1 to 3 positional arguments, got {len(args)}")
+    vals = [bld.eval_static(n, "wp.tile_arange()'s bounds") for n in args]
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
+        bld.error(node, KernelTypeError, "wp.tile_arange() bounds must be compile-time numbers")
+    start, stop, step = (0, vals[0], 1) if len(vals) == 1 else (vals[0], vals[1], 1) if len(vals) == 2 else vals
+    if step == 0:
+        bld.error(node, KernelValueError, "wp.tile_arange(): step must not be zero")
+    n = max(0, math.ceil((stop - start) / step))
+    if n == 0:
+        bld.error(node, KernelValueError, "wp.tile_arange(): the range is empty")
+    default = T.int32 if all(isinstance(v, int) for v in vals) else T.float32
+    t = TileType(_static_dtype(bld, kws.get("dtype"), "tile_arange", default), (n,))
+    return emit(bld, "tile_arange", f"lw::tile_arange<{t.cname}>", [Const(start, t.dtype), Const(step, t.dtype)], t)
+
+
+@call_form("tile")
+def tile_of(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile", ("x", "preserve_type"), 1)
+    x = bld.materialize(bld.value(a["x"]))
+    keep = bool(bld.eval_static(a["preserve_type"], "preserve_type")) if "preserve_type" in a else False
+    if T.is_scalar(x.type) or keep or T.is_matrix(x.type) or T.is_quat(x.type) or T.is_transform(x.type):
+        t = TileType(x.type, (1,))
+    elif T.is_vector(x.type):
+        t = TileType(x.type._wp_scalar_type_, (x.type._length_, 1))
+    else:
+        bld.error(a["x"], KernelTypeError, f"wp.tile() takes a scalar, vector or matrix, got {T.type_name(x.type)}")
+    return emit(bld, "tile", f"lw::tile_of<{t.cname}>", [x], t, adjoint=_adj(t.dtype, f"lw::adj_tile_of<{t.cname}>"))
+
+
+@call_form("untile")
+def untile(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "untile", ("a",), 1)
+    t = _tile_arg(bld, a["a"], "untile")
+    if t.type.ndim == 2 and t.type.shape[1] == 1 and T.is_scalar(t.type.dtype):
+        r = T.vector(t.type.shape[0], t.type.dtype)
+    elif t.type.ndim == 1 and t.type.shape[0] == 1:
+        r = t.type.dtype
+    else:
+        bld.error(node, KernelTypeError, f"wp.untile() takes a tile of one value per thread (shape (1,) or (n, 1) "
+                  f"on the CPU), got {t.type}")
+    return emit(bld, "untile", f"lw::untile<{ctype(r)}>", [t], r,
+                adjoint=_adj(t.type.dtype, f"lw::adj_untile<{ctype(r)}>"))
+
+
+# -- memory ----------------------------------------------------------------------------------------
+
+
+@call_form("tile_load")
+def tile_load(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_load", ("a", "shape", "offset", "storage", "bounds_check", "aligned"), 2)
+    arr = _array_arg(bld, a["a"], "tile_load")
+    shape = _static_shape(bld, a["shape"], "tile_load")
+    nd = arr.type.ndim
+    if len(shape) > nd:
+        bld.error(node, KernelTypeError, f"wp.tile_load(): a tile of {len(shape)} dimensions from a {nd}-D array")
+    off = _ints(bld, a.get("offset"), nd, "tile_load")
+    t = TileType(arr.type.dtype, shape, _static_str(bld, a.get("storage"), "tile_load", "register"))
+    return emit(bld, "tile_load", f"lw::tile_load<{t.cname}, {nd}>", [arr, *off], t,
+                adjoint=_adj(t.dtype, f"lw::adj_tile_load<{t.cname}, {nd}>"), reads_state=True)
+
+
+def _region(bld: Builder, node: ast.Call, name: str) -> tuple[Operand, Operand, list[Operand]]:
+    a = _bind(bld, node, name, ("a", "t", "offset", "bounds_check", "aligned"), 2)
+    arr = _array_arg(bld, a["a"], name)
+    t = _tile_arg(bld, a["t"], name)
+    if t.type.dtype != arr.type.dtype:
+        bld.error(node, KernelTypeError, f"wp.{name}(): a tile of {T.type_name(t.type.dtype)} into an array of "
+                  f"{T.type_name(arr.type.dtype)}")
+    if t.type.ndim > arr.type.ndim:
+        bld.error(node, KernelTypeError, f"wp.{name}(): a tile of {t.type.ndim} dimensions into a "
+                  f"{arr.type.ndim}-D array")
+    return arr, t, _ints(bld, a.get("offset"), arr.type.ndim, name)
+
+
+@call_form("tile_store")
+def tile_store(bld: Builder, node: ast.Call, obj: Any) -> None:
+    arr, t, off = _region(bld, node, "tile_store")
+    nd = arr.type.ndim
+    return emit(bld, "tile_store", f"lw::tile_store<{nd}>", [arr, t, *off], None,
+                adjoint=_adj(t.type.dtype, f"lw::adj_tile_store<{nd}>"), writes=True)
+
+
+@call_form("tile_atomic_add")
+def tile_atomic_add(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    arr, t, off = _region(bld, node, "tile_atomic_add")
+    if T.elem_scalar(t.type.dtype) not in (T.float16, T.float32, T.float64, T.int32, T.uint32, T.int64, T.uint64):
+        bld.error(node, KernelTypeError, f"wp.tile_atomic_add() does not support {T.type_name(t.type.dtype)} tiles")
+    nd = arr.type.ndim
+    return emit(bld, "tile_atomic_add", f"lw::tile_atomic_add<{nd}>", [arr, t, *off], t.type,
+                adjoint=_adj(t.type.dtype, f"lw::adj_tile_atomic_add<{nd}>"), writes=True)
+
+
+# -- shape ---------------------------------------------------------------------------------------
+
+
+@call_form("tile_view")
+def tile_view(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_view", ("t", "offset", "shape"), 2)
+    t = _tile_arg(bld, a["t"], "tile_view")
+    src = t.type
+    elts = a["offset"].elts if isinstance(a["offset"], ast.Tuple) else [a["offset"]]
+    if len(elts) > src.ndim:
+        bld.error(node, KernelTypeError, f"wp.tile_view(): {len(elts)} offsets for a tile of {src.ndim} dimensions")
+    shape = _static_shape(bld, a["shape"], "tile_view") if "shape" in a else src.shape[len(elts):]
+    if not shape:
+        bld.error(node, KernelTypeError, "wp.tile_view(): the view would have no dimensions (use t[i, j])")
+    off = _ints(bld, a["offset"], len(elts), "tile_view")
+    off += [Const(0, T.int32)] * (src.ndim - len(off))
+    r = TileType(src.dtype, shape)
+    return emit(bld, "tile_view", f"lw::tile_view<{r.cname}>", [t, *off], r,
+                adjoint=_adj(src.dtype, f"lw::adj_tile_view<{r.cname}>"))
+
+
+@call_form("tile_assign")
+def tile_assign(bld: Builder, node: ast.Call, obj: Any) -> None:
+    a = _bind(bld, node, "tile_assign", ("dst", "src", "offset"), 2)
+    dst = _tile_arg(bld, a["dst"], "tile_assign")
+    src = _tile_arg(bld, a["src"], "tile_assign")
+    off = _ints(bld, a.get("offset"), dst.type.ndim, "tile_assign")
+    r = emit(bld, "tile_assign", "lw::tile_assign", [dst, src, *off], dst.type,
+             adjoint=_adj(dst.type.dtype, "lw::adj_tile_assign"))
+    bld.assign_to(a["dst"], r, node)
+
+
+@call_form("tile_transpose")
+def tile_transpose(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_transpose", ("a",), 1)
+    t = _tile_arg(bld, a["a"], "tile_transpose")
+    if t.type.ndim != 2:
+        bld.error(node, KernelTypeError, f"wp.tile_transpose() takes a 2-D tile, got {t.type}")
+    r = TileType(t.type.dtype, t.type.shape[::-1])
+    return emit(bld, "tile_transpose", "lw::tile_transpose", [t], r, adjoint=_adj(r.dtype, "lw::adj_tile_transpose"))
+
+
+@call_form("tile_broadcast")
+def tile_broadcast(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_broadcast", ("a", "shape"), 2)
+    t = _tile_arg(bld, a["a"], "tile_broadcast")
+    shape = _static_shape(bld, a["shape"], "tile_broadcast")
+    src = t.type.shape
+    if len(src) > len(shape) or any(s not in (1, d) for s, d in zip(src[::-1], shape[::-1], strict=False)):
+        bld.error(node, KernelValueError, f"wp.tile_broadcast(): shape {src} does not broadcast to {shape}")
+    r = TileType(t.type.dtype, shape)
+    return emit(bld, "tile_broadcast", f"lw::tile_broadcast<{r.cname}>", [t], r,
+                adjoint=_adj(r.dtype, f"lw::adj_tile_broadcast<{r.cname}>"))
+
+
+def _reshaped(bld: Builder, node: ast.Call, name: str, t: Operand, shape: tuple[int, ...]) -> Operand:
+    if math.prod(shape) != t.type.size:
+        bld.error(node, KernelValueError, f"wp.{name}(): cannot make a tile of shape {t.type.shape} into {shape}")
+    r = TileType(t.type.dtype, shape)
+    return emit(bld, name, f"lw::tile_reshape<{r.cname}>", [t], r,
+                adjoint=_adj(r.dtype, f"lw::adj_tile_reshape<{r.cname}>"))
+
+
+@call_form("tile_reshape")
+def tile_reshape(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_reshape", ("t", "shape"), 2)
+    t = _tile_arg(bld, a["t"], "tile_reshape")
+    shape = list(_static_shape(bld, a["shape"], "tile_reshape")) if not isinstance(a["shape"], ast.Tuple) or \
+        all(isinstance(e, ast.Constant) and e.value != -1 for e in a["shape"].elts) else \
+        [bld.eval_static(e, "a tile_reshape dimension") for e in a["shape"].elts]
+    if shape.count(-1) == 1:
+        rest = math.prod(d for d in shape if d != -1)
+        shape[shape.index(-1)] = t.type.size // rest if rest else 0
+    return _reshaped(bld, node, "tile_reshape", t, tuple(shape))
+
+
+@call_form("tile_squeeze")
+def tile_squeeze(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_squeeze", ("t", "axis"), 1)
+    t = _tile_arg(bld, a["t"], "tile_squeeze")
+    shape = t.type.shape
+    if "axis" in a:
+        ax = bld.eval_static(a["axis"], "the axis of wp.tile_squeeze()")
+        axes = (ax,) if isinstance(ax, int) else tuple(ax)
+        axes = tuple(x + len(shape) if x < 0 else x for x in axes)
+        if any(not 0 <= x < len(shape) or shape[x] != 1 for x in axes):
+            bld.error(node, KernelValueError, f"wp.tile_squeeze(): axis {ax} is not an axis of length 1 of {shape}")
+        new = tuple(d for i, d in enumerate(shape) if i not in axes)
+    else:
+        new = tuple(d for d in shape if d != 1)
+    return _reshaped(bld, node, "tile_squeeze", t, new or (1,))
+
+
+@call_form("tile_astype")
+def tile_astype(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_astype", ("t", "dtype"), 2)
+    t = _tile_arg(bld, a["t"], "tile_astype")
+    r = TileType(_static_dtype(bld, a["dtype"], "tile_astype"), t.type.shape)
+    adj = f"lw::adj_tile_astype<{r.cname}>" if r.differentiable and t.type.differentiable else None
+    return emit(bld, "tile_astype", f"lw::tile_astype<{r.cname}>", [t], r, adjoint=adj)
+
+
+@call_form("tile_extract")
+def tile_extract(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    if len(node.args) < 2 or node.keywords:
+        bld.error(node, KernelTypeError, "wp.tile_extract(a, i, ...) takes a tile and one index per dimension")
+    t = _tile_arg(bld, node.args[0], "tile_extract")
+    return extract(bld, node, t, node.args[1:])
+
+
+def extract(bld: Builder, node: ast.AST, t: Operand, index_nodes: list[ast.expr]) -> Operand:
+    """Element t[i, j, ...] of a tile (negative indices count from the end)."""
+    if len(index_nodes) != t.type.ndim:
+        bld.error(node, KernelTypeError, f"a tile of {t.type.ndim} dimensions takes {t.type.ndim} indices, got "
+                  f"{len(index_nodes)}")
+    idx = [_ints(bld, n, 1, "tile_extract", "index")[0] for n in index_nodes]
+    return emit(bld, "tile_extract", "lw::tile_extract", [t, *idx], t.type.dtype,
+                adjoint=_adj(t.type.dtype, "lw::adj_tile_extract"))
+
+
+def _subscript(bld: Builder, node: ast.Subscript, base: Operand) -> Operand:
+    sl = node.slice
+    elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+    if any(isinstance(e, ast.Slice) for e in elts):
+        bld.error(node, KernelTypeError, "tile slices are not supported; use wp.tile_view(t, offset, shape)")
+    if len(elts) < base.type.ndim:  # t[i]: the sub-tile of the remaining dimensions
+        off = _ints(bld, sl, len(elts), "tile_view", "index")
+        off += [Const(0, T.int32)] * (base.type.ndim - len(off))
+        r = TileType(base.type.dtype, base.type.shape[len(elts):])
+        return emit(bld, "tile_view", f"lw::tile_view<{r.cname}>", [base, *off], r,
+                    adjoint=_adj(r.dtype, f"lw::adj_tile_view<{r.cname}>"))
+    return extract(bld, node, base, elts)
+
+
+SUBSCRIPT_KINDS[TileType] = _subscript
+
+
+# -- maps and reductions ----------------------------------------------------------------------------
+
+
+def _callable(bld: Builder, n: ast.expr, name: str) -> Any:
+    f = bld.expr(n)
+    obj = f.value if isinstance(f, PyObj) else None
+    if isinstance(obj, B.Builtin | Function):
+        return obj
+    alias = B.PYTHON_ALIASES.get(getattr(obj, "__name__", "")) if callable(obj) else None
+    if alias:
+        return B.BUILTINS[alias]
+    bld.error(n, KernelTypeError, f"wp.{name}() takes a builtin or a @wp.func as its operation")
+
+
+def _elementwise(bld: Builder, node: ast.AST, name: str, fn: Any, elems: list[Operand]) -> tuple[str, str | None, Any]:
+    """The C++ functor and adjoint functor applying `fn` to one element of each operand, and the
+    element result type."""
+    if isinstance(fn, B.Builtin):
+        found, _ = bld.resolve_literals(fn.name, elems, node)
+        if found is None:
+            got = ", ".join(T.type_name(e.type) for e in elems)
+            bld.error(node, KernelTypeError, f"wp.{name}(): no overload of {fn.name}() takes ({got})")
+        ov, b = found
+        if ov.outputs:
+            bld.error(node, KernelTypeError, f"wp.{name}(): {fn.name}() has output arguments")
+        adj = f"LW_TILE_ADJ({ov.adjoint})" if ov.differentiable else None
+        return f"LW_TILE_FN({ov.native})", adj, ov.ret(b)
+    inst, err = bld.ctx.instantiate(fn, elems, {})
+    if inst is None:
+        bld.error(node, KernelTypeError, f"wp.{name}(): {err}")
+    return f"LW_TILE_FN({inst.native})", f"LW_TILE_ADJ(adj_{inst.native})", inst.ir.ret
+
+
+@call_form("tile_map")
+def tile_map(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    if len(node.args) < 2 or node.keywords:
+        bld.error(node, KernelTypeError, "wp.tile_map(op, a, *args) takes an operation and one or more tiles")
+    fn = _callable(bld, node.args[0], "tile_map")
+    ops = [bld.value(n) for n in node.args[1:]]
+    tiles = [o for o in ops if is_tile(o.type)]
+    if not tiles:
+        bld.error(node, KernelTypeError, "wp.tile_map() needs at least one tile operand")
+    shape = tiles[0].type.shape
+    if any(o.type.shape != shape for o in tiles):
+        bld.error(node, KernelValueError, "wp.tile_map(): tiles of different shapes: "
+                  + ", ".join(str(o.type.shape) for o in tiles))
+    elems = [ir.Var("lw_elem", o.type.dtype) if is_tile(o.type) else bld.materialize(o) for o in ops]
+    f, adj, ret = _elementwise(bld, node, "tile_map", fn, elems)
+    if ret is None:
+        bld.error(node, KernelTypeError, "wp.tile_map(): the operation returns nothing")
+    r = TileType(ret, shape)
+    ops = [o if is_tile(o.type) else bld.convert(bld.materialize(o), e.type, node)
+           for o, e in zip(ops, elems, strict=True)]
+    diff = adj is not None and r.differentiable
+    return emit(bld, "tile_map", f"lw::tile_apply<{r.cname}>({f})", ops, r,
+                adjoint=f"lw::tile_apply_adj({adj})" if diff else None)
+
+
+def _axis(bld: Builder, n: ast.expr, t: TileType, name: str) -> int:
+    ax = bld.eval_static(n, f"the axis of wp.{name}()")
+    if not isinstance(ax, int) or not -t.ndim <= ax < t.ndim:
+        bld.error(n, KernelValueError, f"wp.{name}(): axis {ax!r} is not an axis of a tile of shape {t.shape}")
+    return ax % t.ndim
+
+
+def _axis_result(t: TileType, ax: int, dtype: Any = None) -> TileType:
+    shape = tuple(d for i, d in enumerate(t.shape) if i != ax) or (1,)
+    return TileType(dtype or t.dtype, shape)
+
+
+@call_form("tile_sum")
+def tile_sum(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_sum", ("a", "axis"), 1)
+    t = _tile_arg(bld, a["a"], "tile_sum")
+    if "axis" in a:
+        ax = _axis(bld, a["axis"], t.type, "tile_sum")
+        r = _axis_result(t.type, ax)
+        return emit(bld, "tile_sum", f"lw::tile_sum_axis<{r.cname}, {ax}>", [t], r,
+                    adjoint=_adj(r.dtype, f"lw::adj_tile_sum_axis<{r.cname}, {ax}>"))
+    r = TileType(t.type.dtype, (1,))
+    return emit(bld, "tile_sum", "lw::tile_sum", [t], r, adjoint=_adj(r.dtype, "lw::adj_tile_sum"))
+
+
+@call_form("tile_min", "tile_max", "tile_argmin", "tile_argmax")
+def tile_extremum(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    name = obj.name
+    a = _bind(bld, node, name, ("a",), 1)
+    t = _tile_arg(bld, a["a"], name)
+    if not T.is_scalar(t.type.dtype):
+        bld.error(node, KernelTypeError, f"wp.{name}() takes a tile of scalars, got {t.type}")
+    arg = name.startswith("tile_arg")
+    r = TileType(T.int32 if arg else t.type.dtype, (1,))
+    return emit(bld, name, f"lw::{name}", [t], r, adjoint=None if arg else _adj(r.dtype, f"lw::adj_{name}"))
+
+
+@call_form("tile_reduce")
+def tile_reduce(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_reduce", ("op", "a", "axis"), 2)
+    fn = _callable(bld, a["op"], "tile_reduce")
+    t = _tile_arg(bld, a["a"], "tile_reduce")
+    e = ir.Var("lw_elem", t.type.dtype)
+    f, _, ret = _elementwise(bld, node, "tile_reduce", fn, [e, e])
+    if ret != t.type.dtype:
+        bld.error(node, KernelTypeError, f"wp.tile_reduce(): the operation returns {T.type_name(ret)}, not the "
+                  f"tile's {T.type_name(t.type.dtype)}")
+    if "axis" in a:
+        ax = _axis(bld, a["axis"], t.type, "tile_reduce")
+        r = _axis_result(t.type, ax)
+        return emit(bld, "tile_reduce", f"[&](const auto& lw_t) {{ return lw::tile_fold_axis<{r.cname}, {ax}>"
+                    f"(lw_t, {f}); }}", [t], r)
+    r = TileType(t.type.dtype, (1,))
+    return emit(bld, "tile_reduce", f"[&](const auto& lw_t) {{ return lw::tile_fold(lw_t, {f}); }}", [t], r)
+
+
+@call_form("tile_scan_inclusive", "tile_scan_exclusive", "tile_scan_max_inclusive", "tile_scan_min_inclusive")
+def tile_scan(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    name = obj.name
+    a = _bind(bld, node, name, ("a",), 1)
+    t = _tile_arg(bld, a["a"], name)
+    if not T.is_scalar(t.type.dtype):
+        bld.error(node, KernelTypeError, f"wp.{name}() takes a tile of scalars, got {t.type}")
+    summing = name in ("tile_scan_inclusive", "tile_scan_exclusive")
+    adj = _adj(t.type.dtype, f"lw::adj_{name}") if summing else None
+    return emit(bld, name, f"lw::{name}", [t], t.type, adjoint=adj)
+
+
+# -- matrix products -------------------------------------------------------------------------------
+
+
+@call_form("tile_matmul")
+def tile_matmul(bld: Builder, node: ast.Call, obj: Any) -> Operand | None:
+    """tile_matmul(a, b[, alpha]) -> a new tile; tile_matmul(a, b, out[, alpha, beta]): out = alpha a b + beta out."""
+    accumulate = (len(node.args) >= 3 and is_tile(bld.value(node.args[2]).type)) or any(
+        k.arg == "out" for k in node.keywords)
+    params = ("a", "b", "out", "alpha", "beta", "precision") if accumulate else ("a", "b", "alpha", "precision")
+    a = _bind(bld, node, "tile_matmul", params, 3 if accumulate else 2)
+    x, y = _tile_arg(bld, a["a"], "tile_matmul"), _tile_arg(bld, a["b"], "tile_matmul")
+    xt, yt = x.type, y.type
+    if xt.ndim != 2 or yt.ndim != 2 or xt.shape[1] != yt.shape[0] or xt.dtype != yt.dtype:
+        bld.error(node, KernelTypeError, f"wp.tile_matmul(): cannot multiply {xt} by {yt}")
+    if not T.is_scalar(xt.dtype) or not T.is_float(xt.dtype):
+        bld.error(node, KernelTypeError, f"wp.tile_matmul() takes tiles of floats, got {xt}")
+    dt = xt.dtype
+    r = TileType(dt, (xt.shape[0], yt.shape[1]))
+
+    def scalar(key: str, default: float) -> Operand:
+        return _cast(bld, bld.value(a[key]), dt, a[key], f"wp.tile_matmul() {key}") if key in a else Const(default, dt)
+
+    if not accumulate:
+        if "alpha" in a:
+            return emit(bld, "tile_matmul", "lw::tile_matmul", [x, y, scalar("alpha", 1.0)], r,
+                        adjoint="lw::adj_tile_matmul")
+        return emit(bld, "tile_matmul", "lw::tile_matmul", [x, y], r, adjoint="lw::adj_tile_matmul")
+    out = _tile_arg(bld, a["out"], "tile_matmul", "an output tile")
+    if out.type != r:
+        bld.error(a["out"], KernelTypeError, f"wp.tile_matmul(): the output of {xt} by {yt} is {r}, got {out.type}")
+    v = emit(bld, "tile_matmul", "lw::tile_matmul_acc", [x, y, out, scalar("alpha", 1.0), scalar("beta", 1.0)], r,
+             adjoint="lw::adj_tile_matmul_acc")
+    bld.assign_to(a["out"], v, node)
+    return None
+
+
+BUILTIN_DOCS = {
+    "tile_zeros": "tile_zeros(shape, dtype=float, storage='register'): a tile of zeros",
+    "tile_ones": "tile_ones(shape, dtype=float, storage='register'): a tile of ones",
+    "tile_empty": "tile_empty(shape, dtype=float, storage='register'): a tile (zeroed on the CPU)",
+    "tile_full": "tile_full(shape, value, dtype=None, storage='register'): a tile filled with value",
+    "tile_arange": "tile_arange([start,] stop[, step], dtype=None): a 1-D tile of evenly spaced values",
+    "tile": "tile(x, preserve_type=False): this thread's value as a tile of the block (one lane on the CPU)",
+    "untile": "untile(a): this thread's value of a tile made by wp.tile()",
+    "tile_load": "tile_load(a, shape, offset=0, storage='register', bounds_check=True): a tile read from an "
+                 "array at offset (elements outside the array read as zero)",
+    "tile_store": "tile_store(a, t, offset=0, bounds_check=True): write a tile into an array at offset "
+                  "(elements outside the array are skipped)",
+    "tile_atomic_add": "tile_atomic_add(a, t, offset=0): atomically add a tile into an array region; returns "
+                       "the previous values",
+    "tile_view": "tile_view(t, offset, shape=None): the sub-tile of t at offset (a copy on the CPU)",
+    "tile_assign": "tile_assign(dst, src, offset): write tile src into dst at offset",
+    "tile_transpose": "tile_transpose(a): the transpose of a 2-D tile",
+    "tile_broadcast": "tile_broadcast(a, shape): a tile broadcast to shape (NumPy's rules)",
+    "tile_reshape": "tile_reshape(t, shape): the same elements in another shape (-1: inferred)",
+    "tile_squeeze": "tile_squeeze(t, axis=None): t without its axes of length 1",
+    "tile_astype": "tile_astype(t, dtype): the tile converted to another scalar type",
+    "tile_extract": "tile_extract(a, i, ...): one element of a tile (also a[i, j])",
+    "tile_map": "tile_map(op, a, *args): op applied to each element of the tiles (scalars broadcast)",
+    "tile_sum": "tile_sum(a, axis=None): the sum of a tile's elements (a tile of shape (1,)) or along an axis",
+    "tile_min": "tile_min(a): the smallest element, as a tile of shape (1,)",
+    "tile_max": "tile_max(a): the largest element, as a tile of shape (1,)",
+    "tile_argmin": "tile_argmin(a): the flat index of the smallest element, as a tile of shape (1,)",
+    "tile_argmax": "tile_argmax(a): the flat index of the largest element, as a tile of shape (1,)",
+    "tile_reduce": "tile_reduce(op, a, axis=None): a reduction of a tile with a binary operation",
+    "tile_scan_inclusive": "tile_scan_inclusive(a): the inclusive prefix sums of a tile (row-major order)",
+    "tile_scan_exclusive": "tile_scan_exclusive(a): the exclusive prefix sums of a tile (row-major order)",
+    "tile_scan_max_inclusive": "tile_scan_max_inclusive(a): the running maximum of a tile",
+    "tile_scan_min_inclusive": "tile_scan_min_inclusive(a): the running minimum of a tile",
+    "tile_matmul": "tile_matmul(a, b[, alpha]) -> a b; tile_matmul(a, b, out, alpha=1, beta=1): "
+                   "out = alpha a b + beta out",
+}
+
+
+class _TileBuiltin(B.Builtin):
+    """wp.tile: the builtin, and `wp.tile[dtype, *shape]` the type of a tile (for @wp.func annotations)."""
+
+    def __getitem__(self, key: Any) -> TileType:
+        key = key if isinstance(key, tuple) else (key,)
+        if len(key) < 2 or not all(isinstance(d, int) for d in key[1:]):
+            raise TypeError(f"wp.tile[dtype, dim, ...] takes a dtype and 1 to {MAX_RANK} dimensions, got {key!r}")
+        return TileType(T.normalize_dtype(key[0]), tuple(key[1:]))
+
+
+for _name, _doc in BUILTIN_DOCS.items():
+    cls = _TileBuiltin if _name == "tile" else B.Builtin
+    B.BUILTINS[_name] = cls(_name, "Tile Primitives", _doc)
