@@ -97,9 +97,9 @@ def particle_particle_constraints_kernel(grid: wp.uint64, x: wp.array(dtype=wp.v
     xi = x[i]
     wi = inv_mass[i]
     total = wp.vec3(0.0, 0.0, 0.0)
-    n_hits = float(0.0)
+    n_hits = 0.0
     query = wp.hash_grid_query(grid, xi, radius[i] + max_radius + cohesion)
-    j = int(0)
+    j = 0
     while wp.hash_grid_query_next(query, j):
         if j != i and (flags[j] & 1) != 0 and (world[i] < 0 or world[j] < 0 or world[j] == world[i]):
             d = xi - x[j]
@@ -195,8 +195,8 @@ def rigid_contact_constraints_kernel(body_q: wp.array(dtype=wp.transform),
         corr = corr - tangent * (wp.min(mu * (-c), tl) / tl)
     cl = wp.length(corr)
     dir = corr / cl
-    w0 = float(0.0)
-    w1 = float(0.0)
+    w0 = 0.0
+    w1 = 0.0
     if b0 >= 0:
         w0 = body_inv_mass_at(q0, body_com[b0], inv_mass[b0], inv_inertia[b0], pc, dir)
     if b1 >= 0:
