@@ -264,8 +264,9 @@ class SolverXPBD(SolverBase):
 
     def __init__(self, model: Model, *, iterations: int = 2, soft_body_relaxation: float = 0.9,
                  soft_contact_relaxation: float = 0.9, rigid_contact_relaxation: float = 0.8,
-                 angular_damping: float = 0.0, enable_restitution: bool = False, **_: Any) -> None:
-        super().__init__(model)
+                 angular_damping: float = 0.0, enable_restitution: bool = False, check_finite: bool = False,
+                 **_: Any) -> None:
+        super().__init__(model, check_finite)
         if iterations < 1:
             raise ValueError(f"SolverXPBD: iterations must be >= 1, got {iterations}")
         if enable_restitution:
@@ -319,6 +320,7 @@ class SolverXPBD(SolverBase):
             wp.launch(body_velocity_kernel, dim=m.body_count,
                       inputs=[q, state_in.body_q, predicted.body_qd, m.body_com, m.body_inv_mass, dt],
                       outputs=[state_out.body_q, state_out.body_qd], device=d)
+        self._finish_step(state_out)
 
     def _project_particles(self, x: Any, x_start: Any, body_q: Any, body_q_start: Any, contacts: Contacts | None,
                            dt: float, grad: bool) -> Any:
