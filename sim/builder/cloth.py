@@ -23,6 +23,31 @@ def dihedral_angle(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, x3: np.ndarra
     return float(np.arctan2(np.dot(np.cross(n1, n2), e / le), np.dot(n1, n2)))
 
 
+def color_graph(n: int, elements: Sequence[Sequence[int]], balance: bool = True) -> list[np.ndarray]:
+    """Greedy coloring of ``n`` vertices (most connected first) such that no element (a tuple of vertex indices,
+    -1 for none) has two vertices of one color; with ``balance`` colors are kept similar in size. Returns the
+    vertex indices of each color."""
+    adj: list[set[int]] = [set() for _ in range(n)]
+    for vs in elements:
+        for a in vs:
+            for b in vs:
+                if a != b and a >= 0 and b >= 0:
+                    adj[a].add(b)
+    color = np.full(n, -1, dtype=np.int64)
+    counts: list[int] = []
+    for v in sorted(range(n), key=lambda v: -len(adj[v])):
+        used = {color[u] for u in adj[v] if color[u] >= 0}
+        options = [c for c in range(len(counts)) if c not in used]
+        if options:
+            c = min(options, key=lambda c: counts[c]) if balance else options[0]
+        else:
+            c = len(counts)
+            counts.append(0)
+        color[v] = c
+        counts[c] += 1
+    return [np.flatnonzero(color == c).astype(np.int32) for c in range(len(counts))]
+
+
 class ClothBuilder:
     """Triangles with a membrane material, bending edges, and the grid/mesh helpers that make cloth."""
 
@@ -195,35 +220,9 @@ class ClothBuilder:
         """Color the particle graph (triangles, springs and, with ``include_bending``, bending edges connect
         particles) so no two particles of one color share an element; solvers such as VBD update one color
         at a time in parallel. Stored as ``particle_color_groups``."""
-        n = len(self.particle_q)
-        adj: list[set[int]] = [set() for _ in range(n)]
-
-        def connect(vs: Sequence[int]) -> None:
-            for a in vs:
-                for b in vs:
-                    if a != b and a >= 0 and b >= 0:
-                        adj[a].add(b)
-
-        for t in self.tri_indices:
-            connect(t)
-        for s in self.spring_indices:
-            connect(s)
-        for e in self.edge_indices:
-            connect(e if include_bending else e[2:])
-        color = np.full(n, -1, dtype=np.int64)
-        order = sorted(range(n), key=lambda v: -len(adj[v]))
-        counts: list[int] = []
-        for v in order:
-            used = {color[u] for u in adj[v] if color[u] >= 0}
-            options = [c for c in range(len(counts)) if c not in used]
-            if options:
-                c = min(options, key=lambda c: counts[c]) if balance_colors else options[0]
-            else:
-                c = len(counts)
-                counts.append(0)
-            color[v] = c
-            counts[c] += 1
-        self.particle_color_groups = [np.flatnonzero(color == c).astype(np.int32) for c in range(len(counts))]
+        elements = [*self.tri_indices, *self.spring_indices,
+                    *(e if include_bending else e[2:] for e in self.edge_indices)]
+        self.particle_color_groups = color_graph(len(self.particle_q), elements, balance_colors)
 
     def _finalize_domain(self, model: Any, requires_grad: bool) -> None:
         t = len(self.tri_indices)

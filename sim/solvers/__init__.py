@@ -2,6 +2,7 @@
 
 from .semi_implicit import SolverSemiImplicit
 from .solver import SolverBase
+from .vbd import SolverVBD
 from .xpbd import SolverXPBD
 
-__all__ = ["SolverBase", "SolverSemiImplicit", "SolverXPBD"]
+__all__ = ["SolverBase", "SolverSemiImplicit", "SolverVBD", "SolverXPBD"]
