@@ -303,6 +303,9 @@ template <int N, typename T, typename Tl, typename... R> LW_FUNC void adj_tile_a
 
 // -- elementwise: one functor applied over the elements of its tile operands (scalars broadcast) ----
 
+template <typename X, bool IsTile> struct tile_sz { static constexpr int value = 0; };
+template <typename X> struct tile_sz<X, true> { static constexpr int value = X::size; };
+
 template <typename Rt, typename F> struct tile_apply_t {
     F f;
     template <typename... A> LW_FUNC Rt operator()(const A&... a) const {
@@ -313,17 +316,19 @@ template <typename Rt, typename F> struct tile_apply_t {
 };
 template <typename Rt, typename F> LW_FUNC tile_apply_t<Rt, F> tile_apply(F f) { return {f}; }
 
+// the element count of the first tile among types X... (0: none)
+template <typename... X> struct tile_first_size { static constexpr int value = 0; };
+template <typename X, typename... R> struct tile_first_size<X, R...> {
+    static constexpr int value = tile_sz<X, is_tile<X>::value>::value ? tile_sz<X, is_tile<X>::value>::value
+                                                                         : tile_first_size<R...>::value;
+};
+
 // the adjoint: f(inputs..., adj_inputs&..., adj_ret) per element; a scalar's adjoint sums over the tile
 template <typename F> struct tile_apply_adj_t {
     F f;
     template <typename... A> LW_FUNC void operator()(A&&... a) const {
-        constexpr int n = tile_size_of<A...>();
+        constexpr int n = tile_first_size<typename tile_bare<A>::type...>::value;
         for (int i = 0; i < n; ++i) f(tile_el(a, i)...);
-    }
-    template <typename... A> static constexpr int tile_size_of() {
-        int n = 0;
-        ((n = (n == 0 && is_tile<typename tile_bare<A>::type>::value) ? tile_bare<A>::type::size : n), ...);
-        return n;
     }
 };
 template <typename F> LW_FUNC tile_apply_adj_t<F> tile_apply_adj(F f) { return {f}; }
