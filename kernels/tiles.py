@@ -21,8 +21,8 @@ from typing import Any
 from . import builtins as B
 from . import ir
 from . import types as T
-from .errors import KernelTypeError, KernelValueError
-from .frontend import SUBSCRIPT_KINDS, Builder, PyObj, call_form
+from .errors import KernelIndexError, KernelTypeError, KernelValueError
+from .frontend import ASSIGN_HOOKS, STORE_KINDS, SUBSCRIPT_KINDS, Builder, Place, PyObj, call_form
 from .functions import Function
 from .ir import ArrayType, Const, Operand, ctype
 
@@ -371,17 +371,28 @@ def tile_view(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     a = _bind(bld, node, "tile_view", ("t", "offset", "shape"), 2)
     t = _tile_arg(bld, a["t"], "tile_view")
     src = t.type
+    if isinstance(a["offset"], ast.Tuple) and any(isinstance(e, ast.Slice) for e in a["offset"].elts):
+        if "shape" in a:
+            bld.error(node, KernelValueError, "wp.tile_view(): 'shape' cannot be given with slices in the offset")
+        return _slice_read(bld, node, t, a["offset"].elts)
     elts = a["offset"].elts if isinstance(a["offset"], ast.Tuple) else [a["offset"]]
     if len(elts) > src.ndim:
         bld.error(node, KernelTypeError, f"wp.tile_view(): {len(elts)} offsets for a tile of {src.ndim} dimensions")
+    for e, d in zip(elts, src.shape, strict=False):
+        v = bld.eval_static(e, "") if isinstance(e, ast.Constant) else None
+        if isinstance(v, float) or (isinstance(e, ast.Constant) and not isinstance(v, int)):
+            bld.error(e, KernelTypeError, f"wp.tile_view(): offsets are integers, got {v!r}")
+        if isinstance(v, int) and not 0 <= v < d:
+            bld.error(e, KernelValueError, f"wp.tile_view(): offset {v} is out of bounds for an axis of {d}")
     shape = _static_shape(bld, a["shape"], "tile_view") if "shape" in a else src.shape[len(elts):]
     if not shape:
         bld.error(node, KernelTypeError, "wp.tile_view(): the view would have no dimensions (use t[i, j])")
+    if len(shape) > src.ndim:
+        bld.error(node, KernelTypeError, f"wp.tile_view(): a view of shape {shape} of a tile of {src.ndim} dimensions")
     off = _ints(bld, a["offset"], len(elts), "tile_view")
     off += [Const(0, T.int32)] * (src.ndim - len(off))
-    r = TileType(src.dtype, shape)
-    return emit(bld, "tile_view", f"lw::tile_view<{r.cname}>", [t, *off], r,
-                adjoint=_adj(src.dtype, f"lw::adj_tile_view<{r.cname}>"))
+    steps = (0,) * (src.ndim - len(shape)) + (1,) * len(shape)
+    return _view(bld, t, off, steps, shape)
 
 
 @call_form("tile_assign")
@@ -389,10 +400,115 @@ def tile_assign(bld: Builder, node: ast.Call, obj: Any) -> None:
     a = _bind(bld, node, "tile_assign", ("dst", "src", "offset"), 2)
     dst = _tile_arg(bld, a["dst"], "tile_assign")
     src = _tile_arg(bld, a["src"], "tile_assign")
-    off = _ints(bld, a.get("offset"), dst.type.ndim, "tile_assign")
-    r = emit(bld, "tile_assign", "lw::tile_assign", [dst, src, *off], dst.type,
-             adjoint=_adj(dst.type.dtype, "lw::adj_tile_assign"))
-    bld.assign_to(a["dst"], r, node)
+    if src.type.ndim > dst.type.ndim:
+        bld.error(node, KernelTypeError, f"wp.tile_assign(): a tile of {src.type.ndim} dimensions into one of "
+                  f"{dst.type.ndim}")
+    if src.type.dtype != dst.type.dtype:
+        src = _cast_tile(bld, src, dst.type.dtype)
+    off = _ints(bld, a.get("offset"), dst.type.ndim, "tile_assign") if "offset" in a else \
+        [Const(0, T.int32)] * dst.type.ndim
+    steps = (0,) * (dst.type.ndim - src.type.ndim) + (1,) * src.type.ndim
+    write(bld, a["dst"], _slice_assign(bld, dst, src, off, steps), node)
+
+
+# -- aliasing: views write through to the tiles they view ----------------------------------------
+
+
+@dataclass(frozen=True)
+class _View:
+    """How a tile variable aliases another: it is the slice of `parent` at `offsets` with `steps`."""
+
+    parent: ir.Var
+    offsets: tuple[Operand, ...]
+    steps: tuple[int, ...]
+
+
+def _views(bld: Builder) -> dict[ir.Var, _View]:
+    """The builder's alias table: view variable -> what it views (in the order views were made)."""
+    if not hasattr(bld, "tile_views"):
+        bld.tile_views = {}
+        bld.tile_pending = {}
+    return bld.tile_views
+
+
+def _view(bld: Builder, t: Operand, off: list[Operand], steps: tuple[int, ...], shape: tuple[int, ...]) -> Operand:
+    """The slice of tile `t` at `off` with `steps` (0: the axis is dropped), remembered as a view of t."""
+    _views(bld)
+    r = TileType(t.type.dtype, tuple(shape))
+    s4 = ", ".join(str(x) for x in (*steps, 0, 0, 0, 0)[:4])
+    o4 = list(off) + [Const(0, T.int32)] * (4 - len(off))
+    v = emit(bld, "tile_view", f"lw::tile_slice<{r.cname}, {s4}>", [t, *o4], r,
+             adjoint=_adj(r.dtype, f"lw::adj_tile_slice<{r.cname}, {s4}>"))
+    if isinstance(t, ir.Var):
+        bld.tile_pending[v] = _View(t, tuple(o4), tuple(steps))
+    return v
+
+
+def _slice_assign(bld: Builder, t: Operand, v: Operand, off: list[Operand], steps: tuple[int, ...]) -> Operand:
+    """Tile `t` with its slice at `off`/`steps` replaced by tile `v`."""
+    s4 = ", ".join(str(x) for x in (*steps, 0, 0, 0, 0)[:4])
+    o4 = list(off) + [Const(0, T.int32)] * (4 - len(off))
+    return emit(bld, "tile_assign", f"lw::tile_slice_assign<{s4}>", [t, v, *o4], t.type,
+                adjoint=_adj(t.type.dtype, f"lw::adj_tile_slice_assign<{s4}>"))
+
+
+def _cast_tile(bld: Builder, t: Operand, dtype: Any) -> Operand:
+    r = TileType(dtype, t.type.shape)
+    adj = f"lw::adj_tile_astype<{r.cname}>" if r.differentiable and t.type.differentiable else None
+    return emit(bld, "tile_astype", f"lw::tile_astype<{r.cname}>", [t], r, adjoint=adj)
+
+
+def _assigned(bld: Builder, var: ir.Var, value: Any, in_place: bool) -> None:
+    """After `var = value`: var views what value views (a view, or another tile variable: the same
+    storage); a new value cuts var's old links (views of var keep what they saw)."""
+    views = _views(bld)
+    if in_place:  # `t += x` updates the storage t shares
+        _propagate(bld, var)
+        return
+    views.pop(var, None)
+    for c in [c for c, v in views.items() if v.parent is var]:
+        del views[c]
+    found = bld.tile_pending.get(value)
+    if found is not None:
+        views[var] = found
+    elif isinstance(value, ir.Var) and value is not var and not value.name.startswith("t"):
+        views[var] = _View(value, (Const(0, T.int32),) * 4, (1,) * var.type.ndim)
+
+
+def write(bld: Builder, target: ast.expr, value: Operand, node: ast.AST) -> None:
+    """The tile variable `target` takes `value` in place: the tiles it views and the views of them see it."""
+    if not isinstance(target, ast.Name) or bld.scope.vars.get(target.id) is None:
+        bld.error(target, KernelTypeError, "a tile written in place must be a variable")
+    var = bld.scope.vars[target.id]
+    if value.type != var.type:
+        bld.error(node, KernelTypeError, f"cannot write a {value.type} into '{target.id}', a {var.type}")
+    bld.emit(ir.Assign(var, ir.Copy(value), line=bld.cur_line))
+    _propagate(bld, var)
+
+
+def _propagate(bld: Builder, var: ir.Var) -> None:
+    views = _views(bld)
+    path = [var]
+    while path[-1] in views:  # up: each view writes into what it views
+        v = views[path[-1]]
+        new = _slice_assign(bld, v.parent, path[-1], list(v.offsets), v.steps)
+        bld.emit(ir.Assign(v.parent, ir.Copy(new), line=bld.cur_line))
+        path.append(v.parent)
+    root = path[-1]
+
+    def rooted(c: ir.Var) -> bool:
+        seen = set()
+        while c in views and c not in seen:
+            seen.add(c)
+            c = views[c].parent
+        return c is root
+
+    for c, v in list(views.items()):  # down: the other views of the same storage read it again
+        if c not in path and rooted(c):
+            s4 = ", ".join(str(x) for x in (*v.steps, 0, 0, 0, 0)[:4])
+            new = emit(bld, "tile_view", f"lw::tile_slice<{c.type.cname}, {s4}>", [v.parent, *v.offsets], c.type,
+                       adjoint=_adj(c.type.dtype, f"lw::adj_tile_slice<{c.type.cname}, {s4}>"))
+            bld.emit(ir.Assign(c, ir.Copy(new), line=bld.cur_line))
 
 
 @call_form("tile_transpose")
@@ -483,21 +599,112 @@ def extract(bld: Builder, node: ast.AST, t: Operand, index_nodes: list[ast.expr]
                 adjoint=_adj(t.type.dtype, "lw::adj_tile_extract"))
 
 
+def _index_parts(bld: Builder, node: ast.Subscript, t: TileType, elts: list[ast.expr]
+                 ) -> tuple[list[Operand], tuple[int, ...], tuple[int, ...]]:
+    """A subscript of a tile as a slice: per-axis starts, steps (0: an index that drops the axis) and the
+    resulting shape (NumPy's rules; constant slice bounds, runtime indices)."""
+    if len(elts) > t.ndim:
+        bld.error(node, KernelIndexError, f"{len(elts)} indices for a tile of {t.ndim} dimensions")
+    off: list[Operand] = []
+    steps: list[int] = []
+    shape: list[int] = []
+    for d, n in enumerate(t.shape):
+        e = elts[d] if d < len(elts) else ast.Slice()
+        if isinstance(e, ast.Slice):
+            bounds = [None if x is None else bld.eval_static(x, "a tile slice bound") for x in (e.lower, e.upper,
+                                                                                            e.step)]
+            if any(b is not None and (not isinstance(b, int) or isinstance(b, bool)) for b in bounds):
+                bld.error(e, KernelIndexError, "tile slice bounds must be compile-time integers")
+            if bounds[2] == 0:
+                bld.error(e, KernelIndexError, "a tile slice step cannot be zero")
+            start, stop, step = slice(*bounds).indices(n)
+            count = len(range(start, stop, step))
+            if count == 0:
+                bld.error(node, KernelIndexError, f"this tile slice is empty along axis {d}")
+            off.append(Const(start, T.int32))
+            steps.append(step)
+            shape.append(count)
+            continue
+        if isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool) and not \
+                -n <= e.value < n:
+            bld.error(e, KernelIndexError, f"tile index {e.value} is out of bounds for an axis of {n}")
+        v = bld.value(e)
+        if not T.is_int(v.type):
+            bld.error(e, KernelTypeError, f"tile indices are integers, got {T.type_name(v.type)}")
+        off.append(_ints(bld, e, 1, "tile_view", "index")[0])
+        steps.append(0)
+    return off, tuple(steps), tuple(shape)
+
+
+def _slice_read(bld: Builder, node: ast.AST, base: Operand, elts: list[ast.expr]) -> Operand:
+    off, steps, shape = _index_parts(bld, node, base.type, elts)
+    if not shape:
+        bld.error(node, KernelValueError, "this tile slice is a single element; use t[i, j] or wp.tile_extract()")
+    return _view(bld, base, off, steps, shape)
+
+
 def _subscript(bld: Builder, node: ast.Subscript, base: Operand) -> Operand:
     sl = node.slice
     elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
-    if any(isinstance(e, ast.Slice) for e in elts):
-        bld.error(node, KernelTypeError, "tile slices are not supported; use wp.tile_view(t, offset, shape)")
-    if len(elts) < base.type.ndim:  # t[i]: the sub-tile of the remaining dimensions
-        off = _ints(bld, sl, len(elts), "tile_view", "index")
-        off += [Const(0, T.int32)] * (base.type.ndim - len(off))
-        r = TileType(base.type.dtype, base.type.shape[len(elts):])
-        return emit(bld, "tile_view", f"lw::tile_view<{r.cname}>", [base, *off], r,
-                    adjoint=_adj(r.dtype, f"lw::adj_tile_view<{r.cname}>"))
-    return extract(bld, node, base, elts)
+    if len(elts) == base.type.ndim and not any(isinstance(e, ast.Slice) for e in elts):
+        return extract(bld, node, base, elts)
+    return _slice_read(bld, node, base, elts)
+
+
+def _store(bld: Builder, target: ast.Subscript, value: Operand, op: str | None, node: ast.AST) -> None:
+    """`t[...] = value` (op None) or `t[...] op= value` on a tile variable: the tile takes the new element,
+    row or slice in place (and what it views, and its other views, see it)."""
+    chain: list[ast.Subscript] = []
+    root: ast.expr = target
+    while isinstance(root, ast.Subscript):
+        chain.insert(0, root)
+        root = root.value
+    t = bld.value(root)
+    first = chain[0]
+    elts = first.slice.elts if isinstance(first.slice, ast.Tuple) else [first.slice]
+    whole_element = len(elts) == t.type.ndim and not any(isinstance(e, ast.Slice) for e in elts)
+    if not whole_element:
+        if op is not None:
+            bld.error(node, KernelTypeError, "Compound assignment to a tile view is not supported; assign the "
+                      "result of an expression instead (t[0:4, :] = t[0:4, :] + v)")
+        if len(chain) > 1:
+            bld.error(node, KernelTypeError, "assign to a tile slice in one subscript (t[i, j] or t[a:b, :])")
+        off, steps, shape = _index_parts(bld, first, t.type, elts)
+        if not is_tile(value.type):
+            bld.error(node, KernelTypeError, f"assigning to a tile slice requires a tile of matching shape {shape}, "
+                      f"got {T.type_name(value.type)}")
+        if value.type.shape != shape:
+            bld.error(node, KernelValueError, f"tile slice assignment: shape mismatch, the slice has shape {shape}, "
+                      f"the value {value.type.shape}")
+        if value.type.dtype != t.type.dtype:
+            value = _cast_tile(bld, value, t.type.dtype)
+        write(bld, root, _slice_assign(bld, t, value, off, steps), node)
+        return
+    idx = [_ints(bld, e, 1, "tile_view", "index")[0] for e in elts]
+    idx += [Const(0, T.int32)] * (4 - len(idx))
+    elem = t.type.dtype
+    if len(chain) > 1 or op is not None:  # a part of the element, or an update: through a copy of the element
+        cur = bld.materialize(extract(bld, first, t, elts))
+        ev = bld.temp(elem)
+        bld.emit(ir.Assign(ev, ir.Copy(cur), line=bld.cur_line))
+        if len(chain) > 1:
+            p = Place(ev, None, 0, (), elem)
+            for sub in chain[1:]:
+                p = bld.index_place(p, sub)
+            new = value if op is None else bld.binop(op, bld.place_value(p), value, node)
+            bld.store(p, new, node)
+        else:
+            bld.emit(ir.Assign(ev, ir.Copy(bld.convert(bld.binop(op, ev, value, node), elem, node)),
+                               line=bld.cur_line))
+        value = ev
+    value = _cast(bld, bld.materialize(value), elem, node, "a tile element")
+    write(bld, root, emit(bld, "tile_set", f"lw::tile_set<{t.type.cname}>", [t, value, *idx], t.type,
+                          adjoint=_adj(elem, f"lw::adj_tile_set<{t.type.cname}>")), node)
 
 
 SUBSCRIPT_KINDS[TileType] = _subscript
+STORE_KINDS[TileType] = _store
+ASSIGN_HOOKS[TileType] = _assigned
 
 
 # -- maps and reductions ----------------------------------------------------------------------------

@@ -811,3 +811,98 @@ LW_TILE_BINARY(div)
     }
 LW_TILE_UNARY(neg)
 LW_TILE_UNARY(pos)
+
+// -- slices: the sub-tile Rt of Tl at per-axis starts o[d] with steps S_d (S_d == 0: axis d is fixed at
+// o[d], a negative o[d] counting from its end, and dropped from the result); elements outside Tl read as
+// zero and are not written. Views, `t[i]`, `t[a:b, ::2]` and their assignments all go through here.
+
+template <typename Rt, typename Tl, int S0, int S1, int S2, int S3> LW_FUNC bool tile_slice_src(const int* o, int i,
+                                                                                                 int& src) {
+    const int st[4] = {S0, S1, S2, S3};
+    int c[4];
+    tile_coords_ranked<Rt>(i, c);
+    int k = 0;
+    bool in = true;
+    src = 0;
+    for (int d = 0; d < Tl::rank; ++d) {
+        int x = o[d];
+        if (st[d] != 0) {
+            x += st[d] * c[k++];
+        } else if (x < 0) {
+            x += tile_dim<Tl>(d);
+        }
+        if (x < 0 || x >= tile_dim<Tl>(d)) in = false;
+        src = src * tile_dim<Tl>(d) + x;
+    }
+    return in;
+}
+template <typename Rt, int S0, int S1, int S2, int S3, typename Tl>
+LW_FUNC Rt tile_slice(const Tl& t, int32_t o0, int32_t o1, int32_t o2, int32_t o3) {
+    const int o[4] = {o0, o1, o2, o3};
+    Rt r;
+    for (int i = 0; i < Rt::size; ++i) {
+        int src;
+        r.c[i] = tile_slice_src<Rt, Tl, S0, S1, S2, S3>(o, i, src) ? t.c[src] : typename Rt::value_type{};
+    }
+    return r;
+}
+template <typename Rt, int S0, int S1, int S2, int S3, typename Tl>
+LW_FUNC void adj_tile_slice(const Tl& t, int32_t o0, int32_t o1, int32_t o2, int32_t o3, Tl& adj_t, int32_t&,
+                            int32_t&, int32_t&, int32_t&, const Rt& adj) {
+    const int o[4] = {o0, o1, o2, o3};
+    for (int i = 0; i < Rt::size; ++i) {
+        int src;
+        if (tile_slice_src<Rt, Tl, S0, S1, S2, S3>(o, i, src)) acc(adj_t.c[src], adj.c[i]);
+    }
+}
+// t with the slice replaced by v (the write of a view back into the tile it views)
+template <int S0, int S1, int S2, int S3, typename Tl, typename Rt>
+LW_FUNC Tl tile_slice_assign(const Tl& t, const Rt& v, int32_t o0, int32_t o1, int32_t o2, int32_t o3) {
+    const int o[4] = {o0, o1, o2, o3};
+    Tl r = t;
+    for (int i = 0; i < Rt::size; ++i) {
+        int at;
+        if (tile_slice_src<Rt, Tl, S0, S1, S2, S3>(o, i, at)) r.c[at] = v.c[i];
+    }
+    return r;
+}
+template <int S0, int S1, int S2, int S3, typename Tl, typename Rt>
+LW_FUNC void adj_tile_slice_assign(const Tl& t, const Rt& v, int32_t o0, int32_t o1, int32_t o2, int32_t o3,
+                                   Tl& adj_t, Rt& adj_v, int32_t&, int32_t&, int32_t&, int32_t&, const Tl& adj) {
+    const int o[4] = {o0, o1, o2, o3};
+    bool covered[Tl::size > 0 ? Tl::size : 1] = {};
+    for (int i = 0; i < Rt::size; ++i) {
+        int at;
+        if (tile_slice_src<Rt, Tl, S0, S1, S2, S3>(o, i, at) && !covered[at]) {
+            acc(adj_v.c[i], adj.c[at]);
+            covered[at] = true;
+        }
+    }
+    for (int i = 0; i < Tl::size; ++i)
+        if (!covered[i]) acc(adj_t.c[i], adj.c[i]);
+}
+// t[i, j, ...] = v: t with one element replaced (negative indices count from the end)
+template <typename Tl> LW_FUNC int tile_index(int32_t i0, int32_t i1, int32_t i2, int32_t i3) {
+    const int x[4] = {i0, i1, i2, i3};
+    int f = 0;
+    for (int d = 0; d < Tl::rank; ++d) {
+        int v = x[d] < 0 ? x[d] + tile_dim<Tl>(d) : x[d];
+        v = v < 0 ? 0 : v >= tile_dim<Tl>(d) ? tile_dim<Tl>(d) - 1 : v;
+        f = f * tile_dim<Tl>(d) + v;
+    }
+    return f;
+}
+template <typename Tl> LW_FUNC Tl tile_set(const Tl& t, typename Tl::value_type v, int32_t i0, int32_t i1, int32_t i2,
+                                           int32_t i3) {
+    Tl r = t;
+    r.c[tile_index<Tl>(i0, i1, i2, i3)] = v;
+    return r;
+}
+template <typename Tl> LW_FUNC void adj_tile_set(const Tl& t, typename Tl::value_type v, int32_t i0, int32_t i1,
+                                                 int32_t i2, int32_t i3, Tl& adj_t, typename Tl::value_type& adj_v,
+                                                 int32_t&, int32_t&, int32_t&, int32_t&, const Tl& adj) {
+    const int at = tile_index<Tl>(i0, i1, i2, i3);
+    for (int i = 0; i < Tl::size; ++i)
+        if (i != at) acc(adj_t.c[i], adj.c[i]);
+    acc(adj_v, adj.c[at]);
+}
