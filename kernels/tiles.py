@@ -869,6 +869,114 @@ def tile_matmul(bld: Builder, node: ast.Call, obj: Any) -> Operand | None:
     return None
 
 
+# -- dot, axpy, diagonal add, factorizations, sort ---------------------------------------------------
+
+
+@call_form("tile_dot")
+def tile_dot(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_dot", ("a", "b"), 2)
+    x, y = _tile_arg(bld, a["a"], "tile_dot"), _tile_arg(bld, a["b"], "tile_dot")
+    if x.type != y.type or not (T.is_scalar(x.type.dtype) or T.is_vector(x.type.dtype) or T.is_matrix(x.type.dtype)):
+        bld.error(node, KernelTypeError, f"wp.tile_dot() takes two tiles of one shape and dtype (scalars, vectors or "
+                  f"matrices), got {x.type} and {y.type}")
+    st = T.elem_scalar(x.type.dtype)
+    r = TileType(st, (1,))
+    return emit(bld, "tile_dot", f"lw::tile_dot<{x.type.cname}, {ctype(st)}>", [x, y], r,
+                adjoint=_adj(st, f"lw::adj_tile_dot<{x.type.cname}, {ctype(st)}>"))
+
+
+@call_form("tile_axpy")
+def tile_axpy(bld: Builder, node: ast.Call, obj: Any) -> None:
+    a = _bind(bld, node, "tile_axpy", ("alpha", "src", "dest"), 3)
+    src, dest = _tile_arg(bld, a["src"], "tile_axpy"), _tile_arg(bld, a["dest"], "tile_axpy")
+    if src.type != dest.type:
+        bld.error(node, KernelTypeError, f"wp.tile_axpy(): src and dest differ: {src.type} and {dest.type}")
+    alpha = _cast(bld, bld.value(a["alpha"]), T.elem_scalar(dest.type.dtype), a["alpha"], "wp.tile_axpy() alpha")
+    write(bld, a["dest"], emit(bld, "tile_axpy", "lw::tile_axpy", [alpha, src, dest], dest.type,
+                               adjoint=_adj(dest.type.dtype, "lw::adj_tile_axpy")), node)
+
+
+@call_form("tile_diag_add")
+def tile_diag_add(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_diag_add", ("a", "d"), 2)
+    m, d = _tile_arg(bld, a["a"], "tile_diag_add"), _tile_arg(bld, a["d"], "tile_diag_add")
+    n = m.type.shape[0]
+    if m.type.ndim != 2 or m.type.shape[1] != n or d.type.shape != (n,) or d.type.dtype != m.type.dtype:
+        bld.error(node, KernelTypeError, f"wp.tile_diag_add() takes a square tile and a 1-D tile of its diagonal, got "
+                  f"{m.type} and {d.type}")
+    return emit(bld, "tile_diag_add", "lw::tile_diag_add", [m, d], m.type,
+                adjoint=_adj(m.type.dtype, "lw::adj_tile_diag_add"))
+
+
+def _square_float(bld: Builder, node: ast.AST, name: str, m: Operand) -> int:
+    t = m.type
+    if t.ndim != 2 or t.shape[0] != t.shape[1] or t.dtype not in (T.float32, T.float64):
+        bld.error(node, KernelTypeError, f"wp.{name}() takes a square tile of float32 or float64, got {t}")
+    return t.shape[0]
+
+
+def _rhs(bld: Builder, node: ast.AST, name: str, m: Operand, y: Operand) -> None:
+    n = m.type.shape[0]
+    if y.type.dtype != m.type.dtype or y.type.ndim not in (1, 2) or y.type.shape[0] != n:
+        bld.error(node, KernelTypeError, f"wp.{name}(): the right-hand side must be a tile of shape ({n},) or ({n}, K) "
+                  f"of {T.type_name(m.type.dtype)}, got {y.type}")
+
+
+def _fill_mode(bld: Builder, a: dict, name: str) -> bool:
+    mode = _static_str(bld, a.get("fill_mode"), name, "lower")
+    if mode not in ("lower", "upper"):
+        bld.error(a["fill_mode"], KernelValueError, f"wp.{name}(): fill_mode is 'lower' or 'upper', got {mode!r}")
+    return mode == "lower"
+
+
+@call_form("tile_cholesky")
+def tile_cholesky(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_cholesky", ("A", "fill_mode"), 1)
+    m = _tile_arg(bld, a["A"], "tile_cholesky")
+    _square_float(bld, node, "tile_cholesky", m)
+    low = str(_fill_mode(bld, a, "tile_cholesky")).lower()
+    return emit(bld, "tile_cholesky", f"lw::tile_cholesky<{low}>", [m], m.type,
+                adjoint=f"lw::adj_tile_cholesky<{low}>")
+
+
+@call_form("tile_cholesky_solve")
+def tile_cholesky_solve(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_cholesky_solve", ("L", "y", "fill_mode"), 2)
+    m, y = _tile_arg(bld, a["L"], "tile_cholesky_solve"), _tile_arg(bld, a["y"], "tile_cholesky_solve")
+    _square_float(bld, node, "tile_cholesky_solve", m)
+    _rhs(bld, node, "tile_cholesky_solve", m, y)
+    low = str(_fill_mode(bld, a, "tile_cholesky_solve")).lower()
+    return emit(bld, "tile_cholesky_solve", f"lw::tile_cholesky_solve<{low}>", [m, y], y.type,
+                adjoint=f"lw::adj_tile_cholesky_solve<{low}>")
+
+
+@call_form("tile_lower_solve", "tile_upper_solve")
+def tile_tri_solve(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    name = obj.name
+    lower = name == "tile_lower_solve"
+    a = _bind(bld, node, name, ("L", "y") if lower else ("U", "z"), 2)
+    m, y = (_tile_arg(bld, n, name) for n in a.values())
+    _square_float(bld, node, name, m)
+    _rhs(bld, node, name, m, y)
+    low = str(lower).lower()
+    return emit(bld, name, f"lw::tile_tri_solve<{low}>", [m, y], y.type, adjoint=f"lw::adj_tile_tri_solve<{low}>")
+
+
+@call_form("tile_sort")
+def tile_sort(bld: Builder, node: ast.Call, obj: Any) -> None:
+    a = _bind(bld, node, "tile_sort", ("keys", "values"), 2)
+    k, v = _tile_arg(bld, a["keys"], "tile_sort"), _tile_arg(bld, a["values"], "tile_sort")
+    if k.type.dtype not in (T.float32, T.int32, T.uint32, T.int64, T.uint64):
+        bld.error(node, KernelTypeError, f"wp.tile_sort(): keys are float32, int32, uint32, int64 or uint64, got "
+                  f"{T.type_name(k.type.dtype)}")
+    if k.type.shape != v.type.shape:
+        bld.error(node, KernelValueError, f"wp.tile_sort(): keys {k.type.shape} and values {v.type.shape} differ")
+    nk = emit(bld, "tile_sort", "lw::tile_sorted_keys", [k, v], k.type)
+    nv = emit(bld, "tile_sort", "lw::tile_sorted_values", [k, v], v.type)
+    write(bld, a["keys"], nk, node)
+    write(bld, a["values"], nv, node)
+
+
 BUILTIN_DOCS = {
     "tile_zeros": "tile_zeros(shape, dtype=float, storage='register'): a tile of zeros",
     "tile_ones": "tile_ones(shape, dtype=float, storage='register'): a tile of ones",
@@ -883,7 +991,7 @@ BUILTIN_DOCS = {
                   "(elements outside the array are skipped)",
     "tile_atomic_add": "tile_atomic_add(a, t, offset=0): atomically add a tile into an array region; returns "
                        "the previous values",
-    "tile_view": "tile_view(t, offset, shape=None): the sub-tile of t at offset (a copy on the CPU)",
+    "tile_view": "tile_view(t, offset, shape=None): the sub-tile of t at offset; writes to either are seen by both",
     "tile_assign": "tile_assign(dst, src, offset): write tile src into dst at offset",
     "tile_transpose": "tile_transpose(a): the transpose of a 2-D tile",
     "tile_broadcast": "tile_broadcast(a, shape): a tile broadcast to shape (NumPy's rules)",
@@ -904,6 +1012,14 @@ BUILTIN_DOCS = {
     "tile_scan_min_inclusive": "tile_scan_min_inclusive(a): the running minimum of a tile",
     "tile_matmul": "tile_matmul(a, b[, alpha]) -> a b; tile_matmul(a, b, out, alpha=1, beta=1): "
                    "out = alpha a b + beta out",
+    "tile_dot": "tile_dot(a, b): the sum of the products (dot / Frobenius products) of the elements, shape (1,)",
+    "tile_axpy": "tile_axpy(alpha, src, dest): dest += alpha * src, in place",
+    "tile_diag_add": "tile_diag_add(a, d): square tile a with 1-D tile d added to its diagonal",
+    "tile_cholesky": "tile_cholesky(A, fill_mode='lower'): the Cholesky factor L (L L^T = A) or U (U^T U = A)",
+    "tile_cholesky_solve": "tile_cholesky_solve(L, y, fill_mode='lower'): x with A x = y, from A's Cholesky factor",
+    "tile_lower_solve": "tile_lower_solve(L, y): z with L z = y, L lower triangular",
+    "tile_upper_solve": "tile_upper_solve(U, z): x with U x = z, U upper triangular",
+    "tile_sort": "tile_sort(keys, values): sorts keys ascending in place, values permuted with them",
 }
 
 
