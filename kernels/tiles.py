@@ -107,8 +107,12 @@ for _op in ("mul", "div"):
     for _p, _r in _ELEMS:
         B.add(_op, (TileOf(_p), _S), _tile_ret(_r), group="Tile Primitives", doc="")
         B.add(_op, (_S, TileOf(_p)), _tile_ret(_r), group="Tile Primitives", doc="")
-B.add("mul", (TileOf(_V), TileOf(_S)), _tile_ret(B.vec_ret), group="Tile Primitives", doc="")
-B.add("mul", (TileOf(_S), TileOf(_V)), _tile_ret(B.vec_ret), group="Tile Primitives", doc="")
+for _op in ("mul", "div"):  # a tile of scalars with a vector or matrix (or tiles of them): tiles of vectors/matrices
+    for _p, _r in _ELEMS[1:]:
+        B.add(_op, (TileOf(_S), _p), _tile_ret(_r), group="Tile Primitives", doc="")
+        B.add(_op, (_p, TileOf(_S)), _tile_ret(_r), group="Tile Primitives", doc="")
+        B.add(_op, (TileOf(_p), TileOf(_S)), _tile_ret(_r), group="Tile Primitives", doc="")
+        B.add(_op, (TileOf(_S), TileOf(_p)), _tile_ret(_r), group="Tile Primitives", doc="")
 for _op in ("neg", "pos"):
     for _p, _r in _ELEMS:
         B.add(_op, (TileOf(_p),), _tile_ret(_r), group="Tile Primitives", doc="")
@@ -371,7 +375,7 @@ def tile_view(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     a = _bind(bld, node, "tile_view", ("t", "offset", "shape"), 2)
     t = _tile_arg(bld, a["t"], "tile_view")
     src = t.type
-    if isinstance(a["offset"], ast.Tuple) and any(isinstance(e, ast.Slice) for e in a["offset"].elts):
+    if isinstance(a["offset"], ast.Tuple) and any(isinstance(_as_slice(e), ast.Slice) for e in a["offset"].elts):
         if "shape" in a:
             bld.error(node, KernelValueError, "wp.tile_view(): 'shape' cannot be given with slices in the offset")
         return _slice_read(bld, node, t, a["offset"].elts)
@@ -379,9 +383,11 @@ def tile_view(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     if len(elts) > src.ndim:
         bld.error(node, KernelTypeError, f"wp.tile_view(): {len(elts)} offsets for a tile of {src.ndim} dimensions")
     for e, d in zip(elts, src.shape, strict=False):
-        v = bld.eval_static(e, "") if isinstance(e, ast.Constant) else None
-        if isinstance(v, float) or (isinstance(e, ast.Constant) and not isinstance(v, int)):
-            bld.error(e, KernelTypeError, f"wp.tile_view(): offsets are integers, got {v!r}")
+        c = bld.value(e)
+        if not T.is_int(c.type):
+            bld.error(e, KernelTypeError, f"wp.tile_view(): offset entries must be integers or slices, got "
+                      f"{T.type_name(c.type)}")
+        v = c.value if isinstance(c, Const) else None
         if isinstance(v, int) and not 0 <= v < d:
             bld.error(e, KernelValueError, f"wp.tile_view(): offset {v} is out of bounds for an axis of {d}")
     shape = _static_shape(bld, a["shape"], "tile_view") if "shape" in a else src.shape[len(elts):]
@@ -599,6 +605,23 @@ def extract(bld: Builder, node: ast.AST, t: Operand, index_nodes: list[ast.expr]
                 adjoint=_adj(t.type.dtype, "lw::adj_tile_extract"))
 
 
+def _as_slice(e: ast.expr) -> ast.expr:
+    """`slice(a, b, c)` written as a call, as the slice `a:b:c`."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "slice" and not e.keywords and \
+            1 <= len(e.args) <= 3:
+        args = [None if isinstance(x, ast.Constant) and x.value is None else x for x in e.args]
+        lower, upper, step = (None, args[0], None) if len(args) == 1 else (*args, None)[:3]
+        return ast.Slice(lower=lower, upper=upper, step=step)
+    return e
+
+
+def _static_bound(bld: Builder, x: ast.expr) -> Any:
+    v = bld.value(x)
+    if not isinstance(v, Const):
+        bld.error(x, KernelIndexError, "tile slice bounds must be compile-time constant integers")
+    return v.value
+
+
 def _index_parts(bld: Builder, node: ast.Subscript, t: TileType, elts: list[ast.expr]
                  ) -> tuple[list[Operand], tuple[int, ...], tuple[int, ...]]:
     """A subscript of a tile as a slice: per-axis starts, steps (0: an index that drops the axis) and the
@@ -609,18 +632,17 @@ def _index_parts(bld: Builder, node: ast.Subscript, t: TileType, elts: list[ast.
     steps: list[int] = []
     shape: list[int] = []
     for d, n in enumerate(t.shape):
-        e = elts[d] if d < len(elts) else ast.Slice()
+        e = _as_slice(elts[d]) if d < len(elts) else ast.Slice()
         if isinstance(e, ast.Slice):
-            bounds = [None if x is None else bld.eval_static(x, "a tile slice bound") for x in (e.lower, e.upper,
-                                                                                            e.step)]
+            bounds = [None if x is None else _static_bound(bld, x) for x in (e.lower, e.upper, e.step)]
             if any(b is not None and (not isinstance(b, int) or isinstance(b, bool)) for b in bounds):
-                bld.error(e, KernelIndexError, "tile slice bounds must be compile-time integers")
+                bld.error(e, KernelIndexError, "tile slice bounds must be compile-time constant integers")
             if bounds[2] == 0:
                 bld.error(e, KernelIndexError, "a tile slice step cannot be zero")
             start, stop, step = slice(*bounds).indices(n)
             count = len(range(start, stop, step))
             if count == 0:
-                bld.error(node, KernelIndexError, f"this tile slice is empty along axis {d}")
+                bld.error(node, KernelIndexError, f"this tile slice would make an empty tile (a zero-length axis {d})")
             off.append(Const(start, T.int32))
             steps.append(step)
             shape.append(count)
@@ -630,7 +652,7 @@ def _index_parts(bld: Builder, node: ast.Subscript, t: TileType, elts: list[ast.
             bld.error(e, KernelIndexError, f"tile index {e.value} is out of bounds for an axis of {n}")
         v = bld.value(e)
         if not T.is_int(v.type):
-            bld.error(e, KernelTypeError, f"tile indices are integers, got {T.type_name(v.type)}")
+            bld.error(e, KernelTypeError, f"tile indices must be integers or slices, got {T.type_name(v.type)}")
         off.append(_ints(bld, e, 1, "tile_view", "index")[0])
         steps.append(0)
     return off, tuple(steps), tuple(shape)
@@ -669,6 +691,9 @@ def _store(bld: Builder, target: ast.Subscript, value: Operand, op: str | None, 
                       "result of an expression instead (t[0:4, :] = t[0:4, :] + v)")
         if len(chain) > 1:
             bld.error(node, KernelTypeError, "assign to a tile slice in one subscript (t[i, j] or t[a:b, :])")
+        if not is_tile(value.type) and not any(isinstance(e, ast.Slice) for e in elts):
+            bld.error(node, KernelTypeError, "assigning to a tile row requires a tile of matching shape; use "
+                      "t[i, j] = v for one element")
         off, steps, shape = _index_parts(bld, first, t.type, elts)
         if not is_tile(value.type):
             bld.error(node, KernelTypeError, f"assigning to a tile slice requires a tile of matching shape {shape}, "
