@@ -5,7 +5,8 @@
 Scenes: a 64x64 cloth over a sphere (SolverSemiImplicit, contacts found every 8 steps) and a
 512-particle granular pile on the ground (particle-particle contacts through the HashGrid). Newton
 runs in its own interpreter (a venv with ``newton==1.8.0``; by default /tmp/newtonvenv); without one
-its column says so.
+its column says so. Last, loomwork's backward pass of a 100-step 32x32 cloth rollout (``wp.Tape``)
+against its forward pass (target: at most 4x).
 """
 
 from __future__ import annotations
@@ -17,6 +18,15 @@ import subprocess
 import sys
 import textwrap
 import time
+
+import loomwork as wp
+import loomwork.sim as newton
+
+
+@wp.kernel
+def _height_sum(q: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, q[wp.tid()][2])
+
 
 # One script, run by both frameworks: `newton`/`wp` are loomwork's or Newton's.
 SCENES = textwrap.dedent('''
@@ -86,28 +96,67 @@ def measure(python: str, which: str, steps: int) -> dict | str:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Print steps/s of loomwork and Newton 1.8 for each scene, and their ratio."""
+def backward_ratio(steps: int = 100, rounds: int = 3) -> tuple[float, float]:
+    """Best forward and backward seconds of a differentiable ``steps``-step 32x32 cloth rollout."""
+    b = newton.ModelBuilder()
+    b.add_cloth_grid(pos=(-1.0, -1.0, 2.0), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=32, dim_y=32,
+                     cell_x=2.0 / 32, cell_y=2.0 / 32, mass=0.01, tri_ke=1.0e3, tri_ka=1.0e3, tri_kd=1.0e-1,
+                     edge_ke=1.0e-2, particle_radius=0.01)
+    b.add_shape_sphere(-1, xform=wp.transform((0.0, 0.0, 1.0), wp.quat_identity()), radius=0.5)
+    b.add_ground_plane()
+    m = b.finalize(requires_grad=True)
+    solver = newton.solvers.SolverSemiImplicit(m)
+    pipe = newton.CollisionPipeline(m, soft_contact_gap=1.0)
+    contacts = pipe.contacts()
+    states = [m.state() for _ in range(steps + 1)]
+    pipe.collide(states[0], contacts)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    best_f = best_b = float("inf")
+    for _ in range(rounds + 1):  # the first round compiles
+        tape = wp.Tape()
+        t0 = time.perf_counter()
+        with tape:
+            for t in range(steps):
+                states[t].clear_forces()
+                solver.step(states[t], states[t + 1], None, contacts, 1.0 / 60 / 32)
+            wp.launch(_height_sum, dim=m.particle_count, inputs=[states[-1].particle_q, loss])
+        t1 = time.perf_counter()
+        tape.backward(loss)
+        t2 = time.perf_counter()
+        best_f, best_b = min(best_f, t1 - t0), min(best_b, t2 - t1)
+        tape.zero()
+        loss.zero_()
+    return best_f, best_b
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Print steps/s of loomwork and Newton 1.8 for each scene, their ratio and the rollout's backward/forward;
+    return the figures."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--newton-python", default=os.environ.get("LOOMWORK_NEWTON_PYTHON", "/tmp/newtonvenv/bin/python"))
-    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--steps", type=int, default=200, help="steps per timed round of each scene")
+    p.add_argument("--rollout", type=int, default=100, help="steps of the differentiated cloth rollout")
+    p.add_argument("--rounds", type=int, default=3, help="timed rounds of the rollout")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     ours = measure(sys.executable, "loomwork", a.steps)
     theirs = measure(a.newton_python, "newton", a.steps) if os.path.exists(a.newton_python) else \
         f"no Newton interpreter at {a.newton_python} (pip install newton==1.8.0 in a venv, pass --newton-python)"
     if isinstance(ours, str):
-        print(f"loomwork {ours}")
-        return 1
+        raise RuntimeError(f"loomwork {ours}")
     print(f"{'scene':<14}{'loomwork steps/s':>18}{'Newton 1.8 CPU':>16}{'ratio':>8}")
     for scene, v in ours.items():
         n = theirs.get(scene) if isinstance(theirs, dict) else None
         print(f"{scene:<14}{v:>18.0f}{(f'{n:.0f}' if n else '-'):>16}{(f'{v / n:.1f}x' if n else '-'):>8}")
     if isinstance(theirs, str):
         print(f"Newton: {theirs}")
+    fwd, bwd = backward_ratio(a.rollout, a.rounds)
+    print(f"cloth 32x32, {a.rollout}-step rollout: forward {fwd * 1e3:.0f} ms, backward {bwd * 1e3:.0f} ms "
+          f"({bwd / fwd:.1f}x the forward)")
     print(f"({time.perf_counter() - t0:.0f} s)")
-    return 0
+    return {"loomwork": ours, "newton": theirs, "forward_s": fwd, "backward_s": bwd}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    sys.exit(0)

@@ -139,7 +139,9 @@ class ParticleBuilder:
         model.particle_flags = wp.array(flags, dtype=wp.int32)
         model.particle_world = wp.array(np.asarray(self.particle_world, dtype=np.int32).reshape(n), dtype=wp.int32)
         model.particle_max_velocity = float(self.particle_max_velocity)
-        model.particle_grid = wp.HashGrid(128, 128, 128) if n > 1 and model.particle_max_radius > 0.0 else None
+        # About two cells per particle: a build touches every cell, and queries test distances anyway.
+        dim = int(min(128, max(8, round((2 * n) ** (1.0 / 3.0)))))
+        model.particle_grid = wp.HashGrid(dim, dim, dim) if n > 1 and model.particle_max_radius > 0.0 else None
         m = len(self.spring_indices)
         model.spring_count = m
         model.spring_indices = wp.array(np.asarray(self.spring_indices, dtype=np.int32).reshape(m * 2),

@@ -2,5 +2,6 @@
 
 from .semi_implicit import SolverSemiImplicit
 from .solver import SolverBase
+from .xpbd import SolverXPBD
 
-__all__ = ["SolverBase", "SolverSemiImplicit"]
+__all__ = ["SolverBase", "SolverSemiImplicit", "SolverXPBD"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 import loomwork as wp
 
 from ..model import Control, Model, State
@@ -63,10 +65,14 @@ def integrate_bodies_kernel(q: wp.array(dtype=wp.transform), qd: wp.array(dtype=
 class SolverBase:
     """Base of all solvers: holds the model and advances a state by ``step``."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, check_finite: bool = False) -> None:
         if not isinstance(model, Model):
             raise TypeError(f"{type(self).__name__}: expected a loomwork.sim.Model, got {type(model).__name__}")
         self.model = model
+        self.check_finite = bool(check_finite)
+        """After every step, look for NaN/inf in the new state and raise naming the step, array and entry."""
+        self.steps_taken = 0
+        """Steps this solver has taken."""
 
     @property
     def device(self) -> Any:
@@ -82,6 +88,22 @@ class SolverBase:
             raise ValueError(f"{type(self).__name__}.step: dt must be > 0, got {dt}")
         if state_in is state_out:
             raise ValueError(f"{type(self).__name__}.step: state_in and state_out must be different states")
+
+    def _finish_step(self, state_out: State) -> None:
+        self.steps_taken += 1
+        if not self.check_finite:
+            return
+        for name in ("particle_q", "particle_qd", "body_q", "body_qd", "joint_q", "joint_qd"):
+            arr = getattr(state_out, name, None)
+            if arr is None or not len(arr):
+                continue
+            values = arr.numpy().reshape(len(arr), -1)
+            bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
+            if len(bad):
+                what = {"particle": "particle", "body": "body", "joint": "coordinate"}[name.split("_")[0]]
+                raise FloatingPointError(f"{type(self).__name__}: step {self.steps_taken} made {name}[{bad[0]}] "
+                                         f"non-finite ({values[bad[0]].tolist()}) for {what} {bad[0]} "
+                                         f"({len(bad)} entries in all); lower dt or stiffness, or check the inputs")
 
     def integrate_particles(self, model: Model, state_in: State, state_out: State, dt: float) -> None:
         """Symplectic Euler for particles: gravity plus ``state_in.particle_f``, speed clamped."""

@@ -106,3 +106,12 @@ def test_jax_benchmark_runs_and_its_saxpy_is_right():
     ours = r["loomwork"]
     assert ours.pop("saxpy max error") < 1e-6
     assert len(ours) == 8 and all(v > 0 for v in ours.values())
+
+
+def test_sim_benchmark_runs():
+    """bench_sim on a few steps runs its scenes and the differentiated rollout (no Newton needed)."""
+    from loomwork.apps import bench_sim
+
+    r = bench_sim.main(["--steps", "4", "--rollout", "4", "--rounds", "1", "--newton-python", "/nonexistent"])
+    assert set(r["loomwork"]) == {"cloth 64x64", "pile 512"} and all(v > 0 for v in r["loomwork"].values())
+    assert r["forward_s"] > 0 and r["backward_s"] > 0 and isinstance(r["newton"], str)

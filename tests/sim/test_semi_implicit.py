@@ -243,3 +243,19 @@ def test_bad_input_is_named():
         solver.step(s0, s0, None, None, 0.01)
     with pytest.raises(TypeError, match="Model"):
         newton.solvers.SolverSemiImplicit(b)
+
+
+def test_check_finite_names_the_step_and_the_particle():
+    b = newton.ModelBuilder()
+    b.add_particle((0.0, 0.0, 1.0), (0.0, 0.0, 0.0), 1.0)
+    b.add_particle((0.1, 0.0, 1.0), (0.0, 0.0, 0.0), 1.0)
+    b.add_spring(0, 1, 1.0e9, 0.0, 0.0)  # far too stiff for the step: it blows up
+    b.particle_max_velocity = float("inf")
+    m = b.finalize()
+    m.particle_grid = None
+    q = m.particle_q.numpy()
+    q[1, 0] = 0.2
+    m.particle_q.assign(q)
+    solver = newton.solvers.SolverSemiImplicit(m, check_finite=True)
+    with pytest.raises(FloatingPointError, match=r"step \d+ made particle_q\[\d\] non-finite .* particle \d"):
+        rollout(m, solver, 200, 0.01)

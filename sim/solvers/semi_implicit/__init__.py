@@ -13,14 +13,15 @@ from ..solver import SolverBase
 
 class SolverSemiImplicit(SolverBase):
     """Explicit (semi-implicit Euler) solver for particles, cloth and rigid bodies in maximal coordinates.
+    With ``check_finite`` every step checks the new state and names the first non-finite entry.
 
     ``angular_damping`` [1/s] damps body spin; ``enable_tri_collisions`` is accepted for Newton
     compatibility (cloth self-contact goes through particle-particle contacts)."""
 
     def __init__(self, model: Model, angular_damping: float = 0.05, friction_smoothing: float = 1.0,
                  joint_attach_ke: float = 1.0e4, joint_attach_kd: float = 1.0e2, enable_tri_collisions: bool = False,
-                 **_: Any) -> None:
-        super().__init__(model)
+                 check_finite: bool = False, **_: Any) -> None:
+        super().__init__(model, check_finite)
         self.angular_damping = float(angular_damping)
         self.joint_attach_ke = float(joint_attach_ke)
         self.joint_attach_kd = float(joint_attach_kd)
@@ -39,3 +40,4 @@ class SolverSemiImplicit(SolverBase):
         eval_contact_forces(model, state_in, contacts, particle_f, body_f)
         self.integrate_particles(model, state_in, state_out, dt)
         self.integrate_bodies(model, state_in, state_out, dt, self.angular_damping)
+        self._finish_step(state_out)

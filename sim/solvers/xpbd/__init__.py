@@ -1,0 +1,379 @@
+"""SolverXPBD: extended position-based dynamics (Macklin et al. 2016; Mueller et al. 2020) for particles,
+springs and rigid bodies with contacts.
+
+Each step predicts positions with an explicit step, then ``iterations`` Jacobi sweeps project the
+constraints (springs with compliance 1/ke, particle-shape, particle-particle and shape-shape contacts
+with positional friction), and velocities are taken from the position change. Every sweep writes new
+arrays, so a ``wp.Tape`` over the steps differentiates it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import loomwork as wp
+
+from ...contacts import Contacts
+from ...enums import JointType
+from ...model import Control, Model, State
+from ..solver import SolverBase
+
+
+@wp.kernel
+def spring_constraints_kernel(x: wp.array(dtype=wp.vec3), inv_mass: wp.array(dtype=float),
+                              indices: wp.array(dtype=wp.int32), rest: wp.array(dtype=float),
+                              ke: wp.array(dtype=float), dt: float, delta: wp.array(dtype=wp.vec3),
+                              count: wp.array(dtype=float)):
+    t = wp.tid()
+    i = indices[2 * t]
+    j = indices[2 * t + 1]
+    wi = inv_mass[i]
+    wj = inv_mass[j]
+    d = x[i] - x[j]
+    l = wp.length(d)
+    if l < 1.0e-9 or wi + wj == 0.0:
+        return
+    n = d / l
+    c = l - rest[t]
+    alpha = 1.0 / (ke[t] * dt * dt)
+    dl = -c / (wi + wj + alpha)
+    wp.atomic_add(delta, i, n * (dl * wi))
+    wp.atomic_sub(delta, j, n * (dl * wj))
+    wp.atomic_add(count, i, 1.0)
+    wp.atomic_add(count, j, 1.0)
+
+
+@wp.kernel
+def particle_shape_constraints_kernel(x: wp.array(dtype=wp.vec3), x_start: wp.array(dtype=wp.vec3),
+                                      inv_mass: wp.array(dtype=float), radius: wp.array(dtype=float),
+                                      body_q: wp.array(dtype=wp.transform), body_q_start: wp.array(dtype=wp.transform),
+                                      shape_body: wp.array(dtype=wp.int32), mat_mu: wp.array(dtype=float),
+                                      mu: float, contact_count: wp.array(dtype=wp.int32),
+                                      contact_particle: wp.array(dtype=wp.int32),
+                                      contact_shape: wp.array(dtype=wp.int32), contact_pos: wp.array(dtype=wp.vec3),
+                                      contact_normal: wp.array(dtype=wp.vec3), delta: wp.array(dtype=wp.vec3),
+                                      count: wp.array(dtype=float)):
+    t = wp.tid()
+    if t >= contact_count[0]:
+        return
+    i = contact_particle[t]
+    if inv_mass[i] == 0.0:
+        return
+    s = contact_shape[t]
+    b = shape_body[s]
+    bx = contact_pos[t]
+    bx0 = contact_pos[t]
+    if b >= 0:
+        bx = wp.transform_point(body_q[b], contact_pos[t])
+        bx0 = wp.transform_point(body_q_start[b], contact_pos[t])
+    n = contact_normal[t]
+    c = wp.dot(n, x[i] - bx) - radius[i]
+    if c >= 0.0:
+        return
+    corr = n * (-c)
+    # Positional (static/kinetic) friction against the motion of the particle relative to the surface.
+    rel = (x[i] - x_start[i]) - (bx - bx0)
+    tangent = rel - n * wp.dot(n, rel)
+    tl = wp.length(tangent)
+    f = 0.5 * (mu + mat_mu[s])
+    if tl > 1.0e-9:
+        corr = corr - tangent * (wp.min(f * (-c), tl) / tl)
+    wp.atomic_add(delta, i, corr)
+    wp.atomic_add(count, i, 1.0)
+
+
+@wp.kernel
+def particle_particle_constraints_kernel(grid: wp.uint64, x: wp.array(dtype=wp.vec3),
+                                         x_start: wp.array(dtype=wp.vec3), inv_mass: wp.array(dtype=float),
+                                         radius: wp.array(dtype=float), flags: wp.array(dtype=wp.int32),
+                                         world: wp.array(dtype=wp.int32), mu: float, cohesion: float,
+                                         max_radius: float, delta: wp.array(dtype=wp.vec3),
+                                         count: wp.array(dtype=float)):
+    tid = wp.tid()
+    i = wp.hash_grid_point_id(grid, tid)
+    if i == -1 or (flags[i] & 1) == 0 or inv_mass[i] == 0.0:
+        return
+    xi = x[i]
+    wi = inv_mass[i]
+    total = wp.vec3(0.0, 0.0, 0.0)
+    n_hits = 0.0
+    query = wp.hash_grid_query(grid, xi, radius[i] + max_radius + cohesion)
+    j = 0
+    while wp.hash_grid_query_next(query, j):
+        if j != i and (flags[j] & 1) != 0 and (world[i] < 0 or world[j] < 0 or world[j] == world[i]):
+            d = xi - x[j]
+            l = wp.length(d)
+            c = l - radius[i] - radius[j]
+            if c < cohesion and l > 1.0e-9:
+                n = d / l
+                w = wi / (wi + inv_mass[j])
+                corr = n * (-c * w)
+                rel = (xi - x_start[i]) - (x[j] - x_start[j])
+                tangent = rel - n * wp.dot(n, rel)
+                tl = wp.length(tangent)
+                if tl > 1.0e-9 and c < 0.0:
+                    corr = corr - tangent * (wp.min(mu * (-c), tl) / tl * w)
+                total = total + corr
+                n_hits = n_hits + 1.0
+    if n_hits > 0.0:
+        wp.atomic_add(delta, i, total)
+        wp.atomic_add(count, i, n_hits)
+
+
+@wp.kernel
+def apply_particle_deltas_kernel(x: wp.array(dtype=wp.vec3), delta: wp.array(dtype=wp.vec3),
+                                 count: wp.array(dtype=float), relaxation: float, x_out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    x_out[i] = x[i] + delta[i] * (relaxation / wp.max(count[i], 1.0))
+
+
+@wp.kernel
+def particle_velocity_kernel(x: wp.array(dtype=wp.vec3), x_start: wp.array(dtype=wp.vec3),
+                             v_pred: wp.array(dtype=wp.vec3), inv_mass: wp.array(dtype=float), dt: float,
+                             x_out: wp.array(dtype=wp.vec3), v_out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    x_out[i] = x[i]
+    if inv_mass[i] == 0.0:
+        v_out[i] = v_pred[i]
+    else:
+        v_out[i] = (x[i] - x_start[i]) / dt
+
+
+@wp.func
+def body_inv_mass_at(q: wp.transform, com: wp.vec3, inv_mass: float, inv_inertia: wp.mat33, p: wp.vec3,
+                     n: wp.vec3) -> float:
+    """Generalized inverse mass of the body at world point p along n."""
+    if inv_mass == 0.0:
+        return 0.0
+    r = p - wp.transform_point(q, com)
+    rn = wp.quat_rotate_inv(wp.transform_get_rotation(q), wp.cross(r, n))
+    return inv_mass + wp.dot(rn, inv_inertia * rn)
+
+
+@wp.kernel
+def rigid_contact_constraints_kernel(body_q: wp.array(dtype=wp.transform),
+                                     body_q_start: wp.array(dtype=wp.transform), body_com: wp.array(dtype=wp.vec3),
+                                     inv_mass: wp.array(dtype=float), inv_inertia: wp.array(dtype=wp.mat33),
+                                     shape_body: wp.array(dtype=wp.int32), mat_mu: wp.array(dtype=float),
+                                     contact_count: wp.array(dtype=wp.int32), shape0: wp.array(dtype=wp.int32),
+                                     shape1: wp.array(dtype=wp.int32), point0: wp.array(dtype=wp.vec3),
+                                     point1: wp.array(dtype=wp.vec3), normal: wp.array(dtype=wp.vec3),
+                                     margin0: wp.array(dtype=float), margin1: wp.array(dtype=float),
+                                     delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float)):
+    t = wp.tid()
+    if t >= contact_count[0]:
+        return
+    b0 = shape_body[shape0[t]]
+    b1 = shape_body[shape1[t]]
+    p0 = point0[t]
+    p1 = point1[t]
+    p0_prev = point0[t]
+    p1_prev = point1[t]
+    q0 = wp.transform_identity()
+    q1 = wp.transform_identity()
+    if b0 >= 0:
+        q0 = body_q[b0]
+        p0 = wp.transform_point(q0, point0[t])
+        p0_prev = wp.transform_point(body_q_start[b0], point0[t])
+    if b1 >= 0:
+        q1 = body_q[b1]
+        p1 = wp.transform_point(q1, point1[t])
+        p1_prev = wp.transform_point(body_q_start[b1], point1[t])
+    n = normal[t]
+    c = wp.dot(n, p1 - p0) - margin0[t] - margin1[t]
+    if c >= 0.0:
+        return
+    pc = p1 - n * margin1[t]
+    # Normal correction and positional friction share one impulse direction.
+    rel = (p1 - p1_prev) - (p0 - p0_prev)
+    tangent = rel - n * wp.dot(n, rel)
+    tl = wp.length(tangent)
+    mu = 0.5 * (mat_mu[shape0[t]] + mat_mu[shape1[t]])
+    corr = n * (-c)
+    if tl > 1.0e-9:
+        corr = corr - tangent * (wp.min(mu * (-c), tl) / tl)
+    cl = wp.length(corr)
+    dir = corr / cl
+    w0 = 0.0
+    w1 = 0.0
+    if b0 >= 0:
+        w0 = body_inv_mass_at(q0, body_com[b0], inv_mass[b0], inv_inertia[b0], pc, dir)
+    if b1 >= 0:
+        w1 = body_inv_mass_at(q1, body_com[b1], inv_mass[b1], inv_inertia[b1], pc, dir)
+    if w0 + w1 == 0.0:
+        return
+    impulse = dir * (cl / (w0 + w1))
+    if b1 >= 0 and inv_mass[b1] > 0.0:
+        r1 = pc - wp.transform_point(q1, body_com[b1])
+        wp.atomic_add(delta, b1, wp.spatial_vector(impulse, wp.cross(r1, impulse)))
+        wp.atomic_add(count, b1, 1.0)
+    if b0 >= 0 and inv_mass[b0] > 0.0:
+        r0 = pc - wp.transform_point(q0, body_com[b0])
+        wp.atomic_sub(delta, b0, wp.spatial_vector(impulse, wp.cross(r0, impulse)))
+        wp.atomic_add(count, b0, 1.0)
+
+
+@wp.kernel
+def apply_body_deltas_kernel(q: wp.array(dtype=wp.transform), com: wp.array(dtype=wp.vec3),
+                             inv_mass: wp.array(dtype=float), inv_inertia: wp.array(dtype=wp.mat33),
+                             delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float), relaxation: float,
+                             q_out: wp.array(dtype=wp.transform)):
+    i = wp.tid()
+    tf = q[i]
+    if inv_mass[i] == 0.0 or count[i] == 0.0:
+        q_out[i] = tf
+        return
+    s = relaxation / count[i]
+    p = wp.transform_get_translation(tf)
+    r = wp.transform_get_rotation(tf)
+    x_com = p + wp.quat_rotate(r, com[i])
+    dx = wp.spatial_top(delta[i]) * (inv_mass[i] * s)
+    dw = wp.quat_rotate(r, inv_inertia[i] * wp.quat_rotate_inv(r, wp.spatial_bottom(delta[i]))) * s
+    r1 = wp.normalize(r + wp.quat(dw, 0.0) * r * 0.5)
+    q_out[i] = wp.transform(x_com + dx - wp.quat_rotate(r1, com[i]), r1)
+
+
+@wp.kernel
+def body_velocity_kernel(q: wp.array(dtype=wp.transform), q_start: wp.array(dtype=wp.transform),
+                         qd_pred: wp.array(dtype=wp.spatial_vector), com: wp.array(dtype=wp.vec3),
+                         inv_mass: wp.array(dtype=float), dt: float, q_out: wp.array(dtype=wp.transform),
+                         qd_out: wp.array(dtype=wp.spatial_vector)):
+    i = wp.tid()
+    q_out[i] = q[i]
+    if inv_mass[i] == 0.0:
+        qd_out[i] = qd_pred[i]
+        return
+    r = wp.transform_get_rotation(q[i])
+    r0 = wp.transform_get_rotation(q_start[i])
+    x1 = wp.transform_point(q[i], com[i])
+    x0 = wp.transform_point(q_start[i], com[i])
+    dq = r * wp.quat_inverse(r0)
+    w = wp.vec3(dq[0], dq[1], dq[2]) * (2.0 / dt)
+    if dq[3] < 0.0:
+        w = -w
+    qd_out[i] = wp.spatial_vector((x1 - x0) / dt, w)
+
+
+class SolverXPBD(SolverBase):
+    """Position-based solver for particles, springs and rigid bodies in contact.
+
+    ``iterations`` constraint sweeps per step; ``soft_body_relaxation``, ``soft_contact_relaxation`` and
+    ``rigid_contact_relaxation`` scale the averaged corrections. Triangle FEM, bending and joints other
+    than free ones are not simulated by this solver; a model that has them is refused."""
+
+    def __init__(self, model: Model, *, iterations: int = 2, soft_body_relaxation: float = 0.9,
+                 soft_contact_relaxation: float = 0.9, rigid_contact_relaxation: float = 0.8,
+                 angular_damping: float = 0.0, enable_restitution: bool = False, check_finite: bool = False,
+                 **_: Any) -> None:
+        super().__init__(model, check_finite)
+        if iterations < 1:
+            raise ValueError(f"SolverXPBD: iterations must be >= 1, got {iterations}")
+        if enable_restitution:
+            raise ValueError("SolverXPBD: enable_restitution is not supported by loomwork's XPBD; use "
+                             "SolverSemiImplicit, whose penalty contacts bounce with their stiffness and damping")
+        if model.tri_count and np.abs(model.tri_materials.numpy()[:, :2]).max() > 0.0:
+            raise ValueError(f"SolverXPBD: the model has {model.tri_count} triangles with membrane stiffness "
+                             f"(tri_ke/tri_ka), which XPBD does not simulate; build cloth with add_springs=True and "
+                             f"tri_ke=tri_ka=0, or use SolverSemiImplicit")
+        if model.edge_count and np.abs(model.edge_bending_properties.numpy()[:, 0]).max() > 0.0:
+            raise ValueError(f"SolverXPBD: the model has {model.edge_count} bending edges with edge_ke > 0, which XPBD "
+                             f"does not simulate; set edge_ke=0 or use SolverSemiImplicit")
+        if model.joint_count:
+            types = model.joint_type.numpy()
+            other = np.flatnonzero(types != JointType.FREE)
+            if len(other):
+                raise ValueError(f"SolverXPBD: joint {int(other[0])} ({JointType(int(types[other[0]])).name}) is not "
+                                 f"simulated by loomwork's XPBD (free bodies only); use SolverFeatherstone or "
+                                 f"SolverSemiImplicit for articulations")
+        self.iterations = int(iterations)
+        self.soft_body_relaxation = float(soft_body_relaxation)
+        self.soft_contact_relaxation = float(soft_contact_relaxation)
+        self.rigid_contact_relaxation = float(rigid_contact_relaxation)
+        self.angular_damping = float(angular_damping)
+
+    def step(self, state_in: State, state_out: State, control: Control | None, contacts: Contacts | None,
+             dt: float) -> None:
+        """Predict with ``state_in``'s forces and gravity, project constraints, write ``state_out``."""
+        self._check_step(state_in, state_out, dt)
+        m = self.model
+        d = m.device
+        grad = m.requires_grad or state_in.requires_grad
+        predicted = State()
+        predicted.particle_q = wp.empty_like(state_in.particle_q, requires_grad=grad)
+        predicted.particle_qd = wp.empty_like(state_in.particle_qd, requires_grad=grad)
+        predicted.body_q = wp.empty_like(state_in.body_q, requires_grad=grad)
+        predicted.body_qd = wp.empty_like(state_in.body_qd, requires_grad=grad)
+        self.integrate_particles(m, state_in, predicted, dt)
+        self.integrate_bodies(m, state_in, predicted, dt, self.angular_damping)
+        x, q = predicted.particle_q, predicted.body_q
+        for _ in range(self.iterations):
+            if m.particle_count:
+                x = self._project_particles(x, state_in.particle_q, q, state_in.body_q, contacts, dt, grad)
+            if m.body_count and contacts is not None and contacts.rigid_contact_max:
+                q = self._project_bodies(q, state_in.body_q, contacts, grad)
+        if m.particle_count:
+            wp.launch(particle_velocity_kernel, dim=m.particle_count,
+                      inputs=[x, state_in.particle_q, predicted.particle_qd, m.particle_inv_mass, dt],
+                      outputs=[state_out.particle_q, state_out.particle_qd], device=d)
+        if m.body_count:
+            wp.launch(body_velocity_kernel, dim=m.body_count,
+                      inputs=[q, state_in.body_q, predicted.body_qd, m.body_com, m.body_inv_mass, dt],
+                      outputs=[state_out.body_q, state_out.body_qd], device=d)
+        self._finish_step(state_out)
+
+    def _project_particles(self, x: Any, x_start: Any, body_q: Any, body_q_start: Any, contacts: Contacts | None,
+                           dt: float, grad: bool) -> Any:
+        m = self.model
+        d = m.device
+        n = m.particle_count
+        x_out = x
+        if m.spring_count:
+            delta = wp.zeros(n, dtype=wp.vec3, requires_grad=grad, device=d)
+            count = wp.zeros(n, dtype=float, device=d)
+            wp.launch(spring_constraints_kernel, dim=m.spring_count,
+                      inputs=[x_out, m.particle_inv_mass, m.spring_indices, m.spring_rest_length, m.spring_stiffness,
+                              dt], outputs=[delta, count], device=d)
+            x_out = self._apply(x_out, delta, count, self.soft_body_relaxation, grad)
+        touching = contacts is not None and contacts.soft_contact_max > 0
+        if touching or (m.particle_grid is not None and n > 1):
+            delta = wp.zeros(n, dtype=wp.vec3, requires_grad=grad, device=d)
+            count = wp.zeros(n, dtype=float, device=d)
+            if touching:
+                wp.launch(particle_shape_constraints_kernel, dim=contacts.soft_contact_max,
+                          inputs=[x_out, x_start, m.particle_inv_mass, m.particle_radius, body_q, body_q_start,
+                                  m.shape_body, m.shape_material_mu, m.soft_contact_mu, contacts.soft_contact_count,
+                                  contacts.soft_contact_particle, contacts.soft_contact_shape,
+                                  contacts.soft_contact_body_pos, contacts.soft_contact_normal],
+                          outputs=[delta, count], device=d)
+            if m.particle_grid is not None and n > 1:
+                m.particle_grid.build(x_out, max(2.0 * m.particle_max_radius, 1.0e-4))
+                wp.launch(particle_particle_constraints_kernel, dim=n,
+                          inputs=[m.particle_grid.id, x_out, x_start, m.particle_inv_mass, m.particle_radius,
+                                  m.particle_flags, m.particle_world, m.particle_mu, m.particle_cohesion,
+                                  m.particle_max_radius], outputs=[delta, count], device=d)
+            x_out = self._apply(x_out, delta, count, self.soft_contact_relaxation, grad)
+        return x_out
+
+    def _apply(self, x: Any, delta: Any, count: Any, relaxation: float, grad: bool) -> Any:
+        out = wp.empty_like(x, requires_grad=grad)
+        wp.launch(apply_particle_deltas_kernel, dim=len(x), inputs=[x, delta, count, relaxation], outputs=[out],
+                  device=self.model.device)
+        return out
+
+    def _project_bodies(self, q: Any, q_start: Any, contacts: Contacts, grad: bool) -> Any:
+        m = self.model
+        d = m.device
+        delta = wp.zeros(m.body_count, dtype=wp.spatial_vector, requires_grad=grad, device=d)
+        count = wp.zeros(m.body_count, dtype=float, device=d)
+        wp.launch(rigid_contact_constraints_kernel, dim=contacts.rigid_contact_max,
+                  inputs=[q, q_start, m.body_com, m.body_inv_mass, m.body_inv_inertia, m.shape_body,
+                          m.shape_material_mu, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
+                          contacts.rigid_contact_shape1, contacts.rigid_contact_point0, contacts.rigid_contact_point1,
+                          contacts.rigid_contact_normal, contacts.rigid_contact_margin0,
+                          contacts.rigid_contact_margin1], outputs=[delta, count], device=d)
+        out = wp.empty_like(q, requires_grad=grad)
+        wp.launch(apply_body_deltas_kernel, dim=m.body_count,
+                  inputs=[q, m.body_com, m.body_inv_mass, m.body_inv_inertia, delta, count,
+                          self.rigid_contact_relaxation], outputs=[out], device=d)
+        return out

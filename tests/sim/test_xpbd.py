@@ -1,0 +1,102 @@
+"""SolverXPBD: resting contact, a settling pile, springs, gradients against finite differences, refusals."""
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+import loomwork.sim as newton
+
+
+def run(model, solver, steps, dt, pipeline=None, states=None):
+    contacts = pipeline.contacts() if pipeline is not None else None
+    states = states or [model.state() for _ in range(steps + 1)]
+    for t in range(steps):
+        if pipeline is not None:
+            pipeline.collide(states[t], contacts)
+        states[t].clear_forces()
+        solver.step(states[t], states[t + 1], None, contacts, dt)
+    return states
+
+
+def test_box_and_pile_come_to_rest_on_the_ground():
+    b = newton.ModelBuilder()
+    b.add_particle_grid(pos=(0.0, 0.0, 0.3), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=4, dim_y=4, dim_z=4,
+                        cell_x=0.1, cell_y=0.1, cell_z=0.1, mass=0.1, jitter=0.005, radius_mean=0.05)
+    body = b.add_body(xform=wp.transform((2.0, 0.0, 0.5), wp.quat_rpy(0.3, 0.2, 0.1)))
+    b.add_shape_box(body, hx=0.2, hy=0.2, hz=0.2)
+    b.add_ground_plane()
+    m = b.finalize()
+    s = run(m, newton.solvers.SolverXPBD(m, iterations=4), 480, 1.0 / 480, newton.CollisionPipeline(m))[-1]
+    q = s.particle_q.numpy()
+    assert q[:, 2].min() > 0.045  # nothing sinks below its radius
+    d = np.linalg.norm(q[:, None] - q[None], axis=-1) + np.eye(len(q))
+    assert d.min() > 0.09  # neighbours overlap by less than 10% of a diameter
+    box = s.body_q.numpy()[0]
+    assert abs(box[2] - 0.2) < 5e-3 and abs(abs(box[6]) ** 2 + box[5] ** 2 - 1.0) < 1e-2  # flat on a face
+    assert np.abs(s.body_qd.numpy()[0]).max() < 0.05
+
+
+def test_spring_holds_its_length_under_gravity():
+    b = newton.ModelBuilder()
+    b.add_particle((0.0, 0.0, 1.0), (0.0, 0.0, 0.0), 0.0)
+    b.add_particle((0.5, 0.0, 1.0), (0.0, 0.0, 0.0), 1.0)
+    b.add_spring(0, 1, 1.0e6, 0.0, 0.0)
+    m = b.finalize()
+    m.particle_grid = None
+    s = run(m, newton.solvers.SolverXPBD(m, iterations=8), 600, 1.0 / 600)[-1]
+    q = s.particle_q.numpy()
+    assert abs(np.linalg.norm(q[1] - q[0]) - 0.5) < 5e-3  # a stiff pendulum rod
+    assert q[1, 2] < 0.9  # it swung down
+
+
+@wp.kernel
+def _loss(q: wp.array(dtype=wp.vec3), target: wp.vec3, loss: wp.array(dtype=float)):
+    d = q[0] - target
+    loss[0] = wp.dot(d, d)
+
+
+def test_gradient_through_xpbd_contact_matches_finite_differences():
+    def loss_of(v0, with_grad):
+        b = newton.ModelBuilder()
+        b.add_particle((0.0, 0.0, 0.3), tuple(v0), 1.0, radius=0.05)
+        b.add_ground_plane(cfg=newton.ModelBuilder.ShapeConfig(mu=0.2))
+        m = b.finalize(requires_grad=True)
+        pipe = newton.CollisionPipeline(m, soft_contact_gap=10.0)
+        contacts = pipe.contacts()
+        solver = newton.solvers.SolverXPBD(m, iterations=2)
+        states = [m.state() for _ in range(121)]
+        pipe.collide(states[0], contacts)
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            for t in range(120):
+                solver.step(states[t], states[t + 1], None, contacts, 1.0 / 240)
+            wp.launch(_loss, dim=1, inputs=[states[-1].particle_q, wp.vec3(1.0, 0.5, 0.2), loss])
+        if with_grad:
+            tape.backward(loss)
+            return states[0].particle_qd.grad.numpy()[0]
+        return float(loss.numpy()[0])
+
+    v0 = np.array([1.0, 0.3, -1.0])
+    g = loss_of(v0, True)
+    fd = [(loss_of(v0 + 1e-3 * e, False) - loss_of(v0 - 1e-3 * e, False)) / 2e-3 for e in np.eye(3)]
+    np.testing.assert_allclose(g, fd, rtol=0.03, atol=3e-3)
+
+
+def test_unsupported_features_are_refused_by_name():
+    b = newton.ModelBuilder()
+    b.add_cloth_grid(pos=(0, 0, 1), rot=wp.quat_identity(), vel=(0, 0, 0), dim_x=2, dim_y=2, cell_x=0.1, cell_y=0.1,
+                     mass=0.1)
+    with pytest.raises(ValueError, match="triangles with membrane stiffness"):
+        newton.solvers.SolverXPBD(b.finalize())
+    b = newton.ModelBuilder()
+    a = b.add_link(mass=1.0)
+    c = b.add_link(mass=1.0)
+    b.add_joint_revolute(-1, a)
+    b.add_joint_revolute(a, c)
+    with pytest.raises(ValueError, match="REVOLUTE"):
+        newton.solvers.SolverXPBD(b.finalize())
+    b = newton.ModelBuilder()
+    b.add_particle((0, 0, 0), (0, 0, 0), 1.0)
+    with pytest.raises(ValueError, match="iterations"):
+        newton.solvers.SolverXPBD(b.finalize(), iterations=0)
