@@ -277,6 +277,7 @@ def tile_arange(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     if not 1 <= len(args) <= 3:
         bld.error(node, KernelTypeError, f"wp.tile_arange() takes 1 to 3 positional arguments, got {len(args)}")
     vals = [bld.eval_static(n, "wp.tile_arange()'s bounds") for n in args]
+    vals = [getattr(v, "value", v) for v in vals]  # wp.int64(5), wp.float32(0.5): their Python values
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
         bld.error(node, KernelTypeError, "wp.tile_arange() bounds must be compile-time numbers")
     start, stop, step = (0, vals[0], 1) if len(vals) == 1 else (vals[0], vals[1], 1) if len(vals) == 2 else vals
