@@ -60,6 +60,11 @@ def literal(value: Any, t: Any) -> str:
     return f"(({t.cname}){v})"
 
 
+def is_tile_type(t: Any) -> bool:
+    """Whether `t` is a tile type (`lw::tile_t`): large values the emitter avoids copying."""
+    return str(getattr(t, "cname", "")).startswith("lw::tile_t<")
+
+
 class Emitter:
     """Writes C++ for IR functions. `debug` adds bounds checks that report to `lw_err`, the launch's error
     record: kernel bodies take it from the launch block, and every generated function receives it as its
@@ -75,6 +80,7 @@ class Emitter:
         self.pyfile = ""  # the Python file of the function being written, as a C string ("": no #line)
         self.line = 0  # the Python line of the statement being written (0: unknown)
         self.presumed: int | None = None  # the line the compiler gives the next output line, after a #line
+        self.uses: dict[Var, int] = {}  # how often each variable is read in the function being written
 
     def out(self, text: str) -> None:
         if self.line and self.pyfile and self.line != self.presumed:
@@ -150,10 +156,17 @@ class Emitter:
         self.out("")
 
     def declare(self, fn: ir.Function) -> None:
+        """Declares `fn`'s locals (zeroed; tiles, which every path assigns before reading, are left as they
+        are: zeroing kilobytes per block would cost as much as the tile's own work) and counts their reads."""
         params = set(fn.params)
         for v in fn.locals:
             if v not in params:
-                self.out(f"{ctype(v.type)} {v.name}{{}};")
+                self.out(f"{ctype(v.type)} {v.name}{{}};" if not is_tile_type(v.type) else f"{ctype(v.type)} {v.name};")
+        self.uses = {}
+        for s in ir.walk(fn.body):
+            for o, _ in s.uses():
+                if isinstance(o, Var):
+                    self.uses[o] = self.uses.get(o, 0) + 1
 
     def kernel(self, fn: ir.Function) -> None:
         k = fn.name
@@ -187,8 +200,30 @@ class Emitter:
     # -- statements ------------------------------------------------------------------------
 
     def block(self, body: tuple[ir.Stmt, ...]) -> None:
-        for s in body:
+        skip = False
+        for s, nxt in zip(body, (*body[1:], None), strict=True):
+            if skip:
+                skip = False
+                continue
+            if self.forwards_tile(s, nxt):
+                self.statement(nxt, self.s_Assign_direct, s.expr)
+                skip = True
+                continue
             self.statement(s, getattr(self, f"s_{type(s).__name__}"))
+
+    def forwards_tile(self, s: ir.Stmt, nxt: ir.Stmt | None) -> bool:
+        """Whether `s` computes a tile into a temporary that `nxt` only copies into a variable: then the
+        call writes the variable directly (one tile copy less per statement)."""
+        if not (isinstance(s, ir.Assign) and isinstance(nxt, ir.Assign) and is_tile_type(s.dest.type)):
+            return False
+        call = s.call()
+        return (call is not None and isinstance(nxt.expr, ir.Copy) and nxt.expr.value is s.dest
+                and self.uses.get(s.dest, 0) == 1 and nxt.dest.type == s.dest.type
+                and not any(a is nxt.dest or a == nxt.dest for a in call.args))
+
+    def s_Assign_direct(self, s: ir.Assign, expr: ir.Expr) -> None:
+        # placement new: the call's result is built in the variable itself (C++17 guaranteed elision)
+        self.out(f"new (&{s.dest.name}, lw_slot{{}}) {ctype(s.dest.type)}({self.expr(expr)});")
 
     def statement(self, s: ir.Stmt, write: Callable[..., None], *args: Any) -> None:
         """`write(s, *args)` with the output mapped to `s`'s Python line (its block's line when unknown)."""

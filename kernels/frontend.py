@@ -48,6 +48,11 @@ CALL_FORMS: dict[Any, CallForm] = {}  # by builtin name, or by the Python object
 CALL_KINDS: list[tuple[Callable[[Any], bool], CallForm]] = []  # (predicate on the callee, handler), in order
 # value types with their own indexing: type class -> handler(builder, subscript node, base operand) (tiles)
 SUBSCRIPT_KINDS: dict[type, Callable[[Builder, ast.Subscript, Any], Any]] = {}
+# value types whose variables alias others (tiles and their views): type class -> hooks
+#   assigned(builder, variable, value, in_place): after `var = value` (in_place: `var op= x`)
+#   store(builder, subscript target, value or None, augmented op or None): `var[...] = value` / `var[...] op= x`
+ASSIGN_HOOKS: dict[type, Callable[[Builder, Var, Any, bool], None]] = {}
+STORE_KINDS: dict[type, Callable[[Builder, ast.Subscript, Any, str | None, ast.AST], None]] = {}
 
 
 def call_form(*keys: Any) -> Callable[[CallForm], CallForm]:
@@ -414,11 +419,18 @@ class Builder:
                 var = existing
                 value = self.convert(value, var.type, target, what=f"variable '{name}'")
             self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
+            hook = ASSIGN_HOOKS.get(type(var.type))
+            if hook is not None:
+                hook(self, var, value, getattr(self, "in_place", False))
             self.scope.defined.add(name)
             if isinstance(value, Const) and len(self.scope.blocks) == 1 and T.is_scalar(value.type):
                 self.scope.constants[name] = value.value  # wp.static() may read it (as Warp's constant locals)
             else:
                 self.scope.constants.pop(name, None)
+            return
+        kind = self.subscript_root_kind(target)
+        if kind is not None:
+            STORE_KINDS[kind](self, target, value, None, node)
             return
         if isinstance(target, ast.Subscript) and _has_slice(target):
             self.assign_slice(target, value)
@@ -432,6 +444,16 @@ class Builder:
                 self.store(self.field_place(base, target), value, target)
                 return
         self.store(self.place(target), value, target)
+
+    def subscript_root_kind(self, target: ast.expr) -> type | None:
+        """For `x[...]` (or `x[...][...]`) whose variable x has a type with its own stores, that type's class."""
+        root = target
+        while isinstance(root, ast.Subscript):
+            root = root.value
+        if root is target or not isinstance(root, ast.Name):
+            return None
+        var = self.scope.vars.get(root.id)
+        return type(var.type) if var is not None and type(var.type) in STORE_KINDS else None
 
     def store_transform_part(self, base: Place, attr: str, value: Operand, node: ast.AST,
                              atomic_op: str | None = None) -> None:
@@ -624,7 +646,15 @@ class Builder:
         target = node.target
         if isinstance(target, ast.Name):
             current = self.value(target)
-            self.assign_to(target, self.binop(op, current, self.value(node.value), node), node)
+            self.in_place = True
+            try:
+                self.assign_to(target, self.binop(op, current, self.value(node.value), node), node)
+            finally:
+                self.in_place = False
+            return
+        kind = self.subscript_root_kind(target)
+        if kind is not None:
+            STORE_KINDS[kind](self, target, self.value(node.value), op, node)
             return
         if isinstance(target, ast.Subscript) and _has_slice(target):  # v[1:3] += w
             self.assign_slice(target, self.binop(op, self.value(target), self.value(node.value), node))

@@ -21,8 +21,8 @@ from typing import Any
 from . import builtins as B
 from . import ir
 from . import types as T
-from .errors import KernelTypeError, KernelValueError
-from .frontend import SUBSCRIPT_KINDS, Builder, PyObj, call_form
+from .errors import KernelIndexError, KernelTypeError, KernelValueError
+from .frontend import ASSIGN_HOOKS, STORE_KINDS, SUBSCRIPT_KINDS, Builder, Place, PyObj, call_form
 from .functions import Function
 from .ir import ArrayType, Const, Operand, ctype
 
@@ -107,8 +107,12 @@ for _op in ("mul", "div"):
     for _p, _r in _ELEMS:
         B.add(_op, (TileOf(_p), _S), _tile_ret(_r), group="Tile Primitives", doc="")
         B.add(_op, (_S, TileOf(_p)), _tile_ret(_r), group="Tile Primitives", doc="")
-B.add("mul", (TileOf(_V), TileOf(_S)), _tile_ret(B.vec_ret), group="Tile Primitives", doc="")
-B.add("mul", (TileOf(_S), TileOf(_V)), _tile_ret(B.vec_ret), group="Tile Primitives", doc="")
+for _op in ("mul", "div"):  # a tile of scalars with a vector or matrix (or tiles of them): tiles of vectors/matrices
+    for _p, _r in _ELEMS[1:]:
+        B.add(_op, (TileOf(_S), _p), _tile_ret(_r), group="Tile Primitives", doc="")
+        B.add(_op, (_p, TileOf(_S)), _tile_ret(_r), group="Tile Primitives", doc="")
+        B.add(_op, (TileOf(_p), TileOf(_S)), _tile_ret(_r), group="Tile Primitives", doc="")
+        B.add(_op, (TileOf(_S), TileOf(_p)), _tile_ret(_r), group="Tile Primitives", doc="")
 for _op in ("neg", "pos"):
     for _p, _r in _ELEMS:
         B.add(_op, (TileOf(_p),), _tile_ret(_r), group="Tile Primitives", doc="")
@@ -273,6 +277,7 @@ def tile_arange(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     if not 1 <= len(args) <= 3:
         bld.error(node, KernelTypeError, f"wp.tile_arange() takes 1 to 3 positional arguments, got {len(args)}")
     vals = [bld.eval_static(n, "wp.tile_arange()'s bounds") for n in args]
+    vals = [getattr(v, "value", v) for v in vals]  # wp.int64(5), wp.float32(0.5): their Python values
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
         bld.error(node, KernelTypeError, "wp.tile_arange() bounds must be compile-time numbers")
     start, stop, step = (0, vals[0], 1) if len(vals) == 1 else (vals[0], vals[1], 1) if len(vals) == 2 else vals
@@ -371,17 +376,30 @@ def tile_view(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     a = _bind(bld, node, "tile_view", ("t", "offset", "shape"), 2)
     t = _tile_arg(bld, a["t"], "tile_view")
     src = t.type
+    if isinstance(a["offset"], ast.Tuple) and any(isinstance(_as_slice(e), ast.Slice) for e in a["offset"].elts):
+        if "shape" in a:
+            bld.error(node, KernelValueError, "wp.tile_view(): 'shape' cannot be given with slices in the offset")
+        return _slice_read(bld, node, t, a["offset"].elts)
     elts = a["offset"].elts if isinstance(a["offset"], ast.Tuple) else [a["offset"]]
     if len(elts) > src.ndim:
         bld.error(node, KernelTypeError, f"wp.tile_view(): {len(elts)} offsets for a tile of {src.ndim} dimensions")
+    for e, d in zip(elts, src.shape, strict=False):
+        c = bld.value(e)
+        if not T.is_int(c.type):
+            bld.error(e, KernelTypeError, f"wp.tile_view(): offset entries must be integers or slices, got "
+                      f"{T.type_name(c.type)}")
+        v = c.value if isinstance(c, Const) else None
+        if isinstance(v, int) and not 0 <= v < d:
+            bld.error(e, KernelValueError, f"wp.tile_view(): offset {v} is out of bounds for an axis of {d}")
     shape = _static_shape(bld, a["shape"], "tile_view") if "shape" in a else src.shape[len(elts):]
     if not shape:
         bld.error(node, KernelTypeError, "wp.tile_view(): the view would have no dimensions (use t[i, j])")
+    if len(shape) > src.ndim:
+        bld.error(node, KernelTypeError, f"wp.tile_view(): a view of shape {shape} of a tile of {src.ndim} dimensions")
     off = _ints(bld, a["offset"], len(elts), "tile_view")
     off += [Const(0, T.int32)] * (src.ndim - len(off))
-    r = TileType(src.dtype, shape)
-    return emit(bld, "tile_view", f"lw::tile_view<{r.cname}>", [t, *off], r,
-                adjoint=_adj(src.dtype, f"lw::adj_tile_view<{r.cname}>"))
+    steps = (0,) * (src.ndim - len(shape)) + (1,) * len(shape)
+    return _view(bld, t, off, steps, shape)
 
 
 @call_form("tile_assign")
@@ -389,10 +407,115 @@ def tile_assign(bld: Builder, node: ast.Call, obj: Any) -> None:
     a = _bind(bld, node, "tile_assign", ("dst", "src", "offset"), 2)
     dst = _tile_arg(bld, a["dst"], "tile_assign")
     src = _tile_arg(bld, a["src"], "tile_assign")
-    off = _ints(bld, a.get("offset"), dst.type.ndim, "tile_assign")
-    r = emit(bld, "tile_assign", "lw::tile_assign", [dst, src, *off], dst.type,
-             adjoint=_adj(dst.type.dtype, "lw::adj_tile_assign"))
-    bld.assign_to(a["dst"], r, node)
+    if src.type.ndim > dst.type.ndim:
+        bld.error(node, KernelTypeError, f"wp.tile_assign(): a tile of {src.type.ndim} dimensions into one of "
+                  f"{dst.type.ndim}")
+    if src.type.dtype != dst.type.dtype:
+        src = _cast_tile(bld, src, dst.type.dtype)
+    off = _ints(bld, a.get("offset"), dst.type.ndim, "tile_assign") if "offset" in a else \
+        [Const(0, T.int32)] * dst.type.ndim
+    steps = (0,) * (dst.type.ndim - src.type.ndim) + (1,) * src.type.ndim
+    write(bld, a["dst"], _slice_assign(bld, dst, src, off, steps), node)
+
+
+# -- aliasing: views write through to the tiles they view ----------------------------------------
+
+
+@dataclass(frozen=True)
+class _View:
+    """How a tile variable aliases another: it is the slice of `parent` at `offsets` with `steps`."""
+
+    parent: ir.Var
+    offsets: tuple[Operand, ...]
+    steps: tuple[int, ...]
+
+
+def _views(bld: Builder) -> dict[ir.Var, _View]:
+    """The builder's alias table: view variable -> what it views (in the order views were made)."""
+    if not hasattr(bld, "tile_views"):
+        bld.tile_views = {}
+        bld.tile_pending = {}
+    return bld.tile_views
+
+
+def _view(bld: Builder, t: Operand, off: list[Operand], steps: tuple[int, ...], shape: tuple[int, ...]) -> Operand:
+    """The slice of tile `t` at `off` with `steps` (0: the axis is dropped), remembered as a view of t."""
+    _views(bld)
+    r = TileType(t.type.dtype, tuple(shape))
+    s4 = ", ".join(str(x) for x in (*steps, 0, 0, 0, 0)[:4])
+    o4 = list(off) + [Const(0, T.int32)] * (4 - len(off))
+    v = emit(bld, "tile_view", f"lw::tile_slice<{r.cname}, {s4}>", [t, *o4], r,
+             adjoint=_adj(r.dtype, f"lw::adj_tile_slice<{r.cname}, {s4}>"))
+    if isinstance(t, ir.Var):
+        bld.tile_pending[v] = _View(t, tuple(o4), tuple(steps))
+    return v
+
+
+def _slice_assign(bld: Builder, t: Operand, v: Operand, off: list[Operand], steps: tuple[int, ...]) -> Operand:
+    """Tile `t` with its slice at `off`/`steps` replaced by tile `v`."""
+    s4 = ", ".join(str(x) for x in (*steps, 0, 0, 0, 0)[:4])
+    o4 = list(off) + [Const(0, T.int32)] * (4 - len(off))
+    return emit(bld, "tile_assign", f"lw::tile_slice_assign<{s4}>", [t, v, *o4], t.type,
+                adjoint=_adj(t.type.dtype, f"lw::adj_tile_slice_assign<{s4}>"))
+
+
+def _cast_tile(bld: Builder, t: Operand, dtype: Any) -> Operand:
+    r = TileType(dtype, t.type.shape)
+    adj = f"lw::adj_tile_astype<{r.cname}>" if r.differentiable and t.type.differentiable else None
+    return emit(bld, "tile_astype", f"lw::tile_astype<{r.cname}>", [t], r, adjoint=adj)
+
+
+def _assigned(bld: Builder, var: ir.Var, value: Any, in_place: bool) -> None:
+    """After `var = value`: var views what value views (a view, or another tile variable: the same
+    storage); a new value cuts var's old links (views of var keep what they saw)."""
+    views = _views(bld)
+    if in_place:  # `t += x` updates the storage t shares
+        _propagate(bld, var)
+        return
+    views.pop(var, None)
+    for c in [c for c, v in views.items() if v.parent is var]:
+        del views[c]
+    found = bld.tile_pending.get(value)
+    if found is not None:
+        views[var] = found
+    elif isinstance(value, ir.Var) and value is not var and not value.name.startswith("t"):
+        views[var] = _View(value, (Const(0, T.int32),) * 4, (1,) * var.type.ndim)
+
+
+def write(bld: Builder, target: ast.expr, value: Operand, node: ast.AST) -> None:
+    """The tile variable `target` takes `value` in place: the tiles it views and the views of them see it."""
+    if not isinstance(target, ast.Name) or bld.scope.vars.get(target.id) is None:
+        bld.error(target, KernelTypeError, "a tile written in place must be a variable")
+    var = bld.scope.vars[target.id]
+    if value.type != var.type:
+        bld.error(node, KernelTypeError, f"cannot write a {value.type} into '{target.id}', a {var.type}")
+    bld.emit(ir.Assign(var, ir.Copy(value), line=bld.cur_line))
+    _propagate(bld, var)
+
+
+def _propagate(bld: Builder, var: ir.Var) -> None:
+    views = _views(bld)
+    path = [var]
+    while path[-1] in views:  # up: each view writes into what it views
+        v = views[path[-1]]
+        new = _slice_assign(bld, v.parent, path[-1], list(v.offsets), v.steps)
+        bld.emit(ir.Assign(v.parent, ir.Copy(new), line=bld.cur_line))
+        path.append(v.parent)
+    root = path[-1]
+
+    def rooted(c: ir.Var) -> bool:
+        seen = set()
+        while c in views and c not in seen:
+            seen.add(c)
+            c = views[c].parent
+        return c is root
+
+    for c, v in list(views.items()):  # down: the other views of the same storage read it again
+        if c not in path and rooted(c):
+            s4 = ", ".join(str(x) for x in (*v.steps, 0, 0, 0, 0)[:4])
+            new = emit(bld, "tile_view", f"lw::tile_slice<{c.type.cname}, {s4}>", [v.parent, *v.offsets], c.type,
+                       adjoint=_adj(c.type.dtype, f"lw::adj_tile_slice<{c.type.cname}, {s4}>"))
+            bld.emit(ir.Assign(c, ir.Copy(new), line=bld.cur_line))
 
 
 @call_form("tile_transpose")
@@ -483,21 +606,131 @@ def extract(bld: Builder, node: ast.AST, t: Operand, index_nodes: list[ast.expr]
                 adjoint=_adj(t.type.dtype, "lw::adj_tile_extract"))
 
 
+def _as_slice(e: ast.expr) -> ast.expr:
+    """`slice(a, b, c)` written as a call, as the slice `a:b:c`."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "slice" and not e.keywords and \
+            1 <= len(e.args) <= 3:
+        args = [None if isinstance(x, ast.Constant) and x.value is None else x for x in e.args]
+        lower, upper, step = (None, args[0], None) if len(args) == 1 else (*args, None)[:3]
+        return ast.Slice(lower=lower, upper=upper, step=step)
+    return e
+
+
+def _static_bound(bld: Builder, x: ast.expr) -> Any:
+    v = bld.value(x)
+    if not isinstance(v, Const):
+        bld.error(x, KernelIndexError, "tile slice bounds must be compile-time constant integers")
+    return v.value
+
+
+def _index_parts(bld: Builder, node: ast.Subscript, t: TileType, elts: list[ast.expr]
+                 ) -> tuple[list[Operand], tuple[int, ...], tuple[int, ...]]:
+    """A subscript of a tile as a slice: per-axis starts, steps (0: an index that drops the axis) and the
+    resulting shape (NumPy's rules; constant slice bounds, runtime indices)."""
+    if len(elts) > t.ndim:
+        bld.error(node, KernelIndexError, f"{len(elts)} indices for a tile of {t.ndim} dimensions")
+    off: list[Operand] = []
+    steps: list[int] = []
+    shape: list[int] = []
+    for d, n in enumerate(t.shape):
+        e = _as_slice(elts[d]) if d < len(elts) else ast.Slice()
+        if isinstance(e, ast.Slice):
+            bounds = [None if x is None else _static_bound(bld, x) for x in (e.lower, e.upper, e.step)]
+            if any(b is not None and (not isinstance(b, int) or isinstance(b, bool)) for b in bounds):
+                bld.error(e, KernelIndexError, "tile slice bounds must be compile-time constant integers")
+            if bounds[2] == 0:
+                bld.error(e, KernelIndexError, "a tile slice step cannot be zero")
+            start, stop, step = slice(*bounds).indices(n)
+            count = len(range(start, stop, step))
+            if count == 0:
+                bld.error(node, KernelIndexError, f"this tile slice would make an empty tile (a zero-length axis {d})")
+            off.append(Const(start, T.int32))
+            steps.append(step)
+            shape.append(count)
+            continue
+        if isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool) and not \
+                -n <= e.value < n:
+            bld.error(e, KernelIndexError, f"tile index {e.value} is out of bounds for an axis of {n}")
+        v = bld.value(e)
+        if not T.is_int(v.type):
+            bld.error(e, KernelTypeError, f"tile indices must be integers or slices, got {T.type_name(v.type)}")
+        off.append(_ints(bld, e, 1, "tile_view", "index")[0])
+        steps.append(0)
+    return off, tuple(steps), tuple(shape)
+
+
+def _slice_read(bld: Builder, node: ast.AST, base: Operand, elts: list[ast.expr]) -> Operand:
+    off, steps, shape = _index_parts(bld, node, base.type, elts)
+    if not shape:
+        bld.error(node, KernelValueError, "this tile slice is a single element; use t[i, j] or wp.tile_extract()")
+    return _view(bld, base, off, steps, shape)
+
+
 def _subscript(bld: Builder, node: ast.Subscript, base: Operand) -> Operand:
     sl = node.slice
     elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
-    if any(isinstance(e, ast.Slice) for e in elts):
-        bld.error(node, KernelTypeError, "tile slices are not supported; use wp.tile_view(t, offset, shape)")
-    if len(elts) < base.type.ndim:  # t[i]: the sub-tile of the remaining dimensions
-        off = _ints(bld, sl, len(elts), "tile_view", "index")
-        off += [Const(0, T.int32)] * (base.type.ndim - len(off))
-        r = TileType(base.type.dtype, base.type.shape[len(elts):])
-        return emit(bld, "tile_view", f"lw::tile_view<{r.cname}>", [base, *off], r,
-                    adjoint=_adj(r.dtype, f"lw::adj_tile_view<{r.cname}>"))
-    return extract(bld, node, base, elts)
+    if len(elts) == base.type.ndim and not any(isinstance(e, ast.Slice) for e in elts):
+        return extract(bld, node, base, elts)
+    return _slice_read(bld, node, base, elts)
+
+
+def _store(bld: Builder, target: ast.Subscript, value: Operand, op: str | None, node: ast.AST) -> None:
+    """`t[...] = value` (op None) or `t[...] op= value` on a tile variable: the tile takes the new element,
+    row or slice in place (and what it views, and its other views, see it)."""
+    chain: list[ast.Subscript] = []
+    root: ast.expr = target
+    while isinstance(root, ast.Subscript):
+        chain.insert(0, root)
+        root = root.value
+    t = bld.value(root)
+    first = chain[0]
+    elts = first.slice.elts if isinstance(first.slice, ast.Tuple) else [first.slice]
+    whole_element = len(elts) == t.type.ndim and not any(isinstance(e, ast.Slice) for e in elts)
+    if not whole_element:
+        if op is not None:
+            bld.error(node, KernelTypeError, "Compound assignment to a tile view is not supported; assign the "
+                      "result of an expression instead (t[0:4, :] = t[0:4, :] + v)")
+        if len(chain) > 1:
+            bld.error(node, KernelTypeError, "assign to a tile slice in one subscript (t[i, j] or t[a:b, :])")
+        if not is_tile(value.type) and not any(isinstance(e, ast.Slice) for e in elts):
+            bld.error(node, KernelTypeError, "assigning to a tile row requires a tile of matching shape; use "
+                      "t[i, j] = v for one element")
+        off, steps, shape = _index_parts(bld, first, t.type, elts)
+        if not is_tile(value.type):
+            bld.error(node, KernelTypeError, f"assigning to a tile slice requires a tile of matching shape {shape}, "
+                      f"got {T.type_name(value.type)}")
+        if value.type.shape != shape:
+            bld.error(node, KernelValueError, f"tile slice assignment: shape mismatch, the slice has shape {shape}, "
+                      f"the value {value.type.shape}")
+        if value.type.dtype != t.type.dtype:
+            value = _cast_tile(bld, value, t.type.dtype)
+        write(bld, root, _slice_assign(bld, t, value, off, steps), node)
+        return
+    idx = [_ints(bld, e, 1, "tile_view", "index")[0] for e in elts]
+    idx += [Const(0, T.int32)] * (4 - len(idx))
+    elem = t.type.dtype
+    if len(chain) > 1 or op is not None:  # a part of the element, or an update: through a copy of the element
+        cur = bld.materialize(extract(bld, first, t, elts))
+        ev = bld.temp(elem)
+        bld.emit(ir.Assign(ev, ir.Copy(cur), line=bld.cur_line))
+        if len(chain) > 1:
+            p = Place(ev, None, 0, (), elem)
+            for sub in chain[1:]:
+                p = bld.index_place(p, sub)
+            new = value if op is None else bld.binop(op, bld.place_value(p), value, node)
+            bld.store(p, new, node)
+        else:
+            bld.emit(ir.Assign(ev, ir.Copy(bld.convert(bld.binop(op, ev, value, node), elem, node)),
+                               line=bld.cur_line))
+        value = ev
+    value = _cast(bld, bld.materialize(value), elem, node, "a tile element")
+    write(bld, root, emit(bld, "tile_set", f"lw::tile_set<{t.type.cname}>", [t, value, *idx], t.type,
+                          adjoint=_adj(elem, f"lw::adj_tile_set<{t.type.cname}>")), node)
 
 
 SUBSCRIPT_KINDS[TileType] = _subscript
+STORE_KINDS[TileType] = _store
+ASSIGN_HOOKS[TileType] = _assigned
 
 
 # -- maps and reductions ----------------------------------------------------------------------------
@@ -662,6 +895,114 @@ def tile_matmul(bld: Builder, node: ast.Call, obj: Any) -> Operand | None:
     return None
 
 
+# -- dot, axpy, diagonal add, factorizations, sort ---------------------------------------------------
+
+
+@call_form("tile_dot")
+def tile_dot(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_dot", ("a", "b"), 2)
+    x, y = _tile_arg(bld, a["a"], "tile_dot"), _tile_arg(bld, a["b"], "tile_dot")
+    if x.type != y.type or not (T.is_scalar(x.type.dtype) or T.is_vector(x.type.dtype) or T.is_matrix(x.type.dtype)):
+        bld.error(node, KernelTypeError, f"wp.tile_dot() takes two tiles of one shape and dtype (scalars, vectors or "
+                  f"matrices), got {x.type} and {y.type}")
+    st = T.elem_scalar(x.type.dtype)
+    r = TileType(st, (1,))
+    return emit(bld, "tile_dot", f"lw::tile_dot<{x.type.cname}, {ctype(st)}>", [x, y], r,
+                adjoint=_adj(st, f"lw::adj_tile_dot<{x.type.cname}, {ctype(st)}>"))
+
+
+@call_form("tile_axpy")
+def tile_axpy(bld: Builder, node: ast.Call, obj: Any) -> None:
+    a = _bind(bld, node, "tile_axpy", ("alpha", "src", "dest"), 3)
+    src, dest = _tile_arg(bld, a["src"], "tile_axpy"), _tile_arg(bld, a["dest"], "tile_axpy")
+    if src.type != dest.type:
+        bld.error(node, KernelTypeError, f"wp.tile_axpy(): src and dest differ: {src.type} and {dest.type}")
+    alpha = _cast(bld, bld.value(a["alpha"]), T.elem_scalar(dest.type.dtype), a["alpha"], "wp.tile_axpy() alpha")
+    write(bld, a["dest"], emit(bld, "tile_axpy", "lw::tile_axpy", [alpha, src, dest], dest.type,
+                               adjoint=_adj(dest.type.dtype, "lw::adj_tile_axpy")), node)
+
+
+@call_form("tile_diag_add")
+def tile_diag_add(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_diag_add", ("a", "d"), 2)
+    m, d = _tile_arg(bld, a["a"], "tile_diag_add"), _tile_arg(bld, a["d"], "tile_diag_add")
+    n = m.type.shape[0]
+    if m.type.ndim != 2 or m.type.shape[1] != n or d.type.shape != (n,) or d.type.dtype != m.type.dtype:
+        bld.error(node, KernelTypeError, f"wp.tile_diag_add() takes a square tile and a 1-D tile of its diagonal, got "
+                  f"{m.type} and {d.type}")
+    return emit(bld, "tile_diag_add", "lw::tile_diag_add", [m, d], m.type,
+                adjoint=_adj(m.type.dtype, "lw::adj_tile_diag_add"))
+
+
+def _square_float(bld: Builder, node: ast.AST, name: str, m: Operand) -> int:
+    t = m.type
+    if t.ndim != 2 or t.shape[0] != t.shape[1] or t.dtype not in (T.float32, T.float64):
+        bld.error(node, KernelTypeError, f"wp.{name}() takes a square tile of float32 or float64, got {t}")
+    return t.shape[0]
+
+
+def _rhs(bld: Builder, node: ast.AST, name: str, m: Operand, y: Operand) -> None:
+    n = m.type.shape[0]
+    if y.type.dtype != m.type.dtype or y.type.ndim not in (1, 2) or y.type.shape[0] != n:
+        bld.error(node, KernelTypeError, f"wp.{name}(): the right-hand side must be a tile of shape ({n},) or ({n}, K) "
+                  f"of {T.type_name(m.type.dtype)}, got {y.type}")
+
+
+def _fill_mode(bld: Builder, a: dict, name: str) -> bool:
+    mode = _static_str(bld, a.get("fill_mode"), name, "lower")
+    if mode not in ("lower", "upper"):
+        bld.error(a["fill_mode"], KernelValueError, f"wp.{name}(): fill_mode is 'lower' or 'upper', got {mode!r}")
+    return mode == "lower"
+
+
+@call_form("tile_cholesky")
+def tile_cholesky(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_cholesky", ("A", "fill_mode"), 1)
+    m = _tile_arg(bld, a["A"], "tile_cholesky")
+    _square_float(bld, node, "tile_cholesky", m)
+    low = str(_fill_mode(bld, a, "tile_cholesky")).lower()
+    return emit(bld, "tile_cholesky", f"lw::tile_cholesky<{low}>", [m], m.type,
+                adjoint=f"lw::adj_tile_cholesky<{low}>")
+
+
+@call_form("tile_cholesky_solve")
+def tile_cholesky_solve(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    a = _bind(bld, node, "tile_cholesky_solve", ("L", "y", "fill_mode"), 2)
+    m, y = _tile_arg(bld, a["L"], "tile_cholesky_solve"), _tile_arg(bld, a["y"], "tile_cholesky_solve")
+    _square_float(bld, node, "tile_cholesky_solve", m)
+    _rhs(bld, node, "tile_cholesky_solve", m, y)
+    low = str(_fill_mode(bld, a, "tile_cholesky_solve")).lower()
+    return emit(bld, "tile_cholesky_solve", f"lw::tile_cholesky_solve<{low}>", [m, y], y.type,
+                adjoint=f"lw::adj_tile_cholesky_solve<{low}>")
+
+
+@call_form("tile_lower_solve", "tile_upper_solve")
+def tile_tri_solve(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    name = obj.name
+    lower = name == "tile_lower_solve"
+    a = _bind(bld, node, name, ("L", "y") if lower else ("U", "z"), 2)
+    m, y = (_tile_arg(bld, n, name) for n in a.values())
+    _square_float(bld, node, name, m)
+    _rhs(bld, node, name, m, y)
+    low = str(lower).lower()
+    return emit(bld, name, f"lw::tile_tri_solve<{low}>", [m, y], y.type, adjoint=f"lw::adj_tile_tri_solve<{low}>")
+
+
+@call_form("tile_sort")
+def tile_sort(bld: Builder, node: ast.Call, obj: Any) -> None:
+    a = _bind(bld, node, "tile_sort", ("keys", "values"), 2)
+    k, v = _tile_arg(bld, a["keys"], "tile_sort"), _tile_arg(bld, a["values"], "tile_sort")
+    if k.type.dtype not in (T.float32, T.int32, T.uint32, T.int64, T.uint64):
+        bld.error(node, KernelTypeError, f"wp.tile_sort(): keys are float32, int32, uint32, int64 or uint64, got "
+                  f"{T.type_name(k.type.dtype)}")
+    if k.type.shape != v.type.shape:
+        bld.error(node, KernelValueError, f"wp.tile_sort(): keys {k.type.shape} and values {v.type.shape} differ")
+    nk = emit(bld, "tile_sort", "lw::tile_sorted_keys", [k, v], k.type)
+    nv = emit(bld, "tile_sort", "lw::tile_sorted_values", [k, v], v.type)
+    write(bld, a["keys"], nk, node)
+    write(bld, a["values"], nv, node)
+
+
 BUILTIN_DOCS = {
     "tile_zeros": "tile_zeros(shape, dtype=float, storage='register'): a tile of zeros",
     "tile_ones": "tile_ones(shape, dtype=float, storage='register'): a tile of ones",
@@ -676,7 +1017,7 @@ BUILTIN_DOCS = {
                   "(elements outside the array are skipped)",
     "tile_atomic_add": "tile_atomic_add(a, t, offset=0): atomically add a tile into an array region; returns "
                        "the previous values",
-    "tile_view": "tile_view(t, offset, shape=None): the sub-tile of t at offset (a copy on the CPU)",
+    "tile_view": "tile_view(t, offset, shape=None): the sub-tile of t at offset; writes to either are seen by both",
     "tile_assign": "tile_assign(dst, src, offset): write tile src into dst at offset",
     "tile_transpose": "tile_transpose(a): the transpose of a 2-D tile",
     "tile_broadcast": "tile_broadcast(a, shape): a tile broadcast to shape (NumPy's rules)",
@@ -697,6 +1038,14 @@ BUILTIN_DOCS = {
     "tile_scan_min_inclusive": "tile_scan_min_inclusive(a): the running minimum of a tile",
     "tile_matmul": "tile_matmul(a, b[, alpha]) -> a b; tile_matmul(a, b, out, alpha=1, beta=1): "
                    "out = alpha a b + beta out",
+    "tile_dot": "tile_dot(a, b): the sum of the products (dot / Frobenius products) of the elements, shape (1,)",
+    "tile_axpy": "tile_axpy(alpha, src, dest): dest += alpha * src, in place",
+    "tile_diag_add": "tile_diag_add(a, d): square tile a with 1-D tile d added to its diagonal",
+    "tile_cholesky": "tile_cholesky(A, fill_mode='lower'): the Cholesky factor L (L L^T = A) or U (U^T U = A)",
+    "tile_cholesky_solve": "tile_cholesky_solve(L, y, fill_mode='lower'): x with A x = y, from A's Cholesky factor",
+    "tile_lower_solve": "tile_lower_solve(L, y): z with L z = y, L lower triangular",
+    "tile_upper_solve": "tile_upper_solve(U, z): x with U x = z, U upper triangular",
+    "tile_sort": "tile_sort(keys, values): sorts keys ascending in place, values permuted with them",
 }
 
 

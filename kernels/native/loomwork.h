@@ -33,6 +33,12 @@ typedef unsigned int uint32_t;
 typedef long long int64_t;
 typedef unsigned long long uint64_t;
 
+// placement new with a tag of our own (no <new>, and no clash with it): a call's result built in place,
+// as generated code does for tiles (`new (&v, lw_slot{}) T(f(...))` elides the copy)
+struct lw_slot {};
+LW_FUNC void* operator new(decltype(sizeof(0)), void* p, lw_slot) noexcept { return p; }
+LW_FUNC void operator delete(void*, void*, lw_slot) noexcept {}
+
 namespace lw {
 
 // ---------------------------------------------------------------------------------------------

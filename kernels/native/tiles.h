@@ -303,6 +303,9 @@ template <int N, typename T, typename Tl, typename... R> LW_FUNC void adj_tile_a
 
 // -- elementwise: one functor applied over the elements of its tile operands (scalars broadcast) ----
 
+template <typename X, bool IsTile> struct tile_sz { static constexpr int value = 0; };
+template <typename X> struct tile_sz<X, true> { static constexpr int value = X::size; };
+
 template <typename Rt, typename F> struct tile_apply_t {
     F f;
     template <typename... A> LW_FUNC Rt operator()(const A&... a) const {
@@ -313,17 +316,19 @@ template <typename Rt, typename F> struct tile_apply_t {
 };
 template <typename Rt, typename F> LW_FUNC tile_apply_t<Rt, F> tile_apply(F f) { return {f}; }
 
+// the element count of the first tile among types X... (0: none)
+template <typename... X> struct tile_first_size { static constexpr int value = 0; };
+template <typename X, typename... R> struct tile_first_size<X, R...> {
+    static constexpr int value = tile_sz<X, is_tile<X>::value>::value ? tile_sz<X, is_tile<X>::value>::value
+                                                                         : tile_first_size<R...>::value;
+};
+
 // the adjoint: f(inputs..., adj_inputs&..., adj_ret) per element; a scalar's adjoint sums over the tile
 template <typename F> struct tile_apply_adj_t {
     F f;
     template <typename... A> LW_FUNC void operator()(A&&... a) const {
-        constexpr int n = tile_size_of<A...>();
+        constexpr int n = tile_first_size<typename tile_bare<A>::type...>::value;
         for (int i = 0; i < n; ++i) f(tile_el(a, i)...);
-    }
-    template <typename... A> static constexpr int tile_size_of() {
-        int n = 0;
-        ((n = (n == 0 && is_tile<typename tile_bare<A>::type>::value) ? tile_bare<A>::type::size : n), ...);
-        return n;
     }
 };
 template <typename F> LW_FUNC tile_apply_adj_t<F> tile_apply_adj(F f) { return {f}; }
@@ -806,3 +811,301 @@ LW_TILE_BINARY(div)
     }
 LW_TILE_UNARY(neg)
 LW_TILE_UNARY(pos)
+
+// -- slices: the sub-tile Rt of Tl at per-axis starts o[d] with steps S_d (S_d == 0: axis d is fixed at
+// o[d], a negative o[d] counting from its end, and dropped from the result); elements outside Tl read as
+// zero and are not written. Views, `t[i]`, `t[a:b, ::2]` and their assignments all go through here.
+
+template <typename Rt, typename Tl, int S0, int S1, int S2, int S3> LW_FUNC bool tile_slice_src(const int* o, int i,
+                                                                                                 int& src) {
+    const int st[4] = {S0, S1, S2, S3};
+    int c[4];
+    tile_coords_ranked<Rt>(i, c);
+    int k = 0;
+    bool in = true;
+    src = 0;
+    for (int d = 0; d < Tl::rank; ++d) {
+        int x = o[d];
+        if (st[d] != 0) {
+            x += st[d] * c[k++];
+        } else if (x < 0) {
+            x += tile_dim<Tl>(d);
+        }
+        if (x < 0 || x >= tile_dim<Tl>(d)) in = false;
+        src = src * tile_dim<Tl>(d) + x;
+    }
+    return in;
+}
+template <typename Rt, int S0, int S1, int S2, int S3, typename Tl>
+LW_FUNC Rt tile_slice(const Tl& t, int32_t o0, int32_t o1, int32_t o2, int32_t o3) {
+    const int o[4] = {o0, o1, o2, o3};
+    Rt r;
+    for (int i = 0; i < Rt::size; ++i) {
+        int src;
+        r.c[i] = tile_slice_src<Rt, Tl, S0, S1, S2, S3>(o, i, src) ? t.c[src] : typename Rt::value_type{};
+    }
+    return r;
+}
+template <typename Rt, int S0, int S1, int S2, int S3, typename Tl>
+LW_FUNC void adj_tile_slice(const Tl& t, int32_t o0, int32_t o1, int32_t o2, int32_t o3, Tl& adj_t, int32_t&,
+                            int32_t&, int32_t&, int32_t&, const Rt& adj) {
+    const int o[4] = {o0, o1, o2, o3};
+    for (int i = 0; i < Rt::size; ++i) {
+        int src;
+        if (tile_slice_src<Rt, Tl, S0, S1, S2, S3>(o, i, src)) acc(adj_t.c[src], adj.c[i]);
+    }
+}
+// t with the slice replaced by v (the write of a view back into the tile it views)
+template <int S0, int S1, int S2, int S3, typename Tl, typename Rt>
+LW_FUNC Tl tile_slice_assign(const Tl& t, const Rt& v, int32_t o0, int32_t o1, int32_t o2, int32_t o3) {
+    const int o[4] = {o0, o1, o2, o3};
+    Tl r = t;
+    for (int i = 0; i < Rt::size; ++i) {
+        int at;
+        if (tile_slice_src<Rt, Tl, S0, S1, S2, S3>(o, i, at)) r.c[at] = v.c[i];
+    }
+    return r;
+}
+template <int S0, int S1, int S2, int S3, typename Tl, typename Rt>
+LW_FUNC void adj_tile_slice_assign(const Tl& t, const Rt& v, int32_t o0, int32_t o1, int32_t o2, int32_t o3,
+                                   Tl& adj_t, Rt& adj_v, int32_t&, int32_t&, int32_t&, int32_t&, const Tl& adj) {
+    const int o[4] = {o0, o1, o2, o3};
+    bool covered[Tl::size > 0 ? Tl::size : 1] = {};
+    for (int i = 0; i < Rt::size; ++i) {
+        int at;
+        if (tile_slice_src<Rt, Tl, S0, S1, S2, S3>(o, i, at) && !covered[at]) {
+            acc(adj_v.c[i], adj.c[at]);
+            covered[at] = true;
+        }
+    }
+    for (int i = 0; i < Tl::size; ++i)
+        if (!covered[i]) acc(adj_t.c[i], adj.c[i]);
+}
+// t[i, j, ...] = v: t with one element replaced (negative indices count from the end)
+template <typename Tl> LW_FUNC int tile_index(int32_t i0, int32_t i1, int32_t i2, int32_t i3) {
+    const int x[4] = {i0, i1, i2, i3};
+    int f = 0;
+    for (int d = 0; d < Tl::rank; ++d) {
+        int v = x[d] < 0 ? x[d] + tile_dim<Tl>(d) : x[d];
+        v = v < 0 ? 0 : v >= tile_dim<Tl>(d) ? tile_dim<Tl>(d) - 1 : v;
+        f = f * tile_dim<Tl>(d) + v;
+    }
+    return f;
+}
+template <typename Tl> LW_FUNC Tl tile_set(const Tl& t, typename Tl::value_type v, int32_t i0, int32_t i1, int32_t i2,
+                                           int32_t i3) {
+    Tl r = t;
+    r.c[tile_index<Tl>(i0, i1, i2, i3)] = v;
+    return r;
+}
+template <typename Tl> LW_FUNC void adj_tile_set(const Tl& t, typename Tl::value_type v, int32_t i0, int32_t i1,
+                                                 int32_t i2, int32_t i3, Tl& adj_t, typename Tl::value_type& adj_v,
+                                                 int32_t&, int32_t&, int32_t&, int32_t&, const Tl& adj) {
+    const int at = tile_index<Tl>(i0, i1, i2, i3);
+    for (int i = 0; i < Tl::size; ++i)
+        if (i != at) acc(adj_t.c[i], adj.c[i]);
+    acc(adj_v, adj.c[at]);
+}
+
+// -- dot, axpy, diagonal add --------------------------------------------------------------------
+
+// the scalar contraction of two elements: a product, a dot product, a Frobenius product
+template <typename T> LW_FUNC T tile_contract(T a, T b) { return mul(a, b); }
+template <int N, typename T> LW_FUNC T tile_contract(vec_t<N, T> a, vec_t<N, T> b) { return dot(a, b); }
+template <int R, int C, typename T> LW_FUNC T tile_contract(mat_t<R, C, T> a, mat_t<R, C, T> b) { return ddot(a, b); }
+
+template <typename Tl, typename S> LW_FUNC tile_t<S, 1, 1> tile_dot(const Tl& a, const Tl& b) {
+    tile_t<S, 1, 1> r;
+    S s{};
+    for (int i = 0; i < Tl::size; ++i) s = add(s, tile_contract(a.c[i], b.c[i]));
+    r.c[0] = s;
+    return r;
+}
+template <typename Tl, typename S> LW_FUNC void adj_tile_dot(const Tl& a, const Tl& b, Tl& adj_a, Tl& adj_b,
+                                                             const tile_t<S, 1, 1>& adj) {
+    for (int i = 0; i < Tl::size; ++i) {
+        acc(adj_a.c[i], mul(adj.c[0], b.c[i]));
+        acc(adj_b.c[i], mul(adj.c[0], a.c[i]));
+    }
+}
+// dest + alpha src (wp.tile_axpy writes it into dest)
+template <typename S, typename Tl> LW_FUNC Tl tile_axpy(S alpha, const Tl& src, const Tl& dest) {
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = add(dest.c[i], mul(alpha, src.c[i]));
+    return r;
+}
+template <typename S, typename Tl> LW_FUNC void adj_tile_axpy(S alpha, const Tl& src, const Tl& dest, S& adj_alpha,
+                                                              Tl& adj_src, Tl& adj_dest, const Tl& adj) {
+    for (int i = 0; i < Tl::size; ++i) {
+        acc(adj_dest.c[i], adj.c[i]);
+        acc(adj_src.c[i], mul(alpha, adj.c[i]));
+        adj_alpha = add(adj_alpha, tile_contract(src.c[i], adj.c[i]));
+    }
+}
+template <typename Tl, typename Td> LW_FUNC Tl tile_diag_add(const Tl& a, const Td& d) {
+    Tl r = a;
+    for (int i = 0; i < Tl::d0; ++i) r.c[i * Tl::d1 + i] = add(r.c[i * Tl::d1 + i], d.c[i]);
+    return r;
+}
+template <typename Tl, typename Td> LW_FUNC void adj_tile_diag_add(const Tl& a, const Td& d, Tl& adj_a, Td& adj_d,
+                                                                   const Tl& adj) {
+    for (int i = 0; i < Tl::size; ++i) acc(adj_a.c[i], adj.c[i]);
+    for (int i = 0; i < Tl::d0; ++i) acc(adj_d.c[i], adj.c[i * Tl::d1 + i]);
+}
+
+// -- dense factorizations and triangular solves (row-major N x N; right-hand sides N or N x K) -----
+
+// L z = y (lower: L's lower triangle) or U x = z (upper: U's upper triangle), in place on y's K columns;
+// Tr: solve with the transpose of the triangle instead
+template <int N, int K, bool Lower, bool Tr, typename T> LW_FUNC void tile_trsv(const T* A, T* y) {
+    auto at = [&](int i, int j) { return Tr ? A[j * N + i] : A[i * N + j]; };
+    const bool fwd = Lower != Tr;  // the order the unknowns resolve in
+    for (int s = 0; s < N; ++s) {
+        const int i = fwd ? s : N - 1 - s;
+        for (int k = 0; k < K; ++k) {
+            T v = y[i * K + k];
+            if (fwd) {
+                for (int j = 0; j < i; ++j) v = sub(v, mul(at(i, j), y[j * K + k]));
+            } else {
+                for (int j = i + 1; j < N; ++j) v = sub(v, mul(at(i, j), y[j * K + k]));
+            }
+            y[i * K + k] = div(v, at(i, i));
+        }
+    }
+}
+template <typename Tl> struct tile_cols { static constexpr int value = Tl::rank == 1 ? 1 : Tl::d1; };
+
+template <bool Lower, typename Tm, typename Ty> LW_FUNC Ty tile_tri_solve(const Tm& L, const Ty& y) {
+    Ty r = y;
+    tile_trsv<Tm::d0, tile_cols<Ty>::value, Lower, false>(L.c, r.c);
+    return r;
+}
+// the adjoint of z = A^-1 y for triangular A: adj_y += A^-T adj_z, adj_A -= (A^-T adj_z) z^T on A's triangle
+template <bool Lower, typename Tm, typename Ty> LW_FUNC void adj_tile_tri_solve(const Tm& L, const Ty& y, Tm& adj_L,
+                                                                                Ty& adj_y, const Ty& adj) {
+    constexpr int N = Tm::d0, K = tile_cols<Ty>::value;
+    Ty z = tile_tri_solve<Lower>(L, y);
+    Ty g = adj;
+    tile_trsv<N, K, Lower, true>(L.c, g.c);
+    for (int i = 0; i < Ty::size; ++i) acc(adj_y.c[i], g.c[i]);
+    for (int i = 0; i < N; ++i)
+        for (int j = 0; j < N; ++j) {
+            if (Lower ? j > i : j < i) continue;
+            typename Tm::value_type s{};
+            for (int k = 0; k < K; ++k) s = add(s, mul(g.c[i * K + k], z.c[j * K + k]));
+            adj_L.c[i * N + j] = sub(adj_L.c[i * N + j], s);
+        }
+}
+// Cholesky factor of A's lower (upper) triangle: L L^T = A (U^T U = A); the other triangle is zero
+template <bool Lower, typename Tm> LW_FUNC Tm tile_cholesky(const Tm& A) {
+    constexpr int N = Tm::d0;
+    using T = typename Tm::value_type;
+    Tm L;
+    for (int i = 0; i < Tm::size; ++i) L.c[i] = T{};
+    auto a = [&](int i, int j) { return Lower ? A.c[i * N + j] : A.c[j * N + i]; };  // lower view of A
+    for (int j = 0; j < N; ++j) {
+        T d = a(j, j);
+        for (int k = 0; k < j; ++k) d = sub(d, mul(L.c[j * N + k], L.c[j * N + k]));
+        const T ljj = sqrt(d);
+        L.c[j * N + j] = ljj;
+        for (int i = j + 1; i < N; ++i) {
+            T v = a(i, j);
+            for (int k = 0; k < j; ++k) v = sub(v, mul(L.c[i * N + k], L.c[j * N + k]));
+            L.c[i * N + j] = div(v, ljj);
+        }
+    }
+    return Lower ? L : tile_transpose(L);
+}
+// the adjoint (Murray 2016): S = L^-T Phi(L^T adj_L) L^-1 with Phi the lower triangle, diagonal halved;
+// the gradient of A's stored triangle is S + S^T off the diagonal and S on it
+template <bool Lower, typename Tm> LW_FUNC void adj_tile_cholesky(const Tm& A, Tm& adj_A, const Tm& adj) {
+    constexpr int N = Tm::d0;
+    using T = typename Tm::value_type;
+    const Tm F = tile_cholesky<Lower>(A);
+    const Tm L = Lower ? F : tile_transpose(F);
+    const Tm G = Lower ? adj : tile_transpose(adj);  // the adjoint of L
+    Tm P;
+    for (int i = 0; i < N; ++i)
+        for (int j = 0; j < N; ++j) {
+            T s{};
+            if (j <= i)
+                for (int k = 0; k < N; ++k) s = add(s, mul(L.c[k * N + i], G.c[k * N + j]));
+            P.c[i * N + j] = j < i ? s : j == i ? mul(T(0.5), s) : T{};
+        }
+    // S = L^-T P L^-1: solve L^T X = P, then S L = X, i.e. L^T S^T = X^T
+    tile_trsv<N, N, true, true>(L.c, P.c);
+    Tm Xt = tile_transpose(P);
+    tile_trsv<N, N, true, true>(L.c, Xt.c);
+    const Tm& S = tile_transpose(Xt);
+    for (int i = 0; i < N; ++i)
+        for (int j = 0; j <= i; ++j) {
+            const T g = i == j ? S.c[i * N + i] : add(S.c[i * N + j], S.c[j * N + i]);
+            if (Lower) acc(adj_A.c[i * N + j], g); else acc(adj_A.c[j * N + i], g);
+        }
+}
+// A x = y from A's Cholesky factor (lower: L L^T = A; upper: U^T U = A)
+template <bool Lower, typename Tm, typename Ty> LW_FUNC Ty tile_cholesky_solve(const Tm& F, const Ty& y) {
+    constexpr int N = Tm::d0, K = tile_cols<Ty>::value;
+    Ty r = y;
+    tile_trsv<N, K, Lower, !Lower>(F.c, r.c);
+    tile_trsv<N, K, Lower, Lower>(F.c, r.c);
+    return r;
+}
+template <bool Lower, typename Tm, typename Ty> LW_FUNC void adj_tile_cholesky_solve(const Tm& F, const Ty& y, Tm& adj_F,
+                                                                                     Ty& adj_y, const Ty& adj) {
+    constexpr int N = Tm::d0, K = tile_cols<Ty>::value;
+    using T = typename Tm::value_type;
+    const Tm L = Lower ? F : tile_transpose(F);
+    Ty w = y;  // w = L^-1 y, x = L^-T w
+    tile_trsv<N, K, true, false>(L.c, w.c);
+    Ty x = w;
+    tile_trsv<N, K, true, true>(L.c, x.c);
+    Ty gw = adj;  // adj_w = L^-1 adj_x
+    tile_trsv<N, K, true, false>(L.c, gw.c);
+    Ty gy = gw;  // adj_y = L^-T adj_w
+    tile_trsv<N, K, true, true>(L.c, gy.c);
+    for (int i = 0; i < Ty::size; ++i) acc(adj_y.c[i], gy.c[i]);
+    for (int i = 0; i < N; ++i)
+        for (int j = 0; j <= i; ++j) {
+            T s{};
+            for (int k = 0; k < K; ++k)
+                s = add(s, add(mul(x.c[i * K + k], gw.c[j * K + k]), mul(gy.c[i * K + k], w.c[j * K + k])));
+            if (Lower) adj_F.c[i * N + j] = sub(adj_F.c[i * N + j], s);
+            else adj_F.c[j * N + i] = sub(adj_F.c[j * N + i], s);
+        }
+}
+
+// -- sort: keys ascending, values permuted with them (an index sort, then both gathered) ------------
+
+template <typename Tk, typename Tv> LW_FUNC void tile_sort_pairs(Tk& keys, Tv& values) {
+    constexpr int n = Tk::size;
+    int idx[n > 0 ? n : 1], tmp[n > 0 ? n : 1];
+    for (int i = 0; i < n; ++i) idx[i] = i;
+    for (int w = 1; w < n; w *= 2)  // bottom-up merge sort of the indices
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            const int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int a = lo, b = mid, o = lo;
+            while (a < mid && b < hi) tmp[o++] = lt(keys.c[idx[b]], keys.c[idx[a]]) ? idx[b++] : idx[a++];
+            while (a < mid) tmp[o++] = idx[a++];
+            while (b < hi) tmp[o++] = idx[b++];
+            for (int i = lo; i < hi; ++i) idx[i] = tmp[i];
+        }
+    const Tk k0 = keys;
+    const Tv v0 = values;
+    for (int i = 0; i < n; ++i) {
+        keys.c[i] = k0.c[idx[i]];
+        values.c[i] = v0.c[idx[i]];
+    }
+}
+template <typename Tk, typename Tv> LW_FUNC Tk tile_sorted_keys(const Tk& keys, const Tv& values) {
+    Tk k = keys;
+    Tv v = values;
+    tile_sort_pairs(k, v);
+    return k;
+}
+template <typename Tk, typename Tv> LW_FUNC Tv tile_sorted_values(const Tk& keys, const Tv& values) {
+    Tk k = keys;
+    Tv v = values;
+    tile_sort_pairs(k, v);
+    return v;
+}
