@@ -2,6 +2,7 @@
 following Newton 1.8's public API (``import loomwork.sim as newton``)."""
 
 from . import solvers
+from .articulation import eval_fk, eval_ik
 from .builder import ModelBuilder
 from .builder.bodies import MAXVAL
 from .enums import Axis, GeoType, JointType, ParticleFlags, ShapeFlags
@@ -9,4 +10,4 @@ from .geometry import Mesh
 from .model import Control, Model, State
 
 __all__ = ["MAXVAL", "Axis", "Control", "GeoType", "JointType", "Mesh", "Model", "ModelBuilder", "ParticleFlags",
-           "ShapeFlags", "State", "solvers"]
+           "ShapeFlags", "State", "eval_fk", "eval_ik", "solvers"]
