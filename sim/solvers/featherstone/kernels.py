@@ -41,12 +41,13 @@ def quat_integrate(r: wp.quat, w: wp.vec3, dt: float):
     return wp.normalize(r + wp.quat(w[0], w[1], w[2], 0.0) * r * (0.5 * dt))
 
 
-_KERNELS: dict[tuple[int, int], Any] = {}
+_KERNELS: dict[tuple[int, int, bool], Any] = {}
 
 
-def step_kernel(max_joints: int, max_dofs: int) -> Any:
-    """The step kernel for articulations of at most ``max_joints`` joints and ``max_dofs`` dofs."""
-    key = (max_joints, max_dofs)
+def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
+    """The step kernel for articulations of at most ``max_joints`` joints and ``max_dofs`` dofs, with its
+    adjoint when ``backward`` (each variant is a module of its own, so one never rebuilds another)."""
+    key = (max_joints, max_dofs, bool(backward))
     if key in _KERNELS:
         return _KERNELS[key]
     NJ = max_joints
@@ -59,7 +60,8 @@ def step_kernel(max_joints: int, max_dofs: int) -> Any:
     mat_dd = wp.types.matrix(shape=(ND, ND), dtype=float)
     vec_d = wp.types.vector(length=ND, dtype=float)
 
-    @wp.kernel
+    @wp.kernel(enable_backward=bool(backward),
+               module=f"loomwork.sim.solvers.featherstone.step_{NJ}x{ND}{'_grad' if backward else ''}")
     def featherstone_step(
             # model
             art_start: wp.array(dtype=wp.int32), art_world: wp.array(dtype=wp.int32),

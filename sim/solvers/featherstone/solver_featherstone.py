@@ -34,7 +34,7 @@ class SolverFeatherstone(SolverBase):
     with ``Model.joint_armature`` added to the diagonal. ``body_q``/``body_qd`` of the output state follow
     by forward kinematics. Drives and limits act on PRISMATIC, REVOLUTE and D6 joints; BALL and FREE
     joints take ``joint_f`` only. FREE joints must hang from the world, D6 joints have at most one angular
-    axis. Differentiable with ``wp.Tape``.
+    axis. Differentiable with ``wp.Tape`` when the model was finalized with ``requires_grad=True``.
 
     ``angular_damping`` [1/s] damps the angular velocity of FREE joints (``w *= 1 - angular_damping dt``).
     With ``check_finite`` each step checks its output on the host and raises ``FloatingPointError`` naming
@@ -83,7 +83,8 @@ class SolverFeatherstone(SolverBase):
                 if k >= 0 and art[k] == art[j] and art[j] >= 0:
                     pj[j] = k
         self._parent_joint = wp.array(pj, dtype=wp.int32, device=model.device)
-        self._kernel = step_kernel(_bucket(int(joints_per.max())), _bucket(max(int(dofs_per.max()), 1)))
+        self._kernel = step_kernel(_bucket(int(joints_per.max())), _bucket(max(int(dofs_per.max()), 1)),
+                                   bool(model.requires_grad))
         # Bodies no articulated joint moves keep their state.
         moved = np.zeros(model.body_count, dtype=bool)
         moved[model.joint_child.numpy()[art >= 0]] = True
