@@ -13,6 +13,7 @@ import loomwork as wp
 from ...articulation import topology
 from ...enums import JointType
 from ...model import Control, Model, State
+from ..forces import eval_contact_forces
 from ..solver import SolverBase
 from .kernels import copy_bodies_kernel, step_kernel
 
@@ -93,9 +94,11 @@ class SolverFeatherstone(SolverBase):
 
     def step(self, state_in: State, state_out: State, control: Control | None, contacts: Any, dt: float) -> None:
         """Advance ``state_in`` by ``dt`` [s] into ``state_out`` (its ``joint_q``, ``joint_qd``, ``body_q``,
-        ``body_qd``). ``contacts`` is not used: contact forces reach this solver as ``state_in.body_f``."""
+        ``body_qd``). Penalty contact wrenches from ``contacts`` (and particle contacts) are added to
+        ``state_in.body_f`` first, so clear forces before each step."""
         self._check_step(state_in, state_out, dt)
         model = self.model
+        eval_contact_forces(model, state_in, contacts, state_in.particle_f, state_in.body_f)
         self.integrate_particles(model, state_in, state_out, dt)
         if self._kernel is not None:
             src = control if control is not None else model
