@@ -669,9 +669,38 @@ def _slice_read(bld: Builder, node: ast.AST, base: Operand, elts: list[ast.expr]
 def _subscript(bld: Builder, node: ast.Subscript, base: Operand) -> Operand:
     sl = node.slice
     elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+    picked = [i for i, e in enumerate(elts) if isinstance(e, ast.Name) and is_tile(getattr(
+        bld.scope.vars.get(e.id), "type", None))]
+    if picked:
+        return _gather(bld, node, base, elts, picked)
     if len(elts) == base.type.ndim and not any(isinstance(e, ast.Slice) for e in elts):
         return extract(bld, node, base, elts)
     return _slice_read(bld, node, base, elts)
+
+
+def _gather(bld: Builder, node: ast.Subscript, base: Operand, elts: list[ast.expr], picked: list[int]) -> Operand:
+    """t[idx, :]: the rows (along the axis of the index tile) that a 1-D int tile picks, as a new tile."""
+    src = base.type
+    if len(picked) > 1:
+        bld.error(node, KernelIndexError, "tile indexing takes exactly one 1-D integer index tile")
+    axis = picked[0]
+    idx = bld.value(elts[axis])
+    if idx.type.ndim != 1 or not T.is_int(idx.type.dtype):
+        bld.error(elts[axis], KernelTypeError, f"tile indexing takes a 1-D integer index tile, got {idx.type}")
+    if len(elts) > src.ndim:
+        bld.error(node, KernelIndexError, f"{len(elts)} indices for a tile of {src.ndim} dimensions")
+    for e in elts:
+        if e is not elts[axis] and not (isinstance(e, ast.Slice) and e.lower is None and e.upper is None and
+                                        e.step is None):
+            bld.error(e, KernelIndexError, "tile indexing with an index tile takes ':' on every other axis "
+                      "(t[indices, :])")
+    if idx.type.dtype is not T.int32:
+        idx = _cast_tile(bld, idx, T.int32)
+    shape = list(src.shape)
+    shape[axis] = idx.type.shape[0]
+    r = TileType(src.dtype, tuple(shape))
+    return emit(bld, "tile_gather", f"lw::tile_gather<{r.cname}, {axis}>", [base, idx], r,
+                adjoint=_adj(r.dtype, f"lw::adj_tile_gather<{r.cname}, {axis}>"))
 
 
 def _store(bld: Builder, target: ast.Subscript, value: Operand, op: str | None, node: ast.AST) -> None:
