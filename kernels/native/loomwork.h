@@ -2009,5 +2009,6 @@ inline void breakpoint() {}
 
 #include "linalg.h"
 #include "tiles.h"
+#include "tiles_fft.h"
 
 }  // namespace lw

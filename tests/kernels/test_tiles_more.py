@@ -1,5 +1,5 @@
 """Tiles, third part: gathers and scatters through index tiles (tile_load_indexed, tile_store_indexed,
-tile_atomic_add_indexed, t[idx, :]), with finite-difference checks of their adjoints."""
+tile_atomic_add_indexed, t[idx, :]), FFTs, with finite-difference checks of their adjoints."""
 
 import numpy as np
 import pytest
@@ -28,6 +28,16 @@ def k_indexed_axis1(a: wp.array2d(dtype=float), ind: wp.array(dtype=int), out: w
     i = wp.tile_load(ind, shape=3)
     t = wp.tile_load_indexed(a, indices=i, shape=(2, 3), offset=(1, 0), axis=1)
     wp.tile_store_indexed(out, indices=i, t=t, offset=(0, 1), axis=1)
+
+
+@wp.kernel
+def k_fft(x: wp.array2d(dtype=wp.vec2d), y: wp.array2d(dtype=wp.vec2d), z: wp.array2d(dtype=wp.vec2d)):
+    t = wp.tile_load(x, shape=(2, 8))
+    wp.tile_fft(t)
+    wp.tile_store(y, t)
+    u = wp.tile_load(x, shape=(2, 6))  # not a power of two: the direct transform
+    wp.tile_ifft(u)
+    wp.tile_store(z, u * 2.0)
 
 
 def _launch_indexed(a: wp.array, ind: wp.array, rows: wp.array, scattered: wp.array, added: wp.array,
@@ -75,3 +85,24 @@ def test_indexed_errors():
 
     with pytest.raises(ValueError, match="2 indices for a tile with 3"):
         wp.launch_tiled(bad, dim=1, inputs=[wp.zeros((4, 4), dtype=float), wp.zeros(2, dtype=int)], block_dim=1)
+
+
+def _complex(a: np.ndarray) -> np.ndarray:
+    return a[..., 0] + 1j * a[..., 1]
+
+
+def test_fft_follows_numpy_and_finite_differences():
+    """tile_fft is NumPy's fft along the last axis, tile_ifft its unnormalized inverse; their adjoints match
+    central differences."""
+    xn = rng.standard_normal((2, 8, 2))
+    x = wp.array(xn, dtype=wp.vec2d, requires_grad=True)
+    y = wp.zeros((2, 8), dtype=wp.vec2d, requires_grad=True)
+    z = wp.zeros((2, 6), dtype=wp.vec2d, requires_grad=True)
+    wp.launch_tiled(k_fft, dim=1, inputs=[x, y, z], block_dim=1)
+    np.testing.assert_allclose(_complex(y.numpy()), np.fft.fft(_complex(xn), axis=-1), atol=1e-12)
+    np.testing.assert_allclose(_complex(z.numpy()), np.fft.ifft(_complex(xn[:, :6]), axis=-1) * 12, atol=1e-12)
+
+    def run(x: wp.array, y: wp.array, z: wp.array) -> None:
+        wp.launch_tiled(k_fft, dim=1, inputs=[x, y, z], block_dim=1)
+
+    assert gradcheck(run, None, [x], [y, z], eps=1e-6, atol=1e-6)
