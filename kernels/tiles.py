@@ -378,7 +378,8 @@ def tile_view(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     src = t.type
     if isinstance(a["offset"], ast.Tuple) and any(isinstance(_as_slice(e), ast.Slice) for e in a["offset"].elts):
         if "shape" in a:
-            bld.error(node, KernelValueError, "wp.tile_view(): 'shape' cannot be given with slices in the offset")
+            bld.error(node, KernelValueError, "wp.tile_view(): 'shape' cannot be given together with a slice in the "
+                      "offset")
         return _slice_read(bld, node, t, a["offset"].elts)
     elts = a["offset"].elts if isinstance(a["offset"], ast.Tuple) else [a["offset"]]
     if len(elts) > src.ndim:
@@ -669,22 +670,28 @@ def _slice_read(bld: Builder, node: ast.AST, base: Operand, elts: list[ast.expr]
 def _subscript(bld: Builder, node: ast.Subscript, base: Operand) -> Operand:
     sl = node.slice
     elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
-    picked = [i for i, e in enumerate(elts) if isinstance(e, ast.Name) and is_tile(getattr(
-        bld.scope.vars.get(e.id), "type", None))]
-    if picked:
-        return _gather(bld, node, base, elts, picked)
+    index_tiles = {}  # t[idx, :], t[wp.tile_arange(...) * 2]: index tiles (evaluated once, here)
+    for i, e in enumerate(elts):
+        if isinstance(e, ast.Name) and is_tile(getattr(bld.scope.vars.get(e.id), "type", None)):
+            index_tiles[i] = bld.scope.vars[e.id]
+        elif isinstance(e, ast.Call | ast.BinOp | ast.Subscript):
+            v = bld.value(e)
+            if is_tile(v.type):
+                index_tiles[i] = v
+    if index_tiles:
+        return _gather(bld, node, base, elts, index_tiles)
     if len(elts) == base.type.ndim and not any(isinstance(e, ast.Slice) for e in elts):
         return extract(bld, node, base, elts)
     return _slice_read(bld, node, base, elts)
 
 
-def _gather(bld: Builder, node: ast.Subscript, base: Operand, elts: list[ast.expr], picked: list[int]) -> Operand:
+def _gather(bld: Builder, node: ast.Subscript, base: Operand, elts: list[ast.expr],
+            index_tiles: dict[int, Operand]) -> Operand:
     """t[idx, :]: the rows (along the axis of the index tile) that a 1-D int tile picks, as a new tile."""
     src = base.type
-    if len(picked) > 1:
-        bld.error(node, KernelIndexError, "tile indexing takes exactly one 1-D integer index tile")
-    axis = picked[0]
-    idx = bld.value(elts[axis])
+    if len(index_tiles) > 1:
+        bld.error(node, KernelValueError, "Tile indexing supports exactly one 1D integer index tile")
+    (axis, idx), = index_tiles.items()
     if idx.type.ndim != 1 or not T.is_int(idx.type.dtype):
         bld.error(elts[axis], KernelTypeError, f"tile indexing takes a 1-D integer index tile, got {idx.type}")
     if len(elts) > src.ndim:
@@ -692,8 +699,8 @@ def _gather(bld: Builder, node: ast.Subscript, base: Operand, elts: list[ast.exp
     for e in elts:
         if e is not elts[axis] and not (isinstance(e, ast.Slice) and e.lower is None and e.upper is None and
                                         e.step is None):
-            bld.error(e, KernelIndexError, "tile indexing with an index tile takes ':' on every other axis "
-                      "(t[indices, :])")
+            bld.error(e, KernelValueError, "Tile indexing with an integer index tile requires ':' on all other "
+                      "axes (t[indices, :])")
     if idx.type.dtype is not T.int32:
         idx = _cast_tile(bld, idx, T.int32)
     shape = list(src.shape)
