@@ -106,3 +106,32 @@ def test_fft_follows_numpy_and_finite_differences():
         wp.launch_tiled(k_fft, dim=1, inputs=[x, y, z], block_dim=1)
 
     assert gradcheck(run, None, [x], [y, z], eps=1e-6, atol=1e-6)
+
+
+@wp.kernel
+def k_arange(i64: wp.array(dtype=wp.int64), f32: wp.array(dtype=float), partial: wp.array(dtype=int)):
+    wp.tile_store(i64, wp.tile_arange(0, 2**53 + 1, 2**53, dtype=wp.int64))  # exact integer count: 2
+    wp.tile_store(f32, wp.tile_arange(0.0, 0.3, 0.1))  # counted in float32: 3 elements, not 4
+    wp.tile_store(partial, wp.tile_arange(0, 10, 3, dtype=int))
+
+
+def test_tile_arange_counts_and_errors():
+    """tile_arange counts its elements at the output type and rejects bad ranges in Warp's words."""
+    i64, f32, part = wp.full(3, -1, dtype=wp.int64), wp.full(4, -1.0, dtype=float), wp.full(5, -1, dtype=int)
+    wp.launch_tiled(k_arange, dim=1, inputs=[i64, f32, part], block_dim=1)
+    np.testing.assert_array_equal(i64.numpy(), [0, 2**53, -1])
+    np.testing.assert_allclose(f32.numpy(), [0.0, 0.1, 0.2, -1.0], rtol=1e-6)
+    np.testing.assert_array_equal(part.numpy(), [0, 3, 6, 9, -1])
+
+    @wp.kernel
+    def empty():
+        wp.tile_arange(5, 5, dtype=int)
+
+    @wp.kernel
+    def too_big():
+        wp.tile_arange(0, 2**40, dtype=wp.int32)
+
+    with pytest.raises(ValueError, match="non-empty range"):
+        wp.launch_tiled(empty, dim=1, inputs=[], block_dim=1)
+    with pytest.raises(ValueError, match="stop=1099511627776 is out of range"):
+        wp.launch_tiled(too_big, dim=1, inputs=[], block_dim=1)
