@@ -1203,3 +1203,30 @@ template <typename Tk, typename Tv> LW_FUNC Tv tile_sorted_values(const Tk& keys
     tile_sort_pairs(k, v);
     return v;
 }
+
+// wp.tile_randi / wp.tile_randf: the block's lane (0 on the CPU) seeds its own stream from rng (the
+// caller's state is not advanced), then each element takes the next draw in row-major order
+template <typename Tl> LW_FUNC Tl tile_randi(uint32_t rng) {
+    uint32_t s = rand_next(rng);
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = randi(s);
+    return r;
+}
+template <typename Tl> LW_FUNC Tl tile_randi(uint32_t rng, int32_t lo, int32_t hi) {
+    uint32_t s = rand_next(rng);
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = randi(s, lo, hi);
+    return r;
+}
+template <typename Tl> LW_FUNC Tl tile_randf(uint32_t rng) {
+    uint32_t s = rand_next(rng);
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = randf(s);
+    return r;
+}
+template <typename Tl> LW_FUNC Tl tile_randf(uint32_t rng, float lo, float hi) {
+    uint32_t s = rand_next(rng);
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = randf(s, lo, hi);
+    return r;
+}

@@ -135,3 +135,27 @@ def test_tile_arange_counts_and_errors():
         wp.launch_tiled(empty, dim=1, inputs=[], block_dim=1)
     with pytest.raises(ValueError, match="stop=1099511627776 is out of range"):
         wp.launch_tiled(too_big, dim=1, inputs=[], block_dim=1)
+
+
+@wp.kernel
+def k_lanes(seed: int, x: wp.array2d(dtype=int), y: wp.array2d(dtype=float), z: wp.array2d(dtype=float)):
+    i = wp.tid()
+    rng = wp.rand_init(seed, i)
+    wp.tile_store(x, wp.tile_randi(shape=(1, 64), rng=rng, min=-5, max=5), offset=(i, 0))
+    wp.tile_store(y, wp.tile_randf(shape=(1, 64), rng=rng), offset=(i, 0))
+    wp.tile_store(z, wp.tile_from_thread(shape=(1, 64), value=float(i) * 2.5, thread_idx=0), offset=(i, 0))
+
+
+def test_random_tiles_and_tile_from_thread():
+    """tile_randi/tile_randf draw in range, a stream per block that repeats for the same seed;
+    tile_from_thread fills a tile with the (single CPU) lane's value."""
+    outs = [wp.zeros((3, 64), dtype=t) for t in (int, float, float)]
+    wp.launch_tiled(k_lanes, dim=3, inputs=[7, *outs], block_dim=1)
+    x, y, z = (o.numpy() for o in outs)
+    assert x.min() >= -5 and x.max() < 5 and len(np.unique(x)) == 10
+    assert y.min() >= 0.0 and y.max() < 1.0 and abs(y.mean() - 0.5) < 0.1
+    assert not np.array_equal(y[0], y[1])
+    np.testing.assert_array_equal(z, np.repeat([[0.0], [2.5], [5.0]], 64, axis=1))
+    again = wp.zeros((3, 64), dtype=float)
+    wp.launch_tiled(k_lanes, dim=3, inputs=[7, outs[0], again, outs[2]], block_dim=1)
+    np.testing.assert_array_equal(again.numpy(), y)
