@@ -201,7 +201,7 @@ class Emitter:
 
     def block(self, body: tuple[ir.Stmt, ...]) -> None:
         skip = False
-        for s, nxt in zip(body, (*body[1:], None), strict=True):
+        for s, nxt in zip(body, (*body[1:], None)[:len(body)], strict=True):
             if skip:
                 skip = False
                 continue

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from . import device as device_module
 from .device import Device, ScopedDevice, get_device
 from .errors import DeviceError
 
@@ -142,6 +143,13 @@ def get_stream(device: Any = None) -> Stream:
         with runtime.lock:
             s = runtime.current.setdefault(dev, Stream(dev))
     return s
+
+
+def _capturing(device: Device) -> bool:
+    return get_stream(device).graph is not None
+
+
+device_module.capture_probe = _capturing
 
 
 def set_stream(stream: Stream, device: Any = None, sync: bool = False) -> None:

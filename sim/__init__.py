@@ -2,6 +2,7 @@
 following Newton 1.8's public API (``import loomwork.sim as newton``)."""
 
 from . import solvers
+from .articulation import eval_fk, eval_ik
 from .builder import ModelBuilder
 from .builder.bodies import MAXVAL
 from .collide import CollisionPipeline
@@ -11,4 +12,4 @@ from .geometry import Mesh
 from .model import Control, Model, State
 
 __all__ = ["MAXVAL", "Axis", "CollisionPipeline", "Contacts", "Control", "GeoType", "JointType", "Mesh", "Model",
-           "ModelBuilder", "ParticleFlags", "ShapeFlags", "State", "solvers"]
+           "ModelBuilder", "ParticleFlags", "ShapeFlags", "State", "eval_fk", "eval_ik", "solvers"]

@@ -8,6 +8,7 @@ from typing import Any
 from ...contacts import Contacts
 from ...model import Control, Model, State
 from ..forces import eval_contact_forces, eval_particle_contact_forces, eval_particle_forces
+from ..joints import apply_joint_forces
 from ..solver import SolverBase
 
 
@@ -38,6 +39,9 @@ class SolverSemiImplicit(SolverBase):
             eval_particle_forces(model, state_in, particle_f)
             eval_particle_contact_forces(model, state_in, particle_f)
         eval_contact_forces(model, state_in, contacts, particle_f, body_f)
+        if model.joint_count:
+            apply_joint_forces(model, state_in, control, body_f, joint_attach_ke=self.joint_attach_ke,
+                               joint_attach_kd=self.joint_attach_kd)
         self.integrate_particles(model, state_in, state_out, dt)
         self.integrate_bodies(model, state_in, state_out, dt, self.angular_damping)
         self._finish_step(state_out)

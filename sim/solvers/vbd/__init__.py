@@ -45,7 +45,7 @@ def inertial_target_kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3
 def vbd_color_kernel(x: wp.array(dtype=wp.vec3), x_prev: wp.array(dtype=wp.vec3), y: wp.array(dtype=wp.vec3),
                      mass: wp.array(dtype=float), inv_mass: wp.array(dtype=float), flags: wp.array(dtype=wp.int32),
                      radius: wp.array(dtype=float), world: wp.array(dtype=wp.int32), dt: float,
-                     group: wp.array(dtype=wp.int32),
+                     group: wp.array(dtype=wp.int32), color_of: wp.array(dtype=wp.int32), active: int,
                      tri_start: wp.array(dtype=wp.int32), tri_adj: wp.array(dtype=wp.int32),
                      tri_indices: wp.array2d(dtype=wp.int32), tri_poses: wp.array(dtype=wp.mat22),
                      tri_areas: wp.array(dtype=float), tri_materials: wp.array2d(dtype=float),
@@ -64,7 +64,8 @@ def vbd_color_kernel(x: wp.array(dtype=wp.vec3), x_prev: wp.array(dtype=wp.vec3)
     gi = wp.tid()
     i = group[gi]
     xi = x[i]
-    if inv_mass[i] == 0.0 or (flags[i] & 1) == 0:
+    # active >= 0: launched over every particle into a fresh array; the other colors are copied through.
+    if inv_mass[i] == 0.0 or (flags[i] & 1) == 0 or (active >= 0 and color_of[i] != active):
         x_out[i] = xi
         return
     h2 = dt * dt
@@ -102,9 +103,13 @@ def vbd_color_kernel(x: wp.array(dtype=wp.vec3), x_prev: wp.array(dtype=wp.vec3)
         fe = (f1 * sb[0] + f2 * sb[1]) * (-a)
         he = (wp.identity(n=3, dtype=float) * wp.max(wp.dot(b, sb), 0.0)
               + (wp.outer(f1, f1) + wp.outer(f2, f2)) * (mu * wp.dot(b, b)) + wp.outer(u, u) * (mu + lam)) * a
-        # Rayleigh damping on the elastic block, against this step's displacement.
-        f = f + fe - he * (xi - x_prev[i]) * (damp / dt)
-        h = h + he * (1.0 + damp / dt)
+        # Viscous damping on the rate of deformation dF/dt (zero for rigid motion), as the explicit solver's.
+        p0 = x_prev[tri_indices[t, 0]]
+        w1 = (e1 - (x_prev[tri_indices[t, 1]] - p0)) / dt
+        w2 = (e2 - (x_prev[tri_indices[t, 2]] - p0)) / dt
+        gb = (w1 * dm[0, 0] + w2 * dm[1, 0]) * b[0] + (w1 * dm[0, 1] + w2 * dm[1, 1]) * b[1]
+        f = f + fe - gb * (a * damp)
+        h = h + he + wp.identity(n=3, dtype=float) * (a * damp * wp.dot(b, b) / dt)
     # Bending: the dihedral-angle spring's force on this vertex and its Gauss-Newton block.
     for k in range(edge_start[i], edge_start[i + 1]):
         e = edge_adj[k] // 4
@@ -147,7 +152,8 @@ def vbd_color_kernel(x: wp.array(dtype=wp.vec3), x_prev: wp.array(dtype=wp.vec3)
         if l > 1.0e-9:
             n = dvec / l
             ks = spring_ke[s]
-            f = f - n * (ks * (l - spring_rest[s])) - n * (spring_kd[s] / dt * wp.dot(n, xi - x_prev[i]))
+            rel = (xi - x_prev[i]) - (x[j] - x_prev[j])
+            f = f - n * (ks * (l - spring_rest[s])) - n * (spring_kd[s] / dt * wp.dot(n, rel))
             h = h + wp.outer(n, n) * (ks + spring_kd[s] / dt)
     # Contacts with shapes, found here from their signed distances.
     r = radius[i]
@@ -229,9 +235,14 @@ class SolverVBD(SolverBase):
         tris = model.tri_indices.numpy() if model.tri_count else np.zeros((0, 3), np.int32)
         edges = model.edge_indices.numpy() if model.edge_count else np.zeros((0, 4), np.int32)
         springs = model.spring_indices.numpy().reshape(-1, 2) if model.spring_count else np.zeros((0, 2), np.int32)
-        self._colors = [wp.array(g, dtype=wp.int32, device=model.device)
-                        for g in color_graph(n, [*tris.tolist(), *edges.tolist(), *springs.tolist()]) if len(g)]
+        groups = [g for g in color_graph(n, [*tris.tolist(), *edges.tolist(), *springs.tolist()]) if len(g)]
+        color_of = np.zeros(n, np.int32)
+        for c, g in enumerate(groups):
+            color_of[g] = c
         with wp.ScopedDevice(model.device):
+            self._colors = [wp.array(g, dtype=wp.int32) for g in groups]
+            self._color_of = wp.array(color_of, dtype=wp.int32)
+            self._everyone = wp.array(np.arange(n, dtype=np.int32), dtype=wp.int32)
             self._tri = [wp.array(a, dtype=wp.int32) for a in _adjacency(n, tris, 3)]
             self._edge = [wp.array(a, dtype=wp.int32) for a in _adjacency(n, edges, 4)]
             start, codes = _adjacency(n, springs, 2)
@@ -262,11 +273,14 @@ class SolverVBD(SolverBase):
                   inputs=[state_in.particle_q, state_in.particle_qd, state_in.particle_f, m.particle_inv_mass,
                           m.particle_flags, m.particle_world, m.gravity, dt], outputs=[y, x], device=d)
         for _ in range(self.iterations):
-            for group in self._colors:
-                out = wp.clone(x, requires_grad=True) if grad else x
-                wp.launch(vbd_color_kernel, dim=len(group),
+            for c, group in enumerate(self._colors):
+                # Differentiable: every particle written once into a fresh array. Otherwise: in place, per color.
+                out = wp.empty_like(x, requires_grad=True) if grad else x
+                members, active = (self._everyone, c) if grad else (group, -1)
+                wp.launch(vbd_color_kernel, dim=len(members),
                           inputs=[x, state_in.particle_q, y, m.particle_mass, m.particle_inv_mass, m.particle_flags,
-                                  m.particle_radius, m.particle_world, dt, group, *self._tri, m.tri_indices,
+                                  m.particle_radius, m.particle_world, dt, members, self._color_of, active,
+                                  *self._tri, m.tri_indices,
                                   m.tri_poses, m.tri_areas, m.tri_materials, *self._edge, m.edge_indices,
                                   m.edge_rest_angle, m.edge_bending_properties, *self._spring, *self._spring_arrays,
                                   self._shapes, state_in.body_q, m.shape_body, m.shape_transform, m.shape_type,

@@ -1,0 +1,383 @@
+"""The fused Featherstone step: one thread per articulation runs forward kinematics, the recursive
+Newton-Euler bias forces, the composite-rigid-body mass matrix, a Cholesky solve for the joint
+accelerations, semi-implicit Euler on the joint coordinates and forward kinematics of the result.
+
+Everything between the inputs and the outputs lives in the thread's local matrices (sized per kernel
+by :func:`step_kernel`), so the kernel reads only arrays it never writes and ``wp.Tape`` differentiates
+a step like any other launch.
+
+Spatial quantities are world frame, referred to the world origin: a twist is (velocity of the material
+point at the origin, angular velocity), a wrench (force, torque about the origin), an inertia the
+triple (mass m, first moment h = m c, rotational inertia about the origin Io).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import loomwork as wp
+
+from ...articulation import _BALL, _D6, _DISTANCE, _FREE, _PRISMATIC, _REVOLUTE, child_pose_twist, joint_motion
+from ..joints import dof_drive
+
+
+@wp.func
+def inertia_apply(m: float, h: wp.vec3, Io: wp.mat33, v: wp.vec3, w: wp.vec3):
+    """Momentum (linear, angular about the origin) of a body of inertia (m, h, Io) moving with twist (v, w)."""
+    return v * m + wp.cross(w, h), Io * w + wp.cross(h, v)
+
+
+@wp.func
+def origin_inertia(m: float, c: wp.vec3, r: wp.quat, I_com: wp.mat33):
+    """Rotational inertia about the world origin of a body of mass ``m`` [kg], center ``c`` and inertia
+    ``I_com`` about its center in its own frame, rotated by ``r``."""
+    R = wp.quat_to_matrix(r)
+    return R * I_com * wp.transpose(R) + (wp.identity(3, dtype=float) * wp.dot(c, c) - wp.outer(c, c)) * m
+
+
+@wp.func
+def quat_integrate(r: wp.quat, w: wp.vec3, dt: float):
+    """The rotation ``r`` advanced by angular velocity ``w`` (in the frame ``r`` maps into) over ``dt``."""
+    return wp.normalize(r + wp.quat(w[0], w[1], w[2], 0.0) * r * (0.5 * dt))
+
+
+_KERNELS: dict[tuple[int, int, bool], Any] = {}
+
+
+def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
+    """The step kernel for articulations of at most ``max_joints`` joints and ``max_dofs`` dofs, with its
+    adjoint when ``backward`` (each variant is a module of its own, so one never rebuilds another)."""
+    key = (max_joints, max_dofs, bool(backward))
+    if key in _KERNELS:
+        return _KERNELS[key]
+    NJ = max_joints
+    ND = max_dofs
+    mat_j3 = wp.types.matrix(shape=(NJ, 3), dtype=float)
+    mat_j4 = wp.types.matrix(shape=(NJ, 4), dtype=float)
+    mat_j9 = wp.types.matrix(shape=(NJ, 9), dtype=float)
+    vec_j = wp.types.vector(length=NJ, dtype=float)
+    mat_d3 = wp.types.matrix(shape=(ND, 3), dtype=float)
+    mat_dd = wp.types.matrix(shape=(ND, ND), dtype=float)
+    vec_d = wp.types.vector(length=ND, dtype=float)
+
+    @wp.kernel(enable_backward=bool(backward),
+               module=f"loomwork.sim.solvers.featherstone.step_{NJ}x{ND}{'_grad' if backward else ''}")
+    def featherstone_step(
+            # model
+            art_start: wp.array(dtype=wp.int32), art_world: wp.array(dtype=wp.int32),
+            gravity: wp.array(dtype=wp.vec3), joint_type: wp.array(dtype=wp.int32),
+            joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
+            parent_joint: wp.array(dtype=wp.int32), joint_q_start: wp.array(dtype=wp.int32),
+            joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
+            joint_X_p: wp.array(dtype=wp.transform), joint_X_c: wp.array(dtype=wp.transform),
+            joint_axis: wp.array(dtype=wp.vec3), armature: wp.array(dtype=float),
+            limit_lower: wp.array(dtype=float), limit_upper: wp.array(dtype=float),
+            limit_ke: wp.array(dtype=float), limit_kd: wp.array(dtype=float), target_ke: wp.array(dtype=float),
+            target_kd: wp.array(dtype=float), body_com: wp.array(dtype=wp.vec3),
+            body_mass: wp.array(dtype=float), body_inertia: wp.array(dtype=wp.mat33),
+            # state in and control
+            joint_q: wp.array(dtype=float), joint_qd: wp.array(dtype=float),
+            body_q: wp.array(dtype=wp.transform), body_qd: wp.array(dtype=wp.spatial_vector),
+            body_f: wp.array(dtype=wp.spatial_vector), joint_f: wp.array(dtype=float),
+            target_q: wp.array(dtype=float), target_qd: wp.array(dtype=float),
+            angular_damping: float, dt: float,
+            # state out
+            joint_q_out: wp.array(dtype=float), joint_qd_out: wp.array(dtype=float),
+            body_q_out: wp.array(dtype=wp.transform), body_qd_out: wp.array(dtype=wp.spatial_vector)):
+        art = wp.tid()
+        j0 = art_start[art]
+        nj = art_start[art + 1] - j0
+        d0 = joint_qd_start[j0]
+        nd = joint_qd_start[j0 + nj] - d0
+        g = gravity[wp.max(art_world[art], 0)]
+        pos = mat_j3()  # body origins
+        rot = mat_j4()  # body rotations (xyzw)
+        tv = mat_j3()  # twists
+        tw = mat_j3()
+        fl = mat_j3()  # wrenches the joints transmit (bias forces, then accumulated to the root)
+        ft = mat_j3()
+        cm = vec_j()  # composite inertias
+        ch = mat_j3()
+        ci = mat_j9()
+        sv = mat_d3()  # motion subspace columns
+        sw = mat_d3()
+        # --- forward pass: kinematics, bias accelerations and forces ---------------------------------------
+        av = mat_j3()
+        aw = mat_j3()
+        for k in range(nj):
+            j = j0 + k
+            jt = joint_type[j]
+            pl = parent_joint[j]
+            X_wp = wp.transform_identity()
+            v_p = wp.vec3(0.0)
+            w_p = wp.vec3(0.0)
+            a_v = wp.vec3(0.0)
+            a_w = wp.vec3(0.0)
+            if pl >= 0:
+                pk = pl - j0
+                rq = rot[pk]
+                X_wp = wp.transform(pos[pk], wp.quat(rq[0], rq[1], rq[2], rq[3]))
+                v_p = tv[pk]
+                w_p = tw[pk]
+                a_v = av[pk]
+                a_w = aw[pk]
+            elif joint_parent[j] >= 0:
+                pb = joint_parent[j]
+                X_wp = body_q[pb]
+                w_p = wp.spatial_bottom(body_qd[pb])
+                v_p = wp.spatial_top(body_qd[pb]) - wp.cross(w_p, wp.transform_point(X_wp, body_com[pb]))
+            qs = joint_q_start[j]
+            ds = joint_qd_start[j]
+            nl = joint_dof_dim[j, 0]
+            na = joint_dof_dim[j, 1]
+            child = joint_child[j]
+            X_j, v_j, w_j = joint_motion(jt, qs, ds, nl, na, joint_q, joint_qd, joint_axis)
+            X_wc, v, w = child_pose_twist(jt, X_wp, v_p, w_p, joint_X_p[j], joint_X_c[j], X_j, v_j, w_j,
+                                          body_com[child])
+            r_c = wp.transform_get_rotation(X_wc)
+            pos[k] = wp.transform_get_translation(X_wc)
+            rot[k] = wp.vec4(r_c[0], r_c[1], r_c[2], r_c[3])
+            tv[k] = v
+            tw[k] = w
+            c = wp.transform_point(X_wc, body_com[child])
+            # Motion subspace in world frame, referred to the origin.
+            X_wpj = wp.transform_multiply(X_wp, joint_X_p[j])
+            ref = wp.transform_get_translation(wp.transform_multiply(X_wpj, X_j))
+            if jt == _FREE or jt == _DISTANCE:
+                for i in range(3):
+                    e = wp.vec3(0.0)
+                    e[i] = 1.0
+                    a = wp.transform_vector(X_wpj, e)
+                    sv[ds - d0 + i] = a
+                    sw[ds - d0 + i] = wp.vec3(0.0)
+                    sv[ds - d0 + 3 + i] = wp.cross(c, a)
+                    sw[ds - d0 + 3 + i] = a
+            elif jt == _BALL:
+                for i in range(3):
+                    e = wp.vec3(0.0)
+                    e[i] = 1.0
+                    a = wp.transform_vector(X_wpj, e)
+                    sv[ds - d0 + i] = wp.cross(ref, a)
+                    sw[ds - d0 + i] = a
+            elif jt == _PRISMATIC or jt == _REVOLUTE or jt == _D6:
+                for i in range(nl + na):
+                    a = wp.transform_vector(X_wpj, joint_axis[ds + i])
+                    if i < nl:
+                        sv[ds - d0 + i] = a
+                        sw[ds - d0 + i] = wp.vec3(0.0)
+                    else:
+                        sv[ds - d0 + i] = wp.cross(ref, a)
+                        sw[ds - d0 + i] = a
+            # Velocity-product acceleration: (dS/dt) qd.
+            rv = v - v_p
+            rw = w - w_p
+            if jt == _FREE or jt == _DISTANCE:
+                a_v = a_v + wp.cross(v + wp.cross(w, c), rw)
+            else:
+                a_v = a_v + wp.cross(w_p, rv) + wp.cross(v_p, rw)
+                a_w = a_w + wp.cross(w_p, rw)
+                if jt == _D6:  # the angular axes pivot about a point the linear dofs move
+                    a_v = a_v + wp.cross(wp.transform_vector(X_wpj, v_j), rw)
+            av[k] = a_v
+            aw[k] = a_w
+            # Inertia about the origin; bias wrench I a + v x* (I v) - f_ext.
+            m = body_mass[child]
+            h = c * m
+            Io = origin_inertia(m, c, r_c, body_inertia[child])
+            cm[k] = m
+            ch[k] = h
+            for r3 in range(3):
+                for s3 in range(3):
+                    ci[k, r3 * 3 + s3] = Io[r3, s3]
+            p_l, p_a = inertia_apply(m, h, Io, v, w)
+            a_l, a_a = inertia_apply(m, h, Io, a_v, a_w)
+            f_ext = wp.spatial_top(body_f[child]) + g * m
+            t_ext = wp.spatial_bottom(body_f[child]) + wp.cross(c, f_ext)
+            fl[k] = a_l + wp.cross(w, p_l) - f_ext
+            ft[k] = a_a + wp.cross(w, p_a) + wp.cross(v, p_l) - t_ext
+        # --- backward pass: joint-space bias, composite inertias and the mass matrix -----------------------
+        H = mat_dd()
+        tau = vec_d()
+        for kk in range(nj):
+            k = nj - 1 - kk
+            j = j0 + k
+            ds = joint_qd_start[j] - d0
+            n = joint_qd_start[j + 1] - joint_qd_start[j]
+            m = cm[k]
+            h = ch[k]
+            Io = wp.mat33(ci[k, 0], ci[k, 1], ci[k, 2], ci[k, 3], ci[k, 4], ci[k, 5], ci[k, 6], ci[k, 7], ci[k, 8])
+            for i in range(n):
+                tau[ds + i] = -(wp.dot(sv[ds + i], fl[k]) + wp.dot(sw[ds + i], ft[k]))
+                f_l, f_a = inertia_apply(m, h, Io, sv[ds + i], sw[ds + i])
+                # Column ds + i against this joint's dofs and every ancestor's.
+                anc = k
+                while anc >= 0:
+                    ja = j0 + anc
+                    das = joint_qd_start[ja] - d0
+                    na = joint_qd_start[ja + 1] - joint_qd_start[ja]
+                    for r in range(na):
+                        hv = wp.dot(sv[das + r], f_l) + wp.dot(sw[das + r], f_a)
+                        H[das + r, ds + i] = hv
+                        H[ds + i, das + r] = hv
+                    pa = parent_joint[ja]
+                    anc = -1
+                    if pa >= 0:
+                        anc = pa - j0
+            pl = parent_joint[j]
+            if pl >= 0:
+                pk = pl - j0
+                fl[pk] = fl[pk] + fl[k]
+                ft[pk] = ft[pk] + ft[k]
+                cm[pk] = cm[pk] + m
+                ch[pk] = ch[pk] + h
+                for r in range(9):
+                    ci[pk, r] = ci[pk, r] + ci[k, r]
+        # --- joint forces: control, drives and limits; armature ---------------------------------------------
+        for k in range(nj):
+            j = j0 + k
+            jt = joint_type[j]
+            qs = joint_q_start[j]
+            ds = joint_qd_start[j]
+            n = joint_qd_start[j + 1] - ds
+            for i in range(n):
+                d = ds + i
+                H[d - d0, d - d0] = H[d - d0, d - d0] + armature[d]
+                if jt == _PRISMATIC or jt == _REVOLUTE or jt == _D6:
+                    tau[d - d0] = tau[d - d0] + dof_drive(d, joint_q[qs + i], joint_qd[d], joint_f, target_q,
+                                                          target_qd, target_ke, target_kd, limit_lower,
+                                                          limit_upper, limit_ke, limit_kd)
+                else:
+                    tau[d - d0] = tau[d - d0] + joint_f[d]
+        # --- H qdd = tau by Cholesky ---------------------------------------------------------------------------
+        L = mat_dd()
+        for col in range(nd):
+            acc = H[col, col]
+            for k in range(col):
+                acc = acc - L[col, k] * L[col, k]
+            dg = wp.sqrt(wp.max(acc, 1.0e-12))
+            L[col, col] = dg
+            for row in range(col + 1, nd):
+                acc2 = H[row, col]
+                for k in range(col):
+                    acc2 = acc2 - L[row, k] * L[col, k]
+                L[row, col] = acc2 / dg
+        y = vec_d()
+        for row in range(nd):
+            acc = tau[row]
+            for k in range(row):
+                acc = acc - L[row, k] * y[k]
+            y[row] = acc / L[row, row]
+        for back in range(nd):
+            row = nd - 1 - back
+            acc = y[row]
+            for k in range(row + 1, nd):
+                acc = acc - L[k, row] * y[k]
+            y[row] = acc / L[row, row]
+        # --- semi-implicit Euler on the joint coordinates; each joint's new motion kept for the FK below -----
+        jp = mat_j3()
+        jr = mat_j4()
+        jv = mat_j3()
+        jw = mat_j3()
+        for k in range(nj):
+            j = j0 + k
+            jt = joint_type[j]
+            qs = joint_q_start[j]
+            ds = joint_qd_start[j]
+            n = joint_qd_start[j + 1] - ds
+            if jt == _FREE or jt == _DISTANCE:
+                vl = wp.vec3(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2])
+                vl = vl + wp.vec3(y[ds - d0], y[ds - d0 + 1], y[ds - d0 + 2]) * dt
+                wa = wp.vec3(joint_qd[ds + 3], joint_qd[ds + 4], joint_qd[ds + 5])
+                wa = (wa + wp.vec3(y[ds - d0 + 3], y[ds - d0 + 4], y[ds - d0 + 5]) * dt) * (1.0 - angular_damping * dt)
+                p = wp.vec3(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2])
+                r0 = wp.quat(joint_q[qs + 3], joint_q[qs + 4], joint_q[qs + 5], joint_q[qs + 6])
+                com_c = wp.transform_point(wp.transform_inverse(joint_X_c[j]), body_com[joint_child[j]])
+                c_j = p + wp.quat_rotate(r0, com_c) + vl * dt  # center of mass in the parent joint frame
+                r1 = quat_integrate(r0, wa, dt)
+                p1 = c_j - wp.quat_rotate(r1, com_c)
+                for i in range(3):
+                    joint_q_out[qs + i] = p1[i]
+                    joint_qd_out[ds + i] = vl[i]
+                    joint_qd_out[ds + 3 + i] = wa[i]
+                for i in range(4):
+                    joint_q_out[qs + 3 + i] = r1[i]
+                jp[k] = p1
+                jr[k] = wp.vec4(r1[0], r1[1], r1[2], r1[3])
+                jv[k] = vl
+                jw[k] = wa
+            elif jt == _BALL:
+                wa = wp.vec3(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2])
+                wa = wa + wp.vec3(y[ds - d0], y[ds - d0 + 1], y[ds - d0 + 2]) * dt
+                r0 = wp.quat(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2], joint_q[qs + 3])
+                r1 = quat_integrate(r0, wa, dt)
+                for i in range(3):
+                    joint_qd_out[ds + i] = wa[i]
+                for i in range(4):
+                    joint_q_out[qs + i] = r1[i]
+                jr[k] = wp.vec4(r1[0], r1[1], r1[2], r1[3])
+                jw[k] = wa
+            else:
+                nl = joint_dof_dim[j, 0]
+                pj = wp.vec3(0.0)
+                vj = wp.vec3(0.0)
+                wj = wp.vec3(0.0)
+                rj = wp.quat_identity()
+                for i in range(n):
+                    qd1 = joint_qd[ds + i] + y[ds - d0 + i] * dt
+                    q1 = joint_q[qs + i] + qd1 * dt
+                    joint_qd_out[ds + i] = qd1
+                    joint_q_out[qs + i] = q1
+                    ax = joint_axis[ds + i]
+                    if i < nl:
+                        pj = pj + ax * q1
+                        vj = vj + ax * qd1
+                    else:
+                        rj = wp.quat_from_axis_angle(ax, q1)
+                        wj = ax * qd1
+                jp[k] = pj
+                jr[k] = wp.vec4(rj[0], rj[1], rj[2], rj[3])
+                jv[k] = vj
+                jw[k] = wj
+        # --- forward kinematics of the new coordinates --------------------------------------------------------
+        for k in range(nj):
+            j = j0 + k
+            pl = parent_joint[j]
+            X_wp = wp.transform_identity()
+            v_p = wp.vec3(0.0)
+            w_p = wp.vec3(0.0)
+            if pl >= 0:
+                pk = pl - j0
+                rq = rot[pk]
+                X_wp = wp.transform(pos[pk], wp.quat(rq[0], rq[1], rq[2], rq[3]))
+                v_p = tv[pk]
+                w_p = tw[pk]
+            elif joint_parent[j] >= 0:
+                pb = joint_parent[j]
+                X_wp = body_q[pb]
+                w_p = wp.spatial_bottom(body_qd[pb])
+                v_p = wp.spatial_top(body_qd[pb]) - wp.cross(w_p, wp.transform_point(X_wp, body_com[pb]))
+            jt = joint_type[j]
+            child = joint_child[j]
+            jq = jr[k]
+            X_j = wp.transform(jp[k], wp.quat(jq[0], jq[1], jq[2], jq[3]))
+            X_wc, v, w = child_pose_twist(jt, X_wp, v_p, w_p, joint_X_p[j], joint_X_c[j], X_j, jv[k], jw[k],
+                                          body_com[child])
+            r_c = wp.transform_get_rotation(X_wc)
+            pos[k] = wp.transform_get_translation(X_wc)
+            rot[k] = wp.vec4(r_c[0], r_c[1], r_c[2], r_c[3])
+            tv[k] = v
+            tw[k] = w
+            body_q_out[child] = X_wc
+            body_qd_out[child] = wp.spatial_vector(v + wp.cross(w, wp.transform_point(X_wc, body_com[child])), w)
+
+    _KERNELS[key] = featherstone_step
+    return featherstone_step
+
+
+@wp.kernel
+def copy_bodies_kernel(indices: wp.array(dtype=wp.int32), body_q: wp.array(dtype=wp.transform),
+                       body_qd: wp.array(dtype=wp.spatial_vector), body_q_out: wp.array(dtype=wp.transform),
+                       body_qd_out: wp.array(dtype=wp.spatial_vector)):
+    i = indices[wp.tid()]
+    body_q_out[i] = body_q[i]
+    body_qd_out[i] = body_qd[i]
