@@ -417,6 +417,12 @@ class Builder:
                 self.scope.vars[name] = var
             else:
                 var = existing
+                if (isinstance(var.type, ArrayType) and isinstance(value.type, ArrayType)
+                        and value.type.strided and not var.type.strided):
+                    self.error(node, KernelTypeError,
+                               f"variable '{name}' holds an array with unit inner stride; a strided slice cannot be "
+                               f"assigned to it (its accesses are compiled for the first kind): give the slice a "
+                               f"new name")
                 value = self.convert(value, var.type, target, what=f"variable '{name}'")
             self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
             hook = ASSIGN_HOOKS.get(type(var.type))

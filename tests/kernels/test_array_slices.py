@@ -105,3 +105,14 @@ def test_slice_errors():
         wp.launch(zero_step, 1, [wp.zeros(4, dtype=float)])
     with pytest.raises(TypeError, match="slice bounds must be integers"):
         wp.launch(float_bound, 1, [wp.zeros(4, dtype=float)])
+
+
+def test_a_strided_slice_cannot_replace_a_contiguous_array_in_a_variable():
+    @wp.kernel
+    def reassign(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+        v = a
+        v = a[::2]
+        out[0] = v[1]
+
+    with pytest.raises(TypeError, match="strided slice cannot be assigned"):
+        wp.launch(reassign, dim=1, inputs=[wp.zeros(8, dtype=float), wp.zeros(1, dtype=float)])
