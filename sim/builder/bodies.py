@@ -74,7 +74,7 @@ class BodyBuilder:
     """Rigid bodies (links), the joints between them and articulations (trees of joints)."""
 
     _DOF_FIELDS = ("limit_lower", "limit_upper", "limit_ke", "limit_kd", "target_q", "target_qd", "target_ke",
-                   "target_kd", "armature", "effort_limit", "velocity_limit", "friction")
+                   "target_kd", "armature", "effort_limit", "velocity_limit", "friction", "damping")
 
     _lists = {"body_q": None, "body_qd": None, "body_com": None, "body_inertia": None, "body_mass": None,
               "body_lock_inertia": None, "body_kinematic": None, "body_world": "world", "body_label": "label",
