@@ -97,7 +97,11 @@ def _tf(pose: Pose) -> Any:
 def _as_pose(xform: Any) -> Pose:
     if xform is None:
         return _pose()
-    v = np.asarray([float(x) for x in xform], dtype=np.float64).reshape(7)
+    parts = [np.ravel(np.asarray([float(c) for c in x] if np.ndim(x) == 0 and hasattr(x, "__len__") else x,
+                                 dtype=np.float64)) for x in xform]
+    v = np.concatenate(parts) if parts else np.zeros(0)
+    if v.shape != (7,):
+        raise ValueError(f"expected a transform: a position and an xyzw quaternion (7 values), got {xform!r}")
     return v[:3], v[3:] / np.linalg.norm(v[3:])
 
 
