@@ -494,6 +494,21 @@ class ImportBuilder:
         kw.update(values)
         return JointDofConfig(axis=np.asarray(axis, dtype=np.float64), **kw)
 
+    # --- USD --------------------------------------------------------------------------------------------
+    def add_usd(self, source: Any, *, xform: Any = None, floating: bool | None = None,
+                base_joint: dict | None = None, root_path: str = "/", joint_drive_gains_scaling: float = 1.0,
+                enable_self_collisions: bool = True, label_prefix: str | None = None) -> None:
+        """Add the USD Physics scene ``source`` (a file, ``#usda`` text or a ``Usd.Stage``; needs usd-core):
+        a link per prim with ``RigidBodyAPI`` (mass, center of mass and principal inertia from ``MassAPI``,
+        else from its colliders' density), colliders with ``CollisionAPI`` (cube, sphere, capsule, cylinder,
+        plane, mesh; static when no rigid body holds them), and revolute, prismatic, spherical and fixed
+        joints with limits (degrees for revolute joints) and ``DriveAPI`` gains and targets. Each tree of
+        bodies is one articulation; a root without a joint to the world is free. Lengths follow the
+        stage's meters per unit and its up axis is turned onto the builder's."""
+        _usd_add(self, source, xform=xform, floating=floating, base_joint=base_joint, root_path=root_path,
+                 joint_drive_gains_scaling=joint_drive_gains_scaling,
+                 enable_self_collisions=enable_self_collisions, label_prefix=label_prefix)
+
     # --- MJCF -------------------------------------------------------------------------------------------
     def add_mjcf(self, source: str, *, xform: Any = None, floating: bool | None = None,
                  base_joint: dict | None = None, scale: float = 1.0, armature_scale: float = 1.0,
@@ -802,3 +817,262 @@ class _MjcfContext:
             s = _floats(m.get("scale"), f"{where} mesh scale", 3, (1.0, 1.0, 1.0)) * self.scale
             self._mesh_cache[name] = _load_mesh(path, s, where)
         return self._mesh_cache[name]
+
+
+# --- USD Physics ---------------------------------------------------------------------------------------------
+def _pxr() -> Any:
+    try:
+        from pxr import Gf, Usd, UsdGeom, UsdPhysics
+    except ImportError:
+        raise ImportError("add_usd needs usd-core (pip install usd-core)") from None
+    return Gf, Usd, UsdGeom, UsdPhysics
+
+
+def _usd_pose(matrix: Any, meters: float) -> tuple[Pose, np.ndarray]:
+    """Split a USD local-to-world matrix into a pose (lengths in meters) and its per-axis scale."""
+    Gf = _pxr()[0]
+    t = Gf.Transform(matrix)
+    q = t.GetRotation().GetQuat()
+    return ((np.asarray(t.GetTranslation(), dtype=np.float64) * meters,
+             np.array([*q.GetImaginary(), q.GetReal()], dtype=np.float64)), np.abs(np.asarray(t.GetScale())))
+
+
+def _usd_quat(q: Any) -> np.ndarray:
+    if q is None:
+        return _IDENTITY_Q.copy()
+    v = np.array([*q.GetImaginary(), q.GetReal()], dtype=np.float64)
+    return v / np.linalg.norm(v)
+
+
+_USD_AXES = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}
+
+
+def _usd_get(attr: Any, default: Any = None) -> Any:
+    value = attr.Get() if attr and attr.HasAuthoredValue() else None
+    return default if value is None else value
+
+
+class _UsdImport:
+    """One pass of :meth:`ImportBuilder.add_usd` over a stage."""
+
+    def __init__(self, builder: ImportBuilder, source: Any, root_path: str, what: str) -> None:
+        self.Gf, Usd, self.UsdGeom, self.UsdPhysics = _pxr()
+        self.b, self.what = builder, what
+        if isinstance(source, Usd.Stage):
+            stage = source
+        else:
+            text = str(source)
+            if text.lstrip().startswith("#usda"):
+                stage = Usd.Stage.CreateInMemory()
+                stage.GetRootLayer().ImportFromString(text)
+            elif os.path.isfile(text):
+                stage = Usd.Stage.Open(text)
+            else:
+                raise FileNotFoundError(f"{what}: no such file {text!r}")
+        self.stage = stage
+        self.meters = float(self.UsdGeom.GetStageMetersPerUnit(stage))
+        self.up = str(self.UsdGeom.GetStageUpAxis(stage))
+        root = stage.GetPrimAtPath(root_path)
+        if not root.IsValid():
+            raise ValueError(f"{what}: no prim at root_path {root_path!r}")
+        self.prims = list(Usd.PrimRange(root))
+        self.cache = self.UsdGeom.XformCache()
+
+    def world(self, prim: Any) -> tuple[Pose, np.ndarray]:
+        return _usd_pose(self.cache.GetLocalToWorldTransform(prim), self.meters)
+
+    def owner(self, prim: Any, bodies: dict[str, int]) -> int:
+        """The body a collision prim belongs to: its nearest rigid-body ancestor (or itself), else -1."""
+        p = prim
+        while p.IsValid() and not p.IsPseudoRoot():
+            if str(p.GetPath()) in bodies:
+                return bodies[str(p.GetPath())]
+            p = p.GetParent()
+        return -1
+
+
+def _usd_add(self: ImportBuilder, source: Any, *, xform: Any = None, floating: bool | None = None,
+             base_joint: dict | None = None, root_path: str = "/", joint_drive_gains_scaling: float = 1.0,
+             enable_self_collisions: bool = True, label_prefix: str | None = None) -> None:
+    what = f"add_usd({_describe(source) if isinstance(source, str | os.PathLike) else 'stage'})"
+    u = _UsdImport(self, source, root_path, what)
+    P = u.UsdPhysics
+    base = _mul(_as_pose(xform), (np.zeros(3), _up_rotation(u.up, self.up_axis)))
+    body_prims = [p for p in u.prims if p.HasAPI(P.RigidBodyAPI)]
+    joint_prims = [p for p in u.prims if p.IsA(P.Joint)]
+    names = [str(p.GetPath()) for p in body_prims]
+    triples, world_joint = [], {}
+    for jp in joint_prims:
+        j = P.Joint(jp)
+        rel0, rel1 = j.GetBody0Rel().GetTargets(), j.GetBody1Rel().GetTargets()
+        b0, b1 = (str(rel0[0]) if rel0 else None), (str(rel1[0]) if rel1 else None)
+        for role, path in (("body0", b0), ("body1", b1)):
+            if path is not None and path not in names:
+                raise ValueError(f"{what}: joint {str(jp.GetPath())!r} names {role} {path!r}, which is not a rigid "
+                                 f"body")
+        if b1 is None:
+            if b0 is None:
+                raise ValueError(f"{what}: joint {str(jp.GetPath())!r} connects no bodies")
+            b0, b1 = None, b0
+            jp = (jp, True)
+        else:
+            jp = (jp, False)
+        if b0 is None:
+            if b1 in world_joint:
+                raise ValueError(f"{what}: body {b1!r} has two joints to the world; closed loops are not supported")
+            world_joint[b1] = jp
+        else:
+            triples.append((str(jp[0].GetPath()), b0, b1, jp))
+    tree = _Tree(names, [t[:3] for t in triples], what)
+    prefix = f"{label_prefix}/" if label_prefix else ""
+    first_shape = len(self.shape_type)
+    for order in tree.order:
+        bodies: dict[str, int] = {}
+        for path in order:
+            prim = u.stage.GetPrimAtPath(path)
+            pose, _ = u.world(prim)
+            bodies[path] = self.add_link(xform=_tf(_mul(base, pose)), label=prefix + path)
+        for prim in u.prims:
+            owner = u.owner(prim, bodies) if prim.HasAPI(P.CollisionAPI) else -1
+            if owner >= 0:
+                body_path = next(n for n, b in bodies.items() if b == owner)
+                _usd_shape(self, u, prim, owner, u.world(u.stage.GetPrimAtPath(body_path))[0], what)
+        for path in order:
+            _usd_mass(self, u, u.stage.GetPrimAtPath(path), bodies[path], what)
+        root = order[0]
+        root_pose = _mul(base, u.world(u.stage.GetPrimAtPath(root))[0])
+
+        def file_joint(r: str = root, b: int = bodies[root]) -> int:
+            if r in world_joint:
+                return _usd_joint(self, u, *world_joint[r], -1, b, base, joint_drive_gains_scaling, what)
+            return self.add_joint_free(b, label=f"{prefix}{r}/free_joint")
+
+        joints = [self._add_root_joint(bodies[root], root_pose, floating, base_joint, file_joint, prefix + root,
+                                       what)]
+        for path in order[1:]:
+            name, b0, _, jp = triples[tree.parent_joint[path]]
+            joints.append(_usd_joint(self, u, *jp, bodies[b0], bodies[path], None, joint_drive_gains_scaling, what))
+        self.add_articulation(joints, label=prefix + root)
+    for prim in u.prims:  # static colliders
+        if prim.HasAPI(P.CollisionAPI) and u.owner(prim, {n: 0 for n in names}) < 0:
+            _usd_shape(self, u, prim, -1, base, what)
+    if not enable_self_collisions:
+        self._disable_self_collisions(first_shape)
+
+
+def _usd_shape(self: ImportBuilder, u: _UsdImport, prim: Any, body: int, frame: Pose, what: str) -> None:
+    """Add the collider ``prim`` to ``body`` (-1: static) whose stage pose is ``frame`` (for a static
+    collider: the import's base transform)."""
+    G = u.UsdGeom
+    where = f"{what}: collider {str(prim.GetPath())!r}"
+    stage_pose, scale = u.world(prim)
+    pose = _mul(_inv(frame), stage_pose) if body >= 0 else _mul(frame, stage_pose)
+    m = u.meters
+    mass_api = u.UsdPhysics.MassAPI(prim) if prim.HasAPI(u.UsdPhysics.MassAPI) else None
+    density = _usd_get(mass_api.GetDensityAttr(), 0.0) if mass_api else 0.0
+    cfg = self._import_cfg(density=density if density > 0.0 else None)
+    label = str(prim.GetPath())
+
+    def axis_to_z(axis: str) -> Pose:
+        return np.zeros(3), _qbetween(np.array([0.0, 0.0, 1.0]), np.asarray(_USD_AXES[axis]))
+
+    if prim.IsA(G.Cube):
+        h = 0.5 * float(_usd_get(G.Cube(prim).GetSizeAttr(), 2.0)) * scale * m
+        self._import_primitive(body, "box", pose, {"hx": h[0], "hy": h[1], "hz": h[2]}, cfg, label, where)
+    elif prim.IsA(G.Sphere):
+        r = float(_usd_get(G.Sphere(prim).GetRadiusAttr(), 1.0)) * float(scale.max()) * m
+        self._import_primitive(body, "sphere", pose, {"radius": r}, cfg, label, where)
+    elif prim.IsA(G.Capsule) or prim.IsA(G.Cylinder):
+        g = G.Capsule(prim) if prim.IsA(G.Capsule) else G.Cylinder(prim)
+        axis = str(_usd_get(g.GetAxisAttr(), "Z"))
+        s = scale * m
+        r = float(_usd_get(g.GetRadiusAttr(), 0.5)) * float(np.delete(s, "XYZ".index(axis)).max())
+        hh = 0.5 * float(_usd_get(g.GetHeightAttr(), 1.0)) * float(s["XYZ".index(axis)])
+        kind = "capsule" if prim.IsA(G.Capsule) else "cylinder"
+        self._import_primitive(body, kind, _mul(pose, axis_to_z(axis)), {"radius": r, "half_height": hh}, cfg,
+                               label, where)
+    elif prim.IsA(G.Plane):
+        axis = str(_usd_get(G.Plane(prim).GetAxisAttr(), "Z"))
+        self._import_primitive(body, "plane", _mul(pose, axis_to_z(axis)), {}, cfg, label, where)
+    elif prim.IsA(G.Mesh):
+        mesh = G.Mesh(prim)
+        points = np.asarray(_usd_get(mesh.GetPointsAttr(), []), dtype=np.float64).reshape(-1, 3) * scale * m
+        counts = np.asarray(_usd_get(mesh.GetFaceVertexCountsAttr(), []), dtype=np.int64)
+        idx = np.asarray(_usd_get(mesh.GetFaceVertexIndicesAttr(), []), dtype=np.int64)
+        tris, k = [], 0
+        for c in counts:  # fan-triangulate each polygon
+            tris.extend((idx[k], idx[k + i], idx[k + i + 1]) for i in range(1, c - 1))
+            k += c
+        if not tris:
+            raise ValueError(f"{where}: the mesh has no faces")
+        self._import_primitive(body, "mesh", pose, {}, cfg, label, where, mesh=Mesh(points, np.asarray(tris)))
+    else:
+        raise ValueError(f"{where}: unsupported collision geometry {prim.GetTypeName()!r}")
+
+
+def _usd_mass(self: ImportBuilder, u: _UsdImport, prim: Any, body: int, what: str) -> None:
+    """Apply a body's MassAPI: mass (rescaling shape-derived inertia when no inertia is given), center of mass,
+    diagonal inertia on principal axes."""
+    if not prim.HasAPI(u.UsdPhysics.MassAPI):
+        return
+    api = u.UsdPhysics.MassAPI(prim)
+    mass = float(_usd_get(api.GetMassAttr(), 0.0))
+    if mass <= 0.0:
+        return
+    com_attr = _usd_get(api.GetCenterOfMassAttr())
+    com = np.asarray(com_attr, dtype=np.float64) * u.meters if com_attr is not None else np.asarray(self.body_com[body])
+    diag = _usd_get(api.GetDiagonalInertiaAttr())
+    if diag is not None and np.any(np.asarray(diag) > 0.0):
+        rot = np.asarray(wp.quat_to_matrix(wp.quat(*_usd_quat(_usd_get(api.GetPrincipalAxesAttr())))),
+                         dtype=np.float64).reshape(3, 3)
+        inertia = rot @ np.diag(np.asarray(diag, dtype=np.float64) * u.meters ** 2) @ rot.T
+    else:
+        old = self.body_mass[body]
+        inertia = np.asarray(self.body_inertia[body]).reshape(3, 3) * (mass / old if old > 0.0 else 0.0)
+    self._set_inertial(body, mass, com, inertia)
+
+
+def _usd_joint(self: ImportBuilder, u: _UsdImport, prim: Any, swapped: bool, parent: int, child: int,
+               base: Pose | None, gains: float, what: str) -> int:
+    P = u.UsdPhysics
+    j = P.Joint(prim)
+    path = str(prim.GetPath())
+    where = f"{what}: joint {path!r}"
+    # Local positions are in each body's own (possibly scaled) space.
+    scales = [u.world(u.stage.GetPrimAtPath(rel.GetTargets()[0]))[1] if rel.GetTargets() else np.ones(3)
+              for rel in (j.GetBody0Rel(), j.GetBody1Rel())]
+    ends = [(np.asarray(_usd_get(j.GetLocalPos0Attr(), (0, 0, 0)), dtype=np.float64) * scales[0] * u.meters,
+             _usd_quat(_usd_get(j.GetLocalRot0Attr()))),
+            (np.asarray(_usd_get(j.GetLocalPos1Attr(), (0, 0, 0)), dtype=np.float64) * scales[1] * u.meters,
+             _usd_quat(_usd_get(j.GetLocalRot1Attr())))]
+    x_p, x_c = (ends[1], ends[0]) if swapped else (ends[0], ends[1])
+    if parent < 0 and base is not None:
+        x_p = _mul(base, x_p)
+    common = {"parent_xform": _tf(x_p), "child_xform": _tf(x_c), "label": path}
+    if prim.IsA(P.FixedJoint):
+        return self.add_joint_fixed(parent, child, **common)
+    if prim.IsA(P.SphericalJoint):
+        return self.add_joint_ball(parent, child, **common)
+    for schema, kind, drive in ((P.RevoluteJoint, "revolute", "angular"), (P.PrismaticJoint, "prismatic", "linear")):
+        if not prim.IsA(schema):
+            continue
+        typed = schema(prim)
+        axis = str(_usd_get(typed.GetAxisAttr(), "X"))
+        unit = math.pi / 180.0 if kind == "revolute" else u.meters
+        values: dict[str, float] = {}
+        lo, hi = _usd_get(typed.GetLowerLimitAttr()), _usd_get(typed.GetUpperLimitAttr())
+        if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi) and lo <= hi:
+            values.update(limit_lower=float(lo) * unit, limit_upper=float(hi) * unit)
+        if prim.HasAPI(P.DriveAPI, drive):
+            d = P.DriveAPI(prim, drive)
+            # USD angular gains are per degree; ours per radian.
+            per = 180.0 / math.pi if kind == "revolute" else 1.0
+            values["target_ke"] = float(_usd_get(d.GetStiffnessAttr(), 0.0)) * per * gains
+            values["target_kd"] = float(_usd_get(d.GetDampingAttr(), 0.0)) * per * gains
+            values["target_q"] = float(_usd_get(d.GetTargetPositionAttr(), 0.0)) * unit
+        cfg = self._dof_cfg(_USD_AXES[axis], values)
+        if kind == "revolute":
+            return self.add_joint_revolute(parent, child, axis=cfg, **common)
+        return self.add_joint_prismatic(parent, child, axis=cfg, **common)
+    raise ValueError(f"{where}: unsupported joint type {prim.GetTypeName()!r} (expected revolute, prismatic, "
+                     f"spherical or fixed)")

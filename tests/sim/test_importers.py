@@ -156,3 +156,102 @@ def test_newton_example_assets_import_as_newton_imports_them(name):
     assert [int(t) for t in b.joint_type] == types
     np.testing.assert_allclose(b.body_mass, masses, rtol=1e-4)
     b.finalize()
+
+
+ARM_USDA = """#usda 1.0
+(
+    upAxis = "Z"
+    metersPerUnit = 1
+)
+def Xform "arm"
+{
+    def Xform "base" (prepend apiSchemas = ["PhysicsRigidBodyAPI"])
+    {
+        double3 xformOp:translate = (0, 0, 1)
+        uniform token[] xformOpOrder = ["xformOp:translate"]
+        def Cube "box" (prepend apiSchemas = ["PhysicsCollisionAPI"])
+        {
+            double size = 0.2
+        }
+    }
+    def Xform "link" (prepend apiSchemas = ["PhysicsRigidBodyAPI", "PhysicsMassAPI"])
+    {
+        double3 xformOp:translate = (0, 0, 1.5)
+        uniform token[] xformOpOrder = ["xformOp:translate"]
+        float physics:mass = 2
+        float3 physics:diagonalInertia = (0.1, 0.2, 0.3)
+        point3f physics:centerOfMass = (0, 0, 0.1)
+        def Capsule "rod" (prepend apiSchemas = ["PhysicsCollisionAPI"])
+        {
+            double radius = 0.05
+            double height = 0.8
+            uniform token axis = "X"
+        }
+    }
+    def PhysicsFixedJoint "anchor"
+    {
+        rel physics:body1 = </arm/base>
+        point3f physics:localPos0 = (0, 0, 1)
+    }
+    def PhysicsRevoluteJoint "hinge" (prepend apiSchemas = ["PhysicsDriveAPI:angular"])
+    {
+        rel physics:body0 = </arm/base>
+        rel physics:body1 = </arm/link>
+        uniform token physics:axis = "Y"
+        point3f physics:localPos0 = (0, 0, 0.5)
+        float physics:lowerLimit = -90
+        float physics:upperLimit = 45
+        float drive:angular:physics:stiffness = 10
+        float drive:angular:physics:damping = 1
+        float drive:angular:physics:targetPosition = 30
+    }
+}
+def Cube "ground" (prepend apiSchemas = ["PhysicsCollisionAPI"])
+{
+    double size = 1
+}
+"""
+
+
+def test_usd_arm_with_fixed_base_revolute_limits_drive_and_mass():
+    """A USD Physics arm: fixed anchor, a revolute joint about Y with limits and drive in degrees, MassAPI
+    mass and inertia, a capsule turned from X onto Z, and a static collider outside every body."""
+    pytest.importorskip("pxr", reason="usd-core is not installed")
+    b = newton.ModelBuilder()
+    b.add_usd(ARM_USDA)
+    assert b.body_count == 2 and b.joint_type == [JointType.FIXED, JointType.REVOLUTE]
+    np.testing.assert_allclose(b.joint_axis[0], (0.0, 1.0, 0.0))
+    np.testing.assert_allclose((b.joint_limit_lower[0], b.joint_limit_upper[0]), (-math.pi / 2, math.pi / 4),
+                               rtol=1e-6)
+    assert b.joint_target_ke[0] == pytest.approx(10 * 180 / math.pi)
+    assert b.joint_target_q[0] == pytest.approx(math.pi / 6)
+    assert b.body_mass[1] == 2.0 and b.body_com[1] == pytest.approx((0.0, 0.0, 0.1))
+    np.testing.assert_allclose(np.reshape(b.body_inertia[1], (3, 3)), np.diag([0.1, 0.2, 0.3]), atol=1e-7)
+    assert b.body_mass[0] == pytest.approx(0.2 ** 3 * 1000.0)
+    rod = b.shape_label.index("/arm/link/rod")
+    assert b.shape_type[rod] == GeoType.CAPSULE and b.shape_scale[rod] == pytest.approx((0.05, 0.4, 0.0))
+    tip = np.asarray(b.shape_transform[rod])
+    np.testing.assert_allclose(abs(tip[4]), math.sqrt(0.5), atol=1e-6)  # a quarter turn about Y
+    assert b.shape_body[b.shape_label.index("/ground")] == -1
+    np.testing.assert_allclose(b.joint_X_p[1][:3], (0.0, 0.0, 0.5))
+    b.finalize()
+
+
+def test_usd_joint_to_a_missing_body_raises():
+    """A joint whose body is not a rigid body raises a ValueError naming the joint."""
+    pytest.importorskip("pxr", reason="usd-core is not installed")
+    with pytest.raises(ValueError, match="joint '/arm/hinge' names body1 '/arm/nothing'"):
+        newton.ModelBuilder().add_usd(ARM_USDA.replace("rel physics:body1 = </arm/link>",
+                                                       "rel physics:body1 = </arm/nothing>"))
+
+
+@pytest.mark.skipif(ASSETS is None, reason="Newton's example assets are not installed in /tmp/newtonvenv")
+def test_newton_cartpole_usda_matches_its_urdf_twin():
+    """Newton's cartpole.usda gives the bodies, joint types and masses of its cartpole.urdf."""
+    pytest.importorskip("pxr", reason="usd-core is not installed")
+    b = newton.ModelBuilder()
+    b.add_usd(os.path.join(ASSETS, "cartpole.usda"))
+    method, bodies, types, masses = NEWTON_REFERENCE["cartpole.urdf"]
+    assert b.body_count == bodies and [int(t) for t in b.joint_type] == types
+    np.testing.assert_allclose(b.body_mass, masses, rtol=1e-4)
+    b.finalize()
