@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from loomwork.sim import GeoType, Model, State
+from loomwork.sim import GeoType, Model, ShapeFlags, State
 
 from .image import ImageRenderer
 from .usd import UsdRenderer
@@ -48,7 +48,8 @@ class _Viewer:
         self.model = model
         m = model
         self._shape = dict(type=m.shape_type.numpy(), body=m.shape_body.numpy(), x=m.shape_transform.numpy(),
-                           scale=m.shape_scale.numpy()) if m.shape_count else None
+                           scale=m.shape_scale.numpy(),
+                           visible=(m.shape_flags.numpy() & int(ShapeFlags.VISIBLE)) != 0) if m.shape_count else None
         self._tris = m.tri_indices.numpy() if m.tri_count else None
         self._cloth_particles = np.unique(self._tris) if self._tris is not None else np.zeros(0, np.int64)
 
@@ -58,14 +59,16 @@ class _Viewer:
         self.renderer.begin_frame(self.time)
 
     def log_state(self, state: State) -> None:
-        """Draw ``state``: shapes at their bodies' poses, particles, cloth."""
+        """Draw ``state``: visible shapes at their bodies' poses, particles, cloth."""
         if self.model is None:
             raise RuntimeError("log_state: call set_model(model) first")
         r, m = self.renderer, self.model
         body_q = state.body_q.numpy() if m.body_count else np.zeros((0, 7))
         ident = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
         if self._shape is not None:
-            for s, (t, b, x, sc) in enumerate(zip(*self._shape.values(), strict=True)):
+            for s, (t, b, x, sc, visible) in enumerate(zip(*self._shape.values(), strict=True)):
+                if not visible:
+                    continue
                 pos, rot = _compose(body_q[b] if b >= 0 else ident, x)
                 pos, rot, name = tuple(pos), tuple(rot), f"shape_{s}"
                 if t == GeoType.SPHERE:
