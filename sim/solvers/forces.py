@@ -137,14 +137,15 @@ def contact_force(n: wp.vec3, c: float, vrel: wp.vec3, ke: float, kd: float, kf:
 
 
 MAX_NEIGHBORS = 16
-"""Touching neighbours kept per particle and step (equal spheres have at most 12); more are dropped."""
+"""Touching neighbours kept per particle and step (equal spheres have at most 12); more are dropped, and the
+largest number seen is kept in ``model.particle_neighbor_overflow`` (checked by ``check_finite``)."""
 
 
 @wp.kernel(enable_backward=False)
 def particle_neighbors_kernel(grid: wp.uint64, x: wp.array(dtype=wp.vec3), radius: wp.array(dtype=float),
                               flags: wp.array(dtype=wp.int32), world: wp.array(dtype=wp.int32), max_radius: float,
                               margin: float, capacity: int, neighbors: wp.array(dtype=wp.int32),
-                              count: wp.array(dtype=wp.int32)):
+                              count: wp.array(dtype=wp.int32), most: wp.array(dtype=wp.int32)):
     tid = wp.tid()
     i = wp.hash_grid_point_id(grid, tid)
     if i == -1:
@@ -158,10 +159,13 @@ def particle_neighbors_kernel(grid: wp.uint64, x: wp.array(dtype=wp.vec3), radiu
         j = 0
         while wp.hash_grid_query_next(query, j):
             if j != i and (flags[j] & 1) != 0 and (wi < 0 or world[j] < 0 or world[j] == wi):
-                if wp.length(xi - x[j]) < ri + radius[j] + margin and n < capacity:
-                    neighbors[i * capacity + n] = j
+                if wp.length(xi - x[j]) < ri + radius[j] + margin:
+                    if n < capacity:
+                        neighbors[i * capacity + n] = j
                     n += 1
-    count[i] = n
+    count[i] = wp.min(n, capacity)
+    if n > capacity:
+        wp.atomic_max(most, 0, n)
 
 
 @wp.kernel
@@ -285,11 +289,14 @@ def particle_neighbors(model: Model, owner: Any, points: Any, margin: float = 0.
         lists = model.__dict__.get("_neighbor_lists")
         if lists is None:
             lists = model.__dict__["_neighbor_lists"] = fresh()
+    most = model.__dict__.get("particle_neighbor_overflow")
+    if most is None:
+        most = model.__dict__["particle_neighbor_overflow"] = wp.zeros(1, dtype=wp.int32, device=model.device)
     model.particle_grid.build(points, max(2.0 * model.particle_max_radius + margin, 1.0e-4))
     wp.launch(particle_neighbors_kernel, dim=n,
               inputs=[model.particle_grid.id, points, model.particle_radius, model.particle_flags,
                       model.particle_world, model.particle_max_radius, margin, MAX_NEIGHBORS],
-              outputs=[*lists], device=model.device)
+              outputs=[*lists, most], device=model.device)
     return lists
 
 

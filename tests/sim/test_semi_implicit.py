@@ -287,3 +287,13 @@ def test_particles_rest_on_an_sdf_volume_and_on_a_mesh():
         s = rollout(m, newton.solvers.SolverSemiImplicit(m), 2000, 1.0e-3, pipe.contacts(), pipe, collide_every=1)[-1]
         p = s.particle_q.numpy()[0]
         np.testing.assert_allclose(p, [0.0, 0.0, 0.55], atol=5e-3)
+
+
+def test_dropped_particle_contacts_are_reported_under_check_finite():
+    b = newton.ModelBuilder(gravity=0.0)
+    for k in range(20):  # twenty particles piled into one spot: each touches nineteen others
+        b.add_particle((0.001 * k, 0.0, 0.0), (0.0, 0.0, 0.0), 1.0, radius=0.1)
+    m = b.finalize()
+    solver = newton.solvers.SolverSemiImplicit(m, check_finite=True)
+    with pytest.raises(RuntimeError, match="touched 19 others"):
+        rollout(m, solver, 1, 1.0e-4)
