@@ -598,11 +598,9 @@ class Builder:
                 if isinstance(i, Const) and i.value < 0:
                     self.error(node.slice, KernelIndexError, "negative array indices are not supported in kernels")
             if len(indices) < t.ndim:  # a[i][j] on a 2-D array: the view a[i], then its element j
-                if t.indexed:
-                    self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} "
-                               "indices")
                 view = self.assign_temp(ir.View(arr, indices, self.site(node, arr)),
-                                        ArrayType(t.dtype, t.ndim - len(indices), strided=t.strided))
+                                        ArrayType(t.dtype, t.ndim - len(indices), indexed=t.indexed,
+                                                  strided=t.strided))
                 return Place(view, None, 0, (), view.type)
             return Place(arr, indices, self.site(node, arr), (), t.dtype)
         if T.is_composite(t):
@@ -1141,10 +1139,9 @@ class Builder:
                     self.error(node.slice, KernelIndexError, "negative array indices are not supported in kernels")
             if len(indices) == t.ndim:
                 return self.assign_temp(ir.Load(base, indices, self.site(node, base)), t.dtype)
-            if t.indexed:
-                self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} indices")
             view = ir.View(base, indices, self.site(node, base))
-            return self.assign_temp(view, ArrayType(t.dtype, t.ndim - len(indices), strided=t.strided))
+            return self.assign_temp(view, ArrayType(t.dtype, t.ndim - len(indices), indexed=t.indexed,
+                                                    strided=t.strided))
         if T.is_composite(t):
             indices = self.component_indices(t, indices, node)
             extract = ir.Extract(base, indices, self.site(node, base))
