@@ -1021,11 +1021,31 @@ def full(shape: Any = 0, value: Any = 0, dtype: Any = Any, device: Any = None, r
     1-D shape, as `empty`)."""
     shape = shape if n is None else (n,)
     if dtype is Any:
-        dtype = T.python_value_type(value) or float
-        if isinstance(value, int) and not isinstance(value, builtins.bool):
-            dtype = T.int32 if -(2**31) <= value < 2**31 else T.int64
+        dtype = _fill_value_type(value)
     a = empty(shape, dtype, device, requires_grad, pinned)
     return a.fill_(value)
+
+
+def _fill_value_type(value: Any) -> Any:
+    """The element type `wp.full` infers from its value: Python and Warp scalars and vectors as their
+    types, a struct instance as its struct, a 1-D sequence as a vector and a 2-D one as a matrix of the
+    sequence's NumPy scalar type."""
+    if T.is_struct_type(type(value)):
+        return type(value)
+    if isinstance(value, int) and not isinstance(value, builtins.bool):
+        return T.int32 if -(2**31) <= value < 2**31 else T.int64
+    known = T.python_value_type(value)
+    if known is not None:
+        return known
+    if not hasattr(value, "__len__"):
+        raise TypeError(f"wp.full cannot infer an element type from a value of type {type(value).__name__}")
+    values = np.asarray(value)
+    st = T.dtype_from_numpy(values.dtype)
+    if values.ndim == 1:
+        return T.vector(values.size, st)
+    if values.ndim == 2:
+        return T.matrix(values.shape, st)
+    raise ValueError(f"wp.full: a value of {values.ndim} dimensions is neither a vector nor a matrix")
 
 
 def ones(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,

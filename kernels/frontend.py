@@ -25,6 +25,7 @@ from . import builtins as B
 from . import ir
 from . import types as T
 from .annotations import annotations, arg_type, closure_values
+from .array import MAX_DIMS
 from .array import array as array_cls
 from .errors import (
     KernelAttributeError,
@@ -407,7 +408,16 @@ class Builder:
         if isinstance(target, ast.Name):
             name = target.id
             existing = self.scope.vars.get(name)
-            if existing is None:
+            if (existing is not None and isinstance(existing.type, ArrayType) and isinstance(value.type, ArrayType)
+                    and (existing.type.ndim, existing.type.strided) != (value.type.ndim, value.type.strided)
+                    and len(self.scope.blocks) == 1 and declared is None):
+                # straight-line code rebinds an array name to an array of another shape (as Warp, whose arrays of
+                # one dtype share a type): from here on the name is a new variable
+                value = self.materialize(value)
+                var = Var(f"v_{name}__r{len(self.scope.locals)}", value.type)
+                self.scope.locals.append(var)
+                self.scope.vars[name] = var
+            elif existing is None:
                 value = self.materialize(value)
                 var = Var(f"v_{name}", declared or value.type)
                 if var in self.scope.locals:  # a name reused after a scope: same C++ variable
@@ -1100,6 +1110,8 @@ class Builder:
             if not isinstance(idx, Const) or not T.is_int(idx.type):
                 self.error(node.slice, KernelTypeError, "array.shape takes a constant integer index")
             nd = base.array.type.ndim
+            if nd <= idx.value < MAX_DIMS:  # as in Warp, the extents past an array's dimensions read 0
+                return Const(0, T.int32)
             if not -nd <= idx.value < nd:
                 self.error(node.slice, KernelIndexError, f"shape index {idx.value} out of range for a {nd}-D array")
             return self.assign_temp(ir.Shape(base.array, idx.value % nd), T.int32)
