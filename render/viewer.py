@@ -116,9 +116,32 @@ class ViewerUSD(_Viewer):
 
 class ViewerImage(_Viewer):
     """Ray-casts each frame into a PNG in ``output_dir`` (``frame_00000.png``, ...; needs pillow); the last
-    frame's pixels are ``renderer.image``."""
+    frame's pixels are ``renderer.image``. With ``gif_path`` the frames also become an animated GIF, written
+    by :meth:`close`."""
 
     def __init__(self, output_dir: str | None, width: int = 640, height: int = 480, up_axis: str = "Z",
-                 camera_pos: tuple = (0.0, 2.0, 6.0), camera_front: tuple = (0.0, -0.3, -1.0), fps: int = 60) -> None:
+                 camera_pos: tuple = (0.0, 2.0, 6.0), camera_front: tuple = (0.0, -0.3, -1.0), fps: int = 60,
+                 gif_path: str | None = None) -> None:
         super().__init__(ImageRenderer(output_dir, up_axis=up_axis, screen_width=width, screen_height=height,
                                        camera_pos=camera_pos, camera_front=camera_front, fps=fps))
+        self.gif_path = gif_path
+        self.fps = fps
+        self._frames: list[np.ndarray] = []
+
+    def end_frame(self) -> None:
+        """Finish the frame (and keep it for the GIF)."""
+        super().end_frame()
+        if self.gif_path is not None:
+            self._frames.append(self.renderer.rgb8())
+
+    def close(self) -> None:
+        """Write the GIF, when one was asked for and frames were drawn."""
+        super().close()
+        if self.gif_path is None or not self._frames:
+            return
+        try:
+            from PIL import Image
+        except ImportError as e:
+            raise ImportError("ViewerImage writes GIFs with pillow: pip install pillow") from e
+        first, *rest = (Image.fromarray(f) for f in self._frames)
+        first.save(self.gif_path, save_all=True, append_images=rest, duration=max(int(1000 / self.fps), 20), loop=0)

@@ -61,3 +61,4 @@ def test_articulated_shapes_follow_their_body_frames_over_time(tmp_path):
         m = np.array(UsdGeom.Xformable(prims["arm/upper/visual_0"]).ComputeLocalToWorldTransform(time))
         along = (np.array([0.0, 0.0, 1.0, 1.0]) @ m)[:3] - upper
         np.testing.assert_allclose(along / np.linalg.norm(along), [math.sin(a), 0.0, math.cos(a)], atol=1e-5)
+
