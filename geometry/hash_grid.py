@@ -35,7 +35,7 @@ from loomwork.kernels.extensions import (
 )
 from loomwork.kernels.launch import launch
 from loomwork.kernels.module import kernel
-from loomwork.kernels.utils import radix_sort_pairs
+from loomwork.kernels.utils import sort_pairs
 
 HEADER = register_header(Path(__file__).parent / "native" / "hash_grid.h")
 
@@ -149,10 +149,10 @@ class HashGrid:
         if groups is not None:  # by group first: the stable sort by bucket keeps each bucket's groups in order
             flat_groups = groups if groups.ndim == 1 and groups.is_contiguous else groups.contiguous().flatten()
             launch(_group_keys, n, inputs=[flat_groups, self._keys, self._sorted], device=self.device)
-            radix_sort_pairs(self._keys, self._sorted, n)
+            sort_pairs(self._keys, self._sorted, n, tail_scratch=True)
         launch(_bucket_keys, n, inputs=[self.id, flat, self._sorted, self._keys, int(groups is not None)],
                device=self.device)
-        radix_sort_pairs(self._keys, self._sorted, n)
+        sort_pairs(self._keys, self._sorted, n, tail_scratch=True)
         if n == 0:
             self._starts.zero_()
             self._ends.zero_()

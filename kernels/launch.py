@@ -245,11 +245,34 @@ def _foreign_array(what: str, t: ArrayType, v: Any, device: Device, written: boo
     return desc
 
 
+def _fingerprint(v: Any) -> Any:
+    """What of a value decides the type a generic parameter takes (an int's width, an array's element type)."""
+    if isinstance(v, array):
+        return (type(v), v.dtype, v.ndim)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (int, -(2**31) <= v < 2**31)
+    return type(v) if isinstance(v, float | bool) else None
+
+
 def _instantiate(kernel: Kernel, params: list) -> Kernel:
-    """The overload of a generic kernel that these arguments call for (built once per type combination)."""
+    """The overload of a generic kernel that these arguments call for (built once per type combination; a
+    launch with wp.arrays and Python numbers finds it again by their fingerprints)."""
     names, types = kernel.signature()
     if len(params) != len(names):
         raise LaunchError(f"kernel {kernel.label} takes {len(names)} argument(s), got {len(params)}")
+    prints = tuple(_fingerprint(v) for v, t in zip(params, types, strict=True) if T.is_generic(t))
+    cache = kernel.__dict__.setdefault("_launch_overloads", {})
+    if None not in prints:
+        hit = cache.get(prints)
+        if hit is not None:
+            return hit
+    inst = _instantiate_slow(kernel, names, types, params)
+    if None not in prints:
+        cache[prints] = inst
+    return inst
+
+
+def _instantiate_slow(kernel: Kernel, names: tuple, types: tuple, params: list) -> Kernel:
     concrete = []
     for n, t, v in zip(names, types, params, strict=True):
         if not T.is_generic(t):

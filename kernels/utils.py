@@ -141,6 +141,12 @@ def array_scan(in_array: array, out_array: array, inclusive: bool = True) -> Non
 def radix_sort_pairs(keys: array, values: array, count: int) -> None:
     """Sort the first `count` (key, value) pairs by key, in place and stably (int32 or float32 keys,
     int32 values). Warp's arrays of twice the length are accepted; the second half is not needed."""
+    sort_pairs(keys, values, count, tail_scratch=False)
+
+
+def sort_pairs(keys: array, values: array, count: int, *, tail_scratch: bool) -> None:
+    """`radix_sort_pairs`; with `tail_scratch` (for owners of arrays of twice the length, such as HashGrid)
+    the second halves serve as the sort's scratch instead of two fresh allocations."""
     if not isinstance(keys, array) or not isinstance(values, array):
         raise TypeError("radix_sort_pairs: keys and values must be wp.arrays")
     if keys.dtype not in (T.int32, T.float32) or values.dtype is not T.int32:
@@ -150,10 +156,16 @@ def radix_sort_pairs(keys: array, values: array, count: int) -> None:
         raise ValueError(f"radix_sort_pairs: count {count} must fit contiguous arrays of {keys.size} and {values.size}")
     _check_host(keys, "radix_sort_pairs")
     _check_host(values, "radix_sort_pairs")
-    scratch_k = empty(max(count, 1), dtype=keys.dtype, device=keys.device)
-    scratch_v = empty(max(count, 1), dtype=T.int32, device=keys.device)
+    spare = None
+    if tail_scratch and keys.size >= 2 * count and values.size >= 2 * count:
+        scratch_k, scratch_v = keys.ptr + 4 * count, values.ptr + 4 * count
+    else:
+        spare = (empty(max(count, 1), dtype=keys.dtype, device=keys.device),
+                 empty(max(count, 1), dtype=T.int32, device=keys.device))
+        scratch_k, scratch_v = spare[0].ptr, spare[1].ptr
     fn = utils_library().lw_radix_sort_i32 if keys.dtype is T.int32 else utils_library().lw_radix_sort_f32
-    fn(keys.ptr, values.ptr, scratch_k.ptr, scratch_v.ptr, count)
+    fn(keys.ptr, values.ptr, scratch_k, scratch_v, count)
+    del spare  # the scratch lives until the sort has returned
     keys._storage.bump("radix_sort_pairs()")
     values._storage.bump("radix_sort_pairs()")
 

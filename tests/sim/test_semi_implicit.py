@@ -259,3 +259,31 @@ def test_check_finite_names_the_step_and_the_particle():
     solver = newton.solvers.SolverSemiImplicit(m, check_finite=True)
     with pytest.raises(FloatingPointError, match=r"step \d+ made particle_q\[\d\] non-finite .* particle \d"):
         rollout(m, solver, 200, 0.01)
+
+
+def test_particles_rest_on_an_sdf_volume_and_on_a_mesh():
+    # A cube of half size 0.5 at the origin as a signed-distance volume, and a sphere of radius 0.5 as a mesh:
+    # a particle dropped on either comes to rest 0.5 m plus its radius above the origin.
+    h = 0.05
+    g = np.arange(-0.8, 0.8 + 1e-9, h)
+    x, y, z = np.meshgrid(g, g, g, indexing="ij")
+    sdf = (np.maximum(np.maximum(np.abs(x), np.abs(y)), np.abs(z)) - 0.5).astype(np.float32)
+    volume = wp.Volume.load_from_numpy(sdf, min_world=(g[0], g[0], g[0]), voxel_size=h, bg_value=1.0)
+    u, v = np.meshgrid(np.linspace(0, np.pi, 24), np.linspace(0, 2 * np.pi, 48, endpoint=False), indexing="ij")
+    verts = 0.5 * np.stack([np.sin(u) * np.cos(v), np.sin(u) * np.sin(v), np.cos(u)], -1).reshape(-1, 3)
+    tris = []
+    for i in range(23):
+        for j in range(48):
+            a, b, c, d = i * 48 + j, i * 48 + (j + 1) % 48, (i + 1) * 48 + (j + 1) % 48, (i + 1) * 48 + j
+            tris += [(a, d, c), (a, c, b)]
+    mesh = newton.Mesh(verts, np.asarray(tris).reshape(-1))
+    for add in (lambda b: b.add_shape_sdf(-1, volume=volume), lambda b: b.add_shape_mesh(-1, mesh=mesh)):
+        b = newton.ModelBuilder()
+        b.add_particle((0.0, 0.0, 1.0), (0.0, 0.0, 0.0), 1.0, radius=0.05)
+        add(b)
+        m = b.finalize()
+        m.soft_contact_ke, m.soft_contact_kd, m.soft_contact_mu = 1.0e4, 50.0, 1.0
+        pipe = newton.CollisionPipeline(m, soft_contact_gap=0.02)
+        s = rollout(m, newton.solvers.SolverSemiImplicit(m), 2000, 1.0e-3, pipe.contacts(), pipe, collide_every=1)[-1]
+        p = s.particle_q.numpy()[0]
+        np.testing.assert_allclose(p, [0.0, 0.0, 0.55], atol=5e-3)
