@@ -64,7 +64,7 @@ def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
                module=f"loomwork.sim.solvers.featherstone.step_{NJ}x{ND}{'_grad' if backward else ''}")
     def featherstone_step(
             # model
-            art_start: wp.array(dtype=wp.int32), art_world: wp.array(dtype=wp.int32),
+            art_count: int, art_start: wp.array(dtype=wp.int32), art_world: wp.array(dtype=wp.int32),
             gravity: wp.array(dtype=wp.vec3), joint_type: wp.array(dtype=wp.int32),
             joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
             parent_joint: wp.array(dtype=wp.int32), joint_q_start: wp.array(dtype=wp.int32),
@@ -85,6 +85,8 @@ def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
             joint_q_out: wp.array(dtype=float), joint_qd_out: wp.array(dtype=float),
             body_q_out: wp.array(dtype=wp.transform), body_qd_out: wp.array(dtype=wp.spatial_vector)):
         art = wp.tid()
+        if art >= art_count:
+            return
         j0 = art_start[art]
         nj = art_start[art + 1] - j0
         d0 = joint_qd_start[j0]
@@ -108,7 +110,8 @@ def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
             j = j0 + k
             jt = joint_type[j]
             pl = parent_joint[j]
-            X_wp = wp.transform_identity()
+            p_wp = wp.vec3(0.0)  # the parent body's frame (position, rotation), twist and bias acceleration
+            r_wp = wp.quat_identity()
             v_p = wp.vec3(0.0)
             w_p = wp.vec3(0.0)
             a_v = wp.vec3(0.0)
@@ -116,38 +119,51 @@ def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
             if pl >= 0:
                 pk = pl - j0
                 rq = rot[pk]
-                X_wp = wp.transform(pos[pk], wp.quat(rq[0], rq[1], rq[2], rq[3]))
+                p_wp = pos[pk]
+                r_wp = wp.quat(rq[0], rq[1], rq[2], rq[3])
                 v_p = tv[pk]
                 w_p = tw[pk]
                 a_v = av[pk]
                 a_w = aw[pk]
             elif joint_parent[j] >= 0:
                 pb = joint_parent[j]
-                X_wp = body_q[pb]
+                X_b = body_q[pb]
+                p_wp = wp.transform_get_translation(X_b)
+                r_wp = wp.transform_get_rotation(X_b)
                 w_p = wp.spatial_bottom(body_qd[pb])
-                v_p = wp.spatial_top(body_qd[pb]) - wp.cross(w_p, wp.transform_point(X_wp, body_com[pb]))
+                v_p = wp.spatial_top(body_qd[pb]) - wp.cross(w_p, wp.transform_point(X_b, body_com[pb]))
             qs = joint_q_start[j]
             ds = joint_qd_start[j]
             nl = joint_dof_dim[j, 0]
             na = joint_dof_dim[j, 1]
             child = joint_child[j]
             X_j, v_j, w_j = joint_motion(jt, qs, ds, nl, na, joint_q, joint_qd, joint_axis)
-            X_wc, v, w = child_pose_twist(jt, X_wp, v_p, w_p, joint_X_p[j], joint_X_c[j], X_j, v_j, w_j,
-                                          body_com[child])
-            r_c = wp.transform_get_rotation(X_wc)
-            pos[k] = wp.transform_get_translation(X_wc)
+            # Child frame X_wc = X_wp X_pj X_j inverse(X_cj), each product written out as (p, r) pairs.
+            X_pj = joint_X_p[j]
+            r_pj = r_wp * wp.transform_get_rotation(X_pj)  # the parent joint frame X_wpj
+            p_pj = p_wp + wp.quat_rotate(r_wp, wp.transform_get_translation(X_pj))
+            r_cj = r_pj * wp.transform_get_rotation(X_j)  # the child joint frame X_wpj X_j
+            ref = p_pj + wp.quat_rotate(r_pj, wp.transform_get_translation(X_j))
+            X_ci = wp.transform_inverse(joint_X_c[j])
+            r_c = r_cj * wp.transform_get_rotation(X_ci)
+            p_c = ref + wp.quat_rotate(r_cj, wp.transform_get_translation(X_ci))
+            c = p_c + wp.quat_rotate(r_c, body_com[child])
+            ang = wp.quat_rotate(r_pj, w_j)
+            ref_v = ref
+            if jt == _FREE or jt == _DISTANCE:
+                ref_v = c  # the linear velocity is the child's center of mass
+            v = v_p + wp.quat_rotate(r_pj, v_j) - wp.cross(ang, ref_v)
+            w = w_p + ang
+            pos[k] = p_c
             rot[k] = wp.vec4(r_c[0], r_c[1], r_c[2], r_c[3])
             tv[k] = v
             tw[k] = w
-            c = wp.transform_point(X_wc, body_com[child])
             # Motion subspace in world frame, referred to the origin.
-            X_wpj = wp.transform_multiply(X_wp, joint_X_p[j])
-            ref = wp.transform_get_translation(wp.transform_multiply(X_wpj, X_j))
             if jt == _FREE or jt == _DISTANCE:
                 for i in range(3):
                     e = wp.vec3(0.0)
                     e[i] = 1.0
-                    a = wp.transform_vector(X_wpj, e)
+                    a = wp.quat_rotate(r_pj, e)
                     sv[ds - d0 + i] = a
                     sw[ds - d0 + i] = wp.vec3(0.0)
                     sv[ds - d0 + 3 + i] = wp.cross(c, a)
@@ -156,12 +172,12 @@ def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
                 for i in range(3):
                     e = wp.vec3(0.0)
                     e[i] = 1.0
-                    a = wp.transform_vector(X_wpj, e)
+                    a = wp.quat_rotate(r_pj, e)
                     sv[ds - d0 + i] = wp.cross(ref, a)
                     sw[ds - d0 + i] = a
             elif jt == _PRISMATIC or jt == _REVOLUTE or jt == _D6:
                 for i in range(nl + na):
-                    a = wp.transform_vector(X_wpj, joint_axis[ds + i])
+                    a = wp.quat_rotate(r_pj, joint_axis[ds + i])
                     if i < nl:
                         sv[ds - d0 + i] = a
                         sw[ds - d0 + i] = wp.vec3(0.0)
@@ -177,7 +193,7 @@ def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
                 a_v = a_v + wp.cross(w_p, rv) + wp.cross(v_p, rw)
                 a_w = a_w + wp.cross(w_p, rw)
                 if jt == _D6:  # the angular axes pivot about a point the linear dofs move
-                    a_v = a_v + wp.cross(wp.transform_vector(X_wpj, v_j), rw)
+                    a_v = a_v + wp.cross(wp.quat_rotate(r_pj, v_j), rw)
             av[k] = a_v
             aw[k] = a_w
             # Inertia about the origin; bias wrench I a + v x* (I v) - f_ext.

@@ -107,10 +107,11 @@ class SolverFeatherstone(SolverBase):
                 arr = getattr(src, name, None)
                 return arr if arr is not None else getattr(model, name)
 
-            wp.launch(self._kernel, dim=model.articulation_count,
-                      inputs=[model.articulation_start, model.articulation_world, model.gravity, model.joint_type,
-                              model.joint_parent, model.joint_child, self._parent_joint, model.joint_q_start,
-                              model.joint_qd_start, model.joint_dof_dim, model.joint_X_p, model.joint_X_c,
+            wp.launch(self._kernel, dim=self._launch_size(),
+                      inputs=[model.articulation_count, model.articulation_start, model.articulation_world,
+                              model.gravity, model.joint_type, model.joint_parent, model.joint_child,
+                              self._parent_joint, model.joint_q_start, model.joint_qd_start, model.joint_dof_dim,
+                              model.joint_X_p, model.joint_X_c,
                               model.joint_axis, model.joint_armature, model.joint_limit_lower,
                               model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd,
                               model.joint_target_ke, model.joint_target_kd, model.body_com, model.body_mass,
@@ -126,6 +127,16 @@ class SolverFeatherstone(SolverBase):
         self.step_count += 1
         if self.check_finite:
             self._raise_if_not_finite(state_out)
+
+    def _launch_size(self) -> int:
+        """Threads of the step launch: one per articulation, padded on the CPU up to the launch size from
+        which the runtime spreads a launch over its thread pool (``wp.config.cpu_serial_threshold``, tuned for
+        light threads; one of these runs a whole articulation, worth a core's share even a few at a time).
+        The padding threads return at once."""
+        n = self.model.articulation_count
+        if self.model.device.is_cpu and n >= 64:
+            return max(n, int(wp.config.cpu_serial_threshold))
+        return n
 
     def _raise_if_not_finite(self, state: State) -> None:
         model = self.model
