@@ -18,7 +18,7 @@ from typing import Any
 
 import loomwork as wp
 
-from ...articulation import _BALL, _D6, _DISTANCE, _FREE, _PRISMATIC, _REVOLUTE, child_pose_twist, joint_motion
+from ...articulation import _BALL, _D6, _DISTANCE, _FREE, _PRISMATIC, _REVOLUTE, joint_motion
 from ..joints import joint_dof_force
 
 
@@ -66,7 +66,7 @@ def bias_kernel(max_joints: int, backward: bool) -> Any:
             joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
             parent_joint: wp.array(dtype=wp.int32), joint_q_start: wp.array(dtype=wp.int32),
             joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
-            joint_X_p: wp.array(dtype=wp.transform), joint_X_c: wp.array(dtype=wp.transform),
+            joint_X_p: wp.array(dtype=wp.transform), joint_X_c_inv: wp.array(dtype=wp.transform),
             joint_axis: wp.array(dtype=wp.vec3), body_com: wp.array(dtype=wp.vec3),
             body_mass: wp.array(dtype=float), body_inertia: wp.array(dtype=wp.mat33),
             # state in
@@ -128,7 +128,7 @@ def bias_kernel(max_joints: int, backward: bool) -> Any:
             p_pj = p_wp + wp.quat_rotate(r_wp, wp.transform_get_translation(X_pj))
             r_cj = r_pj * wp.transform_get_rotation(X_j)  # the child joint frame X_wpj X_j
             ref = p_pj + wp.quat_rotate(r_pj, wp.transform_get_translation(X_j))
-            X_ci = wp.transform_inverse(joint_X_c[j])
+            X_ci = joint_X_c_inv[j]
             r_c = r_cj * wp.transform_get_rotation(X_ci)
             p_c = ref + wp.quat_rotate(r_cj, wp.transform_get_translation(X_ci))
             c = p_c + wp.quat_rotate(r_c, body_com[child])
@@ -403,7 +403,7 @@ def fk_kernel(max_joints: int, backward: bool) -> Any:
             joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
             parent_joint: wp.array(dtype=wp.int32), joint_q_start: wp.array(dtype=wp.int32),
             joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
-            joint_X_p: wp.array(dtype=wp.transform), joint_X_c: wp.array(dtype=wp.transform),
+            joint_X_p: wp.array(dtype=wp.transform), joint_X_c_inv: wp.array(dtype=wp.transform),
             joint_axis: wp.array(dtype=wp.vec3), body_com: wp.array(dtype=wp.vec3),
             # state in (bodies outside the articulations) and the step's new coordinates
             body_q: wp.array(dtype=wp.transform), body_qd: wp.array(dtype=wp.spatial_vector),
@@ -422,33 +422,50 @@ def fk_kernel(max_joints: int, backward: bool) -> Any:
         for k in range(nj):
             j = j0 + k
             pl = parent_joint[j]
-            X_wp = wp.transform_identity()
+            p_wp = wp.vec3(0.0)  # the parent body's frame (position, rotation) and twist
+            r_wp = wp.quat_identity()
             v_p = wp.vec3(0.0)
             w_p = wp.vec3(0.0)
             if pl >= 0:
                 pk = pl - j0
                 rq = rot[pk]
-                X_wp = wp.transform(pos[pk], wp.quat(rq[0], rq[1], rq[2], rq[3]))
+                p_wp = pos[pk]
+                r_wp = wp.quat(rq[0], rq[1], rq[2], rq[3])
                 v_p = tv[pk]
                 w_p = tw[pk]
             elif joint_parent[j] >= 0:
                 pb = joint_parent[j]
-                X_wp = body_q[pb]
+                X_b = body_q[pb]
+                p_wp = wp.transform_get_translation(X_b)
+                r_wp = wp.transform_get_rotation(X_b)
                 w_p = wp.spatial_bottom(body_qd[pb])
-                v_p = wp.spatial_top(body_qd[pb]) - wp.cross(w_p, wp.transform_point(X_wp, body_com[pb]))
+                v_p = wp.spatial_top(body_qd[pb]) - wp.cross(w_p, wp.transform_point(X_b, body_com[pb]))
             jt = joint_type[j]
             child = joint_child[j]
             X_j, v_j, w_j = joint_motion(jt, joint_q_start[j], joint_qd_start[j], joint_dof_dim[j, 0],
                                          joint_dof_dim[j, 1], joint_q, joint_qd, joint_axis)
-            X_wc, v, w = child_pose_twist(jt, X_wp, v_p, w_p, joint_X_p[j], joint_X_c[j], X_j, v_j, w_j,
-                                          body_com[child])
-            r_c = wp.transform_get_rotation(X_wc)
-            pos[k] = wp.transform_get_translation(X_wc)
+            # As child_pose_twist: X_wc = X_wp X_pj X_j inverse(X_cj), each product written out as (p, r) pairs.
+            X_pj = joint_X_p[j]
+            r_pj = r_wp * wp.transform_get_rotation(X_pj)
+            p_pj = p_wp + wp.quat_rotate(r_wp, wp.transform_get_translation(X_pj))
+            r_cj = r_pj * wp.transform_get_rotation(X_j)
+            ref = p_pj + wp.quat_rotate(r_pj, wp.transform_get_translation(X_j))
+            X_ci = joint_X_c_inv[j]
+            r_c = r_cj * wp.transform_get_rotation(X_ci)
+            p_c = ref + wp.quat_rotate(r_cj, wp.transform_get_translation(X_ci))
+            c = p_c + wp.quat_rotate(r_c, body_com[child])
+            ang = wp.quat_rotate(r_pj, w_j)
+            ref_v = ref
+            if jt == _FREE or jt == _DISTANCE:
+                ref_v = c
+            v = v_p + wp.quat_rotate(r_pj, v_j) - wp.cross(ang, ref_v)
+            w = w_p + ang
+            pos[k] = p_c
             rot[k] = wp.vec4(r_c[0], r_c[1], r_c[2], r_c[3])
             tv[k] = v
             tw[k] = w
-            body_q_out[child] = X_wc
-            body_qd_out[child] = wp.spatial_vector(v + wp.cross(w, wp.transform_point(X_wc, body_com[child])), w)
+            body_q_out[child] = wp.transform(p_c, r_c)
+            body_qd_out[child] = wp.spatial_vector(v + wp.cross(w, c), w)
 
     _KERNELS[key] = featherstone_fk
     return featherstone_fk
@@ -461,3 +478,9 @@ def copy_bodies_kernel(indices: wp.array(dtype=wp.int32), body_q: wp.array(dtype
     i = indices[wp.tid()]
     body_q_out[i] = body_q[i]
     body_qd_out[i] = body_qd[i]
+
+
+@wp.kernel
+def invert_transforms_kernel(xf: wp.array(dtype=wp.transform), xf_out: wp.array(dtype=wp.transform)):
+    i = wp.tid()
+    xf_out[i] = wp.transform_inverse(xf[i])

@@ -15,7 +15,7 @@ from ...enums import JointType
 from ...model import Control, Model, State
 from ..forces import eval_contact_forces
 from ..solver import SolverBase
-from .kernels import bias_kernel, copy_bodies_kernel, fk_kernel, solve_kernel
+from .kernels import bias_kernel, copy_bodies_kernel, fk_kernel, invert_transforms_kernel, solve_kernel
 
 
 def _bucket(n: int) -> int:
@@ -90,6 +90,9 @@ class SolverFeatherstone(SolverBase):
         self._kernel = solve_kernel(nj_max, _bucket(max(int(dofs_per.max()), 1)), grad)
         self._fk_kernel = fk_kernel(nj_max, grad)
         self._terms = None if grad else self._bias_terms()
+        # Each joint's child frame inverted once (the kernels compose child poses with it every step); on a
+        # Tape, once per step so gradients reach model.joint_X_c.
+        self._X_c_inv = None if grad else self._invert_child_frames()
         # Bodies no articulated joint moves keep their state.
         moved = np.zeros(model.body_count, dtype=bool)
         moved[model.joint_child.numpy()[art >= 0]] = True
@@ -112,12 +115,13 @@ class SolverFeatherstone(SolverBase):
                 return arr if arr is not None else getattr(model, name)
 
             terms = self._terms if self._terms is not None else self._bias_terms()
+            X_c_inv = self._X_c_inv if self._X_c_inv is not None else self._invert_child_frames()
             size = self._launch_size()
             wp.launch(self._bias_kernel, dim=size,
                       inputs=[model.articulation_count, model.articulation_start, model.articulation_world,
                               model.gravity, model.joint_type, model.joint_parent, model.joint_child,
                               self._parent_joint, model.joint_q_start, model.joint_qd_start, model.joint_dof_dim,
-                              model.joint_X_p, model.joint_X_c, model.joint_axis, model.body_com, model.body_mass,
+                              model.joint_X_p, X_c_inv, model.joint_axis, model.body_com, model.body_mass,
                               model.body_inertia, state_in.joint_q, state_in.joint_qd, state_in.body_q,
                               state_in.body_qd, state_in.body_f],
                       outputs=terms, device=model.device)
@@ -133,7 +137,7 @@ class SolverFeatherstone(SolverBase):
             wp.launch(self._fk_kernel, dim=size,
                       inputs=[model.articulation_count, model.articulation_start, model.joint_type, model.joint_parent,
                               model.joint_child, self._parent_joint, model.joint_q_start, model.joint_qd_start,
-                              model.joint_dof_dim, model.joint_X_p, model.joint_X_c, model.joint_axis, model.body_com,
+                              model.joint_dof_dim, model.joint_X_p, X_c_inv, model.joint_axis, model.body_com,
                               state_in.body_q, state_in.body_qd, state_out.joint_q, state_out.joint_qd],
                       outputs=[state_out.body_q, state_out.body_qd], device=model.device)
         if self._free_bodies is not None and len(self._free_bodies):
@@ -143,6 +147,12 @@ class SolverFeatherstone(SolverBase):
         self.step_count += 1
         if self.check_finite:
             self._raise_if_not_finite(state_out)
+
+    def _invert_child_frames(self) -> Any:
+        m = self.model
+        out = wp.empty_like(m.joint_X_c, requires_grad=bool(m.requires_grad))
+        wp.launch(invert_transforms_kernel, dim=m.joint_count, inputs=[m.joint_X_c], outputs=[out], device=m.device)
+        return out
 
     def _bias_terms(self) -> list[Any]:
         """Arrays :func:`bias_kernel` fills for :func:`solve_kernel`: motion subspace columns (per dof) and
