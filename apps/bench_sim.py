@@ -2,8 +2,9 @@
 
     python -m loomwork.apps.bench_sim [--newton-python /path/to/python] [--steps 200]
 
-Scenes: a 64x64 cloth over a sphere (SolverSemiImplicit, contacts found every 8 steps) and a
-512-particle granular pile on the ground (particle-particle contacts through the HashGrid). Newton
+Scenes: a 64x64 cloth over a sphere (SolverSemiImplicit, contacts found every 8 steps), a
+512-particle granular pile on the ground (particle-particle contacts through the HashGrid) and the
+64x64 cloth stiffer (1e4) under SolverVBD at 4 steps a frame, 10 iterations. Newton
 runs in its own interpreter (a venv with ``newton==1.8.0``; by default /tmp/newtonvenv); without one
 its column says so. Last, loomwork's backward pass of a 100-step 32x32 cloth rollout (``wp.Tape``)
 against its forward pass (target: at most 4x).
@@ -48,9 +49,23 @@ SCENES = textwrap.dedent('''
         b.add_ground_plane()
         return b.finalize(device="cpu"), 1.0 / 60 / 16, 1
 
+    def cloth_vbd(newton, wp):
+        b = newton.ModelBuilder()
+        b.add_cloth_grid(pos=(-1.0, -1.0, 2.0), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=64, dim_y=64,
+                         cell_x=2.0 / 64, cell_y=2.0 / 64, mass=0.01, tri_ke=1.0e4, tri_ka=1.0e4, tri_kd=1.0e-3,
+                         edge_ke=1.0e-2, particle_radius=0.01)
+        b.add_shape_sphere(-1, xform=wp.transform((0.0, 0.0, 1.0), wp.quat_identity()), radius=0.5)
+        b.add_ground_plane()
+        b.color()
+        return b.finalize(device="cpu"), 1.0 / 60 / 4, 1
+
     def run(newton, wp, make, steps):
         model, dt, every = make(newton, wp)
-        solver = newton.solvers.SolverSemiImplicit(model)
+        if make is cloth_vbd:
+            solver = newton.solvers.SolverVBD(model, iterations=10)
+            steps = max(steps // 4, 1)
+        else:
+            solver = newton.solvers.SolverSemiImplicit(model)
         pipe = newton.CollisionPipeline(model, soft_contact_margin=0.05)
         contacts = pipe.contacts()
         s0, s1 = model.state(), model.state()
@@ -82,7 +97,14 @@ SCENES = textwrap.dedent('''
         else:
             import loomwork as wp
             import loomwork.sim as newton
-        out = {name: run(newton, wp, fn, steps) for name, fn in (("cloth 64x64", cloth), ("pile 512", pile))}
+        scenes = (("cloth 64x64", cloth), ("pile 512", pile), ("cloth 64x64 VBD", cloth_vbd))
+        out = {}
+        for name, fn in scenes:
+            try:
+                out[name] = run(newton, wp, fn, steps)
+            except Exception as e:  # a peer without a feature still reports the other scenes
+                out[name] = None
+                print(f"{name}: {type(e).__name__}: {e}", file=sys.stderr)
         print(json.dumps(out))
 ''')
 
@@ -144,10 +166,13 @@ def main(argv: list[str] | None = None) -> dict:
         f"no Newton interpreter at {a.newton_python} (pip install newton==1.8.0 in a venv, pass --newton-python)"
     if isinstance(ours, str):
         raise RuntimeError(f"loomwork {ours}")
-    print(f"{'scene':<14}{'loomwork steps/s':>18}{'Newton 1.8 CPU':>16}{'ratio':>8}")
+    print(f"{'scene':<18}{'loomwork steps/s':>18}{'Newton 1.8 CPU':>16}{'ratio':>8}")
     for scene, v in ours.items():
         n = theirs.get(scene) if isinstance(theirs, dict) else None
-        print(f"{scene:<14}{v:>18.0f}{(f'{n:.0f}' if n else '-'):>16}{(f'{v / n:.1f}x' if n else '-'):>8}")
+        if v is None:
+            print(f"{scene:<18}{'failed':>18}")
+            continue
+        print(f"{scene:<18}{v:>18.0f}{(f'{n:.0f}' if n else '-'):>16}{(f'{v / n:.1f}x' if n else '-'):>8}")
     if isinstance(theirs, str):
         print(f"Newton: {theirs}")
     fwd, bwd = backward_ratio(a.rollout, a.rounds)

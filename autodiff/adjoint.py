@@ -337,7 +337,7 @@ class AdjointEmitter(Emitter):
         idx = ", ".join(self.op(i) for i in indices)
         if self.debug:
             return f"lw::grad_checked(lw_err, {site}, {self.op(arr)}, {idx})"
-        fn = "lw::gradc<LW_C>" if self.in_kernel else "lw::grad_at"
+        fn = "lw::gradc<LW_C>" if self.in_kernel and not getattr(arr.type, "strided", False) else "lw::grad_at"
         return f"{fn}({self.op(arr)}, {idx})"
 
     def component(self, var: Var, idx: list[str], name: str) -> str:

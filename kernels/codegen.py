@@ -325,7 +325,7 @@ class Emitter:
         idx = ", ".join(self.op(i) for i in indices)
         if self.debug:
             return f"lw::at_checked(lw_err, {site}, {self.op(arr)}, {idx})"
-        if self.in_kernel:
+        if self.in_kernel and not getattr(arr.type, "strided", False):
             return f"lw::atc<LW_C>({self.op(arr)}, {idx})"
         return f"lw::at({self.op(arr)}, {idx})"
 
@@ -369,6 +369,13 @@ class Emitter:
         if self.debug:
             idx = [f"lw::checked(lw_err, {e.site}, {i}, {self.op(e.array)}.shape[{d}])" for d, i in enumerate(idx)]
         return f"lw::subview({self.op(e.array)}, {len(idx)}, {', '.join(idx)})"
+
+    def e_SliceView(self, e: ir.SliceView) -> str:
+        kinds = ", ".join("1" if s else "0" for s in e.sliced)
+        fill = ("lw::slice_begin", "lw::slice_end", "1")
+        bounds = ", ".join(f"(int32_t)({self.op(b)})" if b is not None else fill[k]
+                           for bs in e.bounds for k, b in enumerate(bs))
+        return f"lw::array_slice<{kinds}>({self.op(e.array)}, {{{bounds}}})"
 
     def component_indices(self, t: Any, indices: tuple, site: int) -> list[str]:
         """Indices into a vector or matrix value of type `t`: constants as they are (the front end checked

@@ -417,6 +417,12 @@ class Builder:
                 self.scope.vars[name] = var
             else:
                 var = existing
+                if (isinstance(var.type, ArrayType) and isinstance(value.type, ArrayType)
+                        and value.type.strided and not var.type.strided):
+                    self.error(node, KernelTypeError,
+                               f"variable '{name}' holds an array with unit inner stride; a strided slice cannot be "
+                               f"assigned to it (its accesses are compiled for the first kind): give the slice a "
+                               f"new name")
                 value = self.convert(value, var.type, target, what=f"variable '{name}'")
             self.emit(ir.Assign(var, ir.Copy(value), line=self.cur_line))
             hook = ASSIGN_HOOKS.get(type(var.type))
@@ -582,6 +588,9 @@ class Builder:
         t = base.type
         if isinstance(t, ArrayType):
             arr = self.place_value(base)
+            if _has_slice(node):  # a[i:j][k] = v: an element of the slice
+                view = self.array_slice(arr, node)
+                return Place(view, None, 0, (), view.type)
             indices = self.indices(node.slice)
             if len(indices) > t.ndim:
                 self.error(node, KernelIndexError, f"{len(indices)} indices for a {t.ndim}-D array")
@@ -593,7 +602,7 @@ class Builder:
                     self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} "
                                "indices")
                 view = self.assign_temp(ir.View(arr, indices, self.site(node, arr)),
-                                        ArrayType(t.dtype, t.ndim - len(indices)))
+                                        ArrayType(t.dtype, t.ndim - len(indices), strided=t.strided))
                 return Place(view, None, 0, (), view.type)
             return Place(arr, indices, self.site(node, arr), (), t.dtype)
         if T.is_composite(t):
@@ -1120,8 +1129,10 @@ class Builder:
                            f"[{-n}, {n})")
             fname = f"f{idx.value % n}"
             return self.assign_temp(ir.Field(base, fname), base.type.fields[fname])
-        indices = self.indices(node.slice)
         t = base.type
+        if isinstance(t, ArrayType) and _has_slice(node):
+            return self.array_slice(base, node)
+        indices = self.indices(node.slice)
         if isinstance(t, ArrayType):
             if len(indices) > t.ndim:
                 self.error(node, KernelIndexError, f"{len(indices)} indices for a {t.ndim}-D array")
@@ -1133,12 +1144,50 @@ class Builder:
             if t.indexed:
                 self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} indices")
             view = ir.View(base, indices, self.site(node, base))
-            return self.assign_temp(view, ArrayType(t.dtype, t.ndim - len(indices)))
+            return self.assign_temp(view, ArrayType(t.dtype, t.ndim - len(indices), strided=t.strided))
         if T.is_composite(t):
             indices = self.component_indices(t, indices, node)
             extract = ir.Extract(base, indices, self.site(node, base))
             return self.assign_temp(extract, self.component_type(t, len(indices)))
         self.error(node.value, KernelTypeError, f"values of type {T.type_name(t)} cannot be indexed")
+
+    def array_slice(self, base: Operand, node: ast.Subscript) -> Operand:
+        """a[i:j], a[i, j:k:s], a[:, 2]: a view of an array with its sliced axes kept and its indexed axes
+        dropped (runtime bounds, Python's slice rules); it shares the array's data and gradient."""
+        t = base.type
+        if t.indexed:
+            self.error(node, KernelIndexError, "an indexedarray cannot be sliced in a kernel")
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(elts) > t.ndim:
+            self.error(node, KernelIndexError, f"{len(elts)} indices for a {t.ndim}-D array")
+
+        def bound(e: ast.expr | None) -> Operand | None:
+            if e is None:
+                return None
+            v = self.value(e)
+            if not T.is_int(v.type):
+                self.error(e, KernelTypeError, f"slice bounds must be integers, got {T.type_name(v.type)}")
+            return v
+
+        bounds, sliced = [], []
+        for e in elts:
+            if isinstance(e, ast.Slice):
+                step = bound(e.step)
+                if isinstance(step, Const) and step.value == 0:
+                    self.error(e, KernelValueError, "slice step cannot be zero")
+                bounds.append((bound(e.lower), bound(e.upper), step))
+                sliced.append(True)
+            else:
+                bounds.append((bound(e), None, None))
+                sliced.append(False)
+        kept = sum(sliced) + t.ndim - len(elts)
+        if kept == 0:
+            self.error(node, KernelIndexError, "a slice of an array keeps at least one axis")
+        last = sliced[-1] if len(elts) == t.ndim else True  # the innermost axis stays innermost
+        unit = len(elts) < t.ndim or (last and (bounds[-1][2] is None or (
+            isinstance(bounds[-1][2], Const) and bounds[-1][2].value == 1)))
+        rt = ArrayType(t.dtype, kept, strided=t.strided or not unit)
+        return self.assign_temp(ir.SliceView(base, tuple(bounds), tuple(sliced)), rt)
 
     def composite_slice(self, base: Operand, node: ast.Subscript) -> Operand:
         """v[a:b:c], m[i, :], m[:, j], m[a:b, c:d]: constant slices of a vector or matrix, copied into a

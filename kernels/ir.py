@@ -28,6 +28,9 @@ class ArrayType:
     dtype: Any
     ndim: int
     indexed: bool = False  # an indexedarray: element i of dimension d is data[indices[d][i]]
+    # a view made by slicing inside the kernel: its innermost stride may not be the element size, so
+    # element accesses never take the contiguous fast path (not part of the type's identity)
+    strided: bool = field(default=False, compare=False)
 
     @property
     def __name__(self) -> str:  # lets type_name() print it
@@ -181,6 +184,28 @@ class View(Expr):
 
     def __str__(self) -> str:
         return f"view {self.array}[{', '.join(map(str, self.indices))}]"
+
+
+@dataclass(frozen=True)
+class SliceView(Expr):
+    """`array[i, a:b:s, ...]`: a view with sliced axes kept (Python slice semantics, runtime bounds) and
+    indexed axes dropped. `bounds[d]` is (start, stop, step) for a sliced axis (None: omitted) and
+    (index, None, None) for an indexed one; `sliced[d]` tells which."""
+
+    array: Operand
+    bounds: tuple[tuple[Operand | None, Operand | None, Operand | None], ...]
+    sliced: tuple[bool, ...]
+
+    def uses(self) -> tuple[tuple[Operand, Use], ...]:
+        return _values((self.array, *(b for bs in self.bounds for b in bs if b is not None)))
+
+    def aliased(self) -> tuple[Operand, ...]:
+        return (self.array,)
+
+    def __str__(self) -> str:
+        def one(b: tuple, s: bool) -> str:
+            return ":".join("" if x is None else str(x) for x in b) if s else str(b[0])
+        return f"slice {self.array}[{', '.join(one(b, s) for b, s in zip(self.bounds, self.sliced, strict=True))}]"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import build, callforms, codegen, config, functions, ir, tiles  # noqa: F401 (call forms register themselves)
+from . import build, callforms, codegen, config, functions, ir, tiles, tiles_fft, tiles_indexed, tiles_lanes  # noqa: F401 (call forms register themselves)
 from . import types as T
 from .annotations import annotations, arg_type
 from .backend import BuildOptions, Launcher, Program
@@ -31,6 +31,10 @@ from .frontend import Builder, Source, call_kind
 from .functions import Function
 from .ir import ArrayType, Const
 from .structs import is_struct, is_tuple
+
+LARGE_ADJOINT_SOURCE = 200_000
+"""Adjoint libraries with more C++ than this (characters) compile at -O1 unless wp.config.optimization_level
+is set: a 545 KB articulated-body adjoint takes over two minutes at -O3 and about 20 s at -O1."""
 
 
 def _sanitize(name: str) -> str:
@@ -578,8 +582,13 @@ class Module:
             # the adjoint library needs the functions and the kernels' argument records, not their bodies
             base = codegen.module_source(ctx.order, kernel_irs, debug, gradients, declared, kernel_bodies=False)
             base = base if config.line_directives else build.without_line_directives(base)
-            return backend.load(backend.compile(adjoint_source(base), f"{name}-adj", options,
-                                                f"the adjoints of {what}"))
+            src = adjoint_source(base)
+            opts = options
+            if options.opt_level is None and len(src) > LARGE_ADJOINT_SOURCE:
+                # Big fused kernels' adjoints take minutes at -O3 and seconds at -O1, for a modest cost per launch.
+                opts = BuildOptions(debug, fast_math, config.kernel_cache_dir, verbose, 1, config.cpu_compiler_flags,
+                                    config.cache_kernels)
+            return backend.load(backend.compile(src, f"{name}-adj", opts, f"the adjoints of {what}"))
 
         lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint, failed=failed)
         self.loaded[key] = lm

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from . import builtins as B
 from . import ir
 from . import types as T
@@ -265,29 +267,72 @@ def tile_full(bld: Builder, node: ast.Call, obj: Any) -> Operand:
                 adjoint=_adj(t.dtype, f"lw::adj_tile_full<{t.cname}>"))
 
 
+def _arange_bound(bld: Builder, node: ast.AST, name: str, v: Any, dtype: Any) -> int | float:
+    """A tile_arange() bound as the output type `dtype` holds it (the count is taken from those values)."""
+    v = getattr(v, "value", v)  # wp.constant(wp.int64(5)): its Python value
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        bld.error(node, KernelTypeError, f"wp.tile_arange() {name}={v!r} is not a number")
+    if T.is_int(dtype):
+        if isinstance(v, float):
+            if not v.is_integer():
+                bld.error(node, KernelValueError, f"tile_arange() {name}={v} has a fractional part, which the "
+                          f"integer output type {T.type_name(dtype)} cannot represent")
+            v = int(v)
+        info = np.iinfo(dtype.np_dtype)
+        if not info.min <= v <= info.max:
+            bld.error(node, KernelValueError, f"tile_arange() {name}={v} is out of range for the output type "
+                      f"{T.type_name(dtype)}")
+        return v
+    if isinstance(v, int) and not -(2**63) <= v < 2**64:
+        bld.error(node, KernelValueError, f"tile_arange() {name}={v} is too wide to use as an integer bound; write "
+                  f"it as a float ({float(v)!r})")
+    with np.errstate(over="ignore"):
+        held = float(np.asarray(np.uint64(v) if isinstance(v, int) and v >= 0 else v).astype(dtype.np_dtype))
+    if math.isfinite(float(v)) and not math.isfinite(held):
+        bld.error(node, KernelValueError, f"tile_arange() {name}={v} is out of range for the output type "
+                  f"{T.type_name(dtype)}")
+    return held
+
+
 @call_form("tile_arange")
 def tile_arange(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    a = _bind(bld, node, "tile_arange", (), 0, variadic=True) if not node.keywords else None
     args = list(node.args)
     kws = {k.arg: k.value for k in node.keywords}
     if set(kws) - {"dtype", "storage"}:
         bld.error(node, KernelTypeError, "wp.tile_arange() takes (stop), (start, stop) or (start, stop, step), "
                   "and dtype=, storage=")
-    del a
-    if not 1 <= len(args) <= 3:
-        bld.error(node, KernelTypeError, f"wp.tile_arange() takes 1 to 3 positional arguments, got {len(args)}")
+    if not args:
+        bld.error(node, KernelTypeError, "tile_arange() requires at least one positional argument specifying the "
+                  "range")
+    if len(args) > 3:
+        bld.error(node, KernelTypeError, f"tile_arange() accepts at most 3 positional arguments, got {len(args)}")
+    names = ("stop",) if len(args) == 1 else ("start", "stop", "step")[:len(args)]
+    for n, nm in zip(args, names, strict=False):
+        if isinstance(n, ast.Name) and n.id in bld.scope.vars and n.id not in bld.scope.constants and \
+                n.id not in bld.scope.static_locals:
+            bld.error(n, KernelTypeError, f"tile_arange() arguments must be compile time constants, but {nm} is not")
     vals = [bld.eval_static(n, "wp.tile_arange()'s bounds") for n in args]
-    vals = [getattr(v, "value", v) for v in vals]  # wp.int64(5), wp.float32(0.5): their Python values
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
-        bld.error(node, KernelTypeError, "wp.tile_arange() bounds must be compile-time numbers")
+    dtype = _static_dtype(bld, kws.get("dtype"), "tile_arange", T.float32)
+    if not T.is_scalar(dtype) or dtype is T.bool_:
+        bld.error(node, KernelTypeError, f"tile_arange() requires a numeric scalar dtype, but got "
+                  f"{T.type_name(dtype)}")
+    vals = [_arange_bound(bld, node, nm, v, dtype) for v, nm in zip(vals, names, strict=True)]
     start, stop, step = (0, vals[0], 1) if len(vals) == 1 else (vals[0], vals[1], 1) if len(vals) == 2 else vals
     if step == 0:
-        bld.error(node, KernelValueError, "wp.tile_arange(): step must not be zero")
-    n = max(0, math.ceil((stop - start) / step))
-    if n == 0:
-        bld.error(node, KernelValueError, "wp.tile_arange(): the range is empty")
-    default = T.int32 if all(isinstance(v, int) for v in vals) else T.float32
-    t = TileType(_static_dtype(bld, kws.get("dtype"), "tile_arange", default), (n,))
+        bld.error(node, KernelValueError, "tile_arange() step cannot be zero")
+    if (step > 0 and start >= stop) or (step < 0 and start <= stop):
+        bld.error(node, KernelValueError, f"tile_arange() requires a non-empty range, but start={start}, stop={stop}, "
+                  f"step={step} produces no elements; zero-length tile dimensions are not supported")
+    if T.is_int(dtype):
+        n = -((stop - start) // -step)
+    else:
+        with np.errstate(over="ignore", divide="ignore"):
+            q = float(np.asarray((stop - start) / step).astype(dtype.np_dtype))
+        if not math.isfinite(q):
+            bld.error(node, KernelValueError, f"tile_arange() start={start}, stop={stop}, step={step} spans more "
+                      "elements than can be counted; the step is too small for the range")
+        n = max(1, math.ceil(q))
+    t = TileType(dtype, (int(n),), _static_str(bld, kws.get("storage"), "tile_arange", "register"))
     return emit(bld, "tile_arange", f"lw::tile_arange<{t.cname}>", [Const(start, t.dtype), Const(step, t.dtype)], t)
 
 
@@ -378,7 +423,8 @@ def tile_view(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     src = t.type
     if isinstance(a["offset"], ast.Tuple) and any(isinstance(_as_slice(e), ast.Slice) for e in a["offset"].elts):
         if "shape" in a:
-            bld.error(node, KernelValueError, "wp.tile_view(): 'shape' cannot be given with slices in the offset")
+            bld.error(node, KernelValueError, "wp.tile_view(): 'shape' cannot be given together with a slice in the "
+                      "offset")
         return _slice_read(bld, node, t, a["offset"].elts)
     elts = a["offset"].elts if isinstance(a["offset"], ast.Tuple) else [a["offset"]]
     if len(elts) > src.ndim:
@@ -669,9 +715,44 @@ def _slice_read(bld: Builder, node: ast.AST, base: Operand, elts: list[ast.expr]
 def _subscript(bld: Builder, node: ast.Subscript, base: Operand) -> Operand:
     sl = node.slice
     elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+    index_tiles = {}  # t[idx, :], t[wp.tile_arange(...) * 2]: index tiles (evaluated once, here)
+    for i, e in enumerate(elts):
+        if isinstance(e, ast.Name) and is_tile(getattr(bld.scope.vars.get(e.id), "type", None)):
+            index_tiles[i] = bld.scope.vars[e.id]
+        elif isinstance(e, ast.Call | ast.BinOp | ast.Subscript):
+            v = bld.value(e)
+            if is_tile(v.type):
+                index_tiles[i] = v
+    if index_tiles:
+        return _gather(bld, node, base, elts, index_tiles)
     if len(elts) == base.type.ndim and not any(isinstance(e, ast.Slice) for e in elts):
         return extract(bld, node, base, elts)
     return _slice_read(bld, node, base, elts)
+
+
+def _gather(bld: Builder, node: ast.Subscript, base: Operand, elts: list[ast.expr],
+            index_tiles: dict[int, Operand]) -> Operand:
+    """t[idx, :]: the rows (along the axis of the index tile) that a 1-D int tile picks, as a new tile."""
+    src = base.type
+    if len(index_tiles) > 1:
+        bld.error(node, KernelValueError, "Tile indexing supports exactly one 1D integer index tile")
+    (axis, idx), = index_tiles.items()
+    if idx.type.ndim != 1 or not T.is_int(idx.type.dtype):
+        bld.error(elts[axis], KernelTypeError, f"tile indexing takes a 1-D integer index tile, got {idx.type}")
+    if len(elts) > src.ndim:
+        bld.error(node, KernelIndexError, f"{len(elts)} indices for a tile of {src.ndim} dimensions")
+    for e in elts:
+        if e is not elts[axis] and not (isinstance(e, ast.Slice) and e.lower is None and e.upper is None and
+                                        e.step is None):
+            bld.error(e, KernelValueError, "Tile indexing with an integer index tile requires ':' on all other "
+                      "axes (t[indices, :])")
+    if idx.type.dtype is not T.int32:
+        idx = _cast_tile(bld, idx, T.int32)
+    shape = list(src.shape)
+    shape[axis] = idx.type.shape[0]
+    r = TileType(src.dtype, tuple(shape))
+    return emit(bld, "tile_gather", f"lw::tile_gather<{r.cname}, {axis}>", [base, idx], r,
+                adjoint=_adj(r.dtype, f"lw::adj_tile_gather<{r.cname}, {axis}>"))
 
 
 def _store(bld: Builder, target: ast.Subscript, value: Operand, op: str | None, node: ast.AST) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from loomwork.sim import GeoType, Model, State
+from loomwork.sim import GeoType, Model, ShapeFlags, State
 
 from .image import ImageRenderer
 from .usd import UsdRenderer
@@ -48,7 +48,8 @@ class _Viewer:
         self.model = model
         m = model
         self._shape = dict(type=m.shape_type.numpy(), body=m.shape_body.numpy(), x=m.shape_transform.numpy(),
-                           scale=m.shape_scale.numpy()) if m.shape_count else None
+                           scale=m.shape_scale.numpy(),
+                           visible=(m.shape_flags.numpy() & int(ShapeFlags.VISIBLE)) != 0) if m.shape_count else None
         self._tris = m.tri_indices.numpy() if m.tri_count else None
         self._cloth_particles = np.unique(self._tris) if self._tris is not None else np.zeros(0, np.int64)
 
@@ -58,14 +59,16 @@ class _Viewer:
         self.renderer.begin_frame(self.time)
 
     def log_state(self, state: State) -> None:
-        """Draw ``state``: shapes at their bodies' poses, particles, cloth."""
+        """Draw ``state``: visible shapes at their bodies' poses, particles, cloth."""
         if self.model is None:
             raise RuntimeError("log_state: call set_model(model) first")
         r, m = self.renderer, self.model
         body_q = state.body_q.numpy() if m.body_count else np.zeros((0, 7))
         ident = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
         if self._shape is not None:
-            for s, (t, b, x, sc) in enumerate(zip(*self._shape.values(), strict=True)):
+            for s, (t, b, x, sc, visible) in enumerate(zip(*self._shape.values(), strict=True)):
+                if not visible:
+                    continue
                 pos, rot = _compose(body_q[b] if b >= 0 else ident, x)
                 pos, rot, name = tuple(pos), tuple(rot), f"shape_{s}"
                 if t == GeoType.SPHERE:
@@ -113,9 +116,32 @@ class ViewerUSD(_Viewer):
 
 class ViewerImage(_Viewer):
     """Ray-casts each frame into a PNG in ``output_dir`` (``frame_00000.png``, ...; needs pillow); the last
-    frame's pixels are ``renderer.image``."""
+    frame's pixels are ``renderer.image``. With ``gif_path`` the frames also become an animated GIF, written
+    by :meth:`close`."""
 
     def __init__(self, output_dir: str | None, width: int = 640, height: int = 480, up_axis: str = "Z",
-                 camera_pos: tuple = (0.0, 2.0, 6.0), camera_front: tuple = (0.0, -0.3, -1.0), fps: int = 60) -> None:
+                 camera_pos: tuple = (0.0, 2.0, 6.0), camera_front: tuple = (0.0, -0.3, -1.0), fps: int = 60,
+                 gif_path: str | None = None) -> None:
         super().__init__(ImageRenderer(output_dir, up_axis=up_axis, screen_width=width, screen_height=height,
                                        camera_pos=camera_pos, camera_front=camera_front, fps=fps))
+        self.gif_path = gif_path
+        self.fps = fps
+        self._frames: list[np.ndarray] = []
+
+    def end_frame(self) -> None:
+        """Finish the frame (and keep it for the GIF)."""
+        super().end_frame()
+        if self.gif_path is not None:
+            self._frames.append(self.renderer.rgb8())
+
+    def close(self) -> None:
+        """Write the GIF, when one was asked for and frames were drawn."""
+        super().close()
+        if self.gif_path is None or not self._frames:
+            return
+        try:
+            from PIL import Image
+        except ImportError as e:
+            raise ImportError("ViewerImage writes GIFs with pillow: pip install pillow") from e
+        first, *rest = (Image.fromarray(f) for f in self._frames)
+        first.save(self.gif_path, save_all=True, append_images=rest, duration=max(int(1000 / self.fps), 20), loop=0)

@@ -17,7 +17,7 @@ class Axis(IntEnum):
         """Accept an ``Axis``, an index 0..2 or a letter ``"x"/"y"/"z"`` (any case)."""
         if isinstance(value, str):
             try:
-                return cls["XYZ".index(value.upper())]
+                return cls("XYZ".index(value.upper()))
             except ValueError:
                 raise ValueError(f"unknown axis {value!r}: expected 'X', 'Y' or 'Z'") from None
         if isinstance(value, int) and 0 <= int(value) <= 2:

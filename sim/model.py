@@ -146,6 +146,106 @@ class Model:
         """HashGrid the solvers rebuild each step for particle-particle contacts; None switches them off."""
         self.particle_max_radius: float = 0.0
         """Largest particle radius [m]."""
+        self.particle_q: wp.array | None = None
+        """Initial particle positions [m], shape (particle_count,), vec3."""
+        self.particle_qd: wp.array | None = None
+        """Initial particle velocities [m/s], shape (particle_count,), vec3."""
+        self.particle_mass: wp.array | None = None
+        """Particle masses [kg] (0: pinned), shape (particle_count,), float32."""
+        self.particle_inv_mass: wp.array | None = None
+        """Inverse particle masses [1/kg], shape (particle_count,), float32."""
+        self.particle_radius: wp.array | None = None
+        """Particle radii [m], shape (particle_count,), float32."""
+        self.particle_flags: wp.array | None = None
+        """ParticleFlags per particle (ACTIVE: integrated), shape (particle_count,), int32."""
+        self.particle_world: wp.array | None = None
+        """World of each particle (-1: all worlds), shape (particle_count,), int32."""
+        self.spring_indices: wp.array | None = None
+        """Particle pairs of the springs, flat (i0, j0, i1, j1, ...), shape (2 spring_count,), int32."""
+        self.spring_rest_length: wp.array | None = None
+        """Spring rest lengths [m], shape (spring_count,), float32."""
+        self.spring_stiffness: wp.array | None = None
+        """Spring stiffnesses [N/m], shape (spring_count,), float32."""
+        self.spring_damping: wp.array | None = None
+        """Spring damping [N s/m], shape (spring_count,), float32."""
+        self.tri_indices: wp.array | None = None
+        """Particle triples of the membrane triangles, shape (tri_count, 3), int32."""
+        self.tri_poses: wp.array | None = None
+        """Inverse rest-shape matrices of the triangles in their plane [1/m], shape (tri_count,), mat22."""
+        self.tri_areas: wp.array | None = None
+        """Rest areas [m^2], shape (tri_count,), float32."""
+        self.tri_materials: wp.array | None = None
+        """Per triangle (tri_ke [N/m], tri_ka [N/m], tri_kd [N s/m], drag, lift), shape (tri_count, 5)."""
+        self.edge_indices: wp.array | None = None
+        """Bending edges (opposite vertex 0, opposite vertex 1, edge start, edge end; -1 on a border), shape
+        (edge_count, 4), int32."""
+        self.edge_rest_angle: wp.array | None = None
+        """Rest dihedral angles [rad], shape (edge_count,), float32."""
+        self.edge_bending_properties: wp.array | None = None
+        """Per edge (edge_ke [N m/rad], edge_kd [N m s/rad]), shape (edge_count, 2)."""
+        self.body_q: wp.array | None = None
+        """Initial body frames [m, quaternion xyzw], shape (body_count,), transform."""
+        self.body_qd: wp.array | None = None
+        """Initial body velocities (COM linear [m/s], angular [rad/s], world frame), shape (body_count,),
+        spatial_vector."""
+        self.body_com: wp.array | None = None
+        """Centers of mass in the body frames [m], shape (body_count,), vec3."""
+        self.body_mass: wp.array | None = None
+        """Body masses [kg], shape (body_count,), float32."""
+        self.body_inv_mass: wp.array | None = None
+        """Inverse body masses [1/kg] (0: static or kinematic), shape (body_count,), float32."""
+        self.body_inertia: wp.array | None = None
+        """Inertia tensors about the COM in the body frame [kg m^2], shape (body_count,), mat33."""
+        self.body_inv_inertia: wp.array | None = None
+        """Their inverses [1/(kg m^2)], shape (body_count,), mat33."""
+        self.body_world: wp.array | None = None
+        """World of each body (-1: all worlds), shape (body_count,), int32."""
+        self.shape_transform: wp.array | None = None
+        """Shape frames in their body's frame (world frame for body -1) [m, xyzw], shape (shape_count,),
+        transform."""
+        self.shape_body: wp.array | None = None
+        """Body of each shape (-1: static, in the world), shape (shape_count,), int32."""
+        self.shape_type: wp.array | None = None
+        """GeoType of each shape, shape (shape_count,), int32."""
+        self.shape_scale: wp.array | None = None
+        """Shape dimensions [m]: sphere (r), box (hx, hy, hz), capsule/cylinder (r, half height), plane (width,
+        length; 0 infinite), mesh/SDF scale factors; shape (shape_count,), vec3."""
+        self.shape_source_ptr: wp.array | None = None
+        """wp.Mesh / wp.Volume ids of mesh and SDF shapes (0 otherwise), shape (shape_count,), uint64."""
+        self.shape_material_ke: wp.array | None = None
+        """Contact stiffness [N/m], shape (shape_count,), float32 (kd [N s/m], kf, ka, mu and restitution in the
+        sibling shape_material_* arrays)."""
+        self.joint_type: wp.array | None = None
+        """JointType of each joint, shape (joint_count,), int32."""
+        self.joint_parent: wp.array | None = None
+        """Parent body of each joint (-1: the world), shape (joint_count,), int32."""
+        self.joint_child: wp.array | None = None
+        """Child body of each joint, shape (joint_count,), int32."""
+        self.joint_X_p: wp.array | None = None
+        """Joint frame in the parent body's frame [m, xyzw], shape (joint_count,), transform."""
+        self.joint_X_c: wp.array | None = None
+        """Joint frame in the child body's frame [m, xyzw], shape (joint_count,), transform."""
+        self.joint_q: wp.array | None = None
+        """Initial joint coordinates [m or rad; FREE: position then quaternion xyzw], shape (joint_coord_count,),
+        float32."""
+        self.joint_qd: wp.array | None = None
+        """Initial joint velocities [m/s or rad/s], shape (joint_dof_count,), float32."""
+        self.joint_axis: wp.array | None = None
+        """Axis of each dof in the joint frame, shape (joint_dof_count,), vec3."""
+        self.joint_q_start: wp.array | None = None
+        """First coordinate of each joint, shape (joint_count + 1,), int32."""
+        self.joint_qd_start: wp.array | None = None
+        """First dof of each joint, shape (joint_count + 1,), int32."""
+        self.joint_target_ke: wp.array | None = None
+        """Drive stiffness per dof [N/m or N m/rad], shape (joint_dof_count,), float32."""
+        self.joint_target_kd: wp.array | None = None
+        """Drive damping per dof [N s/m or N m s/rad], shape (joint_dof_count,), float32."""
+        self.joint_limit_lower: wp.array | None = None
+        """Lower limit per dof [m or rad], shape (joint_dof_count,), float32."""
+        self.joint_limit_upper: wp.array | None = None
+        """Upper limit per dof [m or rad], shape (joint_dof_count,), float32."""
+        self.articulation_start: wp.array | None = None
+        """First joint of each articulation, shape (articulation_count + 1,), int32."""
 
     def state(self, requires_grad: bool | None = None) -> State:
         """A new State holding copies of the model's initial positions and velocities."""

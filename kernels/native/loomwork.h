@@ -653,6 +653,62 @@ template <typename T> LW_FUNC array_t<T> subview(const array_t<T>& a, int n, int
     return r;
 }
 
+// a[i, a:b:s, ...] inside a kernel: bounds holds (start, stop, step) per leading axis (for an indexed axis
+// the index and two ignored values); sliced axes follow Python's slice rules (omitted bounds are
+// slice_begin/slice_end, out-of-range ones clamp), indexed axes are dropped (negative indices count from
+// the end). The view shares the array's data and gradient.
+constexpr int32_t slice_begin = -2147483647 - 1;
+constexpr int32_t slice_end = 2147483647;
+LW_FUNC int32_t slice_clamp(int32_t x, int32_t n, int32_t step) {
+    if (step > 0) {
+        if (x == slice_begin) return 0;
+        if (x == slice_end) return n;
+        if (x < 0) x += n;
+        return x < 0 ? 0 : x > n ? n : x;
+    }
+    if (x == slice_begin) return n - 1;
+    if (x == slice_end) return -1;
+    if (x < 0) x += n;
+    return x < -1 ? -1 : x > n - 1 ? n - 1 : x;
+}
+template <int... S, typename T> LW_FUNC array_t<T> array_slice(const array_t<T>& a,
+                                                                const int32_t (&bounds)[3 * sizeof...(S)]) {
+    constexpr int N = sizeof...(S);
+    constexpr bool sliced[N] = {S != 0 ...};
+    array_t<T> r;
+    int64_t offset = 0;
+    int32_t shape[4];
+    int64_t strides[4];
+    int kept = 0;
+    for (int d = 0; d < N; ++d) {
+        int32_t n = a.shape[d];
+        int32_t start = bounds[3 * d], stop = bounds[3 * d + 1], step = bounds[3 * d + 2];
+        if (!sliced[d]) {
+            offset += (int64_t)(start < 0 ? start + n : start) * a.strides[d];
+            continue;
+        }
+        if (step == 0) step = 1;  // rejected by the front end when constant
+        start = slice_clamp(start, n, step);
+        stop = slice_clamp(stop, n, step);
+        int32_t len = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
+                               : (start > stop ? (start - stop - step - 1) / (-step) : 0);
+        if (len > 0) offset += (int64_t)start * a.strides[d];
+        shape[kept] = len;
+        strides[kept++] = a.strides[d] * step;
+    }
+    for (int d = N; d < 4; ++d) {
+        shape[kept] = a.shape[d];
+        strides[kept++] = a.strides[d];
+    }
+    r.data = (T*)((char*)a.data + offset);
+    r.grad = a.grad ? (T*)((char*)a.grad + offset) : 0;
+    for (int d = 0; d < 4; ++d) {
+        r.shape[d] = d < kept ? shape[d] : 0;
+        r.strides[d] = d < kept ? strides[d] : 0;
+    }
+    return r;
+}
+
 // Debug mode: record the first out-of-bounds index and return a harmless index instead; an element
 // access with a bad index goes to a thread's substitute element of the element's own type.
 template <typename T> LW_FUNC int64_t check_index(error_t* err, int site, int64_t i, int64_t n, bool& bad) {
@@ -1953,5 +2009,6 @@ inline void breakpoint() {}
 
 #include "linalg.h"
 #include "tiles.h"
+#include "tiles_fft.h"
 
 }  // namespace lw

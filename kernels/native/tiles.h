@@ -301,6 +301,100 @@ template <int N, typename T, typename Tl, typename... R> LW_FUNC void adj_tile_a
     adj_tile_atomic_add_tail<N>(a, t, rest...);
 }
 
+// -- gathers and scatters along one axis through a 1-D tile of indices (tile_load_indexed & co.): tile
+// element c sits at o[d] + c[d] on every axis but Axis, and at o[Axis] + idx[c[Axis]] on Axis; elements
+// outside the array read as zero and are not written --
+
+template <typename Tl, int Axis, typename Ti, typename F> LW_FUNC void tile_visit_indexed(const Ti& idx,
+                                                                                          const int64_t* o, F&& visit) {
+    int64_t x[4];
+    for (int i = 0; i < Tl::size; ++i) {
+        int c[4];
+        tile_coords_ranked<Tl>(i, c);
+        for (int d = 0; d < Tl::rank; ++d) x[d] = o[d] + (d == Axis ? (int64_t)idx.c[c[d]] : (int64_t)c[d]);
+        visit(i, x);
+    }
+}
+template <typename Tl, int Axis, typename T, typename Ti> LW_FUNC Tl tile_load_indexed(const array_t<T>& a,
+        const Ti& idx, int32_t o0, int32_t o1, int32_t o2, int32_t o3) {
+    const int64_t o[4] = {o0, o1, o2, o3};
+    Tl r;
+    tile_visit_indexed<Tl, Axis>(idx, o, [&](int i, const int64_t* x) {
+        r.c[i] = tile_in<Tl::rank>(a, x) ? tile_at<Tl::rank>(a, x) : T{};
+    });
+    return r;
+}
+template <typename Tl, int Axis, typename T, typename Ti> LW_FUNC void adj_tile_load_indexed(const array_t<T>& a,
+        const Ti& idx, int32_t o0, int32_t o1, int32_t o2, int32_t o3, Ti&, int32_t&, int32_t&, int32_t&, int32_t&,
+        const Tl& adj) {
+    if (!a.grad) return;
+    const int64_t o[4] = {o0, o1, o2, o3};
+    tile_visit_indexed<Tl, Axis>(idx, o, [&](int i, const int64_t* x) {
+        if (tile_in<Tl::rank>(a, x)) atomic_add(&tile_grad_at<Tl::rank>(a, x), adj.c[i]);
+    });
+}
+template <int Axis, typename T, typename Ti, typename Tl> LW_FUNC void tile_store_indexed(const array_t<T>& a,
+        const Ti& idx, const Tl& t, int32_t o0, int32_t o1, int32_t o2, int32_t o3) {
+    const int64_t o[4] = {o0, o1, o2, o3};
+    tile_visit_indexed<Tl, Axis>(idx, o, [&](int i, const int64_t* x) {
+        if (tile_in<Tl::rank>(a, x)) tile_at<Tl::rank>(a, x) = t.c[i];
+    });
+}
+template <int Axis, typename T, typename Ti, typename Tl> LW_FUNC void tile_indexed_grad(const array_t<T>& a,
+        const Ti& idx, Tl& adj_t, int32_t o0, int32_t o1, int32_t o2, int32_t o3) {
+    if (!a.grad) return;
+    const int64_t o[4] = {o0, o1, o2, o3};
+    tile_visit_indexed<Tl, Axis>(idx, o, [&](int i, const int64_t* x) {
+        if (tile_in<Tl::rank>(a, x)) acc(adj_t.c[i], tile_grad_at<Tl::rank>(a, x));
+    });
+}
+template <int Axis, typename T, typename Ti, typename Tl> LW_FUNC void adj_tile_store_indexed(const array_t<T>& a,
+        const Ti& idx, const Tl& t, int32_t o0, int32_t o1, int32_t o2, int32_t o3, Ti&, Tl& adj_t, int32_t&,
+        int32_t&, int32_t&, int32_t&) {
+    tile_indexed_grad<Axis>(a, idx, adj_t, o0, o1, o2, o3);
+}
+template <int Axis, typename T, typename Ti, typename Tl> LW_FUNC Tl tile_atomic_add_indexed(const array_t<T>& a,
+        const Ti& idx, const Tl& t, int32_t o0, int32_t o1, int32_t o2, int32_t o3) {
+    const int64_t o[4] = {o0, o1, o2, o3};
+    Tl r;
+    tile_visit_indexed<Tl, Axis>(idx, o, [&](int i, const int64_t* x) {
+        r.c[i] = tile_in<Tl::rank>(a, x) ? atomic_add(&tile_at<Tl::rank>(a, x), t.c[i]) : T{};
+    });
+    return r;
+}
+// without the result's adjoint (the previous values were not used) and with it (they carry none)
+template <int Axis, typename T, typename Ti, typename Tl> LW_FUNC void adj_tile_atomic_add_indexed(
+        const array_t<T>& a, const Ti& idx, const Tl& t, int32_t o0, int32_t o1, int32_t o2, int32_t o3, Ti&,
+        Tl& adj_t, int32_t&, int32_t&, int32_t&, int32_t&) {
+    tile_indexed_grad<Axis>(a, idx, adj_t, o0, o1, o2, o3);
+}
+template <int Axis, typename T, typename Ti, typename Tl> LW_FUNC void adj_tile_atomic_add_indexed(
+        const array_t<T>& a, const Ti& idx, const Tl& t, int32_t o0, int32_t o1, int32_t o2, int32_t o3, Ti&,
+        Tl& adj_t, int32_t&, int32_t&, int32_t&, int32_t&, const Tl&) {
+    tile_indexed_grad<Axis>(a, idx, adj_t, o0, o1, o2, o3);
+}
+
+// t[idx, :] (an index tile on axis Axis, full slices elsewhere): a copy of the rows idx picks (negative
+// indices count from the end); the adjoint adds each row's gradient back where it came from
+template <typename Tr, int Axis, typename Ts> LW_FUNC int tile_gather_source(int i, const int32_t* picks) {
+    int c[4];
+    tile_coords_ranked<Tr>(i, c);
+    int32_t k = picks[c[Axis]];
+    c[Axis] = k < 0 ? k + tile_dim<Ts>(Axis) : k;
+    int flat = 0;
+    for (int d = 0; d < Ts::rank; ++d) flat = flat * tile_dim<Ts>(d) + c[d];
+    return flat;
+}
+template <typename Tr, int Axis, typename Ts, typename Ti> LW_FUNC Tr tile_gather(const Ts& t, const Ti& idx) {
+    Tr r;
+    for (int i = 0; i < Tr::size; ++i) r.c[i] = t.c[tile_gather_source<Tr, Axis, Ts>(i, idx.c)];
+    return r;
+}
+template <typename Tr, int Axis, typename Ts, typename Ti> LW_FUNC void adj_tile_gather(const Ts& t, const Ti& idx,
+                                                                                        Ts& adj_t, Ti&, const Tr& adj) {
+    for (int i = 0; i < Tr::size; ++i) acc(adj_t.c[tile_gather_source<Tr, Axis, Ts>(i, idx.c)], adj.c[i]);
+}
+
 // -- elementwise: one functor applied over the elements of its tile operands (scalars broadcast) ----
 
 template <typename X, bool IsTile> struct tile_sz { static constexpr int value = 0; };
@@ -1108,4 +1202,31 @@ template <typename Tk, typename Tv> LW_FUNC Tv tile_sorted_values(const Tk& keys
     Tv v = values;
     tile_sort_pairs(k, v);
     return v;
+}
+
+// wp.tile_randi / wp.tile_randf: the block's lane (0 on the CPU) seeds its own stream from rng (the
+// caller's state is not advanced), then each element takes the next draw in row-major order
+template <typename Tl> LW_FUNC Tl tile_randi(uint32_t rng) {
+    uint32_t s = rand_next(rng);
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = randi(s);
+    return r;
+}
+template <typename Tl> LW_FUNC Tl tile_randi(uint32_t rng, int32_t lo, int32_t hi) {
+    uint32_t s = rand_next(rng);
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = randi(s, lo, hi);
+    return r;
+}
+template <typename Tl> LW_FUNC Tl tile_randf(uint32_t rng) {
+    uint32_t s = rand_next(rng);
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = randf(s);
+    return r;
+}
+template <typename Tl> LW_FUNC Tl tile_randf(uint32_t rng, float lo, float hi) {
+    uint32_t s = rand_next(rng);
+    Tl r;
+    for (int i = 0; i < Tl::size; ++i) r.c[i] = randf(s, lo, hi);
+    return r;
 }

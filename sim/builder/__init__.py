@@ -15,13 +15,14 @@ from ..enums import Axis
 from ..model import Model
 from .bodies import BodyBuilder, JointDofConfig
 from .cloth import ClothBuilder
+from .importers import ImportBuilder
 from .particles import ParticleBuilder
 from .shapes import ShapeBuilder, ShapeConfig
 
 __all__ = ["ModelBuilder"]
 
 
-class ModelBuilder(ParticleBuilder, ClothBuilder, BodyBuilder, ShapeBuilder):
+class ModelBuilder(ParticleBuilder, ClothBuilder, BodyBuilder, ShapeBuilder, ImportBuilder):
     """Collects a scene on the host and turns it into a :class:`Model` with :meth:`finalize`.
 
     Each domain mixin declares ``_lists``: its per-entity list attributes, mapped to the entity kind their

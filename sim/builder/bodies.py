@@ -74,7 +74,7 @@ class BodyBuilder:
     """Rigid bodies (links), the joints between them and articulations (trees of joints)."""
 
     _DOF_FIELDS = ("limit_lower", "limit_upper", "limit_ke", "limit_kd", "target_q", "target_qd", "target_ke",
-                   "target_kd", "armature", "effort_limit", "velocity_limit", "friction")
+                   "target_kd", "armature", "effort_limit", "velocity_limit", "friction", "damping")
 
     _lists = {"body_q": None, "body_qd": None, "body_com": None, "body_inertia": None, "body_mass": None,
               "body_lock_inertia": None, "body_kinematic": None, "body_world": "world", "body_label": "label",
@@ -259,7 +259,12 @@ class BodyBuilder:
         if isinstance(axis, JointDofConfig):
             dof = axis
         else:
-            dof = JointDofConfig(axis=Axis.X if axis is None else axis, **dof_kw)
+            # Unset settings come from default_joint_cfg, as in Newton.
+            d = self.default_joint_cfg
+            defaults = {f: getattr(d, f) for f in ("limit_lower", "limit_upper", "limit_ke", "limit_kd", "target_ke",
+                                                   "target_kd", "armature", "effort_limit", "velocity_limit",
+                                                   "friction", "damping", "stiffness")}
+            dof = JointDofConfig(axis=Axis.X if axis is None else axis, **{**defaults, **dof_kw})
         joint_kw = {k: kw[k] for k in ("parent_xform", "child_xform", "label", "collision_filter_parent", "enabled")
                     if k in kw}
         axes = {"linear_axes": [dof]} if jt == JointType.PRISMATIC else {"angular_axes": [dof]}

@@ -249,6 +249,19 @@ def rigid_contact_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: w
         wp.atomic_sub(body_f, b0, wp.spatial_vector(fc, wp.cross(arm0, fc)))
 
 
+def step_grid(model: Model, owner: Any, points: Any) -> Any:
+    """``model.particle_grid`` rebuilt over ``points``; when they record gradients, a grid of its own kept on
+    ``owner`` instead, so a Tape's backward pass replays each step's neighbour queries with that step's grid."""
+    cell = max(2.0 * model.particle_max_radius, 1.0e-4)
+    if not points.requires_grad:
+        model.particle_grid.build(points, cell)
+        return model.particle_grid
+    grid = wp.HashGrid(*model.particle_grid.dims, device=model.device)
+    grid.build(points, cell)
+    owner.__dict__.setdefault("_step_grids", []).append(grid)
+    return grid
+
+
 def eval_particle_forces(model: Model, state: State, particle_f: Any) -> None:
     """Springs, membrane triangles and bending of ``state`` into ``particle_f``."""
     d = model.device
@@ -269,10 +282,9 @@ def eval_particle_forces(model: Model, state: State, particle_f: Any) -> None:
 def eval_particle_contact_forces(model: Model, state: State, particle_f: Any) -> None:
     """Particle-particle penalty contacts (same world only) through ``model.particle_grid``, rebuilt here;
     set it to None to switch these contacts off."""
-    grid = model.particle_grid
-    if grid is None or model.particle_count < 2:
+    if model.particle_grid is None or model.particle_count < 2:
         return
-    grid.build(state.particle_q, max(2.0 * model.particle_max_radius, 1.0e-4))
+    grid = step_grid(model, state, state.particle_q)
     wp.launch(particle_contact_forces_kernel, dim=model.particle_count,
               inputs=[grid.id, state.particle_q, state.particle_qd, model.particle_radius, model.particle_flags,
                       model.particle_world, model.particle_ke, model.particle_kd, model.particle_kf, model.particle_mu,

@@ -79,6 +79,10 @@ def _instance(cls: type) -> tuple:
             v = (var(), var())
         elif kind == "tuple[Part, ...]":  # a field, then a component by a variable index: the index is read
             v = (ir.Part(_VALUE, name="v"), ir.Part(T.vec3, indices=(var(),)))
+        elif kind == "tuple[tuple[Operand | None, Operand | None, Operand | None], ...]":  # slice bounds
+            v = ((var(), None, var()), (var(), None, None))
+        elif kind == "tuple[bool, ...]":
+            v = (True, False)
         elif kind == "tuple[Stmt, ...]":
             v = (ir.Break(line=next(n)),)
         elif kind == "Expr":
@@ -116,6 +120,10 @@ def test_every_node_reports_each_field_through_the_interface(cls):
             read += v.operands()
         elif isinstance(v, tuple) and v and isinstance(v[0], ir.Var):
             read += v
+        elif isinstance(v, tuple) and v and isinstance(v[0], tuple):  # slice bounds: (start, stop, step) each
+            read += [b for bs in v for b in bs if b is not None]
+        elif isinstance(v, tuple) and v and isinstance(v[0], bool):
+            pass
         elif isinstance(v, tuple) and v and isinstance(v[0], ir.Part):
             read += [i for p in v for i in p.indices]
         elif isinstance(v, tuple):

@@ -100,3 +100,35 @@ def test_unsupported_features_are_refused_by_name():
     b.add_particle((0, 0, 0), (0, 0, 0), 1.0)
     with pytest.raises(ValueError, match="iterations"):
         newton.solvers.SolverXPBD(b.finalize(), iterations=0)
+
+
+@wp.kernel
+def _weighted_x(q: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, q[i][0] * float(i + 1))
+
+
+def test_gradient_through_particle_particle_contacts_uses_each_steps_neighbours():
+    def run(vx, with_grad):
+        b = newton.ModelBuilder(gravity=0.0)
+        b.add_particle((0.0, 0.0, 0.0), (vx, 0.0, 0.0), 1.0, radius=0.1)
+        b.add_particle((0.5, 0.02, 0.0), (0.0, 0.0, 0.0), 1.0, radius=0.1)
+        b.add_particle((0.0, 0.5, 0.0), (0.0, 0.0, 0.0), 1.0, radius=0.1)
+        m = b.finalize(requires_grad=True)
+        m.particle_mu = 0.0
+        solver = newton.solvers.SolverXPBD(m)
+        states = [m.state() for _ in range(101)]
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            for t in range(100):
+                solver.step(states[t], states[t + 1], None, None, 1.0e-2)
+            wp.launch(_weighted_x, dim=3, inputs=[states[-1].particle_q, loss])
+        if with_grad:
+            tape.backward(loss)
+            return float(states[0].particle_qd.grad.numpy()[0, 0])
+        return float(loss.numpy()[0])
+
+    g = run(1.0, True)
+    fd = (run(1.001, False) - run(0.999, False)) / 0.002
+    assert abs(g - fd) < 0.02 * abs(fd), (g, fd)

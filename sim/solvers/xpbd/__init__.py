@@ -17,6 +17,7 @@ import loomwork as wp
 from ...contacts import Contacts
 from ...enums import JointType
 from ...model import Control, Model, State
+from ..forces import step_grid
 from ..solver import SolverBase
 from .joints import copy_wrenches_kernel, joint_angular_kernel, joint_force_kernel, joint_linear_kernel
 
@@ -336,7 +337,7 @@ class SolverXPBD(SolverBase):
         x, q = predicted.particle_q, predicted.body_q
         for _ in range(self.iterations):
             if m.particle_count:
-                x = self._project_particles(x, state_in.particle_q, q, state_in.body_q, contacts, dt, grad)
+                x = self._project_particles(x, state_in, q, contacts, dt, grad)
             if m.body_count and contacts is not None and contacts.rigid_contact_max:
                 q = self._project_bodies(q, state_in.body_q, contacts, grad)
             if self._constrained_joints:
@@ -351,9 +352,10 @@ class SolverXPBD(SolverBase):
                       outputs=[state_out.body_q, state_out.body_qd], device=d)
         self._finish_step(state_out)
 
-    def _project_particles(self, x: Any, x_start: Any, body_q: Any, body_q_start: Any, contacts: Contacts | None,
-                           dt: float, grad: bool) -> Any:
+    def _project_particles(self, x: Any, state_in: State, body_q: Any, contacts: Contacts | None, dt: float,
+                           grad: bool) -> Any:
         m = self.model
+        x_start, body_q_start = state_in.particle_q, state_in.body_q
         d = m.device
         n = m.particle_count
         x_out = x
@@ -376,9 +378,9 @@ class SolverXPBD(SolverBase):
                                   contacts.soft_contact_body_pos, contacts.soft_contact_normal],
                           outputs=[delta, count], device=d)
             if m.particle_grid is not None and n > 1:
-                m.particle_grid.build(x_out, max(2.0 * m.particle_max_radius, 1.0e-4))
+                grid = step_grid(m, state_in, x_out)
                 wp.launch(particle_particle_constraints_kernel, dim=n,
-                          inputs=[m.particle_grid.id, x_out, x_start, m.particle_inv_mass, m.particle_radius,
+                          inputs=[grid.id, x_out, x_start, m.particle_inv_mass, m.particle_radius,
                                   m.particle_flags, m.particle_world, m.particle_mu, m.particle_cohesion,
                                   m.particle_max_radius], outputs=[delta, count], device=d)
             x_out = self._apply(x_out, delta, count, self.soft_contact_relaxation, grad)
