@@ -190,3 +190,36 @@ def test_gradient_of_position_wrt_drive_target_matches_finite_differences():
     fd = (loss_of(0.2 + 1e-2, False) - loss_of(0.2 - 1e-2, False)) / 2e-2
     assert 0.05 < fd < 1.0  # the drive moved the slider part of the way
     assert g == pytest.approx(fd, rel=0.03, abs=1e-3)
+
+
+def test_fixed_joint_holds_a_tilted_body_against_gravity():
+    """A body welded to the world at an offset and a tilt stays where the joint puts it."""
+    b = newton.ModelBuilder()
+    body = b.add_link(mass=2.0, inertia=wp.mat33(np.eye(3, dtype=np.float32) * 0.05))
+    tilt = wp.quat_from_axis_angle(wp.vec3(1.0, 0.0, 0.0), 0.4)
+    j = b.add_joint_fixed(-1, body, parent_xform=wp.transform((0.0, 0.0, 1.0), tilt),
+                          child_xform=wp.transform((0.3, 0.0, 0.0), wp.quat_identity()))
+    b.add_articulation([j])
+    m = finalize(b)
+    start = m.body_q.numpy()[0].copy()
+    s = simulate(m, newton.solvers.SolverXPBD(m, iterations=4), 240, 1.0 / 240)[-1]
+    q = s.body_q.numpy()[0]
+    assert np.abs(q[:3] - start[:3]).max() < 2e-3
+    assert abs(abs(np.dot(q[3:], start[3:])) - 1.0) < 1e-4
+
+
+def test_d6_joint_slides_in_its_plane_only():
+    """A D6 joint with linear x and y axes (no angular ones) moves under joint_f in x and holds z and rotation."""
+    b = newton.ModelBuilder()
+    body = b.add_link(mass=1.0, inertia=wp.mat33(np.eye(3, dtype=np.float32) * 0.01))
+    cfg = newton.ModelBuilder.JointDofConfig
+    j = b.add_joint_d6(-1, body, linear_axes=[cfg(axis=(1.0, 0.0, 0.0)), cfg(axis=(0.0, 1.0, 0.0))],
+                       parent_xform=wp.transform((0.0, 0.0, 1.0), wp.quat_identity()))
+    b.add_articulation([j])
+    m = finalize(b)
+    control = m.control()
+    control.joint_f.assign(np.array([1.0, 0.0], dtype=np.float32))
+    s = simulate(m, newton.solvers.SolverXPBD(m, iterations=4), 120, 1.0 / 240, control)[-1]
+    q = s.body_q.numpy()[0]
+    assert abs(q[0] - 0.5 * 1.0 * 0.5 ** 2) < 5e-3  # x = f t^2 / (2 m) after 0.5 s
+    assert abs(q[1]) < 1e-4 and abs(q[2] - 1.0) < 2e-3 and abs(abs(q[6]) - 1.0) < 1e-4
