@@ -1,11 +1,13 @@
-"""The fused Featherstone step: one thread per articulation runs forward kinematics, the recursive
-Newton-Euler bias forces, the composite-rigid-body mass matrix, a Cholesky solve for the joint
-accelerations and semi-implicit Euler on the joint coordinates; a second kernel (:func:`fk_kernel`) poses
-the bodies from the new coordinates.
+"""The Featherstone step as three kernels, each with one thread per articulation:
+:func:`bias_kernel` runs forward kinematics of the input coordinates and the recursive Newton-Euler bias
+terms, :func:`solve_kernel` the composite-rigid-body mass matrix, a Cholesky solve for the joint
+accelerations and semi-implicit Euler on the joint coordinates, and :func:`fk_kernel` poses the bodies
+from the new coordinates. (One fused kernel gave the same results, but gcc compiled its single large
+body to much slower code.)
 
-Everything between the inputs and the outputs lives in the thread's local matrices (sized per kernel
-by :func:`step_kernel`), so the kernel reads only arrays it never writes and ``wp.Tape`` differentiates
-a step like any other launch.
+Within a kernel everything lives in the thread's local matrices, sized per kernel by its joint and dof
+bucket; between kernels the per-joint terms travel in arrays no kernel both reads and writes, so
+``wp.Tape`` differentiates a step like any other launches.
 
 Spatial quantities are world frame, referred to the world origin: a twist is (velocity of the material
 point at the origin, angular velocity), a wrench (force, torque about the origin), an inertia the
