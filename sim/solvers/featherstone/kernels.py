@@ -123,13 +123,28 @@ def bias_kernel(max_joints: int, backward: bool) -> Any:
             nl = joint_dof_dim[j, 0]
             na = joint_dof_dim[j, 1]
             child = joint_child[j]
-            X_j, v_j, w_j = joint_motion(jt, qs, ds, nl, na, joint_q, joint_qd, joint_axis)
+            p_j = wp.vec3(0.0)  # the joint's motion: joint_motion's, with no call for the single-axis joints
+            r_j = wp.quat_identity()
+            v_j = wp.vec3(0.0)
+            w_j = wp.vec3(0.0)
+            if jt == _REVOLUTE:
+                a_j = joint_axis[ds]
+                r_j = wp.quat_from_axis_angle(a_j, joint_q[qs])
+                w_j = a_j * joint_qd[ds]
+            elif jt == _PRISMATIC:
+                a_j = joint_axis[ds]
+                p_j = a_j * joint_q[qs]
+                v_j = a_j * joint_qd[ds]
+            else:
+                X_j, v_j, w_j = joint_motion(jt, qs, ds, nl, na, joint_q, joint_qd, joint_axis)
+                p_j = wp.transform_get_translation(X_j)
+                r_j = wp.transform_get_rotation(X_j)
             # Child frame X_wc = X_wp X_pj X_j inverse(X_cj), each product written out as (p, r) pairs.
             X_pj = joint_X_p[j]
             r_pj = r_wp * wp.transform_get_rotation(X_pj)  # the parent joint frame X_wpj
             p_pj = p_wp + wp.quat_rotate(r_wp, wp.transform_get_translation(X_pj))
-            r_cj = r_pj * wp.transform_get_rotation(X_j)  # the child joint frame X_wpj X_j
-            ref = p_pj + wp.quat_rotate(r_pj, wp.transform_get_translation(X_j))
+            r_cj = r_pj * r_j  # the child joint frame X_wpj X_j
+            ref = p_pj + wp.quat_rotate(r_pj, p_j)
             X_ci = joint_X_c_inv[j]
             r_c = r_cj * wp.transform_get_rotation(X_ci)
             p_c = ref + wp.quat_rotate(r_cj, wp.transform_get_translation(X_ci))
@@ -444,14 +459,31 @@ def fk_kernel(max_joints: int, backward: bool) -> Any:
                 v_p = wp.spatial_top(body_qd[pb]) - wp.cross(w_p, wp.transform_point(X_b, body_com[pb]))
             jt = joint_type[j]
             child = joint_child[j]
-            X_j, v_j, w_j = joint_motion(jt, joint_q_start[j], joint_qd_start[j], joint_dof_dim[j, 0],
-                                         joint_dof_dim[j, 1], joint_q, joint_qd, joint_axis)
+            qs = joint_q_start[j]
+            ds = joint_qd_start[j]
+            p_j = wp.vec3(0.0)  # the joint's motion: joint_motion's, with no call for the single-axis joints
+            r_j = wp.quat_identity()
+            v_j = wp.vec3(0.0)
+            w_j = wp.vec3(0.0)
+            if jt == _REVOLUTE:
+                a_j = joint_axis[ds]
+                r_j = wp.quat_from_axis_angle(a_j, joint_q[qs])
+                w_j = a_j * joint_qd[ds]
+            elif jt == _PRISMATIC:
+                a_j = joint_axis[ds]
+                p_j = a_j * joint_q[qs]
+                v_j = a_j * joint_qd[ds]
+            else:
+                X_j, v_j, w_j = joint_motion(jt, qs, ds, joint_dof_dim[j, 0], joint_dof_dim[j, 1], joint_q, joint_qd,
+                                             joint_axis)
+                p_j = wp.transform_get_translation(X_j)
+                r_j = wp.transform_get_rotation(X_j)
             # As child_pose_twist: X_wc = X_wp X_pj X_j inverse(X_cj), each product written out as (p, r) pairs.
             X_pj = joint_X_p[j]
             r_pj = r_wp * wp.transform_get_rotation(X_pj)
             p_pj = p_wp + wp.quat_rotate(r_wp, wp.transform_get_translation(X_pj))
-            r_cj = r_pj * wp.transform_get_rotation(X_j)
-            ref = p_pj + wp.quat_rotate(r_pj, wp.transform_get_translation(X_j))
+            r_cj = r_pj * r_j
+            ref = p_pj + wp.quat_rotate(r_pj, p_j)
             X_ci = joint_X_c_inv[j]
             r_c = r_cj * wp.transform_get_rotation(X_ci)
             p_c = ref + wp.quat_rotate(r_cj, wp.transform_get_translation(X_ci))
