@@ -59,7 +59,7 @@ def test_revolute_pendulum_swings_with_the_physical_pendulum_period():
 
 
 def test_chain_keeps_its_joints_together():
-    """A falling five-link chain (revolute then ball joints) keeps every joint's two frames within 1 cm."""
+    """A falling five-link chain (revolute then ball joints) keeps every joint's two frames within 3 mm."""
     b = newton.ModelBuilder()
     parent = -1
     joints = []
@@ -95,7 +95,7 @@ def test_chain_keeps_its_joints_together():
                 pa = xp[k, :3] if k == 0 else _point(q[k - 1], xp[k, :3])
                 pc = _point(q[k], xc[k, :3])
                 worst = max(worst, float(np.linalg.norm(pa - pc)))
-    assert worst < 1e-2, worst
+    assert worst < 3e-3, worst
     assert s0.body_q.numpy()[4, 2] < 1.5  # it did fall and swing
     assert np.isfinite(s0.body_q.numpy()).all()
 
