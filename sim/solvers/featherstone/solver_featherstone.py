@@ -171,13 +171,14 @@ class SolverFeatherstone(SolverBase):
                 wp.empty(nj, dtype=wp.mat33, device=d, requires_grad=grad)]
 
     def _launch_size(self) -> int:
-        """Threads of the step launch: one per articulation, padded on the CPU up to the launch size from
+        """Threads of the step's launches: one per articulation, padded on the CPU up to the launch size from
         which the runtime spreads a launch over its thread pool (``wp.config.cpu_serial_threshold``, tuned for
         light threads; one of these runs a whole articulation, worth a core's share even a few at a time).
-        The padding threads return at once."""
+        The padding threads return at once; a threshold above 65536 is taken as a wish to run serially."""
         n = self.model.articulation_count
-        if self.model.device.is_cpu and n >= 64:
-            return max(n, int(wp.config.cpu_serial_threshold))
+        threshold = int(wp.config.cpu_serial_threshold)
+        if self.model.device.is_cpu and n >= 64 and threshold <= 65536:
+            return max(n, threshold)
         return n
 
     def _raise_if_not_finite(self, state: State) -> None:
