@@ -137,6 +137,9 @@ class Tape:
     check_overwrites: str = "error"  # "error", "warn" or "off"
     launches: list = field(default_factory=list)
     _scope: list = field(default_factory=list)
+    # Warp's scope markers: (launch count, name, metadata) where a scope opens, (launch count, None, None)
+    # where one closes; a scope that recorded nothing leaves no markers
+    scopes: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.check_overwrites not in ("error", "warn", "off"):
@@ -221,15 +224,24 @@ class Tape:
             raise TypeError("Tape.record_func takes a callable backward function")
         self.launches.append(_Func(backward, list(arrays), tuple(self._scope)))
 
-    def record_scope_begin(self, name: str) -> None:
-        """Open a named scope: launches recorded until the matching end carry the name."""
+    def record_scope_begin(self, name: str, metadata: dict | None = None) -> None:
+        """Open a named scope: launches recorded until the matching end carry the name (and `scopes` gets
+        an opening marker with `metadata`)."""
         self._scope.append(name)
+        self.scopes.append((len(self.launches), name, {} if metadata is None else metadata))
 
-    def record_scope_end(self) -> None:
+    def record_scope_end(self, remove_scope_if_empty: bool = True) -> None:
+        """Close the innermost open scope; its markers are dropped when it recorded nothing and
+        `remove_scope_if_empty` is set."""
         if not self._scope:
             raise RuntimeError("ended tape scope, but scope not present: Tape.record_scope_end without a matching "
                                "record_scope_begin")
         self._scope.pop()
+        last = self.scopes[-1] if self.scopes else None
+        if remove_scope_if_empty and last is not None and last[1] is not None and last[0] == len(self.launches):
+            self.scopes.pop()
+        else:
+            self.scopes.append((len(self.launches), None, None))
 
     @contextmanager
     def scope(self, name: str):
@@ -280,6 +292,7 @@ class Tape:
         self.zero()
         self.launches.clear()
         self._scope.clear()
+        self.scopes.clear()
 
     def backward(self, loss: array | None = None, grads: dict | None = None) -> None:
         """Propagate gradients from `loss` (a 1-element array, seeded with 1) or from `grads`

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import functools
 import struct
 import typing
 from typing import Any
@@ -367,7 +368,7 @@ class array:  # noqa: N801 - Warp's public name
     def _init_structs(self, data: Any, shape: Any) -> None:
         """An array of structs from a sequence of struct instances (or a NumPy array of records)."""
         record = np.dtype(self.dtype._ctype)
-        if isinstance(data, np.ndarray) and data.dtype == record:
+        if isinstance(data, np.ndarray) and data.dtype in (record, _record_dtype(self.dtype)):
             records = data
         else:
             items = list(data)
@@ -439,11 +440,9 @@ class array:  # noqa: N801 - Warp's public name
 
     def _interface(self, protocol: str) -> dict:
         """The dict of `__array_interface__` / `__cuda_array_interface__` (vectors add trailing dimensions)."""
-        if T.is_struct_type(self.dtype):  # a structured view, one record per struct
-            record = np.dtype(self.dtype._ctype)
-            iface = _interface_dict(self.ptr or 0, self.shape, self.strides, f"|V{record.itemsize}", self.readonly)
-            iface["descr"] = record.descr
-            return iface
+        if T.is_struct_type(self.dtype):  # raw records; `_host` views them with the struct's field layout
+            return _interface_dict(self.ptr or 0, self.shape, self.strides, f"|V{T.type_size(self.dtype)}",
+                                   self.readonly)
         st = T.elem_scalar(self.dtype)
         inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
         return _interface_dict(self.ptr or 0, self.shape + inner, self.strides + contiguous_strides(inner, st.size),
@@ -526,11 +525,14 @@ class array:  # noqa: N801 - Warp's public name
     def _host(self) -> np.ndarray:
         """`numpy()` for loomwork's own use: the view does not leave it, so the memory stays unexposed."""
         if self.ptr is None:
+            if T.is_struct_type(self.dtype):
+                return np.zeros(self.shape, dtype=_record_dtype(self.dtype))
             inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
             return np.zeros(self.shape + inner, dtype=T.elem_scalar(self.dtype).np_dtype)
         if not self.device.backend.host_accessible:
             raise _NoInterface(f"__array_interface__ on device {self.device} is not supported yet")
-        return np.asarray(_Interface(self._interface("__array_interface__"), self))
+        host = np.asarray(_Interface(self._interface("__array_interface__"), self))
+        return host.view(_record_dtype(self.dtype)) if T.is_struct_type(self.dtype) else host
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy()
@@ -572,6 +574,8 @@ class array:  # noqa: N801 - Warp's public name
     def __getitem__(self, key: Any) -> Any:
         if not isinstance(key, tuple):
             key = (key,)
+        if any(isinstance(k, array | np.ndarray | list) for k in key):
+            return self._index_with_arrays(key)
         if len(key) > self.ndim:
             raise IndexError(f"too many indices ({len(key)}) for an array of {self.ndim} dimensions")
         if all(isinstance(k, int | np.integer) for k in key) and len(key) == self.ndim:
@@ -604,6 +608,23 @@ class array:  # noqa: N801 - Warp's public name
             view._grad = self._grad[key]
             view._requires_grad = self._requires_grad
         return view
+
+    def _index_with_arrays(self, key: tuple) -> indexedarray:
+        """a[I, 1:3, J]: index arrays (int32) select elements along their dimensions, as Warp does, giving an
+        indexedarray over the view that the key's integers and slices make."""
+        if len(key) > self.ndim:
+            raise IndexError(f"too many indices ({len(key)}) for an array of {self.ndim} dimensions")
+        plain, picks = [], []
+        for k in key:
+            if isinstance(k, array | np.ndarray | list):
+                plain.append(slice(None))
+                picks.append(k)
+            else:
+                plain.append(k)
+                if not isinstance(k, int | np.integer):
+                    picks.append(None)
+        view = self[tuple(plain)] if any(not isinstance(k, slice) or k != slice(None) for k in plain) else self
+        return indexedarray(view, picks)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check_host("element assignment")
@@ -665,7 +686,7 @@ class array:  # noqa: N801 - Warp's public name
             record = value._pack() if isinstance(value, self.dtype) else None
             if record is None and value != 0:
                 raise TypeError(f"fill_ of an array of {self.dtype.__name__} takes a {self.dtype.__name__} or 0")
-            v = np.frombuffer(bytes(record), dtype=np.dtype(self.dtype._ctype))[0] if record else 0
+            v = np.frombuffer(bytes(record), dtype=_record_dtype(self.dtype))[0] if record else 0
         elif self.size:
             v = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
                 value.numpy_value() if isinstance(value, T._CompositeMixin) else
@@ -733,6 +754,12 @@ class array:  # noqa: N801 - Warp's public name
 
 
 _sizes: dict[Any, int] = {}  # dtype -> bytes per element, for `_wrap`
+
+
+@functools.cache
+def _record_dtype(struct_type: Any) -> np.dtype:
+    """The NumPy dtype of one element of an array of `struct_type` (its `numpy_dtype()` layout)."""
+    return np.dtype(struct_type.numpy_dtype())
 
 
 def _set_all(view: np.ndarray, values: Any) -> None:
@@ -854,11 +881,70 @@ class indexedarray:  # noqa: N801 - Warp's public name
             desc.shape[d] = n
         return bytes(desc)
 
+    def _selection(self, what: str) -> tuple[np.ndarray, tuple]:
+        """The data's host view and the NumPy index that picks this view's elements from it."""
+        if self.data is None:
+            raise TypeError(f"indexedarray.{what}: an indexedarray annotation holds no data")
+        self.data._check_host(what)
+        self._storage.check_host_access(what)
+        picks = [idx._host() if idx is not None else np.arange(n) for idx, n in zip(self.indices, self.data.shape,
+                                                                                    strict=True)]
+        return self.data._host(), np.ix_(*picks)
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.data is not None and self.data.requires_grad
+
     def numpy(self) -> np.ndarray:
-        """A copy of the selected elements, gathered with NumPy."""
-        sel = tuple(idx._host() if idx is not None else slice(None) for idx in self.indices)
-        return self.data._host()[np.ix_(*[s if isinstance(s, np.ndarray) else np.arange(n)
-                                          for s, n in zip(sel, self.data.shape, strict=False)])]
+        """A copy of the selected elements, gathered with NumPy (vectors add trailing dimensions)."""
+        host, sel = self._selection("numpy()")
+        return host[sel]
+
+    def contiguous(self) -> array:
+        """A new contiguous array holding the selected elements."""
+        out = empty(self.shape, self.dtype, self.device, self.requires_grad)
+        if self.size:
+            out._host()[...] = self.numpy()
+        return out
+
+    def clone(self, device: Any = None, requires_grad: bool | None = None) -> array:
+        """A contiguous copy of the selected elements, on `device` (default: the data's device)."""
+        out = self.contiguous()
+        if requires_grad is not None:
+            out.requires_grad = requires_grad
+        return out if device is None else out.to(device)
+
+    def list(self) -> list:
+        """The selected elements as a Python list (vectors, matrices and structs as their types)."""
+        return self.contiguous().list()
+
+    def assign(self, src: Any) -> indexedarray:
+        """Write the values of `src` (an array, indexedarray, NumPy array or sequence of this shape) into the
+        selected elements of the data."""
+        self.data._check_writable("indexedarray.assign")
+        host, sel = self._selection("assign()")
+        values = src.numpy() if isinstance(src, array | indexedarray) else np.asarray(src)
+        target = host[sel]
+        if values.size != target.size:
+            raise ValueError(f"indexedarray.assign: source has {values.size} values, the view has {target.size}")
+        if T.is_struct_type(self.dtype):
+            host[sel] = values.reshape(target.shape)
+        else:
+            host[sel] = T.to_storage(T.elem_scalar(self.dtype), values.reshape(target.shape), raw_bits=True)
+        self._storage.bump("indexedarray.assign()")
+        return self
+
+    def fill_(self, value: Any) -> indexedarray:
+        """Set every selected element to `value` (a scalar, vector, matrix or struct of the dtype)."""
+        if self.size:
+            self.assign(empty(self.shape, self.dtype, self.device).fill_(value))
+        return self
+
+    fill = fill_
+
+    def zero_(self) -> indexedarray:
+        """Set every selected element to zero."""
+        return self.fill_(0)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -935,11 +1021,31 @@ def full(shape: Any = 0, value: Any = 0, dtype: Any = Any, device: Any = None, r
     1-D shape, as `empty`)."""
     shape = shape if n is None else (n,)
     if dtype is Any:
-        dtype = T.python_value_type(value) or float
-        if isinstance(value, int) and not isinstance(value, builtins.bool):
-            dtype = T.int32 if -(2**31) <= value < 2**31 else T.int64
+        dtype = _fill_value_type(value)
     a = empty(shape, dtype, device, requires_grad, pinned)
     return a.fill_(value)
+
+
+def _fill_value_type(value: Any) -> Any:
+    """The element type `wp.full` infers from its value: Python and Warp scalars and vectors as their
+    types, a struct instance as its struct, a 1-D sequence as a vector and a 2-D one as a matrix of the
+    sequence's NumPy scalar type."""
+    if T.is_struct_type(type(value)):
+        return type(value)
+    if isinstance(value, int) and not isinstance(value, builtins.bool):
+        return T.int32 if -(2**31) <= value < 2**31 else T.int64
+    known = T.python_value_type(value)
+    if known is not None:
+        return known
+    if not hasattr(value, "__len__"):
+        raise TypeError(f"wp.full cannot infer an element type from a value of type {type(value).__name__}")
+    values = np.asarray(value)
+    st = T.dtype_from_numpy(values.dtype)
+    if values.ndim == 1:
+        return T.vector(values.size, st)
+    if values.ndim == 2:
+        return T.matrix(values.shape, st)
+    raise ValueError(f"wp.full: a value of {values.ndim} dimensions is neither a vector nor a matrix")
 
 
 def ones(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
@@ -996,8 +1102,11 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
          stream: Any = None) -> None:
     """Copy `count` elements (default: all of `src`) from `src` to `dest`, at flat element offsets (on
     `stream`, default: the current stream of `dest`'s device)."""
+    if isinstance(dest, indexedarray) or isinstance(src, indexedarray):
+        _copy_indexed(dest, src, dest_offset, src_offset, count)
+        return
     if not isinstance(dest, array) or not isinstance(src, array):
-        raise TypeError("wp.copy takes two arrays")
+        raise TypeError(f"wp.copy takes two arrays, got {type(dest).__name__} and {type(src).__name__}")
     if T.type_size(dest.dtype) != T.type_size(src.dtype):
         raise TypeError(f"wp.copy: element sizes differ ({T.type_name(src.dtype)} -> {T.type_name(dest.dtype)})")
     dest._check_writable("wp.copy")
@@ -1021,6 +1130,22 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
                TIMING_MEMCPY)
     dest._storage.bump("wp.copy()")
     _record_copy(dest, src, dest_offset, src_offset, count)
+
+
+def _copy_indexed(dest: array | indexedarray, src: array | indexedarray, dest_offset: int, src_offset: int,
+                  count: int) -> None:
+    """`wp.copy` where either side is an indexedarray: gather the source into a contiguous array, copy
+    into a contiguous image of the destination, and scatter that back (host-accessible memory)."""
+    for a, role in ((dest, "destination"), (src, "source")):
+        if not isinstance(a, array | indexedarray):
+            raise TypeError(f"wp.copy: the {role} must be an array or indexedarray, got {type(a).__name__}")
+    flat_src = src.contiguous() if isinstance(src, indexedarray) else src
+    if isinstance(dest, indexedarray):
+        image = dest.contiguous()
+        copy(image, flat_src, dest_offset, src_offset, count)
+        dest.assign(image)
+    else:
+        copy(dest, flat_src, dest_offset, src_offset, count)
 
 
 def _record_copy(dest: array, src: array, dest_offset: int, src_offset: int, count: int) -> None:

@@ -25,6 +25,7 @@ from . import builtins as B
 from . import ir
 from . import types as T
 from .annotations import annotations, arg_type, closure_values
+from .array import MAX_DIMS
 from .array import array as array_cls
 from .errors import (
     KernelAttributeError,
@@ -407,7 +408,16 @@ class Builder:
         if isinstance(target, ast.Name):
             name = target.id
             existing = self.scope.vars.get(name)
-            if existing is None:
+            if (existing is not None and isinstance(existing.type, ArrayType) and isinstance(value.type, ArrayType)
+                    and (existing.type.ndim, existing.type.strided) != (value.type.ndim, value.type.strided)
+                    and len(self.scope.blocks) == 1 and declared is None):
+                # straight-line code rebinds an array name to an array of another shape (as Warp, whose arrays of
+                # one dtype share a type): from here on the name is a new variable
+                value = self.materialize(value)
+                var = Var(f"v_{name}__r{len(self.scope.locals)}", value.type)
+                self.scope.locals.append(var)
+                self.scope.vars[name] = var
+            elif existing is None:
                 value = self.materialize(value)
                 var = Var(f"v_{name}", declared or value.type)
                 if var in self.scope.locals:  # a name reused after a scope: same C++ variable
@@ -598,11 +608,9 @@ class Builder:
                 if isinstance(i, Const) and i.value < 0:
                     self.error(node.slice, KernelIndexError, "negative array indices are not supported in kernels")
             if len(indices) < t.ndim:  # a[i][j] on a 2-D array: the view a[i], then its element j
-                if t.indexed:
-                    self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} "
-                               "indices")
                 view = self.assign_temp(ir.View(arr, indices, self.site(node, arr)),
-                                        ArrayType(t.dtype, t.ndim - len(indices), strided=t.strided))
+                                        ArrayType(t.dtype, t.ndim - len(indices), indexed=t.indexed,
+                                                  strided=t.strided))
                 return Place(view, None, 0, (), view.type)
             return Place(arr, indices, self.site(node, arr), (), t.dtype)
         if T.is_composite(t):
@@ -1102,6 +1110,8 @@ class Builder:
             if not isinstance(idx, Const) or not T.is_int(idx.type):
                 self.error(node.slice, KernelTypeError, "array.shape takes a constant integer index")
             nd = base.array.type.ndim
+            if nd <= idx.value < MAX_DIMS:  # as in Warp, the extents past an array's dimensions read 0
+                return Const(0, T.int32)
             if not -nd <= idx.value < nd:
                 self.error(node.slice, KernelIndexError, f"shape index {idx.value} out of range for a {nd}-D array")
             return self.assign_temp(ir.Shape(base.array, idx.value % nd), T.int32)
@@ -1141,10 +1151,9 @@ class Builder:
                     self.error(node.slice, KernelIndexError, "negative array indices are not supported in kernels")
             if len(indices) == t.ndim:
                 return self.assign_temp(ir.Load(base, indices, self.site(node, base)), t.dtype)
-            if t.indexed:
-                self.error(node, KernelIndexError, f"an indexedarray of {t.ndim} dimensions needs {t.ndim} indices")
             view = ir.View(base, indices, self.site(node, base))
-            return self.assign_temp(view, ArrayType(t.dtype, t.ndim - len(indices), strided=t.strided))
+            return self.assign_temp(view, ArrayType(t.dtype, t.ndim - len(indices), indexed=t.indexed,
+                                                    strided=t.strided))
         if T.is_composite(t):
             indices = self.component_indices(t, indices, node)
             extract = ir.Extract(base, indices, self.site(node, base))

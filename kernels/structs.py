@@ -17,7 +17,7 @@ import numpy as np
 
 from . import types as T
 from .annotations import arg_type
-from .array import ArrayDesc, IndexedDesc, array
+from .array import ArrayDesc, IndexedDesc, array, indexedarray
 from .ir import ArrayType, ctype
 
 _ids = itertools.count()
@@ -53,7 +53,8 @@ class StructType(T.RecordType):
         for name, t in self.fields.items():
             v = self._values[name]
             if isinstance(t, ArrayType):
-                desc = ArrayDesc.from_buffer_copy(v._desc_bytes()) if v is not None else ArrayDesc()
+                layout = IndexedDesc if t.indexed else ArrayDesc
+                desc = layout.from_buffer_copy(v._desc_bytes()) if v is not None else layout()
                 setattr(c, name, desc)
             elif is_struct(t):
                 setattr(c, name, v._pack())
@@ -63,20 +64,18 @@ class StructType(T.RecordType):
                 setattr(c, name, T._to_ctype_value(t, v))
         return c
 
-    def numpy_value(self) -> dict:
-        """The field values as NumPy values (arrays as their NumPy views, nested structs as dicts)."""
-        out = {}
-        for name, t in self.fields.items():
-            v = self._values[name]
-            if isinstance(t, ArrayType):
-                out[name] = v.numpy() if v is not None else None
-            elif is_struct(t):
-                out[name] = v.numpy_value()
-            elif T.is_composite(t):
-                out[name] = v.numpy_value()
-            else:
-                out[name] = np.asarray(v, dtype=t.value_dtype)[()]
-        return out
+    def numpy_value(self) -> tuple:
+        """The value as one NumPy record of `numpy_dtype()`, as a tuple in field order (nested structs as
+        tuples, vectors and matrices as arrays, array fields as their descriptor bytes)."""
+        return np.frombuffer(bytes(self._pack()), dtype=np.dtype(self.numpy_dtype()))[0].item()
+
+    @classmethod
+    def numpy_dtype(cls) -> dict:
+        """The NumPy record layout of one struct value (`names`, `formats`, `offsets`, `itemsize`), as
+        arrays of this struct expose it; array fields appear as their raw descriptor bytes."""
+        names = list(cls.fields)
+        return {"names": names, "formats": [_numpy_format(cls.fields[n]) for n in names],
+                "offsets": [getattr(cls._ctype, n).offset for n in names], "itemsize": ctypes.sizeof(cls._ctype)}
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> StructType:
@@ -107,6 +106,18 @@ def is_struct(t: Any) -> bool:
     return isinstance(t, type) and issubclass(t, StructType) and t is not StructType
 
 
+def _numpy_format(t: Any) -> Any:
+    """The NumPy format of one struct field: its scalar type (float16 as float16), (scalar, shape) for
+    vectors and matrices, a nested record for structs, raw bytes for array descriptors."""
+    if isinstance(t, ArrayType):
+        return np.dtype(f"V{ctypes.sizeof(field_ctype(t))}")
+    if is_struct(t):
+        return np.dtype(t.numpy_dtype())
+    if T.is_composite(t):
+        return (T.elem_scalar(t).np_dtype, t._shape_)
+    return t.np_dtype
+
+
 def _default(t: Any) -> Any:
     if isinstance(t, ArrayType):
         return None
@@ -122,7 +133,8 @@ def _convert(struct_name: str, name: str, t: Any, value: Any) -> Any:
     if isinstance(t, ArrayType):
         if value is None:
             return None
-        if not isinstance(value, array) or value.dtype != t.dtype or value.ndim != t.ndim:
+        kind = indexedarray if t.indexed else array
+        if not isinstance(value, kind) or value.dtype != t.dtype or value.ndim != t.ndim:
             raise TypeError(f"{where} expects {t}, got {value!r}")
         if not value.device.backend.host_accessible:
             raise TypeError(f"{where}: arrays in structs must be in host memory here, got one on {value.device}")

@@ -653,6 +653,26 @@ template <typename T> LW_FUNC array_t<T> subview(const array_t<T>& a, int n, int
     return r;
 }
 
+// an indexedarray with its leading `n` dimensions indexed away (each index mapped through its index array);
+// the result is an indexedarray over the remaining dimensions, sharing data, gradient and index arrays
+template <typename T> LW_FUNC indexedarray_t<T> subview(const indexedarray_t<T>& a, int n, int64_t i, int64_t j = 0,
+                                                         int64_t k = 0) {
+    int64_t idx[3] = {i, j, k};
+    int64_t offset = 0;
+    for (int d = 0; d < n; ++d) offset += map_index(a, d, idx[d]) * a.arr.strides[d];
+    indexedarray_t<T> r;
+    r.arr.data = (T*)((char*)a.arr.data + offset);
+    r.arr.grad = a.arr.grad ? (T*)((char*)a.arr.grad + offset) : 0;
+    for (int d = 0; d < 4; ++d) {
+        bool kept = d + n < 4;
+        r.arr.shape[d] = kept ? a.arr.shape[d + n] : 0;
+        r.arr.strides[d] = kept ? a.arr.strides[d + n] : 0;
+        r.indices[d] = kept ? a.indices[d + n] : 0;
+        r.shape[d] = kept ? a.shape[d + n] : 0;
+    }
+    return r;
+}
+
 // a[i, a:b:s, ...] inside a kernel: bounds holds (start, stop, step) per leading axis (for an indexed axis
 // the index and two ignored values); sliced axes follow Python's slice rules (omitted bounds are
 // slice_begin/slice_end, out-of-range ones clamp), indexed axes are dropped (negative indices count from

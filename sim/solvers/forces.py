@@ -136,29 +136,52 @@ def contact_force(n: wp.vec3, c: float, vrel: wp.vec3, ke: float, kd: float, kf:
     return n * fn + ft
 
 
-@wp.kernel
-def particle_contact_forces_kernel(grid: wp.uint64, x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3),
-                                   radius: wp.array(dtype=float), flags: wp.array(dtype=wp.int32),
-                                   world: wp.array(dtype=wp.int32), ke: float, kd: float, kf: float, mu: float,
-                                   max_radius: float, f: wp.array(dtype=wp.vec3)):
+MAX_NEIGHBORS = 16
+"""Touching neighbours kept per particle and step (equal spheres have at most 12); more are dropped, and the
+largest number seen is kept in ``model.particle_neighbor_overflow`` (checked by ``check_finite``)."""
+
+
+@wp.kernel(enable_backward=False)
+def particle_neighbors_kernel(grid: wp.uint64, x: wp.array(dtype=wp.vec3), radius: wp.array(dtype=float),
+                              flags: wp.array(dtype=wp.int32), world: wp.array(dtype=wp.int32), max_radius: float,
+                              margin: float, capacity: int, neighbors: wp.array(dtype=wp.int32),
+                              count: wp.array(dtype=wp.int32), most: wp.array(dtype=wp.int32)):
     tid = wp.tid()
     i = wp.hash_grid_point_id(grid, tid)
-    if i == -1 or (flags[i] & 1) == 0:
+    if i == -1:
         return
-    xi = x[i]
-    ri = radius[i]
-    wi = world[i]
-    total = wp.vec3(0.0, 0.0, 0.0)
-    query = wp.hash_grid_query(grid, xi, ri + max_radius)
-    j = 0
-    while wp.hash_grid_query_next(query, j):
-        if j != i and (flags[j] & 1) != 0 and (wi < 0 or world[j] < 0 or world[j] == wi):
-            d = xi - x[j]
-            l = wp.length(d)
-            c = l - ri - radius[j]
-            if c < 0.0 and l > 1.0e-9:
-                total = total + contact_force(d / l, c, v[i] - v[j], ke, kd, kf, mu)
-    wp.atomic_add(f, i, total)
+    n = 0
+    if (flags[i] & 1) != 0:
+        xi = x[i]
+        ri = radius[i]
+        wi = world[i]
+        query = wp.hash_grid_query(grid, xi, ri + max_radius + margin)
+        j = 0
+        while wp.hash_grid_query_next(query, j):
+            if j != i and (flags[j] & 1) != 0 and (wi < 0 or world[j] < 0 or world[j] == wi):
+                if wp.length(xi - x[j]) < ri + radius[j] + margin:
+                    if n < capacity:
+                        neighbors[i * capacity + n] = j
+                    n += 1
+    count[i] = wp.min(n, capacity)
+    if n > capacity:
+        wp.atomic_max(most, 0, n)
+
+
+@wp.kernel
+def particle_pair_forces_kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3),
+                                radius: wp.array(dtype=float), neighbors: wp.array(dtype=wp.int32),
+                                count: wp.array(dtype=wp.int32), capacity: int, ke: float, kd: float, kf: float,
+                                mu: float, f: wp.array(dtype=wp.vec3)):
+    i, k = wp.tid()
+    if k >= count[i]:
+        return
+    j = neighbors[i * capacity + k]
+    d = x[i] - x[j]
+    l = wp.length(d)
+    c = l - radius[i] - radius[j]
+    if c < 0.0 and l > 1.0e-9:
+        wp.atomic_add(f, i, contact_force(d / l, c, v[i] - v[j], ke, kd, kf, mu))
 
 
 @wp.kernel
@@ -249,17 +272,32 @@ def rigid_contact_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: w
         wp.atomic_sub(body_f, b0, wp.spatial_vector(fc, wp.cross(arm0, fc)))
 
 
-def step_grid(model: Model, owner: Any, points: Any) -> Any:
-    """``model.particle_grid`` rebuilt over ``points``; when they record gradients, a grid of its own kept on
-    ``owner`` instead, so a Tape's backward pass replays each step's neighbour queries with that step's grid."""
-    cell = max(2.0 * model.particle_max_radius, 1.0e-4)
-    if not points.requires_grad:
-        model.particle_grid.build(points, cell)
-        return model.particle_grid
-    grid = wp.HashGrid(*model.particle_grid.dims, device=model.device)
-    grid.build(points, cell)
-    owner.__dict__.setdefault("_step_grids", []).append(grid)
-    return grid
+def particle_neighbors(model: Model, owner: Any, points: Any, margin: float = 0.0) -> tuple[Any, Any]:
+    """The particles touching each particle (closer than the radii plus ``margin``) at ``points``, found through
+    ``model.particle_grid``: (neighbors, count), MAX_NEIGHBORS slots per particle. Under a Tape the lists are
+    new arrays kept on ``owner`` (the backward pass reads each step's own lists), otherwise reused buffers."""
+    n = model.particle_count
+
+    def fresh() -> tuple[Any, Any]:
+        return (wp.empty(n * MAX_NEIGHBORS, dtype=wp.int32, device=model.device),
+                wp.zeros(n, dtype=wp.int32, device=model.device))
+
+    if points.requires_grad:
+        lists = fresh()
+        owner.__dict__.setdefault("_step_neighbor_lists", []).append(lists)
+    else:
+        lists = model.__dict__.get("_neighbor_lists")
+        if lists is None:
+            lists = model.__dict__["_neighbor_lists"] = fresh()
+    most = model.__dict__.get("particle_neighbor_overflow")
+    if most is None:
+        most = model.__dict__["particle_neighbor_overflow"] = wp.zeros(1, dtype=wp.int32, device=model.device)
+    model.particle_grid.build(points, max(2.0 * model.particle_max_radius + margin, 1.0e-4))
+    wp.launch(particle_neighbors_kernel, dim=n,
+              inputs=[model.particle_grid.id, points, model.particle_radius, model.particle_flags,
+                      model.particle_world, model.particle_max_radius, margin, MAX_NEIGHBORS],
+              outputs=[*lists, most], device=model.device)
+    return lists
 
 
 def eval_particle_forces(model: Model, state: State, particle_f: Any) -> None:
@@ -284,11 +322,11 @@ def eval_particle_contact_forces(model: Model, state: State, particle_f: Any) ->
     set it to None to switch these contacts off."""
     if model.particle_grid is None or model.particle_count < 2:
         return
-    grid = step_grid(model, state, state.particle_q)
-    wp.launch(particle_contact_forces_kernel, dim=model.particle_count,
-              inputs=[grid.id, state.particle_q, state.particle_qd, model.particle_radius, model.particle_flags,
-                      model.particle_world, model.particle_ke, model.particle_kd, model.particle_kf, model.particle_mu,
-                      model.particle_max_radius], outputs=[particle_f], device=model.device)
+    neighbors, count = particle_neighbors(model, state, state.particle_q)
+    wp.launch(particle_pair_forces_kernel, dim=(model.particle_count, MAX_NEIGHBORS),
+              inputs=[state.particle_q, state.particle_qd, model.particle_radius, neighbors, count, MAX_NEIGHBORS,
+                      model.particle_ke, model.particle_kd, model.particle_kf, model.particle_mu],
+              outputs=[particle_f], device=model.device)
 
 
 def eval_contact_forces(model: Model, state: State, contacts: Contacts | None, particle_f: Any, body_f: Any) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import loomwork as wp
 
 from ..model import Control, Model, State
+from .forces import MAX_NEIGHBORS
 
 
 @wp.kernel
@@ -93,6 +94,12 @@ class SolverBase:
         self.steps_taken += 1
         if not self.check_finite:
             return
+        most = self.model.__dict__.get("particle_neighbor_overflow")
+        if most is not None and int(most.numpy()[0]) > 0:
+            raise RuntimeError(f"{type(self).__name__}: by step {self.steps_taken} a particle touched "
+                               f"{int(most.numpy()[0])} others, more than the {MAX_NEIGHBORS} contacts kept per "
+                               f"particle; the extra contacts were dropped (particles overlap: lower dt or raise "
+                               f"particle_ke)")
         for name in ("particle_q", "particle_qd", "body_q", "body_qd", "joint_q", "joint_qd"):
             arr = getattr(state_out, name, None)
             if arr is None or not len(arr):

@@ -647,3 +647,18 @@ def test_gradients_of_arrays_in_structs():
     np.testing.assert_array_equal(g.factors.y.numpy(), [1.0, 2.0])
     tape.zero()
     np.testing.assert_array_equal(f.x.grad.numpy(), [0.0, 0.0])
+
+
+def test_scope_markers_follow_warp():
+    """tape.scopes holds Warp's open/close markers; a scope that recorded nothing leaves none."""
+    tape = wp.Tape()
+    tape.record_scope_begin("outer")
+    tape.record_scope_begin("empty")
+    tape.record_scope_end()
+    assert tape.scopes == [(0, "outer", {})]
+    tape.launches.append(object())
+    tape.record_scope_end()
+    assert tape.scopes == [(0, "outer", {}), (1, None, None)]
+    tape.record_scope_begin("kept", metadata={"k": 1})
+    tape.record_scope_end(remove_scope_if_empty=False)
+    assert tape.scopes[-2:] == [(1, "kept", {"k": 1}), (1, None, None)]

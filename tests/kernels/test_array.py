@@ -248,3 +248,30 @@ def test_requires_grad_set_after_a_launch_reaches_kernels():
         wp.launch(squares_of, 3, inputs=[x, y])
     tape.backward(grads={y: np.ones(3, dtype=np.float32)})
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
+
+
+@wp.kernel
+def rebind_views(arr: wp.array3d(dtype=wp.int32), out: wp.array(dtype=wp.int32)):
+    sub = arr[:1]
+    out[0] = sub.shape[0] * 100 + sub.shape[3]
+    sub = arr[1, 0]
+    out[1] = sub[2] + sub.shape[1]
+    sub = arr[0, :, ::2]
+    out[2] = sub[1, 1]
+
+
+def test_array_names_rebind_across_shapes():
+    """Straight-line code may rebind an array name to a view of another rank; extents past ndim read 0."""
+    arr = wp.array(np.arange(24, dtype=np.int32).reshape(2, 3, 4))
+    out = wp.zeros(3, dtype=wp.int32)
+    wp.launch(rebind_views, dim=1, inputs=[arr, out])
+    np.testing.assert_array_equal(out.numpy(), [100, 14, 6])
+
+
+def test_full_infers_vectors_matrices_and_structs():
+    """wp.full infers a vector, matrix or struct dtype from its value, as Warp does."""
+    assert wp.full(3, wp.vec2(1.0, 2.0)).dtype == wp.vec2
+    v = wp.full(2, [1.0, 2.0, 3.0])
+    assert v.dtype == wp.types.vector(3, wp.float64)
+    np.testing.assert_array_equal(v.numpy(), [[1.0, 2.0, 3.0]] * 2)
+    assert wp.full(2, np.eye(2, dtype=np.float32)).dtype == wp.mat22

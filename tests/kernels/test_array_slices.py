@@ -107,12 +107,23 @@ def test_slice_errors():
         wp.launch(float_bound, 1, [wp.zeros(4, dtype=float)])
 
 
-def test_a_strided_slice_cannot_replace_a_contiguous_array_in_a_variable():
+def test_a_strided_slice_replaces_a_contiguous_array_only_in_straight_line_code():
+    """Straight-line code rebinds a name to a strided slice; inside a branch the name keeps its kind."""
     @wp.kernel
     def reassign(a: wp.array(dtype=float), out: wp.array(dtype=float)):
         v = a
         v = a[::2]
         out[0] = v[1]
 
+    @wp.kernel
+    def reassign_in_branch(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+        v = a
+        if out[0] == 0.0:
+            v = a[::2]
+        out[0] = v[1]
+
+    a, out = wp.array(np.arange(8, dtype=np.float32)), wp.zeros(1, dtype=float)
+    wp.launch(reassign, dim=1, inputs=[a, out])
+    assert out.numpy()[0] == 2.0
     with pytest.raises(TypeError, match="strided slice cannot be assigned"):
-        wp.launch(reassign, dim=1, inputs=[wp.zeros(8, dtype=float), wp.zeros(1, dtype=float)])
+        wp.launch(reassign_in_branch, dim=1, inputs=[a, out])

@@ -72,3 +72,68 @@ def test_bad_indices():
         wp.indexedarray(data, [None, None])
     with pytest.raises(wp.LaunchError, match="expects indexedarray"):
         wp.launch(gather_scale, 1, inputs=[data, 1.0, wp.zeros(1, dtype=float)])
+
+
+@wp.kernel
+def rows_through_views(a: wp.indexedarray2d(dtype=float), out: wp.array2d(dtype=float)):
+    i, j = wp.tid()
+    row = a[i]
+    out[i, j] = row[j] + a[i][j] * 10.0
+    a[i][j] = a[i, j] + 1.0
+
+
+def test_partial_indexing_in_kernels():
+    """a[i] of a 2-D indexedarray is a 1-D indexedarray whose elements follow both index arrays."""
+    data = wp.array(np.arange(16, dtype=np.float32).reshape(4, 4))
+    rows, cols = np.array([3, 1], dtype=np.int32), np.array([0, 2, 3], dtype=np.int32)
+    expected = data.numpy()[np.ix_(rows, cols)].copy()
+    ia = wp.indexedarray2d(data, [wp.array(rows), wp.array(cols)])
+    out = wp.zeros((2, 3), dtype=float)
+    wp.launch(rows_through_views, dim=ia.shape, inputs=[ia, out])
+    np.testing.assert_allclose(out.numpy(), expected * 11.0)
+    np.testing.assert_allclose(data.numpy()[np.ix_(rows, cols)], expected + 1.0)
+
+
+def test_host_indexing_with_arrays():
+    """data[I, 1:3, J] gives an indexedarray equal to NumPy's selection; fill_, assign and copy write through."""
+    host = np.arange(125, dtype=np.int32).reshape(5, 5, 5)
+    data = wp.array(host)
+    idx = wp.array(np.array([4, 0], dtype=np.int32))
+    view = data[idx, 1:3, idx]
+    assert type(view) is wp.indexedarray and view.shape == (2, 2, 2)
+    np.testing.assert_array_equal(view.numpy(), host[np.ix_([4, 0], [1, 2], [4, 0])])
+    assert data[idx].shape == (2, 5, 5) and data[2, idx].shape == (2, 5)
+    view.fill_(-1)
+    assert (data.numpy()[np.ix_([4, 0], [1, 2], [4, 0])] == -1).all() and data.numpy()[1, 1, 1] == 31
+    src = wp.array(np.arange(8, dtype=np.int32).reshape(2, 2, 2))
+    wp.copy(view, src)
+    np.testing.assert_array_equal(view.numpy(), src.numpy())
+    np.testing.assert_array_equal(wp.clone(view).numpy(), src.numpy())
+    assert view.list() == list(range(8))
+    empty = data[wp.empty(0, dtype=int)]
+    assert empty.size == 0 and empty.shape == (0, 5, 5) and empty.numpy().shape == (0, 5, 5)
+
+
+@wp.struct
+class Holder:
+    values: wp.indexedarray(dtype=float)
+    scale: float
+
+
+@wp.kernel
+def read_holder(h: Holder, out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = h.values[i] * h.scale
+
+
+def test_indexedarray_struct_field():
+    """A struct field of indexedarray type takes an indexedarray and reads through its indices in kernels."""
+    data = wp.array(np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32))
+    h = Holder()
+    h.values = wp.indexedarray(data, [wp.array(np.array([3, 0], dtype=np.int32))])
+    h.scale = 2.0
+    out = wp.zeros(2, dtype=float)
+    wp.launch(read_holder, dim=2, inputs=[h, out])
+    np.testing.assert_allclose(out.numpy(), [8.0, 2.0])
+    with pytest.raises(TypeError, match="field 'values' of struct Holder"):
+        h.values = data

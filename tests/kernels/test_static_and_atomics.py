@@ -122,7 +122,7 @@ def test_static_struct_values_and_static_in_python_scope():
     out, n = wp.zeros(1, dtype=StaticPair), wp.zeros(1, dtype=int)
     wp.launch(static_struct_value, 1, inputs=[out, n])
     value = out.numpy()[0]
-    assert value[0].tolist() == [1.0, 2.0, 3.0, 4.0] and value[1] == 5 and n.numpy()[0] == 6
+    assert value[0].tolist() == [[1.0, 2.0], [3.0, 4.0]] and value[1] == 5 and n.numpy()[0] == 6
 
 
 @wp.kernel

@@ -91,7 +91,11 @@ def test_host_side_values_and_errors():
     assert p.scale == 0.0 and p.count == 0 and p.offset == wp.vec3(0.0, 0.0, 0.0) and p.weights is None
     p.offset = (1.0, 2.0, 3.0)
     assert p.offset == wp.vec3(1.0, 2.0, 3.0)
-    assert p.numpy_value()["material"]["stiffness"] == 0.0
+    names = Params.numpy_dtype()["names"]
+    record = p.numpy_value()  # one record of numpy_dtype(), as Warp gives it: a tuple in field order
+    assert record[names.index("material")][0] == 0.0
+    np.testing.assert_array_equal(record[names.index("offset")], [1.0, 2.0, 3.0])
+    assert np.zeros(2, dtype=Params.numpy_dtype()).dtype.itemsize == Params.numpy_dtype()["itemsize"]
     with pytest.raises(AttributeError, match="no field 'speed'"):
         p.speed = 1.0
     with pytest.raises(TypeError, match="field 'weights' of struct Params expects array"):

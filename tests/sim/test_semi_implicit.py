@@ -287,3 +287,30 @@ def test_particles_rest_on_an_sdf_volume_and_on_a_mesh():
         s = rollout(m, newton.solvers.SolverSemiImplicit(m), 2000, 1.0e-3, pipe.contacts(), pipe, collide_every=1)[-1]
         p = s.particle_q.numpy()[0]
         np.testing.assert_allclose(p, [0.0, 0.0, 0.55], atol=5e-3)
+
+
+def test_dropped_particle_contacts_are_reported_under_check_finite():
+    b = newton.ModelBuilder(gravity=0.0)
+    for k in range(20):  # twenty particles piled into one spot: each touches nineteen others
+        b.add_particle((0.001 * k, 0.0, 0.0), (0.0, 0.0, 0.0), 1.0, radius=0.1)
+    m = b.finalize()
+    solver = newton.solvers.SolverSemiImplicit(m, check_finite=True)
+    with pytest.raises(RuntimeError, match="touched 19 others"):
+        rollout(m, solver, 1, 1.0e-4)
+
+
+def test_cloth_self_contact_keeps_a_sheet_on_top_of_another():
+    b = newton.ModelBuilder()
+    for z in (0.3, 0.6):
+        b.add_cloth_grid(pos=(-0.5, -0.5, z), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=10, dim_y=10,
+                         cell_x=0.1, cell_y=0.1, mass=0.01, tri_ke=1.0e2, tri_ka=1.0e2, tri_kd=1.0e-2, edge_ke=1.0e-3,
+                         particle_radius=0.02)
+    b.add_ground_plane(cfg=newton.ModelBuilder.ShapeConfig(ke=1.0e3, kd=1.0))
+    m = b.finalize()
+    m.soft_contact_ke, m.soft_contact_kd, m.particle_ke, m.particle_kd = 1.0e3, 1.0, 1.0e3, 1.0
+    pipe = newton.CollisionPipeline(m, soft_contact_gap=0.02)
+    s = rollout(m, newton.solvers.SolverSemiImplicit(m), 1500, 1.0e-3, pipe.contacts(), pipe, collide_every=4)[-1]
+    z = s.particle_q.numpy()[:, 2]
+    lower, upper = z[:121], z[121:]
+    assert abs(lower.mean() - 0.02) < 0.003
+    assert abs(np.median(upper) - 0.04) < 0.003  # one radius above the lower sheet's particles' tops

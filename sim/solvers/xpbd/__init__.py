@@ -17,7 +17,7 @@ import loomwork as wp
 from ...contacts import Contacts
 from ...enums import JointType
 from ...model import Control, Model, State
-from ..forces import step_grid
+from ..forces import MAX_NEIGHBORS, particle_neighbors
 from ..solver import SolverBase
 from .joints import copy_wrenches_kernel, joint_angular_kernel, joint_force_kernel, joint_linear_kernel
 
@@ -86,41 +86,30 @@ def particle_shape_constraints_kernel(x: wp.array(dtype=wp.vec3), x_start: wp.ar
 
 
 @wp.kernel
-def particle_particle_constraints_kernel(grid: wp.uint64, x: wp.array(dtype=wp.vec3),
-                                         x_start: wp.array(dtype=wp.vec3), inv_mass: wp.array(dtype=float),
-                                         radius: wp.array(dtype=float), flags: wp.array(dtype=wp.int32),
-                                         world: wp.array(dtype=wp.int32), mu: float, cohesion: float,
-                                         max_radius: float, delta: wp.array(dtype=wp.vec3),
-                                         count: wp.array(dtype=float)):
-    tid = wp.tid()
-    i = wp.hash_grid_point_id(grid, tid)
-    if i == -1 or (flags[i] & 1) == 0 or inv_mass[i] == 0.0:
+def particle_particle_constraints_kernel(x: wp.array(dtype=wp.vec3), x_start: wp.array(dtype=wp.vec3),
+                                         inv_mass: wp.array(dtype=float), radius: wp.array(dtype=float),
+                                         neighbors: wp.array(dtype=wp.int32), count: wp.array(dtype=wp.int32),
+                                         capacity: int, mu: float, cohesion: float, delta: wp.array(dtype=wp.vec3),
+                                         hits: wp.array(dtype=float)):
+    i, k = wp.tid()
+    if k >= count[i] or inv_mass[i] == 0.0:
         return
-    xi = x[i]
-    wi = inv_mass[i]
-    total = wp.vec3(0.0, 0.0, 0.0)
-    n_hits = 0.0
-    query = wp.hash_grid_query(grid, xi, radius[i] + max_radius + cohesion)
-    j = 0
-    while wp.hash_grid_query_next(query, j):
-        if j != i and (flags[j] & 1) != 0 and (world[i] < 0 or world[j] < 0 or world[j] == world[i]):
-            d = xi - x[j]
-            l = wp.length(d)
-            c = l - radius[i] - radius[j]
-            if c < cohesion and l > 1.0e-9:
-                n = d / l
-                w = wi / (wi + inv_mass[j])
-                corr = n * (-c * w)
-                rel = (xi - x_start[i]) - (x[j] - x_start[j])
-                tangent = rel - n * wp.dot(n, rel)
-                tl = wp.length(tangent)
-                if tl > 1.0e-9 and c < 0.0:
-                    corr = corr - tangent * (wp.min(mu * (-c), tl) / tl * w)
-                total = total + corr
-                n_hits = n_hits + 1.0
-    if n_hits > 0.0:
-        wp.atomic_add(delta, i, total)
-        wp.atomic_add(count, i, n_hits)
+    j = neighbors[i * capacity + k]
+    d = x[i] - x[j]
+    l = wp.length(d)
+    c = l - radius[i] - radius[j]
+    if c >= cohesion or l <= 1.0e-9:
+        return
+    n = d / l
+    w = inv_mass[i] / (inv_mass[i] + inv_mass[j])
+    corr = n * (-c * w)
+    rel = (x[i] - x_start[i]) - (x[j] - x_start[j])
+    tangent = rel - n * wp.dot(n, rel)
+    tl = wp.length(tangent)
+    if tl > 1.0e-9 and c < 0.0:
+        corr = corr - tangent * (wp.min(mu * (-c), tl) / tl * w)
+    wp.atomic_add(delta, i, corr)
+    wp.atomic_add(hits, i, 1.0)
 
 
 @wp.kernel
@@ -378,11 +367,11 @@ class SolverXPBD(SolverBase):
                                   contacts.soft_contact_body_pos, contacts.soft_contact_normal],
                           outputs=[delta, count], device=d)
             if m.particle_grid is not None and n > 1:
-                grid = step_grid(m, state_in, x_out)
-                wp.launch(particle_particle_constraints_kernel, dim=n,
-                          inputs=[grid.id, x_out, x_start, m.particle_inv_mass, m.particle_radius,
-                                  m.particle_flags, m.particle_world, m.particle_mu, m.particle_cohesion,
-                                  m.particle_max_radius], outputs=[delta, count], device=d)
+                neighbors, ncount = particle_neighbors(m, state_in, x_out, m.particle_cohesion)
+                wp.launch(particle_particle_constraints_kernel, dim=(n, MAX_NEIGHBORS),
+                          inputs=[x_out, x_start, m.particle_inv_mass, m.particle_radius, neighbors, ncount,
+                                  MAX_NEIGHBORS, m.particle_mu, m.particle_cohesion],
+                          outputs=[delta, count], device=d)
             x_out = self._apply(x_out, delta, count, self.soft_contact_relaxation, grad)
         return x_out
 
