@@ -83,10 +83,7 @@ def drape(cloth: int, frames: int, usd_path: Path | None, png_path: Path | None,
         from loomwork.render import ViewerImage
         image = ViewerImage(None, width=640, height=400, camera_pos=(0.0, 1.9, 2.6), camera_front=(0.0, -0.65, -1.0))
         image.set_model(model)
-        image.begin_frame(0.0)
-        image.log_state(s0)
-        image.end_frame()
-        image.renderer.write_png(str(png_path))
+        image.snapshot(s0, png_path)
     return s0.particle_q.numpy()
 
 

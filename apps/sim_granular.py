@@ -40,10 +40,7 @@ def pour(side: int, frames: int, png_path: Path | None = None, substeps: int = 8
 
         view = ViewerImage(None, width=480, height=360, camera_pos=(0.0, 1.5, 2.5), camera_front=(0.0, -0.5, -1.0))
         view.set_model(model)
-        view.begin_frame(0.0)
-        view.log_state(s0)
-        view.end_frame()
-        view.renderer.write_png(str(png_path))
+        view.snapshot(s0, png_path)
     return s0.particle_q.numpy()
 
 

@@ -134,6 +134,13 @@ class ViewerImage(_Viewer):
         if self.gif_path is not None:
             self._frames.append(self.renderer.rgb8())
 
+    def snapshot(self, state: State, path: str) -> None:
+        """Draw ``state`` as one frame and write it to ``path`` as a PNG."""
+        self.begin_frame(self.time)
+        self.log_state(state)
+        self.end_frame()
+        self.renderer.write_png(str(path))
+
     def close(self) -> None:
         """Write the GIF, when one was asked for and frames were drawn."""
         super().close()

@@ -133,14 +133,14 @@ def eval_triangle_contact_forces(model: Model, state: State, particle_f: Any) ->
     d = model.device
     x = state.particle_q
     cache = model.__dict__
-    if "_tri_bvh" not in cache:
+    if "_tri_bounds" not in cache:
         cache["_tri_bounds"] = (wp.empty(m, dtype=wp.vec3, device=d), wp.empty(m, dtype=wp.vec3, device=d))
-        wp.launch(triangle_bounds_kernel, dim=m, inputs=[x, model.tri_indices, model.particle_max_radius],
-                  outputs=[*cache["_tri_bounds"]], device=d)
+    # The bounds only steer the search: no Tape needs them.
+    wp.launch(triangle_bounds_kernel, dim=m, inputs=[x, model.tri_indices, model.particle_max_radius],
+              outputs=[*cache["_tri_bounds"]], device=d, record_tape=False)
+    if "_tri_bvh" not in cache:
         cache["_tri_bvh"] = wp.Bvh(*cache["_tri_bounds"])
     else:
-        wp.launch(triangle_bounds_kernel, dim=m, inputs=[x, model.tri_indices, model.particle_max_radius],
-                  outputs=[*cache["_tri_bounds"]], device=d)
         cache["_tri_bvh"].refit()
     if x.requires_grad:
         lists = (wp.empty(n * MAX_TRIANGLE_CONTACTS, dtype=wp.int32, device=d), wp.zeros(n, dtype=wp.int32, device=d))
