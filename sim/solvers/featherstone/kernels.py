@@ -1,10 +1,13 @@
-"""The fused Featherstone step: one thread per articulation runs forward kinematics, the recursive
-Newton-Euler bias forces, the composite-rigid-body mass matrix, a Cholesky solve for the joint
-accelerations, semi-implicit Euler on the joint coordinates and forward kinematics of the result.
+"""The Featherstone step as three kernels, each with one thread per articulation:
+:func:`bias_kernel` runs forward kinematics of the input coordinates and the recursive Newton-Euler bias
+terms, :func:`solve_kernel` the composite-rigid-body mass matrix, a Cholesky solve for the joint
+accelerations and semi-implicit Euler on the joint coordinates, and :func:`fk_kernel` poses the bodies
+from the new coordinates. (One fused kernel gave the same results, but gcc compiled its single large
+body to much slower code.)
 
-Everything between the inputs and the outputs lives in the thread's local matrices (sized per kernel
-by :func:`step_kernel`), so the kernel reads only arrays it never writes and ``wp.Tape`` differentiates
-a step like any other launch.
+Within a kernel everything lives in the thread's local matrices, sized per kernel by its joint and dof
+bucket; between kernels the per-joint terms travel in arrays no kernel both reads and writes, so
+``wp.Tape`` differentiates a step like any other launches.
 
 Spatial quantities are world frame, referred to the world origin: a twist is (velocity of the material
 point at the origin, angular velocity), a wrench (force, torque about the origin), an inertia the
@@ -17,8 +20,8 @@ from typing import Any
 
 import loomwork as wp
 
-from ...articulation import _BALL, _D6, _DISTANCE, _FREE, _PRISMATIC, _REVOLUTE, child_pose_twist, joint_motion
-from ..joints import dof_drive
+from ...articulation import _BALL, _D6, _DISTANCE, _FREE, _PRISMATIC, _REVOLUTE, joint_motion
+from ..joints import joint_dof_force
 
 
 @wp.func
@@ -44,16 +47,185 @@ def quat_integrate(r: wp.quat, w: wp.vec3, dt: float):
 _KERNELS: dict[tuple[int, int, bool], Any] = {}
 
 
-def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
-    """The step kernel for articulations of at most ``max_joints`` joints and ``max_dofs`` dofs, with its
-    adjoint when ``backward`` (each variant is a module of its own, so one never rebuilds another)."""
+def bias_kernel(max_joints: int, backward: bool) -> Any:
+    """The first kernel of a step, for articulations of at most ``max_joints`` joints: forward kinematics of
+    the input coordinates and, per joint, the motion subspace columns (``s_lin``/``s_ang``, per dof), the
+    bias wrench (``bias_f``/``bias_t``) and the child's inertia about the origin (``inertia_m``/``_h``/``_I``)
+    for :func:`solve_kernel`. With ``backward`` it has its adjoint (each variant is a module of its own)."""
+    key = (max_joints, 0, bool(backward))
+    if key in _KERNELS:
+        return _KERNELS[key]
+    NJ = max_joints
+    mat_j3 = wp.types.matrix(shape=(NJ, 3), dtype=float)
+    mat_j4 = wp.types.matrix(shape=(NJ, 4), dtype=float)
+
+    @wp.kernel(enable_backward=bool(backward),
+               module=f"loomwork.sim.solvers.featherstone.bias_{NJ}{'_grad' if backward else ''}")
+    def featherstone_bias(
+            # model
+            art_count: int, art_start: wp.array(dtype=wp.int32), art_world: wp.array(dtype=wp.int32),
+            gravity: wp.array(dtype=wp.vec3), joint_type: wp.array(dtype=wp.int32),
+            joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
+            parent_joint: wp.array(dtype=wp.int32), joint_q_start: wp.array(dtype=wp.int32),
+            joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
+            joint_X_p: wp.array(dtype=wp.transform), joint_X_c_inv: wp.array(dtype=wp.transform),
+            joint_axis: wp.array(dtype=wp.vec3), body_com: wp.array(dtype=wp.vec3),
+            body_mass: wp.array(dtype=float), body_inertia: wp.array(dtype=wp.mat33),
+            # state in
+            joint_q: wp.array(dtype=float), joint_qd: wp.array(dtype=float),
+            body_q: wp.array(dtype=wp.transform), body_qd: wp.array(dtype=wp.spatial_vector),
+            body_f: wp.array(dtype=wp.spatial_vector),
+            # out: per dof, then per joint
+            s_lin: wp.array(dtype=wp.vec3), s_ang: wp.array(dtype=wp.vec3), bias_f: wp.array(dtype=wp.vec3),
+            bias_t: wp.array(dtype=wp.vec3), inertia_m: wp.array(dtype=float), inertia_h: wp.array(dtype=wp.vec3),
+            inertia_I: wp.array(dtype=wp.mat33)):
+        art = wp.tid()
+        if art >= art_count:
+            return
+        j0 = art_start[art]
+        nj = art_start[art + 1] - j0
+        g = gravity[wp.max(art_world[art], 0)]
+        pos = mat_j3()  # body origins
+        rot = mat_j4()  # body rotations (xyzw)
+        tv = mat_j3()  # twists
+        tw = mat_j3()
+        # --- forward pass: kinematics, bias accelerations and forces ---------------------------------------
+        av = mat_j3()
+        aw = mat_j3()
+        for k in range(nj):
+            j = j0 + k
+            jt = joint_type[j]
+            pl = parent_joint[j]
+            p_wp = wp.vec3(0.0)  # the parent body's frame (position, rotation), twist and bias acceleration
+            r_wp = wp.quat_identity()
+            v_p = wp.vec3(0.0)
+            w_p = wp.vec3(0.0)
+            a_v = wp.vec3(0.0)
+            a_w = wp.vec3(0.0)
+            if pl >= 0:
+                pk = pl - j0
+                rq = rot[pk]
+                p_wp = pos[pk]
+                r_wp = wp.quat(rq[0], rq[1], rq[2], rq[3])
+                v_p = tv[pk]
+                w_p = tw[pk]
+                a_v = av[pk]
+                a_w = aw[pk]
+            elif joint_parent[j] >= 0:
+                pb = joint_parent[j]
+                X_b = body_q[pb]
+                p_wp = wp.transform_get_translation(X_b)
+                r_wp = wp.transform_get_rotation(X_b)
+                w_p = wp.spatial_bottom(body_qd[pb])
+                v_p = wp.spatial_top(body_qd[pb]) - wp.cross(w_p, wp.transform_point(X_b, body_com[pb]))
+            qs = joint_q_start[j]
+            ds = joint_qd_start[j]
+            nl = joint_dof_dim[j, 0]
+            na = joint_dof_dim[j, 1]
+            child = joint_child[j]
+            p_j = wp.vec3(0.0)  # the joint's motion: joint_motion's, with no call for the single-axis joints
+            r_j = wp.quat_identity()
+            v_j = wp.vec3(0.0)
+            w_j = wp.vec3(0.0)
+            if jt == _REVOLUTE:
+                a_j = joint_axis[ds]
+                r_j = wp.quat_from_axis_angle(a_j, joint_q[qs])
+                w_j = a_j * joint_qd[ds]
+            elif jt == _PRISMATIC:
+                a_j = joint_axis[ds]
+                p_j = a_j * joint_q[qs]
+                v_j = a_j * joint_qd[ds]
+            else:
+                X_j, v_j, w_j = joint_motion(jt, qs, ds, nl, na, joint_q, joint_qd, joint_axis)
+                p_j = wp.transform_get_translation(X_j)
+                r_j = wp.transform_get_rotation(X_j)
+            # Child frame X_wc = X_wp X_pj X_j inverse(X_cj), each product written out as (p, r) pairs.
+            X_pj = joint_X_p[j]
+            r_pj = r_wp * wp.transform_get_rotation(X_pj)  # the parent joint frame X_wpj
+            p_pj = p_wp + wp.quat_rotate(r_wp, wp.transform_get_translation(X_pj))
+            r_cj = r_pj * r_j  # the child joint frame X_wpj X_j
+            ref = p_pj + wp.quat_rotate(r_pj, p_j)
+            X_ci = joint_X_c_inv[j]
+            r_c = r_cj * wp.transform_get_rotation(X_ci)
+            p_c = ref + wp.quat_rotate(r_cj, wp.transform_get_translation(X_ci))
+            c = p_c + wp.quat_rotate(r_c, body_com[child])
+            ang = wp.quat_rotate(r_pj, w_j)
+            ref_v = ref
+            if jt == _FREE or jt == _DISTANCE:
+                ref_v = c  # the linear velocity is the child's center of mass
+            v = v_p + wp.quat_rotate(r_pj, v_j) - wp.cross(ang, ref_v)
+            w = w_p + ang
+            pos[k] = p_c
+            rot[k] = wp.vec4(r_c[0], r_c[1], r_c[2], r_c[3])
+            tv[k] = v
+            tw[k] = w
+            # Motion subspace in world frame, referred to the origin.
+            if jt == _FREE or jt == _DISTANCE:
+                for i in range(3):
+                    e = wp.vec3(0.0)
+                    e[i] = 1.0
+                    a = wp.quat_rotate(r_pj, e)
+                    s_lin[ds + i] = a
+                    s_ang[ds + i] = wp.vec3(0.0)
+                    s_lin[ds + 3 + i] = wp.cross(c, a)
+                    s_ang[ds + 3 + i] = a
+            elif jt == _BALL:
+                for i in range(3):
+                    e = wp.vec3(0.0)
+                    e[i] = 1.0
+                    a = wp.quat_rotate(r_pj, e)
+                    s_lin[ds + i] = wp.cross(ref, a)
+                    s_ang[ds + i] = a
+            elif jt == _PRISMATIC or jt == _REVOLUTE or jt == _D6:
+                for i in range(nl + na):
+                    a = wp.quat_rotate(r_pj, joint_axis[ds + i])
+                    if i < nl:
+                        s_lin[ds + i] = a
+                        s_ang[ds + i] = wp.vec3(0.0)
+                    else:
+                        s_lin[ds + i] = wp.cross(ref, a)
+                        s_ang[ds + i] = a
+            # Velocity-product acceleration: (dS/dt) qd.
+            rv = v - v_p
+            rw = w - w_p
+            if jt == _FREE or jt == _DISTANCE:
+                a_v = a_v + wp.cross(v + wp.cross(w, c), rw)
+            else:
+                a_v = a_v + wp.cross(w_p, rv) + wp.cross(v_p, rw)
+                a_w = a_w + wp.cross(w_p, rw)
+                if jt == _D6:  # the angular axes pivot about a point the linear dofs move
+                    a_v = a_v + wp.cross(wp.quat_rotate(r_pj, v_j), rw)
+            av[k] = a_v
+            aw[k] = a_w
+            # Inertia about the origin; bias wrench I a + v x* (I v) - f_ext.
+            m = body_mass[child]
+            h = c * m
+            Io = origin_inertia(m, c, r_c, body_inertia[child])
+            inertia_m[j] = m
+            inertia_h[j] = h
+            inertia_I[j] = Io
+            p_l, p_a = inertia_apply(m, h, Io, v, w)
+            a_l, a_a = inertia_apply(m, h, Io, a_v, a_w)
+            f_ext = wp.spatial_top(body_f[child]) + g * m
+            t_ext = wp.spatial_bottom(body_f[child]) + wp.cross(c, f_ext)
+            bias_f[j] = a_l + wp.cross(w, p_l) - f_ext
+            bias_t[j] = a_a + wp.cross(w, p_a) + wp.cross(v, p_l) - t_ext
+
+    _KERNELS[key] = featherstone_bias
+    return featherstone_bias
+
+
+def solve_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
+    """The second kernel of a step, for articulations of at most ``max_joints`` joints and ``max_dofs``
+    dofs: from :func:`bias_kernel`'s per-joint terms, the composite inertias, the joint-space mass matrix
+    and bias, the joint forces, a Cholesky solve for the accelerations and semi-implicit Euler on the
+    coordinates. With ``backward`` it has its adjoint (each variant is a module of its own)."""
     key = (max_joints, max_dofs, bool(backward))
     if key in _KERNELS:
         return _KERNELS[key]
     NJ = max_joints
     ND = max_dofs
     mat_j3 = wp.types.matrix(shape=(NJ, 3), dtype=float)
-    mat_j4 = wp.types.matrix(shape=(NJ, 4), dtype=float)
     mat_j9 = wp.types.matrix(shape=(NJ, 9), dtype=float)
     vec_j = wp.types.vector(length=NJ, dtype=float)
     mat_d3 = wp.types.matrix(shape=(ND, 3), dtype=float)
@@ -64,137 +236,48 @@ def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
                module=f"loomwork.sim.solvers.featherstone.step_{NJ}x{ND}{'_grad' if backward else ''}")
     def featherstone_step(
             # model
-            art_start: wp.array(dtype=wp.int32), art_world: wp.array(dtype=wp.int32),
-            gravity: wp.array(dtype=wp.vec3), joint_type: wp.array(dtype=wp.int32),
-            joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
-            parent_joint: wp.array(dtype=wp.int32), joint_q_start: wp.array(dtype=wp.int32),
-            joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
-            joint_X_p: wp.array(dtype=wp.transform), joint_X_c: wp.array(dtype=wp.transform),
-            joint_axis: wp.array(dtype=wp.vec3), armature: wp.array(dtype=float),
+            art_count: int, art_start: wp.array(dtype=wp.int32), joint_type: wp.array(dtype=wp.int32),
+            joint_child: wp.array(dtype=wp.int32), parent_joint: wp.array(dtype=wp.int32),
+            joint_q_start: wp.array(dtype=wp.int32), joint_qd_start: wp.array(dtype=wp.int32),
+            joint_X_c: wp.array(dtype=wp.transform), armature: wp.array(dtype=float),
             limit_lower: wp.array(dtype=float), limit_upper: wp.array(dtype=float),
             limit_ke: wp.array(dtype=float), limit_kd: wp.array(dtype=float), target_ke: wp.array(dtype=float),
             target_kd: wp.array(dtype=float), body_com: wp.array(dtype=wp.vec3),
-            body_mass: wp.array(dtype=float), body_inertia: wp.array(dtype=wp.mat33),
-            # state in and control
-            joint_q: wp.array(dtype=float), joint_qd: wp.array(dtype=float),
-            body_q: wp.array(dtype=wp.transform), body_qd: wp.array(dtype=wp.spatial_vector),
-            body_f: wp.array(dtype=wp.spatial_vector), joint_f: wp.array(dtype=float),
-            target_q: wp.array(dtype=float), target_qd: wp.array(dtype=float),
-            angular_damping: float, dt: float,
+            # state in, control and bias_kernel's terms
+            joint_q: wp.array(dtype=float), joint_qd: wp.array(dtype=float), joint_f: wp.array(dtype=float),
+            target_q: wp.array(dtype=float), target_qd: wp.array(dtype=float), s_lin: wp.array(dtype=wp.vec3),
+            s_ang: wp.array(dtype=wp.vec3), bias_f: wp.array(dtype=wp.vec3), bias_t: wp.array(dtype=wp.vec3),
+            inertia_m: wp.array(dtype=float), inertia_h: wp.array(dtype=wp.vec3),
+            inertia_I: wp.array(dtype=wp.mat33), angular_damping: float, dt: float,
             # state out
-            joint_q_out: wp.array(dtype=float), joint_qd_out: wp.array(dtype=float),
-            body_q_out: wp.array(dtype=wp.transform), body_qd_out: wp.array(dtype=wp.spatial_vector)):
+            joint_q_out: wp.array(dtype=float), joint_qd_out: wp.array(dtype=float)):
         art = wp.tid()
+        if art >= art_count:
+            return
         j0 = art_start[art]
         nj = art_start[art + 1] - j0
         d0 = joint_qd_start[j0]
         nd = joint_qd_start[j0 + nj] - d0
-        g = gravity[wp.max(art_world[art], 0)]
-        pos = mat_j3()  # body origins
-        rot = mat_j4()  # body rotations (xyzw)
-        tv = mat_j3()  # twists
-        tw = mat_j3()
         fl = mat_j3()  # wrenches the joints transmit (bias forces, then accumulated to the root)
         ft = mat_j3()
         cm = vec_j()  # composite inertias
         ch = mat_j3()
         ci = mat_j9()
-        sv = mat_d3()  # motion subspace columns
-        sw = mat_d3()
-        # --- forward pass: kinematics, bias accelerations and forces ---------------------------------------
-        av = mat_j3()
-        aw = mat_j3()
         for k in range(nj):
             j = j0 + k
-            jt = joint_type[j]
-            pl = parent_joint[j]
-            X_wp = wp.transform_identity()
-            v_p = wp.vec3(0.0)
-            w_p = wp.vec3(0.0)
-            a_v = wp.vec3(0.0)
-            a_w = wp.vec3(0.0)
-            if pl >= 0:
-                pk = pl - j0
-                rq = rot[pk]
-                X_wp = wp.transform(pos[pk], wp.quat(rq[0], rq[1], rq[2], rq[3]))
-                v_p = tv[pk]
-                w_p = tw[pk]
-                a_v = av[pk]
-                a_w = aw[pk]
-            elif joint_parent[j] >= 0:
-                pb = joint_parent[j]
-                X_wp = body_q[pb]
-                w_p = wp.spatial_bottom(body_qd[pb])
-                v_p = wp.spatial_top(body_qd[pb]) - wp.cross(w_p, wp.transform_point(X_wp, body_com[pb]))
-            qs = joint_q_start[j]
-            ds = joint_qd_start[j]
-            nl = joint_dof_dim[j, 0]
-            na = joint_dof_dim[j, 1]
-            child = joint_child[j]
-            X_j, v_j, w_j = joint_motion(jt, qs, ds, nl, na, joint_q, joint_qd, joint_axis)
-            X_wc, v, w = child_pose_twist(jt, X_wp, v_p, w_p, joint_X_p[j], joint_X_c[j], X_j, v_j, w_j,
-                                          body_com[child])
-            r_c = wp.transform_get_rotation(X_wc)
-            pos[k] = wp.transform_get_translation(X_wc)
-            rot[k] = wp.vec4(r_c[0], r_c[1], r_c[2], r_c[3])
-            tv[k] = v
-            tw[k] = w
-            c = wp.transform_point(X_wc, body_com[child])
-            # Motion subspace in world frame, referred to the origin.
-            X_wpj = wp.transform_multiply(X_wp, joint_X_p[j])
-            ref = wp.transform_get_translation(wp.transform_multiply(X_wpj, X_j))
-            if jt == _FREE or jt == _DISTANCE:
-                for i in range(3):
-                    e = wp.vec3(0.0)
-                    e[i] = 1.0
-                    a = wp.transform_vector(X_wpj, e)
-                    sv[ds - d0 + i] = a
-                    sw[ds - d0 + i] = wp.vec3(0.0)
-                    sv[ds - d0 + 3 + i] = wp.cross(c, a)
-                    sw[ds - d0 + 3 + i] = a
-            elif jt == _BALL:
-                for i in range(3):
-                    e = wp.vec3(0.0)
-                    e[i] = 1.0
-                    a = wp.transform_vector(X_wpj, e)
-                    sv[ds - d0 + i] = wp.cross(ref, a)
-                    sw[ds - d0 + i] = a
-            elif jt == _PRISMATIC or jt == _REVOLUTE or jt == _D6:
-                for i in range(nl + na):
-                    a = wp.transform_vector(X_wpj, joint_axis[ds + i])
-                    if i < nl:
-                        sv[ds - d0 + i] = a
-                        sw[ds - d0 + i] = wp.vec3(0.0)
-                    else:
-                        sv[ds - d0 + i] = wp.cross(ref, a)
-                        sw[ds - d0 + i] = a
-            # Velocity-product acceleration: (dS/dt) qd.
-            rv = v - v_p
-            rw = w - w_p
-            if jt == _FREE or jt == _DISTANCE:
-                a_v = a_v + wp.cross(v + wp.cross(w, c), rw)
-            else:
-                a_v = a_v + wp.cross(w_p, rv) + wp.cross(v_p, rw)
-                a_w = a_w + wp.cross(w_p, rw)
-                if jt == _D6:  # the angular axes pivot about a point the linear dofs move
-                    a_v = a_v + wp.cross(wp.transform_vector(X_wpj, v_j), rw)
-            av[k] = a_v
-            aw[k] = a_w
-            # Inertia about the origin; bias wrench I a + v x* (I v) - f_ext.
-            m = body_mass[child]
-            h = c * m
-            Io = origin_inertia(m, c, r_c, body_inertia[child])
-            cm[k] = m
-            ch[k] = h
+            fl[k] = bias_f[j]
+            ft[k] = bias_t[j]
+            cm[k] = inertia_m[j]
+            ch[k] = inertia_h[j]
+            Io = inertia_I[j]
             for r3 in range(3):
                 for s3 in range(3):
                     ci[k, r3 * 3 + s3] = Io[r3, s3]
-            p_l, p_a = inertia_apply(m, h, Io, v, w)
-            a_l, a_a = inertia_apply(m, h, Io, a_v, a_w)
-            f_ext = wp.spatial_top(body_f[child]) + g * m
-            t_ext = wp.spatial_bottom(body_f[child]) + wp.cross(c, f_ext)
-            fl[k] = a_l + wp.cross(w, p_l) - f_ext
-            ft[k] = a_a + wp.cross(w, p_a) + wp.cross(v, p_l) - t_ext
+        sv = mat_d3()  # motion subspace columns
+        sw = mat_d3()
+        for i in range(nd):
+            sv[i] = s_lin[d0 + i]
+            sw[i] = s_ang[d0 + i]
         # --- backward pass: joint-space bias, composite inertias and the mass matrix -----------------------
         H = mat_dd()
         tau = vec_d()
@@ -243,9 +326,10 @@ def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
                 d = ds + i
                 H[d - d0, d - d0] = H[d - d0, d - d0] + armature[d]
                 if jt == _PRISMATIC or jt == _REVOLUTE or jt == _D6:
-                    tau[d - d0] = tau[d - d0] + dof_drive(d, joint_q[qs + i], joint_qd[d], joint_f, target_q,
-                                                          target_qd, target_ke, target_kd, limit_lower,
-                                                          limit_upper, limit_ke, limit_kd)
+                    # Scalars, not arrays, cross the call: an array argument is copied whole.
+                    tau[d - d0] = tau[d - d0] + joint_f[d] + joint_dof_force(
+                        joint_q[qs + i], joint_qd[d], target_q[d], target_qd[d], target_ke[d], target_kd[d],
+                        limit_lower[d], limit_upper[d], limit_ke[d], limit_kd[d])
                 else:
                     tau[d - d0] = tau[d - d0] + joint_f[d]
         # --- H qdd = tau by Cholesky ---------------------------------------------------------------------------
@@ -273,11 +357,7 @@ def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
             for k in range(row + 1, nd):
                 acc = acc - L[k, row] * y[k]
             y[row] = acc / L[row, row]
-        # --- semi-implicit Euler on the joint coordinates; each joint's new motion kept for the FK below -----
-        jp = mat_j3()
-        jr = mat_j4()
-        jv = mat_j3()
-        jw = mat_j3()
+        # --- semi-implicit Euler on the joint coordinates (fk_kernel poses the bodies) ------------------------
         for k in range(nj):
             j = j0 + k
             jt = joint_type[j]
@@ -301,10 +381,6 @@ def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
                     joint_qd_out[ds + 3 + i] = wa[i]
                 for i in range(4):
                     joint_q_out[qs + 3 + i] = r1[i]
-                jp[k] = p1
-                jr[k] = wp.vec4(r1[0], r1[1], r1[2], r1[3])
-                jv[k] = vl
-                jw[k] = wa
             elif jt == _BALL:
                 wa = wp.vec3(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2])
                 wa = wa + wp.vec3(y[ds - d0], y[ds - d0 + 1], y[ds - d0 + 2]) * dt
@@ -314,64 +390,119 @@ def step_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
                     joint_qd_out[ds + i] = wa[i]
                 for i in range(4):
                     joint_q_out[qs + i] = r1[i]
-                jr[k] = wp.vec4(r1[0], r1[1], r1[2], r1[3])
-                jw[k] = wa
             else:
-                nl = joint_dof_dim[j, 0]
-                pj = wp.vec3(0.0)
-                vj = wp.vec3(0.0)
-                wj = wp.vec3(0.0)
-                rj = wp.quat_identity()
                 for i in range(n):
                     qd1 = joint_qd[ds + i] + y[ds - d0 + i] * dt
-                    q1 = joint_q[qs + i] + qd1 * dt
                     joint_qd_out[ds + i] = qd1
-                    joint_q_out[qs + i] = q1
-                    ax = joint_axis[ds + i]
-                    if i < nl:
-                        pj = pj + ax * q1
-                        vj = vj + ax * qd1
-                    else:
-                        rj = wp.quat_from_axis_angle(ax, q1)
-                        wj = ax * qd1
-                jp[k] = pj
-                jr[k] = wp.vec4(rj[0], rj[1], rj[2], rj[3])
-                jv[k] = vj
-                jw[k] = wj
-        # --- forward kinematics of the new coordinates --------------------------------------------------------
+                    joint_q_out[qs + i] = joint_q[qs + i] + qd1 * dt
+
+    _KERNELS[key] = featherstone_step
+    return featherstone_step
+
+
+def fk_kernel(max_joints: int, backward: bool) -> Any:
+    """Forward kinematics of the step's new coordinates, one thread per articulation of at most
+    ``max_joints`` joints: ``body_q``/``body_qd`` of every child from ``joint_q``/``joint_qd``, a root whose
+    parent body lies outside the articulation taking that body's frame and twist from the step's input
+    state. (A kernel of its own: fused into the step kernel, it made the compiled step slower.)"""
+    key = (max_joints, -1, bool(backward))
+    if key in _KERNELS:
+        return _KERNELS[key]
+    NJ = max_joints
+    mat_j3 = wp.types.matrix(shape=(NJ, 3), dtype=float)
+    mat_j4 = wp.types.matrix(shape=(NJ, 4), dtype=float)
+
+    @wp.kernel(enable_backward=bool(backward),
+               module=f"loomwork.sim.solvers.featherstone.fk_{NJ}{'_grad' if backward else ''}")
+    def featherstone_fk(
+            # model
+            art_count: int, art_start: wp.array(dtype=wp.int32), joint_type: wp.array(dtype=wp.int32),
+            joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
+            parent_joint: wp.array(dtype=wp.int32), joint_q_start: wp.array(dtype=wp.int32),
+            joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
+            joint_X_p: wp.array(dtype=wp.transform), joint_X_c_inv: wp.array(dtype=wp.transform),
+            joint_axis: wp.array(dtype=wp.vec3), body_com: wp.array(dtype=wp.vec3),
+            # state in (bodies outside the articulations) and the step's new coordinates
+            body_q: wp.array(dtype=wp.transform), body_qd: wp.array(dtype=wp.spatial_vector),
+            joint_q: wp.array(dtype=float), joint_qd: wp.array(dtype=float),
+            # state out
+            body_q_out: wp.array(dtype=wp.transform), body_qd_out: wp.array(dtype=wp.spatial_vector)):
+        art = wp.tid()
+        if art >= art_count:
+            return
+        j0 = art_start[art]
+        nj = art_start[art + 1] - j0
+        pos = mat_j3()
+        rot = mat_j4()
+        tv = mat_j3()
+        tw = mat_j3()
         for k in range(nj):
             j = j0 + k
             pl = parent_joint[j]
-            X_wp = wp.transform_identity()
+            p_wp = wp.vec3(0.0)  # the parent body's frame (position, rotation) and twist
+            r_wp = wp.quat_identity()
             v_p = wp.vec3(0.0)
             w_p = wp.vec3(0.0)
             if pl >= 0:
                 pk = pl - j0
                 rq = rot[pk]
-                X_wp = wp.transform(pos[pk], wp.quat(rq[0], rq[1], rq[2], rq[3]))
+                p_wp = pos[pk]
+                r_wp = wp.quat(rq[0], rq[1], rq[2], rq[3])
                 v_p = tv[pk]
                 w_p = tw[pk]
             elif joint_parent[j] >= 0:
                 pb = joint_parent[j]
-                X_wp = body_q[pb]
+                X_b = body_q[pb]
+                p_wp = wp.transform_get_translation(X_b)
+                r_wp = wp.transform_get_rotation(X_b)
                 w_p = wp.spatial_bottom(body_qd[pb])
-                v_p = wp.spatial_top(body_qd[pb]) - wp.cross(w_p, wp.transform_point(X_wp, body_com[pb]))
+                v_p = wp.spatial_top(body_qd[pb]) - wp.cross(w_p, wp.transform_point(X_b, body_com[pb]))
             jt = joint_type[j]
             child = joint_child[j]
-            jq = jr[k]
-            X_j = wp.transform(jp[k], wp.quat(jq[0], jq[1], jq[2], jq[3]))
-            X_wc, v, w = child_pose_twist(jt, X_wp, v_p, w_p, joint_X_p[j], joint_X_c[j], X_j, jv[k], jw[k],
-                                          body_com[child])
-            r_c = wp.transform_get_rotation(X_wc)
-            pos[k] = wp.transform_get_translation(X_wc)
+            qs = joint_q_start[j]
+            ds = joint_qd_start[j]
+            p_j = wp.vec3(0.0)  # the joint's motion: joint_motion's, with no call for the single-axis joints
+            r_j = wp.quat_identity()
+            v_j = wp.vec3(0.0)
+            w_j = wp.vec3(0.0)
+            if jt == _REVOLUTE:
+                a_j = joint_axis[ds]
+                r_j = wp.quat_from_axis_angle(a_j, joint_q[qs])
+                w_j = a_j * joint_qd[ds]
+            elif jt == _PRISMATIC:
+                a_j = joint_axis[ds]
+                p_j = a_j * joint_q[qs]
+                v_j = a_j * joint_qd[ds]
+            else:
+                X_j, v_j, w_j = joint_motion(jt, qs, ds, joint_dof_dim[j, 0], joint_dof_dim[j, 1], joint_q, joint_qd,
+                                             joint_axis)
+                p_j = wp.transform_get_translation(X_j)
+                r_j = wp.transform_get_rotation(X_j)
+            # As child_pose_twist: X_wc = X_wp X_pj X_j inverse(X_cj), each product written out as (p, r) pairs.
+            X_pj = joint_X_p[j]
+            r_pj = r_wp * wp.transform_get_rotation(X_pj)
+            p_pj = p_wp + wp.quat_rotate(r_wp, wp.transform_get_translation(X_pj))
+            r_cj = r_pj * r_j
+            ref = p_pj + wp.quat_rotate(r_pj, p_j)
+            X_ci = joint_X_c_inv[j]
+            r_c = r_cj * wp.transform_get_rotation(X_ci)
+            p_c = ref + wp.quat_rotate(r_cj, wp.transform_get_translation(X_ci))
+            c = p_c + wp.quat_rotate(r_c, body_com[child])
+            ang = wp.quat_rotate(r_pj, w_j)
+            ref_v = ref
+            if jt == _FREE or jt == _DISTANCE:
+                ref_v = c
+            v = v_p + wp.quat_rotate(r_pj, v_j) - wp.cross(ang, ref_v)
+            w = w_p + ang
+            pos[k] = p_c
             rot[k] = wp.vec4(r_c[0], r_c[1], r_c[2], r_c[3])
             tv[k] = v
             tw[k] = w
-            body_q_out[child] = X_wc
-            body_qd_out[child] = wp.spatial_vector(v + wp.cross(w, wp.transform_point(X_wc, body_com[child])), w)
+            body_q_out[child] = wp.transform(p_c, r_c)
+            body_qd_out[child] = wp.spatial_vector(v + wp.cross(w, c), w)
 
-    _KERNELS[key] = featherstone_step
-    return featherstone_step
+    _KERNELS[key] = featherstone_fk
+    return featherstone_fk
 
 
 @wp.kernel
@@ -381,3 +512,9 @@ def copy_bodies_kernel(indices: wp.array(dtype=wp.int32), body_q: wp.array(dtype
     i = indices[wp.tid()]
     body_q_out[i] = body_q[i]
     body_qd_out[i] = body_qd[i]
+
+
+@wp.kernel
+def invert_transforms_kernel(xf: wp.array(dtype=wp.transform), xf_out: wp.array(dtype=wp.transform)):
+    i = wp.tid()
+    xf_out[i] = wp.transform_inverse(xf[i])

@@ -1,6 +1,6 @@
 """SolverFeatherstone: articulated rigid bodies in joint coordinates (composite-rigid-body algorithm with a
-dense Cholesky solve per articulation), one fused kernel launch per step for every articulation of every
-world."""
+dense Cholesky solve per articulation): per step, three launches with a thread per articulation (bias
+terms, solve and integrate, forward kinematics) for every articulation of every world."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ...enums import JointType
 from ...model import Control, Model, State
 from ..forces import eval_contact_forces
 from ..solver import SolverBase
-from .kernels import copy_bodies_kernel, step_kernel
+from .kernels import bias_kernel, copy_bodies_kernel, fk_kernel, invert_transforms_kernel, solve_kernel
 
 
 def _bucket(n: int) -> int:
@@ -84,8 +84,15 @@ class SolverFeatherstone(SolverBase):
                 if k >= 0 and art[k] == art[j] and art[j] >= 0:
                     pj[j] = k
         self._parent_joint = wp.array(pj, dtype=wp.int32, device=model.device)
-        self._kernel = step_kernel(_bucket(int(joints_per.max())), _bucket(max(int(dofs_per.max()), 1)),
-                                   bool(model.requires_grad))
+        nj_max = _bucket(int(joints_per.max()))
+        grad = bool(model.requires_grad)
+        self._bias_kernel = bias_kernel(nj_max, grad)
+        self._kernel = solve_kernel(nj_max, _bucket(max(int(dofs_per.max()), 1)), grad)
+        self._fk_kernel = fk_kernel(nj_max, grad)
+        self._terms = None if grad else self._bias_terms()
+        # Each joint's child frame inverted once (the kernels compose child poses with it every step); on a
+        # Tape, once per step so gradients reach model.joint_X_c.
+        self._X_c_inv = None if grad else self._invert_child_frames()
         # Bodies no articulated joint moves keep their state.
         moved = np.zeros(model.body_count, dtype=bool)
         moved[model.joint_child.numpy()[art >= 0]] = True
@@ -107,18 +114,32 @@ class SolverFeatherstone(SolverBase):
                 arr = getattr(src, name, None)
                 return arr if arr is not None else getattr(model, name)
 
-            wp.launch(self._kernel, dim=model.articulation_count,
-                      inputs=[model.articulation_start, model.articulation_world, model.gravity, model.joint_type,
-                              model.joint_parent, model.joint_child, self._parent_joint, model.joint_q_start,
-                              model.joint_qd_start, model.joint_dof_dim, model.joint_X_p, model.joint_X_c,
-                              model.joint_axis, model.joint_armature, model.joint_limit_lower,
-                              model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd,
-                              model.joint_target_ke, model.joint_target_kd, model.body_com, model.body_mass,
+            terms = self._terms if self._terms is not None else self._bias_terms()
+            X_c_inv = self._X_c_inv if self._X_c_inv is not None else self._invert_child_frames()
+            size = self._launch_size()
+            wp.launch(self._bias_kernel, dim=size,
+                      inputs=[model.articulation_count, model.articulation_start, model.articulation_world,
+                              model.gravity, model.joint_type, model.joint_parent, model.joint_child,
+                              self._parent_joint, model.joint_q_start, model.joint_qd_start, model.joint_dof_dim,
+                              model.joint_X_p, X_c_inv, model.joint_axis, model.body_com, model.body_mass,
                               model.body_inertia, state_in.joint_q, state_in.joint_qd, state_in.body_q,
-                              state_in.body_qd, state_in.body_f, pick("joint_f"), pick("joint_target_q"),
-                              pick("joint_target_qd"), self.angular_damping, float(dt)],
-                      outputs=[state_out.joint_q, state_out.joint_qd, state_out.body_q, state_out.body_qd],
-                      device=model.device)
+                              state_in.body_qd, state_in.body_f],
+                      outputs=terms, device=model.device)
+            wp.launch(self._kernel, dim=size,
+                      inputs=[model.articulation_count, model.articulation_start, model.joint_type,
+                              model.joint_child, self._parent_joint, model.joint_q_start, model.joint_qd_start,
+                              model.joint_X_c, model.joint_armature, model.joint_limit_lower,
+                              model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd,
+                              model.joint_target_ke, model.joint_target_kd, model.body_com, state_in.joint_q,
+                              state_in.joint_qd, pick("joint_f"), pick("joint_target_q"), pick("joint_target_qd"),
+                              *terms, self.angular_damping, float(dt)],
+                      outputs=[state_out.joint_q, state_out.joint_qd], device=model.device)
+            wp.launch(self._fk_kernel, dim=size,
+                      inputs=[model.articulation_count, model.articulation_start, model.joint_type, model.joint_parent,
+                              model.joint_child, self._parent_joint, model.joint_q_start, model.joint_qd_start,
+                              model.joint_dof_dim, model.joint_X_p, X_c_inv, model.joint_axis, model.body_com,
+                              state_in.body_q, state_in.body_qd, state_out.joint_q, state_out.joint_qd],
+                      outputs=[state_out.body_q, state_out.body_qd], device=model.device)
         if self._free_bodies is not None and len(self._free_bodies):
             wp.launch(copy_bodies_kernel, dim=len(self._free_bodies),
                       inputs=[self._free_bodies, state_in.body_q, state_in.body_qd],
@@ -126,6 +147,39 @@ class SolverFeatherstone(SolverBase):
         self.step_count += 1
         if self.check_finite:
             self._raise_if_not_finite(state_out)
+
+    def _invert_child_frames(self) -> Any:
+        m = self.model
+        out = wp.empty_like(m.joint_X_c, requires_grad=bool(m.requires_grad))
+        wp.launch(invert_transforms_kernel, dim=m.joint_count, inputs=[m.joint_X_c], outputs=[out], device=m.device)
+        return out
+
+    def _bias_terms(self) -> list[Any]:
+        """Arrays :func:`bias_kernel` fills for :func:`solve_kernel`: motion subspace columns (per dof) and
+        bias wrenches and inertias (per joint). One set serves every step, except on a Tape, where each
+        step gets its own so the adjoints find the values of their step."""
+        m = self.model
+        d = m.device
+        grad = bool(m.requires_grad)
+        nd, nj = m.joint_dof_count, m.joint_count
+        return [wp.empty(nd, dtype=wp.vec3, device=d, requires_grad=grad),
+                wp.empty(nd, dtype=wp.vec3, device=d, requires_grad=grad),
+                wp.empty(nj, dtype=wp.vec3, device=d, requires_grad=grad),
+                wp.empty(nj, dtype=wp.vec3, device=d, requires_grad=grad),
+                wp.empty(nj, dtype=float, device=d, requires_grad=grad),
+                wp.empty(nj, dtype=wp.vec3, device=d, requires_grad=grad),
+                wp.empty(nj, dtype=wp.mat33, device=d, requires_grad=grad)]
+
+    def _launch_size(self) -> int:
+        """Threads of the step's launches: one per articulation, padded on the CPU up to the launch size from
+        which the runtime spreads a launch over its thread pool (``wp.config.cpu_serial_threshold``, tuned for
+        light threads; one of these runs a whole articulation, worth a core's share even a few at a time).
+        The padding threads return at once; a threshold above 65536 is taken as a wish to run serially."""
+        n = self.model.articulation_count
+        threshold = int(wp.config.cpu_serial_threshold)
+        if self.model.device.is_cpu and n >= 64 and threshold <= 65536:
+            return max(n, threshold)
+        return n
 
     def _raise_if_not_finite(self, state: State) -> None:
         model = self.model

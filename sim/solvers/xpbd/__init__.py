@@ -1,10 +1,10 @@
 """SolverXPBD: extended position-based dynamics (Macklin et al. 2016; Mueller et al. 2020) for particles,
-springs and rigid bodies with contacts.
+springs and rigid bodies with contacts and joints.
 
 Each step predicts positions with an explicit step, then ``iterations`` Jacobi sweeps project the
 constraints (springs with compliance 1/ke, particle-shape, particle-particle and shape-shape contacts
-with positional friction), and velocities are taken from the position change. Every sweep writes new
-arrays, so a ``wp.Tape`` over the steps differentiates it."""
+with positional friction, joints as in :mod:`.joints`), and velocities are taken from the position
+change. Every sweep writes new arrays, so a ``wp.Tape`` over the steps differentiates it."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from ...enums import JointType
 from ...model import Control, Model, State
 from ..forces import MAX_NEIGHBORS, particle_neighbors
 from ..solver import SolverBase
+from .joints import copy_wrenches_kernel, joint_angular_kernel, joint_force_kernel, joint_linear_kernel
 
 
 @wp.kernel
@@ -246,14 +247,23 @@ def body_velocity_kernel(q: wp.array(dtype=wp.transform), q_start: wp.array(dtyp
 
 
 class SolverXPBD(SolverBase):
-    """Position-based solver for particles, springs and rigid bodies in contact.
+    """Position-based solver for particles, springs, and rigid bodies in contact and joined by joints.
 
-    ``iterations`` constraint sweeps per step; ``soft_body_relaxation``, ``soft_contact_relaxation`` and
-    ``rigid_contact_relaxation`` scale the averaged corrections. Triangle FEM, bending and joints other
-    than free ones are not simulated by this solver; a model that has them is refused."""
+    ``iterations`` constraint sweeps per step; ``soft_body_relaxation``, ``soft_contact_relaxation``,
+    ``rigid_contact_relaxation``, ``joint_linear_relaxation`` and ``joint_angular_relaxation`` scale the
+    averaged corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, and D6 with 0, 1 or 3 angular
+    axes) hold their locked directions with compliance ``joint_linear_compliance`` [m/N] and
+    ``joint_angular_compliance`` [rad/(N m)] (0: rigid), keep their coordinates inside their limits as hard
+    constraints, and drive them toward ``control.joint_target_q``/``joint_target_qd`` with gains
+    ``Model.joint_target_ke``/``kd`` as compliant constraints (one implicit solve per sweep);
+    ``control.joint_f`` acts as forces in the prediction. ``State.joint_q``/``joint_qd`` are not updated
+    (call ``eval_ik``). Triangle FEM, bending, DISTANCE joints and D6 joints with two angular axes are
+    not simulated by this solver; a model that has them is refused."""
 
     def __init__(self, model: Model, *, iterations: int = 2, soft_body_relaxation: float = 0.9,
-                 soft_contact_relaxation: float = 0.9, rigid_contact_relaxation: float = 0.8,
+                 soft_contact_relaxation: float = 0.9, joint_linear_relaxation: float = 0.7,
+                 joint_angular_relaxation: float = 0.4, joint_linear_compliance: float = 0.0,
+                 joint_angular_compliance: float = 0.0, rigid_contact_relaxation: float = 0.8,
                  angular_damping: float = 0.0, enable_restitution: bool = False, check_finite: bool = False,
                  **_: Any) -> None:
         super().__init__(model, check_finite)
@@ -269,18 +279,30 @@ class SolverXPBD(SolverBase):
         if model.edge_count and np.abs(model.edge_bending_properties.numpy()[:, 0]).max() > 0.0:
             raise ValueError(f"SolverXPBD: the model has {model.edge_count} bending edges with edge_ke > 0, which XPBD "
                              f"does not simulate; set edge_ke=0 or use SolverSemiImplicit")
+        for name, value in (("joint_linear_compliance", joint_linear_compliance),
+                            ("joint_angular_compliance", joint_angular_compliance)):
+            if not value >= 0.0:
+                raise ValueError(f"SolverXPBD: {name} must be >= 0, got {value}")
+        self._constrained_joints = False
         if model.joint_count:
             types = model.joint_type.numpy()
-            other = np.flatnonzero(types != JointType.FREE)
-            if len(other):
-                raise ValueError(f"SolverXPBD: joint {int(other[0])} ({JointType(int(types[other[0]])).name}) is not "
-                                 f"simulated by loomwork's XPBD (free bodies only); use SolverFeatherstone or "
-                                 f"SolverSemiImplicit for articulations")
+            ang = model.joint_dof_dim.numpy()[:, 1]
+            bad = np.flatnonzero((types == JointType.DISTANCE) | ((types == JointType.D6) & (ang == 2)))
+            if len(bad):
+                j = int(bad[0])
+                what = "DISTANCE joint" if types[j] == JointType.DISTANCE else "D6 joint with two angular axes"
+                raise ValueError(f"SolverXPBD: joint {j} ({model.joint_label[j]!r}) is a {what}, which loomwork's "
+                                 f"XPBD does not simulate; use SolverSemiImplicit")
+            self._constrained_joints = bool((types != JointType.FREE).any())
         self.iterations = int(iterations)
         self.soft_body_relaxation = float(soft_body_relaxation)
         self.soft_contact_relaxation = float(soft_contact_relaxation)
         self.rigid_contact_relaxation = float(rigid_contact_relaxation)
         self.angular_damping = float(angular_damping)
+        self.joint_linear_relaxation = float(joint_linear_relaxation)
+        self.joint_angular_relaxation = float(joint_angular_relaxation)
+        self.joint_linear_compliance = float(joint_linear_compliance)
+        self.joint_angular_compliance = float(joint_angular_compliance)
 
     def step(self, state_in: State, state_out: State, control: Control | None, contacts: Contacts | None,
              dt: float) -> None:
@@ -295,13 +317,20 @@ class SolverXPBD(SolverBase):
         predicted.body_q = wp.empty_like(state_in.body_q, requires_grad=grad)
         predicted.body_qd = wp.empty_like(state_in.body_qd, requires_grad=grad)
         self.integrate_particles(m, state_in, predicted, dt)
-        self.integrate_bodies(m, state_in, predicted, dt, self.angular_damping)
+        forced = state_in
+        if m.joint_count and m.body_count:
+            forced = State()
+            forced.body_q, forced.body_qd = state_in.body_q, state_in.body_qd
+            forced.body_f = self._joint_forces(state_in, control, grad)
+        self.integrate_bodies(m, forced, predicted, dt, self.angular_damping)
         x, q = predicted.particle_q, predicted.body_q
         for _ in range(self.iterations):
             if m.particle_count:
                 x = self._project_particles(x, state_in, q, contacts, dt, grad)
             if m.body_count and contacts is not None and contacts.rigid_contact_max:
                 q = self._project_bodies(q, state_in.body_q, contacts, grad)
+            if self._constrained_joints:
+                q = self._project_joints(q, state_in.body_q, control, dt, grad)
         if m.particle_count:
             wp.launch(particle_velocity_kernel, dim=m.particle_count,
                       inputs=[x, state_in.particle_q, predicted.particle_qd, m.particle_inv_mass, dt],
@@ -351,6 +380,45 @@ class SolverXPBD(SolverBase):
         wp.launch(apply_particle_deltas_kernel, dim=len(x), inputs=[x, delta, count, relaxation], outputs=[out],
                   device=self.model.device)
         return out
+
+    def _control_array(self, control: Control | None, name: str) -> Any:
+        arr = getattr(control, name, None) if control is not None else None
+        return arr if arr is not None else getattr(self.model, name)
+
+    def _joint_forces(self, state: State, control: Control | None, grad: bool) -> Any:
+        """``state.body_f`` plus the wrenches of ``control.joint_f``, as a new array."""
+        m = self.model
+        f = wp.empty_like(state.body_f, requires_grad=grad)
+        wp.launch(copy_wrenches_kernel, dim=m.body_count, inputs=[state.body_f], outputs=[f], device=m.device)
+        wp.launch(joint_force_kernel, dim=m.joint_count,
+                  inputs=[state.body_q, m.body_com, m.joint_type, m.joint_enabled, m.joint_parent, m.joint_child,
+                          m.joint_qd_start, m.joint_dof_dim, m.joint_X_p, m.joint_X_c, m.joint_axis,
+                          self._control_array(control, "joint_f")], outputs=[f], device=m.device)
+        return f
+
+    def _project_joints(self, q: Any, q_start: Any, control: Control | None, dt: float, grad: bool) -> Any:
+        """One sweep of the joints' linear then angular constraints, each applied with its relaxation."""
+        m = self.model
+        d = m.device
+        target_q = self._control_array(control, "joint_target_q")
+        target_qd = self._control_array(control, "joint_target_qd")
+        passes = ((joint_linear_kernel, [m.body_com], self.joint_linear_compliance, self.joint_linear_relaxation),
+                  (joint_angular_kernel, [], self.joint_angular_compliance, self.joint_angular_relaxation))
+        for kernel, extra, compliance, relaxation in passes:
+            delta = wp.zeros(m.body_count, dtype=wp.spatial_vector, requires_grad=grad, device=d)
+            count = wp.zeros(m.body_count, dtype=float, device=d)
+            wp.launch(kernel, dim=m.joint_count,
+                      inputs=[q, q_start, *extra, m.body_inv_mass, m.body_inv_inertia, m.joint_type, m.joint_enabled,
+                              m.joint_parent, m.joint_child, m.joint_qd_start, m.joint_dof_dim, m.joint_X_p,
+                              m.joint_X_c, m.joint_axis, m.joint_limit_lower, m.joint_limit_upper,
+                              m.joint_target_ke, m.joint_target_kd, target_q, target_qd, compliance / (dt * dt), dt],
+                      outputs=[delta, count], device=d)
+            out = wp.empty_like(q, requires_grad=grad)
+            wp.launch(apply_body_deltas_kernel, dim=m.body_count,
+                      inputs=[q, m.body_com, m.body_inv_mass, m.body_inv_inertia, delta, count, relaxation],
+                      outputs=[out], device=d)
+            q = out
+        return q
 
     def _project_bodies(self, q: Any, q_start: Any, contacts: Contacts, grad: bool) -> Any:
         m = self.model

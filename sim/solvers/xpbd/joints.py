@@ -1,0 +1,273 @@
+"""Joint constraints of SolverXPBD, after Mueller et al. 2020 (Detailed Rigid Body Simulation with XPBD).
+
+Each joint's parent frame (``body_q[parent] * joint_X_p``) and child frame (``body_q[child] * joint_X_c``)
+are pulled together: the attachment points along the joint's locked linear directions, the orientations
+along its locked angular directions, each correction split between the two bodies by their generalized
+inverse masses. Along free directions a coordinate outside its limits is pushed back as a hard
+inequality constraint, and inside them the drive (``joint_target_ke``/``kd`` toward ``joint_target_q``/
+``qd``) acts as a compliant constraint, solved implicitly over the step. ``control.joint_f`` enters the
+prediction as forces (:func:`joint_force_kernel`).
+
+The kernels write corrections as impulses per body (linear impulse, angular impulse about the center of
+mass; world frame) into fresh ``delta``/``count`` arrays, which the solver averages and applies, so a
+``wp.Tape`` differentiates every sweep. Linear and angular constraints run as separate passes so each
+takes its own relaxation.
+"""
+
+from __future__ import annotations
+
+import loomwork as wp
+
+from ...articulation import _BALL, _D6, _FIXED, _FREE, _PRISMATIC, _REVOLUTE, twist_angle
+from ..joints import rotation_vector
+
+
+@wp.func
+def world_inv_inertia(q: wp.transform, inv_inertia: wp.mat33):
+    """The body's inverse inertia [1/(kg m^2)] in world frame."""
+    R = wp.quat_to_matrix(wp.transform_get_rotation(q))
+    return R * inv_inertia * wp.transpose(R)
+
+
+@wp.func
+def linear_weight(inv_mass: float, Iinv_w: wp.mat33, r: wp.vec3, n: wp.vec3):
+    """Generalized inverse mass of a body for an impulse along unit ``n`` at lever arm ``r`` from its center."""
+    rn = wp.cross(r, n)
+    return inv_mass + wp.dot(rn, Iinv_w * rn)
+
+
+@wp.func
+def compliant_step(c: float, dc: float, w: float, ke: float, kd: float, dt: float):
+    """Impulse [N s or N m s] of a drive with stiffness ``ke`` and damping ``kd`` on a coordinate ``c`` away
+    from its target that changed by ``dc`` (minus the target velocity times dt) over the step, for the
+    generalized inverse mass ``w``: backward Euler on ``-ke c - kd dc / dt``."""
+    return -(dt * dt * ke * c + dt * kd * dc) / (1.0 + w * (dt * dt * ke + dt * kd))
+
+
+@wp.func
+def hard_step(c: float, w: float, alpha: float):
+    """Impulse of a constraint ``c = 0`` with compliance ``alpha`` (already divided by dt^2)."""
+    if w + alpha <= 0.0:
+        return 0.0
+    return -c / (w + alpha)
+
+
+@wp.func
+def dof_step(q: float, q_start: float, w: float, lower: float, upper: float, target_q: float,
+             target_qd: float, ke: float, kd: float, alpha: float, dt: float):
+    """Impulse along one free dof at coordinate ``q`` (``q_start`` at the step's start): a hard push back
+    into [lower, upper] outside the limits, else the drive."""
+    if q < lower:
+        return hard_step(q - lower, w, alpha)
+    if q > upper:
+        return hard_step(q - upper, w, alpha)
+    if ke == 0.0 and kd == 0.0:
+        return 0.0
+    return compliant_step(q - target_q, q - q_start - target_qd * dt, w, ke, kd, dt)
+
+
+@wp.func
+def wrap_angle(a: float):
+    """``a`` [rad] moved into [-pi, pi]."""
+    return wp.atan2(wp.sin(a), wp.cos(a))
+
+
+@wp.func
+def joint_frames(body_q: wp.array(dtype=wp.transform), parent: int, child: int, X_p: wp.transform,
+                 X_c: wp.transform):
+    """World frames of the joint on its parent (the world when ``parent`` < 0) and on its child."""
+    X_wp = X_p
+    if parent >= 0:
+        X_wp = wp.transform_multiply(body_q[parent], X_p)
+    return X_wp, wp.transform_multiply(body_q[child], X_c)
+
+
+@wp.func
+def add_impulse(delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float), body: int,
+                inv_mass: wp.array(dtype=float), p: wp.vec3, l: wp.vec3):
+    """Record the impulse (linear ``p``, angular ``l`` about the center) on ``body`` if it is dynamic."""
+    if body >= 0:
+        if inv_mass[body] > 0.0:
+            wp.atomic_add(delta, body, wp.spatial_vector(p, l))
+            wp.atomic_add(count, body, 1.0)
+
+
+@wp.kernel
+def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.array(dtype=wp.transform),
+                        body_com: wp.array(dtype=wp.vec3), inv_mass: wp.array(dtype=float),
+                        inv_inertia: wp.array(dtype=wp.mat33), joint_type: wp.array(dtype=wp.int32),
+                        joint_enabled: wp.array(dtype=wp.int32), joint_parent: wp.array(dtype=wp.int32),
+                        joint_child: wp.array(dtype=wp.int32), joint_qd_start: wp.array(dtype=wp.int32),
+                        joint_dof_dim: wp.array2d(dtype=wp.int32), joint_X_p: wp.array(dtype=wp.transform),
+                        joint_X_c: wp.array(dtype=wp.transform), joint_axis: wp.array(dtype=wp.vec3),
+                        limit_lower: wp.array(dtype=float), limit_upper: wp.array(dtype=float),
+                        target_ke: wp.array(dtype=float), target_kd: wp.array(dtype=float),
+                        target_q: wp.array(dtype=float), target_qd: wp.array(dtype=float), alpha: float,
+                        dt: float, delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float)):
+    j = wp.tid()
+    jt = joint_type[j]
+    if joint_enabled[j] == 0 or jt == _FREE:
+        return
+    parent = joint_parent[j]
+    child = joint_child[j]
+    X_wp, X_wc = joint_frames(body_q, parent, child, joint_X_p[j], joint_X_c[j])
+    x_p = wp.transform_get_translation(X_wp)
+    x_c = wp.transform_get_translation(X_wc)
+    r_p = wp.transform_get_rotation(X_wp)
+    # Lever arms and world inverse inertias of both bodies (zero for the world and static bodies).
+    m_p = 0.0
+    I_p = wp.mat33(0.0)
+    a_p = wp.vec3(0.0)
+    if parent >= 0:
+        m_p = inv_mass[parent]
+        I_p = world_inv_inertia(body_q[parent], inv_inertia[parent])
+        a_p = x_p - wp.transform_point(body_q[parent], body_com[parent])
+    m_c = inv_mass[child]
+    I_c = world_inv_inertia(body_q[child], inv_inertia[child])
+    a_c = x_c - wp.transform_point(body_q[child], body_com[child])
+    d = x_c - x_p
+    p_total = wp.vec3(0.0)
+    locked = d
+    nl = 0
+    if jt == _PRISMATIC or jt == _D6:
+        nl = joint_dof_dim[j, 0]
+        X_wp0, X_wc0 = joint_frames(body_q_start, parent, child, joint_X_p[j], joint_X_c[j])
+        d0 = wp.transform_get_translation(X_wc0) - wp.transform_get_translation(X_wp0)
+        r_p0 = wp.transform_get_rotation(X_wp0)
+        ds = joint_qd_start[j]
+        for k in range(nl):
+            ax = joint_axis[ds + k]
+            a = wp.quat_rotate(r_p, ax)
+            q = wp.dot(d, a)
+            locked = locked - a * q
+            w = linear_weight(m_p, I_p, a_p, a) + linear_weight(m_c, I_c, a_c, a)
+            q0 = wp.dot(d0, wp.quat_rotate(r_p0, ax))
+            dl = dof_step(q, q0, w, limit_lower[ds + k], limit_upper[ds + k], target_q[ds + k], target_qd[ds + k],
+                          target_ke[ds + k], target_kd[ds + k], alpha, dt)
+            p_total = p_total + a * dl
+    c = wp.length(locked)
+    if c > 1.0e-9:
+        n = locked / c
+        w = linear_weight(m_p, I_p, a_p, n) + linear_weight(m_c, I_c, a_c, n)
+        p_total = p_total + n * hard_step(c, w, alpha)
+    if wp.length(p_total) == 0.0:
+        return
+    add_impulse(delta, count, child, inv_mass, p_total, wp.cross(a_c, p_total))
+    add_impulse(delta, count, parent, inv_mass, -p_total, -wp.cross(a_p, p_total))
+
+
+@wp.kernel
+def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.array(dtype=wp.transform),
+                         inv_mass: wp.array(dtype=float), inv_inertia: wp.array(dtype=wp.mat33),
+                         joint_type: wp.array(dtype=wp.int32), joint_enabled: wp.array(dtype=wp.int32),
+                         joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
+                         joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
+                         joint_X_p: wp.array(dtype=wp.transform), joint_X_c: wp.array(dtype=wp.transform),
+                         joint_axis: wp.array(dtype=wp.vec3), limit_lower: wp.array(dtype=float),
+                         limit_upper: wp.array(dtype=float), target_ke: wp.array(dtype=float),
+                         target_kd: wp.array(dtype=float), target_q: wp.array(dtype=float),
+                         target_qd: wp.array(dtype=float), alpha: float, dt: float,
+                         delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float)):
+    j = wp.tid()
+    jt = joint_type[j]
+    if joint_enabled[j] == 0 or jt == _FREE or jt == _BALL:
+        return
+    na = joint_dof_dim[j, 1]
+    if jt == _D6 and na > 1:
+        return
+    parent = joint_parent[j]
+    child = joint_child[j]
+    X_wp, X_wc = joint_frames(body_q, parent, child, joint_X_p[j], joint_X_c[j])
+    r_p = wp.transform_get_rotation(X_wp)
+    r_c = wp.transform_get_rotation(X_wc)
+    I_p = wp.mat33(0.0)
+    if parent >= 0:
+        I_p = world_inv_inertia(body_q[parent], inv_inertia[parent])
+    I_c = world_inv_inertia(body_q[child], inv_inertia[child])
+    r_err = wp.quat_inverse(r_p) * r_c
+    l_total = wp.vec3(0.0)
+    if jt == _REVOLUTE or (jt == _D6 and na == 1):
+        ds = joint_qd_start[j]
+        nl = joint_dof_dim[j, 0]
+        ax = joint_axis[ds + nl]
+        a = wp.quat_rotate(r_p, ax)
+        # Keep the hinge axes of both frames aligned (the child's axis is turned from the parent's by e).
+        e = wp.cross(a, wp.quat_rotate(r_c, ax))
+        c = wp.length(e)
+        if c > 1.0e-9:
+            n = e / c
+            w = wp.dot(n, I_p * n) + wp.dot(n, I_c * n)
+            l_total = n * hard_step(wp.asin(wp.min(c, 1.0)), w, alpha)
+        X_wp0, X_wc0 = joint_frames(body_q_start, parent, child, joint_X_p[j], joint_X_c[j])
+        q = twist_angle(r_err, ax)
+        q0 = twist_angle(wp.quat_inverse(wp.transform_get_rotation(X_wp0)) * wp.transform_get_rotation(X_wc0), ax)
+        w = wp.dot(a, I_p * a) + wp.dot(a, I_c * a)
+        d = ds + nl
+        dl = dof_step(q, q - wrap_angle(q - q0), w, limit_lower[d], limit_upper[d], target_q[d], target_qd[d],
+                      target_ke[d], target_kd[d], alpha, dt)
+        l_total = l_total + a * dl
+    else:
+        # FIXED, PRISMATIC and D6 without angular dofs: the child frame's rotation relative to the parent's.
+        e = wp.quat_rotate(r_p, rotation_vector(r_err))
+        c = wp.length(e)
+        if c > 1.0e-9:
+            n = e / c
+            w = wp.dot(n, I_p * n) + wp.dot(n, I_c * n)
+            l_total = n * hard_step(c, w, alpha)
+    if wp.length(l_total) == 0.0:
+        return
+    add_impulse(delta, count, child, inv_mass, wp.vec3(0.0), l_total)
+    add_impulse(delta, count, parent, inv_mass, wp.vec3(0.0), -l_total)
+
+
+@wp.kernel
+def joint_force_kernel(body_q: wp.array(dtype=wp.transform), body_com: wp.array(dtype=wp.vec3),
+                       joint_type: wp.array(dtype=wp.int32), joint_enabled: wp.array(dtype=wp.int32),
+                       joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
+                       joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
+                       joint_X_p: wp.array(dtype=wp.transform), joint_X_c: wp.array(dtype=wp.transform),
+                       joint_axis: wp.array(dtype=wp.vec3), joint_f: wp.array(dtype=float),
+                       body_f: wp.array(dtype=wp.spatial_vector)):
+    j = wp.tid()
+    if joint_enabled[j] == 0:
+        return
+    jt = joint_type[j]
+    parent = joint_parent[j]
+    child = joint_child[j]
+    ds = joint_qd_start[j]
+    if jt == _FREE:
+        wp.atomic_add(body_f, child, wp.spatial_vector(joint_f[ds], joint_f[ds + 1], joint_f[ds + 2],
+                                                       joint_f[ds + 3], joint_f[ds + 4], joint_f[ds + 5]))
+        return
+    X_wp, X_wc = joint_frames(body_q, parent, child, joint_X_p[j], joint_X_c[j])
+    r_p = wp.transform_get_rotation(X_wp)
+    f = wp.vec3(0.0)
+    t = wp.vec3(0.0)
+    nl = joint_dof_dim[j, 0]
+    na = joint_dof_dim[j, 1]
+    if jt == _BALL:
+        na = 3
+    for k in range(nl):
+        f = f + wp.quat_rotate(r_p, joint_axis[ds + k]) * joint_f[ds + k]
+    if jt == _BALL:
+        for k in range(3):
+            e = wp.vec3(0.0)
+            e[k] = 1.0
+            t = t + wp.quat_rotate(r_p, e) * joint_f[ds + k]
+    elif jt != _FIXED:
+        for k in range(na):
+            t = t + wp.quat_rotate(r_p, joint_axis[ds + nl + k]) * joint_f[ds + nl + k]
+    x_c = wp.transform_get_translation(X_wc)
+    wp.atomic_add(body_f, child, wp.spatial_vector(f, t + wp.cross(x_c - wp.transform_point(body_q[child],
+                                                                                              body_com[child]), f)))
+    if parent >= 0:
+        x_p = wp.transform_get_translation(X_wp)
+        wp.atomic_sub(body_f, parent, wp.spatial_vector(f, t + wp.cross(x_p - wp.transform_point(body_q[parent],
+                                                                                                   body_com[parent]),
+                                                                         f)))
+
+
+@wp.kernel
+def copy_wrenches_kernel(src: wp.array(dtype=wp.spatial_vector), dst: wp.array(dtype=wp.spatial_vector)):
+    i = wp.tid()
+    dst[i] = src[i]

@@ -1,0 +1,225 @@
+"""SolverXPBD joints: pendulum period, chain separation, limits, drives, gradient through a drive target."""
+
+import math
+
+import numpy as np
+import pytest
+
+import loomwork as wp
+import loomwork.sim as newton
+
+
+def simulate(model, solver, steps, dt, control=None, states=None):
+    """Step ``steps`` times from ``model.state()``; every state is kept."""
+    states = states or [model.state() for _ in range(steps + 1)]
+    for t in range(steps):
+        states[t].clear_forces()
+        solver.step(states[t], states[t + 1], control, None, dt)
+    return states
+
+
+def finalize(b, requires_grad=False):
+    """The model of ``b`` with its bodies posed by its joint coordinates."""
+    m = b.finalize(requires_grad=requires_grad)
+    newton.eval_fk(m, m.joint_q, m.joint_qd, m)
+    return m
+
+
+def pendulum_builder(length, angle, gravity=-9.81):
+    """A box of mass 1 hanging ``length`` below a hinge about y at height 2, swung out by ``angle``."""
+    b = newton.ModelBuilder(gravity=gravity)
+    body = b.add_link(mass=1.0, inertia=wp.mat33(np.diag([0.02, 0.03, 0.01]).astype(np.float32)))
+    j = b.add_joint_revolute(
+        -1,
+        body,
+        axis=(0.0, 1.0, 0.0),
+        parent_xform=wp.transform((0.0, 0.0, 2.0), wp.quat_identity()),
+        child_xform=wp.transform((0.0, 0.0, length), wp.quat_identity()),
+    )
+    b.add_articulation([j])
+    b.joint_q[0] = angle
+    return b
+
+
+def test_revolute_pendulum_swings_with_the_physical_pendulum_period():
+    """Period of a small-amplitude physical pendulum matches 2 pi sqrt((I + m L^2) / (m g L))."""
+    L, angle, dt = 0.5, 0.1, 1.0 / 600
+    m = finalize(pendulum_builder(L, angle))
+    solver = newton.solvers.SolverXPBD(m, iterations=4)
+    period = 2.0 * math.pi * math.sqrt((0.03 + L * L) / (9.81 * L))
+    states = simulate(m, solver, int(1.6 * period / dt), dt)
+    x = np.array([st.body_q.numpy()[0, 0] for st in states])
+    crossings = [i + x[i] / (x[i] - x[i + 1]) for i in range(len(x) - 1) if (x[i] > 0.0) != (x[i + 1] > 0.0)]
+    assert len(crossings) >= 3, crossings
+    measured = (crossings[2] - crossings[0]) * dt
+    assert abs(measured - period) / period < 0.02, (measured, period)
+    z = np.array([st.body_q.numpy()[0, 2] for st in states])
+    r = np.hypot(x, z - 2.0)
+    assert np.abs(r - L).max() < 2e-3  # the hinge holds
+
+
+def test_chain_keeps_its_joints_together():
+    """A falling five-link chain (revolute then ball joints) keeps every joint's two frames within 3 mm."""
+    b = newton.ModelBuilder()
+    parent = -1
+    joints = []
+    for i in range(5):
+        body = b.add_link(mass=0.5, inertia=wp.mat33(np.diag([0.005, 0.005, 0.005]).astype(np.float32)))
+        xp = (
+            wp.transform((0.0, 0.0, 2.0), wp.quat_identity())
+            if parent < 0
+            else wp.transform((0.2, 0.0, 0.0), wp.quat_identity())
+        )
+        xc = wp.transform((-0.2, 0.0, 0.0), wp.quat_identity())
+        if i % 2 == 0:
+            joints.append(b.add_joint_revolute(parent, body, axis=(0.0, 1.0, 0.0), parent_xform=xp, child_xform=xc))
+        else:
+            joints.append(b.add_joint_ball(parent, body, parent_xform=xp, child_xform=xc))
+        parent = body
+    b.add_articulation(joints)
+    m = b.finalize()
+    newton.eval_fk(m, m.joint_q, m.joint_qd, m)
+    dt = 1.0 / 480
+    solver = newton.solvers.SolverXPBD(m, iterations=8, joint_linear_relaxation=1.0, joint_angular_relaxation=0.8)
+    s0, s1 = m.state(), m.state()
+    worst = 0.0
+    xp = m.joint_X_p.numpy()
+    xc = m.joint_X_c.numpy()
+    for t in range(240):
+        s0.clear_forces()
+        solver.step(s0, s1, None, None, dt)
+        s0, s1 = s1, s0
+        if t % 20 == 19:
+            q = s0.body_q.numpy()
+            for k in range(5):
+                pa = xp[k, :3] if k == 0 else _point(q[k - 1], xp[k, :3])
+                pc = _point(q[k], xc[k, :3])
+                worst = max(worst, float(np.linalg.norm(pa - pc)))
+    assert worst < 3e-3, worst
+    assert s0.body_q.numpy()[4, 2] < 1.5  # it did fall and swing
+    assert np.isfinite(s0.body_q.numpy()).all()
+
+
+def _point(tf, p):
+    """World position of body-frame point ``p`` under transform ``tf`` (px py pz qx qy qz qw)."""
+    x, y, z, w = tf[3:]
+    v = np.array([x, y, z])
+    p = np.asarray(p, dtype=float)
+    return tf[:3] + p + 2.0 * w * np.cross(v, p) + 2.0 * np.cross(v, np.cross(v, p))
+
+
+def slider_builder(**kw):
+    """A 1 kg body on a vertical slider (prismatic along z) hanging from the world at height 1."""
+    b = newton.ModelBuilder(**kw.pop("builder", {}))
+    body = b.add_link(mass=1.0, inertia=wp.mat33(np.eye(3, dtype=np.float32) * 0.01))
+    j = b.add_joint_prismatic(
+        -1, body, axis=(0.0, 0.0, 1.0), parent_xform=wp.transform((0.0, 0.0, 1.0), wp.quat_identity()), **kw
+    )
+    b.add_articulation([j])
+    return b
+
+
+def test_prismatic_limit_holds_a_falling_slider():
+    """A slider falling under gravity stops at its lower limit and stays on its axis."""
+    m = finalize(slider_builder(limit_lower=-0.3, limit_upper=0.3))
+    solver = newton.solvers.SolverXPBD(m, iterations=4)
+    states = simulate(m, solver, 480, 1.0 / 240)
+    z = np.array([st.body_q.numpy()[0, 2] for st in states])
+    assert z.min() > 1.0 - 0.3 - 5e-3, z.min()
+    assert abs(z[-1] - 0.7) < 5e-3
+    q = states[-1].body_q.numpy()[0]
+    assert np.abs(q[:2]).max() < 1e-4 and abs(abs(q[6]) - 1.0) < 1e-4  # no drift off the axis, no rotation
+
+
+def test_revolute_drive_reaches_its_target():
+    """A PD drive turns a hinge (no gravity) to the target angle of control.joint_target_q."""
+    b = pendulum_builder(0.5, 0.0, gravity=0.0)
+    b.joint_target_ke[0] = 50.0
+    b.joint_target_kd[0] = 5.0
+    m = finalize(b)
+    control = m.control()
+    control.joint_target_q.assign(np.array([0.6], dtype=np.float32))
+    solver = newton.solvers.SolverXPBD(m, iterations=4)
+    s = simulate(m, solver, 720, 1.0 / 240, control)[-1]
+    q = wp.zeros(1, dtype=float)
+    qd = wp.zeros(1, dtype=float)
+    newton.eval_ik(m, s, q, qd)
+    assert abs(float(q.numpy()[0]) - 0.6) < 1e-2, q.numpy()
+    assert abs(float(qd.numpy()[0])) < 1e-2
+
+
+def test_joint_force_pushes_a_slider():
+    """control.joint_f along a frictionless slider (no gravity) accelerates it at f / m."""
+    b = slider_builder(builder={"gravity": 0.0})
+    m = finalize(b)
+    control = m.control()
+    control.joint_f.assign(np.array([2.0], dtype=np.float32))
+    dt, steps = 1.0 / 240, 120
+    s = simulate(m, newton.solvers.SolverXPBD(m, iterations=2), steps, dt, control)[-1]
+    T = steps * dt
+    assert abs(s.body_q.numpy()[0, 2] - (1.0 + 0.5 * 2.0 * T * T)) < 1e-2
+
+
+@wp.kernel
+def _height(q: wp.array(dtype=wp.transform), loss: wp.array(dtype=float)):
+    loss[0] = wp.transform_get_translation(q[0])[2]
+
+
+def test_gradient_of_position_wrt_drive_target_matches_finite_differences():
+    """d(final height)/d(joint_target_q) of a driven slider through a Tape agrees with central differences."""
+    b = slider_builder(target_ke=200.0, target_kd=5.0, builder={"gravity": 0.0})
+    m = finalize(b, requires_grad=True)
+    solver = newton.solvers.SolverXPBD(m, iterations=2)
+    steps, dt = 12, 1.0 / 120
+
+    def loss_of(target, with_grad):
+        control = m.control(requires_grad=True)
+        control.joint_target_q.assign(np.array([target], dtype=np.float32))
+        states = [m.state() for _ in range(steps + 1)]
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            simulate(m, solver, steps, dt, control, states)
+            wp.launch(_height, dim=1, inputs=[states[-1].body_q], outputs=[loss])
+        if with_grad:
+            tape.backward(loss)
+            return float(control.joint_target_q.grad.numpy()[0])
+        return float(loss.numpy()[0])
+
+    g = loss_of(0.2, True)
+    fd = (loss_of(0.2 + 1e-2, False) - loss_of(0.2 - 1e-2, False)) / 2e-2
+    assert 0.05 < fd < 1.0  # the drive moved the slider part of the way
+    assert g == pytest.approx(fd, rel=0.03, abs=1e-3)
+
+
+def test_fixed_joint_holds_a_tilted_body_against_gravity():
+    """A body welded to the world at an offset and a tilt stays where the joint puts it."""
+    b = newton.ModelBuilder()
+    body = b.add_link(mass=2.0, inertia=wp.mat33(np.eye(3, dtype=np.float32) * 0.05))
+    tilt = wp.quat_from_axis_angle(wp.vec3(1.0, 0.0, 0.0), 0.4)
+    j = b.add_joint_fixed(-1, body, parent_xform=wp.transform((0.0, 0.0, 1.0), tilt),
+                          child_xform=wp.transform((0.3, 0.0, 0.0), wp.quat_identity()))
+    b.add_articulation([j])
+    m = finalize(b)
+    start = m.body_q.numpy()[0].copy()
+    s = simulate(m, newton.solvers.SolverXPBD(m, iterations=4), 240, 1.0 / 240)[-1]
+    q = s.body_q.numpy()[0]
+    assert np.abs(q[:3] - start[:3]).max() < 2e-3
+    assert abs(abs(np.dot(q[3:], start[3:])) - 1.0) < 1e-4
+
+
+def test_d6_joint_slides_in_its_plane_only():
+    """A D6 joint with linear x and y axes (no angular ones) moves under joint_f in x and holds z and rotation."""
+    b = newton.ModelBuilder()
+    body = b.add_link(mass=1.0, inertia=wp.mat33(np.eye(3, dtype=np.float32) * 0.01))
+    cfg = newton.ModelBuilder.JointDofConfig
+    j = b.add_joint_d6(-1, body, linear_axes=[cfg(axis=(1.0, 0.0, 0.0)), cfg(axis=(0.0, 1.0, 0.0))],
+                       parent_xform=wp.transform((0.0, 0.0, 1.0), wp.quat_identity()))
+    b.add_articulation([j])
+    m = finalize(b)
+    control = m.control()
+    control.joint_f.assign(np.array([1.0, 0.0], dtype=np.float32))
+    s = simulate(m, newton.solvers.SolverXPBD(m, iterations=4), 120, 1.0 / 240, control)[-1]
+    q = s.body_q.numpy()[0]
+    assert abs(q[0] - 0.5 * 1.0 * 0.5 ** 2) < 5e-3  # x = f t^2 / (2 m) after 0.5 s
+    assert abs(q[1]) < 1e-4 and abs(q[2] - 1.0) < 2e-3 and abs(abs(q[6]) - 1.0) < 1e-4
