@@ -70,8 +70,10 @@ class Program(ABC):
     """A module's compiled code, loaded on one device."""
 
     @abstractmethod
-    def kernel(self, name: str) -> Launcher:
-        """The launcher of the generated entry `name` (a kernel's C name, or it plus "_adj")."""
+    def kernel(self, name: str, serial_threshold: int | None = None) -> Launcher:
+        """The launcher of the generated entry `name` (a kernel's C name, or it plus "_adj"). Where a device
+        runs small launches on the calling thread, `serial_threshold` (a module's `cpu_serial_threshold`)
+        replaces wp.config's size below which it does."""
 
 
 class Backend(ABC):

@@ -95,13 +95,16 @@ def _cpu_name() -> str:
     return platform.processor() or "CPU"
 
 
-def _launcher(fn: int, launch: Any) -> Launcher:
-    """The runtime's call record (range function, size, serial threshold, pool size: config.cpu_launch), then
+def _launcher(fn: int, launch: Any, serial_threshold: int | None = None) -> Launcher:
+    """The runtime's call record (range function, size, serial threshold, pool size: config.cpu_launch, the
+    threshold replaced by the module's own when it has one and deterministic mode is off), then
     `lw::launch_t`. The pool size travels with every launch, so a new wp.config.cpu_threads resizes the pool at
     the next one."""
 
     def header(size: int, dims: tuple[int, ...], fault: int = 0, zero_grads: int = 0) -> tuple:
         serial, threads = config.cpu_launch
+        if serial_threshold is not None and not config.deterministic:
+            serial = serial_threshold
         if len(dims) == 1:
             return (fn, size, serial, threads, size, 1, size, 1, 1, 1, zero_grads, fault)
         return (fn, size, serial, threads, size, len(dims), *dims, *(1,) * (4 - len(dims)), zero_grads, fault)
@@ -116,8 +119,9 @@ class CpuProgram(Program):
         self.lib = ctypes.CDLL(str(path))
         self._launch = launch
 
-    def kernel(self, name: str) -> Launcher:
-        return _launcher(ctypes.cast(getattr(self.lib, f"{name}_cpu"), ctypes.c_void_p).value, self._launch)
+    def kernel(self, name: str, serial_threshold: int | None = None) -> Launcher:
+        return _launcher(ctypes.cast(getattr(self.lib, f"{name}_cpu"), ctypes.c_void_p).value, self._launch,
+                         serial_threshold)
 
 
 class HostFaultSlot(FaultSlot):

@@ -418,6 +418,7 @@ class LoadedModule:
     adjoints: dict[str, Launcher] | None = None
     adj_program: Program | None = None
     failed: dict[str, KernelError] = field(default_factory=dict)  # kernels the front end rejected, by key
+    serial_threshold: int | None = None  # the module's cpu_serial_threshold, when it sets one
 
     def kernel(self, key: str) -> LoadedKernel:
         """The loaded kernel `key`; a kernel the front end rejected raises its error here, at its own
@@ -434,7 +435,7 @@ class LoadedModule:
             return None
         if self.adjoints is None:
             self.adj_program = self.build_adjoint()
-            self.adjoints = {k: self.adj_program.kernel(f"{lk.kernel.cname}_adj")
+            self.adjoints = {k: self.adj_program.kernel(f"{lk.kernel.cname}_adj", self.serial_threshold)
                              for k, lk in self.kernels.items() if lk.has_backward}
         return self.adjoints[key]
 
@@ -572,7 +573,7 @@ class Module:
         program = backend.load(artifact)
         loaded = {}
         for k, fn in zip(kernels, kernel_irs, strict=True):
-            entry = program.kernel(k.cname)
+            entry = program.kernel(k.cname, self.options.get("cpu_serial_threshold"))
             reads, writes = ir.array_effects(fn, effects)
             loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes,
                                          ir.null_tests(fn, null_tests), ir.in_place(fn, effects), fn.filename,
@@ -590,7 +591,8 @@ class Module:
                                     config.cache_kernels)
             return backend.load(backend.compile(src, f"{name}-adj", opts, f"the adjoints of {what}"))
 
-        lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint, failed=failed)
+        lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint, failed=failed,
+                          serial_threshold=self.options.get("cpu_serial_threshold"))
         self.loaded[key] = lm
         if verbose:
             print(f"loomwork: module '{self.name}' ready in {(time.perf_counter() - t0) * 1e3:.1f} ms "
@@ -611,13 +613,16 @@ def get_module(name: Any) -> Module:
     return m
 
 
-MODULE_OPTIONS = {name: config.SETTINGS[name] for name in ("mode", "fast_math", "enable_backward", "max_unroll")}
+MODULE_OPTIONS = {name: config.SETTINGS[name]
+                  for name in ("mode", "fast_math", "enable_backward", "max_unroll", "cpu_serial_threshold")}
 _OTHER_BUILD_SETTINGS = tuple(sorted(config.BUILD_SETTINGS - set(MODULE_OPTIONS)))
 
 
 def set_module_options(options: dict, module: Any = None) -> None:
     """Set build options of one module (default: the caller's): "mode" ("release"/"debug"), "fast_math",
-    "enable_backward" and "max_unroll". They override wp.config for that module; the next launch rebuilds it."""
+    "enable_backward" and "max_unroll", which override wp.config for that module (the next launch rebuilds
+    it), and "cpu_serial_threshold": the launch size from which the module's kernels use the CPU's thread
+    pool (lower it for kernels whose threads each do a lot of work)."""
     if module is None:
         module = inspect.currentframe().f_back.f_globals["__name__"]
     get_module(module).set_options(options)

@@ -260,3 +260,20 @@ def test_recorded_launch_commands():
         cmd.set_param_by_name("nope", 1.0)
     with pytest.raises(IndexError):
         cmd.set_param_at_index(5, 1.0)
+
+
+def test_a_modules_cpu_serial_threshold_reaches_its_launches():
+    """set_module_options({"cpu_serial_threshold": n}) replaces wp.config's for that module's launches on the
+    CPU (deterministic mode still runs every launch serially); results are unchanged."""
+    @wp.kernel(module="unique", module_options={"cpu_serial_threshold": 16})
+    def heavy(out: wp.array(dtype=float)):
+        i = wp.tid()
+        out[i] = float(i) * 2.0
+
+    out = wp.zeros(100, dtype=float)
+    wp.launch(heavy, dim=100, inputs=[out])
+    np.testing.assert_array_equal(out.numpy(), np.arange(100) * 2.0)
+    lm = heavy.module.load(wp.get_device("cpu"))
+    assert lm.serial_threshold == 16 and lm.kernel(heavy.key).header(100, (100,))[2] == 16
+    with pytest.raises(ValueError, match="cpu_serial_threshold"):
+        wp.set_module_options({"cpu_serial_threshold": -1}, module=heavy.module.name)

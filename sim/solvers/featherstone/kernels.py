@@ -23,6 +23,9 @@ import loomwork as wp
 from ...articulation import _BALL, _D6, _DISTANCE, _FREE, _PRISMATIC, _REVOLUTE, joint_motion
 from ..joints import joint_dof_force
 
+# Each thread steps a whole articulation: worth the thread pool from a few dozen of them on.
+HEAVY_THREADS = {"cpu_serial_threshold": 64}
+
 
 @wp.func
 def inertia_apply(m: float, h: wp.vec3, Io: wp.mat33, v: wp.vec3, w: wp.vec3):
@@ -60,7 +63,8 @@ def bias_kernel(max_joints: int, backward: bool) -> Any:
     mat_j4 = wp.types.matrix(shape=(NJ, 4), dtype=float)
 
     @wp.kernel(enable_backward=bool(backward),
-               module=f"loomwork.sim.solvers.featherstone.bias_{NJ}{'_grad' if backward else ''}")
+               module=f"loomwork.sim.solvers.featherstone.bias_{NJ}{'_grad' if backward else ''}",
+               module_options=HEAVY_THREADS)
     def featherstone_bias(
             # model
             art_count: int, art_start: wp.array(dtype=wp.int32), art_world: wp.array(dtype=wp.int32),
@@ -233,7 +237,8 @@ def solve_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
     vec_d = wp.types.vector(length=ND, dtype=float)
 
     @wp.kernel(enable_backward=bool(backward),
-               module=f"loomwork.sim.solvers.featherstone.step_{NJ}x{ND}{'_grad' if backward else ''}")
+               module=f"loomwork.sim.solvers.featherstone.step_{NJ}x{ND}{'_grad' if backward else ''}",
+               module_options=HEAVY_THREADS)
     def featherstone_step(
             # model
             art_count: int, art_start: wp.array(dtype=wp.int32), joint_type: wp.array(dtype=wp.int32),
@@ -413,7 +418,8 @@ def fk_kernel(max_joints: int, backward: bool) -> Any:
     mat_j4 = wp.types.matrix(shape=(NJ, 4), dtype=float)
 
     @wp.kernel(enable_backward=bool(backward),
-               module=f"loomwork.sim.solvers.featherstone.fk_{NJ}{'_grad' if backward else ''}")
+               module=f"loomwork.sim.solvers.featherstone.fk_{NJ}{'_grad' if backward else ''}",
+               module_options=HEAVY_THREADS)
     def featherstone_fk(
             # model
             art_count: int, art_start: wp.array(dtype=wp.int32), joint_type: wp.array(dtype=wp.int32),

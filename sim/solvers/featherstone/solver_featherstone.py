@@ -116,7 +116,7 @@ class SolverFeatherstone(SolverBase):
 
             terms = self._terms if self._terms is not None else self._bias_terms()
             X_c_inv = self._X_c_inv if self._X_c_inv is not None else self._invert_child_frames()
-            size = self._launch_size()
+            size = model.articulation_count
             wp.launch(self._bias_kernel, dim=size,
                       inputs=[model.articulation_count, model.articulation_start, model.articulation_world,
                               model.gravity, model.joint_type, model.joint_parent, model.joint_child,
@@ -169,17 +169,6 @@ class SolverFeatherstone(SolverBase):
                 wp.empty(nj, dtype=float, device=d, requires_grad=grad),
                 wp.empty(nj, dtype=wp.vec3, device=d, requires_grad=grad),
                 wp.empty(nj, dtype=wp.mat33, device=d, requires_grad=grad)]
-
-    def _launch_size(self) -> int:
-        """Threads of the step's launches: one per articulation, padded on the CPU up to the launch size from
-        which the runtime spreads a launch over its thread pool (``wp.config.cpu_serial_threshold``, tuned for
-        light threads; one of these runs a whole articulation, worth a core's share even a few at a time).
-        The padding threads return at once; a threshold above 65536 is taken as a wish to run serially."""
-        n = self.model.articulation_count
-        threshold = int(wp.config.cpu_serial_threshold)
-        if self.model.device.is_cpu and n >= 64 and threshold <= 65536:
-            return max(n, threshold)
-        return n
 
     def _raise_if_not_finite(self, state: State) -> None:
         model = self.model

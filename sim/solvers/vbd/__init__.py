@@ -41,6 +41,10 @@ def inertial_target_kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3
     x_guess[i] = target
 
 
+# A color holds a few hundred particles, each a dense local solve: worth the thread pool at that size.
+wp.set_module_options({"cpu_serial_threshold": 128})
+
+
 @wp.kernel
 def vbd_color_kernel(x: wp.array(dtype=wp.vec3), x_prev: wp.array(dtype=wp.vec3), y: wp.array(dtype=wp.vec3),
                      mass: wp.array(dtype=float), inv_mass: wp.array(dtype=float), flags: wp.array(dtype=wp.int32),
