@@ -125,8 +125,8 @@ class RecordingProgram(Program):
     def __init__(self, inner: Program, calls: list) -> None:
         self.inner, self.calls = inner, calls
 
-    def kernel(self, name: str) -> Launcher:
-        entry = self.inner.kernel(name)
+    def kernel(self, name: str, serial_threshold: int | None = None) -> Launcher:
+        entry = self.inner.kernel(name, serial_threshold)
 
         def launch(blob: bytes) -> None:
             self.calls.append(("launch", name))
