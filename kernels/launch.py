@@ -261,7 +261,7 @@ def _instantiate(kernel: Kernel, params: list) -> Kernel:
     if len(params) != len(names):
         raise LaunchError(f"kernel {kernel.label} takes {len(names)} argument(s), got {len(params)}")
     prints = tuple(_fingerprint(v) for v, t in zip(params, types, strict=True) if T.is_generic(t))
-    cache = kernel.__dict__.setdefault("_launch_overloads", {})
+    cache = kernel._launch_overloads
     if None not in prints:
         hit = cache.get(prints)
         if hit is not None:

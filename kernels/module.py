@@ -226,6 +226,7 @@ class Kernel:
         self._signature: tuple[tuple[str, ...], tuple[Any, ...]] | None = None
         self._generic: bool | None = None
         self._overloads: dict[tuple, Kernel] = {}
+        self._launch_overloads: dict[tuple, Kernel] = {}  # by the launch arguments' fingerprints
         self.launch_attributes: dict[str, Any] = {}
 
     @property

@@ -146,6 +146,9 @@ class Model:
         """HashGrid the solvers rebuild each step for particle-particle contacts; None switches them off."""
         self.particle_max_radius: float = 0.0
         """Largest particle radius [m]."""
+        self.particle_neighbor_overflow: wp.array | None = None
+        """Most particles one particle touched when that exceeded the contacts kept per particle (0: never),
+        shape (1,), int32; made by the first particle-particle contact pass."""
         self.particle_q: wp.array | None = None
         """Initial particle positions [m], shape (particle_count,), vec3."""
         self.particle_qd: wp.array | None = None
@@ -273,13 +276,6 @@ class Model:
         c.joint_act = take(self.joint_act)
         c.tri_activations = take(self.tri_activations)
         return c
-
-    def __getattr__(self, name: str) -> Any:
-        # Arrays of a domain a model does not use are absent; reading one is None, like Newton's.
-        if name.startswith(("particle_", "body_", "shape_", "joint_", "tri_", "edge_", "spring_",
-                            "articulation_")):
-            return None
-        raise AttributeError(f"'Model' object has no attribute {name!r}")
 
     def set_gravity(self, gravity: Any, world: int | None = None) -> None:
         """Set gravity [m/s^2] of every world, or of one world when ``world`` is given."""

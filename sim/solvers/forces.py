@@ -289,9 +289,9 @@ def particle_neighbors(model: Model, owner: Any, points: Any, margin: float = 0.
         lists = model.__dict__.get("_neighbor_lists")
         if lists is None:
             lists = model.__dict__["_neighbor_lists"] = fresh()
-    most = model.__dict__.get("particle_neighbor_overflow")
-    if most is None:
-        most = model.__dict__["particle_neighbor_overflow"] = wp.zeros(1, dtype=wp.int32, device=model.device)
+    if model.particle_neighbor_overflow is None:
+        model.particle_neighbor_overflow = wp.zeros(1, dtype=wp.int32, device=model.device)
+    most = model.particle_neighbor_overflow
     model.particle_grid.build(points, max(2.0 * model.particle_max_radius + margin, 1.0e-4))
     wp.launch(particle_neighbors_kernel, dim=n,
               inputs=[model.particle_grid.id, points, model.particle_radius, model.particle_flags,

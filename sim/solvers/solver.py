@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -63,7 +64,7 @@ def integrate_bodies_kernel(q: wp.array(dtype=wp.transform), qd: wp.array(dtype=
     qd_out[i] = wp.spatial_vector(v1, w1)
 
 
-class SolverBase:
+class SolverBase(ABC):
     """Base of all solvers: holds the model and advances a state by ``step``."""
 
     def __init__(self, model: Model, check_finite: bool = False) -> None:
@@ -80,9 +81,9 @@ class SolverBase:
         """Device the model lives on."""
         return self.model.device
 
+    @abstractmethod
     def step(self, state_in: State, state_out: State, control: Control | None, contacts: Any, dt: float) -> None:
         """Advance ``state_in`` by ``dt`` [s] into ``state_out``."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
     def _check_step(self, state_in: State, state_out: State, dt: float) -> None:
         if not (dt > 0.0) or dt != dt:
@@ -94,7 +95,7 @@ class SolverBase:
         self.steps_taken += 1
         if not self.check_finite:
             return
-        most = self.model.__dict__.get("particle_neighbor_overflow")
+        most = self.model.particle_neighbor_overflow
         if most is not None and int(most.numpy()[0]) > 0:
             raise RuntimeError(f"{type(self).__name__}: by step {self.steps_taken} a particle touched "
                                f"{int(most.numpy()[0])} others, more than the {MAX_NEIGHBORS} contacts kept per "
@@ -107,10 +108,20 @@ class SolverBase:
             values = arr.numpy().reshape(len(arr), -1)
             bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
             if len(bad):
-                what = {"particle": "particle", "body": "body", "joint": "coordinate"}[name.split("_")[0]]
                 raise FloatingPointError(f"{type(self).__name__}: step {self.steps_taken} made {name}[{bad[0]}] "
-                                         f"non-finite ({values[bad[0]].tolist()}) for {what} {bad[0]} "
+                                         f"non-finite ({values[bad[0]].tolist()}) for {self._owner(name, bad[0])} "
                                          f"({len(bad)} entries in all); lower dt or stiffness, or check the inputs")
+
+    def _owner(self, name: str, index: int) -> str:
+        """The particle, body or joint (with its label) entry ``index`` of state array ``name`` belongs to."""
+        m = self.model
+        if name.startswith("particle"):
+            return f"particle {index}"
+        if name.startswith("body"):
+            return f"body {index} ({m.body_label[index]!r})"
+        starts = (m.joint_q_start if name == "joint_q" else m.joint_qd_start).numpy()
+        j = int(np.searchsorted(starts, index, side="right") - 1)
+        return f"joint {j} ({m.joint_label[j]!r})"
 
     def integrate_particles(self, model: Model, state_in: State, state_out: State, dt: float) -> None:
         """Symplectic Euler for particles: gravity plus ``state_in.particle_f``, speed clamped."""

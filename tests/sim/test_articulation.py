@@ -281,7 +281,7 @@ def test_check_finite_names_step_and_body():
     s0, s1 = m.state(), m.state()
     solver.step(s0, s1, None, None, 1e-3)
     s1.joint_qd.assign(np.array([np.nan], np.float32))
-    with pytest.raises(FloatingPointError, match=r"step 1: body 0 \('body_0'\)"):
+    with pytest.raises(FloatingPointError, match=r"step 2 made body_q\[0\] non-finite .* body 0 \('body_0'\)"):
         solver.step(s1, s0, None, None, 1e-3)
 
 

@@ -43,12 +43,9 @@ class SolverFeatherstone(SolverBase):
 
     def __init__(self, model: Model, *, angular_damping: float = 0.05, update_mass_matrix_interval: int = 1,
                  check_finite: bool = False, **_: Any) -> None:
-        super().__init__(model)
+        super().__init__(model, check_finite)
         self.angular_damping = float(angular_damping)
         self.update_mass_matrix_interval = int(update_mass_matrix_interval)
-        self.check_finite = bool(check_finite)
-        self.step_count = 0
-        """Steps taken so far."""
         self._setup(model)
 
     def _setup(self, model: Model) -> None:
@@ -144,9 +141,7 @@ class SolverFeatherstone(SolverBase):
             wp.launch(copy_bodies_kernel, dim=len(self._free_bodies),
                       inputs=[self._free_bodies, state_in.body_q, state_in.body_qd],
                       outputs=[state_out.body_q, state_out.body_qd], device=model.device)
-        self.step_count += 1
-        if self.check_finite:
-            self._raise_if_not_finite(state_out)
+        self._finish_step(state_out)
 
     def _invert_child_frames(self) -> Any:
         m = self.model
@@ -170,20 +165,3 @@ class SolverFeatherstone(SolverBase):
                 wp.empty(nj, dtype=wp.vec3, device=d, requires_grad=grad),
                 wp.empty(nj, dtype=wp.mat33, device=d, requires_grad=grad)]
 
-    def _raise_if_not_finite(self, state: State) -> None:
-        model = self.model
-        step = self.step_count - 1
-        if state.body_q is not None and len(state.body_q):
-            bad = ~np.isfinite(state.body_q.numpy()).all(axis=1) | ~np.isfinite(state.body_qd.numpy()).all(axis=1)
-            if bad.any():
-                b = int(np.flatnonzero(bad)[0])
-                raise FloatingPointError(f"SolverFeatherstone.step {step}: body {b} ({model.body_label[b]!r}) has a "
-                                         f"non-finite pose or velocity ({int(bad.sum())} bodies in all)")
-        if state.joint_q is not None and len(state.joint_q):
-            bad_q = np.flatnonzero(~np.isfinite(state.joint_q.numpy()))
-            bad_qd = np.flatnonzero(~np.isfinite(state.joint_qd.numpy()))
-            if len(bad_q) or len(bad_qd):
-                starts = model.joint_q_start.numpy() if len(bad_q) else model.joint_qd_start.numpy()
-                j = int(np.searchsorted(starts, (bad_q if len(bad_q) else bad_qd)[0], side="right") - 1)
-                raise FloatingPointError(f"SolverFeatherstone.step {step}: joint {j} ({model.joint_label[j]!r}) has "
-                                         f"a non-finite coordinate or velocity")
