@@ -1,15 +1,17 @@
 """Run Warp's own example programs unmodified against loomwork (`import warp` resolves to loomwork), and
 optionally with real Warp, and compare what both produce.
 
-    python -m loomwork.apps.warp_examples EXAMPLES_DIR [--warp-python PY] [--only NAME,...] [--frames N]
+    python -m loomwork.apps.warp_examples [EXAMPLES_DIR] [--warp-python PY] [--only NAME,...] [--frames N]
                                           [--timeout S] [--keep DIR]
 
-EXAMPLES_DIR is the `examples` folder of an installed warp-lang (never copied into this project); its
-`core` and `optim` programs run, each in its own interpreter and temporary folder, with the options it
-accepts among `--device cpu`, `--headless`, `--stage-path`, `--num-frames`/`--num-steps` and
-`--train-iters`. The table lists each run (ok / the first error) and, with `--warp-python` (an
-interpreter that has warp-lang), whether the two agree: the last time sample of every point-based prim
-of the USD stages they write, and the numbers on the last printed line that mentions a loss.
+EXAMPLES_DIR is the `examples` folder of an installed warp-lang (never copied into this project); without
+it, the warp-lang 1.19.0 wheel is downloaded with pip and only its examples are unpacked, into
+~/.cache/loomwork-warp-examples (`fetch_examples`). Its `core` and `optim` programs run, each in its own interpreter and
+temporary folder, with the options it accepts among `--device cpu`, `--headless`, `--stage-path`,
+`--num-frames`/`--num-steps` and `--train-iters`. The table lists each run (ok / the first error) and,
+with `--warp-python` (an interpreter that has warp-lang), whether the two agree: the last time sample of
+every point-based prim of the USD stages they write, and the numbers on the last printed line that
+mentions a loss.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
+
+WARP_VERSION = "1.19.0"
 
 # Run in the child interpreter: `warp` and `warp.<x>` become loomwork and loomwork.<x>, Warp's example
 # assets are read from the examples folder, then the example runs as __main__.
@@ -62,6 +67,35 @@ class Run:
     error: str = ""
     stage: Path | None = None
     stdout: str = ""
+
+
+def fetch_examples(version: str = WARP_VERSION, cache: Path | None = None) -> Path:
+    """The `examples` folder of warp-lang `version`: its wheel is fetched with pip (no dependencies, no
+    install) and only `warp/examples/` unpacked, once, under `cache` (default ~/.cache/loomwork-warp-examples,
+    apart from the kernel cache, which `wp.clear_kernel_cache()` empties).
+    Raises RuntimeError with pip's message when the wheel cannot be had (offline, say)."""
+    root = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "loomwork-warp-examples"
+    target = root / f"warp-lang-{version}"
+    if (target / "warp" / "examples" / "core").is_dir():
+        return target / "warp" / "examples"
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                               "-q", f"warp-lang=={version}", "-d", tmp],
+                              capture_output=True, text=True, timeout=900)
+        wheels = list(Path(tmp).glob("warp_lang-*.whl"))
+        if proc.returncode != 0 or not wheels:
+            reason = (proc.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise RuntimeError(f"could not download warp-lang {version} for its examples: {reason}")
+        unpacked = Path(tmp) / "unpacked"
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            wheel.extractall(unpacked, [n for n in wheel.namelist() if n.startswith("warp/examples/")])
+        try:
+            unpacked.rename(target)  # atomic: a concurrent fetch either wins or finds the folder complete
+        except OSError:
+            if not (target / "warp" / "examples" / "core").is_dir():
+                raise
+    return target / "warp" / "examples"
 
 
 def find_examples(root: Path) -> list[Path]:
@@ -178,13 +212,17 @@ def run_one(example: Path, python: str, workdir: Path, frames: int | None, timeo
 
 def main(argv: list[str] | None = None) -> dict[str, tuple[Run, Run | None]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("examples", type=Path, help="the examples folder of an installed warp-lang")
+    p.add_argument("examples", type=Path, nargs="?",
+                   help=f"the examples folder of an installed warp-lang (default: warp-lang {WARP_VERSION}'s, "
+                        "downloaded once by fetch_examples)")
     p.add_argument("--warp-python", help="an interpreter with warp-lang installed, to run each example with Warp")
     p.add_argument("--only", help="comma-separated example names (e.g. example_wave,example_sph)")
     p.add_argument("--frames", type=int, help="frames / steps / training iterations, where the example takes them")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     p.add_argument("--keep", type=Path, help="keep each run's folder (stages, images) under this folder")
     args = p.parse_args(argv)
+    if args.examples is None:
+        args.examples = fetch_examples()
     examples = find_examples(args.examples)
     if args.only:
         wanted = {name.removesuffix(".py") for name in args.only.split(",")}

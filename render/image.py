@@ -121,7 +121,9 @@ def _hit_box(o: wp.vec3, d: wp.vec3, c: wp.vec3, half: wp.vec3, q: wp.quat) -> w
 def _cast_rays(origin: wp.vec3, front: wp.vec3, right: wp.vec3, up: wp.vec3, tan_half_fov: float, aspect: float,
                t_near: float, t_far: float, bvh: wp.uint64, kinds: wp.array(dtype=wp.int32),
                pa: wp.array(dtype=wp.vec3), pb: wp.array(dtype=wp.vec3), prot: wp.array(dtype=wp.quat),
-               pr: wp.array(dtype=float), pcolor: wp.array(dtype=wp.vec3), meshes: wp.array(dtype=wp.uint64),
+               pr: wp.array(dtype=float), pcolor: wp.array(dtype=wp.vec3),
+               pinstance: wp.array(dtype=wp.int32), meshes: wp.array(dtype=wp.uint64),
+               mesh_instance: wp.array(dtype=wp.int32), shown: wp.array(dtype=wp.int32),
                mesh_color: wp.array(dtype=wp.vec3), mesh_tri_offset: wp.array(dtype=wp.int32),
                mesh_vertex_offset: wp.array(dtype=wp.int32), tri_indices: wp.array(dtype=wp.int32),
                vertex_colors: wp.array(dtype=wp.vec3), light: wp.vec3, ambient: float, background: wp.vec3,
@@ -140,6 +142,8 @@ def _cast_rays(origin: wp.vec3, front: wp.vec3, right: wp.vec3, up: wp.vec3, tan
         k = 0
         while wp.bvh_query_next(query, k, best):
             h = wp.vec4(-1.0, 0.0, 0.0, 0.0)
+            if pinstance[k] >= 0 and shown[pinstance[k]] == 0:
+                continue
             if kinds[k] == 0:
                 h = _hit_sphere(origin, d, pa[k], pr[k])
             elif kinds[k] == 1:
@@ -151,6 +155,8 @@ def _cast_rays(origin: wp.vec3, front: wp.vec3, right: wp.vec3, up: wp.vec3, tan
                 normal = wp.vec3(h[1], h[2], h[3])
                 color = pcolor[k]
     for m in range(meshes.shape[0]):
+        if mesh_instance[m] >= 0 and shown[mesh_instance[m]] == 0:
+            continue
         hit = wp.mesh_query_ray(meshes[m], origin, d, best)
         if hit.result and hit.t >= t_near:
             best = hit.t
@@ -185,6 +191,7 @@ class _Item:
     scale: np.ndarray = dataclasses.field(default_factory=lambda: np.ones(3))
     visible: bool = True
     template: bool = False
+    shape: bool = True  # a shape instance (numbered for tiled rendering); points and lines are not
     mesh: Any = None  # the wp.Mesh of a mesh item at its current pose (built when drawn)
 
     def to_world(self, p: np.ndarray) -> np.ndarray:
@@ -198,6 +205,10 @@ class ImageRenderer:
 
     Shapes persist between frames and are updated by name, as in OpenGLRenderer. The camera works in a
     Y-up view space: the scene's `up_axis` is turned onto +Y and scaled by `scaling` first.
+
+    Tiled rendering (`setup_tiled_rendering`, as OpenGLRenderer's) splits the frame into viewports, each
+    drawing its own list of shape instances from its own camera; shape instances are numbered in the order
+    their names were first drawn (templates excepted), and points and lines are drawn in every tile.
     """
 
     def __init__(self, output_dir: str | None = None, scaling: float = 1.0, fps: int = 60, up_axis: str = "Y",
@@ -233,6 +244,13 @@ class ImageRenderer:
         self.image: np.ndarray | None = None
         self.depth: np.ndarray | None = None
         self._items: dict[str, _Item] = {}
+        self._tile_instances: list[list[int]] | None = None
+        self._tile_viewports: list[tuple[int, int, int, int]] | None = None
+        self._tile_projection_matrices: list[np.ndarray | None] = []
+        self._tile_view_matrices: list[np.ndarray | None] = []
+        self._tile_width: int | None = None
+        self._tile_height: int | None = None
+        self._tiled_rendering = False
 
     # -- frames --------------------------------------------------------------------------------------
     def begin_frame(self, t: float | None = None) -> None:
@@ -241,7 +259,7 @@ class ImageRenderer:
 
     def end_frame(self) -> None:
         """Ray-cast the scene into `image` / `depth`, and write the PNG frame when an output_dir is set."""
-        self.image, self.depth = self._cast()
+        self.image, self.depth = self._render_tiles() if self._tiled_rendering else self._cast()
         if self.output_dir is not None:
             self.write_png(os.path.join(self.output_dir, f"frame_{self.frame:05d}.png"))
         self.frame += 1
@@ -266,35 +284,164 @@ class ImageRenderer:
 
     def get_pixels(self, target_image: Any, split_up_tiles: bool = False, mode: str = "rgb",
                    use_uint8: bool = False) -> bool:
-        """Copy the last frame into `target_image`, a (height, width, 3) array for mode "rgb" (float32
-        in [0, 1], or uint8 with use_uint8) or (height, width, 1) float32 for mode "depth"."""
+        """Copy the last frame into `target_image`: (height, width, 3) for mode "rgb" (float32 in [0, 1], or
+        uint8 with use_uint8) or (height, width, 1) float32 for mode "depth"; with `split_up_tiles`,
+        (num_tiles, tile_height, tile_width, channels), each tile's viewport cut out of the frame."""
         if self.image is None:
             raise RuntimeError("ImageRenderer.get_pixels: no frame has been rendered yet (call end_frame first)")
-        if split_up_tiles:
-            raise ValueError("ImageRenderer.get_pixels: tiled rendering is not set up; pass split_up_tiles=False")
         if mode == "rgb":
             pixels = self.rgb8() if use_uint8 else self.image
         elif mode == "depth":
             pixels = self.depth[..., None]
         else:
             raise ValueError(f"ImageRenderer.get_pixels: mode must be 'rgb' or 'depth', got {mode!r}")
+        if split_up_tiles:
+            pixels = self._split_tiles(pixels)
         if tuple(target_image.shape) != pixels.shape:
             raise ValueError(f"ImageRenderer.get_pixels: target_image has shape {tuple(target_image.shape)}, "
-                             f"the {mode} frame is {pixels.shape}")
-        wp.copy(target_image, wp.array(pixels.astype(wp.dtype_to_numpy(target_image.dtype)),
+                             f"the {mode} {'tiles are' if split_up_tiles else 'frame is'} {pixels.shape}")
+        wp.copy(target_image, wp.array(np.ascontiguousarray(pixels, dtype=wp.dtype_to_numpy(target_image.dtype)),
                                        dtype=target_image.dtype, device=target_image.device))
         return True
+
+    # -- tiled rendering -----------------------------------------------------------------------------
+    def setup_tiled_rendering(self, instances: list[list[int]], rescale_window: bool = False,
+                              tile_width: int | None = None, tile_height: int | None = None,
+                              tile_ncols: int | None = None, tile_nrows: int | None = None,
+                              tile_positions: list[tuple[int, int]] | None = None,
+                              tile_sizes: list[tuple[int, int]] | None = None,
+                              projection_matrices: list[Any] | None = None,
+                              view_matrices: list[Any] | None = None) -> None:
+        """Split the frame into one viewport per list of shape instance ids (Warp's arguments): a grid of
+        `tile_ncols` x `tile_nrows` tiles of `tile_width` x `tile_height` pixels (by default the
+        squarest grid filling the screen), or explicit `tile_positions` (x, y from the bottom-left, as in
+        OpenGL) and `tile_sizes`. `projection_matrices` / `view_matrices` (OpenGL's column-major 16
+        floats or 4 x 4) give tiles their own cameras; None follows the renderer's camera."""
+        if not isinstance(instances, list) or not instances:
+            raise ValueError(f"setup_tiled_rendering: instances must be a non-empty list of lists of shape "
+                             f"instance ids, got {instances!r}")
+        for index, item in enumerate(instances):
+            if not isinstance(item, list):
+                raise TypeError(f"setup_tiled_rendering: instances[{index}] must be a list, got {type(item).__name__}")
+        n = len(instances)
+        if tile_positions is None or tile_sizes is None:
+            if tile_ncols is None or tile_nrows is None:
+                tile_ncols = int(np.ceil(np.sqrt(n)))
+                tile_nrows = int(np.ceil(n / tile_ncols))
+            if tile_ncols * tile_nrows < n:
+                raise ValueError(f"setup_tiled_rendering: {tile_ncols} x {tile_nrows} tiles cannot hold "
+                                 f"{n} instance lists")
+            width = int(tile_width or max(32, self.screen_width // tile_ncols))
+            height = int(tile_height or max(32, self.screen_height // tile_nrows))
+            viewports = [(i * width, j * height, width, height) for i in range(tile_ncols) for j in range(tile_nrows)]
+            if rescale_window:
+                self._resize(width * tile_ncols, height * tile_nrows)
+        else:
+            if len(tile_positions) != n or len(tile_sizes) != n:
+                raise ValueError(f"setup_tiled_rendering: tile_positions and tile_sizes must each hold {n} entries, "
+                                 f"got {len(tile_positions)} and {len(tile_sizes)}")
+            viewports = [(int(x), int(y), int(w), int(h))
+                         for (x, y), (w, h) in zip(tile_positions, tile_sizes, strict=True)]
+            width = viewports[0][2] if all(v[2] == viewports[0][2] for v in viewports) else None
+            height = viewports[0][3] if all(v[3] == viewports[0][3] for v in viewports) else None
+        for v in viewports[:n]:
+            if v[2] <= 0 or v[3] <= 0:
+                raise ValueError(f"setup_tiled_rendering: a tile has size {v[2]} x {v[3]}; sizes must be positive")
+        self._tile_instances = [list(map(int, item)) for item in instances]
+        self._tile_viewports = viewports[:n]
+        self._tile_width, self._tile_height = width, height
+        self._tile_projection_matrices = [None if m is None else _gl_matrix(m, "projection matrix")
+                                          for m in (projection_matrices or [None] * n)]
+        self._tile_view_matrices = [None if m is None else _gl_matrix(m, "view matrix")
+                                    for m in (view_matrices or [None] * n)]
+        if len(self._tile_projection_matrices) != n or len(self._tile_view_matrices) != n:
+            raise ValueError(f"setup_tiled_rendering: give one projection and view matrix (or None) per tile ({n})")
+        self._tiled_rendering = True
+
+    def update_tile(self, tile_id: int, instances: list[int] | None = None, projection_matrix: Any = None,
+                    view_matrix: Any = None, tile_size: tuple[int, int] | None = None,
+                    tile_position: tuple[int, int] | None = None) -> None:
+        """Change one tile's instances, matrices, size or position."""
+        if self._tile_instances is None:
+            raise RuntimeError("update_tile: call setup_tiled_rendering() first")
+        if not 0 <= tile_id < len(self._tile_instances):
+            raise IndexError(f"update_tile: tile_id {tile_id} is out of range for {len(self._tile_instances)} tiles")
+        if instances is not None:
+            self._tile_instances[tile_id] = list(map(int, instances))
+        if projection_matrix is not None:
+            self._tile_projection_matrices[tile_id] = _gl_matrix(projection_matrix, "projection matrix")
+        if view_matrix is not None:
+            self._tile_view_matrices[tile_id] = _gl_matrix(view_matrix, "view matrix")
+        x, y, w, h = self._tile_viewports[tile_id]
+        if tile_size is not None:
+            w, h = map(int, tile_size)
+        if tile_position is not None:
+            x, y = map(int, tile_position)
+        self._tile_viewports[tile_id] = (x, y, w, h)
+
+    @property
+    def tiled_rendering(self) -> bool:
+        """Whether frames are drawn as tiles (set up by setup_tiled_rendering)."""
+        return self._tiled_rendering
+
+    @tiled_rendering.setter
+    def tiled_rendering(self, value: bool) -> None:
+        if value and self._tile_instances is None:
+            raise RuntimeError("tiled_rendering: call setup_tiled_rendering() first")
+        self._tiled_rendering = bool(value)
+
+    @property
+    def num_tiles(self) -> int:
+        """The number of tiles set up (0 without tiled rendering)."""
+        return 0 if self._tile_instances is None else len(self._tile_instances)
+
+    @property
+    def tile_width(self) -> int | None:
+        """The tiles' common width in pixels (None when they differ)."""
+        return self._tile_width
+
+    @property
+    def tile_height(self) -> int | None:
+        """The tiles' common height in pixels (None when they differ)."""
+        return self._tile_height
+
+    @property
+    def num_instances(self) -> int:
+        """The number of shape instances drawn so far (the ids tiles refer to)."""
+        return sum(1 for item in self._items.values() if item.shape and not item.template)
+
+    def _resize(self, width: int, height: int) -> None:
+        self.screen_width, self.screen_height = int(width), int(height)
+
+    def _split_tiles(self, pixels: np.ndarray) -> np.ndarray:
+        """The tiles cut out of a full frame, (num_tiles, tile_height, tile_width, channels)."""
+        if self._tile_viewports is None:
+            raise RuntimeError("get_pixels(split_up_tiles=True) needs setup_tiled_rendering() first")
+        if self._tile_width is None or self._tile_height is None or any(
+                (v[2], v[3]) != (self._tile_width, self._tile_height) for v in self._tile_viewports):
+            raise RuntimeError("get_pixels(split_up_tiles=True) needs tiles of one size, got "
+                               f"{sorted({(v[2], v[3]) for v in self._tile_viewports})}")
+        th, tw = self._tile_height, self._tile_width
+        out = np.zeros((len(self._tile_viewports), th, tw, pixels.shape[-1]), dtype=pixels.dtype)
+        for k, (x, y, _, _) in enumerate(self._tile_viewports):
+            top = self.screen_height - y - th  # viewports count rows from the bottom, images from the top
+            rows = slice(max(top, 0), min(top + th, self.screen_height))
+            cols = slice(max(x, 0), min(x + tw, self.screen_width))
+            if rows.start < rows.stop and cols.start < cols.stop:
+                out[k, rows.start - top:rows.stop - top, cols.start - x:cols.stop - x] = pixels[rows, cols]
+        return out
 
     # -- the scene -----------------------------------------------------------------------------------
     def _put(self, name: str, kind: str, data: dict, pos: Any = (0.0, 0.0, 0.0), rot: Any = (0.0, 0.0, 0.0, 1.0),
              scale: Any = (1.0, 1.0, 1.0), parent_body: str | None = None, is_template: bool = False,
-             visible: bool = True) -> str:
+             visible: bool = True, shape: bool = True) -> str:
         if parent_body is not None:
             raise ValueError(f"ImageRenderer: {name!r} has parent_body={parent_body!r}; this renderer draws in world "
                              "space (pass world poses)")
         self._items[name] = _Item(kind, data, vec_or_raise(pos, 3, f"{name!r} pos"),
                                   vec_or_raise(rot, 4, f"{name!r} rot (x, y, z, w)"),
-                                  vec_or_raise(scale, 3, f"{name!r} scale"), bool(visible), bool(is_template))
+                                  vec_or_raise(scale, 3, f"{name!r} scale"), bool(visible), bool(is_template),
+                                  shape)
         return name
 
     @staticmethod
@@ -426,7 +573,7 @@ class ImageRenderer:
             data["vertex_colors"] = None
             if src.kind == "mesh":
                 data["color"] = data["color"][0]
-        self._put(name, src.kind, data, pos, rot, src.scale if scale is None else scale)
+        self._put(name, src.kind, data, pos, rot, src.scale if scale is None else scale, shape=src.shape)
 
     def render_points(self, name: str, points: Any, radius: Any, colors: Any = None, as_spheres: bool = True,
                       visible: bool = True) -> str:
@@ -437,13 +584,13 @@ class ImageRenderer:
         if radii.size not in (1, len(pts)):
             raise ValueError(f"render_points {name!r}: {radii.size} radii for {len(pts)} points")
         data = {"a": pts, "r": np.broadcast_to(radii, (len(pts),)), "color": self._color(colors, name, len(pts))}
-        return self._put(name, "sphere", data, visible=visible)
+        return self._put(name, "sphere", data, visible=visible, shape=False)
 
     def _render_lines(self, name: str, starts: np.ndarray, ends: np.ndarray, color: Any, radius: float,
                       visible: bool) -> str:
         data = {"a": starts, "b": ends, "r": np.full(len(starts), float(radius)),
                 "color": self._color(color, name, len(starts))}
-        return self._put(name, "capsule", data, visible=visible)
+        return self._put(name, "capsule", data, visible=visible, shape=False)
 
     def render_line_list(self, name: str, vertices: Any, indices: Any, color: tuple | None = None,
                          radius: float = 0.01, visible: bool = True) -> str:
@@ -458,10 +605,20 @@ class ImageRenderer:
         return self._render_lines(name, starts, ends, color, radius, visible)
 
     # -- ray casting ---------------------------------------------------------------------------------
-    def _analytic(self) -> dict:
+    def _instance_ids(self) -> dict[str, int]:
+        """Each shape instance's id (-1 for points and lines, drawn in every tile)."""
+        ids, n = {}, 0
+        for name, item in self._items.items():
+            if item.template:
+                continue
+            ids[name] = n if item.shape else -1
+            n += item.shape
+        return ids
+
+    def _analytic(self, ids: dict[str, int]) -> dict:
         """The spheres, capsules and boxes to draw, in world space, as flat arrays."""
-        rows = {"kind": [], "a": [], "b": [], "q": [], "r": [], "color": []}
-        for item in self._items.values():
+        rows = {"kind": [], "a": [], "b": [], "q": [], "r": [], "color": [], "instance": []}
+        for name, item in self._items.items():
             if not item.visible or item.template or item.kind == "mesh" or len(item.data["color"]) == 0:
                 continue
             d, n = item.data, len(item.data["color"])
@@ -475,6 +632,7 @@ class ImageRenderer:
                 b, r = np.abs(d["half"] * item.scale), np.zeros(n)
                 q = np.array([_quat_mul(item.rot, qi) for qi in d["q"]])
             rows["kind"].append(np.full(n, {"sphere": SPHERE, "capsule": CAPSULE, "box": BOX}[item.kind]))
+            rows["instance"].append(np.full(n, ids[name]))
             for key, value in (("a", a), ("b", b), ("q", q), ("color", d["color"])):
                 rows[key].append(np.asarray(value, dtype=np.float32).reshape(n, -1))
             rows["r"].append(np.asarray(r, dtype=np.float32).reshape(n))
@@ -491,26 +649,34 @@ class ImageRenderer:
             lower[boxes], upper[boxes] = a[boxes] - reach, a[boxes] + reach
         return lower, upper
 
-    def _cast(self) -> tuple:
+    def _scene(self) -> tuple[list, list, int]:
+        """The kernel's scene arguments (primitives, then meshes), the objects keeping them alive, and
+        the number of shape instances."""
         dev = self.device
-        prims = self._analytic()
-        bvh = None
+        ids = self._instance_ids()
+        prims = self._analytic(ids)
+        keep: list = []
         fields = (("kind", wp.int32, np.int32), ("a", wp.vec3, np.float32), ("b", wp.vec3, np.float32),
-                  ("q", wp.quat, np.float32), ("r", float, np.float32), ("color", wp.vec3, np.float32))
+                  ("q", wp.quat, np.float32), ("r", float, np.float32), ("color", wp.vec3, np.float32),
+                  ("instance", wp.int32, np.int32))
         if prims["kind"] is not None:
             lower, upper = self._bounds(prims)
             bvh = wp.Bvh(wp.array(lower, dtype=wp.vec3, device=dev), wp.array(upper, dtype=wp.vec3, device=dev))
+            keep.append(bvh)
             arrays = [wp.array(prims[k].astype(npt), dtype=wt, device=dev) for k, wt, npt in fields]
         else:
+            bvh = None
             arrays = [wp.zeros(0, dtype=wt, device=dev) for _, wt, _ in fields]
-        meshes = [it for it in self._items.values() if it.kind == "mesh" and it.visible and not it.template]
-        ids, colors, tri_off, vert_off, tris, vcols = [], [], [], [], [], []
+        meshes = [(name, it) for name, it in self._items.items()
+                  if it.kind == "mesh" and it.visible and not it.template]
+        mesh_ids, instances, colors, tri_off, vert_off, tris, vcols = [], [], [], [], [], [], []
         n_tri = n_vert = 0
-        for item in meshes:
+        for name, item in meshes:
             world = item.to_world(item.data["points"])
             item.mesh = wp.Mesh(wp.array(world, dtype=wp.vec3, device=dev),
                                 wp.array(item.data["indices"], dtype=wp.int32, device=dev))
-            ids.append(item.mesh.id)
+            mesh_ids.append(item.mesh.id)
+            instances.append(ids[name])
             colors.append(item.data["color"])
             tri_off.append(n_tri)
             tris.append(item.data["indices"])
@@ -528,31 +694,89 @@ class ImageRenderer:
             data = np.concatenate(parts) if parts else np.zeros((0, width) if width else 0, dtype=np_dtype)
             return wp.array(data, dtype=dtype, device=dev)
 
-        to_view = _UP_TO_Y[self.up_axis]
+        prim_args = [wp.uint64(bvh.id if bvh is not None else 0), *arrays]
+        mesh_args = [arr([np.uint64(i) for i in mesh_ids], wp.uint64, np.uint64),
+                     arr(instances, wp.int32, np.int32)]
+        rest = [arr(colors, wp.vec3, np.float32, 3), arr(tri_off, wp.int32, np.int32),
+                arr(vert_off, wp.int32, np.int32), arr(tris, wp.int32, np.int32), arr(vcols, wp.vec3, np.float32, 3)]
+        return [prim_args, mesh_args, rest], keep, sum(v >= 0 for v in ids.values())
+
+    def _camera(self, view: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The camera's position, front, right and up in the Y-up view space, from the renderer's camera
+        or an OpenGL view matrix (world-to-camera, looking down -z)."""
+        if view is not None:
+            rot, t = view[:3, :3], view[:3, 3]
+            return -rot.T @ t, -rot[2], rot[0], rot[1]
         front = self.camera_front / np.linalg.norm(self.camera_front)
         right = np.cross(front, self.camera_up)
         if not np.linalg.norm(right) > 1e-9:
             raise ValueError("ImageRenderer: camera_front and camera_up are parallel")
         right /= np.linalg.norm(right)
-        up = np.cross(right, front)
+        return self.camera_pos, front, right, np.cross(right, front)
+
+    def _cast_view(self, scene: list, width: int, height: int, shown: Any, view: np.ndarray | None = None,
+                   projection: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """One image (and depth) of `width` x `height` of the instances `shown` marks."""
+        dev = self.device
+        to_view = _UP_TO_Y[self.up_axis]
+        pos, front, right, up = self._camera(view)
+        tan_half, aspect = math.tan(math.radians(self.camera_fov) / 2.0), width / height
+        near, far = self.near_plane, self.far_plane
+        if projection is not None:  # a perspective matrix: P00 = 1 / (aspect tan), P11 = 1 / tan
+            tan_half, aspect = 1.0 / projection[1, 1], projection[1, 1] / projection[0, 0]
+            c, d = projection[2, 2], projection[2, 3]
+            near, far = d / (c - 1.0), d / (c + 1.0)
 
         def world(v: np.ndarray) -> Any:
             """A view-space vector in the scene's frame."""
             return wp.vec3(*(to_view.T @ v))
 
         light = to_view.T @ (self.light_direction / np.linalg.norm(self.light_direction))
-        h, w = self.screen_height, self.screen_width
-        image = wp.zeros((h, w), dtype=wp.vec3, device=dev)
-        depth = wp.zeros((h, w), dtype=float, device=dev)
-        wp.launch(_cast_rays, dim=(h, w), device=dev, inputs=[
-            world(self.camera_pos / self.scaling), world(front), world(right), world(up),
-            math.tan(math.radians(self.camera_fov) / 2.0), w / h, self.near_plane / self.scaling,
-            self.far_plane / self.scaling, wp.uint64(bvh.id if bvh is not None else 0), *arrays,
-            arr([np.uint64(i) for i in ids], wp.uint64, np.uint64), arr(colors, wp.vec3, np.float32, 3),
-            arr(tri_off, wp.int32, np.int32), arr(vert_off, wp.int32, np.int32), arr(tris, wp.int32, np.int32),
-            arr(vcols, wp.vec3, np.float32, 3), wp.vec3(*light), self.ambient, wp.vec3(*self.background_color),
-            image, depth])
+        prim_args, mesh_args, rest = scene
+        image = wp.zeros((height, width), dtype=wp.vec3, device=dev)
+        depth = wp.zeros((height, width), dtype=float, device=dev)
+        wp.launch(_cast_rays, dim=(height, width), device=dev, inputs=[
+            world(pos / self.scaling), world(front), world(right), world(up), tan_half, aspect,
+            near / self.scaling, far / self.scaling, *prim_args, *mesh_args, shown, *rest, wp.vec3(*light),
+            self.ambient, wp.vec3(*self.background_color), image, depth])
         return image.numpy(), depth.numpy() * self.scaling
+
+    def _cast(self) -> tuple[np.ndarray, np.ndarray]:
+        """The whole frame from the renderer's camera, every instance shown."""
+        scene, _keep, n = self._scene()
+        shown = wp.full(max(n, 1), 1, dtype=wp.int32, device=self.device)
+        return self._cast_view(scene, self.screen_width, self.screen_height, shown)
+
+    def _render_tiles(self) -> tuple[np.ndarray, np.ndarray]:
+        """The frame as tiles: each viewport ray-cast from its camera with its instances; background elsewhere."""
+        scene, _keep, n = self._scene()
+        height, width = self.screen_height, self.screen_width
+        image = np.broadcast_to(self.background_color.astype(np.float32), (height, width, 3)).copy()
+        depth = np.full((height, width), self.far_plane, dtype=np.float32)
+        for k, (x, y, w, h) in enumerate(self._tile_viewports):
+            mask = np.zeros(max(n, 1), dtype=np.int32)
+            ids = np.asarray(self._tile_instances[k], dtype=np.int64)
+            if ids.size and (ids.min() < 0 or ids.max() >= n):
+                raise ValueError(f"tiled rendering: tile {k} lists instance ids {sorted(set(ids.tolist()))}, but "
+                                 f"there are {n} shape instances (ids 0..{n - 1})")
+            mask[ids] = 1
+            tile_rgb, tile_depth = self._cast_view(scene, w, h, wp.array(mask, dtype=wp.int32, device=self.device),
+                                                   self._tile_view_matrices[k], self._tile_projection_matrices[k])
+            top = height - y - h
+            rows = slice(max(top, 0), min(top + h, height))
+            cols = slice(max(x, 0), min(x + w, width))
+            if rows.start < rows.stop and cols.start < cols.stop:
+                image[rows, cols] = tile_rgb[rows.start - top:rows.stop - top, cols.start - x:cols.stop - x]
+                depth[rows, cols] = tile_depth[rows.start - top:rows.stop - top, cols.start - x:cols.stop - x]
+        return image, depth
+
+
+def _gl_matrix(m: Any, what: str) -> np.ndarray:
+    """A 4 x 4 matrix from OpenGL's column-major 16 floats (a 4 x 4 input is read the same way, as Warp does)."""
+    flat = np.asarray(m, dtype=np.float64).reshape(-1)
+    if flat.size != 16:
+        raise ValueError(f"tiled rendering: a {what} needs 16 values (4 x 4), got {flat.size}")
+    return flat.reshape(4, 4).T
 
 
 def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 from .image import ImageRenderer
@@ -37,7 +39,9 @@ class OpenGLRenderer(ImageRenderer):
     and, unless headless, shows it in a pyglet window titled `title` (`render_depth` shows depth).
     `draw_grid`, `draw_sky`, `draw_axis`, `show_info`, `render_wireframe`, `axis_scale`, `vsync`,
     `enable_backface_culling`, the interaction switches and `use_legacy_opengl` are accepted for
-    compatibility; the ray caster draws no grid, sky, axes or overlay, and the camera is fixed."""
+    compatibility; the ray caster draws no grid, sky, axes or overlay, and the camera is fixed.
+    `clock_time` is the wall-clock time since construction (the default frame time, as in Warp), and the
+    functions in `render_2d_callbacks` run after each frame is shown (for overlays such as ImGui)."""
 
     def __init__(self, title: str = "Warp", scaling: float = 1.0, fps: int = 60, up_axis: str = "Y",
                  screen_width: int = 1024, screen_height: int = 768, near_plane: float = 1.0,
@@ -54,6 +58,7 @@ class OpenGLRenderer(ImageRenderer):
             headless = bool(pyglet is not None and pyglet.options.get("headless", False))
         self.headless = bool(headless)
         self.window = None
+        self._closed = False
         if not self.headless:
             reason = _no_display_reason()
             if reason is None and pyglet is None:
@@ -66,23 +71,54 @@ class OpenGLRenderer(ImageRenderer):
                          camera_up=camera_up, background_color=background_color, device=device)
         self.title = title
         self.render_depth = render_depth
+        self.render_2d_callbacks: list[Callable[[], None]] = []
+        self.paused = False
+        self._start_time = time.time()
+        self.clock_time = 0.0
         if not self.headless:
             self.window = pyglet.window.Window(width=self.screen_width, height=self.screen_height, caption=title,
                                                vsync=vsync, visible=True)
 
     @property
+    def camera_near_plane(self) -> float:
+        """The near clipping distance (Warp's name)."""
+        return self.near_plane
+
+    @property
+    def camera_far_plane(self) -> float:
+        """The far clipping distance (Warp's name)."""
+        return self.far_plane
+
+    def begin_frame(self, t: float | None = None) -> None:
+        """Start a frame at time `t` (default: the wall-clock `clock_time`, as Warp's renderer)."""
+        self.update()
+        super().begin_frame(self.clock_time if t is None else t)
+
+    def update(self) -> None:
+        """Advance `clock_time` and process the window's events."""
+        self.clock_time = time.time() - self._start_time
+        if self.window is not None and not self.has_exit:
+            self.window.switch_to()
+            self.window.dispatch_events()
+
+    def _resize(self, width: int, height: int) -> None:
+        super()._resize(width, height)
+        if self.window is not None:
+            self.window.set_size(self.screen_width, self.screen_height)
+
+    @property
     def has_exit(self) -> bool:
-        """Whether the window was closed."""
-        return self.window is not None and self.window.has_exit
+        """Whether the renderer was closed, or its window closed by the user."""
+        return self._closed or (self.window is not None and self.window.has_exit)
 
     def is_running(self) -> bool:
-        """False once the window was closed (a headless renderer keeps running)."""
+        """False once the renderer or its window was closed."""
         return not self.has_exit
 
     def end_frame(self) -> None:
         """Ray-cast the frame and, with a window, show it."""
         super().end_frame()
-        if self.window is None or self.window.has_exit:
+        if self.window is None or self.has_exit:
             return
         import pyglet
 
@@ -98,6 +134,8 @@ class OpenGLRenderer(ImageRenderer):
         self.window.dispatch_events()
         self.window.clear()
         picture.blit(0, 0)
+        for callback in self.render_2d_callbacks:
+            callback()
         self.window.flip()
 
     def clear(self) -> None:
@@ -105,6 +143,7 @@ class OpenGLRenderer(ImageRenderer):
         self._items.clear()
 
     def close(self) -> None:
-        """Close the window (if any)."""
+        """Close the window (if any); the renderer stops running."""
         if self.window is not None:
             self.window.close()
+        self._closed = True

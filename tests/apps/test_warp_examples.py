@@ -1,6 +1,8 @@
 """apps/warp_examples: the harness that runs Warp's example programs against loomwork."""
 
 import os
+import subprocess
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -48,16 +50,57 @@ def test_compare_reports_stage_and_loss_differences(tmp_path):
     assert "loss max rel diff 9.09e-02" in note
 
 
-@pytest.mark.skipif(not EXAMPLES, reason="set LOOMWORK_WARP_EXAMPLES to an installed warp-lang's examples folder "
-                    "(Warp's examples ship only inside the warp-lang wheel, which the tests do not install)")
-def test_small_warp_examples_run_unmodified(tmp_path):
-    """Warp's wave, fluid and graph-capture examples run with `import warp` aliased to loomwork, and the
-    wave example's USD stage holds its surface."""
-    results = wx.main([EXAMPLES, "--only", "example_wave,example_fluid,example_graph_capture", "--frames", "2",
-                       "--timeout", "300", "--keep", str(tmp_path)])
-    assert set(results) == {"example_wave", "example_fluid", "example_graph_capture"}
+@pytest.fixture(scope="module")
+def warp_examples() -> str:
+    """Warp's examples folder: LOOMWORK_WARP_EXAMPLES, else warp-lang 1.19.0's, fetched once with pip."""
+    if EXAMPLES:
+        return EXAMPLES
+    try:
+        return str(wx.fetch_examples())
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        pytest.skip(str(e))
+
+
+# One of each kind: grids (wave, fluid, fdtd), graph capture, tiles (FFT), a NanoVDB volume, a mesh.
+CI_EXAMPLES = ("example_wave", "example_fluid", "example_fdtd_3d", "example_graph_capture",
+               "example_fft_poisson_navier_stokes_2d", "example_nvdb", "example_sample_mesh")
+
+
+def test_warp_examples_run_unmodified(warp_examples, tmp_path):
+    """A fast subset of Warp 1.19's own example programs runs with `import warp` aliased to loomwork,
+    and the wave example's USD stage holds its surface."""
+    results = wx.main([warp_examples, "--only", ",".join(CI_EXAMPLES), "--frames", "2", "--timeout", "300",
+                       "--keep", str(tmp_path)])
+    assert set(results) == set(CI_EXAMPLES)
     for name, (ours, _) in results.items():
         assert ours.ok, f"{name}: {ours.error}"
     pytest.importorskip("pxr", reason="usd-core is not installed")
     points = wx.stage_points(tmp_path / "example_wave" / "loomwork" / "stage.usd")
     assert "/root/surface" in points and np.isfinite(points["/root/surface"]).all()
+
+
+def test_fetch_examples_unpacks_only_the_examples(tmp_path, monkeypatch):
+    """fetch_examples unpacks warp/examples/ from the wheel pip downloads, once; a failed download is named."""
+    wheel_dir = tmp_path / "wheel"
+    wheel_dir.mkdir()
+    with zipfile.ZipFile(wheel_dir / "warp_lang-9.9.9-py3-none-any.whl", "w") as z:
+        z.writestr("warp/examples/core/example_x.py", "print('x')\n")
+        z.writestr("warp/native/warp.so", "binary")
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        dest = Path(cmd[cmd.index("-d") + 1])
+        if "warp-lang==9.9.9" in cmd:
+            (dest / "warp_lang-9.9.9-py3-none-any.whl").write_bytes((wheel_dir / "warp_lang-9.9.9-py3-none-any.whl")
+                                                                     .read_bytes())
+            return subprocess.CompletedProcess(cmd, 0, "", "")
+        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution found for warp-lang==0.0.1")
+
+    monkeypatch.setattr(wx.subprocess, "run", fake_run)
+    folder = wx.fetch_examples("9.9.9", cache=tmp_path / "cache")
+    assert (folder / "core" / "example_x.py").read_text() == "print('x')\n"
+    assert not (folder.parent / "native").exists()
+    assert wx.fetch_examples("9.9.9", cache=tmp_path / "cache") == folder and len(calls) == 1
+    with pytest.raises(RuntimeError, match="could not download warp-lang 0.0.1.*No matching distribution"):
+        wx.fetch_examples("0.0.1", cache=tmp_path / "cache")
