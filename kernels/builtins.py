@@ -640,21 +640,21 @@ add("spatial_adjoint", (M33, M33), lambda b: T.matrix((6, 6), b["T"]), group="Sp
 add("_make_spatial", (V3, V3), spatial_of, "lw::make_spatial", group="Spatial Math",
     doc="wp.spatial_vector(w, v) inside kernels")
 
-# noise: gradient (Perlin) noise of a uint32 seed (e.g. a random state) and a position
+# noise: gradient (Perlin) noise of a uint32 seed (e.g. a random state) and a position, Warp's fields
 V2F, V3F, V4F = Exact(T.vec2f), Exact(T.vec3f), Exact(T.vec4f)
 for _x in (F32, V2F, V3F, V4F):
-    add("noise", (U32, _x), T.float32, group="Noise", doc="gradient noise in [-1, 1] at a position (1-D to 3-D); "
-        "differentiable in the position")
-add("pnoise", (U32, F32, I32), T.float32, group="Noise", doc="noise periodic with integer periods per axis",
-    differentiable=False)
-add("pnoise", (U32, V2F, I32, I32), T.float32, group="Noise", doc="", differentiable=False)
-add("pnoise", (U32, V3F, I32, I32, I32), T.float32, group="Noise", doc="", differentiable=False)
-add("pnoise", (U32, V4F, I32, I32, I32, I32), T.float32, group="Noise", doc="", differentiable=False)
+    add("noise", (U32, _x), T.float32, group="Noise", doc="gradient noise at a position (1-D to 4-D), the same "
+        "field as Warp's for the same state; differentiable in the position")
+add("pnoise", (U32, F32, I32), T.float32, group="Noise", doc="noise periodic with integer periods per axis "
+    "(a period <= 0 leaves that axis unwrapped); differentiable in the position")
+add("pnoise", (U32, V2F, I32, I32), T.float32, group="Noise", doc="")
+add("pnoise", (U32, V3F, I32, I32, I32), T.float32, group="Noise", doc="")
+add("pnoise", (U32, V4F, I32, I32, I32, I32), T.float32, group="Noise", doc="")
 for _x, _t in ((V2F, T.vec2f), (V3F, T.vec3f), (V4F, T.vec3f)):  # a vec4 is (x, y, z, time): a 3-D field
     add("curlnoise", (U32, _x), _t, group="Noise",
-        doc="divergence-free noise: the curl of a noise potential", differentiable=False)
+        doc="divergence-free noise: the curl of noise potentials (Warp's field); differentiable in the position")
     add("curlnoise", (U32, _x, U32, F32, F32), _t, group="Noise",
-        doc="curlnoise(seed, x, octaves, lacunarity, gain)", differentiable=False)
+        doc="curlnoise(seed, x, octaves, lacunarity, gain)")
 
 # special forms: the front end handles their arguments itself (arrays, indices, launch state)
 SPECIAL_FORMS = {

@@ -1801,130 +1801,191 @@ template <typename T> LW_FUNC int32_t sample_cdf_of(uint32_t s, const array_t<T>
 template <typename T> LW_FUNC int32_t sample_cdf(uint32_t& s, const array_t<T>& cdf) { return sample_cdf_of(draw(s), cdf); }
 
 // ---------------------------------------------------------------------------------------------
-// gradient (Perlin) noise in 1 to 4 dimensions: random unit gradients on the integer lattice, blended
-// with the quintic fade; the value and its gradient are computed together (the adjoint uses both)
+// gradient (Perlin) noise in 1 to 4 dimensions, the same field as Warp's for the same state: each lattice
+// point's gradient is a normalized uniform draw in [-0.5, 0.5]^D (uniform in [-1, 1] in 1-D) from a hash of
+// its coordinates plus the state; corner values are blended axis by axis (x first) with the quintic fade.
+// The blend carries the value, its gradient and Hessian (noise/pnoise adjoints use the gradient,
+// curlnoise's value the gradient and its adjoint the Hessian).
 
-LW_FUNC uint32_t lattice_hash(uint32_t seed, const int32_t* cell, int d) {
-    uint32_t h = rand_next(seed);
-    for (int k = 0; k < d; ++k) h = rand_next(h ^ (uint32_t)cell[k] * 0x9E3779B9u);
-    return h;
-}
-template <int D> LW_FUNC vec_t<D, float> lattice_gradient(uint32_t h) {
+template <int D> struct noise_jet {
+    float v;
     vec_t<D, float> g;
-    if (D == 1) {
-        g.c[0] = 2.0f * rand_unit(h) - 1.0f;
-    } else if (D == 2) {
-        float t = 6.283185307179586f * rand_unit(h);
-        g.c[0] = cos(t);
-        g.c[1 % D] = sin(t);
-    } else {
-        vec_t<3, float> u = sample_unit_sphere_surface_of(h, rand_next(h));
-        float t = D == 4 ? 6.283185307179586f * rand_unit(rand_next(rand_next(h))) : 0.0f;
-        for (int k = 0; k < D; ++k) g.c[k] = k < 3 ? u.c[k] * cos(t) : sin(t);
-    }
-    return g;
-}
+    mat_t<D, D, float> h;
+};
 LW_FUNC float fade(float t) { return t * t * t * (t * (t * 6.0f - 15.0f) + 10.0f); }
 LW_FUNC float fade_deriv(float t) { return 30.0f * t * t * (t * (t - 2.0f) + 1.0f); }
+LW_FUNC float fade_deriv2(float t) { return 60.0f * t * (t * (t * 2.0f - 3.0f) + 1.0f); }
 
-// periods <= 0 mean "not periodic" in that dimension
-template <int D> LW_FUNC float perlin(uint32_t seed, vec_t<D, float> x, const int32_t* period, vec_t<D, float>* grad) {
-    int32_t base[D];
-    float f[D], w[D], dw[D];
-    for (int k = 0; k < D; ++k) {
-        float b = floor(x.c[k]);
-        base[k] = (int32_t)b;
-        f[k] = x.c[k] - b;
+template <int D> LW_FUNC vec_t<D, float> lattice_gradient(uint32_t state, const int32_t* cell) {
+    const uint32_t primes[4] = {73856093u, 19349663u, 53471161u, 10000019u};
+    uint32_t h = 0;  // c0 p0 ^ c1 p1 ^ ... ^ (cL pL + state): the last axis's term carries the state
+    for (int k = 0; k < D - 1; ++k) h ^= (uint32_t)cell[k] * primes[k];
+    h ^= (uint32_t)cell[D - 1] * primes[D - 1] + state;
+    vec_t<D, float> g;
+    if (D == 1) {
+        g.c[0] = randf_of(rand_next(h), -1.0f, 1.0f);
+        return g;
     }
-    float value = 0.0f;
-    vec_t<D, float> g_total = zero<vec_t<D, float>>();
+    for (int k = 0; k < D; ++k) g.c[k] = rand_unit(h = rand_next(h)) - 0.5f;
+    return normalize(g);
+}
+
+// the jet of the noise field at fractional position f within the cell whose corners are lo (offset 0)
+// and hi (offset 1) per axis; with_hessian = false leaves h unset
+template <int D, bool with_hessian>
+LW_FUNC noise_jet<D> noise_cell(uint32_t state, const int32_t* lo, const int32_t* hi, const float* f) {
+    noise_jet<D> j[1 << D];
     for (int corner = 0; corner < (1 << D); ++corner) {
         int32_t cell[D];
-        float dotp = 0.0f;
+        float off[D];
         for (int k = 0; k < D; ++k) {
-            int o = (corner >> k) & 1;
-            int32_t c = base[k] + o;
-            if (period && period[k] > 0) c = ((c % period[k]) + period[k]) % period[k];
-            cell[k] = c;
-            w[k] = o ? fade(f[k]) : 1.0f - fade(f[k]);
-            dw[k] = o ? fade_deriv(f[k]) : -fade_deriv(f[k]);
+            const bool up = (corner >> k) & 1;
+            cell[k] = up ? hi[k] : lo[k];
+            off[k] = up ? f[k] - 1.0f : f[k];
         }
-        vec_t<D, float> g = lattice_gradient<D>(lattice_hash(seed, cell, D));
-        for (int k = 0; k < D; ++k) dotp += g.c[k] * (f[k] - (float)((corner >> k) & 1));
-        float weight = 1.0f;
-        for (int k = 0; k < D; ++k) weight *= w[k];
-        value += weight * dotp;
-        if (grad)
-            for (int k = 0; k < D; ++k) {
-                float others = 1.0f;
-                for (int j = 0; j < D; ++j)
-                    if (j != k) others *= w[j];
-                g_total.c[k] += weight * g.c[k] + dotp * dw[k] * others;
-            }
+        j[corner].g = lattice_gradient<D>(state, cell);
+        float v = off[0] * j[corner].g.c[0];
+        for (int k = 1; k < D; ++k) v += off[k] * j[corner].g.c[k];
+        j[corner].v = v;
+        if (with_hessian) j[corner].h = zero<mat_t<D, D, float>>();
     }
-    if (grad) *grad = g_total;
-    return value;
+    for (int k = 0; k < D; ++k) {  // blend along axis k: corner c (bits 0..k clear) with c + 2^k, into c
+        const float s = fade(f[k]), ds = fade_deriv(f[k]), dds = fade_deriv2(f[k]);
+        const int step = 1 << k;
+        for (int c = 0; c < (1 << D); c += 2 * step) {
+            noise_jet<D>& a = j[c];
+            const noise_jet<D>& b = j[c + step];
+            const float dv = b.v - a.v, slope = dv * ds;
+            vec_t<D, float> dg;
+            for (int i = 0; i < D; ++i) dg.c[i] = b.g.c[i] - a.g.c[i];
+            if (with_hessian) {
+                for (int r = 0; r < D; ++r)
+                    for (int q = 0; q < D; ++q) {
+                        float e = (b.h(r, q) - a.h(r, q)) * s;
+                        if (r == k) e += ds * dg.c[q];
+                        if (q == k) e += ds * dg.c[r];
+                        if (r == k && q == k) e += dv * dds;
+                        a.h(r, q) += e;
+                    }
+            }
+            for (int i = 0; i < D; ++i) a.g.c[i] = dg.c[i] * s + slope * (i == k ? 1.0f : 0.0f) + a.g.c[i];
+            a.v = dv * s + a.v;
+        }
+    }
+    return j[0];
 }
-LW_FUNC float noise(uint32_t seed, float x) { return perlin<1>(seed, make<vec_t<1, float>>(x), 0, 0); }
-template <int D> LW_FUNC float noise(uint32_t seed, vec_t<D, float> x) { return perlin<D>(seed, x, 0, 0); }
-LW_FUNC void adj_noise(uint32_t seed, float x, uint32_t& adj_seed, float& adj_x, float adj) {
-    vec_t<1, float> g;
-    perlin<1>(seed, make<vec_t<1, float>>(x), 0, &g);
-    adj_x += adj * g.c[0];
+
+// periods: nullptr, or one per axis (a period <= 0 leaves that axis unwrapped)
+template <int D, bool with_hessian>
+LW_FUNC noise_jet<D> noise_at(uint32_t state, const vec_t<D, float>& x, const int32_t* period) {
+    int32_t lo[D], hi[D];
+    float f[D];
+    for (int k = 0; k < D; ++k) {
+        const float b = floor(x.c[k]);
+        f[k] = x.c[k] - b;
+        lo[k] = (int32_t)b;
+        hi[k] = lo[k] + 1;
+        if (period && period[k] > 0) {  // Warp's cells for x >= 0; Warp's C remainder breaks the period below 0
+            lo[k] = (lo[k] % period[k] + period[k]) % period[k];
+            hi[k] = (lo[k] + 1) % period[k];
+        }
+    }
+    return noise_cell<D, with_hessian>(state, lo, hi, f);
 }
-template <int D> LW_FUNC void adj_noise(uint32_t seed, vec_t<D, float> x, uint32_t& adj_seed, vec_t<D, float>& adj_x, float adj) {
-    vec_t<D, float> g;
-    perlin<D>(seed, x, 0, &g);
-    acc(adj_x, mul(g, adj));
+LW_FUNC float noise(uint32_t seed, float x) { return noise_at<1, false>(seed, make<vec_t<1, float>>(x), nullptr).v; }
+template <int D> LW_FUNC float noise(uint32_t seed, vec_t<D, float> x) { return noise_at<D, false>(seed, x, nullptr).v; }
+LW_FUNC void adj_noise(uint32_t seed, float x, uint32_t&, float& adj_x, float adj) {
+    adj_x += adj * noise_at<1, false>(seed, make<vec_t<1, float>>(x), nullptr).g.c[0];
+}
+template <int D> LW_FUNC void adj_noise(uint32_t seed, vec_t<D, float> x, uint32_t&, vec_t<D, float>& adj_x, float adj) {
+    acc(adj_x, mul(noise_at<D, false>(seed, x, nullptr).g, adj));
 }
 LW_FUNC float pnoise(uint32_t seed, float x, int32_t px) {
-    int32_t p[1] = {px};
-    return perlin<1>(seed, make<vec_t<1, float>>(x), p, 0);
+    return noise_at<1, false>(seed, make<vec_t<1, float>>(x), &px).v;
 }
-LW_FUNC float pnoise(uint32_t seed, vec_t<2, float> x, int32_t px, int32_t py) {
-    int32_t p[2] = {px, py};
-    return perlin<2>(seed, x, p, 0);
+LW_FUNC void adj_pnoise(uint32_t seed, float x, int32_t px, uint32_t&, float& adj_x, int32_t&, float adj) {
+    adj_x += adj * noise_at<1, false>(seed, make<vec_t<1, float>>(x), &px).g.c[0];
 }
-LW_FUNC float pnoise(uint32_t seed, vec_t<3, float> x, int32_t px, int32_t py, int32_t pz) {
-    int32_t p[3] = {px, py, pz};
-    return perlin<3>(seed, x, p, 0);
-}
-LW_FUNC float pnoise(uint32_t seed, vec_t<4, float> x, int32_t px, int32_t py, int32_t pz, int32_t pt) {
-    int32_t p[4] = {px, py, pz, pt};
-    return perlin<4>(seed, x, p, 0);
-}
-// divergence-free noise: the curl of a noise potential (one channel in 2-D, three in 3-D), with octaves
-LW_FUNC vec_t<2, float> curlnoise(uint32_t seed, vec_t<2, float> x, uint32_t octaves, float lacunarity, float gain) {
-    vec_t<2, float> r = zero<vec_t<2, float>>(), g;
-    float freq = 1.0f, amp = 1.0f;
-    for (uint32_t o = 0; o < octaves; ++o) {
-        perlin<2>(seed + o, mul(x, freq), 0, &g);
-        r = add(r, make<vec_t<2, float>>(g.c[1] * amp * freq, -g.c[0] * amp * freq));
-        freq *= lacunarity;
-        amp *= gain;
+#define LW_PNOISE(D, PARAMS, ADJ_PARAMS, ...)                                                                 \
+    LW_FUNC float pnoise(uint32_t seed, vec_t<D, float> x, PARAMS) {                                         \
+        const int32_t p[D] = {__VA_ARGS__};                                                                  \
+        return noise_at<D, false>(seed, x, p).v;                                                             \
+    }                                                                                                        \
+    LW_FUNC void adj_pnoise(uint32_t seed, vec_t<D, float> x, PARAMS, uint32_t&, vec_t<D, float>& adj_x,      \
+                            ADJ_PARAMS, float adj) {                                                         \
+        const int32_t p[D] = {__VA_ARGS__};                                                                  \
+        acc(adj_x, mul(noise_at<D, false>(seed, x, p).g, adj));                                              \
     }
-    return r;
-}
-// D = 3, or 4 for time-varying 3-D noise at (x, y, z, t): the potential is differentiated in space only
-// (the 2-D function above is the better match for vec2)
+#define LW_COMMA ,
+LW_PNOISE(2, int32_t px LW_COMMA int32_t py, int32_t& LW_COMMA int32_t&, px, py)
+LW_PNOISE(3, int32_t px LW_COMMA int32_t py LW_COMMA int32_t pz, int32_t& LW_COMMA int32_t& LW_COMMA int32_t&, px, py,
+          pz)
+LW_PNOISE(4, int32_t px LW_COMMA int32_t py LW_COMMA int32_t pz LW_COMMA int32_t pt,
+          int32_t& LW_COMMA int32_t& LW_COMMA int32_t& LW_COMMA int32_t&, px, py, pz, pt)
+#undef LW_PNOISE
+#undef LW_COMMA
+
+// divergence-free noise, Warp's field: octaves of the noise gradient at freq * x (freq *= lacunarity and the
+// amplitude *= gain per octave). In 2-D the curl of one potential, (-dN/dy, dN/dx), all octaves with one
+// state; in 3-D (and for vec4 = (x, y, z, t)) of three potentials, the state re-seeded before the second
+// and third potential of each octave. `adjoint` accumulates J^T adj (J from the potentials' Hessians).
 template <int D>
-LW_FUNC vec_t<3, float> curlnoise(uint32_t seed, vec_t<D, float> x, uint32_t octaves, float lacunarity, float gain) {
-    vec_t<3, float> r = zero<vec_t<3, float>>();
-    vec_t<D, float> g0, g1, g2;
+LW_FUNC auto curlnoise_eval(uint32_t state, vec_t<D, float> x, uint32_t octaves, float lacunarity, float gain,
+                            const vec_t<(D == 2 ? 2 : 3), float>* adj, vec_t<D, float>* adj_x) {
+    constexpr int fields = D == 2 ? 1 : 3;
+    vec_t<D, float> sum[fields];
+    for (int n = 0; n < fields; ++n) sum[n] = zero<vec_t<D, float>>();
     float freq = 1.0f, amp = 1.0f;
     for (uint32_t o = 0; o < octaves; ++o) {
-        vec_t<D, float> xf = mul(x, freq);
-        perlin<D>(rand_next(seed + 3 * o), xf, 0, &g0);
-        perlin<D>(rand_next(seed + 3 * o + 1), xf, 0, &g1);
-        perlin<D>(rand_next(seed + 3 * o + 2), xf, 0, &g2);
-        vec_t<3, float> c = make<vec_t<3, float>>(g2.c[1] - g1.c[2], g0.c[2] - g2.c[0], g1.c[0] - g0.c[1]);
-        r = add(r, mul(c, amp * freq));
-        freq *= lacunarity;
+        const vec_t<D, float> pt = mul(freq, x);
+        noise_jet<D> jet[fields];
+        for (int n = 0; n < fields; ++n) {
+            if (n == 1) state = rand_init((int32_t)state, 10019689);
+            if (n == 2) state = rand_init((int32_t)state, 13112221);
+            jet[n] = adj ? noise_at<D, true>(state, pt, nullptr) : noise_at<D, false>(state, pt, nullptr);
+            sum[n] = add(sum[n], mul(amp, jet[n].g));
+        }
+        if (adj) {  // d out / d x = amp * freq * (rows of the Hessians), applied transposed to adj
+            const float scale = amp * freq;
+            for (int q = 0; q < D; ++q) {
+                float g;
+                if constexpr (D == 2) {
+                    g = -jet[0].h(1, q) * adj->c[0] + jet[0].h(0, q) * adj->c[1];
+                } else {
+                    g = (jet[2].h(1, q) - jet[1].h(2, q)) * adj->c[0] +
+                        (jet[0].h(2, q) - jet[2].h(0, q)) * adj->c[1] +
+                        (jet[1].h(0, q) - jet[0].h(1, q)) * adj->c[2];
+                }
+                adj_x->c[q] += scale * g;
+            }
+        }
         amp *= gain;
+        freq *= lacunarity;
+    }
+    vec_t<(D == 2 ? 2 : 3), float> r;
+    if constexpr (D == 2) {
+        r.c[0] = -sum[0].c[1];
+        r.c[1] = sum[0].c[0];
+    } else {
+        r.c[0] = sum[2].c[1] - sum[1].c[2];
+        r.c[1] = sum[0].c[2] - sum[2].c[0];
+        r.c[2] = sum[1].c[0] - sum[0].c[1];
     }
     return r;
+}
+template <int D> LW_FUNC auto curlnoise(uint32_t seed, vec_t<D, float> x, uint32_t octaves, float lacunarity, float gain) {
+    return curlnoise_eval<D>(seed, x, octaves, lacunarity, gain, nullptr, nullptr);
 }
 template <int D> LW_FUNC auto curlnoise(uint32_t seed, vec_t<D, float> x) { return curlnoise(seed, x, 1u, 2.0f, 0.5f); }
+template <int D, typename R>
+LW_FUNC void adj_curlnoise(uint32_t seed, vec_t<D, float> x, uint32_t octaves, float lacunarity, float gain, uint32_t&,
+                           vec_t<D, float>& adj_x, uint32_t&, float&, float&, const R& adj) {
+    curlnoise_eval<D>(seed, x, octaves, lacunarity, gain, &adj, &adj_x);
+}
+template <int D, typename R>
+LW_FUNC void adj_curlnoise(uint32_t seed, vec_t<D, float> x, uint32_t&, vec_t<D, float>& adj_x, const R& adj) {
+    curlnoise_eval<D>(seed, x, 1u, 2.0f, 0.5f, &adj, &adj_x);
+}
 
 // ---------------------------------------------------------------------------------------------
 // expectations inside kernels: print a message (with the source location) when one fails
