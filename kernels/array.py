@@ -146,6 +146,15 @@ def _normalize_shape(shape: Any) -> tuple[int, ...]:
     return shape
 
 
+def wrap_span(dtype: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """(elements, element size, offset of the lowest byte, bytes spanned) of a strided layout."""
+    size = 1
+    for n in shape:
+        size *= n
+    itemsize = _sizes.get(dtype) or _size(dtype)
+    return (size, itemsize, *byte_span(shape, strides, itemsize))
+
+
 def byte_span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int]:
     """Where the elements of a strided view lie: (offset of the lowest byte, bytes up to the highest)."""
     if not all(shape):
@@ -292,15 +301,12 @@ class array:  # noqa: N801 - Warp's public name
 
     @classmethod
     def _wrap(cls, ptr: int, dtype: Any, shape: tuple[int, ...], strides: tuple[int, ...], device: Device,
-              owner: Any, readonly: bool) -> array:
+              owner: Any, readonly: bool, span: tuple[int, int, int, int] | None = None) -> array:
         """An array over existing memory, made without `__init__`'s checks: the fast way bridges view a
-        buffer whose shape, strides and dtype `foreign.fit` already checked."""
+        buffer whose shape, strides and dtype `foreign.fit` already checked. `span` is `wrap_span`'s answer
+        for this layout, when the caller kept it."""
         a = object.__new__(cls)
-        size = 1
-        for n in shape:
-            size *= n
-        itemsize = _sizes.get(dtype) or _size(dtype)
-        lo, nbytes = byte_span(shape, strides, itemsize)
+        size, itemsize, lo, nbytes = span or wrap_span(dtype, shape, strides)
         storage = _Storage(device, ptr + lo, nbytes)
         storage.expose()  # another framework writes this memory too
         a.__dict__ = {"device": device, "_owner": owner, "dtype": dtype, "ptr": ptr, "shape": shape, "ndim": len(shape),

@@ -26,7 +26,7 @@ from typing import Any
 
 from . import foreign
 from . import types as T
-from .array import DESC_PACK, ArrayDescRef, array, over_buffer, pack_desc
+from .array import DESC_PACK, ArrayDescRef, array, over_buffer, pack_desc, wrap_span
 from .device import Device, get_device
 from .errors import DeviceError
 from .ir import ArrayType
@@ -171,6 +171,19 @@ def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, gra
     `requires_grad` (default: `t.requires_grad`) gives the array a gradient: `grad` (an array or tensor), else
     `t.grad` shared (see the module docstring for when it is a buffer of its own). `return_ctype=True`
     gives the bare kernel-argument descriptor, cheaper to make than an array."""
+    if grad is None and not (t.requires_grad if requires_grad is None else requires_grad):
+        try:
+            key = (t.dtype, dtype, t.shape, t.stride(), t.device)
+        except (RuntimeError, AttributeError):  # no strides (sparse): the general path below names why
+            key = None
+        layout = _layouts.get(key) if key is not None else None
+        if layout is None and key is not None:
+            layout = _layout(t, dtype, key)
+        if layout is not None and not t.is_neg():
+            pack, shape, strides, dt, n, dev, span = layout
+            if return_ctype:
+                return _new_tuple(ArrayDescRef, (pack(t.data_ptr(), 0, *shape, *strides), dt, n, dev, (t,)))
+            return array._wrap(t.data_ptr(), dt, shape, strides, dev, t, False, span)
     buf = read_tensor(t)
     ptr, shape, strides, dt, dev, _, _, _, _, rg, _ = buf
     if dtype is not None or not 0 < len(shape) <= foreign.MAX_DIMS:  # else: torch keeps its own data aligned
@@ -193,6 +206,29 @@ def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, gra
 
 
 _dtypes: dict[Any, type] = {}  # a dtype as given -> as kernels know it
+# (torch dtype, dtype asked, shape, strides, device) -> what an array or descriptor of that layout needs
+# besides the pointer
+_layouts: dict[tuple, tuple] = {}
+
+
+def _layout(t: Any, dtype: Any, key: tuple) -> tuple | None:
+    """How `from_torch(t, dtype)` views tensors laid out as `t` without a gradient (checked once per layout):
+    the descriptor packer, shape, byte strides, dtype, rank, device and `wrap_span`; None when `t` has no
+    strided memory (the general path raises)."""
+    try:
+        buf = read_tensor(t)
+    except (TypeError, RuntimeError):
+        return None
+    shape, strides, dt = buf[1], buf[2], buf[3]
+    if dtype is not None or not 0 < len(shape) <= foreign.MAX_DIMS:
+        dt = dt if dtype is None else _dtypes.get(dtype) or _normalize(dtype)
+        shape, strides = foreign.fit(buf, dt, "wp.from_torch")
+    if len(_layouts) > 4096:
+        _layouts.clear()
+    shape, strides = tuple(shape), tuple(strides)
+    layout = _layouts[key] = (DESC_PACK[len(shape)], shape, strides, dt, len(shape), buf[4],
+                              wrap_span(dt, shape, strides))
+    return layout
 
 
 def _normalize(dtype: Any) -> type:

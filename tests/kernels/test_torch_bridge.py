@@ -112,6 +112,27 @@ def test_vector_views_and_their_errors():
         wp.launch(scale, dim=3, inputs=[torch.ones(3)._neg_view(), torch.zeros(3), 1.0])
 
 
+def test_layouts_are_remembered_but_every_view_is_the_tensor_now():
+    """from_torch keeps what it checked per layout (dtype, shape, strides, device), never per tensor: a
+    tensor resized in place, a new tensor of the same layout, a lazily negated one and a sparse one are each
+    seen as they are now, for arrays and for return_ctype descriptors alike."""
+    t = torch.arange(6, dtype=torch.float32)
+    for ctype in (False, True):
+        a = wp.from_torch(t, return_ctype=ctype)
+        u = torch.full((6,), 7.0)
+        b = wp.from_torch(u, return_ctype=ctype)
+        ptr = (lambda x: x.desc.data) if ctype else (lambda x: x.ptr)
+        assert ptr(a) == t.data_ptr() and ptr(b) == u.data_ptr()
+    r = torch.zeros(4, 3)
+    assert wp.from_torch(r, dtype=wp.vec3).shape == (4,)
+    r.resize_(2, 3)
+    assert wp.from_torch(r, dtype=wp.vec3).shape == (2,)
+    with pytest.raises(TypeError, match="lazy negation"):
+        wp.from_torch(t._neg_view(), return_ctype=True)
+    with pytest.raises(TypeError, match="has no strided memory"):
+        wp.from_torch(t.to_sparse(), return_ctype=True)
+
+
 def test_tensors_go_straight_to_launches():
     """Tensors are kernel arguments as they are, and descriptors from return_ctype=True too (checked)."""
     x = torch.arange(5, dtype=torch.float32)
