@@ -424,12 +424,17 @@ class ImageRenderer:
         th, tw = self._tile_height, self._tile_width
         out = np.zeros((len(self._tile_viewports), th, tw, pixels.shape[-1]), dtype=pixels.dtype)
         for k, (x, y, _, _) in enumerate(self._tile_viewports):
-            top = self.screen_height - y - th  # viewports count rows from the bottom, images from the top
-            rows = slice(max(top, 0), min(top + th, self.screen_height))
-            cols = slice(max(x, 0), min(x + tw, self.screen_width))
-            if rows.start < rows.stop and cols.start < cols.stop:
-                out[k, rows.start - top:rows.stop - top, cols.start - x:cols.stop - x] = pixels[rows, cols]
+            frame, tile = self._viewport(x, y, tw, th)
+            out[k][tile] = pixels[frame]
         return out
+
+    def _viewport(self, x: int, y: int, w: int, h: int) -> tuple[tuple[slice, slice], tuple[slice, slice]]:
+        """The part of the frame a viewport covers and the same part of the tile's own image, as slices
+        (empty where the viewport lies off screen). Viewports count rows from the bottom, images from the top."""
+        top = self.screen_height - y - h
+        r0, r1 = max(top, 0), max(min(top + h, self.screen_height), max(top, 0))
+        c0, c1 = max(x, 0), max(min(x + w, self.screen_width), max(x, 0))
+        return (slice(r0, r1), slice(c0, c1)), (slice(r0 - top, r1 - top), slice(c0 - x, c1 - x))
 
     # -- the scene -----------------------------------------------------------------------------------
     def _put(self, name: str, kind: str, data: dict, pos: Any = (0.0, 0.0, 0.0), rot: Any = (0.0, 0.0, 0.0, 1.0),
@@ -762,12 +767,9 @@ class ImageRenderer:
             mask[ids] = 1
             tile_rgb, tile_depth = self._cast_view(scene, w, h, wp.array(mask, dtype=wp.int32, device=self.device),
                                                    self._tile_view_matrices[k], self._tile_projection_matrices[k])
-            top = height - y - h
-            rows = slice(max(top, 0), min(top + h, height))
-            cols = slice(max(x, 0), min(x + w, width))
-            if rows.start < rows.stop and cols.start < cols.stop:
-                image[rows, cols] = tile_rgb[rows.start - top:rows.stop - top, cols.start - x:cols.stop - x]
-                depth[rows, cols] = tile_depth[rows.start - top:rows.stop - top, cols.start - x:cols.stop - x]
+            frame, tile = self._viewport(x, y, w, h)
+            image[frame] = tile_rgb[tile]
+            depth[frame] = tile_depth[tile]
         return image, depth
 
 

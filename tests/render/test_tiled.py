@@ -101,6 +101,14 @@ def test_update_tile_and_bad_input():
     assert r.tile_width is None
     with pytest.raises(RuntimeError, match="tiles of one size"):
         r.get_pixels(wp.zeros((2, 64, 96, 3), dtype=float), split_up_tiles=True)
+    r.setup_tiled_rendering([[0, 1, 2], [0, 1, 2]], tile_positions=[(0, 0), (150, 100)],
+                            tile_sizes=[(96, 64)] * 2)  # the second tile hangs off the top right corner
+    r.end_frame()
+    tiles = wp.zeros((2, 64, 96, 3), dtype=float)
+    r.get_pixels(tiles, split_up_tiles=True)
+    clipped = tiles.numpy()[1]
+    np.testing.assert_array_equal(clipped[36:, :42], r.image[:28, 150:])  # the part on screen
+    assert clipped[:36].max() == 0.0 and clipped[:, 42:].max() == 0.0  # off screen: zeros, as Warp's
     fresh = _renderer()
     with pytest.raises(RuntimeError, match="setup_tiled_rendering"):
         fresh.tiled_rendering = True
