@@ -58,6 +58,26 @@ class ArrayDescRef(tuple):
         return ArrayDesc.from_buffer_copy(self[0])
 
     @property
+    def data(self) -> int:
+        """The data pointer (as Warp's `array_t.data`)."""
+        return self.desc.data
+
+    @property
+    def grad(self) -> int:
+        """The gradient pointer, 0 for none."""
+        return self.desc.grad
+
+    @property
+    def shape(self) -> Any:
+        """The extents (a ctypes array of MAX_DIMS entries, the first `ndim` used), as Warp's `array_t`."""
+        return self.desc.shape
+
+    @property
+    def strides(self) -> Any:
+        """The byte strides (a ctypes array of MAX_DIMS entries)."""
+        return self.desc.strides
+
+    @property
     def dtype(self) -> Any:
         return self[1]
 

@@ -19,7 +19,7 @@ def from_dlpack(source: Any, dtype: Any = None) -> array:
     if dtype is None:
         return over_buffer(buf, buf.scalar, "wp.from_dlpack")
     want = T.elem_scalar(T.normalize_dtype(dtype))
-    if want is not buf.scalar and _reinterpretable(buf.scalar, want):
+    if want is not buf.scalar and reinterpretable(buf.scalar, want):
         buf = foreign.Buffer((*buf[:3], want, *buf[4:]))  # the same bits read as the other integer type
     elif want is not buf.scalar and not (want is T.bfloat16 and buf.bf16_bits and buf.scalar is T.uint16):
         have = "bool8" if buf.scalar is T.bool_ else T.type_name(buf.scalar)  # DLPack's name, as Warp words it
@@ -29,7 +29,7 @@ def from_dlpack(source: Any, dtype: Any = None) -> array:
     return over_buffer(buf, dtype, "wp.from_dlpack")
 
 
-def _reinterpretable(have: Any, want: Any) -> bool:
+def reinterpretable(have: Any, want: Any) -> bool:
     """Whether DLPack data of scalar type `have` may be viewed as `want` without a copy, as Warp allows:
     integers as the other signedness of their size, and bools as 8-bit integers."""
     if have is T.bool_:

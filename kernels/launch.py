@@ -526,10 +526,15 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, 
         raise LaunchError(f"kernel {kernel.label}: adj_inputs + adj_outputs must match inputs + outputs "
                           f"one for one ({len(params)} arguments), got {len(adj_params)}")
     values, pins = plan.convert(params)  # pins: alive until the launch is done
+    staged: list[tuple[array, Any]] = []  # (stand-in, the caller's adjoint to write back into, or None)
     if adj_params:
         for i, t in enumerate(plan.types):
             if isinstance(t, ArrayType):
-                values[i] = _with_grad(kernel, plan.names[i], t, values[i], adj_params[i])
+                values[i] = _with_grad(kernel, plan.names[i], t, values[i], adj_params[i], staged)
+        if staged and streams.intercept:
+            raise LaunchError(f"kernel {kernel.label}: an adjoint laid out otherwise than its array cannot "
+                              "go into a graph capture; pass adjoints with their arrays' strides")
+        pins = (pins, staged)
     size = 1
     for d in dims:
         size *= d
@@ -551,12 +556,17 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, 
     fault = slot.take() if slot else None
     if fault is not None:
         raise _fault_error(kernel, lm, fault, " (in its adjoint)")
+    for stand_in, target in staged:
+        if target is not None:
+            np.copyto(target, stand_in.numpy())
 
 
-def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any) -> bytes:
+def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any, staged: list) -> bytes:
     """The array descriptor `desc` with its gradient pointer taken from `adj` (None: no gradient), an array
-    of ours or another framework's. The gradient must have the array's shape and layout, since both share
-    one set of strides, and memory the caller sees (the adjoint accumulates into it)."""
+    of ours or another framework's, of the array's shape and memory the caller sees (the adjoint accumulates
+    into it). The gradient shares the array's strides in the kernel: one laid out otherwise on the CPU (a
+    broadcast `ones.expand(n)` from torch's backward, a strided view) is copied into a stand-in appended to
+    `staged`, and copied back after the launch unless its elements overlap (a broadcast is only read)."""
     if adj is None:
         return desc[:8] + bytes(8) + desc[16:]
     if isinstance(adj, array):
@@ -571,13 +581,35 @@ def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any) -
         ptr, readonly, copied = buf.ptr, buf.readonly, buf.copied
     fields = DESC.unpack_from(desc)  # an indexedarray's descriptor starts with its data's
     expect_shape, expect_strides = fields[2:2 + t.ndim], fields[6:6 + t.ndim]
-    if shape != expect_shape or strides != expect_strides:
+    if tuple(shape) == expect_shape and tuple(strides) != expect_strides:
+        ptr = _stand_in(kernel, name, t, adj, expect_shape, expect_strides, staged, readonly or copied)
+        if ptr is not None:
+            return desc[:8] + struct.pack("<Q", ptr) + desc[16:]
+    if tuple(shape) != expect_shape or tuple(strides) != expect_strides:
         raise LaunchValueError(f"kernel {kernel.label}: the adjoint of '{name}' must match the array's shape "
                                f"{expect_shape} and strides {expect_strides}, got {shape} and {strides}")
     if readonly or copied:
         raise LaunchError(f"kernel {kernel.label}: the adjoint of '{name}' is {'read-only' if readonly else 'a copy'}, "
                           "but the adjoint launch accumulates into it")
     return desc[:8] + struct.pack("<Q", ptr) + desc[16:]
+
+
+def _stand_in(kernel: Kernel, name: str, t: ArrayType, adj: Any, shape: tuple, strides: tuple, staged: list,
+              read_only: bool) -> int | None:
+    """The pointer of a copy of `adj` laid out as the array (`shape`, byte `strides`, which must be dense),
+    or None where none can be made (GPU memory, a layout with gaps): the caller then refuses."""
+    dev = getattr(adj, "device", None)
+    if (isinstance(adj, array) and not adj.device.is_cpu) or (dev is not None and str(dev).startswith("cuda")):
+        return None
+    if strides != foreign.contiguous_strides(shape, T.type_size(t.dtype)):
+        return None
+    view = adj.numpy() if isinstance(adj, array) else np.asarray(adj)
+    if view.shape != (*shape, *getattr(t.dtype, "_shape_", ())):
+        return None
+    stand_in = array(np.ascontiguousarray(view), dtype=t.dtype)
+    overlaps = any(s == 0 for s, n in zip(view.strides, view.shape, strict=True) if n > 1)
+    staged.append((stand_in, None if overlaps or read_only or not view.flags.writeable else view))
+    return stand_in.ptr
 
 
 def _make_plan(lk: LoadedKernel, device: Device) -> LaunchPlan:

@@ -29,6 +29,7 @@ from . import types as T
 from .array import DESC_PACK, ArrayDescRef, array, over_buffer, pack_desc, wrap_span
 from .device import Device, get_device
 from .errors import DeviceError
+from .interop import reinterpretable
 from .ir import ArrayType
 from .launch import launch
 from .module import Kernel
@@ -68,8 +69,10 @@ def dtype_from_torch(torch_dtype: Any) -> type:
 
 
 def dtype_to_torch(wp_dtype: Any) -> Any:
-    """The torch dtype of a loomwork scalar type."""
+    """The torch dtype of a loomwork scalar type. Unsigned 16- to 64-bit integers map to the signed type of
+    their size, as Warp maps them (torch does little with its own unsigned types); the bits are the same."""
     st = T.normalize_dtype(wp_dtype)
+    st = _SIGNED.get(st, st)
     for td, s in _dtype_table().items():
         if s is st:
             return td
@@ -77,6 +80,7 @@ def dtype_to_torch(wp_dtype: Any) -> Any:
                     "their scalar type's tensors)")
 
 
+_SIGNED = {T.uint16: T.int16, T.uint32: T.int32, T.uint64: T.int64}
 _TORCH_KINDS = {"cpu": "cpu", "cuda": "cuda"}  # torch device type -> loomwork device kind
 _devices: dict[Any, Device] = {}
 _new_tuple = tuple.__new__
@@ -184,7 +188,7 @@ def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, gra
             if return_ctype:
                 return _new_tuple(ArrayDescRef, (pack(t.data_ptr(), 0, *shape, *strides), dt, n, dev, (t,)))
             return array._wrap(t.data_ptr(), dt, shape, strides, dev, t, False, span)
-    buf = read_tensor(t)
+    buf = _as_asked(read_tensor(t), dtype)
     ptr, shape, strides, dt, dev, _, _, _, _, rg, _ = buf
     if dtype is not None or not 0 < len(shape) <= foreign.MAX_DIMS:  # else: torch keeps its own data aligned
         dt = dt if dtype is None else _dtypes.get(dtype) or _normalize(dtype)
@@ -206,6 +210,17 @@ def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, gra
 
 
 _dtypes: dict[Any, type] = {}  # a dtype as given -> as kernels know it
+
+
+def _as_asked(buf: foreign.Buffer, dtype: Any) -> foreign.Buffer:
+    """`buf` read as `dtype`'s scalar type where Warp allows that without a copy: integers as the other
+    signedness of their size, bools as 8-bit integers."""
+    if dtype is None:
+        return buf
+    want = T.elem_scalar(_dtypes.get(dtype) or _normalize(dtype))
+    if want is not buf.scalar and reinterpretable(buf.scalar, want):
+        return foreign.Buffer((*buf[:3], want, *buf[4:]))
+    return buf
 # (torch dtype, dtype asked, shape, strides, device) -> what an array or descriptor of that layout needs
 # besides the pointer
 _layouts: dict[tuple, tuple] = {}
@@ -216,7 +231,7 @@ def _layout(t: Any, dtype: Any, key: tuple) -> tuple | None:
     the descriptor packer, shape, byte strides, dtype, rank, device and `wrap_span`; None when `t` has no
     strided memory (the general path raises)."""
     try:
-        buf = read_tensor(t)
+        buf = _as_asked(read_tensor(t), dtype)
     except (TypeError, RuntimeError):
         return None
     shape, strides, dt = buf[1], buf[2], buf[3]
@@ -244,8 +259,9 @@ def _gradient(t: Any, dtype: Any, strides: tuple, grad: Any) -> tuple[array, boo
     if grad is not None:
         g = grad if isinstance(grad, array) else over_buffer(read_tensor(grad), dtype, "wp.from_torch: grad")
     elif torch.is_grad_enabled():
-        if t.grad is None:
-            t.grad = torch.zeros_like(t)
+        if t.grad is None:  # laid out as the tensor (zeros_like would make a strided view's gradient dense)
+            t.grad = torch.zeros_like(t) if t.is_contiguous() else torch.empty_strided(
+                t.shape, t.stride(), dtype=t.dtype, device=t.device).zero_()
         g = over_buffer(read_tensor(t.grad), dtype, "wp.from_torch: the tensor's .grad")
     else:  # under torch's autograd: a buffer of our own (torch accumulates what backward returns)
         g = over_buffer(read_tensor(torch.zeros_like(t)), dtype, "wp.from_torch")

@@ -378,8 +378,14 @@ def _assigned(t: type[ScalarType], x: Any) -> Any:
 
 
 def _assigned_row(t: type[ScalarType], values: Any, n: int) -> list:
-    """The ctypes values of a sequence of `n` components assigned into a slice or row."""
-    values = [values] * n if _is_number(values) else list(values)
+    """The ctypes values of a sequence of `n` components assigned into a slice or row (a sequence, or an
+    array-like such as a NumPy array or a CPU tensor)."""
+    if _is_number(values):
+        values = [values] * n
+    elif hasattr(values, "__array__") and not isinstance(values, _CompositeMixin):
+        values = np.asarray(values).reshape(-1).tolist()
+    else:
+        values = list(values)
     for x in values:
         if not _is_number(x):
             raise TypeError(f"Expected to assign a slice from a sequence of `{t.__name__}` values but got "

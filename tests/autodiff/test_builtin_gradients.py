@@ -49,6 +49,8 @@ def cases(dtypes=(wp.float32, wp.float64)):
                 continue
             outs = [i for i in ov.outputs if not ov.params[i].inout]  # their values go to the output arrays
             ins = [p for i, p in enumerate(ov.params) if i not in outs]
+            if len(ins) > 4:  # the kernel below takes 4 (pnoise 3-D/4-D, curlnoise with octaves: test_noise.py)
+                continue
             for dtype in dtypes:
                 types = [concrete(p, dtype) for p in ins]
                 if dtype not in (wp.float16, wp.bfloat16) and any(

@@ -305,3 +305,71 @@ def test_custom_op_differentiates_and_compiles():
     eager, compiled = train(False), train(True)
     assert compiled[-1] < 0.5 * compiled[0]
     np.testing.assert_allclose(compiled, eager, rtol=1e-5)
+
+
+@wp.kernel
+def affine(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = 0.5 - x[i] * 2.0
+
+
+@wp.kernel
+def square64(x: wp.array(dtype=wp.float64), y: wp.array(dtype=wp.float64)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+def test_adjoints_laid_out_otherwise_than_their_arrays():
+    """Explicit adjoints from torch need not share the arrays' strides (Warp's arrays carry their own): the
+    broadcast ones of `y.sum().backward()` are read, a strided view of a gradient is written back; a
+    non-contiguous tensor's own .grad is made with its strides; tape gradients may be strided views."""
+
+    class Affine(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = torch.empty_like(x)
+            ctx.x, ctx.y = x.detach(), y.detach()
+            wp.launch(affine, dim=len(x), inputs=[wp.from_torch(ctx.x)], outputs=[wp.from_torch(ctx.y)])
+            return y
+
+        @staticmethod
+        def backward(ctx, adj_y):
+            assert adj_y.stride() == (0,)  # torch hands the sum's gradient over as a broadcast
+            adj_x = torch.zeros(2 * len(ctx.x))[::2]  # written through a strided view
+            wp.launch(affine, dim=len(ctx.x), inputs=[wp.from_torch(ctx.x)], outputs=[wp.from_torch(ctx.y)],
+                      adj_inputs=[adj_x], adj_outputs=[adj_y], adjoint=True)
+            return adj_x
+
+    x = torch.ones(16, requires_grad=True)
+    Affine.apply(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((16,), -2.0))
+
+    base = torch.arange(12.0, dtype=torch.float64).reshape(4, 3)
+    xs = base[:3, 1].detach().requires_grad_(True)
+    xa = wp.from_torch(xs, requires_grad=True)  # a strided view: its gradient keeps the strides
+    assert xs.grad.stride() == xs.stride()
+    ya = wp.zeros(3, dtype=wp.float64, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square64, dim=3, inputs=[xa], outputs=[ya])
+    seed = torch.ones(6, dtype=torch.float64)[::2]
+    tape.backward(grads={ya: wp.from_torch(seed, dtype=wp.float64)})
+    torch.testing.assert_close(xs.grad, 2.0 * xs.detach())
+    torch.testing.assert_close(seed, torch.ones(3, dtype=torch.float64))  # the caller's seed is kept
+
+
+def test_warp_spellings_of_the_bridge():
+    """Warp's forms: return_ctype descriptors expose data/grad/shape/strides, integer tensors are read as
+    the other signedness, unsigned types map to torch's signed ones, tensors assign into vector slices."""
+    t = torch.arange(10, dtype=torch.int64)
+    d = wp.from_torch(t, dtype=wp.uint64, return_ctype=True)
+    assert (d.data, d.grad, d.ndim, d.shape[0], d.strides[0]) == (t.data_ptr(), 0, 1, 10, 8)
+    assert wp.from_torch(t, dtype=wp.uint64).numpy().dtype == np.uint64
+    assert wp.from_torch(torch.ones(3, dtype=torch.bool), dtype=wp.uint8).numpy().tolist() == [1, 1, 1]
+    assert [wp.dtype_to_torch(x) for x in (wp.uint16, wp.uint32, wp.uint64, wp.uint8)] == [
+        torch.int16, torch.int32, torch.int64, torch.uint8]
+    v = wp.vec4()
+    v[1:] = torch.tensor([1.0, 2.0, 3.0])
+    assert list(v) == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(TypeError, match="expects float32 data"):
+        wp.from_torch(torch.zeros(3, dtype=torch.int32), dtype=wp.float32)
