@@ -200,6 +200,9 @@ class Overload:
     reads_state: bool = False
     # the call writes into the arrays it is passed (tile_store): a side effect the adjoint's replay skips
     writes: bool = False
+    # the position of a tile argument whose storage the result may share (the native reads each element of it
+    # before writing that element of the result): `t = f(..., t, ...)` then builds the result in `t` itself
+    result_alias: int | None = None
 
     def signature(self) -> str:
         return f"{self.name}({', '.join(map(str, self.params))})"

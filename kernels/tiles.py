@@ -211,11 +211,12 @@ def _array_arg(bld: Builder, n: ast.expr, name: str) -> Operand:
 
 
 def emit(bld: Builder, name: str, native: str, args: list[Operand], ret: Any, *, adjoint: str | None = None,
-         reads_state: bool = False, writes: bool = False) -> Operand | None:
+         reads_state: bool = False, writes: bool = False, result_alias: int | None = None) -> Operand | None:
     """One typed call of the native `native` (an expression naming a callable), with adjoint `adjoint`
-    (None: not differentiable). Returns the result variable (None for no result)."""
+    (None: not differentiable), whose result may share argument `result_alias`'s storage. Returns the result
+    variable (None for no result)."""
     ov = B.Overload(name, tuple(B.Exact(a.type) for a in args), lambda b: ret, native, "Tile Primitives", "",
-                    adjoint is not None, adjoint, None, reads_state and adjoint is not None, writes)
+                    adjoint is not None, adjoint, None, reads_state and adjoint is not None, writes, result_alias)
     call = ir.Call(ov, tuple(args))
     if ret is None:
         bld.emit(ir.Eval(call, line=bld.cur_line))
@@ -971,7 +972,7 @@ def tile_matmul(bld: Builder, node: ast.Call, obj: Any) -> Operand | None:
     if out.type != r:
         bld.error(a["out"], KernelTypeError, f"wp.tile_matmul(): the output of {xt} by {yt} is {r}, got {out.type}")
     v = emit(bld, "tile_matmul", "lw::tile_matmul_acc", [x, y, out, scalar("alpha", 1.0), scalar("beta", 1.0)], r,
-             adjoint="lw::adj_tile_matmul_acc")
+             adjoint="lw::adj_tile_matmul_acc", result_alias=2)
     bld.assign_to(a["out"], v, node)
     return None
 

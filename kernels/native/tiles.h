@@ -148,12 +148,35 @@ template <typename Tl, int N, typename F> LW_FUNC void tile_visit(const int64_t*
     }
 }
 
+#if !LW_CUDA
+// Tiled loops walk an array tile by tile, along one axis or the other; rows of a wide array lie in different
+// pages, out of the hardware prefetcher's reach. Loading a 2-D tile asks for the cache lines of its two
+// successors (the next tile to the right and the one below, where they lie in the array) so that they arrive
+// while the block computes on this one.
+template <typename Tl, typename T> LW_FUNC void tile_prefetch_next(const array_t<T>& a, int64_t r0, int64_t c0) {
+    constexpr int row_bytes = Tl::d1 * (int)sizeof(T);
+    if (row_bytes < 64) return;
+    const char* base = (const char*)a.data;
+    if (c0 + 2 * Tl::d1 <= a.shape[1])
+        for (int i = 0; i < Tl::d0; ++i)
+            for (int b = 0; b < row_bytes; b += 64)
+                __builtin_prefetch(base + (r0 + i) * a.strides[0] + (c0 + Tl::d1) * (int64_t)sizeof(T) + b);
+    if (r0 + 2 * Tl::d0 <= a.shape[0])
+        for (int i = Tl::d0; i < 2 * Tl::d0; ++i)
+            for (int b = 0; b < row_bytes; b += 64)
+                __builtin_prefetch(base + (r0 + i) * a.strides[0] + c0 * (int64_t)sizeof(T) + b);
+}
+#endif
+
 template <typename Tl, int N, typename T, typename... O> LW_FUNC Tl tile_load(const array_t<T>& a, O... off) {
     const int64_t o[4] = {(int64_t)off...};
     Tl r;
     if constexpr (N == 2 && Tl::rank == 2) {  // rows at a time: contiguous copies the compiler vectorizes
         if (o[0] >= 0 && o[1] >= 0 && o[0] + Tl::d0 <= a.shape[0] && o[1] + Tl::d1 <= a.shape[1] &&
             a.strides[1] == (int64_t)sizeof(T)) {
+#if !LW_CUDA
+            tile_prefetch_next<Tl>(a, o[0], o[1]);
+#endif
             for (int i = 0; i < Tl::d0; ++i) {
                 const T* src = (const T*)((const char*)a.data + (o[0] + i) * a.strides[0]) + o[1];
                 for (int j = 0; j < Tl::d1; ++j) r.c[i * Tl::d1 + j] = src[j];
@@ -882,11 +905,13 @@ LW_FUNC void adj_tile_matmul(const Ta& a, const Tb& b, T alpha, Ta& adj_a, Tb& a
     tile_gemm_nt<Ta::d0, Ta::d1, Tb::d1>(adj.c, b.c, adj_a.c, alpha);
     tile_gemm_tn<Tb::d0, Tb::d1, Ta::d0>(a.c, adj.c, adj_b.c, alpha);
 }
-// out = alpha * a b + beta * out (wp.tile_matmul(a, b, out, alpha, beta))
+// out = alpha * a b + beta * out (wp.tile_matmul(a, b, out, alpha, beta)); the result may be built in `c` itself
+// (`out = tile_matmul_acc(a, b, out, ...)`), then with beta = 1 nothing but the product touches it
 template <typename Ta, typename Tb, typename Tc, typename T = typename Ta::value_type>
 LW_FUNC Tc tile_matmul_acc(const Ta& a, const Tb& b, const Tc& c, T alpha, T beta) {
     Tc r;
-    for (int i = 0; i < Tc::size; ++i) r.c[i] = mul(beta, c.c[i]);
+    if (&r != &c || beta != T(1))
+        for (int i = 0; i < Tc::size; ++i) r.c[i] = mul(beta, c.c[i]);
     tile_gemm<Ta::d0, Tb::d1, Ta::d1>(a.c, b.c, r.c, alpha);
     return r;
 }
