@@ -21,7 +21,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import build, callforms, codegen, config, functions, ir, tiles, tiles_fft, tiles_indexed, tiles_lanes  # noqa: F401 (call forms register themselves)
+from . import (  # noqa: F401 (call forms register themselves)
+    build,
+    callforms,
+    codegen,
+    config,
+    functions,
+    ir,
+    tiles,
+    tiles_block,
+    tiles_fft,
+    tiles_indexed,
+    tiles_lanes,
+)
 from . import types as T
 from .annotations import annotations, arg_type
 from .backend import BuildOptions, Launcher, Program

@@ -953,11 +953,17 @@ def tile_matmul(bld: Builder, node: ast.Call, obj: Any) -> Operand | None:
     a = _bind(bld, node, "tile_matmul", params, 3 if accumulate else 2)
     x, y = _tile_arg(bld, a["a"], "tile_matmul"), _tile_arg(bld, a["b"], "tile_matmul")
     xt, yt = x.type, y.type
-    if xt.ndim != 2 or yt.ndim != 2 or xt.shape[1] != yt.shape[0] or xt.dtype != yt.dtype:
+    if xt.ndim != 2 or yt.ndim != 2 or xt.shape[1] != yt.shape[0]:
         bld.error(node, KernelTypeError, f"wp.tile_matmul(): cannot multiply {xt} by {yt}")
-    if not T.is_scalar(xt.dtype) or not T.is_float(xt.dtype):
-        bld.error(node, KernelTypeError, f"wp.tile_matmul() takes tiles of floats, got {xt}")
-    dt = xt.dtype
+    for t in (xt, yt):
+        if t.dtype not in (T.float16, T.float32, T.float64):
+            bld.error(node, KernelTypeError, f"wp.tile_matmul() takes tiles of float16, float32 or float64, got {t}")
+    # the product accumulates in out's dtype (a's without out): operands of other float types convert first
+    dt = _tile_arg(bld, a["out"], "tile_matmul", "an output tile").type.dtype if accumulate else xt.dtype
+    if dt not in (T.float16, T.float32, T.float64):
+        bld.error(a["out"], KernelTypeError, f"wp.tile_matmul(): out is a tile of float16, float32 or float64, got "
+                  f"{T.type_name(dt)}")
+    x, y = (v if v.type.dtype == dt else _cast_tile(bld, v, dt) for v in (x, y))
     r = TileType(dt, (xt.shape[0], yt.shape[1]))
 
     def scalar(key: str, default: float) -> Operand:
