@@ -260,6 +260,9 @@ class Builtin:
 
 
 BUILTINS: dict[str, Builtin] = {}
+# per builtin name: explanations of a call no overload takes, f(argument types) -> a message or None; the first
+# message replaces the generic "no overload of ..." text (a module that adds overloads says why its own fail)
+NO_MATCH: dict[str, list[Callable[[list[Any]], str | None]]] = {}
 
 
 def _erfinv(x: Any) -> Any:

@@ -1597,6 +1597,9 @@ class Builder:
     def call_builtin(self, name: str, args: list[Operand], node: ast.AST) -> Operand:
         found, args = self.resolve_literals(name, args, node)
         if found is None:
+            why = next((m for f in B.NO_MATCH.get(name, ()) if (m := f([a.type for a in args])) is not None), None)
+            if why is not None:
+                self.error(node, KernelTypeError, why)
             got = ", ".join(T.type_name(a.type) for a in args)
             cands = "\n".join(f"      {ov.signature()}" for ov in B.candidates(name))
             hint = ""

@@ -120,6 +120,30 @@ for _op in ("neg", "pos"):
         B.add(_op, (TileOf(_p),), _tile_ret(_r), group="Tile Primitives", doc="")
 
 
+def _tile_word(t: Any) -> str:
+    return f"tile<{T.type_name(t.dtype)}, {t.shape}>" if is_tile(t) else T.type_name(t)
+
+
+def _product_of_composites(verb: str) -> Callable[[list[Any]], str | None]:
+    """Why a tile product or quotient of vectors/matrices on both sides has no overload (Warp's words)."""
+    def why(types: list[Any]) -> str | None:
+        if len(types) != 2 or not any(is_tile(t) for t in types):
+            return None
+        elems = [t.dtype if is_tile(t) else t for t in types]
+        if not all(T.is_composite(e) for e in elems):
+            return None
+        if all(is_tile(t) for t in types):
+            return (f"tile elementwise {verb}: the element type must be scalar on at least one side, got "
+                    f"{_tile_word(types[0])} and {_tile_word(types[1])}")
+        return (f"Cannot {verb} {_tile_word(types[0])} by {_tile_word(types[1])}: at least one operand must be a "
+                f"scalar type")
+    return why
+
+
+B.NO_MATCH.setdefault("mul", []).append(_product_of_composites("multiply"))
+B.NO_MATCH.setdefault("div", []).append(_product_of_composites("divide"))
+
+
 # -- helpers for the call forms -----------------------------------------------------------------
 
 
@@ -408,7 +432,8 @@ def tile_store(bld: Builder, node: ast.Call, obj: Any) -> None:
 def tile_atomic_add(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     arr, t, off = _region(bld, node, "tile_atomic_add")
     if T.elem_scalar(t.type.dtype) not in (T.float16, T.float32, T.float64, T.int32, T.uint32, T.int64, T.uint64):
-        bld.error(node, KernelTypeError, f"wp.tile_atomic_add() does not support {T.type_name(t.type.dtype)} tiles")
+        bld.error(node, KernelTypeError, f"wp.tile_atomic_add() only supports tiles of float16, float32, float64 and "
+                  f"32/64-bit integers (or vectors/matrices of them), got {T.type_name(t.type.dtype)}")
     nd = arr.type.ndim
     return emit(bld, "tile_atomic_add", f"lw::tile_atomic_add<{nd}>", [arr, t, *off], t.type,
                 adjoint=_adj(t.type.dtype, f"lw::adj_tile_atomic_add<{nd}>"), writes=True)
@@ -424,8 +449,7 @@ def tile_view(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     src = t.type
     if isinstance(a["offset"], ast.Tuple) and any(isinstance(_as_slice(e), ast.Slice) for e in a["offset"].elts):
         if "shape" in a:
-            bld.error(node, KernelValueError, "wp.tile_view(): 'shape' cannot be given together with a slice in the "
-                      "offset")
+            bld.error(node, KernelValueError, "wp.tile_view() cannot take 'shape' together with a slice in the offset")
         return _slice_read(bld, node, t, a["offset"].elts)
     elts = a["offset"].elts if isinstance(a["offset"], ast.Tuple) else [a["offset"]]
     if len(elts) > src.ndim:
@@ -579,6 +603,10 @@ def tile_transpose(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 def tile_broadcast(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     a = _bind(bld, node, "tile_broadcast", ("a", "shape"), 2)
     t = _tile_arg(bld, a["a"], "tile_broadcast")
+    want = bld.eval_static(a["shape"], "the shape of wp.tile_broadcast()")
+    if isinstance(want, tuple | list) and not 1 <= len(want) <= MAX_RANK:
+        bld.error(a["shape"], KernelValueError, f"wp.tile_broadcast() output must have between one and four "
+                  f"dimensions, got {len(want)}")
     shape = _static_shape(bld, a["shape"], "tile_broadcast")
     src = t.type.shape
     if len(src) > len(shape) or any(s not in (1, d) for s, d in zip(src[::-1], shape[::-1], strict=False)):
