@@ -784,6 +784,22 @@ def _gather(bld: Builder, node: ast.Subscript, base: Operand, elts: list[ast.exp
                 adjoint=_adj(r.dtype, f"lw::adj_tile_gather<{r.cname}, {axis}>"))
 
 
+@call_form("tile_slice_indexed")
+def tile_slice_indexed(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """tile_slice_indexed(t, (idx, slice(None))): the call form of t[idx, :]."""
+    a = _bind(bld, node, "tile_slice_indexed", ("t", "indices"), 2)
+    t = _tile_arg(bld, a["t"], "tile_slice_indexed")
+    elts = [ast.copy_location(_as_slice(e), e) for e in
+            (a["indices"].elts if isinstance(a["indices"], ast.Tuple) else [a["indices"]])]
+    tiles = {i: v for i, e in enumerate(elts) if not isinstance(e, ast.Slice) and is_tile((v := bld.value(e)).type)}
+    if len(tiles) != 1:
+        bld.error(a["indices"], KernelValueError, "wp.tile_slice_indexed() takes exactly one 1D integer index tile "
+                  "and ':' (slice(None)) on the other axes")
+    sub = ast.copy_location(ast.Subscript(value=a["t"], slice=ast.Tuple(elts=elts, ctx=ast.Load()), ctx=ast.Load()),
+                            node)
+    return _gather(bld, sub, t, elts, tiles)
+
+
 def _store(bld: Builder, target: ast.Subscript, value: Operand, op: str | None, node: ast.AST) -> None:
     """`t[...] = value` (op None) or `t[...] op= value` on a tile variable: the tile takes the new element,
     row or slice in place (and what it views, and its other views, see it)."""
@@ -1162,6 +1178,8 @@ BUILTIN_DOCS = {
     "tile_lower_solve": "tile_lower_solve(L, y): z with L z = y, L lower triangular",
     "tile_upper_solve": "tile_upper_solve(U, z): x with U x = z, U upper triangular",
     "tile_sort": "tile_sort(keys, values): sorts keys ascending in place, values permuted with them",
+    "tile_slice_indexed": "tile_slice_indexed(t, (idx, slice(None))): t[idx, :], the elements an index tile picks "
+                          "along one axis (a copy)",
 }
 
 

@@ -244,3 +244,21 @@ def test_struct_reduction_and_static_len_of_tiles():
     wp.launch_tiled(k_struct_argmax, dim=3, inputs=[values, res, n], block_dim=16)
     np.testing.assert_array_equal([r[0] for r in res.numpy()], vals.argmax(axis=1))
     np.testing.assert_array_equal(n.numpy(), [107] * 3)
+
+
+@wp.kernel
+def k_slice_indexed(a: wp.array2d(dtype=float), ind: wp.array(dtype=int), rows: wp.array2d(dtype=float),
+                    cols: wp.array2d(dtype=float)):
+    t = wp.tile_load(a, shape=(4, 4))
+    i = wp.tile_load(ind, shape=3)
+    wp.tile_store(rows, wp.tile_slice_indexed(t, (i, slice(None))))
+    wp.tile_store(cols, wp.tile_slice_indexed(t, (slice(None, None, None), i)))
+
+
+def test_tile_slice_indexed_is_the_call_form_of_index_tiles():
+    A = np.arange(16, dtype=np.float32).reshape(4, 4)
+    rows, cols = wp.zeros((3, 4), dtype=float), wp.zeros((4, 3), dtype=float)
+    wp.launch_tiled(k_slice_indexed, dim=1, inputs=[wp.array(A), wp.array(np.array([3, 0, -1], np.int32)), rows,
+                                                    cols], block_dim=1)
+    np.testing.assert_array_equal(rows.numpy(), A[[3, 0, -1]])
+    np.testing.assert_array_equal(cols.numpy(), A[:, [3, 0, -1]])
