@@ -160,11 +160,11 @@ template <typename Tl, typename T> LW_FUNC void tile_prefetch_next(const array_t
     if (c0 + 2 * Tl::d1 <= a.shape[1])
         for (int i = 0; i < Tl::d0; ++i)
             for (int b = 0; b < row_bytes; b += 64)
-                __builtin_prefetch(base + (r0 + i) * a.strides[0] + (c0 + Tl::d1) * (int64_t)sizeof(T) + b);
+                __builtin_prefetch(base + (r0 + i) * a.strides[0] + (c0 + Tl::d1) * (int64_t)sizeof(T) + b, 0, 2);
     if (r0 + 2 * Tl::d0 <= a.shape[0])
         for (int i = Tl::d0; i < 2 * Tl::d0; ++i)
             for (int b = 0; b < row_bytes; b += 64)
-                __builtin_prefetch(base + (r0 + i) * a.strides[0] + c0 * (int64_t)sizeof(T) + b);
+                __builtin_prefetch(base + (r0 + i) * a.strides[0] + c0 * (int64_t)sizeof(T) + b, 0, 2);
 }
 #endif
 
