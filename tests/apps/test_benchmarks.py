@@ -20,9 +20,8 @@ def test_kernel_benchmark_runs():
 
 def test_tiles_benchmark_runs_and_its_gemm_is_right(monkeypatch):
     """bench_tiles on a 128^3 GEMM and 2^16 floats, one thread timed by CPU time, gets both right."""
-    from loomwork.apps import bench_tiles
-
     import loomwork as wp
+    from loomwork.apps import bench_tiles
 
     monkeypatch.delenv("WARP_PYTHON", raising=False)
     monkeypatch.setattr(wp.config, "cpu_threads", wp.config.cpu_threads)  # restored after the test
