@@ -105,7 +105,7 @@ compile_time_trace: bool = False
 #: let the C++ compiler reorder floating-point math (-ffast-math)
 fast_math: bool = False
 
-#: CPU launches with fewer threads than this run on the calling thread only
+#: CPU launches with fewer threads than this run on the calling thread only (tiled kernels: fewer than two blocks)
 cpu_serial_threshold: int = 8192
 
 #: CPU worker threads (None: one per core); a change resizes the pool at the next launch
