@@ -1,16 +1,19 @@
 """Tile benchmark: a tiled GEMM (1024^3 float32, tile_matmul) and a tiled sum of 2^24 floats.
 
-    python -m loomwork.apps.bench_tiles [--warp-python PATH]
+    python -m loomwork.apps.bench_tiles [--warp-python PATH] [--threads N] [--cpu-time]
 
 The GEMM is compared with NumPy's BLAS (numpy.matmul) and the sum with loomwork's own `array_sum`, in the
 same run; Warp 1.19's CPU backend runs the same kernels when an interpreter with warp-lang is given
-(`--warp-python` or $WARP_PYTHON), else it is skipped with a message.
+(`--warp-python` or $WARP_PYTHON), else it is skipped with a message. On a machine others load, compare one
+core with one core by CPU time: `OPENBLAS_NUM_THREADS=1 python -m loomwork.apps.bench_tiles --threads 1
+--cpu-time`.
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +90,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--n", type=int, default=1024, help="GEMM size (a multiple of 64)")
     p.add_argument("--m", type=int, default=1 << 24, help="floats to sum (a multiple of 1024)")
     p.add_argument("--warp-python", default=None, help="a Python interpreter with warp-lang installed")
+    p.add_argument("--threads", type=int, default=None, help="loomwork's CPU threads (wp.config.cpu_threads)")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time by the process's CPU time, not wall time (a loaded machine; one thread each)")
     args = p.parse_args(argv)
+    if args.threads is not None:
+        wp.config.cpu_threads = args.threads
     n, m = args.n, args.m
     rng = np.random.default_rng(0)
     A = rng.standard_normal((n, n)).astype(np.float32)
@@ -108,9 +116,10 @@ def main(argv: list[str] | None = None) -> dict:
     run_sum()
     sum_err = abs(float(out.numpy()[0]) - float(X.astype(np.float64).sum())) / np.abs(X).sum()
     t = best_times({"gemm": run_gemm, "numpy": lambda: np.matmul(A, B), "sum": run_sum,
-                    "array_sum": lambda: array_sum(x)}, rounds=4, reps=3)
+                    "array_sum": lambda: array_sum(x)}, rounds=4, reps=3,
+                   clock=time.process_time if args.cpu_time else time.perf_counter)
     flops = 2.0 * n ** 3
-    result = {f"{k}_s": v for k, v in t.items()}
+    result = {f"{k}_s": v for k, v in t.items()} | {"gemm_rel_error": err, "sum_rel_error": sum_err}
     print(f"GEMM {n}^3 float32 (tile_matmul, {TILE_M}x{TILE_N}x{TILE_K} tiles): {t['gemm'] * 1e3:8.2f} ms "
           f"{flops / t['gemm'] / 1e9:7.1f} GFLOP/s  (relative error {err:.1e})")
     print(f"  numpy.matmul (BLAS):                        {t['numpy'] * 1e3:8.2f} ms "

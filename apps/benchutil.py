@@ -12,24 +12,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def best_time(fn: Callable[[], object], reps: int) -> float:
-    """The fastest of `reps` timed calls (after one warm-up call), in seconds."""
+def best_time(fn: Callable[[], object], reps: int, clock: Callable[[], float] = time.perf_counter) -> float:
+    """The fastest of `reps` timed calls (after one warm-up call), in seconds of `clock` (wall time; or
+    time.process_time: the CPU time of all the process's threads, which other processes' load does not add to)."""
     fn()
     best = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, clock() - t0)
     return best
 
 
-def best_times(fns: dict[str, Callable[[], object]], rounds: int = 6, reps: int = 3) -> dict[str, float]:
+def best_times(fns: dict[str, Callable[[], object]], rounds: int = 6, reps: int = 3,
+               clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """Best-of timings of several calls taken in alternation, `rounds` times `reps` each, so that a burst of
     load from elsewhere on a shared machine slows them alike and their ratios stay meaningful."""
     best = dict.fromkeys(fns, float("inf"))
     for _ in range(rounds):
         for name, fn in fns.items():
-            best[name] = min(best[name], best_time(fn, reps))
+            best[name] = min(best[name], best_time(fn, reps, clock))
     return best
 
 

@@ -1,7 +1,10 @@
 """loomwork.geometry: geometry types of the kernel layer, added through its extension registry (native
 headers, value types, handle types and builtins registered from this package's own files)."""
 
-from . import primitives  # noqa: F401 - registers closest_point_edge_edge and intersect_tri_tri
+from . import (  # noqa: F401 - register closest_point_edge_edge / intersect_tri_tri and the block queries
+    primitives,
+    tile_queries,
+)
 from .bvh import Bvh, BvhConstructor, bvh_query_t
 from .common import GeometryError
 from .hash_grid import HashGrid, hash_grid_query_t

@@ -167,6 +167,16 @@ def nvrtc_version() -> tuple[int, int] | None:
     return (int(major), int(minor)) if int(err) == 0 else None
 
 
+def nvrtc_archs() -> list[int]:
+    """The compute capabilities NVRTC compiles for (75 for sm_75, ...), ascending; [] without NVRTC."""
+    try:
+        nvrtc = _nvrtc()
+    except CompileError:
+        return []
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    return sorted(int(a) for a in archs) if int(err) == 0 else []
+
+
 def nvrtc_available() -> bool:
     try:
         _nvrtc()

@@ -200,6 +200,9 @@ class Overload:
     reads_state: bool = False
     # the call writes into the arrays it is passed (tile_store): a side effect the adjoint's replay skips
     writes: bool = False
+    # the position of a tile argument whose storage the result may share (the native reads each element of it
+    # before writing that element of the result): `t = f(..., t, ...)` then builds the result in `t` itself
+    result_alias: int | None = None
 
     def signature(self) -> str:
         return f"{self.name}({', '.join(map(str, self.params))})"
@@ -257,6 +260,9 @@ class Builtin:
 
 
 BUILTINS: dict[str, Builtin] = {}
+# per builtin name: explanations of a call no overload takes, f(argument types) -> a message or None; the first
+# message replaces the generic "no overload of ..." text (a module that adds overloads says why its own fail)
+NO_MATCH: dict[str, list[Callable[[list[Any]], str | None]]] = {}
 
 
 def _erfinv(x: Any) -> Any:

@@ -219,7 +219,8 @@ class Emitter:
         call = s.call()
         return (call is not None and isinstance(nxt.expr, ir.Copy) and nxt.expr.value is s.dest
                 and self.uses.get(s.dest, 0) == 1 and nxt.dest.type == s.dest.type
-                and not any(a is nxt.dest or a == nxt.dest for a in call.args))
+                and not any((a is nxt.dest or a == nxt.dest) and i != getattr(call.target, "result_alias", None)
+                            for i, a in enumerate(call.args)))
 
     def s_Assign_direct(self, s: ir.Assign, expr: ir.Expr) -> None:
         # placement new: the call's result is built in the variable itself (C++17 guaranteed elision)

@@ -105,7 +105,7 @@ compile_time_trace: bool = False
 #: let the C++ compiler reorder floating-point math (-ffast-math)
 fast_math: bool = False
 
-#: CPU launches with fewer threads than this run on the calling thread only
+#: CPU launches with fewer threads than this run on the calling thread only (tiled kernels: fewer than two blocks)
 cpu_serial_threshold: int = 8192
 
 #: CPU worker threads (None: one per core); a change resizes the pool at the next launch
@@ -157,12 +157,13 @@ NO_EFFECT: dict[str, str] = {
     "legacy_scalar_return_types": "builtins called from Python return Python int/float/bool (the legacy types) "
                                   "either way",
     "launch_array_access_mode": "every launch refuses an array of another device (STRICT)",
-    "enable_cpu_blocks": "there are no tile or block-shared operations, so a CPU block size changes no result",
+    "enable_cpu_blocks": "CPU blocks always run Warp's default model, one lane per block (wp.block_dim() is 1); "
+                         "Warp's experimental multi-lane CPU blocks (fibers) are not implemented",
     "default_grid_stride": "generated CUDA entries always loop grid-stride",
-    "enable_mathdx_gemm": "there are no tile operations",
-    "enable_mathdx_solver": "there are no tile operations",
-    "enable_mathdx_fft": "there are no tile operations",
-    "enable_tiles_in_stack_memory": "there are no tile operations",
+    "enable_mathdx_gemm": "tile_matmul is loomwork's own blocked GEMM; MathDx is not used",
+    "enable_mathdx_solver": "the tile factorizations and solves are loomwork's own code; MathDx is not used",
+    "enable_mathdx_fft": "tile_fft is loomwork's own transform; MathDx is not used",
+    "enable_tiles_in_stack_memory": "on the CPU every tile is a value in its block's task (on its stack)",
     "use_precompiled_headers": "CPU builds use no precompiled header",
     "legacy_cpu_linker": "CPU modules are shared libraries the system loader opens, with no JIT linker",
     "llvm_cuda": "CUDA code is compiled with NVRTC only",

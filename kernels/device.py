@@ -155,6 +155,14 @@ def get_cuda_toolkit_version() -> tuple[int, int] | None:
     return nvrtc_version()
 
 
+def get_cuda_supported_archs() -> list[int]:
+    """The compute capabilities CUDA kernels can be compiled for (75 for sm_75, ...), ascending; [] without
+    NVRTC."""
+    from .build import nvrtc_archs
+
+    return nvrtc_archs()
+
+
 def is_cpu_available() -> bool:
     return True
 

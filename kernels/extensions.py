@@ -112,7 +112,8 @@ def register_value_type(name: str, cname: str, layout: list[tuple[str, Any]], *,
     read the members named in `readable`. Values of it are locals and function arguments in kernels.
     `iterate` names a builtin `(InOut(this type), Out(int32)) -> bool` that makes `for i in value:` loop
     over what it yields (a query's results), like `while iterate(value, i):`."""
-    members = {n: T.normalize_dtype(t) for n, t in layout}
+    members = {n: t if isinstance(t, type) and issubclass(t, T.RecordType) else T.normalize_dtype(t)
+               for n, t in layout}  # a member may be another value type
     unknown = set(readable) - set(members)
     if unknown:
         raise ValueError(f"value type {name}: readable fields {sorted(unknown)} are not in its layout")

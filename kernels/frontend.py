@@ -1597,6 +1597,9 @@ class Builder:
     def call_builtin(self, name: str, args: list[Operand], node: ast.AST) -> Operand:
         found, args = self.resolve_literals(name, args, node)
         if found is None:
+            why = next((m for f in B.NO_MATCH.get(name, ()) if (m := f([a.type for a in args])) is not None), None)
+            if why is not None:
+                self.error(node, KernelTypeError, why)
             got = ", ".join(T.type_name(a.type) for a in args)
             cands = "\n".join(f"      {ov.signature()}" for ov in B.candidates(name))
             hint = ""
@@ -1662,7 +1665,8 @@ class Builder:
         ast.fix_missing_locations(expr)
         try:
             scope = {**self.scope.closure, **self.scope.static_locals, **{
-                name: _LocalLength(var.type) for name, var in self.scope.vars.items() if T.is_composite(var.type)},
+                name: _LocalLength(var.type) for name, var in self.scope.vars.items()
+                if T.is_composite(var.type) or isinstance(getattr(var.type, "shape", None), tuple)},
                 **self.scope.constants}
             return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
@@ -1704,14 +1708,15 @@ _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
 
 
 class _LocalLength:
-    """A kernel variable of vector or matrix type inside a compile-time expression (`wp.static(len(v))`):
-    only its length (rows of a matrix) is known there."""
+    """A kernel variable of vector, matrix or tile type inside a compile-time expression (`wp.static(len(v))`):
+    only its length (rows of a matrix, the first axis of a tile) is known there."""
 
     def __init__(self, t: Any) -> None:
         self.t = t
 
     def __len__(self) -> int:
-        return self.t._shape_[0]
+        shape = self.t.shape if isinstance(getattr(self.t, "shape", None), tuple) else self.t._shape_
+        return shape[0]
 
     def __repr__(self) -> str:
         return f"<a {T.type_name(self.t)} kernel variable: only len() of it is known at compile time>"

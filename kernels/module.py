@@ -21,7 +21,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import build, callforms, codegen, config, functions, ir, tiles, tiles_fft, tiles_indexed, tiles_lanes  # noqa: F401 (call forms register themselves)
+from . import (  # noqa: F401 (call forms register themselves)
+    build,
+    callforms,
+    codegen,
+    config,
+    functions,
+    ir,
+    tiles,
+    tiles_block,
+    tiles_fft,
+    tiles_indexed,
+    tiles_lanes,
+)
 from . import types as T
 from .annotations import annotations, arg_type
 from .backend import BuildOptions, Launcher, Program
@@ -33,6 +45,7 @@ from .ir import ArrayType, Const
 from .structs import is_struct, is_tuple
 
 LARGE_ADJOINT_SOURCE = 200_000
+TILED_SERIAL_THRESHOLD = 2  # tiled kernels: launches of two blocks or more run on the thread pool
 """Adjoint libraries with more C++ than this (characters) compile at -O1 unless wp.config.optimization_level
 is set: a 545 KB articulated-body adjoint takes over two minutes at -O3 and about 20 s at -O1."""
 
@@ -403,6 +416,7 @@ class LoadedKernel:
     accumulates: frozenset = frozenset()  # positions of array parameters whose old values matter (ir.accumulated)
     plan: Any = None
     zeroable: frozenset = frozenset()  # array parameters whose gradients its adjoint can zero (ir.zeroable_gradients)
+    serial_threshold: int | None = None  # the launch size from which it (and its adjoint) use the thread pool
 
 
 @dataclass
@@ -419,7 +433,6 @@ class LoadedModule:
     adjoints: dict[str, Launcher] | None = None
     adj_program: Program | None = None
     failed: dict[str, KernelError] = field(default_factory=dict)  # kernels the front end rejected, by key
-    serial_threshold: int | None = None  # the module's cpu_serial_threshold, when it sets one
 
     def kernel(self, key: str) -> LoadedKernel:
         """The loaded kernel `key`; a kernel the front end rejected raises its error here, at its own
@@ -436,7 +449,7 @@ class LoadedModule:
             return None
         if self.adjoints is None:
             self.adj_program = self.build_adjoint()
-            self.adjoints = {k: self.adj_program.kernel(f"{lk.kernel.cname}_adj", self.serial_threshold)
+            self.adjoints = {k: self.adj_program.kernel(f"{lk.kernel.cname}_adj", lk.serial_threshold)
                              for k, lk in self.kernels.items() if lk.has_backward}
         return self.adjoints[key]
 
@@ -574,11 +587,17 @@ class Module:
         program = backend.load(artifact)
         loaded = {}
         for k, fn in zip(kernels, kernel_irs, strict=True):
-            entry = program.kernel(k.cname, self.options.get("cpu_serial_threshold"))
+            # a tiled kernel's threads are blocks, each a whole tile computation: they use the thread pool from
+            # two blocks on, unless the module sets its own threshold
+            serial = self.options.get("cpu_serial_threshold")
+            if "cpu_serial_threshold" not in self.options and any(codegen.is_tile_type(v.type) for v in fn.locals):
+                serial = TILED_SERIAL_THRESHOLD
+            entry = program.kernel(k.cname, serial)
             reads, writes = ir.array_effects(fn, effects)
             loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes,
                                          ir.null_tests(fn, null_tests), ir.in_place(fn, effects), fn.filename,
-                                         ir.accumulated(fn, effects), zeroable=ir.zeroable_gradients(fn))
+                                         ir.accumulated(fn, effects), zeroable=ir.zeroable_gradients(fn),
+                                         serial_threshold=serial)
 
         def build_adjoint() -> Program:
             # the adjoint library needs the functions and the kernels' argument records, not their bodies
@@ -592,8 +611,7 @@ class Module:
                                     config.cache_kernels)
             return backend.load(backend.compile(src, f"{name}-adj", opts, f"the adjoints of {what}"))
 
-        lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint, failed=failed,
-                          serial_threshold=self.options.get("cpu_serial_threshold"))
+        lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint, failed=failed)
         self.loaded[key] = lm
         if verbose:
             print(f"loomwork: module '{self.name}' ready in {(time.perf_counter() - t0) * 1e3:.1f} ms "

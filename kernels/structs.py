@@ -11,10 +11,12 @@ import ctypes
 import itertools
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from . import builtins as B
 from . import types as T
 from .annotations import arg_type
 from .array import ArrayDesc, IndexedDesc, array, indexedarray
@@ -212,3 +214,22 @@ def tuple_type(types: tuple) -> type:
 
 def is_tuple(t: Any) -> bool:
     return is_struct(t) and t.is_tuple
+
+
+@dataclass(frozen=True)
+class StructOf(B.Pattern):
+    """Any struct type, the same wherever `var` recurs (for builtins that only pass values along)."""
+
+    var: str = "V"
+
+    def match(self, t: Any, b: dict) -> bool:
+        return is_struct(t) and self.bind(b, self.var, t)
+
+    def __str__(self) -> str:
+        return "struct"
+
+
+B.add("select", (B.Exact(T.bool_), StructOf(), StructOf()), "V", group="Utility",
+      doc="select(cond, a, b): b where cond holds, else a (structs too)")
+B.add("where", (B.Exact(T.bool_), StructOf(), StructOf()), "V", group="Utility",
+      doc="where(cond, a, b): a where cond holds, else b (structs too)")

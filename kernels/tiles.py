@@ -120,6 +120,30 @@ for _op in ("neg", "pos"):
         B.add(_op, (TileOf(_p),), _tile_ret(_r), group="Tile Primitives", doc="")
 
 
+def _tile_word(t: Any) -> str:
+    return f"tile<{T.type_name(t.dtype)}, {t.shape}>" if is_tile(t) else T.type_name(t)
+
+
+def _product_of_composites(verb: str) -> Callable[[list[Any]], str | None]:
+    """Why a tile product or quotient of vectors/matrices on both sides has no overload (Warp's words)."""
+    def why(types: list[Any]) -> str | None:
+        if len(types) != 2 or not any(is_tile(t) for t in types):
+            return None
+        elems = [t.dtype if is_tile(t) else t for t in types]
+        if not all(T.is_composite(e) for e in elems):
+            return None
+        if all(is_tile(t) for t in types):
+            return (f"tile elementwise {verb}: the element type must be scalar on at least one side, got "
+                    f"{_tile_word(types[0])} and {_tile_word(types[1])}")
+        return (f"Cannot {verb} {_tile_word(types[0])} by {_tile_word(types[1])}: at least one operand must be a "
+                f"scalar type")
+    return why
+
+
+B.NO_MATCH.setdefault("mul", []).append(_product_of_composites("multiply"))
+B.NO_MATCH.setdefault("div", []).append(_product_of_composites("divide"))
+
+
 # -- helpers for the call forms -----------------------------------------------------------------
 
 
@@ -211,11 +235,12 @@ def _array_arg(bld: Builder, n: ast.expr, name: str) -> Operand:
 
 
 def emit(bld: Builder, name: str, native: str, args: list[Operand], ret: Any, *, adjoint: str | None = None,
-         reads_state: bool = False, writes: bool = False) -> Operand | None:
+         reads_state: bool = False, writes: bool = False, result_alias: int | None = None) -> Operand | None:
     """One typed call of the native `native` (an expression naming a callable), with adjoint `adjoint`
-    (None: not differentiable). Returns the result variable (None for no result)."""
+    (None: not differentiable), whose result may share argument `result_alias`'s storage. Returns the result
+    variable (None for no result)."""
     ov = B.Overload(name, tuple(B.Exact(a.type) for a in args), lambda b: ret, native, "Tile Primitives", "",
-                    adjoint is not None, adjoint, None, reads_state and adjoint is not None, writes)
+                    adjoint is not None, adjoint, None, reads_state and adjoint is not None, writes, result_alias)
     call = ir.Call(ov, tuple(args))
     if ret is None:
         bld.emit(ir.Eval(call, line=bld.cur_line))
@@ -407,7 +432,8 @@ def tile_store(bld: Builder, node: ast.Call, obj: Any) -> None:
 def tile_atomic_add(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     arr, t, off = _region(bld, node, "tile_atomic_add")
     if T.elem_scalar(t.type.dtype) not in (T.float16, T.float32, T.float64, T.int32, T.uint32, T.int64, T.uint64):
-        bld.error(node, KernelTypeError, f"wp.tile_atomic_add() does not support {T.type_name(t.type.dtype)} tiles")
+        bld.error(node, KernelTypeError, f"wp.tile_atomic_add() only supports tiles of float16, float32, float64 and "
+                  f"32/64-bit integers (or vectors/matrices of them), got {T.type_name(t.type.dtype)}")
     nd = arr.type.ndim
     return emit(bld, "tile_atomic_add", f"lw::tile_atomic_add<{nd}>", [arr, t, *off], t.type,
                 adjoint=_adj(t.type.dtype, f"lw::adj_tile_atomic_add<{nd}>"), writes=True)
@@ -423,8 +449,7 @@ def tile_view(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     src = t.type
     if isinstance(a["offset"], ast.Tuple) and any(isinstance(_as_slice(e), ast.Slice) for e in a["offset"].elts):
         if "shape" in a:
-            bld.error(node, KernelValueError, "wp.tile_view(): 'shape' cannot be given together with a slice in the "
-                      "offset")
+            bld.error(node, KernelValueError, "wp.tile_view() cannot take 'shape' together with a slice in the offset")
         return _slice_read(bld, node, t, a["offset"].elts)
     elts = a["offset"].elts if isinstance(a["offset"], ast.Tuple) else [a["offset"]]
     if len(elts) > src.ndim:
@@ -578,6 +603,10 @@ def tile_transpose(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 def tile_broadcast(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     a = _bind(bld, node, "tile_broadcast", ("a", "shape"), 2)
     t = _tile_arg(bld, a["a"], "tile_broadcast")
+    want = bld.eval_static(a["shape"], "the shape of wp.tile_broadcast()")
+    if isinstance(want, tuple | list) and not 1 <= len(want) <= MAX_RANK:
+        bld.error(a["shape"], KernelValueError, f"wp.tile_broadcast() output must have between one and four "
+                  f"dimensions, got {len(want)}")
     shape = _static_shape(bld, a["shape"], "tile_broadcast")
     src = t.type.shape
     if len(src) > len(shape) or any(s not in (1, d) for s, d in zip(src[::-1], shape[::-1], strict=False)):
@@ -753,6 +782,22 @@ def _gather(bld: Builder, node: ast.Subscript, base: Operand, elts: list[ast.exp
     r = TileType(src.dtype, tuple(shape))
     return emit(bld, "tile_gather", f"lw::tile_gather<{r.cname}, {axis}>", [base, idx], r,
                 adjoint=_adj(r.dtype, f"lw::adj_tile_gather<{r.cname}, {axis}>"))
+
+
+@call_form("tile_slice_indexed")
+def tile_slice_indexed(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """tile_slice_indexed(t, (idx, slice(None))): the call form of t[idx, :]."""
+    a = _bind(bld, node, "tile_slice_indexed", ("t", "indices"), 2)
+    t = _tile_arg(bld, a["t"], "tile_slice_indexed")
+    elts = [ast.copy_location(_as_slice(e), e) for e in
+            (a["indices"].elts if isinstance(a["indices"], ast.Tuple) else [a["indices"]])]
+    tiles = {i: v for i, e in enumerate(elts) if not isinstance(e, ast.Slice) and is_tile((v := bld.value(e)).type)}
+    if len(tiles) != 1:
+        bld.error(a["indices"], KernelValueError, "wp.tile_slice_indexed() takes exactly one 1D integer index tile "
+                  "and ':' (slice(None)) on the other axes")
+    sub = ast.copy_location(ast.Subscript(value=a["t"], slice=ast.Tuple(elts=elts, ctx=ast.Load()), ctx=ast.Load()),
+                            node)
+    return _gather(bld, sub, t, elts, tiles)
 
 
 def _store(bld: Builder, target: ast.Subscript, value: Operand, op: str | None, node: ast.AST) -> None:
@@ -952,11 +997,17 @@ def tile_matmul(bld: Builder, node: ast.Call, obj: Any) -> Operand | None:
     a = _bind(bld, node, "tile_matmul", params, 3 if accumulate else 2)
     x, y = _tile_arg(bld, a["a"], "tile_matmul"), _tile_arg(bld, a["b"], "tile_matmul")
     xt, yt = x.type, y.type
-    if xt.ndim != 2 or yt.ndim != 2 or xt.shape[1] != yt.shape[0] or xt.dtype != yt.dtype:
+    if xt.ndim != 2 or yt.ndim != 2 or xt.shape[1] != yt.shape[0]:
         bld.error(node, KernelTypeError, f"wp.tile_matmul(): cannot multiply {xt} by {yt}")
-    if not T.is_scalar(xt.dtype) or not T.is_float(xt.dtype):
-        bld.error(node, KernelTypeError, f"wp.tile_matmul() takes tiles of floats, got {xt}")
-    dt = xt.dtype
+    for t in (xt, yt):
+        if t.dtype not in (T.float16, T.float32, T.float64):
+            bld.error(node, KernelTypeError, f"wp.tile_matmul() takes tiles of float16, float32 or float64, got {t}")
+    # the product accumulates in out's dtype (a's without out): operands of other float types convert first
+    dt = _tile_arg(bld, a["out"], "tile_matmul", "an output tile").type.dtype if accumulate else xt.dtype
+    if dt not in (T.float16, T.float32, T.float64):
+        bld.error(a["out"], KernelTypeError, f"wp.tile_matmul(): out is a tile of float16, float32 or float64, got "
+                  f"{T.type_name(dt)}")
+    x, y = (v if v.type.dtype == dt else _cast_tile(bld, v, dt) for v in (x, y))
     r = TileType(dt, (xt.shape[0], yt.shape[1]))
 
     def scalar(key: str, default: float) -> Operand:
@@ -971,7 +1022,7 @@ def tile_matmul(bld: Builder, node: ast.Call, obj: Any) -> Operand | None:
     if out.type != r:
         bld.error(a["out"], KernelTypeError, f"wp.tile_matmul(): the output of {xt} by {yt} is {r}, got {out.type}")
     v = emit(bld, "tile_matmul", "lw::tile_matmul_acc", [x, y, out, scalar("alpha", 1.0), scalar("beta", 1.0)], r,
-             adjoint="lw::adj_tile_matmul_acc")
+             adjoint="lw::adj_tile_matmul_acc", result_alias=2)
     bld.assign_to(a["out"], v, node)
     return None
 
@@ -1127,6 +1178,8 @@ BUILTIN_DOCS = {
     "tile_lower_solve": "tile_lower_solve(L, y): z with L z = y, L lower triangular",
     "tile_upper_solve": "tile_upper_solve(U, z): x with U x = z, U upper triangular",
     "tile_sort": "tile_sort(keys, values): sorts keys ascending in place, values permuted with them",
+    "tile_slice_indexed": "tile_slice_indexed(t, (idx, slice(None))): t[idx, :], the elements an index tile picks "
+                          "along one axis (a copy)",
 }
 
 

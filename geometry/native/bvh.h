@@ -212,4 +212,28 @@ LW_FUNC bool bvh_query_next(bvh_query_t& q, int32_t& index, float max_dist) {
 }
 LW_FUNC bool bvh_query_next(bvh_query_t& q, int32_t& index) { return bvh_query_next(q, index, 3.0e38f); }
 
+// block queries (wp.tile_bvh_query_aabb / _ray, then `while wp.tile_query_valid(q): wp.tile_bvh_query_next(q)`):
+// a block of one lane (the CPU's) takes one result a step; `valid` turns 0 after a step that found none
+struct bvh_query_tiled_t {
+    bvh_query_t q;
+    int32_t valid;
+};
+LW_FUNC bvh_query_tiled_t tile_bvh_query_aabb(uint64_t id, bvh_vec3 lo, bvh_vec3 hi) {
+    return bvh_query_tiled_t{bvh_query_aabb(id, lo, hi), 1};
+}
+LW_FUNC bvh_query_tiled_t tile_bvh_query_ray(uint64_t id, bvh_vec3 start, bvh_vec3 dir) {
+    return bvh_query_tiled_t{bvh_query_ray(id, start, dir), 1};
+}
+LW_FUNC tile_t<int32_t, 1, 1> tile_bvh_query_next(bvh_query_tiled_t& q) {
+    tile_t<int32_t, 1, 1> r;
+    int32_t i = -1;
+    if (!(q.valid && bvh_query_next(q.q, i))) {
+        i = -1;
+        q.valid = 0;
+    }
+    r.c[0] = i;
+    return r;
+}
+LW_FUNC bool tile_query_valid(const bvh_query_tiled_t& q) { return q.valid != 0; }
+
 }  // namespace lw

@@ -732,6 +732,26 @@ LW_FUNC bool mesh_query_next(mesh_query_aabb_t& q, int32_t& index) {
     return false;
 }
 
+// a block query of a mesh's faces (see bvh.h's bvh_query_tiled_t)
+struct mesh_query_aabb_tiled_t {
+    mesh_query_aabb_t q;
+    int32_t valid;
+};
+LW_FUNC mesh_query_aabb_tiled_t tile_mesh_query_aabb(uint64_t id, bvh_vec3 lo, bvh_vec3 hi) {
+    return mesh_query_aabb_tiled_t{mesh_query_aabb(id, lo, hi), 1};
+}
+LW_FUNC tile_t<int32_t, 1, 1> tile_mesh_query_aabb_next(mesh_query_aabb_tiled_t& q) {
+    tile_t<int32_t, 1, 1> r;
+    int32_t i = -1;
+    if (!(q.valid && mesh_query_next(q.q, i))) {
+        i = -1;
+        q.valid = 0;
+    }
+    r.c[0] = i;
+    return r;
+}
+LW_FUNC bool tile_query_valid(const mesh_query_aabb_tiled_t& q) { return q.valid != 0; }
+
 // wp.mesh_get(id): the mesh's arrays, read in kernels as mesh.points[i], mesh.indices[3 * f + k], ...
 struct mesh_arrays_t {
     array_t<bvh_vec3> points;

@@ -113,12 +113,18 @@ struct Pool {
         requested = n;
         nthreads = n < 1 ? 1 : n;
         workers = new pthread_t[nthreads];
+        // tiled kernels keep their tiles on the stack: give workers the room the main thread has (reserved
+        // address space; pages are committed only as they are touched)
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, (size_t)32 << 20);
         for (int i = 1; i < nthreads; ++i) {
-            if (pthread_create(&workers[i], nullptr, thread_entry, this) != 0) {
+            if (pthread_create(&workers[i], &attr, thread_entry, this) != 0) {
                 nthreads = i;  // fewer threads than asked: run with what started
                 break;
             }
         }
+        pthread_attr_destroy(&attr);
     }
 
     // Make every worker exit and wait until they have; the caller holds launch_mutex.

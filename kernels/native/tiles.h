@@ -148,12 +148,35 @@ template <typename Tl, int N, typename F> LW_FUNC void tile_visit(const int64_t*
     }
 }
 
+#if !LW_CUDA
+// Tiled loops walk an array tile by tile, along one axis or the other; rows of a wide array lie in different
+// pages, out of the hardware prefetcher's reach. Loading a 2-D tile asks for the cache lines of its two
+// successors (the next tile to the right and the one below, where they lie in the array) so that they arrive
+// while the block computes on this one.
+template <typename Tl, typename T> LW_FUNC void tile_prefetch_next(const array_t<T>& a, int64_t r0, int64_t c0) {
+    constexpr int row_bytes = Tl::d1 * (int)sizeof(T);
+    if (row_bytes < 64) return;
+    const char* base = (const char*)a.data;
+    if (c0 + 2 * Tl::d1 <= a.shape[1])
+        for (int i = 0; i < Tl::d0; ++i)
+            for (int b = 0; b < row_bytes; b += 64)
+                __builtin_prefetch(base + (r0 + i) * a.strides[0] + (c0 + Tl::d1) * (int64_t)sizeof(T) + b, 0, 2);
+    if (r0 + 2 * Tl::d0 <= a.shape[0])
+        for (int i = Tl::d0; i < 2 * Tl::d0; ++i)
+            for (int b = 0; b < row_bytes; b += 64)
+                __builtin_prefetch(base + (r0 + i) * a.strides[0] + c0 * (int64_t)sizeof(T) + b, 0, 2);
+}
+#endif
+
 template <typename Tl, int N, typename T, typename... O> LW_FUNC Tl tile_load(const array_t<T>& a, O... off) {
     const int64_t o[4] = {(int64_t)off...};
     Tl r;
     if constexpr (N == 2 && Tl::rank == 2) {  // rows at a time: contiguous copies the compiler vectorizes
         if (o[0] >= 0 && o[1] >= 0 && o[0] + Tl::d0 <= a.shape[0] && o[1] + Tl::d1 <= a.shape[1] &&
             a.strides[1] == (int64_t)sizeof(T)) {
+#if !LW_CUDA
+            tile_prefetch_next<Tl>(a, o[0], o[1]);
+#endif
             for (int i = 0; i < Tl::d0; ++i) {
                 const T* src = (const T*)((const char*)a.data + (o[0] + i) * a.strides[0]) + o[1];
                 for (int j = 0; j < Tl::d1; ++j) r.c[i * Tl::d1 + j] = src[j];
@@ -747,14 +770,23 @@ template <typename Tl> LW_FUNC void adj_tile_scan_exclusive(const Tl& t, Tl& adj
     typename Tl::value_type s{};
     for (int i = Tl::size - 1; i >= 0; --i) { acc(adj_t.c[i], s); s = add(s, adj.c[i]); }
 }
+// running extrema with NaN as a missing element (fmax/fmin): NaN only while every element so far is NaN
 template <typename Tl> LW_FUNC Tl tile_scan_max_inclusive(const Tl& t) {
     Tl r;
-    for (int i = 0; i < Tl::size; ++i) r.c[i] = (i == 0 || lt(r.c[i - 1], t.c[i]) || t.c[i] != t.c[i]) ? t.c[i] : r.c[i - 1];
+    for (int i = 0; i < Tl::size; ++i) {
+        const auto x = t.c[i];
+        r.c[i] = (i == 0 || r.c[i - 1] != r.c[i - 1] || lt(r.c[i - 1], x)) && x == x ? x
+                 : i == 0 ? x : r.c[i - 1];
+    }
     return r;
 }
 template <typename Tl> LW_FUNC Tl tile_scan_min_inclusive(const Tl& t) {
     Tl r;
-    for (int i = 0; i < Tl::size; ++i) r.c[i] = (i == 0 || lt(t.c[i], r.c[i - 1]) || t.c[i] != t.c[i]) ? t.c[i] : r.c[i - 1];
+    for (int i = 0; i < Tl::size; ++i) {
+        const auto x = t.c[i];
+        r.c[i] = (i == 0 || r.c[i - 1] != r.c[i - 1] || lt(x, r.c[i - 1])) && x == x ? x
+                 : i == 0 ? x : r.c[i - 1];
+    }
     return r;
 }
 
@@ -882,11 +914,15 @@ LW_FUNC void adj_tile_matmul(const Ta& a, const Tb& b, T alpha, Ta& adj_a, Tb& a
     tile_gemm_nt<Ta::d0, Ta::d1, Tb::d1>(adj.c, b.c, adj_a.c, alpha);
     tile_gemm_tn<Tb::d0, Tb::d1, Ta::d0>(a.c, adj.c, adj_b.c, alpha);
 }
-// out = alpha * a b + beta * out (wp.tile_matmul(a, b, out, alpha, beta))
+// out = alpha * a b + beta * out (wp.tile_matmul(a, b, out, alpha, beta)); the result may be built in `c` itself
+// (`out = tile_matmul_acc(a, b, out, ...)`), then with beta = 1 nothing but the product touches it
 template <typename Ta, typename Tb, typename Tc, typename T = typename Ta::value_type>
 LW_FUNC Tc tile_matmul_acc(const Ta& a, const Tb& b, const Tc& c, T alpha, T beta) {
     Tc r;
-    for (int i = 0; i < Tc::size; ++i) r.c[i] = mul(beta, c.c[i]);
+    if (beta == T(0))  // out is not read (it may hold anything)
+        for (int i = 0; i < Tc::size; ++i) r.c[i] = T(0);
+    else if (&r != &c || beta != T(1))
+        for (int i = 0; i < Tc::size; ++i) r.c[i] = mul(beta, c.c[i]);
     tile_gemm<Ta::d0, Tb::d1, Ta::d1>(a.c, b.c, r.c, alpha);
     return r;
 }
@@ -1267,4 +1303,66 @@ template <typename Tl> LW_FUNC Tl tile_randf(uint32_t rng, float lo, float hi) {
     Tl r;
     for (int i = 0; i < Tl::size; ++i) r.c[i] = randf(s, lo, hi);
     return r;
+}
+
+// -- block-shared state written by the block's threads (one lane on the CPU) --------------------------
+
+// a stack of up to Cap elements (wp.tile_stack); the builtins update it through a reference
+template <typename T, int Cap> struct tile_stack_t {
+    using value_type = T;
+    int32_t count;
+    T data[Cap];
+};
+template <typename S> LW_FUNC int32_t tile_stack_push(S& s, typename S::value_type v, bool has_value) {
+    if (!has_value || s.count >= (int32_t)(sizeof(s.data) / sizeof(s.data[0]))) return -1;
+    s.data[s.count] = v;
+    return s.count++;
+}
+// (value, slot) of the top element; slot -1 (and a zero value) when the stack is empty
+template <typename R, typename S> LW_FUNC R tile_stack_pop(S& s) {
+    R r{};
+    r.f1 = -1;
+    if (s.count > 0) {
+        r.f1 = --s.count;
+        r.f0 = s.data[s.count];
+    }
+    return r;
+}
+template <typename S> LW_FUNC int32_t tile_stack_count(S& s) { return s.count; }
+template <typename S> LW_FUNC void tile_stack_clear(S& s) { s.count = 0; }
+
+// a tile with element (i, j, k, l) added to (written) when has_value; the result may be built in `t` itself
+template <typename Tl> LW_FUNC Tl tile_scatter_add(const Tl& t, typename Tl::value_type v, bool has_value, int32_t i,
+                                                   int32_t j, int32_t k, int32_t l) {
+    Tl r;
+    if (&r != &t) r = t;
+    if (has_value) {
+        const int f = tile_flat<Tl>(i, j, k, l);
+        r.c[f] = add(r.c[f], v);
+    }
+    return r;
+}
+template <typename Tl> LW_FUNC void adj_tile_scatter_add(const Tl&, typename Tl::value_type, bool has_value, int32_t i,
+                                                         int32_t j, int32_t k, int32_t l, Tl& adj_t,
+                                                         typename Tl::value_type& adj_v, bool&, int32_t&, int32_t&,
+                                                         int32_t&, int32_t&, const Tl& adj) {
+    for (int f = 0; f < Tl::size; ++f) acc(adj_t.c[f], adj.c[f]);
+    if (has_value) acc(adj_v, adj.c[tile_flat<Tl>(i, j, k, l)]);
+}
+template <typename Tl> LW_FUNC Tl tile_scatter_masked(const Tl& t, typename Tl::value_type v, bool has_value, int32_t i,
+                                                      int32_t j, int32_t k, int32_t l) {
+    Tl r;
+    if (&r != &t) r = t;
+    if (has_value) r.c[tile_flat<Tl>(i, j, k, l)] = v;
+    return r;
+}
+// the written element's gradient goes to the value, the others' to the tile
+template <typename Tl> LW_FUNC void adj_tile_scatter_masked(const Tl&, typename Tl::value_type, bool has_value,
+                                                            int32_t i, int32_t j, int32_t k, int32_t l, Tl& adj_t,
+                                                            typename Tl::value_type& adj_v, bool&, int32_t&, int32_t&,
+                                                            int32_t&, int32_t&, const Tl& adj) {
+    const int w = has_value ? tile_flat<Tl>(i, j, k, l) : -1;
+    for (int f = 0; f < Tl::size; ++f)
+        if (f != w) acc(adj_t.c[f], adj.c[f]);
+    if (has_value) acc(adj_v, adj.c[w]);
 }

@@ -18,6 +18,17 @@ def test_kernel_benchmark_runs():
     assert r["eager_s"] > 0 and r["replay_s"] > 0
 
 
+def test_tiles_benchmark_runs_and_its_gemm_is_right(monkeypatch):
+    """bench_tiles on a 128^3 GEMM and 2^16 floats, one thread timed by CPU time, gets both right."""
+    import loomwork as wp
+    from loomwork.apps import bench_tiles
+
+    monkeypatch.delenv("WARP_PYTHON", raising=False)
+    monkeypatch.setattr(wp.config, "cpu_threads", wp.config.cpu_threads)  # restored after the test
+    r = bench_tiles.main(["--n", "128", "--m", "65536", "--threads", "1", "--cpu-time"])
+    assert r["gemm_rel_error"] < 1e-5 and r["sum_rel_error"] < 1e-6 and r["gemm_s"] > 0 and r["numpy_s"] > 0
+
+
 def test_utils_benchmark_runs():
     """bench_utils on small sizes runs and its float32 sum is accurate."""
     from loomwork.apps import bench_utils

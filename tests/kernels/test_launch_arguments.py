@@ -274,6 +274,34 @@ def test_a_modules_cpu_serial_threshold_reaches_its_launches():
     wp.launch(heavy, dim=100, inputs=[out])
     np.testing.assert_array_equal(out.numpy(), np.arange(100) * 2.0)
     lm = heavy.module.load(wp.get_device("cpu"))
-    assert lm.serial_threshold == 16 and lm.kernel(heavy.key).header(100, (100,))[2] == 16
+    assert lm.kernel(heavy.key).serial_threshold == 16 and lm.kernel(heavy.key).header(100, (100,))[2] == 16
     with pytest.raises(ValueError, match="cpu_serial_threshold"):
         wp.set_module_options({"cpu_serial_threshold": -1}, module=heavy.module.name)
+
+
+def test_tiled_kernels_use_the_pool_from_two_blocks():
+    """A tiled kernel's launch of two blocks or more runs on the thread pool (each block is a whole tile
+    computation), where plain kernels keep wp.config's threshold; a module's own threshold applies to both."""
+    @wp.kernel(module="unique")
+    def tiled(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.tile_store(out, wp.tile_load(a, shape=4, offset=i * 4) * 2.0, offset=i * 4)
+
+    @wp.kernel(module="unique")
+    def plain(out: wp.array(dtype=float)):
+        out[wp.tid()] = 1.0
+
+    a, out = wp.array(np.arange(32, dtype=np.float32)), wp.zeros(32, dtype=float)
+    wp.launch_tiled(tiled, dim=8, inputs=[a, out], block_dim=4)
+    np.testing.assert_array_equal(out.numpy(), np.arange(32) * 2.0)
+    wp.launch(plain, dim=1, inputs=[out])
+    cpu = wp.get_device("cpu")
+    assert tiled.module.load(cpu).kernel(tiled.key).header(8, (8,))[2] == 2
+    assert plain.module.load(cpu).kernel(plain.key).header(8, (8,))[2] == wp.config.cpu_serial_threshold
+
+    @wp.kernel(module="unique", module_options={"cpu_serial_threshold": 64})
+    def tiled_own(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+        wp.tile_store(out, wp.tile_load(a, shape=4))
+
+    wp.launch_tiled(tiled_own, dim=1, inputs=[a, out], block_dim=4)
+    assert tiled_own.module.load(cpu).kernel(tiled_own.key).header(8, (8,))[2] == 64

@@ -258,3 +258,12 @@ def test_cuda_versions_are_tuples_or_none():
     from loomwork.kernels.build import nvrtc_available
 
     assert (wp.get_cuda_toolkit_version() is not None) == nvrtc_available()
+
+
+def test_cuda_supported_archs_are_nvrtcs():
+    """get_cuda_supported_archs lists the compute capabilities NVRTC targets, ascending ([] without NVRTC)."""
+    from loomwork.kernels.build import nvrtc_available
+
+    archs = wp.get_cuda_supported_archs()
+    assert archs == sorted(archs) and all(isinstance(a, int) and a >= 50 for a in archs)
+    assert bool(archs) == nvrtc_available()

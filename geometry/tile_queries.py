@@ -1,0 +1,46 @@
+"""Block-cooperative tree queries: `wp.tile_bvh_query_aabb` / `wp.tile_bvh_query_ray` and
+`wp.tile_mesh_query_aabb` start a query the whole block traverses; each `wp.tile_bvh_query_next(q)` /
+`wp.tile_mesh_query_aabb_next(q)` step gives a tile of one result index per thread (negative: none), and
+`wp.tile_query_valid(q)` says whether to go on (false after a step that found nothing).
+
+On the CPU a block has one lane (Warp's CPU semantics), so a step yields one result. The step builtins
+advance the query variable they are passed (the native takes it by reference), as Warp's do."""
+
+from __future__ import annotations
+
+from loomwork.kernels import types as T
+from loomwork.kernels.builtins import Exact
+from loomwork.kernels.extensions import add_builtin, export_name, register_value_type
+from loomwork.kernels.tiles import TileType
+
+from . import bvh, mesh
+
+bvh_query_tiled_t = register_value_type("BvhQueryTiled", "lw::bvh_query_tiled_t",
+                                        [("q", bvh.bvh_query_t), ("valid", T.int32)], header=bvh.HEADER)
+mesh_query_aabb_tiled_t = register_value_type("MeshQueryAABBTiled", "lw::mesh_query_aabb_tiled_t",
+                                              [("q", mesh.mesh_query_aabb_t), ("valid", T.int32)],
+                                              header=mesh.HEADER)
+export_name("BvhQueryTiled", bvh_query_tiled_t)
+export_name("MeshQueryAABBTiled", mesh_query_aabb_tiled_t)
+
+_U64, _V3 = Exact(T.uint64), Exact(T.vec3f)
+_STEP = TileType(T.int32, (1,))  # one result per thread of the block: one lane on the CPU
+_G = {"group": "Tile Primitives", "differentiable": False}
+for _name, _doc in (("tile_bvh_query_aabb", "tile_bvh_query_aabb(id, low, high): a block query of the boxes "
+                                            "overlapping [low, high] (advance with tile_bvh_query_next)"),
+                    ("tile_bvh_query_ray", "tile_bvh_query_ray(id, start, dir): a block query of the boxes the ray "
+                                           "hits (t >= 0, unbounded; advance with tile_bvh_query_next)")):
+    add_builtin(_name, (_U64, _V3, _V3), bvh_query_tiled_t, f"lw::{_name}", header=bvh.HEADER, doc=_doc, **_G)
+add_builtin("tile_bvh_query_next", (Exact(bvh_query_tiled_t),), _STEP, "lw::tile_bvh_query_next", header=bvh.HEADER,
+            doc="tile_bvh_query_next(query): a tile of one box index per thread (negative: none); advances query",
+            **_G)
+add_builtin("tile_mesh_query_aabb", (_U64, _V3, _V3), mesh_query_aabb_tiled_t, "lw::tile_mesh_query_aabb",
+            header=mesh.HEADER, doc="tile_mesh_query_aabb(id, low, high): a block query of the faces whose boxes "
+                                    "overlap [low, high] (advance with tile_mesh_query_aabb_next)", **_G)
+add_builtin("tile_mesh_query_aabb_next", (Exact(mesh_query_aabb_tiled_t),), _STEP, "lw::tile_mesh_query_aabb_next",
+            header=mesh.HEADER, doc="tile_mesh_query_aabb_next(query): a tile of one face index per thread "
+                                    "(negative: none); advances query", **_G)
+for _t, _h in ((bvh_query_tiled_t, bvh.HEADER), (mesh_query_aabb_tiled_t, mesh.HEADER)):
+    add_builtin("tile_query_valid", (Exact(_t),), T.bool_, "lw::tile_query_valid", header=_h,
+                doc="tile_query_valid(query): whether a block query may have results left (false after a step "
+                    "that found none)", **_G)

@@ -1,0 +1,55 @@
+"""Block tree queries: tile_bvh_query_aabb/_ray and tile_mesh_query_aabb stepped by their _next builtins while
+tile_query_valid holds report every overlap once (one result a step on the CPU's single lane)."""
+
+import numpy as np
+
+import loomwork as wp
+
+
+@wp.kernel
+def k_bvh(bvh_id: wp.uint64, lo: wp.vec3, hi: wp.vec3, hits: wp.array(dtype=wp.int32),
+          rays: wp.array(dtype=wp.int32), steps: wp.array(dtype=wp.int32)):
+    query = wp.tile_bvh_query_aabb(bvh_id, lo, hi)
+    while wp.tile_query_valid(query):
+        bound = wp.untile(wp.tile_bvh_query_next(query))
+        steps[0] += 1
+        if bound >= 0:
+            hits[bound] += 1
+    r = wp.tile_bvh_query_ray(bvh_id, wp.vec3(-1.0, 0.5, 0.5), wp.vec3(1.0, 0.0, 0.0))
+    while wp.tile_query_valid(r):
+        b = wp.tile_bvh_query_next(r)[0]
+        if b >= 0:
+            rays[b] += 1
+
+
+@wp.kernel
+def k_mesh(mesh_id: wp.uint64, lo: wp.vec3, hi: wp.vec3, counts: wp.array(dtype=wp.int32)):
+    query = wp.tile_mesh_query_aabb(mesh_id, lo, hi)
+    while wp.tile_query_valid(query):
+        face = wp.untile(wp.tile_mesh_query_aabb_next(query))
+        if face >= 0:
+            wp.atomic_add(counts, face, 1)
+
+
+def test_tile_bvh_queries_report_each_overlap_once():
+    """Box and ray block queries visit each overlapping box once, then one step that finds none ends them."""
+    lowers = wp.array(np.array([[0, 0, 0], [2, 0, 0], [4, 0, 0]], np.float32), dtype=wp.vec3)
+    uppers = wp.array(np.array([[1, 1, 1], [3, 1, 1], [5, 1, 1]], np.float32), dtype=wp.vec3)
+    bvh = wp.Bvh(lowers=lowers, uppers=uppers)
+    hits, rays, steps = wp.zeros(3, dtype=wp.int32), wp.zeros(3, dtype=wp.int32), wp.zeros(1, dtype=wp.int32)
+    wp.launch_tiled(k_bvh, dim=1, inputs=[bvh.id, wp.vec3(-1.0, -1.0, -1.0), wp.vec3(2.5, 2.0, 2.0), hits, rays,
+                                          steps], block_dim=4)
+    np.testing.assert_array_equal(hits.numpy(), [1, 1, 0])
+    np.testing.assert_array_equal(steps.numpy(), [3])
+    np.testing.assert_array_equal(rays.numpy(), [1, 1, 1])
+
+
+def test_tile_mesh_query_reports_faces_whose_boxes_overlap():
+    points = wp.array(np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [2, 0, 0], [3, 0, 0], [2, 1, 0]], np.float32),
+                      dtype=wp.vec3)
+    mesh = wp.Mesh(points=points, indices=wp.array(np.arange(6, dtype=np.int32)))
+    counts = wp.zeros(2, dtype=wp.int32)
+    wp.launch_tiled(k_mesh, dim=1, inputs=[mesh.id, wp.vec3(-1.0, -1.0, -1.0), wp.vec3(0.5, 2.0, 1.0), counts],
+                    block_dim=4)
+    np.testing.assert_array_equal(counts.numpy(), [1, 0])
+    assert wp.BvhQueryTiled is not wp.MeshQueryAABBTiled
