@@ -256,8 +256,9 @@ class SolverXPBD(SolverBase):
     ``joint_angular_compliance`` [rad/(N m)] (0: rigid), keep their coordinates inside their limits as hard
     constraints, and drive them toward ``control.joint_target_q``/``joint_target_qd`` with gains
     ``Model.joint_target_ke``/``kd`` as compliant constraints (one implicit solve per sweep);
-    ``control.joint_f`` acts as forces in the prediction. ``State.joint_q``/``joint_qd`` are not updated
-    (call ``eval_ik``). Triangle FEM, bending, DISTANCE joints and D6 joints with two angular axes are
+    ``control.joint_f`` and the passive damping ``Model.joint_damping`` act as forces in the prediction.
+    ``State.joint_q``/``joint_qd`` are not updated (call ``eval_ik``). Triangle FEM, bending, DISTANCE
+    joints and D6 joints with two angular axes are
     not simulated by this solver; a model that has them is refused."""
 
     def __init__(self, model: Model, *, iterations: int = 2, soft_body_relaxation: float = 0.9,
@@ -321,7 +322,7 @@ class SolverXPBD(SolverBase):
         if m.joint_count and m.body_count:
             forced = State()
             forced.body_q, forced.body_qd = state_in.body_q, state_in.body_qd
-            forced.body_f = self._joint_forces(state_in, control, grad)
+            forced.body_f = self._joint_forces(state_in, control, dt, grad)
         self.integrate_bodies(m, forced, predicted, dt, self.angular_damping)
         x, q = predicted.particle_q, predicted.body_q
         for _ in range(self.iterations):
@@ -385,15 +386,17 @@ class SolverXPBD(SolverBase):
         arr = getattr(control, name, None) if control is not None else None
         return arr if arr is not None else getattr(self.model, name)
 
-    def _joint_forces(self, state: State, control: Control | None, grad: bool) -> Any:
-        """``state.body_f`` plus the wrenches of ``control.joint_f``, as a new array."""
+    def _joint_forces(self, state: State, control: Control | None, dt: float, grad: bool) -> Any:
+        """``state.body_f`` plus the wrenches of ``control.joint_f`` and the joints' passive damping, as a new
+        array."""
         m = self.model
         f = wp.empty_like(state.body_f, requires_grad=grad)
         wp.launch(copy_wrenches_kernel, dim=m.body_count, inputs=[state.body_f], outputs=[f], device=m.device)
         wp.launch(joint_force_kernel, dim=m.joint_count,
-                  inputs=[state.body_q, m.body_com, m.joint_type, m.joint_enabled, m.joint_parent, m.joint_child,
-                          m.joint_qd_start, m.joint_dof_dim, m.joint_X_p, m.joint_X_c, m.joint_axis,
-                          self._control_array(control, "joint_f")], outputs=[f], device=m.device)
+                  inputs=[state.body_q, state.body_qd, m.body_com, m.body_inv_mass, m.body_inv_inertia, m.joint_type,
+                          m.joint_enabled, m.joint_parent, m.joint_child, m.joint_qd_start, m.joint_dof_dim,
+                          m.joint_X_p, m.joint_X_c, m.joint_axis, self._control_array(control, "joint_f"),
+                          m.joint_damping, dt], outputs=[f], device=m.device)
         return f
 
     def _project_joints(self, q: Any, q_start: Any, control: Control | None, dt: float, grad: bool) -> Any:

@@ -5,8 +5,8 @@ are pulled together: the attachment points along the joint's locked linear direc
 along its locked angular directions, each correction split between the two bodies by their generalized
 inverse masses. Along free directions a coordinate outside its limits is pushed back as a hard
 inequality constraint, and inside them the drive (``joint_target_ke``/``kd`` toward ``joint_target_q``/
-``qd``) acts as a compliant constraint, solved implicitly over the step. ``control.joint_f`` enters the
-prediction as forces (:func:`joint_force_kernel`).
+``qd``) acts as a compliant constraint, solved implicitly over the step. ``control.joint_f`` and the passive
+damping ``joint_damping`` enter the prediction as forces (:func:`joint_force_kernel`).
 
 The kernels write corrections as impulses per body (linear impulse, angular impulse about the center of
 mass; world frame) into fresh ``delta``/``count`` arrays, which the solver averages and applies, so a
@@ -221,12 +221,14 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
 
 
 @wp.kernel
-def joint_force_kernel(body_q: wp.array(dtype=wp.transform), body_com: wp.array(dtype=wp.vec3),
-                       joint_type: wp.array(dtype=wp.int32), joint_enabled: wp.array(dtype=wp.int32),
-                       joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
-                       joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
-                       joint_X_p: wp.array(dtype=wp.transform), joint_X_c: wp.array(dtype=wp.transform),
-                       joint_axis: wp.array(dtype=wp.vec3), joint_f: wp.array(dtype=float),
+def joint_force_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(dtype=wp.spatial_vector),
+                       body_com: wp.array(dtype=wp.vec3), inv_mass: wp.array(dtype=float),
+                       inv_inertia: wp.array(dtype=wp.mat33), joint_type: wp.array(dtype=wp.int32),
+                       joint_enabled: wp.array(dtype=wp.int32), joint_parent: wp.array(dtype=wp.int32),
+                       joint_child: wp.array(dtype=wp.int32), joint_qd_start: wp.array(dtype=wp.int32),
+                       joint_dof_dim: wp.array2d(dtype=wp.int32), joint_X_p: wp.array(dtype=wp.transform),
+                       joint_X_c: wp.array(dtype=wp.transform), joint_axis: wp.array(dtype=wp.vec3),
+                       joint_f: wp.array(dtype=float), damping: wp.array(dtype=float), dt: float,
                        body_f: wp.array(dtype=wp.spatial_vector)):
     j = wp.tid()
     if joint_enabled[j] == 0:
@@ -241,30 +243,51 @@ def joint_force_kernel(body_q: wp.array(dtype=wp.transform), body_com: wp.array(
         return
     X_wp, X_wc = joint_frames(body_q, parent, child, joint_X_p[j], joint_X_c[j])
     r_p = wp.transform_get_rotation(X_wp)
+    x_p = wp.transform_get_translation(X_wp)
+    x_c = wp.transform_get_translation(X_wc)
+    # Relative velocity of the child's joint frame, lever arms and world inverse inertias (zero for the world).
+    a_c = x_c - wp.transform_point(body_q[child], body_com[child])
+    w_c = wp.spatial_bottom(body_qd[child])
+    v_rel = wp.spatial_top(body_qd[child]) + wp.cross(w_c, a_c)
+    w_rel = w_c
+    m_c = inv_mass[child]
+    I_c = world_inv_inertia(body_q[child], inv_inertia[child])
+    a_p = wp.vec3(0.0)
+    m_p = 0.0
+    I_p = wp.mat33(0.0)
+    if parent >= 0:
+        a_p = x_p - wp.transform_point(body_q[parent], body_com[parent])
+        w_p = wp.spatial_bottom(body_qd[parent])
+        v_rel = v_rel - wp.spatial_top(body_qd[parent]) - wp.cross(w_p, a_p)
+        w_rel = w_rel - w_p
+        m_p = inv_mass[parent]
+        I_p = world_inv_inertia(body_q[parent], inv_inertia[parent])
     f = wp.vec3(0.0)
     t = wp.vec3(0.0)
     nl = joint_dof_dim[j, 0]
     na = joint_dof_dim[j, 1]
-    if jt == _BALL:
-        na = 3
+    if jt == _FIXED:
+        na = 0
+    # joint_f along each free axis, and the passive damping -c qd taken by backward Euler over the step for
+    # the dof alone (-c qd / (1 + c dt w), w its generalized inverse mass): stable for any c, and applied
+    # once per step, so it does not grow with the iterations.
     for k in range(nl):
-        f = f + wp.quat_rotate(r_p, joint_axis[ds + k]) * joint_f[ds + k]
-    if jt == _BALL:
-        for k in range(3):
-            e = wp.vec3(0.0)
-            e[k] = 1.0
-            t = t + wp.quat_rotate(r_p, e) * joint_f[ds + k]
-    elif jt != _FIXED:
-        for k in range(na):
-            t = t + wp.quat_rotate(r_p, joint_axis[ds + nl + k]) * joint_f[ds + nl + k]
-    x_c = wp.transform_get_translation(X_wc)
-    wp.atomic_add(body_f, child, wp.spatial_vector(f, t + wp.cross(x_c - wp.transform_point(body_q[child],
-                                                                                              body_com[child]), f)))
+        a = wp.quat_rotate(r_p, joint_axis[ds + k])
+        c = damping[ds + k]
+        w = linear_weight(m_p, I_p, a_p, a) + linear_weight(m_c, I_c, a_c, a)
+        f = f + a * (joint_f[ds + k] - c * wp.dot(v_rel, a) / (1.0 + c * dt * w))
+    for k in range(na):
+        a = wp.quat_rotate(r_p, joint_axis[ds + nl + k])
+        if jt == _BALL:
+            a = wp.vec3(0.0)
+            a[k] = 1.0
+            a = wp.quat_rotate(r_p, a)
+        c = damping[ds + nl + k]
+        w = wp.dot(a, I_p * a) + wp.dot(a, I_c * a)
+        t = t + a * (joint_f[ds + nl + k] - c * wp.dot(w_rel, a) / (1.0 + c * dt * w))
+    wp.atomic_add(body_f, child, wp.spatial_vector(f, t + wp.cross(a_c, f)))
     if parent >= 0:
-        x_p = wp.transform_get_translation(X_wp)
-        wp.atomic_sub(body_f, parent, wp.spatial_vector(f, t + wp.cross(x_p - wp.transform_point(body_q[parent],
-                                                                                                   body_com[parent]),
-                                                                         f)))
+        wp.atomic_sub(body_f, parent, wp.spatial_vector(f, t + wp.cross(a_p, f)))
 
 
 @wp.kernel
