@@ -251,15 +251,14 @@ class SolverXPBD(SolverBase):
 
     ``iterations`` constraint sweeps per step; ``soft_body_relaxation``, ``soft_contact_relaxation``,
     ``rigid_contact_relaxation``, ``joint_linear_relaxation`` and ``joint_angular_relaxation`` scale the
-    averaged corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, and D6 with 0, 1 or 3 angular
-    axes) hold their locked directions with compliance ``joint_linear_compliance`` [m/N] and
+    averaged corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, DISTANCE, and D6 with 0, 1 or 3
+    angular axes) hold their locked directions with compliance ``joint_linear_compliance`` [m/N] and
     ``joint_angular_compliance`` [rad/(N m)] (0: rigid), keep their coordinates inside their limits as hard
     constraints, and drive them toward ``control.joint_target_q``/``joint_target_qd`` with gains
     ``Model.joint_target_ke``/``kd`` as compliant constraints (one implicit solve per sweep);
     ``control.joint_f`` and the passive damping ``Model.joint_damping`` act as forces in the prediction.
-    ``State.joint_q``/``joint_qd`` are not updated (call ``eval_ik``). Triangle FEM, bending, DISTANCE
-    joints and D6 joints with two angular axes are
-    not simulated by this solver; a model that has them is refused."""
+    ``State.joint_q``/``joint_qd`` are not updated (call ``eval_ik``). Triangle FEM, bending and D6 joints
+    with two angular axes are not simulated by this solver; a model that has them is refused."""
 
     def __init__(self, model: Model, *, iterations: int = 2, soft_body_relaxation: float = 0.9,
                  soft_contact_relaxation: float = 0.9, joint_linear_relaxation: float = 0.7,
@@ -288,12 +287,11 @@ class SolverXPBD(SolverBase):
         if model.joint_count:
             types = model.joint_type.numpy()
             ang = model.joint_dof_dim.numpy()[:, 1]
-            bad = np.flatnonzero((types == JointType.DISTANCE) | ((types == JointType.D6) & (ang == 2)))
+            bad = np.flatnonzero((types == JointType.D6) & (ang == 2))
             if len(bad):
                 j = int(bad[0])
-                what = "DISTANCE joint" if types[j] == JointType.DISTANCE else "D6 joint with two angular axes"
-                raise ValueError(f"SolverXPBD: joint {j} ({model.joint_label[j]!r}) is a {what}, which loomwork's "
-                                 f"XPBD does not simulate; use SolverSemiImplicit")
+                raise ValueError(f"SolverXPBD: joint {j} ({model.joint_label[j]!r}) is a D6 joint with two angular "
+                                 f"axes, which loomwork's XPBD does not simulate; use SolverSemiImplicit")
             self._constrained_joints = bool((types != JointType.FREE).any())
         self.iterations = int(iterations)
         self.soft_body_relaxation = float(soft_body_relaxation)

@@ -3,7 +3,8 @@
 Each joint's parent frame (``body_q[parent] * joint_X_p``) and child frame (``body_q[child] * joint_X_c``)
 are pulled together: the attachment points along the joint's locked linear directions, the orientations
 along its locked angular directions, each correction split between the two bodies by their generalized
-inverse masses. Along free directions a coordinate outside its limits is pushed back as a hard
+inverse masses (a DISTANCE joint only keeps the distance between the frames' origins inside its limits,
+a negative bound meaning none). Along free directions a coordinate outside its limits is pushed back as a hard
 inequality constraint, and inside them the drive (``joint_target_ke``/``kd`` toward ``joint_target_q``/
 ``qd``) acts as a compliant constraint, solved implicitly over the step. ``control.joint_f`` and the passive
 damping ``joint_damping`` enter the prediction as forces (:func:`joint_force_kernel`).
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import loomwork as wp
 
-from ...articulation import _BALL, _D6, _FIXED, _FREE, _PRISMATIC, _REVOLUTE, twist_angle
+from ...articulation import _BALL, _D6, _DISTANCE, _FIXED, _FREE, _PRISMATIC, _REVOLUTE, twist_angle
 from ..joints import rotation_vector
 
 
@@ -129,6 +130,22 @@ def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.a
     p_total = wp.vec3(0.0)
     locked = d
     nl = 0
+    if jt == _DISTANCE:
+        # Only the distance between the frames' origins is held, inside [lower, upper] (a negative bound: none).
+        locked = wp.vec3(0.0)
+        ds = joint_qd_start[j]
+        lower = limit_lower[ds]
+        upper = limit_upper[ds]
+        l = wp.length(d)
+        err = 0.0
+        if lower >= 0.0 and l < lower:
+            err = l - lower
+        elif upper >= 0.0 and l > upper:
+            err = l - upper
+        if err != 0.0 and l > 1.0e-9:
+            n = d / l
+            w = linear_weight(m_p, I_p, a_p, n) + linear_weight(m_c, I_c, a_c, n)
+            p_total = n * hard_step(err, w, alpha)
     if jt == _PRISMATIC or jt == _D6:
         nl = joint_dof_dim[j, 0]
         X_wp0, X_wc0 = joint_frames(body_q_start, parent, child, joint_X_p[j], joint_X_c[j])
@@ -170,7 +187,7 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
                          delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float)):
     j = wp.tid()
     jt = joint_type[j]
-    if joint_enabled[j] == 0 or jt == _FREE or jt == _BALL:
+    if joint_enabled[j] == 0 or jt == _FREE or jt == _DISTANCE or jt == _BALL:
         return
     na = joint_dof_dim[j, 1]
     if jt == _D6 and na > 1:
@@ -237,7 +254,7 @@ def joint_force_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(d
     parent = joint_parent[j]
     child = joint_child[j]
     ds = joint_qd_start[j]
-    if jt == _FREE:
+    if jt == _FREE or jt == _DISTANCE:
         wp.atomic_add(body_f, child, wp.spatial_vector(joint_f[ds], joint_f[ds + 1], joint_f[ds + 2],
                                                        joint_f[ds + 3], joint_f[ds + 4], joint_f[ds + 5]))
         return
