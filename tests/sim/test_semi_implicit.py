@@ -314,3 +314,58 @@ def test_cloth_self_contact_keeps_a_sheet_on_top_of_another():
     lower, upper = z[:121], z[121:]
     assert abs(lower.mean() - 0.02) < 0.003
     assert abs(np.median(upper) - 0.04) < 0.003  # one radius above the lower sheet's particles' tops
+
+
+def crossed_strips(requires_grad=False, vz=0.0):
+    """A fixed strip along x at z = 0 and, 5 cm above it, a falling strip along y, each one 1 m x 0.3 m quad:
+    their edges cross like a plus sign, and no vertex of either lies over the other's triangles (only
+    edge-edge contact can hold it)."""
+    b = newton.ModelBuilder(gravity=-9.81)
+    b.add_cloth_grid(pos=(-0.5, -0.15, 0.0), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=1, dim_y=1,
+                     cell_x=1.0, cell_y=0.3, mass=0.0, particle_radius=0.02)
+    b.add_cloth_grid(pos=(-0.15, -0.5, 0.05), rot=wp.quat_identity(), vel=(0.0, 0.0, vz), dim_x=1, dim_y=1,
+                     cell_x=0.3, cell_y=1.0, mass=0.01, tri_ke=1.0e2, tri_ka=1.0e2, tri_kd=1.0e-2,
+                     particle_radius=0.02)
+    m = b.finalize(requires_grad=requires_grad)
+    m.particle_ke, m.particle_kd, m.particle_mu = 1.0e3, 1.0, 0.0
+    return m
+
+
+def test_edge_contact_holds_a_strip_lying_across_another():
+    """With enable_edge_contact the upper strip comes to rest on the lower one's edges (about a radius
+    above); without it, it falls through."""
+    for edge_contact in (True, False):
+        m = crossed_strips()
+        solver = newton.solvers.SolverSemiImplicit(m, enable_edge_contact=edge_contact)
+        z = rollout(m, solver, 500, 1.0e-3)[-1].particle_q.numpy()[4:, 2]
+        if edge_contact:
+            assert np.all(np.abs(z - 0.02) < 0.005), z
+        else:
+            assert np.all(z < -0.5), z
+
+
+@wp.kernel
+def _z_sum(q: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, q[wp.tid()][2])
+
+
+def test_gradient_through_edge_contact_matches_finite_differences():
+    """d(height of the upper strip after it lands on the lower one's edges)/d(its initial vertical speed)."""
+    def height(vz, with_grad):
+        m = crossed_strips(requires_grad=True, vz=vz)
+        solver = newton.solvers.SolverSemiImplicit(m, enable_edge_contact=True)
+        states = [m.state() for _ in range(121)]
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            rollout(m, solver, 120, 1.0e-3, states=states)
+            wp.launch(_z_sum, dim=m.particle_count, inputs=[states[-1].particle_q, loss])
+        if with_grad:
+            tape.backward(loss)
+            return float(states[0].particle_qd.grad.numpy()[4:, 2].sum())
+        return float(loss.numpy()[0])
+
+    g = height(-0.5, True)
+    fd = (height(-0.5 + 1e-3, False) - height(-0.5 - 1e-3, False)) / 2e-3
+    assert abs(fd) > 1e-3
+    assert abs(g - fd) < 0.05 * abs(fd) + 1e-3, (g, fd)
