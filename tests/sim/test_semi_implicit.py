@@ -369,3 +369,32 @@ def test_gradient_through_edge_contact_matches_finite_differences():
     fd = (height(-0.5 + 1e-3, False) - height(-0.5 - 1e-3, False)) / 2e-3
     assert abs(fd) > 1e-3
     assert abs(g - fd) < 0.05 * abs(fd) + 1e-3, (g, fd)
+
+
+def cube_mesh(h):
+    """A closed cube mesh of half-size ``h`` [m], outward winding."""
+    v = np.array([[x, y, z] for z in (-h, h) for y in (-h, h) for x in (-h, h)], np.float32)
+    quads = [(0, 2, 3, 1), (4, 5, 7, 6), (0, 1, 5, 4), (2, 6, 7, 3), (0, 4, 6, 2), (1, 3, 7, 5)]
+    return newton.Mesh(v, np.array([[a, b, c, a, c, d] for a, b, c, d in quads], np.int32).reshape(-1))
+
+
+@pytest.mark.parametrize("floor", ["plane", "mesh"])
+def test_a_mesh_body_rests_on_the_ground_and_on_a_static_mesh(floor):
+    """A cube mesh dropped on the ground plane or on a static mesh slab comes to rest on its face (its
+    vertices probe the other shape, and a mesh probes a mesh)."""
+    b = newton.ModelBuilder()
+    cfg = newton.ModelBuilder.ShapeConfig(ke=1.0e5, kd=1.0e3, mu=0.5)
+    body = b.add_body(xform=wp.transform((0.0, 0.0, 0.3), wp.quat_rpy(0.1, 0.05, 0.0)))
+    b.add_shape_mesh(body, mesh=cube_mesh(0.1), cfg=cfg)
+    if floor == "plane":
+        b.add_ground_plane(cfg=cfg)
+    else:
+        b.add_shape_mesh(-1, xform=wp.transform((0.0, 0.0, -0.5), wp.quat_identity()), mesh=cube_mesh(0.5), cfg=cfg)
+    m = b.finalize()
+    pipe = newton.CollisionPipeline(m)
+    s = rollout(m, newton.solvers.SolverSemiImplicit(m), 1200, 1.0e-3, pipe.contacts(), pipe, collide_every=1)[-1]
+    q = s.body_q.numpy()[0]
+    assert abs(q[2] - 0.1) < 3e-3, q
+    x, y, z, w = q[3:]
+    up = [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]  # the third row of its rotation
+    assert np.abs(up).max() > 1.0 - 1e-3, q  # flat on a face
