@@ -4,8 +4,9 @@ Particle-shape: every particle against every shape of its world that takes parti
 shape's signed distance (primitives analytically, meshes through their BVH, SDF volumes by trilinear
 samples). Shape-shape: the pairs that may touch (same world, not filtered, not on one body, not both
 static) are listed once; each step tests the probe points of the rounder shape of a pair (sphere
-centers, capsule end points, box corners, cylinder rims) against the other's signed distance, after a
-bounding-sphere test. Particle-particle and cloth self-contact are found by the solvers through the
+centers, capsule end points, box corners, cylinder rims; a mesh's vertices, where the other shape has no
+probes, so two meshes probe each other) against the other's signed distance, after a bounding-sphere
+test. Particle-particle and cloth self-contact are found by the solvers through the
 model's HashGrid."""
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from .model import Model, State
 from .shape_kernels import PLANE, probe_point, shape_distance
 
 # Which shape of a pair carries the probes: lower rank probes the other (a sphere's center is exact).
-_PROBE_RANK = {GeoType.SPHERE: 0, GeoType.CAPSULE: 1, GeoType.BOX: 2, GeoType.CYLINDER: 3}
-_PROBES = {GeoType.SPHERE: 1, GeoType.CAPSULE: 2, GeoType.BOX: 8, GeoType.CYLINDER: 16}
+_PROBE_RANK = {GeoType.SPHERE: 0, GeoType.CAPSULE: 1, GeoType.BOX: 2, GeoType.CYLINDER: 3, GeoType.MESH: 4}
+_PROBES = {GeoType.SPHERE: 1, GeoType.CAPSULE: 2, GeoType.BOX: 8, GeoType.CYLINDER: 16}  # a mesh: its vertices
 
 
 @wp.func
@@ -97,7 +98,7 @@ def rigid_contacts_kernel(body_q: wp.array(dtype=wp.transform), tasks: wp.array(
         dist = wp.length(wp.transform_get_translation(x_a) - wp.transform_get_translation(x_b))
         if dist > shape_radius[a] + shape_radius[b] + gap:
             return
-    probe = probe_point(shape_type[a], shape_scale[a], t[2])
+    probe = probe_point(shape_type[a], shape_scale[a], shape_source[a], t[2])
     center_a = wp.vec3(probe[0], probe[1], probe[2])
     radius_a = probe[3]
     p_world = wp.transform_point(x_a, center_a)
@@ -182,15 +183,17 @@ class CollisionPipeline:
                     tasks += self._pair_tasks(a, b, types)
         return np.asarray(tasks, dtype=np.int32).reshape(-1, 3)
 
-    @staticmethod
-    def _pair_tasks(a: int, b: int, types: np.ndarray) -> list[tuple[int, int, int]]:
+    def _probes(self, s: int, geo: GeoType) -> int:
+        return len(self.model.shape_source[s].vertices) if geo == GeoType.MESH else _PROBES[geo]
+
+    def _pair_tasks(self, a: int, b: int, types: np.ndarray) -> list[tuple[int, int, int]]:
         ta, tb = GeoType(int(types[a])), GeoType(int(types[b]))
         ra, rb = _PROBE_RANK.get(ta), _PROBE_RANK.get(tb)
         out: list[tuple[int, int, int]] = []
         if ra is not None and (rb is None or ra <= rb):
-            out += [(a, b, k) for k in range(_PROBES[ta])]
+            out += [(a, b, k) for k in range(self._probes(a, ta))]
         if rb is not None and (ra is None or rb <= ra) and not (ra == rb and ta in (GeoType.SPHERE,)):
-            out += [(b, a, k) for k in range(_PROBES[tb])]
+            out += [(b, a, k) for k in range(self._probes(b, tb))]
         return out
 
     def contacts(self) -> Contacts:

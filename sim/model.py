@@ -247,6 +247,9 @@ class Model:
         """Lower limit per dof [m or rad], shape (joint_dof_count,), float32."""
         self.joint_limit_upper: wp.array | None = None
         """Upper limit per dof [m or rad], shape (joint_dof_count,), float32."""
+        self.joint_damping: wp.array | None = None
+        """Passive damping per dof [N s/m or N m s/rad], always active (force -damping qd), shape
+        (joint_dof_count,), float32."""
         self.articulation_start: wp.array | None = None
         """First joint of each articulation, shape (articulation_count + 1,), int32."""
 

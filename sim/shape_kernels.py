@@ -131,8 +131,12 @@ def probe_count(geo: int) -> int:
 
 
 @wp.func
-def probe_point(geo: int, scale: wp.vec3, k: int) -> wp.vec4:
-    """Probe point k (xyz, local) of the shape and the radius (w) its surface lies around it."""
+def probe_point(geo: int, scale: wp.vec3, source: wp.uint64, k: int) -> wp.vec4:
+    """Probe point k (xyz, local) of the shape and the radius (w) its surface lies around it (a mesh's probes
+    are its scaled vertices)."""
+    if geo == MESH:
+        v = wp.cw_mul(wp.mesh_get(source).points[k], scale)
+        return wp.vec4(v[0], v[1], v[2], 0.0)
     if geo == SPHERE:
         return wp.vec4(0.0, 0.0, 0.0, scale[0])
     if geo == CAPSULE:

@@ -196,7 +196,7 @@ class BodyBuilder:
         lin = list(linear_axes or [])
         ang = list(angular_axes or [])
         jt = JointType(joint_type)
-        if jt in (JointType.FREE, JointType.DISTANCE):
+        if jt == JointType.FREE or (jt == JointType.DISTANCE and (len(lin), len(ang)) != (3, 3)):
             lin = [JointDofConfig.create_unlimited(a) for a in (Axis.X, Axis.Y, Axis.Z)]
             ang = [JointDofConfig.create_unlimited(a) for a in (Axis.X, Axis.Y, Axis.Z)]
         elif jt == JointType.BALL:
@@ -292,6 +292,21 @@ class BodyBuilder:
         """Let ``child`` move freely relative to ``parent``: coordinates position then quaternion (xyzw),
         dofs linear then angular velocity."""
         return self.add_joint(JointType.FREE, parent, child, **kw)
+
+    def add_joint_distance(self, parent: int, child: int, *, min_distance: float = -1.0,
+                           max_distance: float = 1.0, **kw: Any) -> int:
+        """Keep the distance [m] between the joint frames' origins on ``parent`` and ``child`` within
+        [``min_distance``, ``max_distance``] (a negative bound: none); otherwise the child moves freely, with
+        FREE coordinates. Enforced by SolverXPBD; the other solvers treat it as FREE, as Newton's do. Keywords
+        as :meth:`add_joint`."""
+        if 0.0 <= max_distance < min_distance:
+            raise ValueError(f"add_joint_distance: min_distance {min_distance} > max_distance {max_distance}")
+        # The first dof's limits hold the distance bounds, where a negative one means none (so not lower <= upper).
+        dist = JointDofConfig.create_unlimited(Axis.X)
+        dist.limit_lower, dist.limit_upper = float(min_distance), float(max_distance)
+        lin = [dist, *(JointDofConfig.create_unlimited(a) for a in (Axis.Y, Axis.Z))]
+        ang = [JointDofConfig.create_unlimited(a) for a in (Axis.X, Axis.Y, Axis.Z)]
+        return self.add_joint(JointType.DISTANCE, parent, child, linear_axes=lin, angular_axes=ang, **kw)
 
     def add_joint_d6(self, parent: int, child: int, linear_axes: Sequence[Any] = (),
                      angular_axes: Sequence[Any] = (), **kw: Any) -> int:

@@ -43,10 +43,13 @@ def rotation_vector(r: wp.quat):
 def dof_drive(d: int, q: float, qd: float, joint_f: wp.array(dtype=float), target_q: wp.array(dtype=float),
               target_qd: wp.array(dtype=float), target_ke: wp.array(dtype=float),
               target_kd: wp.array(dtype=float), limit_lower: wp.array(dtype=float),
-              limit_upper: wp.array(dtype=float), limit_ke: wp.array(dtype=float), limit_kd: wp.array(dtype=float)):
-    """``joint_f`` plus the drive and limit force of dof ``d`` at coordinate ``q`` and velocity ``qd``."""
-    return joint_f[d] + joint_dof_force(q, qd, target_q[d], target_qd[d], target_ke[d], target_kd[d],
-                                        limit_lower[d], limit_upper[d], limit_ke[d], limit_kd[d])
+              limit_upper: wp.array(dtype=float), limit_ke: wp.array(dtype=float), limit_kd: wp.array(dtype=float),
+              damping: wp.array(dtype=float)):
+    """``joint_f`` plus the drive, limit and passive damping force of dof ``d`` at coordinate ``q`` and
+    velocity ``qd``."""
+    return joint_f[d] - damping[d] * qd + joint_dof_force(q, qd, target_q[d], target_qd[d], target_ke[d],
+                                                          target_kd[d], limit_lower[d], limit_upper[d], limit_ke[d],
+                                                          limit_kd[d])
 
 
 @wp.kernel
@@ -60,7 +63,8 @@ def joint_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(
                         target_qd: wp.array(dtype=float), target_ke: wp.array(dtype=float),
                         target_kd: wp.array(dtype=float), limit_lower: wp.array(dtype=float),
                         limit_upper: wp.array(dtype=float), limit_ke: wp.array(dtype=float),
-                        limit_kd: wp.array(dtype=float), attach_ke: float, attach_kd: float,
+                        limit_kd: wp.array(dtype=float), damping: wp.array(dtype=float), attach_ke: float,
+                        attach_kd: float,
                         angular_kd_scale: float, body_f: wp.array(dtype=wp.spatial_vector)):
     j = wp.tid()
     if joint_enabled[j] == 0:
@@ -108,7 +112,7 @@ def joint_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(
             lin_free = lin_free + a * q
             vel_free = vel_free + a * qd
             f = f + a * dof_drive(ds + k, q, qd, joint_f, target_q, target_qd, target_ke, target_kd, limit_lower,
-                                  limit_upper, limit_ke, limit_kd)
+                                  limit_upper, limit_ke, limit_kd, damping)
     f = f - (x_err - lin_free) * attach_ke - (v_err - vel_free) * attach_kd
     one_axis = jtype == _REVOLUTE or (jtype == _D6 and na == 1)
     locked = jtype == _FIXED or jtype == _PRISMATIC or (jtype == _D6 and na == 0)
@@ -119,13 +123,15 @@ def joint_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(
         q = twist_angle(r_err, a_local)
         qd = wp.dot(w_err, a)
         t = a * dof_drive(ds + nl, q, qd, joint_f, target_q, target_qd, target_ke, target_kd, limit_lower,
-                          limit_upper, limit_ke, limit_kd)
+                          limit_upper, limit_ke, limit_kd, damping)
         t = t + wp.cross(a_c, a) * attach_ke - (w_err - a * qd) * (attach_kd * angular_kd_scale)
     elif locked:
         t = -wp.quat_rotate(r_p, rotation_vector(r_err)) * attach_ke - w_err * (attach_kd * angular_kd_scale)
-    elif jtype == _BALL:
-        for k in range(3):
-            t = t + wp.quat_rotate(r_p, joint_axis[ds + k]) * joint_f[ds + k]
+    elif jtype == _BALL or jtype == _D6:
+        # Free rotation (a ball, or a D6 with two or three angular axes): joint_f and passive damping per axis.
+        for k in range(na):
+            a = wp.quat_rotate(r_p, joint_axis[ds + nl + k])
+            t = t + a * (joint_f[ds + nl + k] - damping[ds + nl + k] * wp.dot(w_err, a))
     wp.atomic_add(body_f, child, wp.spatial_vector(f, t + wp.cross(x_c - c_c, f)))
     if parent >= 0:
         wp.atomic_add(body_f, parent, wp.spatial_vector(-f, -t - wp.cross(x_p - c_p, f)))
@@ -139,9 +145,10 @@ def apply_joint_forces(model: Model, state: State, control: Control | None, body
     and damping ``joint_attach_kd`` (times ``angular_kd_scale`` for rotations) along each joint's locked
     directions, and along its free ones the drive toward ``control.joint_target_q``/``joint_target_qd``
     (gains ``model.joint_target_ke``/``kd``), the limit penalty (``joint_limit_ke``/``kd``, replacing the
-    drive outside the limits) and ``control.joint_f``. A FREE joint adds its ``joint_f`` as a wrench on its
-    child; a BALL joint adds its ``joint_f`` torques; a D6 joint with two or three angular axes leaves
-    its rotation free. Without ``control`` the model's defaults drive the joints."""
+    drive outside the limits), the passive damping ``model.joint_damping`` (-damping qd) and
+    ``control.joint_f``. A FREE joint adds its ``joint_f`` as a wrench on its child; a BALL joint, and a D6
+    joint with two or three angular axes, leaves its rotation free under its ``joint_f`` torques and
+    damping about its axes. Without ``control`` the model's defaults drive the joints."""
     if model.joint_count == 0:
         return
     src = control if control is not None else model
@@ -156,5 +163,5 @@ def apply_joint_forces(model: Model, state: State, control: Control | None, body
                       model.joint_X_p, model.joint_X_c, model.joint_axis, pick("joint_f"), pick("joint_target_q"),
                       pick("joint_target_qd"), model.joint_target_ke, model.joint_target_kd,
                       model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd,
-                      float(joint_attach_ke), float(joint_attach_kd), float(angular_kd_scale)],
+                      model.joint_damping, float(joint_attach_ke), float(joint_attach_kd), float(angular_kd_scale)],
               outputs=[body_f], device=model.device)

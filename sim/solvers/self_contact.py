@@ -1,9 +1,10 @@
-"""Cloth self-contact: particles against the triangles they do not belong to.
+"""Cloth self-contact: particles against the triangles they do not belong to, and edges against the edges
+they share no vertex with (two edges can cross with every vertex clear of the other cloth's triangles).
 
-A non-differentiated pass refits a BVH over the triangles' bounds and lists, per particle, the triangles
-closer than its radius; a differentiable pass then pushes each such particle and triangle apart with a
-penalty force (split over the triangle's corners by the barycentric weights of the closest point). The
-lists are per step under a Tape, as the particle-particle ones."""
+A non-differentiated pass refits a BVH over the triangles' (edges') bounds and lists, per particle (edge),
+the triangles (edges) closer than its radius; a differentiable pass then pushes each such pair apart with a
+penalty force, split over the corners by the weights of the closest points (barycentric on a triangle,
+(1 - s, s) along an edge). The lists are per step under a Tape, as the particle-particle ones."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from .forces import contact_force
 
 MAX_TRIANGLE_CONTACTS = 8
 """Triangles kept per particle and step."""
+MAX_EDGE_CONTACTS = 8
+"""Edges kept per edge and step."""
 
 
 @wp.func
@@ -55,6 +58,32 @@ def closest_on_triangle(p: wp.vec3, a: wp.vec3, b: wp.vec3, c: wp.vec3) -> wp.ve
     v = vb * denom
     w = vc * denom
     return wp.vec3(1.0 - v - w, v, w)
+
+
+@wp.func
+def closest_between_segments(p1: wp.vec3, q1: wp.vec3, p2: wp.vec3, q2: wp.vec3) -> wp.vec2:
+    """Parameters (s, t) in [0, 1] of the closest points p1 + s (q1 - p1) and p2 + t (q2 - p2) of two segments
+    of nonzero length (Ericson's Real-Time Collision Detection, 5.1.9; parallel segments take s = 0)."""
+    d1 = q1 - p1
+    d2 = q2 - p2
+    r = p1 - p2
+    a = wp.dot(d1, d1)
+    e = wp.dot(d2, d2)
+    f = wp.dot(d2, r)
+    c = wp.dot(d1, r)
+    b = wp.dot(d1, d2)
+    denom = a * e - b * b
+    s = 0.0
+    if denom > 1.0e-12 * a * e:
+        s = wp.clamp((b * f - c * e) / denom, 0.0, 1.0)
+    t = (b * s + f) / e
+    if t < 0.0:
+        t = 0.0
+        s = wp.clamp(-c / a, 0.0, 1.0)
+    elif t > 1.0:
+        t = 1.0
+        s = wp.clamp((b - c) / a, 0.0, 1.0)
+    return wp.vec2(s, t)
 
 
 @wp.kernel(enable_backward=False)
@@ -155,5 +184,116 @@ def eval_triangle_contact_forces(model: Model, state: State, particle_f: Any) ->
                       MAX_TRIANGLE_CONTACTS], outputs=[*lists], device=d)
     wp.launch(triangle_contact_forces_kernel, dim=(n, MAX_TRIANGLE_CONTACTS),
               inputs=[x, state.particle_qd, model.particle_radius, model.tri_indices, *lists, MAX_TRIANGLE_CONTACTS,
+                      model.particle_ke, model.particle_kd, model.particle_kf, model.particle_mu],
+              outputs=[particle_f], device=d)
+
+
+@wp.kernel(enable_backward=False)
+def edge_bounds_kernel(x: wp.array(dtype=wp.vec3), edges: wp.array2d(dtype=wp.int32), pad: float,
+                       lowers: wp.array(dtype=wp.vec3), uppers: wp.array(dtype=wp.vec3)):
+    e = wp.tid()
+    a = x[edges[e, 2]]
+    b = x[edges[e, 3]]
+    lowers[e] = wp.min(a, b) - wp.vec3(pad, pad, pad)
+    uppers[e] = wp.max(a, b) + wp.vec3(pad, pad, pad)
+
+
+@wp.func
+def edge_pair_radius(radius: wp.array(dtype=float), a0: int, a1: int, b0: int, b1: int) -> float:
+    """Contact distance [m] of two edges: the mean radius of their four particles."""
+    return 0.25 * (radius[a0] + radius[a1] + radius[b0] + radius[b1])
+
+
+@wp.kernel(enable_backward=False)
+def edge_candidates_kernel(bvh: wp.uint64, x: wp.array(dtype=wp.vec3), radius: wp.array(dtype=float),
+                           edges: wp.array2d(dtype=wp.int32), pad: float, capacity: int,
+                           found: wp.array(dtype=wp.int32), count: wp.array(dtype=wp.int32)):
+    e = wp.tid()
+    a0 = edges[e, 2]
+    a1 = edges[e, 3]
+    pa = x[a0]
+    qa = x[a1]
+    n = 0
+    query = wp.bvh_query_aabb(bvh, wp.min(pa, qa) - wp.vec3(pad, pad, pad), wp.max(pa, qa) + wp.vec3(pad, pad, pad))
+    g = 0
+    while wp.bvh_query_next(query, g):
+        b0 = edges[g, 2]
+        b1 = edges[g, 3]
+        # Each pair once (from its lower edge), never two edges with a shared particle.
+        if g > e and b0 != a0 and b0 != a1 and b1 != a0 and b1 != a1 and n < capacity:
+            pb = x[b0]
+            qb = x[b1]
+            st = closest_between_segments(pa, qa, pb, qb)
+            d = (pa + (qa - pa) * st[0]) - (pb + (qb - pb) * st[1])
+            if wp.length(d) < edge_pair_radius(radius, a0, a1, b0, b1):
+                found[e * capacity + n] = g
+                n += 1
+    count[e] = n
+
+
+@wp.kernel
+def edge_contact_forces_kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3),
+                               radius: wp.array(dtype=float), edges: wp.array2d(dtype=wp.int32),
+                               found: wp.array(dtype=wp.int32), count: wp.array(dtype=wp.int32), capacity: int,
+                               ke: float, kd: float, kf: float, mu: float, f: wp.array(dtype=wp.vec3)):
+    e, k = wp.tid()
+    if k >= count[e]:
+        return
+    g = found[e * capacity + k]
+    a0 = edges[e, 2]
+    a1 = edges[e, 3]
+    b0 = edges[g, 2]
+    b1 = edges[g, 3]
+    pa = x[a0]
+    qa = x[a1]
+    pb = x[b0]
+    qb = x[b1]
+    st = closest_between_segments(pa, qa, pb, qb)
+    s = st[0]
+    t = st[1]
+    d = (pa + (qa - pa) * s) - (pb + (qb - pb) * t)
+    l = wp.length(d)
+    pen = l - edge_pair_radius(radius, a0, a1, b0, b1)
+    if pen >= 0.0 or l < 1.0e-9:
+        return
+    rel = (v[a0] * (1.0 - s) + v[a1] * s) - (v[b0] * (1.0 - t) + v[b1] * t)
+    fc = contact_force(d / l, pen, rel, ke, kd, kf, mu)
+    wp.atomic_add(f, a0, fc * (1.0 - s))
+    wp.atomic_add(f, a1, fc * s)
+    wp.atomic_sub(f, b0, fc * (1.0 - t))
+    wp.atomic_sub(f, b1, fc * t)
+
+
+def eval_edge_contact_forces(model: Model, state: State, particle_f: Any) -> None:
+    """Self-contact of cloth edges: each edge against the edges within the mean radius of their particles
+    (stiffness and friction of the particle-particle contacts)."""
+    m = model.edge_count
+    if m < 2:
+        return
+    d = model.device
+    x = state.particle_q
+    cache = model.__dict__
+    if "_edge_bounds" not in cache:
+        cache["_edge_bounds"] = (wp.empty(m, dtype=wp.vec3, device=d), wp.empty(m, dtype=wp.vec3, device=d))
+    pad = model.particle_max_radius
+    wp.launch(edge_bounds_kernel, dim=m, inputs=[x, model.edge_indices, pad], outputs=[*cache["_edge_bounds"]],
+              device=d, record_tape=False)
+    if "_edge_bvh" not in cache:
+        cache["_edge_bvh"] = wp.Bvh(*cache["_edge_bounds"])
+    else:
+        cache["_edge_bvh"].refit()
+    if x.requires_grad:
+        lists = (wp.empty(m * MAX_EDGE_CONTACTS, dtype=wp.int32, device=d), wp.zeros(m, dtype=wp.int32, device=d))
+        state.__dict__.setdefault("_step_edge_lists", []).append(lists)
+    else:
+        lists = cache.get("_edge_lists")
+        if lists is None:
+            lists = cache["_edge_lists"] = (wp.empty(m * MAX_EDGE_CONTACTS, dtype=wp.int32, device=d),
+                                            wp.zeros(m, dtype=wp.int32, device=d))
+    wp.launch(edge_candidates_kernel, dim=m,
+              inputs=[cache["_edge_bvh"].id, x, model.particle_radius, model.edge_indices, pad, MAX_EDGE_CONTACTS],
+              outputs=[*lists], device=d)
+    wp.launch(edge_contact_forces_kernel, dim=(m, MAX_EDGE_CONTACTS),
+              inputs=[x, state.particle_qd, model.particle_radius, model.edge_indices, *lists, MAX_EDGE_CONTACTS,
                       model.particle_ke, model.particle_kd, model.particle_kf, model.particle_mu],
               outputs=[particle_f], device=d)

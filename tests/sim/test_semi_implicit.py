@@ -314,3 +314,87 @@ def test_cloth_self_contact_keeps_a_sheet_on_top_of_another():
     lower, upper = z[:121], z[121:]
     assert abs(lower.mean() - 0.02) < 0.003
     assert abs(np.median(upper) - 0.04) < 0.003  # one radius above the lower sheet's particles' tops
+
+
+def crossed_strips(requires_grad=False, vz=0.0):
+    """A fixed strip along x at z = 0 and, 5 cm above it, a falling strip along y, each one 1 m x 0.3 m quad:
+    their edges cross like a plus sign, and no vertex of either lies over the other's triangles (only
+    edge-edge contact can hold it)."""
+    b = newton.ModelBuilder(gravity=-9.81)
+    b.add_cloth_grid(pos=(-0.5, -0.15, 0.0), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=1, dim_y=1,
+                     cell_x=1.0, cell_y=0.3, mass=0.0, particle_radius=0.02)
+    b.add_cloth_grid(pos=(-0.15, -0.5, 0.05), rot=wp.quat_identity(), vel=(0.0, 0.0, vz), dim_x=1, dim_y=1,
+                     cell_x=0.3, cell_y=1.0, mass=0.01, tri_ke=1.0e2, tri_ka=1.0e2, tri_kd=1.0e-2,
+                     particle_radius=0.02)
+    m = b.finalize(requires_grad=requires_grad)
+    m.particle_ke, m.particle_kd, m.particle_mu = 1.0e3, 1.0, 0.0
+    return m
+
+
+def test_edge_contact_holds_a_strip_lying_across_another():
+    """With enable_edge_contact the upper strip comes to rest on the lower one's edges (about a radius
+    above); without it, it falls through."""
+    for edge_contact in (True, False):
+        m = crossed_strips()
+        solver = newton.solvers.SolverSemiImplicit(m, enable_edge_contact=edge_contact)
+        z = rollout(m, solver, 500, 1.0e-3)[-1].particle_q.numpy()[4:, 2]
+        if edge_contact:
+            assert np.all(np.abs(z - 0.02) < 0.005), z
+        else:
+            assert np.all(z < -0.5), z
+
+
+@wp.kernel
+def _z_sum(q: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, q[wp.tid()][2])
+
+
+def test_gradient_through_edge_contact_matches_finite_differences():
+    """d(height of the upper strip after it lands on the lower one's edges)/d(its initial vertical speed)."""
+    def height(vz, with_grad):
+        m = crossed_strips(requires_grad=True, vz=vz)
+        solver = newton.solvers.SolverSemiImplicit(m, enable_edge_contact=True)
+        states = [m.state() for _ in range(121)]
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            rollout(m, solver, 120, 1.0e-3, states=states)
+            wp.launch(_z_sum, dim=m.particle_count, inputs=[states[-1].particle_q, loss])
+        if with_grad:
+            tape.backward(loss)
+            return float(states[0].particle_qd.grad.numpy()[4:, 2].sum())
+        return float(loss.numpy()[0])
+
+    g = height(-0.5, True)
+    fd = (height(-0.5 + 1e-3, False) - height(-0.5 - 1e-3, False)) / 2e-3
+    assert abs(fd) > 1e-3
+    assert abs(g - fd) < 0.05 * abs(fd) + 1e-3, (g, fd)
+
+
+def cube_mesh(h):
+    """A closed cube mesh of half-size ``h`` [m], outward winding."""
+    v = np.array([[x, y, z] for z in (-h, h) for y in (-h, h) for x in (-h, h)], np.float32)
+    quads = [(0, 2, 3, 1), (4, 5, 7, 6), (0, 1, 5, 4), (2, 6, 7, 3), (0, 4, 6, 2), (1, 3, 7, 5)]
+    return newton.Mesh(v, np.array([[a, b, c, a, c, d] for a, b, c, d in quads], np.int32).reshape(-1))
+
+
+@pytest.mark.parametrize("floor", ["plane", "mesh"])
+def test_a_mesh_body_rests_on_the_ground_and_on_a_static_mesh(floor):
+    """A cube mesh dropped on the ground plane or on a static mesh slab comes to rest on its face (its
+    vertices probe the other shape, and a mesh probes a mesh)."""
+    b = newton.ModelBuilder()
+    cfg = newton.ModelBuilder.ShapeConfig(ke=1.0e5, kd=1.0e3, mu=0.5)
+    body = b.add_body(xform=wp.transform((0.0, 0.0, 0.3), wp.quat_rpy(0.1, 0.05, 0.0)))
+    b.add_shape_mesh(body, mesh=cube_mesh(0.1), cfg=cfg)
+    if floor == "plane":
+        b.add_ground_plane(cfg=cfg)
+    else:
+        b.add_shape_mesh(-1, xform=wp.transform((0.0, 0.0, -0.5), wp.quat_identity()), mesh=cube_mesh(0.5), cfg=cfg)
+    m = b.finalize()
+    pipe = newton.CollisionPipeline(m)
+    s = rollout(m, newton.solvers.SolverSemiImplicit(m), 1200, 1.0e-3, pipe.contacts(), pipe, collide_every=1)[-1]
+    q = s.body_q.numpy()[0]
+    assert abs(q[2] - 0.1) < 3e-3, q
+    x, y, z, w = q[3:]
+    up = [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]  # the third row of its rotation
+    assert np.abs(up).max() > 1.0 - 1e-3, q  # flat on a face

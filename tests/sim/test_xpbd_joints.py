@@ -223,3 +223,67 @@ def test_d6_joint_slides_in_its_plane_only():
     q = s.body_q.numpy()[0]
     assert abs(q[0] - 0.5 * 1.0 * 0.5 ** 2) < 5e-3  # x = f t^2 / (2 m) after 0.5 s
     assert abs(q[1]) < 1e-4 and abs(q[2] - 1.0) < 2e-3 and abs(abs(q[6]) - 1.0) < 1e-4
+
+
+def rope_builder(v0=(0.0, 0.0, 0.0), min_distance=-1.0, max_distance=0.5):
+    """A ball hanging from the point (0, 0, 2) on a distance joint (a rope of ``max_distance``), started level
+    with the anchor at 0.4 m from it, moving at ``v0``."""
+    b = newton.ModelBuilder(gravity=-9.81)
+    body = b.add_link(xform=wp.transform((0.4, 0.0, 2.0), wp.quat_identity()), mass=1.0,
+                      inertia=wp.mat33(np.eye(3, dtype=np.float32) * 0.01))
+    b.body_qd[body] = (*v0, 0.0, 0.0, 0.0)
+    b.add_joint_distance(-1, body, parent_xform=wp.transform((0.0, 0.0, 2.0), wp.quat_identity()),
+                         min_distance=min_distance, max_distance=max_distance)
+    return b
+
+
+def test_distance_joint_is_a_rope_that_goes_taut():
+    """The ball falls freely until the rope is taut, then swings on it: never beyond its length."""
+    dt = 1.0 / 600
+    m = rope_builder().finalize()
+    states = simulate(m, newton.solvers.SolverXPBD(m, iterations=4), 300, dt)
+    p = np.array([st.body_q.numpy()[0, :3] for st in states])
+    r = np.linalg.norm(p - [0.0, 0.0, 2.0], axis=1)
+    # Free fall (symplectic Euler) while slack: 0.3 m below the anchor takes sqrt(2 0.3 / g).
+    n = int(math.sqrt(2 * 0.3 / 9.81) / dt) - 5
+    np.testing.assert_allclose(p[n, 2], 2.0 - 9.81 * dt * dt * n * (n + 1) / 2, atol=1e-3)
+    assert r.max() < 0.5 + 2e-3, r.max()
+    assert np.abs(r[-100:] - 0.5).max() < 2e-3  # taut, swinging
+    assert p[-1, 0] < 0.3  # it swings toward the anchor's vertical
+
+
+def test_distance_joint_keeps_a_minimum_distance():
+    """Thrown at the anchor at 3 m/s, the ball stops at min_distance."""
+    m = rope_builder(v0=(-3.0, 0.0, 0.0), min_distance=0.2, max_distance=-1.0).finalize()
+    m.gravity.assign(np.zeros((1, 3), np.float32))
+    states = simulate(m, newton.solvers.SolverXPBD(m, iterations=4), 200, 1.0 / 600)
+    r = np.array([np.linalg.norm(st.body_q.numpy()[0, :3] - [0.0, 0.0, 2.0]) for st in states])
+    assert 0.2 - 2e-3 < r.min() < 0.2 + 1e-3, r.min()
+    assert abs(r[-1] - r[-2]) * 600 < 0.1  # stopped there (an inelastic stop, as XPBD's hard constraints)
+
+
+@wp.kernel
+def _body_x(q: wp.array(dtype=wp.transform), loss: wp.array(dtype=float)):
+    loss[0] = q[0][0]
+
+
+def test_gradient_through_a_taut_rope_matches_finite_differences():
+    """d(final x)/d(initial vertical speed) of the ball on the rope: Tape against central differences."""
+    def final_x(vz, with_grad):
+        m = rope_builder(v0=(0.0, 0.0, vz)).finalize(requires_grad=True)
+        solver = newton.solvers.SolverXPBD(m, iterations=4)
+        states = [m.state() for _ in range(151)]
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            simulate(m, solver, 150, 1.0 / 600, states=states)
+            wp.launch(_body_x, dim=1, inputs=[states[-1].body_q, loss])
+        if with_grad:
+            tape.backward(loss)
+            return float(states[0].body_qd.grad.numpy()[0, 2])
+        return float(loss.numpy()[0])
+
+    g = final_x(-1.0, True)
+    fd = (final_x(-1.0 + 1e-2, False) - final_x(-1.0 - 1e-2, False)) / 2e-2
+    assert abs(fd) > 1e-2
+    assert abs(g - fd) < 0.05 * abs(fd) + 1e-3, (g, fd)

@@ -245,7 +245,7 @@ def solve_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
             joint_child: wp.array(dtype=wp.int32), parent_joint: wp.array(dtype=wp.int32),
             joint_q_start: wp.array(dtype=wp.int32), joint_qd_start: wp.array(dtype=wp.int32),
             joint_X_c: wp.array(dtype=wp.transform), armature: wp.array(dtype=float),
-            limit_lower: wp.array(dtype=float), limit_upper: wp.array(dtype=float),
+            damping: wp.array(dtype=float), limit_lower: wp.array(dtype=float), limit_upper: wp.array(dtype=float),
             limit_ke: wp.array(dtype=float), limit_kd: wp.array(dtype=float), target_ke: wp.array(dtype=float),
             target_kd: wp.array(dtype=float), body_com: wp.array(dtype=wp.vec3),
             # state in, control and bias_kernel's terms
@@ -320,7 +320,7 @@ def solve_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
                 ch[pk] = ch[pk] + h
                 for r in range(9):
                     ci[pk, r] = ci[pk, r] + ci[k, r]
-        # --- joint forces: control, drives and limits; armature ---------------------------------------------
+        # --- joint forces: control, drives, limits and passive damping; armature ------------------------------
         for k in range(nj):
             j = j0 + k
             jt = joint_type[j]
@@ -329,14 +329,17 @@ def solve_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
             n = joint_qd_start[j + 1] - ds
             for i in range(n):
                 d = ds + i
-                H[d - d0, d - d0] = H[d - d0, d - d0] + armature[d]
+                c = 0.0
+                if jt != _FREE and jt != _DISTANCE:
+                    c = damping[d]
+                # Passive damping -c qd, implicit in the step: c dt joins the diagonal (stable for any c).
+                H[d - d0, d - d0] = H[d - d0, d - d0] + armature[d] + c * dt
+                tau[d - d0] = tau[d - d0] + joint_f[d] - c * joint_qd[d]
                 if jt == _PRISMATIC or jt == _REVOLUTE or jt == _D6:
                     # Scalars, not arrays, cross the call: an array argument is copied whole.
-                    tau[d - d0] = tau[d - d0] + joint_f[d] + joint_dof_force(
+                    tau[d - d0] = tau[d - d0] + joint_dof_force(
                         joint_q[qs + i], joint_qd[d], target_q[d], target_qd[d], target_ke[d], target_kd[d],
                         limit_lower[d], limit_upper[d], limit_ke[d], limit_kd[d])
-                else:
-                    tau[d - d0] = tau[d - d0] + joint_f[d]
         # --- H qdd = tau by Cholesky ---------------------------------------------------------------------------
         L = mat_dd()
         for col in range(nd):

@@ -32,9 +32,10 @@ class SolverFeatherstone(SolverBase):
     the bias forces (gravity of each body's world, Coriolis, ``State.body_f`` wrenches) give the joint
     accelerations under ``control.joint_f``, the PD drives (``Model.joint_target_ke``/``kd`` toward
     ``control.joint_target_q``/``joint_target_qd``) and the limit penalties (``joint_limit_ke``/``kd``),
-    with ``Model.joint_armature`` added to the diagonal. ``body_q``/``body_qd`` of the output state follow
-    by forward kinematics. Drives and limits act on PRISMATIC, REVOLUTE and D6 joints; BALL and FREE
-    joints take ``joint_f`` only. FREE joints must hang from the world, D6 joints have at most one angular
+    with ``Model.joint_armature`` added to the diagonal, and the passive damping ``Model.joint_damping``
+    (torque -damping qd, taken implicitly in the step). ``body_q``/``body_qd`` of the output state follow
+    by forward kinematics. Drives and limits act on PRISMATIC, REVOLUTE and D6 joints, damping also on BALL
+    joints; FREE joints take ``joint_f`` only. FREE joints must hang from the world, D6 joints have at most one angular
     axis. Differentiable with ``wp.Tape`` when the model was finalized with ``requires_grad=True``.
 
     ``angular_damping`` [1/s] damps the angular velocity of FREE joints (``w *= 1 - angular_damping dt``).
@@ -125,7 +126,7 @@ class SolverFeatherstone(SolverBase):
             wp.launch(self._kernel, dim=size,
                       inputs=[model.articulation_count, model.articulation_start, model.joint_type,
                               model.joint_child, self._parent_joint, model.joint_q_start, model.joint_qd_start,
-                              model.joint_X_c, model.joint_armature, model.joint_limit_lower,
+                              model.joint_X_c, model.joint_armature, model.joint_damping, model.joint_limit_lower,
                               model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd,
                               model.joint_target_ke, model.joint_target_kd, model.body_com, state_in.joint_q,
                               state_in.joint_qd, pick("joint_f"), pick("joint_target_q"), pick("joint_target_qd"),

@@ -9,7 +9,7 @@ from ...contacts import Contacts
 from ...model import Control, Model, State
 from ..forces import eval_contact_forces, eval_particle_contact_forces, eval_particle_forces
 from ..joints import apply_joint_forces
-from ..self_contact import eval_triangle_contact_forces
+from ..self_contact import eval_edge_contact_forces, eval_triangle_contact_forces
 from ..solver import SolverBase
 
 
@@ -18,16 +18,20 @@ class SolverSemiImplicit(SolverBase):
     With ``check_finite`` every step checks the new state and names the first non-finite entry.
 
     ``angular_damping`` [1/s] damps body spin; ``enable_tri_contact`` pushes particles out of the cloth
-    triangles they do not belong to (self-contact, with the particle-particle contact parameters)."""
+    triangles they do not belong to (self-contact, with the particle-particle contact parameters), and
+    ``enable_edge_contact`` pushes apart cloth edges that come closer than their particles' mean radius (for
+    edges that cross with every vertex clear of the other triangles; off by default: a second BVH search
+    per step, and Newton's solver has none)."""
 
     def __init__(self, model: Model, angular_damping: float = 0.05, friction_smoothing: float = 1.0,
                  joint_attach_ke: float = 1.0e4, joint_attach_kd: float = 1.0e2, enable_tri_contact: bool = True,
-                 check_finite: bool = False, **_: Any) -> None:
+                 enable_edge_contact: bool = False, check_finite: bool = False, **_: Any) -> None:
         super().__init__(model, check_finite)
         self.angular_damping = float(angular_damping)
         self.joint_attach_ke = float(joint_attach_ke)
         self.joint_attach_kd = float(joint_attach_kd)
         self.enable_tri_contact = bool(enable_tri_contact)
+        self.enable_edge_contact = bool(enable_edge_contact)
 
     def step(self, state_in: State, state_out: State, control: Control | None, contacts: Contacts | None,
              dt: float) -> None:
@@ -42,6 +46,8 @@ class SolverSemiImplicit(SolverBase):
             eval_particle_contact_forces(model, state_in, particle_f)
             if self.enable_tri_contact and model.tri_count:
                 eval_triangle_contact_forces(model, state_in, particle_f)
+            if self.enable_edge_contact and model.edge_count:
+                eval_edge_contact_forces(model, state_in, particle_f)
         eval_contact_forces(model, state_in, contacts, particle_f, body_f)
         if model.joint_count:
             apply_joint_forces(model, state_in, control, body_f, joint_attach_ke=self.joint_attach_ke,

@@ -45,6 +45,25 @@ def inertial_target_kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3
 wp.set_module_options({"cpu_serial_threshold": 128})
 
 
+# A vertex's 3x3 block is symmetric: it is kept as its diagonal and its off-diagonal (xy, xz, yz) entries, two
+# vec3s, which the C++ compiler keeps in registers where a mat33's temporaries go through memory. The rank-one
+# updates are written out in the kernel: a helper function would not be inlined into a kernel this large.
+@wp.func
+def sym_solve(hd: wp.vec3, ho: wp.vec3, f: wp.vec3) -> wp.vec3:
+    """H^-1 f for the symmetric H with diagonal hd and off-diagonal ho (xy, xz, yz); zero if H is singular."""
+    c00 = hd[1] * hd[2] - ho[2] * ho[2]
+    c01 = ho[1] * ho[2] - ho[0] * hd[2]
+    c02 = ho[0] * ho[2] - hd[1] * ho[1]
+    det = hd[0] * c00 + ho[0] * c01 + ho[1] * c02
+    if det == 0.0:
+        return wp.vec3(0.0, 0.0, 0.0)
+    c11 = hd[0] * hd[2] - ho[1] * ho[1]
+    c12 = ho[0] * ho[1] - hd[0] * ho[2]
+    c22 = hd[0] * hd[1] - ho[0] * ho[0]
+    return wp.vec3(c00 * f[0] + c01 * f[1] + c02 * f[2], c01 * f[0] + c11 * f[1] + c12 * f[2],
+                   c02 * f[0] + c12 * f[1] + c22 * f[2]) / det
+
+
 @wp.kernel
 def vbd_color_kernel(x: wp.array(dtype=wp.vec3), x_prev: wp.array(dtype=wp.vec3), y: wp.array(dtype=wp.vec3),
                      mass: wp.array(dtype=float), inv_mass: wp.array(dtype=float), flags: wp.array(dtype=wp.int32),
@@ -72,14 +91,15 @@ def vbd_color_kernel(x: wp.array(dtype=wp.vec3), x_prev: wp.array(dtype=wp.vec3)
     if inv_mass[i] == 0.0 or (flags[i] & 1) == 0 or (active >= 0 and color_of[i] != active):
         x_out[i] = xi
         return
-    h2 = dt * dt
-    m_h2 = mass[i] / h2
+    inv_dt = 1.0 / dt
+    m_h2 = mass[i] * inv_dt * inv_dt
     f = (y[i] - xi) * m_h2
-    h = wp.identity(n=3, dtype=float) * m_h2
+    hd = wp.vec3(m_h2, m_h2, m_h2)  # the block's diagonal
+    ho = wp.vec3(0.0, 0.0, 0.0)  # and its off-diagonal (xy, xz, yz)
     # Membrane triangles (St. Venant-Kirchhoff): force -A F S b_i and its exact vertex block.
     for k in range(tri_start[i], tri_start[i + 1]):
         t = tri_adj[k] // 3
-        loc = tri_adj[k] - 3 * (tri_adj[k] // 3)
+        loc = tri_adj[k] - 3 * t
         dm = tri_poses[t]
         b = wp.vec2(-dm[0, 0] - dm[1, 0], -dm[0, 1] - dm[1, 1])
         if loc == 1:
@@ -90,34 +110,42 @@ def vbd_color_kernel(x: wp.array(dtype=wp.vec3), x_prev: wp.array(dtype=wp.vec3)
         mu = tri_materials[t, 0]
         lam = tri_materials[t, 1]
         damp = tri_materials[t, 2]
-        x0 = x[tri_indices[t, 0]]
-        e1 = x[tri_indices[t, 1]] - x0
-        e2 = x[tri_indices[t, 2]] - x0
+        t0 = tri_indices[t, 0]
+        t1 = tri_indices[t, 1]
+        t2 = tri_indices[t, 2]
+        x0 = x[t0]
+        e1 = x[t1] - x0
+        e2 = x[t2] - x0
         f1 = e1 * dm[0, 0] + e2 * dm[1, 0]
         f2 = e1 * dm[0, 1] + e2 * dm[1, 1]
         g11 = 0.5 * (wp.dot(f1, f1) - 1.0)
         g22 = 0.5 * (wp.dot(f2, f2) - 1.0)
         g12 = 0.5 * wp.dot(f1, f2)
-        tr = g11 + g22
-        s11 = 2.0 * mu * g11 + lam * tr
-        s22 = 2.0 * mu * g22 + lam * tr
+        tr = lam * (g11 + g22)
+        s11 = 2.0 * mu * g11 + tr
+        s22 = 2.0 * mu * g22 + tr
         s12 = 2.0 * mu * g12
-        sb = wp.vec2(s11 * b[0] + s12 * b[1], s12 * b[0] + s22 * b[1])
+        sb0 = s11 * b[0] + s12 * b[1]
+        sb1 = s12 * b[0] + s22 * b[1]
         u = f1 * b[0] + f2 * b[1]
-        fe = (f1 * sb[0] + f2 * sb[1]) * (-a)
-        he = (wp.identity(n=3, dtype=float) * wp.max(wp.dot(b, sb), 0.0)
-              + (wp.outer(f1, f1) + wp.outer(f2, f2)) * (mu * wp.dot(b, b)) + wp.outer(u, u) * (mu + lam)) * a
+        bb = wp.dot(b, b)
         # Viscous damping on the rate of deformation dF/dt (zero for rigid motion), as the explicit solver's.
-        p0 = x_prev[tri_indices[t, 0]]
-        w1 = (e1 - (x_prev[tri_indices[t, 1]] - p0)) / dt
-        w2 = (e2 - (x_prev[tri_indices[t, 2]] - p0)) / dt
+        p0 = x_prev[t0]
+        w1 = e1 - (x_prev[t1] - p0)
+        w2 = e2 - (x_prev[t2] - p0)
         gb = (w1 * dm[0, 0] + w2 * dm[1, 0]) * b[0] + (w1 * dm[0, 1] + w2 * dm[1, 1]) * b[1]
-        f = f + fe - gb * (a * damp)
-        h = h + he + wp.identity(n=3, dtype=float) * (a * damp * wp.dot(b, b) / dt)
+        f = f - (f1 * sb0 + f2 * sb1 + gb * (damp * inv_dt)) * a
+        # Block: A (max(b.Sb, 0) I + mu |b|^2 (f1 f1^T + f2 f2^T) + (mu + lam) u u^T) + A damp |b|^2 / dt I.
+        c_id = a * (wp.max(b[0] * sb0 + b[1] * sb1, 0.0) + damp * bb * inv_dt)
+        c_f = a * mu * bb
+        c_u = a * (mu + lam)
+        hd = hd + wp.vec3(c_id, c_id, c_id) + (wp.cw_mul(f1, f1) + wp.cw_mul(f2, f2)) * c_f + wp.cw_mul(u, u) * c_u
+        ho = ho + wp.vec3(f1[0] * f1[1] + f2[0] * f2[1], f1[0] * f1[2] + f2[0] * f2[2],
+                          f1[1] * f1[2] + f2[1] * f2[2]) * c_f + wp.vec3(u[0] * u[1], u[0] * u[2], u[1] * u[2]) * c_u
     # Bending: the dihedral-angle spring's force on this vertex and its Gauss-Newton block.
     for k in range(edge_start[i], edge_start[i + 1]):
         e = edge_adj[k] // 4
-        loc = edge_adj[k] - 4 * (edge_adj[k] // 4)
+        loc = edge_adj[k] - 4 * e
         ke = edge_props[e, 0]
         i0 = edge_indices[e, 0]
         i1 = edge_indices[e, 1]
@@ -133,18 +161,21 @@ def vbd_color_kernel(x: wp.array(dtype=wp.vec3), x_prev: wp.array(dtype=wp.vec3)
             l2 = wp.dot(n2, n2)
             le = wp.length(ev)
             if l1 > 1.0e-20 and l2 > 1.0e-20 and le > 1.0e-9:
-                n1u = n1 / wp.sqrt(l1)
-                n2u = n2 / wp.sqrt(l2)
-                angle = wp.atan2(wp.dot(wp.cross(n1u, n2u), ev / le), wp.dot(n1u, n2u))
-                d = n1 * (le / l1)
+                # The angle between the unit normals; atan2 takes the unnormalized pair (same positive scale).
+                angle = wp.atan2(wp.dot(wp.cross(n1, n2), ev) / le, wp.dot(n1, n2))
+                r1 = 1.0 / l1
+                r2 = 1.0 / l2
+                d = n1 * (le * r1)
                 if loc == 1:
-                    d = n2 * (le / l2)
+                    d = n2 * (le * r2)
                 elif loc == 2:
-                    d = n1 * (wp.dot(p0 - p3, ev) / (le * l1)) + n2 * (wp.dot(p1 - p3, ev) / (le * l2))
+                    d = (n1 * (wp.dot(p0 - p3, ev) * r1) + n2 * (wp.dot(p1 - p3, ev) * r2)) / le
                 elif loc == 3:
-                    d = n1 * (-wp.dot(p0 - p2, ev) / (le * l1)) - n2 * (wp.dot(p1 - p2, ev) / (le * l2))
-                f = f + d * (ke * (angle - edge_rest[e]))
-                h = h + wp.outer(d, d) * ke
+                    d = (n1 * (wp.dot(p0 - p2, ev) * r1) + n2 * (wp.dot(p1 - p2, ev) * r2)) / (-le)
+                c = ke * (angle - edge_rest[e])
+                f = f + d * c
+                hd = hd + wp.cw_mul(d, d) * ke
+                ho = ho + wp.vec3(d[0] * d[1], d[0] * d[2], d[1] * d[2]) * ke
     # Springs.
     for k in range(spring_start[i], spring_start[i + 1]):
         s = spring_adj[k]
@@ -157,8 +188,10 @@ def vbd_color_kernel(x: wp.array(dtype=wp.vec3), x_prev: wp.array(dtype=wp.vec3)
             n = dvec / l
             ks = spring_ke[s]
             rel = (xi - x_prev[i]) - (x[j] - x_prev[j])
-            f = f - n * (ks * (l - spring_rest[s])) - n * (spring_kd[s] / dt * wp.dot(n, rel))
-            h = h + wp.outer(n, n) * (ks + spring_kd[s] / dt)
+            kd = spring_kd[s] * inv_dt
+            f = f - n * (ks * (l - spring_rest[s]) + kd * wp.dot(n, rel))
+            hd = hd + wp.cw_mul(n, n) * (ks + kd)
+            ho = ho + wp.vec3(n[0] * n[1], n[0] * n[2], n[1] * n[2]) * (ks + kd)
     # Contacts with shapes, found here from their signed distances.
     r = radius[i]
     for k in range(shapes.shape[0]):
@@ -174,21 +207,18 @@ def vbd_color_kernel(x: wp.array(dtype=wp.vec3), x_prev: wp.array(dtype=wp.vec3)
                 kc = 0.5 * (contact_ke + mat_ke[s])
                 fn = kc * pen
                 f = f + n * fn
-                h = h + wp.outer(n, n) * kc
                 mu = 0.5 * (contact_mu + mat_mu[s])
+                kt = 0.0
                 if mu > 0.0:
                     du = xi - x_prev[i]
                     ut = du - n * wp.dot(n, du)
-                    ul = wp.length(ut)
-                    eps = friction_eps * dt
-                    proj = wp.identity(n=3, dtype=float) - wp.outer(n, n)
-                    if ul > eps:
-                        f = f - ut * (mu * fn / ul)
-                        h = h + proj * (mu * fn / ul)
-                    else:
-                        f = f - ut * (mu * fn / eps)
-                        h = h + proj * (mu * fn / eps)
-    x_out[i] = xi + wp.inverse(h) * f
+                    # Smoothed friction: a stiff tangential spring below the sliding speed friction_eps.
+                    kt = mu * fn / wp.max(wp.length(ut), friction_eps * dt)
+                    f = f - ut * kt
+                # The block: kc n n^T + kt (I - n n^T).
+                hd = hd + wp.cw_mul(n, n) * (kc - kt) + wp.vec3(kt, kt, kt)
+                ho = ho + wp.vec3(n[0] * n[1], n[0] * n[2], n[1] * n[2]) * (kc - kt)
+    x_out[i] = xi + sym_solve(hd, ho, f)
 
 
 @wp.kernel

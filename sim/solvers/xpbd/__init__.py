@@ -151,7 +151,8 @@ def rigid_contact_constraints_kernel(body_q: wp.array(dtype=wp.transform),
                                      shape1: wp.array(dtype=wp.int32), point0: wp.array(dtype=wp.vec3),
                                      point1: wp.array(dtype=wp.vec3), normal: wp.array(dtype=wp.vec3),
                                      margin0: wp.array(dtype=float), margin1: wp.array(dtype=float),
-                                     delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float)):
+                                     delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float),
+                                     active: wp.array(dtype=wp.int32)):
     t = wp.tid()
     if t >= contact_count[0]:
         return
@@ -175,6 +176,7 @@ def rigid_contact_constraints_kernel(body_q: wp.array(dtype=wp.transform),
     c = wp.dot(n, p1 - p0) - margin0[t] - margin1[t]
     if c >= 0.0:
         return
+    active[t] = 1  # it touched during the solve: restitution (if enabled) acts on it
     pc = p1 - n * margin1[t]
     # Normal correction and positional friction share one impulse direction.
     rel = (p1 - p1_prev) - (p0 - p0_prev)
@@ -225,6 +227,84 @@ def apply_body_deltas_kernel(q: wp.array(dtype=wp.transform), com: wp.array(dtyp
     q_out[i] = wp.transform(x_com + dx - wp.quat_rotate(r1, com[i]), r1)
 
 
+@wp.func
+def point_velocity(qd: wp.spatial_vector, q: wp.transform, com: wp.vec3, p: wp.vec3) -> wp.vec3:
+    """Velocity of the body's material point at world ``p`` (body_qd: center-of-mass velocity, angular)."""
+    return wp.spatial_top(qd) + wp.cross(wp.spatial_bottom(qd), p - wp.transform_point(q, com))
+
+
+@wp.kernel
+def rigid_restitution_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.array(dtype=wp.transform),
+                             body_qd: wp.array(dtype=wp.spatial_vector),
+                             body_qd_start: wp.array(dtype=wp.spatial_vector), body_com: wp.array(dtype=wp.vec3),
+                             inv_mass: wp.array(dtype=float), inv_inertia: wp.array(dtype=wp.mat33),
+                             shape_body: wp.array(dtype=wp.int32), restitution: wp.array(dtype=float),
+                             contact_count: wp.array(dtype=wp.int32), shape0: wp.array(dtype=wp.int32),
+                             shape1: wp.array(dtype=wp.int32), point0: wp.array(dtype=wp.vec3),
+                             point1: wp.array(dtype=wp.vec3), normal: wp.array(dtype=wp.vec3),
+                             active: wp.array(dtype=wp.int32), threshold: float,
+                             delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float)):
+    t = wp.tid()
+    if t >= contact_count[0] or active[t] == 0:
+        return
+    b0 = shape_body[shape0[t]]
+    b1 = shape_body[shape1[t]]
+    n = normal[t]
+    # The normal approach speed before the solve and the normal speed after it, at the contact point.
+    v0 = wp.vec3(0.0)
+    v0_start = wp.vec3(0.0)
+    v1 = wp.vec3(0.0)
+    v1_start = wp.vec3(0.0)
+    pc = point1[t]
+    if b1 >= 0:
+        pc = wp.transform_point(body_q[b1], point1[t])
+        v1 = point_velocity(body_qd[b1], body_q[b1], body_com[b1], pc)
+        v1_start = point_velocity(body_qd_start[b1], body_q_start[b1], body_com[b1],
+                                  wp.transform_point(body_q_start[b1], point1[t]))
+    if b0 >= 0:
+        v0 = point_velocity(body_qd[b0], body_q[b0], body_com[b0], pc)
+        v0_start = point_velocity(body_qd_start[b0], body_q_start[b0], body_com[b0],
+                                  wp.transform_point(body_q_start[b0], point0[t]))
+    vn_start = wp.dot(n, v1_start - v0_start)
+    vn = wp.dot(n, v1 - v0)
+    e = 0.5 * (restitution[shape0[t]] + restitution[shape1[t]])
+    if vn_start > -threshold:
+        e = 0.0  # resting contact: no bounce from the speed gravity adds in a step (Mueller et al. 2020)
+    dv = -vn + wp.max(-e * vn_start, 0.0)
+    w0 = 0.0
+    w1 = 0.0
+    if b0 >= 0:
+        w0 = body_inv_mass_at(body_q[b0], body_com[b0], inv_mass[b0], inv_inertia[b0], pc, n)
+    if b1 >= 0:
+        w1 = body_inv_mass_at(body_q[b1], body_com[b1], inv_mass[b1], inv_inertia[b1], pc, n)
+    if w0 + w1 == 0.0 or dv == 0.0:
+        return
+    impulse = n * (dv / (w0 + w1))
+    if b1 >= 0 and inv_mass[b1] > 0.0:
+        wp.atomic_add(delta, b1, wp.spatial_vector(impulse, wp.cross(pc - wp.transform_point(body_q[b1],
+                                                                                             body_com[b1]), impulse)))
+        wp.atomic_add(count, b1, 1.0)
+    if b0 >= 0 and inv_mass[b0] > 0.0:
+        wp.atomic_sub(delta, b0, wp.spatial_vector(impulse, wp.cross(pc - wp.transform_point(body_q[b0],
+                                                                                             body_com[b0]), impulse)))
+        wp.atomic_add(count, b0, 1.0)
+
+
+@wp.kernel
+def apply_velocity_impulses_kernel(q: wp.array(dtype=wp.transform), qd: wp.array(dtype=wp.spatial_vector),
+                                   inv_mass: wp.array(dtype=float), inv_inertia: wp.array(dtype=wp.mat33),
+                                   delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float),
+                                   qd_out: wp.array(dtype=wp.spatial_vector)):
+    i = wp.tid()
+    if count[i] == 0.0:
+        qd_out[i] = qd[i]
+        return
+    s = 1.0 / count[i]
+    r = wp.transform_get_rotation(q[i])
+    dw = wp.quat_rotate(r, inv_inertia[i] * wp.quat_rotate_inv(r, wp.spatial_bottom(delta[i])))
+    qd_out[i] = qd[i] + wp.spatial_vector(wp.spatial_top(delta[i]) * (inv_mass[i] * s), dw * s)
+
+
 @wp.kernel
 def body_velocity_kernel(q: wp.array(dtype=wp.transform), q_start: wp.array(dtype=wp.transform),
                          qd_pred: wp.array(dtype=wp.spatial_vector), com: wp.array(dtype=wp.vec3),
@@ -251,14 +331,18 @@ class SolverXPBD(SolverBase):
 
     ``iterations`` constraint sweeps per step; ``soft_body_relaxation``, ``soft_contact_relaxation``,
     ``rigid_contact_relaxation``, ``joint_linear_relaxation`` and ``joint_angular_relaxation`` scale the
-    averaged corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, and D6 with 0, 1 or 3 angular
-    axes) hold their locked directions with compliance ``joint_linear_compliance`` [m/N] and
+    averaged corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, DISTANCE, and D6 with 0, 1 or 3
+    angular axes) hold their locked directions with compliance ``joint_linear_compliance`` [m/N] and
     ``joint_angular_compliance`` [rad/(N m)] (0: rigid), keep their coordinates inside their limits as hard
     constraints, and drive them toward ``control.joint_target_q``/``joint_target_qd`` with gains
     ``Model.joint_target_ke``/``kd`` as compliant constraints (one implicit solve per sweep);
-    ``control.joint_f`` acts as forces in the prediction. ``State.joint_q``/``joint_qd`` are not updated
-    (call ``eval_ik``). Triangle FEM, bending, DISTANCE joints and D6 joints with two angular axes are
-    not simulated by this solver; a model that has them is refused."""
+    ``control.joint_f`` and the passive damping ``Model.joint_damping`` act as forces in the prediction.
+    ``State.joint_q``/``joint_qd`` are not updated (call ``eval_ik``). With ``enable_restitution``, a rigid
+    contact that touched during the step leaves at its restitution (the mean of its shapes'
+    ``restitution``) times its normal approach speed before the solve, by a velocity pass after it (Mueller
+    et al. 2020; none below an approach speed of 2 |g| dt, so resting contacts stay at rest). Triangle FEM,
+    bending and D6 joints with two angular axes are not simulated by this solver; a model that has them is
+    refused."""
 
     def __init__(self, model: Model, *, iterations: int = 2, soft_body_relaxation: float = 0.9,
                  soft_contact_relaxation: float = 0.9, joint_linear_relaxation: float = 0.7,
@@ -269,9 +353,6 @@ class SolverXPBD(SolverBase):
         super().__init__(model, check_finite)
         if iterations < 1:
             raise ValueError(f"SolverXPBD: iterations must be >= 1, got {iterations}")
-        if enable_restitution:
-            raise ValueError("SolverXPBD: enable_restitution is not supported by loomwork's XPBD; use "
-                             "SolverSemiImplicit, whose penalty contacts bounce with their stiffness and damping")
         if model.tri_count and np.abs(model.tri_materials.numpy()[:, :2]).max() > 0.0:
             raise ValueError(f"SolverXPBD: the model has {model.tri_count} triangles with membrane stiffness "
                              f"(tri_ke/tri_ka), which XPBD does not simulate; build cloth with add_springs=True and "
@@ -287,18 +368,18 @@ class SolverXPBD(SolverBase):
         if model.joint_count:
             types = model.joint_type.numpy()
             ang = model.joint_dof_dim.numpy()[:, 1]
-            bad = np.flatnonzero((types == JointType.DISTANCE) | ((types == JointType.D6) & (ang == 2)))
+            bad = np.flatnonzero((types == JointType.D6) & (ang == 2))
             if len(bad):
                 j = int(bad[0])
-                what = "DISTANCE joint" if types[j] == JointType.DISTANCE else "D6 joint with two angular axes"
-                raise ValueError(f"SolverXPBD: joint {j} ({model.joint_label[j]!r}) is a {what}, which loomwork's "
-                                 f"XPBD does not simulate; use SolverSemiImplicit")
+                raise ValueError(f"SolverXPBD: joint {j} ({model.joint_label[j]!r}) is a D6 joint with two angular "
+                                 f"axes, which loomwork's XPBD does not simulate; use SolverSemiImplicit")
             self._constrained_joints = bool((types != JointType.FREE).any())
         self.iterations = int(iterations)
         self.soft_body_relaxation = float(soft_body_relaxation)
         self.soft_contact_relaxation = float(soft_contact_relaxation)
         self.rigid_contact_relaxation = float(rigid_contact_relaxation)
         self.angular_damping = float(angular_damping)
+        self.enable_restitution = bool(enable_restitution)
         self.joint_linear_relaxation = float(joint_linear_relaxation)
         self.joint_angular_relaxation = float(joint_angular_relaxation)
         self.joint_linear_compliance = float(joint_linear_compliance)
@@ -321,14 +402,16 @@ class SolverXPBD(SolverBase):
         if m.joint_count and m.body_count:
             forced = State()
             forced.body_q, forced.body_qd = state_in.body_q, state_in.body_qd
-            forced.body_f = self._joint_forces(state_in, control, grad)
+            forced.body_f = self._joint_forces(state_in, control, dt, grad)
         self.integrate_bodies(m, forced, predicted, dt, self.angular_damping)
         x, q = predicted.particle_q, predicted.body_q
+        rigid = m.body_count and contacts is not None and contacts.rigid_contact_max
+        active = wp.zeros(contacts.rigid_contact_max, dtype=wp.int32, device=d) if rigid else None
         for _ in range(self.iterations):
             if m.particle_count:
                 x = self._project_particles(x, state_in, q, contacts, dt, grad)
-            if m.body_count and contacts is not None and contacts.rigid_contact_max:
-                q = self._project_bodies(q, state_in.body_q, contacts, grad)
+            if rigid:
+                q = self._project_bodies(q, state_in.body_q, contacts, active, grad)
             if self._constrained_joints:
                 q = self._project_joints(q, state_in.body_q, control, dt, grad)
         if m.particle_count:
@@ -336,10 +419,32 @@ class SolverXPBD(SolverBase):
                       inputs=[x, state_in.particle_q, predicted.particle_qd, m.particle_inv_mass, dt],
                       outputs=[state_out.particle_q, state_out.particle_qd], device=d)
         if m.body_count:
+            bounce = rigid and self.enable_restitution
+            qd = wp.empty_like(state_out.body_qd, requires_grad=grad) if bounce else state_out.body_qd
             wp.launch(body_velocity_kernel, dim=m.body_count,
                       inputs=[q, state_in.body_q, predicted.body_qd, m.body_com, m.body_inv_mass, dt],
-                      outputs=[state_out.body_q, state_out.body_qd], device=d)
+                      outputs=[state_out.body_q, qd], device=d)
+            if bounce:
+                self._restitution(state_out.body_q, qd, state_in.body_q, predicted.body_qd, contacts, active, dt,
+                                  state_out.body_qd, grad)
         self._finish_step(state_out)
+
+    def _restitution(self, q: Any, qd: Any, q_start: Any, qd_start: Any, contacts: Contacts, active: Any,
+                     dt: float, qd_out: Any, grad: bool) -> None:
+        """``qd`` with the normal speed of every contact that touched during the solve set to its restitution
+        times its approach speed before the solve (``qd_start`` at ``q_start``), into ``qd_out``."""
+        m = self.model
+        d = m.device
+        threshold = 2.0 * float(np.linalg.norm(m.gravity.numpy(), axis=1).max()) * dt
+        delta = wp.zeros(m.body_count, dtype=wp.spatial_vector, requires_grad=grad, device=d)
+        count = wp.zeros(m.body_count, dtype=float, device=d)
+        wp.launch(rigid_restitution_kernel, dim=contacts.rigid_contact_max,
+                  inputs=[q, q_start, qd, qd_start, m.body_com, m.body_inv_mass, m.body_inv_inertia, m.shape_body,
+                          m.shape_material_restitution, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
+                          contacts.rigid_contact_shape1, contacts.rigid_contact_point0, contacts.rigid_contact_point1,
+                          contacts.rigid_contact_normal, active, threshold], outputs=[delta, count], device=d)
+        wp.launch(apply_velocity_impulses_kernel, dim=m.body_count,
+                  inputs=[q, qd, m.body_inv_mass, m.body_inv_inertia, delta, count], outputs=[qd_out], device=d)
 
     def _project_particles(self, x: Any, state_in: State, body_q: Any, contacts: Contacts | None, dt: float,
                            grad: bool) -> Any:
@@ -385,15 +490,17 @@ class SolverXPBD(SolverBase):
         arr = getattr(control, name, None) if control is not None else None
         return arr if arr is not None else getattr(self.model, name)
 
-    def _joint_forces(self, state: State, control: Control | None, grad: bool) -> Any:
-        """``state.body_f`` plus the wrenches of ``control.joint_f``, as a new array."""
+    def _joint_forces(self, state: State, control: Control | None, dt: float, grad: bool) -> Any:
+        """``state.body_f`` plus the wrenches of ``control.joint_f`` and the joints' passive damping, as a new
+        array."""
         m = self.model
         f = wp.empty_like(state.body_f, requires_grad=grad)
         wp.launch(copy_wrenches_kernel, dim=m.body_count, inputs=[state.body_f], outputs=[f], device=m.device)
         wp.launch(joint_force_kernel, dim=m.joint_count,
-                  inputs=[state.body_q, m.body_com, m.joint_type, m.joint_enabled, m.joint_parent, m.joint_child,
-                          m.joint_qd_start, m.joint_dof_dim, m.joint_X_p, m.joint_X_c, m.joint_axis,
-                          self._control_array(control, "joint_f")], outputs=[f], device=m.device)
+                  inputs=[state.body_q, state.body_qd, m.body_com, m.body_inv_mass, m.body_inv_inertia, m.joint_type,
+                          m.joint_enabled, m.joint_parent, m.joint_child, m.joint_qd_start, m.joint_dof_dim,
+                          m.joint_X_p, m.joint_X_c, m.joint_axis, self._control_array(control, "joint_f"),
+                          m.joint_damping, dt], outputs=[f], device=m.device)
         return f
 
     def _project_joints(self, q: Any, q_start: Any, control: Control | None, dt: float, grad: bool) -> Any:
@@ -420,7 +527,7 @@ class SolverXPBD(SolverBase):
             q = out
         return q
 
-    def _project_bodies(self, q: Any, q_start: Any, contacts: Contacts, grad: bool) -> Any:
+    def _project_bodies(self, q: Any, q_start: Any, contacts: Contacts, active: Any, grad: bool) -> Any:
         m = self.model
         d = m.device
         delta = wp.zeros(m.body_count, dtype=wp.spatial_vector, requires_grad=grad, device=d)
@@ -430,7 +537,7 @@ class SolverXPBD(SolverBase):
                           m.shape_material_mu, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
                           contacts.rigid_contact_shape1, contacts.rigid_contact_point0, contacts.rigid_contact_point1,
                           contacts.rigid_contact_normal, contacts.rigid_contact_margin0,
-                          contacts.rigid_contact_margin1], outputs=[delta, count], device=d)
+                          contacts.rigid_contact_margin1], outputs=[delta, count, active], device=d)
         out = wp.empty_like(q, requires_grad=grad)
         wp.launch(apply_body_deltas_kernel, dim=m.body_count,
                   inputs=[q, m.body_com, m.body_inv_mass, m.body_inv_inertia, delta, count,

@@ -3,10 +3,11 @@
 Each joint's parent frame (``body_q[parent] * joint_X_p``) and child frame (``body_q[child] * joint_X_c``)
 are pulled together: the attachment points along the joint's locked linear directions, the orientations
 along its locked angular directions, each correction split between the two bodies by their generalized
-inverse masses. Along free directions a coordinate outside its limits is pushed back as a hard
+inverse masses (a DISTANCE joint only keeps the distance between the frames' origins inside its limits,
+a negative bound meaning none). Along free directions a coordinate outside its limits is pushed back as a hard
 inequality constraint, and inside them the drive (``joint_target_ke``/``kd`` toward ``joint_target_q``/
-``qd``) acts as a compliant constraint, solved implicitly over the step. ``control.joint_f`` enters the
-prediction as forces (:func:`joint_force_kernel`).
+``qd``) acts as a compliant constraint, solved implicitly over the step. ``control.joint_f`` and the passive
+damping ``joint_damping`` enter the prediction as forces (:func:`joint_force_kernel`).
 
 The kernels write corrections as impulses per body (linear impulse, angular impulse about the center of
 mass; world frame) into fresh ``delta``/``count`` arrays, which the solver averages and applies, so a
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import loomwork as wp
 
-from ...articulation import _BALL, _D6, _FIXED, _FREE, _PRISMATIC, _REVOLUTE, twist_angle
+from ...articulation import _BALL, _D6, _DISTANCE, _FIXED, _FREE, _PRISMATIC, _REVOLUTE, twist_angle
 from ..joints import rotation_vector
 
 
@@ -129,6 +130,22 @@ def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.a
     p_total = wp.vec3(0.0)
     locked = d
     nl = 0
+    if jt == _DISTANCE:
+        # Only the distance between the frames' origins is held, inside [lower, upper] (a negative bound: none).
+        locked = wp.vec3(0.0)
+        ds = joint_qd_start[j]
+        lower = limit_lower[ds]
+        upper = limit_upper[ds]
+        l = wp.length(d)
+        err = 0.0
+        if lower >= 0.0 and l < lower:
+            err = l - lower
+        elif upper >= 0.0 and l > upper:
+            err = l - upper
+        if err != 0.0 and l > 1.0e-9:
+            n = d / l
+            w = linear_weight(m_p, I_p, a_p, n) + linear_weight(m_c, I_c, a_c, n)
+            p_total = n * hard_step(err, w, alpha)
     if jt == _PRISMATIC or jt == _D6:
         nl = joint_dof_dim[j, 0]
         X_wp0, X_wc0 = joint_frames(body_q_start, parent, child, joint_X_p[j], joint_X_c[j])
@@ -170,7 +187,7 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
                          delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float)):
     j = wp.tid()
     jt = joint_type[j]
-    if joint_enabled[j] == 0 or jt == _FREE or jt == _BALL:
+    if joint_enabled[j] == 0 or jt == _FREE or jt == _DISTANCE or jt == _BALL:
         return
     na = joint_dof_dim[j, 1]
     if jt == _D6 and na > 1:
@@ -221,12 +238,14 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
 
 
 @wp.kernel
-def joint_force_kernel(body_q: wp.array(dtype=wp.transform), body_com: wp.array(dtype=wp.vec3),
-                       joint_type: wp.array(dtype=wp.int32), joint_enabled: wp.array(dtype=wp.int32),
-                       joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
-                       joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
-                       joint_X_p: wp.array(dtype=wp.transform), joint_X_c: wp.array(dtype=wp.transform),
-                       joint_axis: wp.array(dtype=wp.vec3), joint_f: wp.array(dtype=float),
+def joint_force_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(dtype=wp.spatial_vector),
+                       body_com: wp.array(dtype=wp.vec3), inv_mass: wp.array(dtype=float),
+                       inv_inertia: wp.array(dtype=wp.mat33), joint_type: wp.array(dtype=wp.int32),
+                       joint_enabled: wp.array(dtype=wp.int32), joint_parent: wp.array(dtype=wp.int32),
+                       joint_child: wp.array(dtype=wp.int32), joint_qd_start: wp.array(dtype=wp.int32),
+                       joint_dof_dim: wp.array2d(dtype=wp.int32), joint_X_p: wp.array(dtype=wp.transform),
+                       joint_X_c: wp.array(dtype=wp.transform), joint_axis: wp.array(dtype=wp.vec3),
+                       joint_f: wp.array(dtype=float), damping: wp.array(dtype=float), dt: float,
                        body_f: wp.array(dtype=wp.spatial_vector)):
     j = wp.tid()
     if joint_enabled[j] == 0:
@@ -235,36 +254,57 @@ def joint_force_kernel(body_q: wp.array(dtype=wp.transform), body_com: wp.array(
     parent = joint_parent[j]
     child = joint_child[j]
     ds = joint_qd_start[j]
-    if jt == _FREE:
+    if jt == _FREE or jt == _DISTANCE:
         wp.atomic_add(body_f, child, wp.spatial_vector(joint_f[ds], joint_f[ds + 1], joint_f[ds + 2],
                                                        joint_f[ds + 3], joint_f[ds + 4], joint_f[ds + 5]))
         return
     X_wp, X_wc = joint_frames(body_q, parent, child, joint_X_p[j], joint_X_c[j])
     r_p = wp.transform_get_rotation(X_wp)
+    x_p = wp.transform_get_translation(X_wp)
+    x_c = wp.transform_get_translation(X_wc)
+    # Relative velocity of the child's joint frame, lever arms and world inverse inertias (zero for the world).
+    a_c = x_c - wp.transform_point(body_q[child], body_com[child])
+    w_c = wp.spatial_bottom(body_qd[child])
+    v_rel = wp.spatial_top(body_qd[child]) + wp.cross(w_c, a_c)
+    w_rel = w_c
+    m_c = inv_mass[child]
+    I_c = world_inv_inertia(body_q[child], inv_inertia[child])
+    a_p = wp.vec3(0.0)
+    m_p = 0.0
+    I_p = wp.mat33(0.0)
+    if parent >= 0:
+        a_p = x_p - wp.transform_point(body_q[parent], body_com[parent])
+        w_p = wp.spatial_bottom(body_qd[parent])
+        v_rel = v_rel - wp.spatial_top(body_qd[parent]) - wp.cross(w_p, a_p)
+        w_rel = w_rel - w_p
+        m_p = inv_mass[parent]
+        I_p = world_inv_inertia(body_q[parent], inv_inertia[parent])
     f = wp.vec3(0.0)
     t = wp.vec3(0.0)
     nl = joint_dof_dim[j, 0]
     na = joint_dof_dim[j, 1]
-    if jt == _BALL:
-        na = 3
+    if jt == _FIXED:
+        na = 0
+    # joint_f along each free axis, and the passive damping -c qd taken by backward Euler over the step for
+    # the dof alone (-c qd / (1 + c dt w), w its generalized inverse mass): stable for any c, and applied
+    # once per step, so it does not grow with the iterations.
     for k in range(nl):
-        f = f + wp.quat_rotate(r_p, joint_axis[ds + k]) * joint_f[ds + k]
-    if jt == _BALL:
-        for k in range(3):
-            e = wp.vec3(0.0)
-            e[k] = 1.0
-            t = t + wp.quat_rotate(r_p, e) * joint_f[ds + k]
-    elif jt != _FIXED:
-        for k in range(na):
-            t = t + wp.quat_rotate(r_p, joint_axis[ds + nl + k]) * joint_f[ds + nl + k]
-    x_c = wp.transform_get_translation(X_wc)
-    wp.atomic_add(body_f, child, wp.spatial_vector(f, t + wp.cross(x_c - wp.transform_point(body_q[child],
-                                                                                              body_com[child]), f)))
+        a = wp.quat_rotate(r_p, joint_axis[ds + k])
+        c = damping[ds + k]
+        w = linear_weight(m_p, I_p, a_p, a) + linear_weight(m_c, I_c, a_c, a)
+        f = f + a * (joint_f[ds + k] - c * wp.dot(v_rel, a) / (1.0 + c * dt * w))
+    for k in range(na):
+        a = wp.quat_rotate(r_p, joint_axis[ds + nl + k])
+        if jt == _BALL:
+            a = wp.vec3(0.0)
+            a[k] = 1.0
+            a = wp.quat_rotate(r_p, a)
+        c = damping[ds + nl + k]
+        w = wp.dot(a, I_p * a) + wp.dot(a, I_c * a)
+        t = t + a * (joint_f[ds + nl + k] - c * wp.dot(w_rel, a) / (1.0 + c * dt * w))
+    wp.atomic_add(body_f, child, wp.spatial_vector(f, t + wp.cross(a_c, f)))
     if parent >= 0:
-        x_p = wp.transform_get_translation(X_wp)
-        wp.atomic_sub(body_f, parent, wp.spatial_vector(f, t + wp.cross(x_p - wp.transform_point(body_q[parent],
-                                                                                                   body_com[parent]),
-                                                                         f)))
+        wp.atomic_sub(body_f, parent, wp.spatial_vector(f, t + wp.cross(a_p, f)))
 
 
 @wp.kernel
