@@ -571,6 +571,7 @@ def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any, s
         return desc[:8] + bytes(8) + desc[16:]
     if isinstance(adj, array):
         ptr, shape, strides, readonly, copied = adj.ptr or 0, adj.shape, adj.strides, adj.readonly, False
+        where = adj.device
     else:
         what = f"kernel {kernel.label}: the adjoint of '{name}'"
         try:
@@ -578,11 +579,11 @@ def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any, s
             shape, strides = foreign.fit(buf, t.dtype, what)
         except (TypeError, ValueError, BufferError) as e:
             raise LaunchError(str(e) if what in str(e) else f"{what}: {e}") from None
-        ptr, readonly, copied = buf.ptr, buf.readonly, buf.copied
+        ptr, readonly, copied, where = buf.ptr, buf.readonly, buf.copied, buf.device
     fields = DESC.unpack_from(desc)  # an indexedarray's descriptor starts with its data's
     expect_shape, expect_strides = fields[2:2 + t.ndim], fields[6:6 + t.ndim]
     if tuple(shape) == expect_shape and tuple(strides) != expect_strides:
-        ptr = _stand_in(kernel, name, t, adj, expect_shape, expect_strides, staged, readonly or copied)
+        ptr = _stand_in(t, adj, where, expect_shape, expect_strides, staged, readonly or copied)
         if ptr is not None:
             return desc[:8] + struct.pack("<Q", ptr) + desc[16:]
     if tuple(shape) != expect_shape or tuple(strides) != expect_strides:
@@ -594,12 +595,12 @@ def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any, s
     return desc[:8] + struct.pack("<Q", ptr) + desc[16:]
 
 
-def _stand_in(kernel: Kernel, name: str, t: ArrayType, adj: Any, shape: tuple, strides: tuple, staged: list,
+def _stand_in(t: ArrayType, adj: Any, device: Device, shape: tuple, strides: tuple, staged: list,
               read_only: bool) -> int | None:
-    """The pointer of a copy of `adj` laid out as the array (`shape`, byte `strides`, which must be dense),
-    or None where none can be made (GPU memory, a layout with gaps): the caller then refuses."""
-    dev = getattr(adj, "device", None)
-    if (isinstance(adj, array) and not adj.device.is_cpu) or (dev is not None and str(dev).startswith("cuda")):
+    """The pointer of a copy of `adj` (on `device`) laid out as the array (`shape`, byte `strides`, which must
+    be dense), or None where none can be made (memory the host cannot read, a layout with gaps): the caller
+    then refuses."""
+    if not device.backend.host_accessible:
         return None
     if strides != foreign.contiguous_strides(shape, T.type_size(t.dtype)):
         return None
