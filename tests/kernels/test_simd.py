@@ -44,7 +44,7 @@ def branches(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float), steps
     else:
         v = wp.sqrt(v)
     w = v if v > 0.3 else 0.3 - v
-    k = int(0)
+    k = 0
     while w < 8.0 and k < n:
         w = w * 1.5 + 0.1
         k += 1
@@ -125,7 +125,7 @@ def with_print(x: wp.array(dtype=float)):
 
 def with_break(x: wp.array(dtype=float), out: wp.array(dtype=float)):
     i = wp.tid()
-    s = float(0.0)
+    s = 0.0
     for j in range(10):
         if x[i] < float(j) * 0.1:
             break
@@ -135,7 +135,7 @@ def with_break(x: wp.array(dtype=float), out: wp.array(dtype=float)):
 
 def with_varying_loop(out: wp.array(dtype=float)):
     i = wp.tid()
-    s = float(0.0)
+    s = 0.0
     for j in range(i % 7):
         s += float(j)
     out[i] = s
