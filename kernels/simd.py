@@ -36,7 +36,7 @@ def is_reg(t: Any) -> bool:
 
 def is_comp(t: Any) -> bool:
     """A vector or matrix held component by component (one register per component)."""
-    return (T.is_vector(t) or T.is_matrix(t)) and t._wp_scalar_type_ in REG
+    return T.is_composite(t) and t.cname.startswith(("lw::vec_t<", "lw::mat_t<")) and t._wp_scalar_type_ in REG
 
 
 def _same(ts: list, kinds: tuple) -> bool:
@@ -55,7 +55,7 @@ def _comp_scalar(ts: list) -> bool:
 
 # builtin name -> whether simd.h has a lane form for these argument types
 VECTOR_CALLS: dict[str, Callable[[list], bool]] = {
-    **{n: (lambda ts: _same(ts, REG) or (_same(ts, ts[:1]) and _float_comp(ts[0])))
+    **{n: (lambda ts: len(ts) == 2 and (_same(ts, REG) or (_same(ts, ts[:1]) and _float_comp(ts[0]))))
        for n in ("add", "sub", "min", "max")},
     **{n: (lambda ts: _same(ts, REG) or _float_comp(ts[0])) for n in ("neg", "pos")},
     "mul": lambda ts: _same(ts, REG) or _comp_scalar(ts),
