@@ -80,6 +80,7 @@ class Plan:
     """What the analysis found: the varying variables, those equal to the 1-D thread index, and whether a
     return under a varying condition can end some lanes early."""
 
+    body: tuple[ir.Stmt, ...]
     varying: set[Var] = field(default_factory=set)
     linear: set[Var] = field(default_factory=set)
     lanes_end: bool = False
@@ -101,7 +102,7 @@ def _expr_varying(e: ir.Expr, varying: set[Var]) -> bool:
 
 def analyze(fn: ir.Function) -> Plan:
     """The varying variables of kernel `fn` (a fixed point: loops carry values around) and its linear ones."""
-    plan = Plan()
+    plan = Plan(fn.body)
     v = plan.varying
 
     def is_v(o: Any) -> bool:
@@ -206,6 +207,10 @@ class LaneEmitter(Emitter):
         self.masked = False  # inside control flow on a varying condition: assignments blend
         self.masks = 0
         self.per_lane: list[tuple[int, str]] = []  # (line, what) of statements that run lane by lane
+        # work done in vector form and lane by lane, each statement weighted by its loop nesting
+        self.weights = loop_weights(plan.body)
+        self.vector_work = 0
+        self.lane_work = 0
 
     def varying(self, o: Any) -> bool:
         return isinstance(o, Var) and o in self.plan.varying
@@ -254,6 +259,7 @@ class LaneEmitter(Emitter):
     def lanewise(self, s: ir.Stmt, what: str, write: Callable[[], None]) -> None:
         """`write()` once per lane that is on, with varying operands read as that lane's value."""
         self.per_lane.append((s.line, what))
+        self.lane_work += self.weights.get(id(s), 1)
         self.out("for (int lw_l = 0; lw_l < lw::simd::W; ++lw_l) {")
         self.depth += 1
         self.out("if (!lw_exec[lw_l]) continue;")
@@ -332,6 +338,8 @@ class LaneEmitter(Emitter):
             return
         value = self.vector_expr(s.expr, s.dest.type)
         if value is not None:
+            if isinstance(s.expr, ir.Call | ir.Load | ir.Construct):
+                self.vector_work += self.weights.get(id(s), 1)
             self.assign(s.dest, value)
             return
         t = ctype(s.dest.type)
@@ -487,6 +495,20 @@ class LaneEmitter(Emitter):
         return f"(int32_t)(lw_idx + {self.lane})" if e.count == 1 else f"lw_vtid[{e.dim}][{self.lane}]"
 
 
+LOOP_WEIGHT = 8  # how much more a statement inside a loop counts than one outside
+
+
+def loop_weights(body: tuple[ir.Stmt, ...], weight: int = 1) -> dict[int, int]:
+    """id(statement) -> LOOP_WEIGHT ** (the number of loops around it)."""
+    out: dict[int, int] = {}
+    for s in body:
+        out[id(s)] = weight
+        inner = weight * LOOP_WEIGHT if isinstance(s, ir.For | ir.While) else weight
+        for b in s.blocks():
+            out.update(loop_weights(b, inner))
+    return out
+
+
 def components(t: Any) -> int:
     """The number of scalars in a vector or matrix type."""
     n = 1
@@ -499,6 +521,8 @@ def describe(e: ir.Expr) -> str:
     """A short name of the construct an expression is, for the verbose report."""
     if isinstance(e, ir.Call):
         return f"{e.target.name}({', '.join(T.type_name(a.type) for a in e.args)})"
+    if isinstance(e, ir.Construct):
+        return f"{T.type_name(e.type)}({', '.join(T.type_name(a.type) for a in e.args)})"
     if isinstance(e, ir.Load):
         return "a load of elements that are not consecutive (or under a mask)"
     return type(e).__name__.lower()
@@ -506,10 +530,13 @@ def describe(e: ir.Expr) -> str:
 
 @dataclass
 class Vectorized:
-    """A kernel's lane body: its C++ lines and the constructs it runs lane by lane."""
+    """A kernel's lane body: its C++ lines, the constructs it runs lane by lane, and the (loop-weighted)
+    amounts of work in vector form and lane by lane."""
 
     lines: list[str]
     per_lane: list[tuple[int, str]]
+    vector_work: int
+    lane_work: int
 
 
 def lane_body(fn: ir.Function, params: str, private: dict) -> Vectorized:
@@ -518,7 +545,7 @@ def lane_body(fn: ir.Function, params: str, private: dict) -> Vectorized:
     check(fn, plan, private)
     em = LaneEmitter(plan)
     em.write(fn, params)
-    return Vectorized(em.lines, em.per_lane)
+    return Vectorized(em.lines, em.per_lane, em.vector_work, em.lane_work)
 
 
 def vectorizer(report: Callable[[str], None] | None) -> Callable[[ir.Function, str, dict], list[str] | None]:
@@ -535,8 +562,14 @@ def vectorizer(report: Callable[[str], None] | None) -> Callable[[ir.Function, s
                 report(f"loomwork: kernel '{name}' runs one thread at a time on the CPU: {e.what} at "
                        f"{where}:{e.line} ({e.why})")
             return None
+        lanewise = "; ".join(f"{what} at line {line}" for line, what in _unique(v.per_lane))
+        if v.lane_work > v.vector_work:
+            # mostly lane by lane: moving values between lanes and scalars would cost more than it saves
+            if report:
+                report(f"loomwork: kernel '{name}' runs one thread at a time on the CPU: most of its work has no "
+                       f"vector form ({lanewise})")
+            return None
         if report:
-            lanewise = "; ".join(f"{what} at line {line}" for line, what in _unique(v.per_lane))
             report(f"loomwork: kernel '{name}' runs threads across SIMD lanes on the CPU"
                    + (f"; lane by lane (no vector form): {lanewise}" if lanewise else ""))
         return v.lines

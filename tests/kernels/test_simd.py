@@ -107,8 +107,11 @@ def bump(counts: wp.array(dtype=wp.int32), k: int) -> float:
 def atomics(x: wp.array(dtype=float), counts: wp.array(dtype=wp.int32), out: wp.array(dtype=float),
             hist: wp.array(dtype=wp.int32), firsts: wp.array(dtype=wp.int32)):
     i = wp.tid()
-    k = int(x[i] * 4.0)
-    out[i] = bump(counts, k)
+    v = x[i]
+    k = int(v * 4.0)
+    w = wp.sqrt(v * v + 1.0) * 0.5 - v / 3.0
+    w = wp.max(w, v * 0.25) + wp.min(w, 0.5)
+    out[i] = bump(counts, k) + w
     wp.atomic_add(hist, i % 5, 1)
     firsts[i] = wp.atomic_max(hist, 5, i)
 
@@ -265,6 +268,10 @@ def test_atomics_and_function_calls_run_lane_by_lane():
     for lanes, scalar in pairs[:4]:
         np.testing.assert_array_equal(lanes, scalar)
     k = (x * np.float32(4)).astype(np.int32)
+    xd = x.astype(np.float64)
+    w = np.sqrt(xd * xd + 1) * 0.5 - xd / 3
+    np.testing.assert_allclose(pairs[2][0], k * 0.5 + np.maximum(w, xd * 0.25) + np.minimum(w, 0.5), rtol=1e-5)
+    assert pairs[2][0].tobytes() == pairs[2][1].tobytes()
     np.testing.assert_array_equal(pairs[1][0], np.bincount(k, minlength=8))
     np.testing.assert_array_equal(pairs[3][0][:5], np.bincount(np.arange(n) % 5))
     assert pairs[3][0][5] == n - 1
@@ -319,11 +326,19 @@ def test_scalar_fallbacks_say_which_construct_and_why(f, construct, why):
     assert line.split(f"{__file__}:")[1].startswith(f"{at} (")
 
 
+def without_much_vector_work(x: wp.array(dtype=float), counts: wp.array(dtype=wp.int32)):
+    i = wp.tid()
+    bump(counts, int(x[i]))
+
+
 def test_vectorized_kernels_report_their_lane_by_lane_parts():
-    """n-body vectorizes whole; the atomics kernel names what runs lane by lane."""
+    """n-body vectorizes whole; the atomics kernel names what runs lane by lane; a kernel whose work is mostly
+    lane by lane keeps the scalar path."""
     assert report_of(nbody) == ["loomwork: kernel 'nbody' runs threads across SIMD lanes on the CPU"]
     (line,) = report_of(atomics)
     assert "runs threads across SIMD lanes" in line and "atomic_add" in line and "bump(" in line
+    (line,) = report_of(without_much_vector_work)
+    assert "runs one thread at a time on the CPU: most of its work has no vector form (int32(float32)" in line
 
 
 def test_verbose_build_prints_the_reasons(capfd):
