@@ -72,7 +72,7 @@ class Emitter:
 
     def __init__(self, debug: bool, vectorize: Callable | None = None) -> None:
         self.debug = debug
-        # kernel IR, parameter text, private accumulators -> the lines of its W-lane CPU body, or None
+        # kernel IR, its private accumulators -> the lines of its W-lane CPU body, or None
         # (kernels.simd.vectorizer; None: every kernel runs one thread at a time)
         self.vectorize = vectorize
         self.in_kernel = False  # kernel bodies are templates on LW_C (all arrays innermost-contiguous)
@@ -198,7 +198,7 @@ class Emitter:
         contig = " && ".join(
             f"lw::inner_contiguous(A.{p.name}, {p.type.ndim})" for p in fn.params if isinstance(p.type, ArrayType)
         ) or "true"
-        lanes = self.vectorize(fn, params, self.private) if self.vectorize is not None and not self.debug else None
+        lanes = self.vectorize(fn, self.private) if self.vectorize is not None and not self.debug else None
         if lanes is not None:
             self.lines += ["#if !LW_CUDA", '#include "simd.h"', *lanes, "#endif"]
         self.lines += entry_points(k, f"{k}_cpu", f"{k}_cuda", f"{k}_body", fn.params, contig, slots,

@@ -224,12 +224,18 @@ class LaneEmitter(Emitter):
         """An operand as lanes: varying ones as they are, uniform ones broadcast."""
         return o.name if self.varying(o) else f"lw::simd::splat<{ctype(o.type)}>({super().op(o)})"
 
-    def write(self, fn: ir.Function, params: str) -> None:
+    def write(self, fn: ir.Function) -> None:
         k = fn.name
+        # a parameter the kernel assigns under a varying condition arrives as a scalar and becomes lanes
+        params = "".join(f", {ctype(p.type)} {p.name}{'_lw_in' if self.varying(p) else ''}" for p in fn.params)
         self.out("template <bool LW_C>")
         self.out(f"static LW_FORCE_INLINE void {k}_simd(const lw::launch_t& L, int64_t lw_idx{params})")
         self.out("{")
         self.depth += 1
+        for p in fn.params:
+            if self.varying(p):
+                t = ctype(p.type)
+                self.out(f"lw::simd::vary<{t}> {p.name} = lw::simd::splat<{t}>({p.name}_lw_in);")
         self.out("lw::simd::mask_t lw_exec = lw::simd::all_lanes();")
         if self.plan.lanes_end:
             self.out("lw::simd::mask_t lw_alive = lw_exec;")
@@ -539,24 +545,24 @@ class Vectorized:
     lane_work: int
 
 
-def lane_body(fn: ir.Function, params: str, private: dict) -> Vectorized:
+def lane_body(fn: ir.Function, private: dict) -> Vectorized:
     """The W-lane body of kernel `fn` (raises Scalar when it keeps the scalar path)."""
     plan = analyze(fn)
     check(fn, plan, private)
     em = LaneEmitter(plan)
-    em.write(fn, params)
+    em.write(fn)
     return Vectorized(em.lines, em.per_lane, em.vector_work, em.lane_work)
 
 
-def vectorizer(report: Callable[[str], None] | None) -> Callable[[ir.Function, str, dict], list[str] | None]:
+def vectorizer(report: Callable[[str], None] | None) -> Callable[[ir.Function, dict], list[str] | None]:
     """What code generation calls for each kernel: its lane body's lines, or None (scalar path only).
     `report` (wp.config.verbose) receives one line per kernel saying which constructs stay scalar and why."""
 
-    def run(fn: ir.Function, params: str, private: dict) -> list[str] | None:
+    def run(fn: ir.Function, private: dict) -> list[str] | None:
         name = fn.name.split("_", 1)[-1]
         where = fn.filename or "<kernel>"
         try:
-            v = lane_body(fn, params, private)
+            v = lane_body(fn, private)
         except Scalar as e:
             if report:
                 report(f"loomwork: kernel '{name}' runs one thread at a time on the CPU: {e.what} at "

@@ -55,11 +55,13 @@ def branches(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float), steps
     out[i] = -w
 
 
-def early_return(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+def early_return(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float), scale: float):
     i = wp.tid()
     if i >= n:
         return
-    out[i] = x[i] * 2.0 + 1.0
+    if x[i] < 0.0:
+        scale = 3.0
+    out[i] = x[i] * scale + 1.0
 
 
 def vec_math(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), m: wp.array(dtype=wp.mat33),
@@ -210,12 +212,12 @@ def test_branches_loops_and_returns_under_masks():
 
 def test_returned_lanes_touch_no_memory():
     """Threads past the arrays' end return first; the other lanes of their group still run, and nothing is
-    read or written past the end."""
+    read or written past the end. A parameter assigned under a varying condition becomes lanes."""
     n, dim = 30, 45
     x = rng.standard_normal(n).astype(np.float32)
-    pairs = run_both("early_return", dim, lambda: [wp.array(x), n, wp.zeros(n)])
+    pairs = run_both("early_return", dim, lambda: [wp.array(x), n, wp.zeros(n), 2.0])
     assert_same_bits(pairs)
-    np.testing.assert_array_equal(pairs[1][0], x * np.float32(2) + np.float32(1))
+    np.testing.assert_array_equal(pairs[1][0], x * np.where(x < 0, np.float32(3), np.float32(2)) + np.float32(1))
 
 
 def test_vector_matrix_and_quaternion_math():
