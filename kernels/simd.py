@@ -210,6 +210,7 @@ class LaneEmitter(Emitter):
         # work done in vector form and lane by lane, each statement weighted by its loop nesting
         self.weights = loop_weights(plan.body)
         self.vector_work = 0
+        self.loop_vector_work = 0  # the part of vector_work inside loops
         self.lane_work = 0
 
     def varying(self, o: Any) -> bool:
@@ -266,7 +267,7 @@ class LaneEmitter(Emitter):
         """`write()` once per lane that is on, with varying operands read as that lane's value."""
         self.per_lane.append((s.line, what))
         self.lane_work += self.weights.get(id(s), 1)
-        self.out("for (int lw_l = 0; lw_l < lw::simd::W; ++lw_l) {")
+        self.out('_Pragma("GCC unroll 1") for (int lw_l = 0; lw_l < lw::simd::W; ++lw_l) {')
         self.depth += 1
         self.out("if (!lw_exec[lw_l]) continue;")
         self.lane = "lw_l"
@@ -345,7 +346,9 @@ class LaneEmitter(Emitter):
         value = self.vector_expr(s.expr, s.dest.type)
         if value is not None:
             if isinstance(s.expr, ir.Call | ir.Load | ir.Construct):
-                self.vector_work += self.weights.get(id(s), 1)
+                w = self.weights.get(id(s), 1)
+                self.vector_work += w
+                self.loop_vector_work += w if w > 1 else 0
             self.assign(s.dest, value)
             return
         t = ctype(s.dest.type)
@@ -542,6 +545,7 @@ class Vectorized:
     lines: list[str]
     per_lane: list[tuple[int, str]]
     vector_work: int
+    loop_vector_work: int
     lane_work: int
 
 
@@ -551,7 +555,7 @@ def lane_body(fn: ir.Function, private: dict) -> Vectorized:
     check(fn, plan, private)
     em = LaneEmitter(plan)
     em.write(fn)
-    return Vectorized(em.lines, em.per_lane, em.vector_work, em.lane_work)
+    return Vectorized(em.lines, em.per_lane, em.vector_work, em.loop_vector_work, em.lane_work)
 
 
 def vectorizer(report: Callable[[str], None] | None) -> Callable[[ir.Function, dict], list[str] | None]:
@@ -569,6 +573,12 @@ def vectorizer(report: Callable[[str], None] | None) -> Callable[[ir.Function, d
                        f"{where}:{e.line} ({e.why})")
             return None
         lanewise = "; ".join(f"{what} at line {line}" for line, what in _unique(v.per_lane))
+        if not v.loop_vector_work:
+            # a kernel without loops is bound by memory, not arithmetic: a lane body would mostly add build time
+            if report:
+                report(f"loomwork: kernel '{name}' runs one thread at a time on the CPU: no loop does vector work "
+                       "(its threads are cheap; lanes pay off in compute-bound loops)")
+            return None
         if v.lane_work > v.vector_work:
             # mostly lane by lane: moving values between lanes and scalars would cost more than it saves
             if report:

@@ -55,18 +55,21 @@ def branches(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float), steps
     out[i] = -w
 
 
-def early_return(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float), scale: float):
+def early_return(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float), scale: float, reps: int):
     i = wp.tid()
     if i >= n:
         return
     if x[i] < 0.0:
         scale = 3.0
-    out[i] = x[i] * scale + 1.0
+    y = x[i]
+    for _r in range(reps):
+        y = y * scale + 1.0
+    out[i] = y
 
 
 def vec_math(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), m: wp.array(dtype=wp.mat33),
              d64: wp.array(dtype=wp.vec3d), out_v: wp.array(dtype=wp.vec3), out_s: wp.array(dtype=float),
-             out_d: wp.array(dtype=wp.vec3d)):
+             out_d: wp.array(dtype=wp.vec3d), reps: int):
     i = wp.tid()
     u = a[i]
     v = b[i]
@@ -79,7 +82,10 @@ def vec_math(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), m: wp.array
     t = wp.vec3(u[0], 2.0, d)
     t[1] = t[1] + e[2]
     q = wp.quat_from_axis_angle(nv, d)
-    out_v[i] = c + nv + r + e + s + t / 3.0 + wp.quat_rotate(q, u)
+    acc = wp.vec3(0.0)
+    for _r in range(reps):
+        acc = acc + wp.cross(acc + u, v) * 0.5
+    out_v[i] = c + nv + r + e + s + t / 3.0 + wp.quat_rotate(q, u) + acc
     out_s[i] = d
     g = d64[i]
     out_d[i] = wp.cross(g, g * 2.0 + wp.vec3d(1.0, 0.5, 0.25)) / wp.length(g)
@@ -87,7 +93,7 @@ def vec_math(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), m: wp.array
 
 def int_ops(a: wp.array(dtype=wp.int32), b: wp.array(dtype=wp.int32), u: wp.array(dtype=wp.uint32),
             big: wp.array(dtype=wp.int64), out: wp.array(dtype=wp.int32), out64: wp.array(dtype=wp.int64),
-            outf: wp.array(dtype=float)):
+            outf: wp.array(dtype=float), reps: int):
     i = wp.tid()
     x = a[i]
     y = b[i]
@@ -95,7 +101,10 @@ def int_ops(a: wp.array(dtype=wp.int32), b: wp.array(dtype=wp.int32), u: wp.arra
     r = x % y
     z = (x & 0xFF) | (y << 2) ^ (x >> 1)
     mn = wp.min(x, y) + wp.max(x, y) * 3 - wp.abs(x)
-    out[i] = q + r + z + mn + int(u[i] >> wp.uint32(3)) + int(x < y)
+    acc = 0
+    for j in range(reps):
+        acc = acc + (x ^ j) * 3
+    out[i] = q + r + z + mn + int(u[i] >> wp.uint32(3)) + int(x < y) + acc
     out64[i] = big[i] * wp.int64(x) + wp.int64(i)
     outf[i] = float(x) / 3.0 + float(q)
 
@@ -107,20 +116,24 @@ def bump(counts: wp.array(dtype=wp.int32), k: int) -> float:
 
 
 def atomics(x: wp.array(dtype=float), counts: wp.array(dtype=wp.int32), out: wp.array(dtype=float),
-            hist: wp.array(dtype=wp.int32), firsts: wp.array(dtype=wp.int32)):
+            hist: wp.array(dtype=wp.int32), firsts: wp.array(dtype=wp.int32), reps: int):
     i = wp.tid()
     v = x[i]
     k = int(v * 4.0)
     w = wp.sqrt(v * v + 1.0) * 0.5 - v / 3.0
-    w = wp.max(w, v * 0.25) + wp.min(w, 0.5)
+    for _r in range(reps):
+        w = wp.max(w, v * 0.25) + wp.min(w, 0.5)
     out[i] = bump(counts, k) + w
     wp.atomic_add(hist, i % 5, 1)
     firsts[i] = wp.atomic_max(hist, 5, i)
 
 
-def grid(a: wp.array2d(dtype=float), out: wp.array2d(dtype=float)):
+def grid(a: wp.array2d(dtype=float), out: wp.array2d(dtype=float), reps: int):
     i, j = wp.tid()
-    out[i, j] = a[i, j] * float(i) + float(j)
+    v = a[i, j]
+    for _r in range(reps):
+        v = v * float(i) + float(j)
+    out[i, j] = v
 
 
 def with_print(x: wp.array(dtype=float)):
@@ -215,9 +228,10 @@ def test_returned_lanes_touch_no_memory():
     read or written past the end. A parameter assigned under a varying condition becomes lanes."""
     n, dim = 30, 45
     x = rng.standard_normal(n).astype(np.float32)
-    pairs = run_both("early_return", dim, lambda: [wp.array(x), n, wp.zeros(n), 2.0])
+    pairs = run_both("early_return", dim, lambda: [wp.array(x), n, wp.zeros(n), 2.0, 2])
     assert_same_bits(pairs)
-    np.testing.assert_array_equal(pairs[1][0], x * np.where(x < 0, np.float32(3), np.float32(2)) + np.float32(1))
+    s = np.where(x < 0, np.float32(3), np.float32(2))
+    np.testing.assert_array_equal(pairs[1][0], (x * s + np.float32(1)) * s + np.float32(1))
 
 
 def test_vector_matrix_and_quaternion_math():
@@ -230,7 +244,7 @@ def test_vector_matrix_and_quaternion_math():
     g = rng.standard_normal((n, 3))
     pairs = run_both("vec_math", n, lambda: [
         wp.array(a, dtype=wp.vec3), wp.array(b, dtype=wp.vec3), wp.array(m, dtype=wp.mat33),
-        wp.array(g, dtype=wp.vec3d), wp.zeros(n, dtype=wp.vec3), wp.zeros(n), wp.zeros(n, dtype=wp.vec3d)])
+        wp.array(g, dtype=wp.vec3d), wp.zeros(n, dtype=wp.vec3), wp.zeros(n), wp.zeros(n, dtype=wp.vec3d), 3])
     assert_same_bits(pairs)
     c = np.cross(a, b)
     d = (a * c).sum(1) + np.linalg.norm(b, axis=1) - (a * a).sum(1)
@@ -249,7 +263,7 @@ def test_integer_operations():
     u = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
     big = rng.integers(-(2**40), 2**40, n)
     pairs = run_both("int_ops", n, lambda: [wp.array(a), wp.array(b), wp.array(u), wp.array(big, dtype=wp.int64),
-                                            wp.zeros(n, dtype=wp.int32), wp.zeros(n, dtype=wp.int64), wp.zeros(n)])
+                                            wp.zeros(n, dtype=wp.int32), wp.zeros(n, dtype=wp.int64), wp.zeros(n), 2])
     assert_same_bits(pairs)
     np.testing.assert_array_equal(pairs[5][0], big * a + np.arange(n))
     expect = []
@@ -257,8 +271,10 @@ def test_integer_operations():
         q = 0 if y == 0 else -x if y == -1 else int(x / y)
         r = 0 if y in (0, -1) else x - y * int(x / y)
         z = (x & 0xFF) | ((y << 2) ^ (x >> 1))
-        expect.append(q + r + z + min(x, y) + max(x, y) * 3 - abs(x) + (w >> 3) + (x < y))
-    np.testing.assert_array_equal(pairs[4][0], np.array(expect, dtype=np.int64).astype(np.int32))
+        acc = x * 3 + (x ^ 1) * 3
+        expect.append(q + r + z + min(x, y) + max(x, y) * 3 - abs(x) + (w >> 3) + (x < y) + acc)
+    np.testing.assert_array_equal(pairs[4][0], (np.array(expect, dtype=np.int64) % 2**32).astype(np.uint32)
+                                  .view(np.int32))
 
 
 def test_atomics_and_function_calls_run_lane_by_lane():
@@ -266,7 +282,7 @@ def test_atomics_and_function_calls_run_lane_by_lane():
     n = 43
     x = rng.uniform(0, 2, n).astype(np.float32)
     pairs = run_both("atomics", n, lambda: [wp.array(x), wp.zeros(8, dtype=wp.int32), wp.zeros(n),
-                                            wp.zeros(6, dtype=wp.int32), wp.zeros(n, dtype=wp.int32)])
+                                            wp.zeros(6, dtype=wp.int32), wp.zeros(n, dtype=wp.int32), 1])
     for lanes, scalar in pairs[:4]:
         np.testing.assert_array_equal(lanes, scalar)
     k = (x * np.float32(4)).astype(np.int32)
@@ -282,7 +298,7 @@ def test_atomics_and_function_calls_run_lane_by_lane():
 def test_two_dimensional_launch():
     """A 2-D launch splits consecutive threads into (i, j) in every lane."""
     a = rng.standard_normal((7, 13)).astype(np.float32)
-    pairs = run_both("grid", (7, 13), lambda: [wp.array(a), wp.zeros((7, 13))])
+    pairs = run_both("grid", (7, 13), lambda: [wp.array(a), wp.zeros((7, 13)), 1])
     assert_same_bits(pairs)
     i, j = np.mgrid[0:7, 0:13]
     np.testing.assert_array_equal(pairs[1][0], a * i.astype(np.float32) + j.astype(np.float32))
@@ -328,19 +344,27 @@ def test_scalar_fallbacks_say_which_construct_and_why(f, construct, why):
     assert line.split(f"{__file__}:")[1].startswith(f"{at} (")
 
 
-def without_much_vector_work(x: wp.array(dtype=float), counts: wp.array(dtype=wp.int32)):
+def without_loops(x: wp.array(dtype=float), y: wp.array(dtype=float)):
     i = wp.tid()
-    bump(counts, int(x[i]))
+    y[i] = x[i] * 2.0 + 1.0
+
+
+def mostly_lane_by_lane(x: wp.array(dtype=float), counts: wp.array(dtype=wp.int32), reps: int):
+    i = wp.tid()
+    for _r in range(reps):
+        bump(counts, int(wp.sin(x[i])))
 
 
 def test_vectorized_kernels_report_their_lane_by_lane_parts():
-    """n-body vectorizes whole; the atomics kernel names what runs lane by lane; a kernel whose work is mostly
-    lane by lane keeps the scalar path."""
+    """n-body vectorizes whole; the atomics kernel names what runs lane by lane; a kernel without loops, or
+    whose work is mostly lane by lane, keeps the scalar path."""
     assert report_of(nbody) == ["loomwork: kernel 'nbody' runs threads across SIMD lanes on the CPU"]
     (line,) = report_of(atomics)
     assert "runs threads across SIMD lanes" in line and "atomic_add" in line and "bump(" in line
-    (line,) = report_of(without_much_vector_work)
-    assert "runs one thread at a time on the CPU: most of its work has no vector form (int32(float32)" in line
+    (line,) = report_of(without_loops)
+    assert "runs one thread at a time on the CPU: no loop does vector work" in line
+    (line,) = report_of(mostly_lane_by_lane)
+    assert "runs one thread at a time on the CPU: most of its work has no vector form (sin(float32)" in line
 
 
 def test_verbose_build_prints_the_reasons(capfd):
