@@ -9,7 +9,7 @@ calls go to the lanes that are on); loops with uniform bounds stay loops. What h
 function calls, atomics, most builtins, gathers under a mask) runs lane by lane inside the same body, each
 lane doing exactly what the scalar thread does, so results are the scalar path's bit for bit.
 
-A kernel keeps the scalar path alone where it uses a construct the lanes cannot express; `vectorize` says
+A kernel keeps the scalar path alone where it uses a construct the lanes cannot express (or gains little from them); `vectorizer` says
 which one, and why, when `wp.config.verbose` is on.
 """
 
