@@ -9,8 +9,8 @@ calls go to the lanes that are on); loops with uniform bounds stay loops. What h
 function calls, atomics, most builtins, gathers under a mask) runs lane by lane inside the same body, each
 lane doing exactly what the scalar thread does, so results are the scalar path's bit for bit.
 
-A kernel keeps the scalar path alone where it uses a construct the lanes cannot express (or gains little from them); `vectorizer` says
-which one, and why, when `wp.config.verbose` is on.
+A kernel keeps the scalar path alone where it uses a construct the lanes cannot express, or where they would
+gain little; `vectorizer` says which, and why, when `wp.config.verbose` is on.
 """
 
 from __future__ import annotations
@@ -505,6 +505,10 @@ class LaneEmitter(Emitter):
 
 
 LOOP_WEIGHT = 8  # how much more a statement inside a loop counts than one outside
+# a kernel gets a lane body when its vector work is at least LANE_COST times its lane-by-lane work (a statement
+# run lane by lane costs what the scalar thread pays plus moving its operands out of lanes and back; e.g. hash
+# grid queries, whose loops are mostly per-lane calls, stay scalar)
+LANE_COST = 2
 
 
 def loop_weights(body: tuple[ir.Stmt, ...], weight: int = 1) -> dict[int, int]:
@@ -579,10 +583,10 @@ def vectorizer(report: Callable[[str], None] | None) -> Callable[[ir.Function, d
                 report(f"loomwork: kernel '{name}' runs one thread at a time on the CPU: no loop does vector work "
                        "(its threads are cheap; lanes pay off in compute-bound loops)")
             return None
-        if v.lane_work > v.vector_work:
-            # mostly lane by lane: moving values between lanes and scalars would cost more than it saves
+        if v.lane_work * LANE_COST > v.vector_work:
+            # moving values between lanes and scalars would cost more than the vector work saves
             if report:
-                report(f"loomwork: kernel '{name}' runs one thread at a time on the CPU: most of its work has no "
+                report(f"loomwork: kernel '{name}' runs one thread at a time on the CPU: too much of its work has no "
                        f"vector form ({lanewise})")
             return None
         if report:

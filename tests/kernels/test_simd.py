@@ -364,7 +364,7 @@ def test_vectorized_kernels_report_their_lane_by_lane_parts():
     (line,) = report_of(without_loops)
     assert "runs one thread at a time on the CPU: no loop does vector work" in line
     (line,) = report_of(mostly_lane_by_lane)
-    assert "runs one thread at a time on the CPU: most of its work has no vector form (sin(float32)" in line
+    assert "runs one thread at a time on the CPU: too much of its work has no vector form (sin(float32)" in line
 
 
 def test_verbose_build_prints_the_reasons(capfd):
