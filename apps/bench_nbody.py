@@ -2,9 +2,12 @@
 
     python -m loomwork.apps.bench_nbody [--n 8192] [--warp-python PATH] [--peers-python PATH]
 
-Reports billions of pair interactions per second beside a hand-written C loop (gcc -O3 -march=native
--ffast-math, OpenMP) built by this benchmark, NumPy (blocked), and, when interpreters are given,
-Warp 1.19, Numba (parallel) and Taichi's CPU backend measured in the same run.
+Reports billions of pair interactions per second for loomwork's default build (threads across SIMD lanes,
+IEEE math), the same kernel one thread at a time (module option cpu_simd=False) and with fast_math, beside
+hand-written C loops built by this benchmark (gcc -O3 -march=native, OpenMP over the bodies on the same
+number of threads, `omp simd` over the pairs): the IEEE reference with -fno-math-errno only, and one with
+-ffast-math; and, when interpreters are given, Warp 1.19, Numba (parallel) and Taichi's CPU backend. The
+loomwork and C timings are taken in alternating rounds (a burst of load elsewhere slows them alike).
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ from pathlib import Path
 import numpy as np
 
 import loomwork as wp
-from loomwork.apps.benchutil import best_time, build_openmp, find_python, run_json
+from loomwork.apps.benchutil import best_times, build_openmp, find_python, run_json
+from loomwork.kernels.cpu import cpu_count
 
 SOFTENING = wp.constant(0.01)
 
 
-@wp.kernel(module="loomwork.apps.bench_nbody.fast")
-def forces(pos: wp.array(dtype=wp.vec3), mass: wp.array(dtype=float), acc: wp.array(dtype=wp.vec3)):
+def forces_of(pos: wp.array(dtype=wp.vec3), mass: wp.array(dtype=float), acc: wp.array(dtype=wp.vec3)):
     i = wp.tid()
     pi = pos[i]
     ax = 0.0
@@ -40,10 +43,15 @@ def forces(pos: wp.array(dtype=wp.vec3), mass: wp.array(dtype=float), acc: wp.ar
     acc[i] = wp.vec3(ax, ay, az)
 
 
+# the same kernel in three modules, each with its own build options
+forces = wp.kernel(forces_of, module="loomwork.apps.bench_nbody.default")
+forces_scalar = wp.kernel(forces_of, module="loomwork.apps.bench_nbody.scalar", module_options={"cpu_simd": False})
+forces_fast = wp.kernel(forces_of, module="loomwork.apps.bench_nbody.fast", module_options={"fast_math": True})
+
 C_NBODY = r"""
 #include <math.h>
-void forces(const float* pos, const float* mass, float* acc, int n) {
-    #pragma omp parallel for schedule(static)
+void forces(const float* pos, const float* mass, float* acc, int n, int threads) {
+    #pragma omp parallel for schedule(static) num_threads(threads)
     for (int i = 0; i < n; ++i) {
         float px = pos[3*i], py = pos[3*i+1], pz = pos[3*i+2], ax = 0, ay = 0, az = 0;
         #pragma omp simd reduction(+:ax,ay,az)
@@ -156,21 +164,30 @@ def main(argv: list[str] | None = None) -> dict:
     pos, mass = wp.array(pos_np, dtype=wp.vec3), wp.array(mass_np)
     acc = wp.zeros(n, dtype=wp.vec3)
     pairs = n * n / 1e9
-    results: dict = {}
-    results["loomwork (default)"] = best_time(lambda: wp.launch(forces, n, inputs=[pos, mass, acc]), 3)
-    wp.set_module_options({"fast_math": True}, module="loomwork.apps.bench_nbody.fast")
-    results["loomwork (fast_math)"] = best_time(lambda: wp.launch(forces, n, inputs=[pos, mass, acc]), 3)
-    # check against a float64 NumPy evaluation of a few bodies
-    r = pos_np[None, :8] * 0 + pos_np[:, None, :] - pos_np[None, :8, :]
-    d = (r.astype(np.float64) ** 2).sum(-1) + 1e-4
-    ref = (r * (mass_np[:, None] / d**1.5)[..., None]).sum(0)
-    err = np.abs(acc.numpy()[:8] - ref).max() / np.abs(ref).max()
+    threads = wp.config.cpu_threads or cpu_count()
+    calls = {name: (lambda k=k: wp.launch(k, n, inputs=[pos, mass, acc]))
+             for name, k in (("loomwork (default)", forces), ("loomwork (scalar)", forces_scalar),
+                             ("loomwork (fast_math)", forces_fast))}
     with tempfile.TemporaryDirectory() as tmp:
-        c = build_openmp(Path(tmp), "nbody", C_NBODY, ("-ffast-math",))
-        if c is not None:
-            c.forces.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-            out = np.zeros_like(pos_np)
-            results["c"] = best_time(lambda: c.forces(pos_np.ctypes.data, mass_np.ctypes.data, out.ctypes.data, n), 3)
+        outs = {}
+        for name, flags in (("c IEEE", ("-fno-math-errno",)), ("c fast-math", ("-ffast-math",))):
+            c = build_openmp(Path(tmp), name.replace(" ", "_"), C_NBODY, flags)
+            if c is not None:
+                c.forces.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 2
+                out = outs[name] = np.zeros_like(pos_np)
+                calls[name] = lambda f=c.forces, o=out: f(pos_np.ctypes.data, mass_np.ctypes.data, o.ctypes.data, n,
+                                                          threads)
+        results: dict = best_times(calls, rounds=3, reps=2)
+        # the default build (run first in each round) against the one-thread-at-a-time build, bit for bit
+        calls["loomwork (default)"]()
+        simd_acc = acc.numpy().copy()
+        calls["loomwork (scalar)"]()
+        bitwise = bool((simd_acc.view(np.uint32) == acc.numpy().view(np.uint32)).all())
+        # check against a float64 NumPy evaluation of a few bodies
+        r = pos_np[None, :8] * 0 + pos_np[:, None, :] - pos_np[None, :8, :]
+        d = (r.astype(np.float64) ** 2).sum(-1) + 1e-4
+        ref = (r * (mass_np[:, None] / d**1.5)[..., None]).sum(0)
+        err = np.abs(simd_acc[:8] - ref).max() / np.abs(ref).max()
         warp_python = find_python(args.warp_python, "LOOMWORK_WARP_PYTHON")
         if warp_python:
             results["warp"] = run_json(warp_python, WARP_SCRIPT.format(n=n), Path(tmp))["s"]
@@ -181,11 +198,16 @@ def main(argv: list[str] | None = None) -> dict:
             for k, v in peers.items():
                 if k.endswith("error"):
                     print(f"  ({k}: {v})")
-    print(f"n-body, {n} bodies, one force evaluation ({wp.get_device('cpu').name}); max relative error {err:.1e}")
-    for name in ("loomwork (default)", "loomwork (fast_math)", "c", "taichi", "numba", "warp"):
+    print(f"n-body, {n} bodies, one force evaluation ({wp.get_device('cpu').name}, {threads} threads); "
+          f"max relative error {err:.1e}; SIMD lanes == one thread at a time bit for bit: {bitwise}")
+    ieee = results.get("c IEEE")
+    for name in ("loomwork (default)", "loomwork (scalar)", "loomwork (fast_math)", "c IEEE", "c fast-math",
+                 "taichi", "numba", "warp"):
         if name in results:
-            print(f"  {name:21s} {results[name] * 1e3:8.1f} ms  {pairs / results[name]:6.2f} G interactions/s")
+            vs = f"  {ieee / results[name]:5.2f}x the C IEEE reference" if ieee else ""
+            print(f"  {name:21s} {results[name] * 1e3:8.1f} ms  {pairs / results[name]:6.2f} G interactions/s{vs}")
     results["rel_error"] = float(err)
+    results["bitwise"] = bitwise
     return results
 
 

@@ -89,6 +89,10 @@ def cpu_flags(debug: bool, fast_math: bool, opt_level: int | None = None, extra:
             flags.append("-mprefer-vector-width=256")
     if fast_math:
         flags.append("-ffast-math")
+    else:
+        # every a * b + c rounds twice, as written: results do not depend on where the compiler would fuse
+        # (the SIMD-lane and one-thread bodies of a kernel give the same bits)
+        flags.append("-ffp-contract=off")
     return flags + shlex.split(extra or "")
 
 

@@ -105,6 +105,10 @@ compile_time_trace: bool = False
 #: let the C++ compiler reorder floating-point math (-ffast-math)
 fast_math: bool = False
 
+#: CPU kernels run W consecutive threads per call across SIMD lanes (same results as one at a time) where the
+#: kernel allows; False: one thread at a time. `verbose` says which kernels stay scalar, and why
+cpu_simd: bool = True
+
 #: CPU launches with fewer threads than this run on the calling thread only (tiled kernels: fewer than two blocks)
 cpu_serial_threshold: int = 8192
 
@@ -217,6 +221,7 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "lineinfo": _BOOL,
     "compile_time_trace": _BOOL,
     "fast_math": _BOOL,
+    "cpu_simd": _BOOL,
     "cpu_serial_threshold": ("an int >= 0", _int_at_least(0)),
     "cpu_threads": ("None (one per core) or an int >= 1", _or_none(_int_at_least(1))),
     "deterministic": ("a wp.DeterministicMode", lambda v: isinstance(v, DeterministicMode)),
@@ -236,7 +241,7 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], bool]]] = {
 BUILD_SETTINGS = frozenset({
     "kernel_cache_dir", "cache_kernels", "mode", "optimization_level", "cpu_compiler_flags", "line_directives",
     "verify_cuda", "verify_cuda_arch", "cuda_output", "ptx_target_arch", "cuda_arch_suffix", "lineinfo",
-    "compile_time_trace", "fast_math", "max_unroll", "enable_backward",
+    "compile_time_trace", "fast_math", "cpu_simd", "max_unroll", "enable_backward",
 })
 
 # Derived from the settings (kept up to date by every assignment), so a launch reads one value, not several:

@@ -28,6 +28,7 @@ from . import (  # noqa: F401 (call forms register themselves)
     config,
     functions,
     ir,
+    simd,
     tiles,
     tiles_block,
     tiles_fft,
@@ -508,7 +509,8 @@ class Module:
     def options_key(self) -> tuple:
         """The options a build depends on: the module's own four first, then the other build settings."""
         return (self.option("mode") == "debug", bool(self.option("fast_math")), bool(self.option("enable_backward")),
-                int(self.option("max_unroll")), *(getattr(config, n) for n in _OTHER_BUILD_SETTINGS))
+                int(self.option("max_unroll")), *(getattr(config, n) for n in _OTHER_BUILD_SETTINGS),
+                bool(self.option("cpu_simd")))
 
     def load(self, device: Any) -> LoadedModule:
         """Build (or find in the cache) and load this module for `device`; cached per options."""
@@ -554,7 +556,9 @@ class Module:
         # wp.grad(f) calls f's adjoint from forward code: the functions' adjoints then join the forward source
         declared, gradients = registry.gradient_source(ctx.order, list(ctx.gradients.values()), debug,
                                                        ctx.custom) if ctx.gradients else ("", "")
-        source = codegen.module_source(ctx.order, kernel_irs, debug, gradients, declared)
+        report = (lambda line: print(line, file=sys.stderr)) if config.reports_builds() else None
+        vectorize = simd.vectorizer(report) if self.option("cpu_simd") else None  # CUDA compiles none of it
+        source = codegen.module_source(ctx.order, kernel_irs, debug, gradients, declared, vectorize=vectorize)
         if not config.line_directives:
             source = build.without_line_directives(source)
         backward = [fn for k, fn in zip(kernels, kernel_irs, strict=True) if k.backward_enabled]
@@ -633,15 +637,17 @@ def get_module(name: Any) -> Module:
 
 
 MODULE_OPTIONS = {name: config.SETTINGS[name]
-                  for name in ("mode", "fast_math", "enable_backward", "max_unroll", "cpu_serial_threshold")}
+                  for name in ("mode", "fast_math", "enable_backward", "max_unroll", "cpu_serial_threshold",
+                               "cpu_simd")}
 _OTHER_BUILD_SETTINGS = tuple(sorted(config.BUILD_SETTINGS - set(MODULE_OPTIONS)))
 
 
 def set_module_options(options: dict, module: Any = None) -> None:
     """Set build options of one module (default: the caller's): "mode" ("release"/"debug"), "fast_math",
     "enable_backward" and "max_unroll", which override wp.config for that module (the next launch rebuilds
-    it), and "cpu_serial_threshold": the launch size from which the module's kernels use the CPU's thread
-    pool (lower it for kernels whose threads each do a lot of work)."""
+    it), "cpu_serial_threshold": the launch size from which the module's kernels use the CPU's thread
+    pool (lower it for kernels whose threads each do a lot of work), and "cpu_simd" (False: CPU kernels run
+    one thread at a time instead of W threads across SIMD lanes)."""
     if module is None:
         module = inspect.currentframe().f_back.f_globals["__name__"]
     get_module(module).set_options(options)

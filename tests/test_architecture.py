@@ -44,7 +44,8 @@ def test_layers_import_downward_only(layer):
 KERNEL_ORDER = [
     "errors", "config", "logger", "types", "ir", "builtins", "extensions", "cache", "build", "backend", "cpu",
     "device", "stream", "memory", "dlpack", "foreign", "array", "interop", "annotations", "utils", "functions",
-    "structs", "mathlib", "codegen", "frontend", "callforms", "tiles", "tiles_block", "tiles_indexed", "tiles_fft",
+    "structs", "mathlib", "codegen", "simd", "frontend", "callforms", "tiles", "tiles_block", "tiles_indexed",
+    "tiles_fft",
     "tiles_lanes", "module", "launch", "capture", "timing",
     "runtime", "mapping", "torch_bridge", "jax_cpu", "jax_bridge", "__init__",
 ]

@@ -23,10 +23,21 @@ template <> struct tile_is_f32<float> { static constexpr bool value = true; };
 typedef float tile_f8 __attribute__((vector_size(32)));
 LW_FUNC tile_f8 tile_ld8(const float* p) { tile_f8 v; __builtin_memcpy(&v, p, sizeof(v)); return v; }
 LW_FUNC void tile_st8(float* p, tile_f8 v) { __builtin_memcpy(p, &v, sizeof(v)); }
+// c + a * b rounded once, the GEMM kernels' step (builds use -ffp-contract=off, so a fused step is spelled out)
+LW_FUNC tile_f8 tile_fma(float a, tile_f8 b, tile_f8 c) {
+#if defined(__FMA__)
+    return __builtin_ia32_vfmaddps256(a - tile_f8{}, b, c);
+#else
+    return c + a * b;
+#endif
+}
 #if defined(__AVX512F__)
 typedef float tile_f16 __attribute__((vector_size(64)));
 LW_FUNC tile_f16 tile_ld16(const float* p) { tile_f16 v; __builtin_memcpy(&v, p, sizeof(v)); return v; }
 LW_FUNC void tile_st16(float* p, tile_f16 v) { __builtin_memcpy(p, &v, sizeof(v)); }
+LW_FUNC tile_f16 tile_fma(float a, tile_f16 b, tile_f16 c) {
+    return __builtin_ia32_vfmaddps512_mask(a - tile_f16{}, b, c, (unsigned short)0xffff, 4);
+}
 #endif
 #endif
 
@@ -805,10 +816,10 @@ template <int M, int N, int K> LW_FUNC void tile_gemm_f32(const float* A, const 
             for (int k = 0; k < K; ++k) {
                 const tile_f8 b0 = tile_ld8(B + k * N + j), b1 = tile_ld8(B + k * N + j + 8);
                 const float a0 = a[k], a1 = a[K + k], a2 = a[2 * K + k], a3 = a[3 * K + k];
-                c00 += a0 * b0; c01 += a0 * b1;
-                c10 += a1 * b0; c11 += a1 * b1;
-                c20 += a2 * b0; c21 += a2 * b1;
-                c30 += a3 * b0; c31 += a3 * b1;
+                c00 = tile_fma(a0, b0, c00); c01 = tile_fma(a0, b1, c01);
+                c10 = tile_fma(a1, b0, c10); c11 = tile_fma(a1, b1, c11);
+                c20 = tile_fma(a2, b0, c20); c21 = tile_fma(a2, b1, c21);
+                c30 = tile_fma(a3, b0, c30); c31 = tile_fma(a3, b1, c31);
             }
             float* c = C + i * N + j;
             tile_st8(c, tile_ld8(c) + alpha * c00); tile_st8(c + 8, tile_ld8(c + 8) + alpha * c01);
@@ -846,8 +857,8 @@ template <int M, int N, int K> LW_FUNC void tile_gemm_f32_x16(const float* A, co
 #pragma GCC unroll 8
                 for (int r = 0; r < 8; ++r) {
                     const float ar = a[r * K + k];
-                    c0[r] += ar * b0;
-                    c1[r] += ar * b1;
+                    c0[r] = tile_fma(ar, b0, c0[r]);
+                    c1[r] = tile_fma(ar, b1, c1[r]);
                 }
             }
 #pragma GCC unroll 8

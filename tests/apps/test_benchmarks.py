@@ -38,11 +38,12 @@ def test_utils_benchmark_runs():
 
 
 def test_nbody_benchmark_runs_and_is_accurate():
-    """bench_nbody on 512 bodies runs and its forces match a float64 NumPy evaluation."""
+    """bench_nbody on 512 bodies runs, its forces match a float64 NumPy evaluation, and the SIMD-lane build
+    gives the one-thread build's bits."""
     from loomwork.apps import bench_nbody
 
     r = bench_nbody.main(["--n", "512"])
-    assert r["rel_error"] < 1e-4
+    assert r["rel_error"] < 1e-4 and r["bitwise"]
 
 
 def test_geometry_benchmark_runs_and_its_answers_are_right():

@@ -169,7 +169,8 @@ def test_module_options_override_config():
     wp.set_module_options({"mode": "debug", "enable_backward": False}, module=mod)
     assert wp.get_module_options(mod) == {"mode": "debug", "fast_math": False, "enable_backward": False,
                                           "max_unroll": wp.config.max_unroll,
-                                          "cpu_serial_threshold": wp.config.cpu_serial_threshold}
+                                          "cpu_serial_threshold": wp.config.cpu_serial_threshold,
+                                          "cpu_simd": wp.config.cpu_simd}
     with pytest.raises(wp.KernelRuntimeError, match="index 5 is out of bounds"):
         wp.launch(k, 1, inputs=[wp.zeros(2, dtype=float)])
     with pytest.raises(wp.LaunchError, match="enable_backward=False"):
