@@ -22,7 +22,7 @@ import numpy as np
 
 from . import config, foreign
 from . import types as T
-from .array import DESC, MAX_DIMS, ArrayDesc, ArrayDescRef, array, indexedarray, pack_desc, snapshot
+from .array import DESC, MAX_DIMS, RETAIN_GRAD_BIT, ArrayDesc, ArrayDescRef, array, indexedarray, pack_desc, snapshot
 from .backend import ErrorRecord
 from .device import Device, get_device, get_devices
 from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
@@ -554,11 +554,11 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, 
 
 
 def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any) -> bytes:
-    """The array descriptor `desc` with its gradient pointer taken from `adj` (None: no gradient), an array
-    of ours or another framework's. The gradient must have the array's shape and layout, since both share
-    one set of strides, and memory the caller sees (the adjoint accumulates into it)."""
+    """The array descriptor `desc` with its gradient pointer taken from `adj` (None: the array's own `.grad`,
+    as in Warp), an array of ours or another framework's. The gradient must have the array's shape and
+    layout, since both share one set of strides, and memory the caller sees (the adjoint accumulates into it)."""
     if adj is None:
-        return desc[:8] + bytes(8) + desc[16:]
+        return desc
     if isinstance(adj, array):
         ptr, shape, strides, readonly, copied = adj.ptr or 0, adj.shape, adj.strides, adj.readonly, False
     else:
@@ -577,6 +577,11 @@ def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any) -
     if readonly or copied:
         raise LaunchError(f"kernel {kernel.label}: the adjoint of '{name}' is {'read-only' if readonly else 'a copy'}, "
                           "but the adjoint launch accumulates into it")
+    own = fields[1]
+    if ptr and ptr != own & ~RETAIN_GRAD_BIT:  # the caller's buffer: stores' adjoints leave it as it is, as in Warp
+        ptr |= RETAIN_GRAD_BIT
+    elif ptr:
+        ptr = own
     return desc[:8] + struct.pack("<Q", ptr) + desc[16:]
 
 
