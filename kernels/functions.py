@@ -51,6 +51,11 @@ class Function:
                 return pyf(*args, **kwargs)
         return self.overloads[-1](*args, **kwargs)
 
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """What `inspect.signature` reports: the parameters of the first definition (as for Warp's functions)."""
+        return inspect.signature(self.overloads[0])
+
     def __repr__(self) -> str:
         return f"<loomwork function {self.key}>"
 
