@@ -1662,7 +1662,8 @@ class Builder:
         ast.fix_missing_locations(expr)
         try:
             scope = {**self.scope.closure, **self.scope.static_locals, **{
-                name: _LocalLength(var.type) for name, var in self.scope.vars.items() if T.is_composite(var.type)},
+                name: _LocalLength(var.type) for name, var in self.scope.vars.items()
+                if T.is_composite(var.type) or is_tuple(var.type)},
                 **self.scope.constants}
             return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
@@ -1704,14 +1705,14 @@ _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
 
 
 class _LocalLength:
-    """A kernel variable of vector or matrix type inside a compile-time expression (`wp.static(len(v))`):
-    only its length (rows of a matrix) is known there."""
+    """A kernel variable of vector, matrix or tuple type inside a compile-time expression
+    (`wp.static(len(v))`): only its length (rows of a matrix, elements of a tuple) is known there."""
 
     def __init__(self, t: Any) -> None:
         self.t = t
 
     def __len__(self) -> int:
-        return self.t._shape_[0]
+        return len(self.t.fields) if is_tuple(self.t) else self.t._shape_[0]
 
     def __repr__(self) -> str:
         return f"<a {T.type_name(self.t)} kernel variable: only len() of it is known at compile time>"

@@ -150,3 +150,26 @@ def test_min_max_clamp_and_atomics_ignore_a_nan_operand():
     assert out.numpy().tolist() == [1.0, -1.0, -1.0, -1.0] and slots.numpy().tolist() == [-1.0, 5.0, 3.0]
     tape.backward(grads={out: np.array([1.0, 1.0, 1.0, 1.0], dtype=np.float32)})
     assert x.grad.numpy()[0] == 0.0
+
+
+@wp.func
+def _sum_tuple(values: tuple[int, int, int]):
+    out = int(0)
+    for i in range(wp.static(len(values))):
+        out += values[i] * (i + 1)
+    return out
+
+
+@wp.kernel
+def static_tuple_lengths(out: wp.array(dtype=int)):
+    t = (4, 2.5, wp.vec3(1.0, 2.0, 3.0))
+    out[0] = wp.static(len(t))
+    out[1] = _sum_tuple((1, 2, 3))
+
+
+def test_static_len_of_tuples():
+    """wp.static(len(t)) of a kernel-local tuple and of a tuple parameter is its element count, usable to
+    unroll a loop over the elements."""
+    out = wp.zeros(2, dtype=int)
+    wp.launch(static_tuple_lengths, 1, inputs=[out])
+    np.testing.assert_array_equal(out.numpy(), [3, 1 * 1 + 2 * 2 + 3 * 3])
