@@ -154,7 +154,7 @@ def test_min_max_clamp_and_atomics_ignore_a_nan_operand():
 
 @wp.func
 def _sum_tuple(values: tuple[int, int, int]):
-    out = int(0)
+    out = 0
     for i in range(wp.static(len(values))):
         out += values[i] * (i + 1)
     return out
