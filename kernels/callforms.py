@@ -124,8 +124,8 @@ def print_call(bld: Builder, node: ast.Call, obj: Any) -> None:
 
 def printable(bld: Builder, v: Operand, node: ast.AST) -> tuple[str, list[Operand]]:
     """The format text and values that print `v`: a scalar, vector or matrix as such, an array as
-    `array(shape=(...), dtype=...)` with its extents (Warp prints no array), a struct as `Name(field=..., ...)` (nested structs
-    and array fields likewise)."""
+    `array(shape=(...), dtype=...)` with its extents (Warp prints no array), a struct as
+    `Name(field=..., ...)` (nested structs and array fields likewise)."""
     if T.is_scalar(v.type) or T.is_composite(v.type):
         return printf_directive(v.type), [v]
     if isinstance(v.type, ArrayType):
