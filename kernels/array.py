@@ -24,7 +24,7 @@ import numpy as np
 from . import dlpack, foreign
 from . import types as T
 from .device import Device, get_device
-from .errors import DeviceError
+from .errors import DeviceError, ShapeError
 from .extensions import registry
 from .foreign import MAX_DIMS, contiguous_strides
 from .memory import tracker
@@ -140,7 +140,7 @@ def _normalize_shape(shape: Any) -> tuple[int, ...]:
     if not 1 <= len(shape) <= MAX_DIMS:
         raise ValueError(f"arrays have 1 to {MAX_DIMS} dimensions, got shape {shape}")
     if any(s < 0 for s in shape):
-        raise ValueError(f"array shape {shape} has a negative extent")
+        raise ShapeError(f"Array shapes must be non-negative, got {shape}")
     if any(s >= 2**31 for s in shape):
         raise ValueError(f"array shape {shape} has an extent of 2^31 or more")
     return shape
@@ -667,7 +667,8 @@ class array:  # noqa: N801 - Warp's public name
             shape = tuple(self.size // max(known, 1) if s == -1 else s for s in shape)
         shape = _normalize_shape(shape)
         if int(np.prod(shape)) != self.size:
-            raise ValueError(f"cannot reshape an array of {self.size} elements to {shape}")
+            raise ShapeError(f"cannot reshape array of shape {self.shape} (size {self.size}) into shape {shape} "
+                             f"(size {int(np.prod(shape))})")
         if not self.is_contiguous:
             raise ValueError("reshape needs a contiguous array; call .contiguous() first")
         v = array(ptr=self.ptr, dtype=self.dtype, shape=shape, device=self.device, owner=self)
