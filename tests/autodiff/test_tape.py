@@ -762,3 +762,30 @@ def test_adjoints_passed_to_an_adjoint_launch_are_not_consumed():
     wp.launch(times_three, 3, inputs=[x, y], adj_inputs=[x.grad, y.grad], adjoint=True)
     np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 6.0))
     np.testing.assert_array_equal(y.grad.numpy(), np.zeros(3))
+
+
+@wp.kernel
+def _dot_into(x: wp.array(dtype=float), y: wp.array(dtype=float), z: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(z, 0, x[i] * y[i])
+
+
+def test_visualize_writes_graphviz_source(tmp_path):
+    """Tape.visualize: DOT source with a box per launch (a run of identical launches merged, "repeated Nx"), an
+    ellipse per array with its dtype and shape, edges in and out, a cluster per scope, written to a file too."""
+    x, y = wp.ones(8, requires_grad=True), wp.full(8, 2.0, requires_grad=True)
+    z, w = wp.zeros(1, requires_grad=True), wp.zeros(8, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        with tape.scope("my loop"):
+            for _ in range(16):
+                wp.launch(_dot_into, 8, inputs=[x, y, z])
+        wp.launch(times_two, 8, inputs=[x, w])
+    path = tmp_path / "tape.dot"
+    code = tape.visualize(str(path))
+    assert path.read_text() == code and code.startswith("digraph")
+    assert code.count("_dot_into") == 1 and "repeated 16x" in code and 'label="my loop"' in code
+    assert "array: dtype=float32, shape=(8,)" in code and "launch0 -> array" in code and code.count("shape=box") == 2
+    unsimplified = tape.visualize(simplify_graph=False)
+    assert unsimplified.count("shape=box") == 17
+    assert 'label="x"' not in tape.visualize(hide_readonly_arrays=True)
