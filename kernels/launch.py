@@ -318,12 +318,20 @@ def _dims(dim: Any) -> tuple[int, ...]:
 
 
 class Launch:
-    """A recorded launch (`wp.launch(..., record_cmd=True)`): its parameters and grid can be changed, and
-    `launch()` runs it again, as Warp's `Launch` does."""
+    """A recorded launch (`wp.launch(..., record_cmd=True)`, or Warp's `wp.Launch(kernel, device)`): its
+    parameters and grid can be changed, and `launch()` runs it again, as Warp's `Launch` does. Made
+    directly, every parameter starts at its type's zero (an array or a generic parameter at None, to be
+    set before launching) and the grid is empty until `set_dim`."""
 
-    def __init__(self, kernel: Kernel, dim: Any, params: list, adj_params: list, device: Any, adjoint: bool,
-                 max_blocks: int, block_dim: int) -> None:
-        self.kernel, self.dim, self.params, self.adj_params = kernel, dim, params, adj_params
+    def __init__(self, kernel: Kernel, device: Any = None, params: list | None = None,
+                 adj_params: list | None = None, dim: Any = 0, max_blocks: int = 0, block_dim: int = 256,
+                 adjoint: bool = False) -> None:
+        if not isinstance(kernel, Kernel):
+            raise LaunchError(f"wp.Launch expects a @wp.kernel, got {type(kernel).__name__}")
+        self.kernel, self.dim = kernel, dim
+        self.params = list(params) if params is not None else [_zero_value(t) for t in kernel.arg_types]
+        self.adj_params = list(adj_params) if adj_params is not None else (
+            [_zero_value(t) for t in kernel.arg_types] if adjoint else [])
         self.device, self.adjoint, self.max_blocks, self.block_dim = get_device(device), adjoint, max_blocks, block_dim
 
     def _index(self, name: str) -> int:
@@ -361,6 +369,15 @@ class Launch:
                stream=stream, adjoint=self.adjoint, max_blocks=self.max_blocks, block_dim=self.block_dim)
 
 
+def _zero_value(t: Any) -> Any:
+    """A parameter's starting value in a Launch made directly: zero of a scalar, vector, matrix or struct."""
+    if T.is_scalar(t):
+        return t(0)
+    if T.is_composite(t) or T.is_struct_type(t):
+        return t()
+    return None
+
+
 def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_inputs: Any = (),
            adj_outputs: Any = (), device: Any = None, stream: Any = None, adjoint: bool = False,
            record_tape: bool = True, record_cmd: bool = False, max_blocks: int = 0,
@@ -378,8 +395,8 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     if not isinstance(kernel, Kernel):
         raise LaunchError(f"wp.launch expects a @wp.kernel, got {type(kernel).__name__}")
     if record_cmd:
-        return Launch(kernel, dim, [*inputs, *outputs], [*adj_inputs, *adj_outputs], device, adjoint, max_blocks,
-                      block_dim)
+        return Launch(kernel, device, [*inputs, *outputs], [*adj_inputs, *adj_outputs], dim, max_blocks, block_dim,
+                      adjoint)
     if kernel._generic is not False and kernel.is_generic:
         kernel = _instantiate(kernel, [*inputs, *outputs])
     if dim.__class__ is int and 0 <= dim < 2**31:
