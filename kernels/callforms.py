@@ -393,10 +393,13 @@ def typed_kind_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 
 @call_form("quat_identity", "transform_identity")
 def identity_of(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    """wp.quat_identity(dtype=...) / wp.transform_identity(dtype=...): the identity of that scalar type."""
+    """wp.quat_identity(dtype=...) / wp.transform_identity(dtype=...): the identity of that scalar type (the
+    dtype also positional: transform_identity(float))."""
     kw = static_keywords(bld, node, ("dtype",), obj.name)
+    if len(node.args) > 1 or (node.args and "dtype" in kw):
+        bld.error(node, KernelTypeError, f"{obj.name}() takes only a dtype")
     if node.args:
-        bld.error(node, KernelTypeError, f"{obj.name}() takes only dtype=")
+        kw["dtype"] = bld.eval_static(node.args[0], f"{obj.name}() dtype")
     st = static_scalar(bld, kw.get("dtype", T.float32), node)
     value = T.quaternion(st)(0.0, 0.0, 0.0, 1.0) if obj.name == "quat_identity" else T.transformation(st)()
     return bld.from_python(value, node)
