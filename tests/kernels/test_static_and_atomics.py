@@ -177,7 +177,7 @@ def test_static_len_of_tuples():
 
 @wp.kernel
 def static_odds_and_ends(out: wp.array(dtype=float)):
-    count = float(0.0)
+    count = 0.0
     for _ in range(wp.static(True)):
         count += 1.0
     t = wp.transform_identity(float)
