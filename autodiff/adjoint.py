@@ -277,20 +277,22 @@ class AdjointEmitter(Emitter):
         self.out(f"{s.var.name} = lw_sv{n};")
 
     def rev_Store(self, s: ir.Store, n: int) -> None:
-        """The stored value takes the element's gradient. A store into a part of an element (b[i].y = v) also
-        drops that part's gradient, as an overwrite of a local does: the value it replaced, written earlier
-        in this kernel or by an earlier launch, did not reach the output through it. So does a store into an
-        array the kernel read before (a[i] = a[i] * 2.0: `consumed`), whose gradient then becomes that of
-        the values the launch read. (Otherwise a whole element keeps its gradient, as in Warp, so the
-        gradients of outputs stay readable after backward.)"""
+        """The stored value takes the element's gradient, and the element's gradient is then zeroed (as in
+        Warp 1.19): the value the store replaced, written earlier in this kernel or by an earlier launch, did
+        not reach the output through the element. An array made with `retain_grad=True` (or an adjoint the
+        caller passed to an adjoint launch) keeps it, so its gradient stays readable after backward, except
+        where the kernel read the array before (a[i] = a[i] * 2.0: `consumed`) or stores into a part of an
+        element (b[i].y = v): those always take it, or the gradient would count twice."""
         g = self.reach(self.grad(s.array, s.indices, s.site), s.path)
+        a = self.op(s.array)
         steps = []
         if isinstance(s.value, Var) and differentiable(s.value.type):
             steps.append(f"lw::acc({self.adj(s.value)}, {g});")
-        if (s.path or id(s) in self.consumed) and differentiable(s.value.type):
-            steps.append(f"{g} = {{}};")
+        if differentiable(s.value.type):
+            always = s.path or id(s) in self.consumed
+            steps.append(f"{g} = {{}};" if always else f"if (!lw::retains_grad({a})) {g} = {{}};")
         if steps:
-            self.out(f"if (lw::has_grad({self.op(s.array)})) {{ {' '.join(steps)} }}")
+            self.out(f"if (lw::has_grad({a})) {{ {' '.join(steps)} }}")
 
     def rev_Eval(self, s: ir.Eval, n: int) -> None:
         self.reverse_call(s.expr, None)

@@ -11,8 +11,8 @@ computed from those scalars inside the update kernels, so an iteration never wai
 the host reads the residual only every `check_every` iterations (never with `check_every=0`, where
 the iteration count and residual stay in device arrays).
 
-Not here yet: batched systems (`batch_offsets`), `loomwork.sparse` BSR matrices and the
-preconditioners that need them (block Jacobi, FSAI).
+Not here yet: batched systems (`batch_offsets`), and preconditioners from `loomwork.sparse` BSR
+matrices (block Jacobi, FSAI; a BsrMatrix itself is an operator).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from loomwork.kernels.launch import launch
 from loomwork.kernels.module import Kernel, kernel, overload
 
 from .components import cast_like, repeat_view, scalar_count, scalar_view
+from .sparse import BsrMatrix, bsr_mv
 
 tid, sqrt = B.BUILTINS["tid"], B.BUILTINS["sqrt"]
 
@@ -334,7 +335,8 @@ for _st in (T.float32, T.float64):  # built with the module's first launch: one 
 def aslinearoperator(A: Any, batch_offsets: array | None = None, max_batch_length: int | None = None
                      ) -> LinearOperator | None:
     """`A` as a LinearOperator: a 2-D array is a dense matrix, a 1-D array a diagonal (of scalars, or of
-    vectors scaling each component), a LinearOperator is returned as it is, None stays None."""
+    vectors scaling each component), a BsrMatrix a sparse one, a LinearOperator is returned as it is, None
+    stays None."""
     if A is None or isinstance(A, LinearOperator):
         return A
     if isinstance(A, array) and A.ndim == 2 and T.is_float(A.dtype):
@@ -368,8 +370,15 @@ def aslinearoperator(A: Any, batch_offsets: array | None = None, max_batch_lengt
                    device=A.device)
 
         return LinearOperator(A.shape, A.dtype, A.device, diag_mv, batch_offsets, max_batch_length)
+    if isinstance(A, BsrMatrix):
+        def bsr_matvec(x: array, y: array, z: array, alpha: float, beta: float) -> None:
+            if beta != 0.0 and z.ptr != y.ptr:
+                copy(z, y)
+            bsr_mv(A, x, z, alpha, beta)
+
+        return LinearOperator(A.shape, A.dtype, A.device, bsr_matvec, batch_offsets, max_batch_length)
     raise ValueError(f"cannot make a LinearOperator from {_describe(A)}: give a 2-D array of floats (dense), a 1-D "
-                     "array (diagonal) or a LinearOperator (loomwork has no sparse BSR matrices yet)")
+                     "array (diagonal), a loomwork.sparse BsrMatrix or a LinearOperator")
 
 
 def preconditioner(A: Any, ptype: str = "diag") -> LinearOperator | None:
@@ -388,18 +397,18 @@ def preconditioner(A: Any, ptype: str = "diag") -> LinearOperator | None:
                device=A.device)
         return aslinearoperator(inv)
     if ptype in ("block_jacobi_direct", "block_jacobi_sequential", "block_jacobi_tile", "fsai"):
-        raise ValueError(f"preconditioner(ptype={ptype!r}) works on sparse BSR matrices, which loomwork does not "
-                         "have yet; use 'diag', 'diag_abs' or 'id'")
+        raise ValueError(f"preconditioner(ptype={ptype!r}) factorizes blocks of sparse BSR matrices, which "
+                         "loomwork.sparse does not do yet; use 'diag', 'diag_abs' or 'id'")
     raise ValueError(f"unsupported preconditioner type {ptype!r}; supported: 'diag', 'diag_abs', 'id'")
 
 
 class FSAI:
-    """Warp's factorized sparse approximate inverse preconditioner. It is built from a sparse BSR matrix,
-    which loomwork does not have yet: constructing one raises NotImplementedError."""
+    """Warp's factorized sparse approximate inverse preconditioner, built from a sparse BSR matrix by a
+    factorization loomwork.sparse does not compute yet: constructing one raises NotImplementedError."""
 
     def __init__(self, A: Any, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("FSAI preconditioners are built from sparse BSR matrices (loomwork.sparse), which "
-                                  "loomwork does not have yet; use preconditioner(A, 'diag') on a dense matrix")
+        raise NotImplementedError("FSAI preconditioners factorize sparse BSR matrices, which loomwork.sparse does "
+                                  "not do yet; use preconditioner(A, 'diag') on a dense matrix")
 
 
 def _describe(v: Any) -> str:

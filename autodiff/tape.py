@@ -256,6 +256,15 @@ class Tape:
         """The recorded entries made inside scope `name` (at any depth)."""
         return [e for e in self.launches if name in e.scope]
 
+    def visualize(self, filename: str | None = None, simplify_graph: bool = True, hide_readonly_arrays: bool = False,
+                  array_labels: dict | None = None, graph_direction: str = "LR") -> str:
+        """The recorded computation as GraphViz DOT source (also written to `filename` when given): a box per
+        launch (or recorded Python function), an ellipse per array (tooltip: dtype and shape), edges from
+        the arrays a launch reads and to those it writes, a cluster per scope. `simplify_graph` merges a run
+        of identical launches into one box ("repeated Nx"); `hide_readonly_arrays` leaves out arrays no
+        recorded launch writes; `array_labels` ({array: name}) overrides the argument names shown."""
+        return _dot(self, filename, simplify_graph, hide_readonly_arrays, array_labels or {}, graph_direction)
+
     # -- gradients --------------------------------------------------------------------------------
 
     def arrays(self) -> list[array]:
@@ -452,3 +461,69 @@ def _untracked_change(a: Any, version: int | None, digest: int | None, device: A
     if digest is None and st.snapshot is not None and st.snapshot[0] == version:
         digest = st.snapshot[1]  # exposed after the launch, with the content it read
     return digest is not None and st.digest() != digest
+
+
+def _dot(tape: Tape, filename: str | None, simplify: bool, hide_readonly: bool, labels: dict, direction: str) -> str:
+    """Tape.visualize's DOT source."""
+    runs: list[list] = []  # [entry, count]: a run of identical launches when simplifying
+    for e in tape.launches:
+        last = runs[-1][0] if runs else None
+        same = (simplify and isinstance(e, _Launch) and isinstance(last, _Launch) and last.kernel is e.kernel
+                and last.scope == e.scope and len(last.params) == len(e.params)
+                and all(a is b for a, b in zip(last.params, e.params, strict=True)))
+        if same:
+            runs[-1][1] += 1
+        else:
+            runs.append([e, 1])
+    arrays: dict[int, tuple[array, str]] = {}
+    written: set[int] = set()
+    edges: list[tuple[int, str]] = []  # (id of the array, the edge)
+    tree: dict[tuple, list[str]] = {(): []}  # scope path -> node lines
+    for k, (e, count) in enumerate(runs):
+        node = f"launch{k}"
+        if isinstance(e, _Launch):
+            label = e.kernel.key + (f" (repeated {count}x)" if count > 1 else "")
+            read_pos = {i for i, *_ in e.reads}
+            for i, p in enumerate(e.params):
+                for a in _arrays_in(p):
+                    arrays.setdefault(id(a), (a, labels.get(a, e.kernel.arg_names[i])))
+                    if _memory(a) in e.writes:
+                        written.add(id(a))
+                        edges.append((id(a), f"  {node} -> array{id(a)};"))
+                    if i in read_pos or _memory(a) not in e.writes:
+                        edges.append((id(a), f"  array{id(a)} -> {node};"))
+        else:
+            label = f"Python function {getattr(e.backward_fn, '__qualname__', 'backward')}"
+            for a in e.arrays():
+                arrays.setdefault(id(a), (a, labels.get(a, "array")))
+                edges.append((id(a), f"  array{id(a)} -> {node};"))
+        for d in range(len(e.scope) + 1):
+            tree.setdefault(tuple(e.scope[:d]), [])
+        tree[tuple(e.scope)].append(f'{node} [shape=box, label="{_dot_text(label)}"];')
+    lines = ["digraph Tape {", f"  rankdir={direction};"]
+
+    def emit(path: tuple, depth: int) -> None:
+        pad = "  " * depth
+        lines.extend(pad + n for n in tree[path])
+        for child in [c for c in tree if len(c) == len(path) + 1 and c[:len(path)] == path]:
+            lines.append(f'{pad}subgraph cluster_{list(tree).index(child)} {{ label="{_dot_text(child[-1])}";')
+            emit(child, depth + 1)
+            lines.append(pad + "}")
+
+    emit((), 1)
+    for aid, (a, name) in arrays.items():
+        if hide_readonly and aid not in written:
+            continue
+        tip = f"array: dtype={T.type_name(a.dtype)}, shape={tuple(a.shape)}"
+        lines.append(f'  array{aid} [shape=ellipse, label="{_dot_text(name)}", tooltip="{_dot_text(tip)}"];')
+    lines += [e for aid, e in dict.fromkeys(edges) if not hide_readonly or aid in written]
+    lines.append("}")
+    code = "\n".join(lines) + "\n"
+    if filename is not None:
+        with open(filename, "w") as f:
+            f.write(code)
+    return code
+
+
+def _dot_text(text: str) -> str:
+    return str(text).replace("\\", "\\\\").replace('"', '\\"')

@@ -24,7 +24,7 @@ import numpy as np
 from . import dlpack, foreign
 from . import types as T
 from .device import Device, get_device
-from .errors import DeviceError
+from .errors import DeviceError, ShapeError
 from .extensions import registry
 from .foreign import MAX_DIMS, contiguous_strides
 from .memory import tracker
@@ -160,7 +160,7 @@ def _normalize_shape(shape: Any) -> tuple[int, ...]:
     if not 1 <= len(shape) <= MAX_DIMS:
         raise ValueError(f"arrays have 1 to {MAX_DIMS} dimensions, got shape {shape}")
     if any(s < 0 for s in shape):
-        raise ValueError(f"array shape {shape} has a negative extent")
+        raise ShapeError(f"Array shapes must be non-negative, got {shape}")
     if any(s >= 2**31 for s in shape):
         raise ValueError(f"array shape {shape} has an extent of 2^31 or more")
     return shape
@@ -231,6 +231,7 @@ class array:  # noqa: N801 - Warp's public name
     _grad: array | None = None
     _grad_external = False
     _requires_grad = False
+    _retain_grad = False
     readonly = False
     pinned = False
 
@@ -248,6 +249,7 @@ class array:  # noqa: N801 - Warp's public name
         requires_grad: bool = False,
         ndim: int | None = None,
         pinned: bool = False,
+        retain_grad: bool = False,
     ) -> None:
         ndim = ndim if ndim is not None else self._default_ndim
         self._desc: bytes | None = None
@@ -286,6 +288,8 @@ class array:  # noqa: N801 - Warp's public name
             raise ValueError(f"array built with ndim={ndim} has shape {self.shape}")
         if requires_grad:
             self.requires_grad = True
+        if retain_grad:
+            self.retain_grad = True
 
     # -- construction helpers ------------------------------------------------------------
 
@@ -432,8 +436,27 @@ class array:  # noqa: N801 - Warp's public name
             self._grad = zeros_like(self, requires_grad=False)
         elif not value:
             self._grad = None
+            self._retain_grad = False
         self._requires_grad = value
         self._desc = None  # kernels see the new gradient buffer (or none)
+
+    @property
+    def retain_grad(self) -> bool:
+        """Whether a kernel's adjoint leaves this array's gradient in place after reading it for a store
+        into the array. By default (False, as in Warp 1.19) it zeroes it: the value a store replaced gets no
+        gradient, which is right when an element is written more than once. True keeps the gradient of an
+        intermediate or output readable after backward; then an element written twice counts its gradient
+        twice (except where a kernel reads the array before storing into it, or stores into a part of an
+        element: those still take it). Needs requires_grad; views of the array do not inherit it. A gradient
+        buffer the caller supplied (`a.grad = g`, a tensor's shared `.grad`) is always kept, whatever this says."""
+        return self._retain_grad
+
+    @retain_grad.setter
+    def retain_grad(self, value: bool) -> None:
+        if value and not self._requires_grad:
+            raise ValueError("retain_grad=True needs an array with requires_grad=True")
+        self._retain_grad = bool(value)
+        self._desc = None
 
     @property
     def grad(self) -> array | None:
@@ -455,6 +478,8 @@ class array:  # noqa: N801 - Warp's public name
         if d is None:
             empty = self.size == 0  # an empty array reads as null in kernels (wp.unot, `if arr:`)
             grad = (self._grad.ptr or 0) if self._grad is not None and not empty else 0
+            if grad and (self._retain_grad or self._grad_external):  # kept by stores' adjoints
+                grad |= RETAIN_GRAD_BIT
             d = pack_desc(0 if empty else self.ptr or 0, grad, self.shape, self.strides)
             if not self.readonly:
                 self._desc = d
@@ -668,7 +693,8 @@ class array:  # noqa: N801 - Warp's public name
             shape = tuple(self.size // max(known, 1) if s == -1 else s for s in shape)
         shape = _normalize_shape(shape)
         if int(np.prod(shape)) != self.size:
-            raise ValueError(f"cannot reshape an array of {self.size} elements to {shape}")
+            raise ShapeError(f"cannot reshape array of shape {self.shape} (size {self.size}) into shape {shape} "
+                             f"(size {int(np.prod(shape))})")
         if not self.is_contiguous:
             raise ValueError("reshape needs a contiguous array; call .contiguous() first")
         v = array(ptr=self.ptr, dtype=self.dtype, shape=shape, device=self.device, owner=self)
@@ -739,7 +765,8 @@ class array:  # noqa: N801 - Warp's public name
         return self.fill_(0)
 
     def assign(self, src: Any) -> array:
-        """Copy the values of `src` (an array, NumPy array or sequence of matching shape) into this array."""
+        """Copy the values of `src` (an array, NumPy array or sequence of matching shape) into this array (from an
+        array of the same dtype: recorded by a Tape as `wp.copy` is)."""
         self._check_host("assign")
         self._check_writable("assign")
         st = T.elem_scalar(self.dtype)
@@ -751,6 +778,8 @@ class array:  # noqa: N801 - Warp's public name
             if n != dst.size:
                 raise ValueError(f"assign: source has {n} values, array has {dst.size}")
             submit(self.device, None, _assign_array, (dst, src, st), writes, "memcpy", TIMING_MEMCPY)
+            if src.dtype == self.dtype and src.size == self.size:  # differentiable on a Tape, as wp.copy
+                _record_copy(self, src, 0, 0, self.size)
         else:
             values = np.asarray(src)
             if values.size != dst.size:
@@ -809,6 +838,7 @@ def _interface_dict(ptr: int, shape: tuple, strides: tuple, typestr: str, readon
     return {"version": 3, "shape": shape, "strides": strides, "typestr": typestr, "data": (ptr, readonly)}
 
 
+RETAIN_GRAD_BIT = 1 << 63  # set in a descriptor's gradient pointer: a store's adjoint keeps the gradient
 DESC = struct.Struct("<QQ4i4q")  # the bytes of an ArrayDesc: data, grad, shape[4], strides[4]
 #: DESC_PACK[n](data, grad, *shape, *strides): the bytes of an ArrayDesc of n dimensions (zeros in the rest)
 DESC_PACK = [None] + [struct.Struct(f"<QQ{n}i{4 * (4 - n)}x{n}q{8 * (4 - n)}x").pack for n in range(1, MAX_DIMS + 1)]
@@ -1026,29 +1056,31 @@ class array4d(array):  # noqa: N801
 
 
 def empty(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
-          pinned: bool = False, *, n: int | None = None) -> array:
-    """A new array whose contents are unspecified (`n=length`: Warp's older spelling of a 1-D shape)."""
+          pinned: bool = False, retain_grad: bool = False, *, n: int | None = None) -> array:
+    """A new array whose contents are unspecified (`n=length`: Warp's older spelling of a 1-D shape;
+    `retain_grad`: see array.retain_grad)."""
     a = array(dtype=dtype, device=device, pinned=pinned)
     a._init_new(_normalize_shape(shape if n is None else (n,)), zero=False)
     a.requires_grad = requires_grad
+    a.retain_grad = retain_grad
     return a
 
 
 def zeros(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
-          pinned: bool = False, *, n: int | None = None) -> array:
+          pinned: bool = False, retain_grad: bool = False, *, n: int | None = None) -> array:
     """A new array filled with zeros (`n=length`: a 1-D shape, as `empty`)."""
     return array(dtype=dtype, shape=shape if n is None else (n,), device=device, requires_grad=requires_grad,
-                 pinned=pinned)
+                 pinned=pinned, retain_grad=retain_grad)
 
 
 def full(shape: Any = 0, value: Any = 0, dtype: Any = Any, device: Any = None, requires_grad: bool = False,
-         pinned: bool = False, *, n: int | None = None) -> array:
+         pinned: bool = False, retain_grad: bool = False, *, n: int | None = None) -> array:
     """A new array with every element set to `value` (dtype inferred from it when not given; `n=length`: a
     1-D shape, as `empty`)."""
     shape = shape if n is None else (n,)
     if dtype is Any:
         dtype = _fill_value_type(value)
-    a = empty(shape, dtype, device, requires_grad, pinned)
+    a = empty(shape, dtype, device, requires_grad, pinned, retain_grad)
     return a.fill_(value)
 
 
@@ -1075,29 +1107,30 @@ def _fill_value_type(value: Any) -> Any:
 
 
 def ones(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
-         pinned: bool = False, *, n: int | None = None) -> array:
+         pinned: bool = False, retain_grad: bool = False, *, n: int | None = None) -> array:
     """A new array filled with ones (`n=length`: a 1-D shape, as `empty`)."""
-    return full(shape, 1, dtype, device, requires_grad, pinned, n=n)
+    return full(shape, 1, dtype, device, requires_grad, pinned, retain_grad, n=n)
 
 
-def empty_like(src: array, device: Any = None, requires_grad: bool | None = None) -> array:
+def empty_like(src: array, device: Any = None, requires_grad: bool | None = None, retain_grad: bool = False) -> array:
     rg = src.requires_grad if requires_grad is None else requires_grad
-    return empty(src.shape, src.dtype, device or src.device, rg)
+    return empty(src.shape, src.dtype, device or src.device, rg, retain_grad=retain_grad)
 
 
-def zeros_like(src: array, device: Any = None, requires_grad: bool | None = None) -> array:
+def zeros_like(src: array, device: Any = None, requires_grad: bool | None = None, retain_grad: bool = False) -> array:
     rg = src.requires_grad if requires_grad is None else requires_grad
-    return zeros(src.shape, src.dtype, device or src.device, rg)
+    return zeros(src.shape, src.dtype, device or src.device, rg, retain_grad=retain_grad)
 
 
-def ones_like(src: array, device: Any = None, requires_grad: bool | None = None) -> array:
+def ones_like(src: array, device: Any = None, requires_grad: bool | None = None, retain_grad: bool = False) -> array:
     rg = src.requires_grad if requires_grad is None else requires_grad
-    return ones(src.shape, src.dtype, device or src.device, rg)
+    return ones(src.shape, src.dtype, device or src.device, rg, retain_grad=retain_grad)
 
 
-def full_like(src: array, value: Any, device: Any = None, requires_grad: bool | None = None) -> array:
+def full_like(src: array, value: Any, device: Any = None, requires_grad: bool | None = None,
+              retain_grad: bool = False) -> array:
     rg = src.requires_grad if requires_grad is None else requires_grad
-    return full(src.shape, value, src.dtype, device or src.device, rg)
+    return full(src.shape, value, src.dtype, device or src.device, rg, retain_grad=retain_grad)
 
 
 def snapshot(a: Any, stream: Any = None) -> Any:
@@ -1119,9 +1152,11 @@ def snapshot(a: Any, stream: Any = None) -> Any:
     return copy
 
 
-def clone(src: array, device: Any = None, requires_grad: bool | None = None) -> array:
-    """A contiguous copy of `src`."""
-    return src.clone(device=device, requires_grad=requires_grad)
+def clone(src: array, device: Any = None, requires_grad: bool | None = None, retain_grad: bool = False) -> array:
+    """A contiguous copy of `src` (`retain_grad`: see array.retain_grad)."""
+    out = src.clone(device=device, requires_grad=requires_grad)
+    out.retain_grad = retain_grad
+    return out
 
 
 def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, count: int = 0,
@@ -1176,7 +1211,9 @@ def _copy_indexed(dest: array | indexedarray, src: array | indexedarray, dest_of
 
 def _record_copy(dest: array, src: array, dest_offset: int, src_offset: int, count: int) -> None:
     """On a recording Tape, a copy between arrays with gradients is differentiable (so is `clone`, a copy):
-    its backward step adds the destination's gradient into the source's."""
+    its backward step adds the destination's gradient into the source's, then zeroes the copied region of
+    the destination's gradient unless `dest.retain_grad` (the values the copy replaced get none), as a
+    kernel's store does."""
     if not (registry.recording and registry.local.recorders and count and src.grad is not None
             and dest.grad is not None and src.dtype == dest.dtype):
         return
@@ -1184,12 +1221,19 @@ def _record_copy(dest: array, src: array, dest_offset: int, src_offset: int, cou
     def backward() -> None:
         if src.grad.is_contiguous and dest.grad.is_contiguous:
             s = src.grad.flatten()[src_offset:src_offset + count]
-            ELEMENTWISE[0]("add", s, dest.grad.flatten()[dest_offset:dest_offset + count], out=s)
-        else:
-            s = src.grad.numpy().reshape((src.size,) + src.grad.numpy().shape[src.ndim:])
-            d = dest.grad.numpy().reshape((dest.size,) + dest.grad.numpy().shape[dest.ndim:])
-            s[src_offset:src_offset + count] += d[dest_offset:dest_offset + count]
+            d = dest.grad.flatten()[dest_offset:dest_offset + count]
+            ELEMENTWISE[0]("add", s, d, out=s)
+            if not dest.retain_grad:
+                d.zero_()
+        else:  # strided: index the views element by element (a reshape of them would be a copy)
+            s, d = src.grad.numpy(), dest.grad.numpy()
+            si = np.unravel_index(np.arange(src_offset, src_offset + count), src.shape)
+            di = np.unravel_index(np.arange(dest_offset, dest_offset + count), dest.shape)
+            s[si] += d[di]
             src.grad._storage.bump("Tape.backward")
+            if not dest.retain_grad:
+                d[di] = 0
+                dest.grad._storage.bump("Tape.backward")
 
     for tape in registry.local.recorders:
         tape.record_func(backward, [dest, src])

@@ -123,11 +123,17 @@ def print_call(bld: Builder, node: ast.Call, obj: Any) -> None:
 
 
 def printable(bld: Builder, v: Operand, node: ast.AST) -> tuple[str, list[Operand]]:
-    """The format text and values that print `v`: a scalar, vector or matrix as such, a struct as
-    `Name(field=..., ...)` (nested structs likewise)."""
+    """The format text and values that print `v`: a scalar, vector or matrix as such, an array as
+    `array(shape=(...), dtype=...)` with its extents (Warp prints no array), a struct as
+    `Name(field=..., ...)` (nested structs and array fields likewise)."""
     if T.is_scalar(v.type) or T.is_composite(v.type):
         return printf_directive(v.type), [v]
-    if is_struct(v.type) and not any(isinstance(t, ArrayType) for t in v.type.fields.values()):
+    if isinstance(v.type, ArrayType):
+        dims = [bld.assign_temp(ir.Shape(v, d), T.int32) for d in range(v.type.ndim)]
+        extents = ", ".join(printf_directive(T.int32) for _ in dims) + ("," if len(dims) == 1 else "")
+        kind = "indexedarray" if v.type.indexed else "array"
+        return f"{kind}(shape=({extents}), dtype={T.type_name(v.type.dtype)})", dims
+    if is_struct(v.type):
         texts, values = [], []
         for name, t in v.type.fields.items():
             text, vals = printable(bld, bld.assign_temp(ir.Field(v, name), t), node)
@@ -387,10 +393,13 @@ def typed_kind_form(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 
 @call_form("quat_identity", "transform_identity")
 def identity_of(bld: Builder, node: ast.Call, obj: Any) -> Operand:
-    """wp.quat_identity(dtype=...) / wp.transform_identity(dtype=...): the identity of that scalar type."""
+    """wp.quat_identity(dtype=...) / wp.transform_identity(dtype=...): the identity of that scalar type (the
+    dtype also positional: transform_identity(float))."""
     kw = static_keywords(bld, node, ("dtype",), obj.name)
+    if len(node.args) > 1 or (node.args and "dtype" in kw):
+        bld.error(node, KernelTypeError, f"{obj.name}() takes only a dtype")
     if node.args:
-        bld.error(node, KernelTypeError, f"{obj.name}() takes only dtype=")
+        kw["dtype"] = bld.eval_static(node.args[0], f"{obj.name}() dtype")
     st = static_scalar(bld, kw.get("dtype", T.float32), node)
     value = T.quaternion(st)(0.0, 0.0, 0.0, 1.0) if obj.name == "quat_identity" else T.transformation(st)()
     return bld.from_python(value, node)

@@ -87,3 +87,8 @@ WarpCodegenValueError = KernelValueError
 WarpCodegenAttributeError = KernelAttributeError
 WarpCodegenIndexError = KernelIndexError
 WarpCodegenKeyError = KernelKeyError
+
+
+class ShapeError(LoomworkError, ValueError, RuntimeError):
+    """An array shape that cannot be used (a negative extent, a reshape to another size): a ValueError, and a
+    RuntimeError where Warp raises one."""

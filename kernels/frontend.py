@@ -776,6 +776,9 @@ class Builder:
         if it.keywords or not 1 <= len(it.args) <= 3:
             self.error(it, KernelTypeError, "range() takes 1 to 3 positional arguments")
         args = [self.value(a) for a in it.args]
+        # a constant bool (wp.static(True)) counts as the integer it is in Python
+        args = [Const(int(a.value), T.int32, weak=True) if isinstance(a, Const) and a.type is T.bool_ else a
+                for a in args]
         for a, n in zip(args, it.args, strict=True):
             if not T.is_int(a.type):
                 self.error(n, KernelTypeError, f"range() takes integers, got {T.type_name(a.type)}")
@@ -1666,12 +1669,13 @@ class Builder:
         try:
             scope = {**self.scope.closure, **self.scope.static_locals, **{
                 name: _LocalLength(var.type) for name, var in self.scope.vars.items()
-                if T.is_composite(var.type) or isinstance(getattr(var.type, "shape", None), tuple)},
+                if T.is_composite(var.type) or is_tuple(var.type)
+                or isinstance(getattr(var.type, "shape", None), tuple)},
                 **self.scope.constants}
             return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
-            self.error(node, KernelTypeError, f"{what} could not evaluate this expression: "
-                       f"{type(e).__name__}: {e} (it may use only globals, closure values and constants)")
+            self.error(node, KernelTypeError, f"{what} could not evaluate this expression (Error evaluating static "
+                       f"expression: {e}; {type(e).__name__}; it may use only globals, closure values and constants)")
 
     def materialize(self, v: Operand) -> Operand:
         """A weak literal gets its default type (int32 / float32) when stored to a variable."""
@@ -1708,13 +1712,16 @@ _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
 
 
 class _LocalLength:
-    """A kernel variable of vector, matrix or tile type inside a compile-time expression (`wp.static(len(v))`):
-    only its length (rows of a matrix, the first axis of a tile) is known there."""
+    """A kernel variable of vector, matrix, tile or tuple type inside a compile-time expression
+    (`wp.static(len(v))`): only its length (rows of a matrix, the first axis of a tile, elements of a tuple)
+    is known there."""
 
     def __init__(self, t: Any) -> None:
         self.t = t
 
     def __len__(self) -> int:
+        if is_tuple(self.t):
+            return len(self.t.fields)
         shape = self.t.shape if isinstance(getattr(self.t, "shape", None), tuple) else self.t._shape_
         return shape[0]
 

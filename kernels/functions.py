@@ -10,6 +10,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import numpy as np
+
 from . import types as T
 from .annotations import annotations
 from .builtins import Builtin
@@ -38,21 +40,53 @@ class Function:
         GENERATION[0] += 1
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Python scope: run the Python body of the last overload whose annotated vector, matrix and
-        struct parameters match the arguments' types (scalars convert), directly."""
-        for pyf in reversed(self.overloads):
-            try:
-                bound = inspect.signature(pyf).bind(*args, **kwargs)
-            except TypeError:
-                continue
-            hints = annotations(pyf)
-            if all(not isinstance(v, T._CompositeMixin) or not T.is_composite(hints.get(n)) or type(v) is hints[n]
-                   for n, v in bound.arguments.items()):
-                return pyf(*args, **kwargs)
-        return self.overloads[-1](*args, **kwargs)
+        """Python scope: run the Python body of the last overload whose annotated parameters the arguments
+        match (see _python_arg_matches; exact types first), directly; none matching raises RuntimeError, as
+        in Warp."""
+        for promote in (False, True):
+            for pyf in reversed(self.overloads):
+                try:
+                    bound = inspect.signature(pyf).bind(*args, **kwargs)
+                except TypeError:
+                    continue
+                hints = annotations(pyf)
+                if all(_python_arg_matches(v, hints.get(n), promote) for n, v in bound.arguments.items()):
+                    return pyf(*args, **kwargs)
+        raise RuntimeError(f"Error calling function '{self.__name__}', no overload found for arguments {args}")
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """What `inspect.signature` reports: the parameters of the first definition (as for Warp's functions)."""
+        return inspect.signature(self.overloads[0])
 
     def __repr__(self) -> str:
         return f"<loomwork function {self.key}>"
+
+
+def _python_arg_matches(v: Any, hint: Any, promote: bool) -> bool:
+    """Whether a Python-scope argument fits a parameter annotated `hint` (a concrete vector, matrix or
+    scalar type; other annotations, generic ones included, take anything): a vector, matrix or scalar of
+    ours only its own type, a vector or matrix also a list, tuple or ndarray, a Python float only float32
+    (Warp's `float`), a Python int any integer type; a NumPy scalar its own type. With `promote` (tried
+    second), also integers for float types and NumPy floats for any float type."""
+    if hint in (int, float, bool):
+        hint = T.normalize_dtype(hint)
+    if hint is None or not (T.is_composite(hint) or T.is_scalar(hint)):
+        return True
+    if isinstance(v, T._CompositeMixin | T.ScalarType):
+        return type(v) is hint
+    if T.is_composite(hint):
+        return isinstance(v, list | tuple | np.ndarray)
+    if isinstance(v, np.generic):
+        own = T.dtype_from_numpy(v.dtype)
+        return own is hint or (promote and hint.is_float and (own.is_float or own.is_int))
+    if isinstance(v, bool):
+        return hint is T.bool_
+    if isinstance(v, int):
+        return hint.is_int or (promote and hint.is_float)
+    if isinstance(v, float):
+        return hint is T.float32
+    return False
 
 
 def _annotation_key(func: Any) -> tuple:

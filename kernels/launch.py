@@ -22,7 +22,7 @@ import numpy as np
 
 from . import config, foreign
 from . import types as T
-from .array import DESC, MAX_DIMS, ArrayDesc, ArrayDescRef, array, indexedarray, pack_desc, snapshot
+from .array import DESC, MAX_DIMS, RETAIN_GRAD_BIT, ArrayDesc, ArrayDescRef, array, indexedarray, pack_desc, snapshot
 from .backend import ErrorRecord
 from .device import Device, get_device, get_devices
 from .errors import DeviceError, KernelRuntimeError, LaunchError, LaunchValueError
@@ -318,12 +318,20 @@ def _dims(dim: Any) -> tuple[int, ...]:
 
 
 class Launch:
-    """A recorded launch (`wp.launch(..., record_cmd=True)`): its parameters and grid can be changed, and
-    `launch()` runs it again, as Warp's `Launch` does."""
+    """A recorded launch (`wp.launch(..., record_cmd=True)`, or Warp's `wp.Launch(kernel, device)`): its
+    parameters and grid can be changed, and `launch()` runs it again, as Warp's `Launch` does. Made
+    directly, every parameter starts at its type's zero (an array or a generic parameter at None, to be
+    set before launching) and the grid is empty until `set_dim`."""
 
-    def __init__(self, kernel: Kernel, dim: Any, params: list, adj_params: list, device: Any, adjoint: bool,
-                 max_blocks: int, block_dim: int) -> None:
-        self.kernel, self.dim, self.params, self.adj_params = kernel, dim, params, adj_params
+    def __init__(self, kernel: Kernel, device: Any = None, params: list | None = None,
+                 adj_params: list | None = None, dim: Any = 0, max_blocks: int = 0, block_dim: int = 256,
+                 adjoint: bool = False) -> None:
+        if not isinstance(kernel, Kernel):
+            raise LaunchError(f"wp.Launch expects a @wp.kernel, got {type(kernel).__name__}")
+        self.kernel, self.dim = kernel, dim
+        self.params = list(params) if params is not None else [_zero_value(t) for t in kernel.arg_types]
+        self.adj_params = list(adj_params) if adj_params is not None else (
+            [_zero_value(t) for t in kernel.arg_types] if adjoint else [])
         self.device, self.adjoint, self.max_blocks, self.block_dim = get_device(device), adjoint, max_blocks, block_dim
 
     def _index(self, name: str) -> int:
@@ -361,6 +369,15 @@ class Launch:
                stream=stream, adjoint=self.adjoint, max_blocks=self.max_blocks, block_dim=self.block_dim)
 
 
+def _zero_value(t: Any) -> Any:
+    """A parameter's starting value in a Launch made directly: zero of a scalar, vector, matrix or struct."""
+    if T.is_scalar(t):
+        return t(0)
+    if T.is_composite(t) or T.is_struct_type(t):
+        return t()
+    return None
+
+
 def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_inputs: Any = (),
            adj_outputs: Any = (), device: Any = None, stream: Any = None, adjoint: bool = False,
            record_tape: bool = True, record_cmd: bool = False, max_blocks: int = 0,
@@ -378,8 +395,8 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     if not isinstance(kernel, Kernel):
         raise LaunchError(f"wp.launch expects a @wp.kernel, got {type(kernel).__name__}")
     if record_cmd:
-        return Launch(kernel, dim, [*inputs, *outputs], [*adj_inputs, *adj_outputs], device, adjoint, max_blocks,
-                      block_dim)
+        return Launch(kernel, device, [*inputs, *outputs], [*adj_inputs, *adj_outputs], dim, max_blocks, block_dim,
+                      adjoint)
     if kernel._generic is not False and kernel.is_generic:
         kernel = _instantiate(kernel, [*inputs, *outputs])
     if dim.__class__ is int and 0 <= dim < 2**31:
@@ -562,13 +579,14 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, 
 
 
 def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any, staged: list) -> bytes:
-    """The array descriptor `desc` with its gradient pointer taken from `adj` (None: no gradient), an array
-    of ours or another framework's, of the array's shape and memory the caller sees (the adjoint accumulates
-    into it). The gradient shares the array's strides in the kernel: one laid out otherwise on the CPU (a
-    broadcast `ones.expand(n)` from torch's backward, a strided view) is copied into a stand-in appended to
-    `staged`, and copied back after the launch unless its elements overlap (a broadcast is only read)."""
+    """The array descriptor `desc` with its gradient pointer taken from `adj` (None: the array's own `.grad`,
+    as in Warp), an array of ours or another framework's, of the array's shape and memory the caller sees
+    (the adjoint accumulates into it). The gradient shares the array's strides in the kernel: one laid out
+    otherwise on the CPU (a broadcast `ones.expand(n)` from torch's backward, a strided view) is copied into a
+    stand-in appended to `staged`, and copied back after the launch unless its elements overlap (a broadcast
+    is only read)."""
     if adj is None:
-        return desc[:8] + bytes(8) + desc[16:]
+        return desc
     if isinstance(adj, array):
         ptr, shape, strides, readonly, copied = adj.ptr or 0, adj.shape, adj.strides, adj.readonly, False
         where = adj.device
@@ -584,14 +602,19 @@ def _with_grad(kernel: Kernel, name: str, t: ArrayType, desc: bytes, adj: Any, s
     expect_shape, expect_strides = fields[2:2 + t.ndim], fields[6:6 + t.ndim]
     if tuple(shape) == expect_shape and tuple(strides) != expect_strides:
         ptr = _stand_in(t, adj, where, expect_shape, expect_strides, staged, readonly or copied)
-        if ptr is not None:
-            return desc[:8] + struct.pack("<Q", ptr) + desc[16:]
+        if ptr is not None:  # a caller's buffer: kept, as below
+            return desc[:8] + struct.pack("<Q", ptr | RETAIN_GRAD_BIT) + desc[16:]
     if tuple(shape) != expect_shape or tuple(strides) != expect_strides:
         raise LaunchValueError(f"kernel {kernel.label}: the adjoint of '{name}' must match the array's shape "
                                f"{expect_shape} and strides {expect_strides}, got {shape} and {strides}")
     if readonly or copied:
         raise LaunchError(f"kernel {kernel.label}: the adjoint of '{name}' is {'read-only' if readonly else 'a copy'}, "
                           "but the adjoint launch accumulates into it")
+    own = fields[1]
+    if ptr and ptr != own & ~RETAIN_GRAD_BIT:  # the caller's buffer: stores' adjoints leave it as it is, as in Warp
+        ptr |= RETAIN_GRAD_BIT
+    elif ptr:
+        ptr = own
     return desc[:8] + struct.pack("<Q", ptr) + desc[16:]
 
 

@@ -55,6 +55,16 @@ def _sanitize(name: str) -> str:
     return re.sub(r"\W", "_", name)
 
 
+def _has_generic_parameters(pyf: Any) -> bool:
+    """Whether a function's parameter annotations leave types open (Any, generic vectors or arrays, none)."""
+    hints = annotations(pyf)
+    for n in inspect.signature(pyf).parameters:
+        ann = hints.get(n, typing.Any)
+        if ann is inspect.Parameter.empty or T.is_generic(arg_type(ann)):
+            return True
+    return False
+
+
 @dataclass
 class FuncInstance:
     """One overload of a Function compiled for concrete argument types."""
@@ -135,9 +145,11 @@ class BuildContext:
         return grad_ir, replay_ir
 
     def instantiate(self, fn: Function, args: list, kwargs: dict) -> tuple[FuncInstance | None, str]:
-        """The instance of `fn` that takes these arguments, building it on first use."""
+        """The instance of `fn` that takes these arguments, building it on first use: the last defined overload
+        with concrete parameter types that takes them, else the last generic one (as Warp prefers a concrete
+        overload to a generic one)."""
         errors = []
-        for pyf in reversed(fn.overloads):
+        for pyf in sorted(reversed(fn.overloads), key=_has_generic_parameters):
             sig = inspect.signature(pyf)
             names = tuple(sig.parameters)
             starred = [p for p in sig.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]

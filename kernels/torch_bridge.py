@@ -26,7 +26,7 @@ from typing import Any
 
 from . import foreign
 from . import types as T
-from .array import DESC_PACK, ArrayDescRef, array, over_buffer, pack_desc, wrap_span
+from .array import DESC_PACK, RETAIN_GRAD_BIT, ArrayDescRef, array, over_buffer, pack_desc, wrap_span
 from .device import Device, get_device
 from .errors import DeviceError
 from .interop import reinterpretable
@@ -202,7 +202,8 @@ def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, gra
         return array._wrap(ptr, dt, tuple(shape), strides, dev, t, False)
     g, external = _gradient(t, dt, strides, grad)
     if return_ctype:
-        return _new_tuple(ArrayDescRef, (pack_desc(ptr, g.ptr or 0, shape, strides), dt, len(shape), dev, (t, g)))
+        gp = (g.ptr or 0) | (RETAIN_GRAD_BIT if external and g.ptr else 0)  # the caller's buffer: never consumed
+        return _new_tuple(ArrayDescRef, (pack_desc(ptr, gp, shape, strides), dt, len(shape), dev, (t, g)))
     a = array._wrap(ptr, dt, tuple(shape), strides, dev, t, False)
     a._grad, a._grad_external = g, external
     a.requires_grad = True

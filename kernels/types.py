@@ -507,6 +507,11 @@ class MatrixType(_CompositeMixin):
         _check_range(key, rows, self)
         self.set_row(key, v)
 
+    def __str__(self) -> str:
+        """Rows one per line, as Warp prints a matrix."""
+        return "[" + ",\n ".join("[" + ", ".join(str(x) for x in self.get_row(r)) + "]"
+                                  for r in range(self._shape_[0])) + "]"
+
     def get_row(self, r: int) -> Any:
         """Row `r` as a vector."""
         rows, cols = self._shape_

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -70,20 +71,38 @@ def _flat_input(a: Any, what: str, count: int | None = None) -> np.ndarray:
     return v
 
 
-def _reduce(kind: str, arrays: list, dtype: Any, out: Any, axis: int | None, what: str, count: int | None) -> Any:
+def _reduce(kind: str, arrays: list, dtype: Any, out: Any, axis: Any, what: str, count: int | None) -> Any:
+    """A sum (`kind` "sum") or inner product ("dot") as Warp 1.19 returns it: over everything, a NumPy scalar
+    of the result type (an ndarray of the components for a vector or matrix sum); along `axis` (negative
+    counts from the end), an array with that axis kept at length 1; with `out`, written there and `out`
+    returned. `count` limits it to the first elements (along `axis` when given)."""
     st = T.elem_scalar(dtype)
     if not (st.is_float or st.is_int):
         raise TypeError(f"{what}: unsupported dtype {T.type_name(dtype)}")
+    rtype = dtype if kind == "sum" else st  # an inner product of vectors is a scalar
+    wide = np.float64 if st.is_float else np.int64
     if axis is not None:  # reduce along one axis of a multi-dimensional array
-        vals = [T.from_storage(st, a.numpy()).astype(np.float64) for a in arrays]
-        r = vals[0].sum(axis=axis) if kind == "sum" else (vals[0] * vals[1]).sum(axis=axis)
-        if T.is_composite(dtype) and kind == "dot":
-            r = r.sum(axis=-1)
-        result = r.astype(st.value_dtype)
-        if out is not None:
-            out.assign(result)
-            return None
-        return result
+        a0 = arrays[0]
+        ax = operator.index(axis)
+        if not -a0.ndim <= ax < a0.ndim:
+            raise IndexError(f"{what}: axis {axis} is out of range for an array of {a0.ndim} dimensions")
+        ax %= a0.ndim
+        n = a0.shape[ax] if count is None else count
+        if not 0 <= n <= a0.shape[ax]:
+            raise ValueError(f"{what}: count {n} is out of range for an axis of length {a0.shape[ax]}")
+        vals = [np.take(T.from_storage(st, a.numpy()).astype(wide), np.arange(n), axis=ax) for a in arrays]
+        r = vals[0] if kind == "sum" else vals[0] * vals[1]
+        r = r.sum(axis=ax, keepdims=True)
+        if kind == "dot" and T.is_composite(dtype):
+            r = r.sum(axis=tuple(range(a0.ndim, r.ndim)))
+        shape = tuple(1 if d == ax else s for d, s in enumerate(a0.shape))
+        if out is None:
+            out = empty(shape, rtype, a0.device)
+        elif out.shape != shape or out.dtype != rtype:
+            raise ValueError(f"{what}: out must have shape {shape} and dtype {T.type_name(rtype)}, got "
+                             f"{out.shape} and {T.type_name(out.dtype)}")
+        out.assign(r)
+        return out
     flats = [_flat_input(a, what, count) for a in arrays]
     comps = int(np.prod(dtype._shape_)) if T.is_composite(dtype) else 1
     if st in _FLOAT_SUFFIX and comps == 1:
@@ -92,24 +111,23 @@ def _reduce(kind: str, arrays: list, dtype: Any, out: Any, axis: int | None, wha
             total = getattr(rt, f"lw_sum_{suffix}")(flats[0].ctypes.data, flats[0].size)
         else:
             total = getattr(rt, f"lw_dot_{suffix}")(flats[0].ctypes.data, flats[1].ctypes.data, flats[0].size)
-        result: Any = st.np_dtype.type(total).item()
     else:  # integers, 16-bit floats and vector components: exact or per-component sums with NumPy
-        wide = np.float64 if st.is_float else np.int64
         vals = T.from_storage(st, flats[0]).reshape(-1, comps).astype(wide)
         if kind == "dot":
             vals = (vals * T.from_storage(st, flats[1]).reshape(-1, comps).astype(wide)).sum(axis=1, keepdims=True)
-        s = vals.sum(axis=0)
-        result = dtype(s) if (T.is_composite(dtype) and kind == "sum") else T._py_value(
-            st, s.reshape(-1)[0] if s.size == 1 else s.sum())
+        total = vals.sum(axis=0)
+    result = np.asarray(total, dtype=np.dtype(st.value_dtype))
+    result = result.reshape(dtype._shape_) if rtype is not st else result.reshape(-1)[0]
     if out is not None:
-        out.assign([result.numpy_value()] if isinstance(result, T._CompositeMixin) else [result])
-        return None
+        out.assign(result.reshape((1, *np.shape(result))))
+        return out
     return result
 
 
 @_capturable("out", result="out")
 def array_sum(values: array, out: array | None = None, value_count: int | None = None, axis: int | None = None) -> Any:
-    """The sum of `values` (its first `value_count` elements; or along `axis`), returned or written to `out`."""
+    """The sum of `values` (its first `value_count` elements; or along `axis`), returned or written to `out`
+    (see _reduce for what each form returns)."""
     return _reduce("sum", [values], values.dtype, out, axis, "array_sum", value_count)
 
 

@@ -270,7 +270,7 @@ template <typename V> struct volume_index_corner_adj {
         if (s < 0) {
             for (int c = 0; c < VV::N; ++c) VV::at(*adj_background, c) += VV::at(a, c);
         } else if (src->data->grad) {
-            V* g = (V*)((char*)src->data->grad + s * src->data->strides[0]);
+            V* g = (V*)((char*)grad_ptr(*src->data) + s * src->data->strides[0]);
             for (int c = 0; c < VV::N; ++c) atomic_add(&VV::at(*g, c), VV::at(a, c));
         }
     }

@@ -605,6 +605,17 @@ template <typename T> LW_FUNC int32_t lower_bound(const array_t<T>& a, int32_t l
 }
 template <typename T> LW_FUNC int32_t lower_bound(const array_t<T>& a, T v) { return lower_bound(a, 0, a.shape[0], v); }
 
+// The top bit of a descriptor's gradient pointer (never set in a user-space or device address) marks an array
+// made with retain_grad=True, or an adjoint the caller passed to an adjoint launch: a store's adjoint then
+// leaves the element's gradient in place. Every use of the pointer goes through grad_ptr.
+constexpr unsigned long long RETAIN_GRAD_BIT = 1ull << 63;
+template <typename T> LW_FUNC T* grad_ptr(const array_t<T>& a) {
+    return (T*)((unsigned long long)a.grad & ~RETAIN_GRAD_BIT);
+}
+template <typename T> LW_FUNC bool retains_grad(const array_t<T>& a) {
+    return ((unsigned long long)a.grad & RETAIN_GRAD_BIT) != 0;
+}
+
 // an indexedarray: element i of dimension d is data[indices[d][i]] (a null index array: identity)
 template <typename T> struct indexedarray_t {
     array_t<T> arr;
@@ -627,12 +638,13 @@ template <typename T> LW_FUNC T& at(const indexedarray_t<T>& a, int64_t i, int64
 template <bool C, typename T, typename... I> LW_FUNC T& atc(const indexedarray_t<T>& a, I... idx) { return at(a, idx...); }
 template <typename T> LW_FUNC indexedarray_t<T> grad_of(const indexedarray_t<T>& a) {
     indexedarray_t<T> g = a;
-    g.arr.data = a.arr.grad;
+    g.arr.data = grad_ptr(a.arr);
     return g;
 }
 template <typename T> LW_FUNC bool inner_contiguous(const indexedarray_t<T>& a, int ndim) { return true; }
 template <typename T> LW_FUNC bool has_grad(const array_t<T>& a) { return a.grad != 0; }
 template <typename T> LW_FUNC bool has_grad(const indexedarray_t<T>& a) { return a.arr.grad != 0; }
+template <typename T> LW_FUNC bool retains_grad(const indexedarray_t<T>& a) { return retains_grad(a.arr); }
 
 template <typename T> LW_FUNC bool inner_contiguous(const array_t<T>& a, int ndim) {
     return a.shape[ndim - 1] <= 1 || a.strides[ndim - 1] == (int64_t)sizeof(T);
@@ -645,7 +657,7 @@ template <typename T> LW_FUNC array_t<T> subview(const array_t<T>& a, int n, int
     char* p = (char*)a.data;
     for (int d = 0; d < n; ++d) p += idx[d] * a.strides[d];
     r.data = (T*)p;
-    r.grad = a.grad ? (T*)((char*)a.grad + (p - (char*)a.data)) : 0;
+    r.grad = a.grad ? (T*)((char*)grad_ptr(a) + (p - (char*)a.data)) : 0;
     for (int d = 0; d < 4; ++d) {
         r.shape[d] = d + n < 4 ? a.shape[d + n] : 0;
         r.strides[d] = d + n < 4 ? a.strides[d + n] : 0;
@@ -662,7 +674,7 @@ template <typename T> LW_FUNC indexedarray_t<T> subview(const indexedarray_t<T>&
     for (int d = 0; d < n; ++d) offset += map_index(a, d, idx[d]) * a.arr.strides[d];
     indexedarray_t<T> r;
     r.arr.data = (T*)((char*)a.arr.data + offset);
-    r.arr.grad = a.arr.grad ? (T*)((char*)a.arr.grad + offset) : 0;
+    r.arr.grad = a.arr.grad ? (T*)((char*)grad_ptr(a.arr) + offset) : 0;
     for (int d = 0; d < 4; ++d) {
         bool kept = d + n < 4;
         r.arr.shape[d] = kept ? a.arr.shape[d + n] : 0;
@@ -721,7 +733,7 @@ template <int... S, typename T> LW_FUNC array_t<T> array_slice(const array_t<T>&
         strides[kept++] = a.strides[d];
     }
     r.data = (T*)((char*)a.data + offset);
-    r.grad = a.grad ? (T*)((char*)a.grad + offset) : 0;
+    r.grad = a.grad ? (T*)((char*)grad_ptr(a) + offset) : 0;
     for (int d = 0; d < 4; ++d) {
         r.shape[d] = d < kept ? shape[d] : 0;
         r.strides[d] = d < kept ? strides[d] : 0;
@@ -968,7 +980,7 @@ LW_FUNC void tid_split(const launch_t& L, int64_t idx, int32_t* out) {
 // gradient access: the same addressing as the data, through a view whose data is the gradient
 template <typename T> LW_FUNC array_t<T> grad_of(const array_t<T>& a) {
     array_t<T> g = a;
-    g.data = a.grad;
+    g.data = grad_ptr(a);
     return g;
 }
 template <typename T, typename... I> LW_FUNC T& grad_at(const array_t<T>& a, I... idx) { return at(grad_of(a), idx...); }

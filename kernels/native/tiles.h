@@ -140,7 +140,7 @@ template <int N, typename T> LW_FUNC T& tile_at(const array_t<T>& a, const int64
     return *(T*)p;
 }
 template <int N, typename T> LW_FUNC T& tile_grad_at(const array_t<T>& a, const int64_t* x) {
-    char* p = (char*)a.grad;
+    char* p = (char*)grad_ptr(a);
     for (int d = 0; d < N; ++d) p += x[d] * a.strides[d];
     return *(T*)p;
 }

@@ -50,10 +50,11 @@ def _record(x, a, b, y, loss) -> wp.Tape:
 
 def test_two_stages_give_exact_gradients_from_garbage_and_twice():
     """x feeds both launches, y links them: starting from gradients full of garbage, and again on a second
-    backward, the gradients equal the analytic ones; every array but the seed is zeroed by its adjoint."""
+    backward, the gradients equal the analytic ones; every array but the seed is zeroed by its adjoint (y is
+    made with retain_grad, so its gradient stays readable after its store's adjoint)."""
     n = 10_000
     x, a, b = _arrays(n)
-    y = wp.zeros(n, dtype=float, requires_grad=True)
+    y = wp.zeros(n, dtype=float, requires_grad=True, retain_grad=True)
     loss = wp.zeros(1, dtype=float, requires_grad=True)
     tape = _record(x, a, b, y, loss)
     masks, fused = fused_zeroing(tape.launches, {id(loss): (loss, 1.0)})

@@ -89,7 +89,7 @@ def forward_only(x: wp.array(dtype=float), y: wp.array(dtype=float)):
 
 
 def two_stage(x, l):
-    y = wp.zeros(len(x), dtype=float, requires_grad=True)
+    y = wp.zeros(len(x), dtype=float, requires_grad=True, retain_grad=True)  # its gradient is read after backward
     tape = wp.Tape()
     with tape:
         wp.launch(scale, len(x), inputs=[x, 3.0, y])
@@ -599,8 +599,9 @@ def square_into(x: wp.array(dtype=float), y: wp.array(dtype=float)):
 
 
 def test_seeding_an_output_created_without_gradient():
-    """backward(grads={y: g}) for an output made without requires_grad gives it a gradient buffer (as Warp), and
-    an array given requires_grad=True after a launch has its gradient seen by later launches."""
+    """backward(grads={y: g}) for an output made without requires_grad gives it a gradient buffer (as Warp), which
+    the store's adjoint consumes, and an array given requires_grad=True after a launch has its gradient seen by
+    later launches."""
     x = wp.array(np.arange(3, dtype=np.float32), requires_grad=True)
     y = wp.zeros(n=3)
     assert y.shape == (3,) and y.grad is None
@@ -609,7 +610,7 @@ def test_seeding_an_output_created_without_gradient():
         wp.launch(square_into, 3, inputs=[x], outputs=[y])
     tape.backward(grads={y: wp.ones(n=3)})
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, 2.0, 4.0])
-    np.testing.assert_array_equal(y.grad.numpy(), [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(y.grad.numpy(), [0.0, 0.0, 0.0])
 
 
 @wp.struct
@@ -662,3 +663,129 @@ def test_scope_markers_follow_warp():
     tape.record_scope_begin("kept", metadata={"k": 1})
     tape.record_scope_end(remove_scope_if_empty=False)
     assert tape.scopes[-2:] == [(1, "kept", {"k": 1}), (1, None, None)]
+
+
+@wp.kernel
+def times_two(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = 2.0 * x[i]
+
+
+@wp.kernel
+def times_three(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = 3.0 * x[i]
+
+
+def _overwritten_twice(retain: bool):
+    xa, xb = wp.ones(4, requires_grad=True), wp.ones(4, requires_grad=True)
+    y = wp.zeros(4, requires_grad=True, retain_grad=retain)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(times_two, 4, inputs=[xa, y])
+        wp.launch(times_three, 4, inputs=[xb, y])
+    tape.backward(grads={y: wp.ones(4)})
+    return xa.grad.numpy(), xb.grad.numpy(), y.grad.numpy()
+
+
+def test_a_store_consumes_the_gradient_of_the_value_it_replaces():
+    """y written by two launches: only the last write reaches the output, so the first one's input gets no
+    gradient; the store's adjoint zeroes y's gradient after reading it (Warp 1.19's rule)."""
+    ga, gb, gy = _overwritten_twice(retain=False)
+    np.testing.assert_array_equal(ga, np.zeros(4))
+    np.testing.assert_array_equal(gb, np.full(4, 3.0))
+    np.testing.assert_array_equal(gy, np.zeros(4))
+
+
+def test_retain_grad_keeps_the_gradient_and_counts_every_write():
+    """retain_grad=True keeps y's gradient readable after backward; an element written twice then passes its
+    gradient to both writes (the documented cost of retaining)."""
+    ga, gb, gy = _overwritten_twice(retain=True)
+    np.testing.assert_array_equal(ga, np.full(4, 2.0))
+    np.testing.assert_array_equal(gb, np.full(4, 3.0))
+    np.testing.assert_array_equal(gy, np.ones(4))
+
+
+def test_clone_then_overwrite_gives_the_kernel_path_only():
+    """out = clone(q) overwritten by a kernel: the copy's adjoint adds nothing (the store consumed the
+    gradient), so three doublings give 8, not 27; with retain_grad on the clone the copy path counts too."""
+    for retain, expect in ((False, 8.0), (True, 27.0)):
+        x = wp.array(np.arange(1.0, 5.0, dtype=np.float32), requires_grad=True)
+        loss_ = wp.zeros(1, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            q = x
+            for _ in range(3):
+                out = wp.clone(q, retain_grad=retain)
+                wp.launch(times_two, 4, inputs=[q, out])
+                q = out
+            wp.launch(square_sum_linear, 4, inputs=[q, loss_])
+        tape.backward(loss_)
+        np.testing.assert_array_equal(x.grad.numpy(), np.full(4, expect))
+
+
+@wp.kernel
+def square_sum_linear(y: wp.array(dtype=float), l: wp.array(dtype=float)):
+    wp.atomic_add(l, 0, y[wp.tid()])
+
+
+def test_retain_grad_needs_requires_grad():
+    """retain_grad without requires_grad is refused (constructor and property); dropping requires_grad
+    clears it; every creation function takes it; views do not inherit it."""
+    with pytest.raises(ValueError, match="requires_grad"):
+        wp.zeros(3, retain_grad=True)
+    a = wp.zeros(3)
+    with pytest.raises(ValueError, match="requires_grad"):
+        a.retain_grad = True
+    a.requires_grad = True
+    a.retain_grad = True
+    assert a.retain_grad and not a[1:].retain_grad
+    a.requires_grad = False
+    assert not a.retain_grad
+    for make in (lambda: wp.empty(2, requires_grad=True, retain_grad=True),
+                 lambda: wp.ones(2, requires_grad=True, retain_grad=True),
+                 lambda: wp.full(2, 5.0, requires_grad=True, retain_grad=True),
+                 lambda: wp.zeros_like(wp.zeros(2, requires_grad=True), retain_grad=True),
+                 lambda: wp.clone(wp.zeros(2, requires_grad=True), retain_grad=True)):
+        assert make().retain_grad
+
+
+def test_adjoints_passed_to_an_adjoint_launch_are_not_consumed():
+    """An adjoint launch given the caller's own adjoint buffers accumulates into them and leaves the output's
+    adjoint as it was; with the array's own gradient it consumes it."""
+    x, y = wp.ones(3, requires_grad=True), wp.zeros(3, requires_grad=True)
+    adj_x, adj_y = wp.zeros(3), wp.full(3, 2.0)
+    wp.launch(times_three, 3, inputs=[x, y], adj_inputs=[adj_x, adj_y], adjoint=True)
+    np.testing.assert_array_equal(adj_x.numpy(), np.full(3, 6.0))
+    np.testing.assert_array_equal(adj_y.numpy(), np.full(3, 2.0))
+    y.grad.fill_(2.0)
+    wp.launch(times_three, 3, inputs=[x, y], adj_inputs=[x.grad, y.grad], adjoint=True)
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 6.0))
+    np.testing.assert_array_equal(y.grad.numpy(), np.zeros(3))
+
+
+@wp.kernel
+def _dot_into(x: wp.array(dtype=float), y: wp.array(dtype=float), z: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(z, 0, x[i] * y[i])
+
+
+def test_visualize_writes_graphviz_source(tmp_path):
+    """Tape.visualize: DOT source with a box per launch (a run of identical launches merged, "repeated Nx"), an
+    ellipse per array with its dtype and shape, edges in and out, a cluster per scope, written to a file too."""
+    x, y = wp.ones(8, requires_grad=True), wp.full(8, 2.0, requires_grad=True)
+    z, w = wp.zeros(1, requires_grad=True), wp.zeros(8, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        with tape.scope("my loop"):
+            for _ in range(16):
+                wp.launch(_dot_into, 8, inputs=[x, y, z])
+        wp.launch(times_two, 8, inputs=[x, w])
+    path = tmp_path / "tape.dot"
+    code = tape.visualize(str(path))
+    assert path.read_text() == code and code.startswith("digraph")
+    assert code.count("_dot_into") == 1 and "repeated 16x" in code and 'label="my loop"' in code
+    assert "array: dtype=float32, shape=(8,)" in code and "launch0 -> array" in code and code.count("shape=box") == 2
+    unsimplified = tape.visualize(simplify_graph=False)
+    assert unsimplified.count("shape=box") == 17
+    assert 'label="x"' not in tape.visualize(hide_readonly_arrays=True)

@@ -95,3 +95,35 @@ def test_type_of_values_in_generic_kernels():
         out = wp.zeros(1, dtype=dtype)
         wp.launch(typed_copies, 1, inputs=[wp.array(values, dtype=dtype), out])
         np.testing.assert_array_equal(out.numpy()[0], np.asarray(values[0]))
+
+
+@wp.func
+def _combine(a: float, b: float):
+    return a * b
+
+
+@wp.func
+def _combine(a: Any, b: Any):  # noqa: F811 - a generic overload defined after the concrete one
+    return a + b
+
+
+@wp.func
+def _combine(a: int, b: int):  # noqa: F811
+    return a - b
+
+
+@wp.kernel
+def combine_all(out: wp.array(dtype=float), iout: wp.array(dtype=int)):
+    out[0] = _combine(7.0, 10.0)
+    iout[0] = _combine(17, 25)
+    v = _combine(wp.vec2(1.0, 2.0), wp.vec2(10.0, 20.0))
+    out[1] = v[1]
+
+
+def test_concrete_overloads_win_over_generic_ones():
+    """A call takes the concrete overload that fits (float: *, int: -) even when a generic one was defined
+    later; other types fall back to the generic overload (vectors: +), as in Warp."""
+    out, iout = wp.zeros(2), wp.zeros(1, dtype=int)
+    wp.launch(combine_all, 1, inputs=[out, iout])
+    np.testing.assert_array_equal(out.numpy(), [70.0, 22.0])
+    assert iout.numpy()[0] == -8

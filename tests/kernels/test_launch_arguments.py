@@ -305,3 +305,44 @@ def test_tiled_kernels_use_the_pool_from_two_blocks():
 
     wp.launch_tiled(tiled_own, dim=1, inputs=[a, out], block_dim=4)
     assert tiled_own.module.load(cpu).kernel(tiled_own.key).header(8, (8,))[2] == 64
+
+
+@wp.kernel
+def _fill_scaled(out: wp.array(dtype=float), s: float, v: wp.vec2):
+    i = wp.tid()
+    out[i] = float(i) * s + v[1]
+
+
+def test_launch_made_directly_starts_at_zero():
+    """wp.Launch(kernel, device), as Warp: parameters start at zero (arrays unset), the grid empty; set them
+    and launch; adjoint=True gives adjoint parameters to set as well."""
+    out = wp.full(6, -1.0)
+    cmd = wp.Launch(_fill_scaled, "cpu")
+    cmd.set_param_by_name("out", out)
+    cmd.launch()  # an empty grid runs nothing
+    np.testing.assert_array_equal(out.numpy(), np.full(6, -1.0))
+    cmd.set_dim(4)
+    cmd.launch()
+    np.testing.assert_array_equal(out.numpy(), [0.0, 0.0, 0.0, 0.0, -1.0, -1.0])
+    cmd.set_param_by_name("s", 2.0)
+    cmd.set_param_by_name("v", wp.vec2(0.0, 1.0))
+    cmd.launch()
+    np.testing.assert_array_equal(out.numpy(), [1.0, 3.0, 5.0, 7.0, -1.0, -1.0])
+    x = wp.array([1.0, 2.0, 3.0, 4.0], dtype=float, requires_grad=True)
+    y = wp.zeros(4, requires_grad=True)
+    adj = wp.Launch(scaled_range_adjoint_source, "cpu", adjoint=True)
+    adj.set_param_by_name("x", x)
+    adj.set_param_by_name("y", y)
+    adj.set_param_by_name("y", wp.ones(4), adjoint=True)
+    adj.set_param_by_name("x", x.grad, adjoint=True)
+    adj.set_dim(4)
+    adj.launch()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0, 6.0, 8.0])
+    with pytest.raises(wp.LaunchError, match="expects a @wp.kernel"):
+        wp.Launch(print, "cpu")
+
+
+@wp.kernel
+def scaled_range_adjoint_source(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]

@@ -108,3 +108,25 @@ def test_print_structs_and_bools(capfd):
     wp.synchronize_device()
     out = capfd.readouterr().out
     assert "PrintedPoint(x=1.5, v=[0 0], b=False)" in out and "True False" in out
+
+
+@wp.struct
+class _Holder:
+    weights: wp.array(dtype=float)
+    scale: float
+
+
+@wp.kernel
+def print_arrays(a: wp.array2d(dtype=wp.vec3), h: _Holder):
+    print(a)
+    print(h)
+
+
+def test_print_arrays_shows_shape_and_dtype(capfd):
+    """print() of an array (alone or as a struct field) shows its extents at run time and its dtype."""
+    h = _Holder()
+    h.weights, h.scale = wp.zeros(7, dtype=float), 2.0
+    wp.launch(print_arrays, 1, inputs=[wp.zeros((3, 4), dtype=wp.vec3), h])
+    out = capfd.readouterr().out
+    assert "array(shape=(3, 4), dtype=vec3f)" in out
+    assert "_Holder(weights=array(shape=(7,), dtype=float32), scale=2)" in out

@@ -150,3 +150,52 @@ def test_min_max_clamp_and_atomics_ignore_a_nan_operand():
     assert out.numpy().tolist() == [1.0, -1.0, -1.0, -1.0] and slots.numpy().tolist() == [-1.0, 5.0, 3.0]
     tape.backward(grads={out: np.array([1.0, 1.0, 1.0, 1.0], dtype=np.float32)})
     assert x.grad.numpy()[0] == 0.0
+
+
+@wp.func
+def _sum_tuple(values: tuple[int, int, int]):
+    out = 0
+    for i in range(wp.static(len(values))):
+        out += values[i] * (i + 1)
+    return out
+
+
+@wp.kernel
+def static_tuple_lengths(out: wp.array(dtype=int)):
+    t = (4, 2.5, wp.vec3(1.0, 2.0, 3.0))
+    out[0] = wp.static(len(t))
+    out[1] = _sum_tuple((1, 2, 3))
+
+
+def test_static_len_of_tuples():
+    """wp.static(len(t)) of a kernel-local tuple and of a tuple parameter is its element count, usable to
+    unroll a loop over the elements."""
+    out = wp.zeros(2, dtype=int)
+    wp.launch(static_tuple_lengths, 1, inputs=[out])
+    np.testing.assert_array_equal(out.numpy(), [3, 1 * 1 + 2 * 2 + 3 * 3])
+
+
+@wp.kernel
+def static_odds_and_ends(out: wp.array(dtype=float)):
+    count = 0.0
+    for _ in range(wp.static(True)):
+        count += 1.0
+    t = wp.transform_identity(float)
+    d = wp.transform_identity(wp.float64)
+    out[0] = count
+    out[1] = t.q[3] + float(d.q[3])
+
+
+def test_static_bool_bounds_and_positional_identity_dtype():
+    """range(wp.static(True)) runs once (a bool is the integer it is in Python); transform_identity takes its dtype
+    positionally; a static expression that raises names Warp's 'Error evaluating static expression'."""
+    out = wp.zeros(2)
+    wp.launch(static_odds_and_ends, 1, inputs=[out])
+    np.testing.assert_array_equal(out.numpy(), [1.0, 2.0])
+
+    @wp.kernel
+    def divides_by_zero(out: wp.array(dtype=float)):
+        out[0] = wp.static(1.0 / 0.0)
+
+    with pytest.raises(wp.WarpCodegenError, match="Error evaluating static expression: float division by zero"):
+        wp.launch(divides_by_zero, 1, inputs=[out])

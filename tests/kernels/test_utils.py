@@ -27,10 +27,31 @@ def test_sums_are_accurate():
     array_sum(a, out=out)
     assert out.numpy()[0] == pytest.approx(ref, rel=1e-6)
     m = wp.array(np.arange(12, dtype=np.float64).reshape(3, 4))
-    np.testing.assert_array_equal(array_sum(m, axis=1), np.arange(12).reshape(3, 4).sum(1))
+    np.testing.assert_array_equal(array_sum(m, axis=1).numpy(), np.arange(12).reshape(3, 4).sum(1, keepdims=True))
+    np.testing.assert_array_equal(array_sum(m, axis=-2, value_count=2).numpy(), [[4.0, 6.0, 8.0, 10.0]])
     assert array_sum(wp.array(np.arange(10, dtype=np.int32))) == 45
     v = wp.array(np.ones((5, 3), dtype=np.float32), dtype=wp.vec3)
-    assert array_sum(v) == wp.vec3(5.0, 5.0, 5.0)
+    np.testing.assert_array_equal(array_sum(v), [5.0, 5.0, 5.0])
+
+
+def test_reductions_return_what_warp_returns():
+    """As Warp 1.19: a NumPy scalar of the dtype over everything, `out` itself when given, an array with the
+    reduced axis kept along an axis, zeros for empty reductions, and IndexError for an axis out of range."""
+    total = array_sum(wp.array(np.arange(4, dtype=np.float32)))
+    assert isinstance(total, np.float32) and total == 6.0
+    out = wp.zeros(1, dtype=float)
+    assert array_sum(wp.ones(3, dtype=float), out=out) is out and out.numpy()[0] == 3.0
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    got = array_inner(wp.array(a), wp.array(a), axis=1)
+    assert got.shape == (2, 1, 4)
+    np.testing.assert_allclose(got.numpy(), (a * a).sum(axis=1, keepdims=True))
+    vecs = wp.array(np.ones((2, 3, 3), dtype=np.float32), dtype=wp.vec3)
+    assert array_inner(vecs, vecs, axis=0).dtype == wp.float32
+    np.testing.assert_array_equal(array_inner(vecs, vecs, axis=0).numpy(), np.full((1, 3), 6.0))
+    np.testing.assert_array_equal(array_sum(wp.empty((2, 0, 3)), axis=-2).numpy(), np.zeros((2, 1, 3)))
+    assert array_inner(wp.zeros(0, dtype=wp.vec2), wp.zeros(0, dtype=wp.vec2)) == 0.0
+    with pytest.raises(IndexError, match="axis 2"):
+        array_sum(wp.ones((2, 3)), axis=2)
 
 
 def test_inner_products():

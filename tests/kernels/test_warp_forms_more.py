@@ -292,3 +292,40 @@ def test_any_parameters_take_arrays_and_structs():
     out = wp.zeros(3)
     wp.launch(generic_any, 3, inputs=[wp.array(np.arange(3, dtype=np.float32)), s, out])
     np.testing.assert_array_equal(out.numpy(), [0.5, 2.5, 4.5])
+
+
+@wp.func
+def _bump(x: int):
+    return x + 1
+
+
+@wp.func
+def _bump(x: float):  # noqa: F811 - an overload
+    return x + 0.5
+
+
+@wp.func
+def _bump(x: wp.vec3):  # noqa: F811
+    return x + wp.vec3(1.0, 0.0, 0.0)
+
+
+@wp.func
+def _halve64(x: wp.float64):
+    return x / wp.float64(2.0)
+
+
+def test_python_calls_pick_the_overload_by_argument_type():
+    """From Python, an overloaded @wp.func runs the overload the arguments' types select (int, float, vec3);
+    a call no overload takes (a Python float for float64, a number for a vector) raises Warp's RuntimeError."""
+    assert _bump(1) == 2 and _bump(1.0) == 1.5
+    assert _bump(wp.vec3(1.0, 2.0, 3.0)) == wp.vec3(2.0, 2.0, 3.0)
+    assert _halve64(wp.float64(3.0)) == 1.5
+    with pytest.raises(RuntimeError, match=r"^Error calling function '_halve64', no overload found for arguments"):
+        _halve64(1.0)
+    with pytest.raises(RuntimeError, match="no overload found"):
+        _bump("text")
+
+
+def test_matrices_print_row_by_row():
+    """str() of a matrix is Warp's: one row a line."""
+    assert str(wp.mat22(1.0, 2.0, 3.0, 4.0)) == "[[1.0, 2.0],\n [3.0, 4.0]]"
