@@ -26,20 +26,28 @@ export_name("MeshQueryAABBTiled", mesh_query_aabb_tiled_t)
 _U64, _V3 = Exact(T.uint64), Exact(T.vec3f)
 _STEP = TileType(T.int32, (1,))  # one result per thread of the block: one lane on the CPU
 _G = {"group": "Tile Primitives", "differentiable": False}
-for _name, _doc in (("tile_bvh_query_aabb", "tile_bvh_query_aabb(id, low, high): a block query of the boxes "
-                                            "overlapping [low, high] (advance with tile_bvh_query_next)"),
-                    ("tile_bvh_query_ray", "tile_bvh_query_ray(id, start, dir): a block query of the boxes the ray "
-                                           "hits (t >= 0, unbounded; advance with tile_bvh_query_next)")):
-    add_builtin(_name, (_U64, _V3, _V3), bvh_query_tiled_t, f"lw::{_name}", header=bvh.HEADER, doc=_doc, **_G)
-add_builtin("tile_bvh_query_next", (Exact(bvh_query_tiled_t),), _STEP, "lw::tile_bvh_query_next", header=bvh.HEADER,
-            doc="tile_bvh_query_next(query): a tile of one box index per thread (negative: none); advances query",
-            **_G)
-add_builtin("tile_mesh_query_aabb", (_U64, _V3, _V3), mesh_query_aabb_tiled_t, "lw::tile_mesh_query_aabb",
-            header=mesh.HEADER, doc="tile_mesh_query_aabb(id, low, high): a block query of the faces whose boxes "
-                                    "overlap [low, high] (advance with tile_mesh_query_aabb_next)", **_G)
-add_builtin("tile_mesh_query_aabb_next", (Exact(mesh_query_aabb_tiled_t),), _STEP, "lw::tile_mesh_query_aabb_next",
-            header=mesh.HEADER, doc="tile_mesh_query_aabb_next(query): a tile of one face index per thread "
-                                    "(negative: none); advances query", **_G)
+# each query under its name and Warp's older `*_tiled` spelling (an alias Warp 1.19 keeps, deprecated)
+for _name, _old, _doc in (("tile_bvh_query_aabb", "bvh_query_aabb_tiled", "tile_bvh_query_aabb(id, low, high): a "
+                           "block query of the boxes overlapping [low, high] (advance with tile_bvh_query_next)"),
+                          ("tile_bvh_query_ray", "bvh_query_ray_tiled", "tile_bvh_query_ray(id, start, dir): a block "
+                           "query of the boxes the ray hits (t >= 0, unbounded; advance with tile_bvh_query_next)")):
+    for _n in (_name, _old):
+        add_builtin(_n, (_U64, _V3, _V3), bvh_query_tiled_t, f"lw::{_name}", header=bvh.HEADER,
+                    doc=_doc if _n == _name else f"deprecated alias of {_name}", **_G)
+for _n in ("tile_bvh_query_next", "bvh_query_next_tiled"):
+    add_builtin(_n, (Exact(bvh_query_tiled_t),), _STEP, "lw::tile_bvh_query_next", header=bvh.HEADER,
+                doc="tile_bvh_query_next(query): a tile of one box index per thread (negative: none); advances "
+                    "query" if _n.startswith("tile") else "deprecated alias of tile_bvh_query_next", **_G)
+for _n in ("tile_mesh_query_aabb", "mesh_query_aabb_tiled"):
+    add_builtin(_n, (_U64, _V3, _V3), mesh_query_aabb_tiled_t, "lw::tile_mesh_query_aabb", header=mesh.HEADER,
+                doc="tile_mesh_query_aabb(id, low, high): a block query of the faces whose boxes overlap [low, high] "
+                    "(advance with tile_mesh_query_aabb_next)" if _n.startswith("tile")
+                    else "deprecated alias of tile_mesh_query_aabb", **_G)
+for _n in ("tile_mesh_query_aabb_next", "mesh_query_aabb_next_tiled"):
+    add_builtin(_n, (Exact(mesh_query_aabb_tiled_t),), _STEP, "lw::tile_mesh_query_aabb_next", header=mesh.HEADER,
+                doc="tile_mesh_query_aabb_next(query): a tile of one face index per thread (negative: none); "
+                    "advances query" if _n.startswith("tile") else "deprecated alias of tile_mesh_query_aabb_next",
+                **_G)
 for _t, _h in ((bvh_query_tiled_t, bvh.HEADER), (mesh_query_aabb_tiled_t, mesh.HEADER)):
     add_builtin("tile_query_valid", (Exact(_t),), T.bool_, "lw::tile_query_valid", header=_h,
                 doc="tile_query_valid(query): whether a block query may have results left (false after a step "

@@ -64,8 +64,8 @@ class ArrayDescRef(tuple):
 
     @property
     def grad(self) -> int:
-        """The gradient pointer, 0 for none."""
-        return self.desc.grad
+        """The gradient pointer, 0 for none (without the flag bit `RETAIN_GRAD_BIT` the kernel reads)."""
+        return self.desc.grad & ~RETAIN_GRAD_BIT
 
     @property
     def shape(self) -> Any:

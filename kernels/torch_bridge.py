@@ -169,12 +169,13 @@ foreign.register_reader("torch", _reader_for)
 
 
 def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, grad: Any = None,
-               return_ctype: bool = False) -> array | ArrayDescRef:
+               return_ctype: bool = False, retain_grad: bool = False) -> array | ArrayDescRef:
     """An array viewing tensor `t`'s memory (no copy). `dtype` may be a vector or matrix type made of `t`'s
     trailing dimensions (a float tensor of shape (n, 2) as `wp.vec2`); by default `t`'s scalar type.
     `requires_grad` (default: `t.requires_grad`) gives the array a gradient: `grad` (an array or tensor), else
     `t.grad` shared (see the module docstring for when it is a buffer of its own). `return_ctype=True`
-    gives the bare kernel-argument descriptor, cheaper to make than an array."""
+    gives the bare kernel-argument descriptor, cheaper to make than an array. `retain_grad` sets the array's
+    `retain_grad` (an array with a gradient only); a gradient shared with torch is never consumed anyway."""
     if grad is None and not (t.requires_grad if requires_grad is None else requires_grad):
         try:
             key = (t.dtype, dtype, t.shape, t.stride(), t.device)
@@ -207,6 +208,8 @@ def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, gra
     a = array._wrap(ptr, dt, tuple(shape), strides, dev, t, False)
     a._grad, a._grad_external = g, external
     a.requires_grad = True
+    if retain_grad:
+        a.retain_grad = True
     return a
 
 
@@ -260,17 +263,25 @@ def _gradient(t: Any, dtype: Any, strides: tuple, grad: Any) -> tuple[array, boo
     if grad is not None:
         g = grad if isinstance(grad, array) else over_buffer(read_tensor(grad), dtype, "wp.from_torch: grad")
     elif torch.is_grad_enabled():
-        if t.grad is None:  # laid out as the tensor (zeros_like would make a strided view's gradient dense)
-            t.grad = torch.zeros_like(t) if t.is_contiguous() else torch.empty_strided(
-                t.shape, t.stride(), dtype=t.dtype, device=t.device).zero_()
+        if t.grad is None:
+            t.grad = _zeros_as(t)
         g = over_buffer(read_tensor(t.grad), dtype, "wp.from_torch: the tensor's .grad")
     else:  # under torch's autograd: a buffer of our own (torch accumulates what backward returns)
-        g = over_buffer(read_tensor(torch.zeros_like(t)), dtype, "wp.from_torch")
+        g = over_buffer(read_tensor(_zeros_as(t)), dtype, "wp.from_torch")
         external = False
     if g.strides != strides or g.dtype != dtype:
         raise ValueError(f"wp.from_torch: the gradient must have the tensor's dtype and strides ({T.type_name(dtype)}, "
                          f"{strides} bytes), got {T.type_name(g.dtype)} with {g.strides}")
     return g, external
+
+
+def _zeros_as(t: Any) -> Any:
+    """Zeros laid out as tensor `t` (zeros_like would make a strided view's gradient dense, and kernels
+    index a gradient with its array's strides)."""
+    torch = _torch()
+    if t.is_contiguous():
+        return torch.zeros_like(t)
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).zero_()
 
 
 def to_torch(a: array, requires_grad: bool | None = None) -> Any:

@@ -597,7 +597,8 @@ class TransformType(VectorType):
     def __init__(self, *args):
         if not args:
             args = ((0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0),)
-        elif len(args) == 2 and all(isinstance(a, _CompositeMixin | list | tuple | np.ndarray) for a in args):
+        elif len(args) == 2 and all(isinstance(a, _CompositeMixin | list | tuple | np.ndarray)
+                                    or hasattr(a, "__array__") for a in args):  # (p, q), e.g. CPU tensors too
             args = (np.concatenate([np.asarray(args[0], dtype=np.float64).reshape(-1),
                                     np.asarray(args[1], dtype=np.float64).reshape(-1)]),)
         self._init_from(args)

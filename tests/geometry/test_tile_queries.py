@@ -53,3 +53,39 @@ def test_tile_mesh_query_reports_faces_whose_boxes_overlap():
                     block_dim=4)
     np.testing.assert_array_equal(counts.numpy(), [1, 0])
     assert wp.BvhQueryTiled is not wp.MeshQueryAABBTiled
+
+
+@wp.kernel
+def k_old_spellings(bvh_id: wp.uint64, mesh_id: wp.uint64, lo: wp.vec3, hi: wp.vec3, boxes: wp.array(dtype=wp.int32),
+                    faces: wp.array(dtype=wp.int32)):
+    q = wp.bvh_query_aabb_tiled(bvh_id, lo, hi)
+    while wp.tile_query_valid(q):
+        b = wp.untile(wp.bvh_query_next_tiled(q))
+        if b >= 0:
+            boxes[b] += 1
+    r = wp.bvh_query_ray_tiled(bvh_id, wp.vec3(-1.0, 0.5, 0.5), wp.vec3(1.0, 0.0, 0.0))
+    while wp.tile_query_valid(r):
+        b = wp.untile(wp.bvh_query_next_tiled(r))
+        if b >= 0:
+            boxes[b] += 10
+    m = wp.mesh_query_aabb_tiled(mesh_id, lo, hi)
+    while wp.tile_query_valid(m):
+        f = wp.untile(wp.mesh_query_aabb_next_tiled(m))
+        if f >= 0:
+            faces[f] += 1
+
+
+def test_warps_older_tiled_spellings_are_the_same_queries():
+    """bvh_query_aabb_tiled, bvh_query_ray_tiled, bvh_query_next_tiled, mesh_query_aabb_tiled and
+    mesh_query_aabb_next_tiled (Warp 1.19 keeps them as deprecated aliases) run the tile_* queries."""
+    lowers = wp.array(np.array([[0, 0, 0], [2, 0, 0], [4, 0, 0]], np.float32), dtype=wp.vec3)
+    uppers = wp.array(np.array([[1, 1, 1], [3, 1, 1], [5, 1, 1]], np.float32), dtype=wp.vec3)
+    bvh = wp.Bvh(lowers=lowers, uppers=uppers)
+    points = wp.array(np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [4, 0, 0], [5, 0, 0], [4, 1, 0]], np.float32),
+                      dtype=wp.vec3)
+    mesh = wp.Mesh(points=points, indices=wp.array(np.arange(6, dtype=np.int32)))
+    boxes, faces = wp.zeros(3, dtype=wp.int32), wp.zeros(2, dtype=wp.int32)
+    wp.launch_tiled(k_old_spellings, dim=1, inputs=[bvh.id, mesh.id, wp.vec3(-1.0, -1.0, -1.0),
+                                                    wp.vec3(2.5, 2.0, 2.0), boxes, faces], block_dim=4)
+    np.testing.assert_array_equal(boxes.numpy(), [11, 11, 10])
+    np.testing.assert_array_equal(faces.numpy(), [1, 0])

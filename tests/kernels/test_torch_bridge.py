@@ -356,6 +356,8 @@ def test_adjoints_laid_out_otherwise_than_their_arrays():
     tape.backward(grads={ya: wp.from_torch(seed, dtype=wp.float64)})
     torch.testing.assert_close(xs.grad, 2.0 * xs.detach())
     torch.testing.assert_close(seed, torch.ones(3, dtype=torch.float64))  # the caller's seed is kept
+    with torch.no_grad():  # as inside an autograd.Function's forward: a gradient buffer of our own, as strided
+        assert wp.from_torch(base[:3, 1], requires_grad=True).grad.strides == (24,)
 
 
 def test_warp_spellings_of_the_bridge():
@@ -371,5 +373,12 @@ def test_warp_spellings_of_the_bridge():
     v = wp.vec4()
     v[1:] = torch.tensor([1.0, 2.0, 3.0])
     assert list(v) == [0.0, 1.0, 2.0, 3.0]
+    assert list(wp.transform(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.0, 0.0, 0.0, 1.0]))) == [
+        1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 1.0]
+    g = torch.zeros(3, 2)
+    d = wp.from_torch(torch.zeros(3, 2), dtype=wp.vec2, grad=g, return_ctype=True)
+    assert d.grad == g.data_ptr()  # the flag a caller's buffer carries is not part of the pointer
+    t = torch.zeros(4, requires_grad=True)
+    assert wp.from_torch(t, retain_grad=True).retain_grad and not wp.from_torch(t).retain_grad
     with pytest.raises(TypeError, match="expects float32 data"):
         wp.from_torch(torch.zeros(3, dtype=torch.int32), dtype=wp.float32)
