@@ -105,7 +105,12 @@ class HashGrid:
         return ctypes.addressof(self._desc)
 
     def reserve(self, num_points: int, with_groups: bool = False) -> None:
-        """Make room for `num_points` points ahead of `build` (builds grow it as needed anyway)."""
+        """Make room for `num_points` points ahead of `build` (builds grow it as needed anyway). Growing
+        allocates, which a graph capture cannot record: reserve before capturing builds."""
+        grows = 2 * num_points > self._sorted.size or (with_groups and num_points > self._sorted_groups.size)
+        if grows and self.device.is_capturing:
+            raise NotImplementedError(f"HashGrid.reserve({num_points}) would allocate while a graph capture is "
+                                      "active on its device; reserve before capture")
         if 2 * num_points > self._sorted.size:  # radix sorting uses twice the length
             self._keys = zeros(2 * num_points, dtype=T.int32, device=self.device)
             self._sorted = zeros(2 * num_points, dtype=T.int32, device=self.device)

@@ -162,9 +162,11 @@ def radix_sort_pairs(keys: array, values: array, count: int) -> None:
     sort_pairs(keys, values, count, tail_scratch=False)
 
 
+@_capturable("keys", "values")
 def sort_pairs(keys: array, values: array, count: int, *, tail_scratch: bool) -> None:
     """`radix_sort_pairs`; with `tail_scratch` (for owners of arrays of twice the length, such as HashGrid)
-    the second halves serve as the sort's scratch instead of two fresh allocations."""
+    the second halves serve as the sort's scratch instead of two fresh allocations. Recorded, not run, while
+    a graph of the keys' device is being captured (a HashGrid build inside a capture sorts on each replay)."""
     if not isinstance(keys, array) or not isinstance(values, array):
         raise TypeError("radix_sort_pairs: keys and values must be wp.arrays")
     if keys.dtype not in (T.int32, T.float32) or values.dtype is not T.int32:
