@@ -372,7 +372,10 @@ class array:  # noqa: N801 - Warp's public name
         src = src.reshape(outer + inner)
         _normalize_shape(outer)
         self._init_new(outer, zero=False)
-        self._host()[...] = T.to_storage(st, src, raw_bits=True)
+        if self.device.backend.host_accessible:
+            self._host()[...] = T.to_storage(st, src, raw_bits=True)
+        else:
+            self._write_back(np.ascontiguousarray(T.to_storage(st, src, raw_bits=True)))
 
     def _init_alias(self, buf: foreign.Buffer, shape: Any, device: Any) -> None:
         """View `buf` in place (copy=False, or CUDA memory): the dtype must fit it and the device be its own."""
@@ -412,7 +415,10 @@ class array:  # noqa: N801 - Warp's public name
         if records.size != self.size:
             raise ValueError(f"{records.size} {self.dtype.__name__} values for an array of shape {self.shape}")
         # byte for byte: NumPy's view of a ctypes record and the array's own layout name the padding differently
-        ctypes.memmove(self._host().ctypes.data, records.ctypes.data, records.nbytes)
+        if self.device.backend.host_accessible:
+            ctypes.memmove(self._host().ctypes.data, records.ctypes.data, records.nbytes)
+        elif records.nbytes:
+            self.device.backend.upload(self.ptr, records.ctypes.data, records.nbytes)
 
     # -- the array as a value -------------------------------------------------------------
 
@@ -489,21 +495,23 @@ class array:  # noqa: N801 - Warp's public name
         if self.readonly:
             raise ValueError(f"{what}: the array is read-only (it views memory its owner exported read-only)")
 
-    def _interface(self, protocol: str) -> dict:
-        """The dict of `__array_interface__` / `__cuda_array_interface__` (vectors add trailing dimensions)."""
+    def _interface(self, protocol: str, ptr: int | None = None) -> dict:
+        """The dict of `__array_interface__` / `__cuda_array_interface__` (vectors add trailing dimensions), for
+        this array's memory or, with `ptr`, a copy of it laid out the same way at `ptr`."""
+        ptr = (self.ptr or 0) if ptr is None else ptr
         if T.is_struct_type(self.dtype):  # raw records; `_host` views them with the struct's field layout
-            return _interface_dict(self.ptr or 0, self.shape, self.strides, f"|V{T.type_size(self.dtype)}",
-                                   self.readonly)
+            return _interface_dict(ptr, self.shape, self.strides, f"|V{T.type_size(self.dtype)}", self.readonly)
         st = T.elem_scalar(self.dtype)
         inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
-        return _interface_dict(self.ptr or 0, self.shape + inner, self.strides + contiguous_strides(inner, st.size),
+        return _interface_dict(ptr, self.shape + inner, self.strides + contiguous_strides(inner, st.size),
                                _typestr(st), self.readonly)
 
     @property
     def __array_interface__(self) -> dict:
         """NumPy's protocol, for arrays in host memory (read-only arrays say so)."""
         if not self.device.backend.host_accessible:
-            raise _NoInterface(f"__array_interface__ on device {self.device} is not supported yet")
+            raise _NoInterface(f"__array_interface__: the array is in the memory of {self.device}, which the host "
+                               "cannot read in place (.numpy() gives a host copy)")
         self._storage.expose()
         return self._interface("__array_interface__")
 
@@ -568,7 +576,8 @@ class array:  # noqa: N801 - Warp's public name
         return layout
 
     def numpy(self) -> np.ndarray:
-        """A NumPy view of the data (zero-copy on the CPU); vectors add trailing dimensions."""
+        """The data as a NumPy array, vectors and matrices adding trailing dimensions: a view of the memory on the
+        CPU, a copy of device memory (made once the work queued before it is done) on a GPU."""
         if self.ptr is not None:
             self._storage.expose()
         return self._host()
@@ -580,10 +589,23 @@ class array:  # noqa: N801 - Warp's public name
                 return np.zeros(self.shape, dtype=_record_dtype(self.dtype))
             inner = self.dtype._shape_ if T.is_composite(self.dtype) else ()
             return np.zeros(self.shape + inner, dtype=T.elem_scalar(self.dtype).np_dtype)
-        if not self.device.backend.host_accessible:
-            raise _NoInterface(f"__array_interface__ on device {self.device} is not supported yet")
-        host = np.asarray(_Interface(self._interface("__array_interface__"), self))
+        if self.device.backend.host_accessible:
+            host = np.asarray(_Interface(self._interface("__array_interface__"), self))
+        else:  # device memory: a copy, once the work queued before has written it
+            lo, nbytes = byte_span(self.shape, self.strides, T.type_size(self.dtype))
+            buf = np.empty(max(nbytes, 1), dtype=np.uint8)
+            if nbytes:
+                self.device.backend.download(buf.ctypes.data, self.ptr + lo, nbytes)
+            host = np.asarray(_Interface(self._interface("__array_interface__", buf.ctypes.data - lo), buf))
         return host.view(_record_dtype(self.dtype)) if T.is_struct_type(self.dtype) else host
+
+    def _write_back(self, host: np.ndarray) -> None:
+        """Store `host` (what `_host()` gave, since changed) into this array's memory, where that is not the
+        memory itself (device memory)."""
+        if self.device.backend.host_accessible or not self.size:
+            return
+        lo, nbytes = byte_span(self.shape, self.strides, T.type_size(self.dtype))
+        self.device.backend.upload(self.ptr + lo, host.ctypes.data + lo, nbytes)  # `host` has the array's layout
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy()
@@ -630,7 +652,6 @@ class array:  # noqa: N801 - Warp's public name
         if len(key) > self.ndim:
             raise IndexError(f"too many indices ({len(key)}) for an array of {self.ndim} dimensions")
         if all(isinstance(k, int | np.integer) for k in key) and len(key) == self.ndim:
-            self._check_host("element access")
             self._storage.check_host_access("element access")
             if T.is_struct_type(self.dtype):
                 return self.dtype.from_bytes(self._host()[key].tobytes())
@@ -678,12 +699,13 @@ class array:  # noqa: N801 - Warp's public name
         return indexedarray(view, picks)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._check_host("element assignment")
         self._check_writable("element assignment")
         self._storage.check_host_access("element assignment")
         self._storage.bump("element assignment")
-        self._host()[key] = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
+        host = self._host()
+        host[key] = T.to_storage(T.elem_scalar(self.dtype), np.asarray(
             value.numpy_value() if isinstance(value, T._CompositeMixin) else value))
+        self._write_back(host)
 
     def reshape(self, shape: Any) -> array:
         """A view with a new shape (contiguous arrays only); one extent may be -1."""
@@ -732,7 +754,6 @@ class array:  # noqa: N801 - Warp's public name
 
     def fill_(self, value: Any) -> array:
         """Set every element to `value` (a scalar, or a vector/matrix for such dtypes)."""
-        self._check_host("fill_")
         self._check_writable("fill_")
         if self.size and T.is_struct_type(self.dtype):
             record = value._pack() if isinstance(value, self.dtype) else None
@@ -746,7 +767,10 @@ class array:  # noqa: N801 - Warp's public name
             shape = getattr(self.dtype, "_shape_", ())
             if len(shape) > 1 and v.ndim == 1 and v.size == int(np.prod(shape)):  # a matrix's values given flat
                 v = v.reshape(shape)
-        if self.size:
+        if self.size and not self.device.backend.host_accessible:
+            submit(self.device, None, _fill_device, (self, v), ((self._storage, "fill_()"),), "memset",
+                   TIMING_MEMSET, (self,))
+        elif self.size:
             submit(self.device, None, _set_all, (self._host(), v), ((self._storage, "fill_()"),), "memset",
                    TIMING_MEMSET)
         self._storage.bump("fill_()")
@@ -767,13 +791,14 @@ class array:  # noqa: N801 - Warp's public name
     def assign(self, src: Any) -> array:
         """Copy the values of `src` (an array, NumPy array or sequence of matching shape) into this array (from an
         array of the same dtype: recorded by a Tape as `wp.copy` is)."""
-        self._check_host("assign")
         self._check_writable("assign")
         st = T.elem_scalar(self.dtype)
-        dst = self._host()
         writes = ((self._storage, "assign()"),)
+        if not self.device.backend.host_accessible or (isinstance(src, array)
+                                                       and not src.device.backend.host_accessible):
+            return self._assign_staged(src, st, writes)
+        dst = self._host()
         if isinstance(src, array):  # read when the copy runs (a graph capture records it)
-            src._check_host("assign")
             n = src.size * (int(np.prod(src.dtype._shape_)) if T.is_composite(src.dtype) else 1)
             if n != dst.size:
                 raise ValueError(f"assign: source has {n} values, array has {dst.size}")
@@ -791,6 +816,23 @@ class array:  # noqa: N801 - Warp's public name
         self._storage.bump("assign()")
         return self
 
+    def _assign_staged(self, src: Any, st: Any, writes: tuple) -> array:
+        """`assign` where either side is device memory: the values pass through the host."""
+        dst = self._host()
+        if isinstance(src, array):
+            src_st = T.elem_scalar(src.dtype)
+            values = src._host() if src_st is st else T.from_storage(src_st, src._host())
+        else:
+            values = np.asarray(src)
+        if values.size != dst.size:
+            raise ValueError(f"assign: source has {values.size} values, array has {dst.size}")
+        dst[...] = T.to_storage(st, values.reshape(dst.shape), raw_bits=True)
+        submit(self.device, None, self._write_back, (dst,), writes, "memcpy", TIMING_MEMCPY, (self, dst))
+        if isinstance(src, array) and src.dtype == self.dtype and src.size == self.size:
+            _record_copy(self, src, 0, 0, self.size)
+        self._storage.bump("assign()")
+        return self
+
     def clone(self, device: Any = None, requires_grad: bool | None = None) -> array:
         """A contiguous copy, on `device` (default: the same device)."""
         rg = self.requires_grad if requires_grad is None else requires_grad
@@ -801,6 +843,11 @@ class array:  # noqa: N801 - Warp's public name
                 copy(out, self)
             return out
         self._storage.check_host_access("clone()")
+        if self.ptr is not None and self.is_contiguous:
+            out = empty(self.shape, self.dtype, dev, rg)
+            if self.size:
+                copy(out, self)
+            return out
         return array(self._host(), dtype=self.dtype, device=dev, requires_grad=rg)
 
     def to(self, device: Any) -> array:
@@ -819,6 +866,23 @@ def _record_dtype(struct_type: Any) -> np.dtype:
 
 def _set_all(view: np.ndarray, values: Any) -> None:
     view[...] = values
+
+
+def _fill_device(a: array, value: Any) -> None:
+    """`fill_` of device memory: a memset where each element repeats one 1-, 2- or 4-byte word, else through
+    the host."""
+    if a.is_contiguous and not T.is_struct_type(a.dtype):
+        v = np.asarray(value)
+        raw = np.ascontiguousarray(np.broadcast_to(v, getattr(a.dtype, "_shape_", ()))).tobytes()
+        size = T.type_size(a.dtype)
+        for width in (1, 2, 4):
+            if len(raw) == size and raw == raw[:width] * (size // width):
+                if a.device.backend.fill(a.ptr, raw[:width], a.size * size // width):
+                    return
+                break
+    host = a._host()
+    host[...] = value
+    a._write_back(host)
 
 
 def _assign_array(dst: np.ndarray, src: array, st: Any) -> None:
@@ -1179,14 +1243,19 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
         )
     writes = ((dest._storage, "wp.copy()"),)
     name = f"memcpy {src.device} -> {dest.device}"
-    if count and dest.dtype == src.dtype and dest.device == src.device and dest.is_contiguous and src.is_contiguous:
+    if count and dest.dtype == src.dtype and dest.is_contiguous and src.is_contiguous:
         size = T.type_size(dest.dtype)
-        submit(dest.device, stream, dest.device.backend.copy,
+        to, frm = dest.device.backend, src.device.backend
+        if to.host_accessible and not frm.host_accessible:
+            transfer = frm.download
+        elif frm.host_accessible and not to.host_accessible:
+            transfer = to.upload
+        else:  # one device, host memory, or two GPUs (unified addressing: a peer copy)
+            transfer = to.copy
+        submit(dest.device, stream, transfer,
                (dest.ptr + dest_offset * size, src.ptr + src_offset * size, count * size), writes, name, TIMING_MEMCPY,
                (dest, src))
     else:
-        dest._check_host("copy")
-        src._check_host("copy")
         submit(dest.device, stream, _copy_elements, (dest, src, dest_offset, src_offset, count), writes, name,
                TIMING_MEMCPY)
     dest._storage.bump("wp.copy()")
@@ -1240,12 +1309,16 @@ def _record_copy(dest: array, src: array, dest_offset: int, src_offset: int, cou
 
 
 def _copy_elements(dest: array, src: array, dest_offset: int, src_offset: int, count: int) -> None:
-    """`wp.copy` element by element, through NumPy (strided arrays, different dtypes of one size)."""
-    d = dest._host().reshape((dest.size,) + dest._host().shape[dest.ndim:])
-    s = src._host().reshape((src.size,) + src._host().shape[src.ndim:])
+    """`wp.copy` element by element, through NumPy (strided arrays, different dtypes of one size, memory of
+    different devices)."""
+    host = dest._host()
+    d = host.reshape((dest.size,) + host.shape[dest.ndim:])
+    s = src._host()
+    s = s.reshape((src.size,) + s.shape[src.ndim:])
     d[dest_offset:dest_offset + count] = s[src_offset:src_offset + count].reshape(d[:count].shape)
     if not dest.is_contiguous:
-        dest._host()[...] = d.reshape(dest._host().shape)
+        host[...] = d.reshape(host.shape)
+    dest._write_back(host)
 
 
 def from_ptr(ptr: int, length: int = 0, dtype: Any = float, shape: Any = None, device: Any = None) -> array:

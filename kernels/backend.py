@@ -3,7 +3,7 @@
 A `Backend` serves one device: it allocates, copies and zeroes memory, compiles a module's source and
 loads it as a `Program`, and hands out a `Launcher` per kernel entry. Arrays, launches and utilities
 ask the device's backend (`device.backend`) instead of testing which kind of device it is. The CPU
-implementation is `cpu.py`; a CUDA backend lives in its own file and registers itself with
+implementation is `cpu.py`, the CUDA one `cuda.py`; another kind registers itself with
 `device.register_backend`.
 """
 
@@ -127,6 +127,20 @@ class Backend(ABC):
     @abstractmethod
     def zero(self, ptr: int, nbytes: int) -> None:
         """Set `nbytes` at `ptr` to zero."""
+
+    def upload(self, dst: int, host: int, nbytes: int) -> None:
+        """Copy `nbytes` from host memory at `host` to this device's memory; `host` may be reused on return."""
+        self.copy(dst, host, nbytes)
+
+    def download(self, host: int, src: int, nbytes: int) -> None:
+        """Copy `nbytes` of this device's memory to host memory, complete (the work queued before included)
+        when this returns."""
+        self.copy(host, src, nbytes)
+
+    def fill(self, ptr: int, pattern: bytes, count: int) -> bool:
+        """Write `pattern` `count` times from `ptr` where the device has a native way (False: it does not;
+        the caller fills another way)."""
+        return False
 
     @abstractmethod
     def compile(self, source: str, name: str, options: BuildOptions, what: str) -> Path:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
+from . import cuda
 from .backend import Backend
 from .cpu import CpuBackend
 from .errors import DeviceError
@@ -45,7 +46,39 @@ class Device:
 
     @property
     def arch(self) -> int:
-        return 0
+        """Compute capability x 10 of a CUDA device (90 for sm_90); 0 for the CPU."""
+        return getattr(self.backend, "arch", 0)
+
+    @property
+    def sm_count(self) -> int:
+        """Streaming multiprocessors of a CUDA device; 0 for the CPU."""
+        return getattr(self.backend, "sm_count", 0)
+
+    @property
+    def is_uva(self) -> bool:
+        """Whether the device shares one virtual address space with the host (every CUDA device here)."""
+        return getattr(self.backend, "is_uva", False)
+
+    @property
+    def is_mempool_supported(self) -> bool:
+        return getattr(self.backend, "is_mempool_supported", False)
+
+    @property
+    def total_memory(self) -> int:
+        """Bytes of device memory (0 for the CPU, as Warp)."""
+        info = getattr(self.backend, "memory_info", None)
+        return info()[1] if info is not None else 0
+
+    @property
+    def free_memory(self) -> int:
+        """Bytes of device memory free now (0 for the CPU, as Warp)."""
+        info = getattr(self.backend, "memory_info", None)
+        return info()[0] if info is not None else 0
+
+    @property
+    def context(self) -> int | None:
+        """The CUDA context handle this device runs in (None for the CPU)."""
+        return getattr(self.backend, "ctx", None)
 
     def __str__(self) -> str:
         return self.alias
@@ -66,9 +99,10 @@ class Device:
 
 
 #: the backend kinds: a device alias's prefix -> (the factory of a device's backend, given its ordinal;
-#: how many such devices this machine has). A CUDA backend adds "cuda" with `register_backend`.
+#: how many such devices this machine has). Other kinds add themselves with `register_backend`.
 _kinds: dict[str, tuple[Callable[[int], Backend], Callable[[], int]]] = {
     "cpu": (lambda ordinal: CpuBackend(), lambda: 1),
+    "cuda": (cuda.CudaBackend, cuda.device_count),
 }
 
 
@@ -140,12 +174,7 @@ def is_cuda_available() -> bool:
 
 def get_cuda_driver_version() -> tuple[int, int] | None:
     """(major, minor) of the installed CUDA driver (e.g. (12, 4)), or None without a driver (or cuda-python)."""
-    try:
-        from cuda.bindings import driver
-        err, version = driver.cuDriverGetVersion()
-    except Exception:  # no cuda-python, or no libcuda to load: no driver
-        return None
-    return (int(version) // 1000, int(version) % 1000 // 10) if int(err) == 0 and version else None
+    return cuda.driver_version()
 
 
 def get_cuda_toolkit_version() -> tuple[int, int] | None:

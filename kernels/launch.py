@@ -30,7 +30,7 @@ from .extensions import registry
 from .ir import ArrayType
 from .logger import log_info
 from .module import Kernel, LoadedKernel, LoadedModule
-from .stream import TIMING_KERNEL, Stream, capturing_graph, submit
+from .stream import TIMING_KERNEL, Stream, capturing_graph, run_on, submit
 from .stream import runtime as streams
 from .structs import field_ctype, is_struct
 
@@ -455,7 +455,10 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
             _submit(kernel, lm, lk.launch, dev, stream, blob, params, pins, slot if lm.debug else None,
                     [(params[i], kernel.key) for i in lk.writes], "forward")
         else:
-            lk.launch(blob)
+            if stream is None:
+                lk.launch(blob)
+            else:
+                run_on(stream, lk.launch, (blob,))
             if lm.debug:
                 fault = slot.take()
     if registry.recording and record_tape and fault is None:  # a launch that faulted did not run as written
@@ -569,7 +572,10 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, 
                    if isinstance(t, ArrayType) and g is not None]
         _submit(kernel, lm, adjoint.launch, dev, stream, blob, [*params, *adj_params], pins, slot, written, "backward")
         return
-    adjoint.launch(blob)
+    if stream is None:
+        adjoint.launch(blob)
+    else:
+        run_on(stream, adjoint.launch, (blob,))
     fault = slot.take() if slot else None
     if fault is not None:
         raise _fault_error(kernel, lm, fault, " (in its adjoint)")

@@ -1,9 +1,9 @@
 """Runtime helpers Warp programs call: `init`, cache clearing, and the memory-pool and peer-access queries.
 
 loomwork initializes itself on first use, so `init()` only applies `wp.config.track_memory` (it is
-idempotent, as Warp's). No loomwork device allocates from a memory pool or maps another device's memory:
-the queries answer False, turning a pool or peer access off is a no-op, and asking to turn one on, or for
-a pool's threshold or usage, raises a ValueError naming why (as Warp does for its CPU device).
+idempotent, as Warp's). Memory pools and peer access are CUDA's: on the CPU the queries answer False,
+turning one off is a no-op, and asking to turn one on, or for a pool's threshold or usage, raises a
+ValueError naming why (as Warp does for its CPU device).
 """
 
 from __future__ import annotations
@@ -49,63 +49,105 @@ def _devices(*devices: Any) -> None:
         get_device(d)
 
 
-def _no_pools(device: Any, what: str) -> ValueError:
-    return ValueError(f"{what}: {get_device(device)} has no memory pool (no loomwork device allocates from one)")
+def _pooled(device: Any, what: str) -> Any:
+    """The backend of `device`, which must allocate from a memory pool (a ValueError names why not)."""
+    backend = get_device(device).backend
+    if not getattr(backend, "is_mempool_supported", False):
+        raise ValueError(f"{what}: {get_device(device)} has no memory pool (CUDA devices with a driver that "
+                         "supports stream-ordered allocation have one)")
+    return backend
 
 
-def _no_pool(device: Any = None) -> bool:
-    """False: no loomwork device allocates from a memory pool (the device is checked to exist)."""
-    get_device(device)
-    return False
+def is_mempool_supported(device: Any = None) -> bool:
+    """Whether `device` can allocate from a stream-ordered memory pool (CUDA devices)."""
+    return bool(getattr(get_device(device).backend, "is_mempool_supported", False))
 
 
-is_mempool_supported = is_mempool_enabled = _no_pool
+def is_mempool_enabled(device: Any = None) -> bool:
+    """Whether new arrays on `device` come from its memory pool (on by default where supported)."""
+    return bool(getattr(get_device(device).backend, "mempool_enabled", False))
 
 
 def set_mempool_enabled(device: Any, enable: bool) -> None:
-    """Turn pool allocation on or off: off is what every loomwork device does; on raises."""
-    if enable:
-        raise _no_pools(device, "set_mempool_enabled")
-    get_device(device)
+    """Allocate new arrays on `device` from its memory pool (or with plain allocations); turning it on for
+    a device without one raises."""
+    if not enable and not is_mempool_supported(device):
+        return
+    _pooled(device, "set_mempool_enabled").mempool_enabled = bool(enable)
 
 
 def set_mempool_release_threshold(device: Any, threshold: int | float) -> None:
-    raise _no_pools(device, "set_mempool_release_threshold")
+    """Bytes the pool keeps reserved at synchronizations instead of returning them to the driver; a float
+    in [0, 1] is a fraction of the device's memory."""
+    backend = _pooled(device, "set_mempool_release_threshold")
+    if isinstance(threshold, float) and 0.0 <= threshold <= 1.0:
+        threshold = int(threshold * backend.memory_info()[1])
+    if threshold < 0:
+        raise ValueError(f"set_mempool_release_threshold: threshold must not be negative, got {threshold}")
+    backend.set_release_threshold(int(threshold))
 
 
 def get_mempool_release_threshold(device: Any = None) -> int:
-    raise _no_pools(device, "get_mempool_release_threshold")
+    return _pooled(device, "get_mempool_release_threshold").release_threshold()
 
 
 def get_mempool_used_mem_current(device: Any = None) -> int:
-    raise _no_pools(device, "get_mempool_used_mem_current")
+    """Bytes of the pool in use by live allocations."""
+    return _pooled(device, "get_mempool_used_mem_current").pool_used(high=False)
 
 
 def get_mempool_used_mem_high(device: Any = None) -> int:
-    raise _no_pools(device, "get_mempool_used_mem_high")
+    """The most bytes of the pool in use at once so far."""
+    return _pooled(device, "get_mempool_used_mem_current").pool_used(high=True)
 
 
-def _no_access(target_device: Any, peer_device: Any) -> bool:
-    """False: no loomwork device maps another's memory or pool (the devices are checked to exist)."""
-    _devices(target_device, peer_device)
-    return False
+def _gpu_pair(target_device: Any, peer_device: Any) -> tuple[Any, Any] | None:
+    """The backends of two devices if both map memory between themselves (CUDA devices), else None."""
+    t, p = get_device(target_device).backend, get_device(peer_device).backend
+    return (t, p) if hasattr(t, "can_access_peer") and hasattr(p, "can_access_peer") else None
 
 
-is_mempool_access_supported = is_mempool_access_enabled = _no_access
-is_peer_access_supported = is_peer_access_enabled = _no_access
+def is_peer_access_supported(target_device: Any, peer_device: Any) -> bool:
+    """Whether kernels on `peer_device` can read and write memory of `target_device` directly."""
+    pair = _gpu_pair(target_device, peer_device)
+    return pair is not None and pair[1].can_access_peer(pair[0])
 
 
-def set_mempool_access_enabled(target_device: Any, peer_device: Any, enable: bool) -> None:
-    if enable:
-        raise _no_pools(target_device, "set_mempool_access_enabled")
-    get_device(peer_device)
+def is_peer_access_enabled(target_device: Any, peer_device: Any) -> bool:
+    pair = _gpu_pair(target_device, peer_device)
+    return pair is not None and (pair[0] is pair[1] or pair[1].ordinal in pair[0].peers)
 
 
 def set_peer_access_enabled(target_device: Any, peer_device: Any, enable: bool) -> None:
-    if enable:
+    """Let kernels on `peer_device` access memory of `target_device` directly (or stop them)."""
+    if not enable and not is_peer_access_enabled(target_device, peer_device):
+        return
+    if not is_peer_access_supported(target_device, peer_device):
         raise ValueError(f"set_peer_access_enabled: {get_device(peer_device)} cannot map the memory of "
-                         f"{get_device(target_device)} (peer access is between CUDA devices)")
-    _devices(target_device, peer_device)
+                         f"{get_device(target_device)}")
+    t, p = _gpu_pair(target_device, peer_device)
+    t.set_peer_access(p, bool(enable))
+
+
+def is_mempool_access_supported(target_device: Any, peer_device: Any) -> bool:
+    """Whether `peer_device` can be given access to `target_device`'s memory pool."""
+    return is_peer_access_supported(target_device, peer_device) and is_mempool_supported(target_device)
+
+
+def is_mempool_access_enabled(target_device: Any, peer_device: Any) -> bool:
+    pair = _gpu_pair(target_device, peer_device)
+    return pair is not None and is_mempool_supported(target_device) and pair[0].pool_access(pair[1])
+
+
+def set_mempool_access_enabled(target_device: Any, peer_device: Any, enable: bool) -> None:
+    """Let `peer_device` access allocations from `target_device`'s memory pool (or stop it)."""
+    if not enable and not is_mempool_access_enabled(target_device, peer_device):
+        return
+    if not is_mempool_access_supported(target_device, peer_device):
+        raise ValueError(f"set_mempool_access_enabled: {get_device(peer_device)} cannot access the memory pool "
+                         f"of {get_device(target_device)}")
+    t, p = _gpu_pair(target_device, peer_device)
+    t.set_pool_access(p, bool(enable))
 
 
 class ScopedMempool:

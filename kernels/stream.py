@@ -54,20 +54,40 @@ runtime = Runtime()
 
 
 class Stream:
-    """An ordered queue of work on one device (`priority`: -1 high, 0 default; values are clamped)."""
+    """An ordered queue of work on one device (`priority`: -1 high, 0 default; values are clamped).
+
+    On a CUDA device it is a driver stream (`cuda_stream`, its handle; `Stream(device, cuda_stream=h)` wraps
+    one made elsewhere, which this object then does not destroy). On the CPU work completes in order before
+    the call that issued it returns, so there is nothing to wait for."""
 
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
         self.device = get_device(device)
-        if kwargs.get("cuda_stream") is not None:
-            raise DeviceError(f"Stream(cuda_stream=...) wraps an existing CUDA stream; {self.device} has no CUDA "
-                              "streams (loomwork runs CUDA with its CUDA backend)")
-        kwargs.pop("cuda_stream", None)  # None: no stream to wrap (an FFI callback's context on the CPU)
+        handle = kwargs.pop("cuda_stream", None)
         if kwargs:
             raise TypeError(f"Stream() got unexpected keyword argument(s) {', '.join(kwargs)}")
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise TypeError(f"Stream priority must be an integer, got {priority!r}")
         self.priority = max(-1, min(priority, 0))
         self.graph: Any = None  # the graph being captured from this stream (kernels/capture.py)
+        backend = self.device.backend
+        self._owned = False
+        if handle is not None:  # None: no stream to wrap (an FFI callback's context on the CPU)
+            if not hasattr(backend, "create_stream"):
+                raise DeviceError(f"Stream(cuda_stream=...) wraps an existing CUDA stream; {self.device} has no "
+                                  "CUDA streams")
+            self.cuda_stream = int(handle)
+        elif hasattr(backend, "create_stream"):
+            self.cuda_stream = backend.create_stream(self.priority)
+            self._owned = True
+        else:
+            self.cuda_stream = None
+
+    def __del__(self) -> None:
+        if getattr(self, "_owned", False):
+            try:
+                self.device.backend.destroy_stream(self.cuda_stream)
+            except Exception:  # noqa: BLE001 - the driver may be gone at interpreter exit
+                pass
 
     @property
     def is_capturing(self) -> bool:
@@ -76,8 +96,8 @@ class Stream:
 
     @property
     def is_complete(self) -> bool:
-        """Whether all work issued to this stream has finished (always, where launches are synchronous)."""
-        return True
+        """Whether all work issued to this stream has finished."""
+        return self.cuda_stream is None or self.device.backend.stream_done(self.cuda_stream)
 
     @property
     def is_blocking(self) -> bool:
@@ -91,19 +111,32 @@ class Stream:
             raise TypeError(f"record_event takes a wp.Event, got {type(event).__name__}")
         elif event.device != self.device:
             raise DeviceError(f"an event of device {event.device} cannot be recorded on a stream of {self.device}")
-        submit(self.device, self, event._reach, ())
+        if self.cuda_stream is not None:
+            submit(self.device, self, self.device.backend.record, (event.cuda_event, self.cuda_stream))
+            event._reached = 0.0
+        else:
+            submit(self.device, self, event._reach, ())
         return event
 
     def wait_event(self, event: Event, external: bool = False) -> None:
-        """Make later work on this stream wait for `event` (work here is already in order: nothing to wait)."""
+        """Make later work on this stream wait for `event`."""
         if not isinstance(event, Event):
             raise TypeError(f"wait_event takes a wp.Event, got {type(event).__name__}")
+        if self.cuda_stream is not None and event.cuda_event is not None:
+            submit(self.device, self, self.device.backend.stream_wait_event, (self.cuda_stream, event.cuda_event))
+        elif event.cuda_event is not None:  # the CPU waits for a GPU event by waiting for it on the host
+            synchronize_event(event)
 
     def wait_stream(self, other_stream: Stream, event: Event | None = None, external: bool = False) -> None:
         """Make later work on this stream wait for the work issued so far on `other_stream`."""
         if not isinstance(other_stream, Stream):
             raise TypeError(f"wait_stream takes a wp.Stream, got {type(other_stream).__name__}")
-        other_stream.device.backend.synchronize()
+        if other_stream is self or other_stream.cuda_stream is None:
+            return
+        if self.cuda_stream is None:
+            synchronize_stream(other_stream)
+            return
+        self.wait_event(other_stream.record_event(event))
 
     def __repr__(self) -> str:
         return f"Stream(device={self.device}, priority={self.priority})"
@@ -117,19 +150,35 @@ class Event:
         self.device = get_device(device)
         if interprocess and enable_timing:
             raise ValueError("an Event cannot have both enable_timing=True and interprocess=True")
-        if cuda_event is not None or interprocess:
-            raise DeviceError(f"{'interprocess events' if interprocess else 'Event(cuda_event=...)'} are CUDA "
-                              f"events; {self.device} has none")
+        backend = self.device.backend
+        if not hasattr(backend, "create_event"):
+            if cuda_event is not None or interprocess:
+                raise DeviceError(f"{'interprocess events' if interprocess else 'Event(cuda_event=...)'} are CUDA "
+                                  f"events; {self.device} has none")
+            self.cuda_event = None
+        elif interprocess:
+            raise DeviceError("interprocess CUDA events are not supported by loomwork")
         self.enable_timing = enable_timing
-        self._reached: float | None = None  # time.perf_counter() when last reached
+        self._owned = False
+        if hasattr(backend, "create_event"):
+            self._owned = cuda_event is None
+            self.cuda_event = int(cuda_event) if cuda_event is not None else backend.create_event(enable_timing)
+        self._reached: float | None = None  # time.perf_counter() when last reached (CPU); 0.0 once recorded (CUDA)
+
+    def __del__(self) -> None:
+        if getattr(self, "_owned", False):
+            try:
+                self.device.backend.destroy_event(self.cuda_event)
+            except Exception:  # noqa: BLE001 - the driver may be gone at interpreter exit
+                pass
 
     def _reach(self) -> None:
         self._reached = time.perf_counter()
 
     @property
     def is_complete(self) -> bool:
-        """Whether the work before this event's last recording has finished (always, with synchronous work)."""
-        return True
+        """Whether the work before this event's last recording has finished."""
+        return self.cuda_event is None or self.device.backend.event_done(self.cuda_event)
 
     def __repr__(self) -> str:
         return f"Event(device={self.device}, enable_timing={self.enable_timing})"
@@ -140,8 +189,9 @@ def get_stream(device: Any = None) -> Stream:
     dev = get_device(device)
     s = runtime.current.get(dev)
     if s is None:
+        handle = getattr(dev.backend, "default_stream", None)  # the stream a CUDA backend made for itself
         with runtime.lock:
-            s = runtime.current.setdefault(dev, Stream(dev))
+            s = runtime.current.setdefault(dev, Stream(dev, cuda_stream=handle))
     return s
 
 
@@ -162,6 +212,8 @@ def set_stream(stream: Stream, device: Any = None, sync: bool = False) -> None:
     if sync:
         stream.wait_stream(get_stream(stream.device))
     runtime.current[stream.device] = stream
+    if stream.cuda_stream is not None:
+        stream.device.backend.stream = stream.cuda_stream
 
 
 class ScopedStream:
@@ -195,14 +247,17 @@ def _stream_of(stream_or_device: Any) -> Stream:
 
 def synchronize_stream(stream_or_device: Any = None) -> None:
     """Wait until the work issued to a stream (or to a device's current stream) is done."""
-    _stream_of(stream_or_device).device.backend.synchronize()
+    s = _stream_of(stream_or_device)
+    if s.cuda_stream is not None:
+        s.device.backend.synchronize_stream(s.cuda_stream)
 
 
 def synchronize_event(event: Event) -> None:
     """Wait until the work before `event` is done."""
     if not isinstance(event, Event):
         raise TypeError(f"synchronize_event takes a wp.Event, got {type(event).__name__}")
-    event.device.backend.synchronize()
+    if event.cuda_event is not None:
+        event.device.backend.synchronize_event(event.cuda_event)
 
 
 def record_event(event: Event | None = None, external: bool = False) -> Event:
@@ -231,6 +286,8 @@ def get_event_elapsed_time(start_event: Event, end_event: Event, synchronize: bo
             raise RuntimeError(f"get_event_elapsed_time: {name} has not been recorded (record_event) yet")
     if synchronize:
         synchronize_event(end_event)
+    if end_event.cuda_event is not None:
+        return end_event.device.backend.elapsed_ms(start_event.cuda_event, end_event.cuda_event)
     return (end_event._reached - start_event._reached) * 1e3
 
 
@@ -259,4 +316,21 @@ def submit(device: Device, stream: Stream | None, fn: Callable[..., Any], args: 
                 if flt & kind:
                     results.append((device, name, kind, ms))
             return
-    fn(*args)
+    if stream is not None and stream.cuda_stream is not None:
+        run_on(stream, fn, args)
+    else:
+        fn(*args)
+
+
+def run_on(stream: Stream, fn: Callable[..., Any], args: tuple) -> None:
+    """`fn(*args)` with `stream` as its device's current stream (device work `fn` issues goes there)."""
+    backend = stream.device.backend
+    saved = backend.stream
+    if saved == stream.cuda_stream:
+        fn(*args)
+        return
+    backend.stream = stream.cuda_stream
+    try:
+        fn(*args)
+    finally:
+        backend.stream = saved

@@ -1,4 +1,9 @@
-"""Shared test setup: every module built by a test is also compiled by NVRTC, and a `device` fixture."""
+"""Shared test setup: every module built by a test is also compiled by NVRTC, and a `device` fixture.
+
+`LOOMWORK_TEST_DEVICE=cuda:0 pytest ...` makes that device the default one for the whole run, so tests that
+name no device run there (a way to see which parts of the suite work on a GPU; CI runs on the CPU)."""
+
+import os
 
 import pytest
 
@@ -7,6 +12,8 @@ from loomwork.kernels import build
 
 # Every CUDA source must compile with NVRTC in every test run, GPU or not.
 wp.config.verify_cuda = build.nvrtc_available()
+if os.environ.get("LOOMWORK_TEST_DEVICE"):
+    wp.set_device(os.environ["LOOMWORK_TEST_DEVICE"])
 
 
 def _devices() -> list:

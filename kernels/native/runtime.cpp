@@ -304,6 +304,40 @@ extern "C" __attribute__((visibility("default"))) void lw_launch_batch(const cha
     for (long long i = 0; i < n; ++i) lw_launch(packed[i]);
 }
 
+// A CUDA launch in one call from Python (kernels/cuda.py): `d` fixes per kernel the driver's cuLaunchKernel,
+// the kernel, its block size, the device's multiprocessor count and where the backend keeps its current
+// stream; `blob` is the packed parameter block (lw::launch_t, whose first field is the thread count, then the
+// kernel's arguments). A grid too small to give every multiprocessor two blocks gets smaller blocks (down to
+// one warp), so small launches spread over the whole device. Returns the driver's CUresult.
+struct CudaLaunch {
+    void* launch;
+    void* func;
+    void* const* stream;
+    unsigned block, sm_count;
+};
+typedef int (*cu_launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                                void**, void**);
+
+extern "C" __attribute__((visibility("default"))) int lw_cuda_launch(const CudaLaunch* d, const char* blob,
+                                                                     int nbytes) {
+    long long n;
+    __builtin_memcpy(&n, blob, sizeof(n));
+    unsigned block = d->block;
+    long long blocks = (n + block - 1) / block;
+    const long long want = 2LL * d->sm_count;
+    if (blocks < want) {
+        long long b = ((n + want - 1) / want + 31) / 32 * 32;
+        if (b < block) {
+            block = b < 32 ? 32 : (unsigned)b;
+            blocks = (n + block - 1) / block;
+        }
+    }
+    if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
+    unsigned long size = (unsigned long)nbytes;
+    void* extra[] = {(void*)1, (void*)blob, (void*)2, &size, (void*)0};
+    return ((cu_launch_kernel)d->launch)(d->func, (unsigned)blocks, 1, 1, block, 1, 1, 0, *d->stream, nullptr, extra);
+}
+
 // Zero nbytes at p on every core (array.zero_() of large arrays, e.g. gradients before backward).
 extern "C" __attribute__((visibility("default"))) void lw_zero(void* p, long long nbytes) {
     ZeroJob job{(char*)p, nbytes};

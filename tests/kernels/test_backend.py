@@ -168,10 +168,18 @@ class RecordingBackend(CpuBackend):
 
 
 class DeviceMemoryBackend(RecordingBackend):
-    """The same, claiming that the host cannot read its memory (as a GPU's)."""
+    """The same, claiming that the host cannot read its memory (as a GPU's): it goes through upload/download."""
 
     name = "devmem"
     host_accessible = False
+
+    def upload(self, dst, host, nbytes):
+        self.calls.append(("upload", nbytes))
+        CpuBackend.copy(self, dst, host, nbytes)
+
+    def download(self, host, src, nbytes):
+        self.calls.append(("download", nbytes))
+        CpuBackend.copy(self, host, src, nbytes)
 
 
 _kind_numbers = itertools.count()
@@ -246,8 +254,9 @@ def test_a_registered_backend_runs_adjoints(register):
 
 
 def test_host_access_is_asked_of_the_backend(register):
-    """Where the backend says the host cannot read its memory, NumPy views, host arrays in launches,
-    structs and the utilities refuse clearly; allocation, copies, zeroing and launches still work."""
+    """Where the backend says the host cannot read its memory, NumPy protocols, host arrays in launches,
+    structs and the utilities refuse clearly; allocation, copies, zeroing and launches still work, and
+    `numpy()`, element access and fill_ go through the backend's upload and download."""
     dev = register(DeviceMemoryBackend)
     a = wp.zeros(4, dtype=float, device=dev)
     b = wp.empty(4, dtype=float, device=dev)
@@ -255,10 +264,17 @@ def test_host_access_is_asked_of_the_backend(register):
     b.zero_()
     wp.launch(scale, dim=4, inputs=[b, 2.0], device=dev)
     assert [c[0] for c in dev.backend.calls].count("launch") == 1
-    with pytest.raises(wp.DeviceError, match=f"__array_interface__ on device {dev} is not supported yet"):
-        a.numpy()
-    with pytest.raises(wp.DeviceError, match=f"fill_ on device {dev}"):
-        a.fill_(1.0)
+    with pytest.raises(wp.DeviceError, match=f"the array is in the memory of {dev}, which the host cannot read"):
+        np.asarray(a.__array_interface__)
+    a.fill_(1.5)  # no native fill: through the host (a download, then an upload)
+    b[2] = 7.0
+    np.testing.assert_array_equal(a.numpy(), np.full(4, 1.5, np.float32))
+    np.testing.assert_array_equal(b.numpy(), [0.0, 0.0, 7.0, 0.0])
+    assert b[2] == 7.0 and a.list() == [1.5] * 4
+    kinds = [c[0] for c in dev.backend.calls]
+    assert "download" in kinds and "upload" in kinds
+    c = wp.array(np.arange(4, dtype=np.float32), device=dev)  # host data uploaded
+    np.testing.assert_array_equal(c.to("cpu").numpy(), np.arange(4, dtype=np.float32))
     with pytest.raises(wp.DeviceError, match=f"argument 'x': a ndarray in host memory was passed to a launch on {dev}"):
         wp.launch(scale, dim=4, inputs=[np.zeros(4, np.float32), 2.0], device=dev)
     with pytest.raises(TypeError, match=f"array_sum: arrays on {dev} are not supported yet"):
