@@ -90,13 +90,6 @@ def test_unsupported_features_are_refused_by_name():
     with pytest.raises(ValueError, match="triangles with membrane stiffness"):
         newton.solvers.SolverXPBD(b.finalize())
     b = newton.ModelBuilder()
-    a = b.add_link(mass=1.0)
-    c = b.add_link(mass=1.0)
-    b.add_joint_revolute(-1, a)
-    b.add_joint_d6(a, c, angular_axes=[(1.0, 0.0, 0.0), (0.0, 1.0, 0.0)])
-    with pytest.raises(ValueError, match="D6 joint with two angular axes"):
-        newton.solvers.SolverXPBD(b.finalize())
-    b = newton.ModelBuilder()
     b.add_particle((0, 0, 0), (0, 0, 0), 1.0)
     with pytest.raises(ValueError, match="iterations"):
         newton.solvers.SolverXPBD(b.finalize(), iterations=0)

@@ -331,18 +331,20 @@ class SolverXPBD(SolverBase):
 
     ``iterations`` constraint sweeps per step; ``soft_body_relaxation``, ``soft_contact_relaxation``,
     ``rigid_contact_relaxation``, ``joint_linear_relaxation`` and ``joint_angular_relaxation`` scale the
-    averaged corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, DISTANCE, and D6 with 0, 1 or 3
-    angular axes) hold their locked directions with compliance ``joint_linear_compliance`` [m/N] and
-    ``joint_angular_compliance`` [rad/(N m)] (0: rigid), keep their coordinates inside their limits as hard
-    constraints, and drive them toward ``control.joint_target_q``/``joint_target_qd`` with gains
-    ``Model.joint_target_ke``/``kd`` as compliant constraints (one implicit solve per sweep);
-    ``control.joint_f`` and the passive damping ``Model.joint_damping`` act as forces in the prediction.
-    ``State.joint_q``/``joint_qd`` are not updated (call ``eval_ik``). With ``enable_restitution``, a rigid
-    contact that touched during the step leaves at its restitution (the mean of its shapes'
-    ``restitution``) times its normal approach speed before the solve, by a velocity pass after it (Mueller
-    et al. 2020; none below an approach speed of 2 |g| dt, so resting contacts stay at rest). Triangle FEM,
-    bending and D6 joints with two angular axes are not simulated by this solver; a model that has them is
-    refused."""
+    averaged corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, DISTANCE, D6) hold their locked
+    directions with compliance ``joint_linear_compliance`` [m/N] and ``joint_angular_compliance`` [rad/(N m)]
+    (0: rigid), keep their coordinates inside their limits as hard constraints, and drive them toward
+    ``control.joint_target_q``/``joint_target_qd`` with gains ``Model.joint_target_ke``/``kd`` as compliant
+    constraints (one implicit solve per sweep). The angular coordinates of a D6 joint with two or three angular
+    axes are intrinsic Euler angles about its axes (as ``eval_fk``), those of a BALL joint the components of its
+    rotation vector in the parent joint frame (so its limits bound them axis by axis and its drive targets are a
+    rotation vector, dof-indexed); each is corrected along its own covector; ``control.joint_f`` and the passive
+    damping ``Model.joint_damping`` act as forces in the prediction. ``State.joint_q``/``joint_qd`` are not
+    updated (call ``eval_ik``). With ``enable_restitution``, a rigid contact that touched during the step leaves
+    at its restitution (the mean of its shapes' ``restitution``) times its normal approach speed before the
+    solve, by a velocity pass after it (Mueller et al. 2020; none below an approach speed of 2 |g| dt, so
+    resting contacts stay at rest). Triangle FEM and bending are not simulated by this solver; a model that has
+    them is refused."""
 
     def __init__(self, model: Model, *, iterations: int = 2, soft_body_relaxation: float = 0.9,
                  soft_contact_relaxation: float = 0.9, joint_linear_relaxation: float = 0.7,
@@ -367,12 +369,6 @@ class SolverXPBD(SolverBase):
         self._constrained_joints = False
         if model.joint_count:
             types = model.joint_type.numpy()
-            ang = model.joint_dof_dim.numpy()[:, 1]
-            bad = np.flatnonzero((types == JointType.D6) & (ang == 2))
-            if len(bad):
-                j = int(bad[0])
-                raise ValueError(f"SolverXPBD: joint {j} ({model.joint_label[j]!r}) is a D6 joint with two angular "
-                                 f"axes, which loomwork's XPBD does not simulate; use SolverSemiImplicit")
             self._constrained_joints = bool((types != JointType.FREE).any())
         self.iterations = int(iterations)
         self.soft_body_relaxation = float(soft_body_relaxation)
