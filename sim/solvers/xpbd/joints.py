@@ -8,7 +8,7 @@ none). A BALL joint and a D6 joint with two or three angular axes have three ang
 vector's components; Euler angles, the middle one locked for two axes), each corrected along its covector, the
 row of the map from relative angular velocity to its rate. Along free directions a coordinate outside its
 limits is pushed back as a hard inequality constraint, and inside them the drive (``joint_target_ke``/``kd``
-toward ``joint_target_q``/ ``qd``) acts as a compliant constraint, solved implicitly over the step.
+toward ``joint_target_q``/``qd``) acts as a compliant constraint, solved implicitly over the step.
 ``control.joint_f`` and the passive damping ``joint_damping`` enter the prediction as forces
 (:func:`joint_force_kernel`).
 
