@@ -36,6 +36,72 @@ _D6 = wp.constant(int(JointType.D6))
 
 
 @wp.func
+def euler_axes(joint_axis: wp.array(dtype=wp.vec3), start: int, count: int):
+    """The axes, in order, of the intrinsic rotations that make the angular coordinates of a D6 joint with
+    ``count`` (2 or 3) angular axes from ``start``; two axes a0, a1 give (a0, a0 x a1, a1), the middle locked."""
+    a0 = wp.normalize(joint_axis[start])
+    a1 = wp.normalize(joint_axis[start + 1])
+    if count == 3:
+        return a0, a1, wp.normalize(joint_axis[start + 2])
+    return a0, wp.normalize(wp.cross(a0, a1)), a1
+
+
+@wp.func
+def euler_rotation(a0: wp.vec3, a1: wp.vec3, a2: wp.vec3, t: wp.vec3):
+    """The rotation R(a0, t0) R(a1, t1) R(a2, t2): intrinsic turns about a0, then the turned a1, then a2."""
+    return (wp.quat_from_axis_angle(a0, t[0]) * wp.quat_from_axis_angle(a1, t[1])
+            * wp.quat_from_axis_angle(a2, t[2]))
+
+
+@wp.func
+def euler_angles(a0: wp.vec3, a1: wp.vec3, a2: wp.vec3, r: wp.quat):
+    """The angles (t0, t1, t2) [rad] with ``r = euler_rotation(a0, a1, a2, t)`` for orthonormal axes (either
+    handedness); t1 in [-pi/2, pi/2]."""
+    a2r = wp.cross(a0, a1)
+    s = 1.0
+    if wp.dot(a2r, a2) < 0.0:
+        s = -1.0
+    B = wp.matrix_from_cols(a0, a1, a2r)
+    M = wp.transpose(B) * wp.quat_to_matrix(r) * B  # = Rx(t0) Ry(t1) Rz(s t2)
+    t1 = wp.asin(wp.clamp(M[0, 2], -1.0, 1.0))
+    return wp.vec3(wp.atan2(-M[1, 2], M[2, 2]), t1, s * wp.atan2(-M[0, 1], M[0, 0]))
+
+
+@wp.func
+def euler_rates(a0: wp.vec3, a1: wp.vec3, a2: wp.vec3, t: wp.vec3):
+    """The axes the three angle rates turn about at angles ``t`` (a0, a1 turned by t0, a2 turned by t0 and t1),
+    as the columns of a matrix: the angular velocity is that matrix times the rates."""
+    q0 = wp.quat_from_axis_angle(a0, t[0])
+    return wp.matrix_from_cols(a0, wp.quat_rotate(q0, a1),
+                               wp.quat_rotate(q0 * wp.quat_from_axis_angle(a1, t[1]), a2))
+
+
+@wp.func
+def euler_covectors(a0: wp.vec3, a1: wp.vec3, a2: wp.vec3, t: wp.vec3):
+    """Rows k map an angular velocity to the rate of angle k at angles ``t`` (the inverse of
+    :func:`euler_rates`, bounded near gimbal lock)."""
+    W = euler_rates(a0, a1, a2, t)
+    w0 = wp.vec3(W[0, 0], W[1, 0], W[2, 0])
+    w1 = wp.vec3(W[0, 1], W[1, 1], W[2, 1])
+    w2 = wp.vec3(W[0, 2], W[1, 2], W[2, 2])
+    det = wp.dot(w0, wp.cross(w1, w2))
+    if det >= 0.0:
+        det = wp.max(det, 1.0e-4)
+    else:
+        det = wp.min(det, -1.0e-4)
+    return wp.matrix_from_rows(wp.cross(w1, w2), wp.cross(w2, w0), wp.cross(w0, w1)) / det
+
+
+@wp.func
+def euler_of_dofs(v: wp.array(dtype=float), start: int, count: int):
+    """The three Euler angles (or rates) of a D6 joint's ``count`` angular dofs stored from ``start`` (two
+    dofs: the middle, locked angle is 0)."""
+    if count == 3:
+        return wp.vec3(v[start], v[start + 1], v[start + 2])
+    return wp.vec3(v[start], 0.0, v[start + 1])
+
+
+@wp.func
 def joint_motion(jtype: int, q_start: int, qd_start: int, lin_count: int, ang_count: int,
                  joint_q: wp.array(dtype=float), joint_qd: wp.array(dtype=float),
                  joint_axis: wp.array(dtype=wp.vec3)):
@@ -70,6 +136,11 @@ def joint_motion(jtype: int, q_start: int, qd_start: int, lin_count: int, ang_co
             a = joint_axis[qd_start + lin_count]
             r = wp.quat_from_axis_angle(a, joint_q[q_start + lin_count])
             w = a * joint_qd[qd_start + lin_count]
+        elif ang_count > 1:
+            a0, a1, a2 = euler_axes(joint_axis, qd_start + lin_count, ang_count)
+            t = euler_of_dofs(joint_q, q_start + lin_count, ang_count)
+            r = euler_rotation(a0, a1, a2, t)
+            w = euler_rates(a0, a1, a2, t) * euler_of_dofs(joint_qd, qd_start + lin_count, ang_count)
     return wp.transform(p, r), v, w
 
 
@@ -226,10 +297,25 @@ def eval_ik_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(dtype
             a = joint_axis[ds + k]
             joint_q_out[qs + k] = wp.dot(p, a)
             joint_qd_out[ds + k] = wp.dot(lin, a)
-        if joint_dof_dim[joint, 1] == 1:
+        na = joint_dof_dim[joint, 1]
+        if na == 1:
             a = joint_axis[ds + nl]
             joint_q_out[qs + nl] = twist_angle(r, a)
             joint_qd_out[ds + nl] = wp.dot(ang, a)
+        elif na > 1:
+            a0, a1, a2 = euler_axes(joint_axis, ds + nl, na)
+            t = euler_angles(a0, a1, a2, r)
+            td = euler_covectors(a0, a1, a2, t) * ang
+            joint_q_out[qs + nl] = t[0]
+            joint_qd_out[ds + nl] = td[0]
+            if na == 3:
+                joint_q_out[qs + nl + 1] = t[1]
+                joint_qd_out[ds + nl + 1] = td[1]
+                joint_q_out[qs + nl + 2] = t[2]
+                joint_qd_out[ds + nl + 2] = td[2]
+            else:
+                joint_q_out[qs + nl + 1] = t[2]
+                joint_qd_out[ds + nl + 1] = td[2]
 
 
 class _Topology:
@@ -253,7 +339,7 @@ class _Topology:
             if self.depth[j] > MAX_DEPTH:
                 raise ValueError(f"joint {j} ({model.joint_label[j]!r}) is {self.depth[j]} joints below its "
                                  f"articulation's root; the kinematics kernels take at most {MAX_DEPTH}")
-        self.unsupported = [j for j in range(nj) if jtype[j] == JointType.D6 and dims[j, 1] > 1]
+        self.multi_angular_d6 = [j for j in range(nj) if jtype[j] == JointType.D6 and dims[j, 1] > 1]
         self.body_joint_wp = wp.array(body_joint, dtype=wp.int32, device=model.device)
 
 
@@ -264,14 +350,6 @@ def topology(model: Any) -> _Topology:
         topo = _Topology(model)
         model.__dict__["_artic_topology"] = topo
     return topo
-
-
-def _check_supported(model: Any, what: str) -> None:
-    bad = topology(model).unsupported
-    if bad:
-        j = bad[0]
-        raise ValueError(f"{what}: joint {j} ({model.joint_label[j]!r}) is a D6 joint with more than one angular "
-                         f"axis, which loomwork.sim's kinematics do not handle yet")
 
 
 def _check_array(what: str, name: str, arr: Any, length: int) -> None:
@@ -289,7 +367,6 @@ def eval_fk(model: Any, joint_q: wp.array, joint_qd: wp.array, state: Any, mask:
     the pose and velocity ``state`` gives it."""
     if model.joint_count == 0:
         return
-    _check_supported(model, "eval_fk")
     _check_array("eval_fk", "joint_q", joint_q, model.joint_coord_count)
     _check_array("eval_fk", "joint_qd", joint_qd, model.joint_dof_count)
     if mask is not None:
@@ -309,7 +386,6 @@ def eval_ik(model: Any, state: Any, joint_q: wp.array, joint_qd: wp.array) -> No
     angle is the twist about its axis, in [-pi, pi])."""
     if model.joint_count == 0:
         return
-    _check_supported(model, "eval_ik")
     _check_array("eval_ik", "joint_q", joint_q, model.joint_coord_count)
     _check_array("eval_ik", "joint_qd", joint_qd, model.joint_dof_count)
     wp.launch(eval_ik_kernel, dim=model.joint_count,

@@ -132,6 +132,52 @@ def _load_xml(source: str, what: str) -> tuple[ET.Element, str]:
         raise ValueError(f"{what}: {text!r} does not parse as XML: {e}") from None
 
 
+_MJCF_SECTIONS = ("worldbody", "asset", "actuator", "contact", "equality", "tendon", "sensor", "keyframe")
+"""Top-level MJCF sections that several files (through ``<include>``) may each give: their children are merged."""
+
+
+def _mjcf_expand_includes(el: ET.Element, base_dir: str, what: str, chain: tuple[str, ...]) -> None:
+    """Replace every ``<include file=...>`` below ``el`` by the children of that file's ``<mujoco>`` root (its
+    path relative to ``base_dir``, as MuJoCo resolves it: the top file's directory), recursively, then merge
+    repeated top-level sections of a ``<mujoco>`` root into the first one (``<compiler>`` by attributes)."""
+    for i, child in reversed(list(enumerate(el))):
+        if child.tag != "include":
+            _mjcf_expand_includes(child, base_dir, what, chain)
+            continue
+        name = child.get("file")
+        if not name:
+            raise ValueError(f"{what}: an <include> without a file attribute")
+        path = os.path.abspath(os.path.join(base_dir, name))
+        if path in chain:
+            raise ValueError(f"{what}: <include file={name!r}> includes itself (through {' -> '.join(chain)})")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{what}: <include file={name!r}>: no such file {path!r}")
+        try:
+            inc = ET.parse(path).getroot()
+        except ET.ParseError as e:
+            raise ValueError(f"{what}: included {path!r} does not parse as XML: {e}") from None
+        if inc.tag != "mujoco":
+            raise ValueError(f"{what}: included {path!r} has root <{inc.tag}>, expected <mujoco>")
+        _mjcf_expand_includes(inc, base_dir, what, (*chain, path))
+        el.remove(child)
+        for k, item in enumerate(list(inc)):
+            el.insert(i + k, item)
+    if el.tag != "mujoco":
+        return
+    first: dict[str, ET.Element] = {}
+    for child in list(el):
+        if child.tag not in (*_MJCF_SECTIONS, "compiler"):
+            continue
+        keep = first.setdefault(child.tag, child)
+        if keep is child:
+            continue
+        if child.tag == "compiler":
+            keep.attrib.update(child.attrib)
+        else:
+            keep.extend(list(child))
+        el.remove(child)
+
+
 def _describe(source: Any) -> str:
     """A short name of an import source for messages: its path, or 'xml text'."""
     text = str(source)
@@ -518,15 +564,14 @@ class ImportBuilder:
         ``<inertial>`` or from its geoms' density or mass), its joints (hinge, slide, ball, free; several
         hinges/slides in one body make a D6 joint; none a fixed one) with axis, range, damping, armature and
         stiffness, geoms (plane, sphere, capsule, cylinder, box, ellipsoid, mesh through trimesh; ``fromto``
-        too) and ``<default>`` classes. Geoms of the world body become static shapes. Each child of the world
-        body is one articulation, its root placed by ``xform`` and joined as the file says unless
-        ``floating`` or ``base_joint`` (as :meth:`add_urdf`) is given."""
+        too), ``<default>`` classes and ``<include>`` files (merged as MuJoCo does). Geoms of the world body
+        become static shapes. Each child of the world body is one articulation, its root placed by ``xform``
+        and joined as the file says unless ``floating`` or ``base_joint`` (as :meth:`add_urdf`) is given."""
         what = f"add_mjcf({_describe(source)})"
         root_el, base_dir = _load_xml(source, what)
         if root_el.tag != "mujoco":
             raise ValueError(f"{what}: the root element is <{root_el.tag}>, expected <mujoco>")
-        if root_el.find(".//include") is not None:
-            raise ValueError(f"{what}: <include> elements are not supported; merge the included file first")
+        _mjcf_expand_includes(root_el, base_dir, what, ())
         ctx = _MjcfContext(root_el, base_dir, float(scale), what)
         model = label_prefix or root_el.get("model", "mjcf")
         up = _up_rotation(up_axis, self.up_axis)

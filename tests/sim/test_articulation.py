@@ -120,6 +120,37 @@ def test_fk_ik_round_trip_every_joint_type():
     np.testing.assert_allclose(qd2.numpy(), qd, atol=2e-5)
 
 
+def test_fk_ik_of_d6_with_two_and_three_angular_axes():
+    """D6 angular coordinates are intrinsic Euler angles about the joint's axes (scipy's intrinsic 'XZY' for
+    axes x, z, y, a left-handed triple); eval_ik recovers angles and rates; two axes lock the middle turn."""
+    from scipy.spatial.transform import Rotation
+
+    b = newton.ModelBuilder()
+    cfg = newton.ModelBuilder.JointDofConfig
+    a, c = b.add_link(mass=1.0), b.add_link(mass=1.0)
+    x, y, z = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
+    j0 = b.add_joint_d6(-1, a, angular_axes=[cfg.create_unlimited(ax) for ax in (x, z, y)])
+    j1 = b.add_joint_d6(a, c, linear_axes=[cfg.create_unlimited(y)],
+                        angular_axes=[cfg.create_unlimited(y), cfg.create_unlimited(z)],
+                        parent_xform=wp.transform((0.3, 0.0, 0.0), wp.quat_identity()))
+    b.add_articulation([j0, j1])
+    m = b.finalize("cpu")
+    q = np.array([0.4, -0.7, 1.1, 0.2, -0.5, 0.9], np.float32)
+    qd = np.array([0.3, -1.2, 0.8, 0.5, 0.7, -0.4], np.float32)
+    s = m.state()
+    newton.eval_fk(m, wp.array(q), wp.array(qd), s)
+    body_q = s.body_q.numpy()
+    r0 = Rotation.from_euler("XZY", q[:3])
+    np.testing.assert_allclose(abs(np.dot(body_q[0, 3:], r0.as_quat())), 1.0, atol=1e-6)
+    r1 = r0 * Rotation.from_euler("YZ", q[4:])  # the locked turn (about y x z = x) is between them
+    np.testing.assert_allclose(abs(np.dot(body_q[1, 3:], r1.as_quat())), 1.0, atol=1e-6)
+    np.testing.assert_allclose(body_q[1, :3], r0.apply([0.3, q[3], 0.0]), atol=1e-6)
+    q2, qd2 = wp.zeros_like(m.joint_q), wp.zeros_like(m.joint_qd)
+    newton.eval_ik(m, s, q2, qd2)
+    np.testing.assert_allclose(q2.numpy(), q, atol=2e-5)
+    np.testing.assert_allclose(qd2.numpy(), qd, atol=2e-5)
+
+
 def test_fk_mask_updates_only_selected_articulations():
     """With a mask, unselected articulations keep their body state."""
     world = pendulum(angle=0.5)

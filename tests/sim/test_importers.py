@@ -129,6 +129,29 @@ def test_mjcf_two_links_with_a_free_root_defaults_and_fromto():
     b.finalize()
 
 
+def test_mjcf_include_merges_files_as_mujoco_does(tmp_path):
+    """A scene file that includes the robot (menagerie's layout): the robot's defaults, compiler angle and
+    worldbody merge with the scene's floor; a self-include is refused by name."""
+    (tmp_path / "arm.xml").write_text(
+        '<mujoco model="arm"><compiler angle="degree"/>'
+        '<default><joint damping="0.3"/><geom density="1000"/></default>'
+        '<worldbody><body name="link" pos="0 0 1"><joint name="hinge" type="hinge" axis="0 1 0" range="-30 60"/>'
+        '<geom type="capsule" fromto="0 0 0 0 0 -0.4" size="0.05"/></body></worldbody></mujoco>')
+    (tmp_path / "scene.xml").write_text(
+        '<mujoco model="scene"><include file="arm.xml"/><worldbody><geom name="floor" type="plane" size="0 0 0.05"/>'
+        '</worldbody></mujoco>')
+    b = newton.ModelBuilder()
+    b.add_mjcf(str(tmp_path / "scene.xml"))
+    assert b.body_count == 1 and b.joint_type == [JointType.REVOLUTE]
+    assert sorted(b.shape_type) == sorted([GeoType.PLANE, GeoType.CAPSULE])
+    np.testing.assert_allclose((b.joint_limit_lower[0], b.joint_limit_upper[0]), (-math.pi / 6, math.pi / 3))
+    assert b.joint_damping[0] == pytest.approx(0.3)
+    assert b.body_mass[0] == pytest.approx((math.pi * 0.05 ** 2 * 0.4 + 4 / 3 * math.pi * 0.05 ** 3) * 1000.0)
+    (tmp_path / "loop.xml").write_text('<mujoco><include file="loop.xml"/></mujoco>')
+    with pytest.raises(ValueError, match="includes itself"):
+        newton.ModelBuilder().add_mjcf(str(tmp_path / "loop.xml"))
+
+
 def test_mjcf_unknown_joint_type_and_class_raise():
     """An unknown joint type or default class raises a ValueError naming it."""
     with pytest.raises(ValueError, match="joint 'shoulder' has unknown type 'screw'"):

@@ -287,3 +287,114 @@ def test_gradient_through_a_taut_rope_matches_finite_differences():
     fd = (final_x(-1.0 + 1e-2, False) - final_x(-1.0 - 1e-2, False)) / 2e-2
     assert abs(fd) > 1e-2
     assert abs(g - fd) < 0.05 * abs(fd) + 1e-3, (g, fd)
+
+
+def swing_builder(kind, limit=None, gravity=-9.81, **dof):
+    """A 1 kg body 0.4 m along +x from a joint at height 2 to the world: a BALL joint, or a D6 joint with the
+    angular axes x, y, z (``kind`` 'd6') or y, z ('d6-2'); ``limit`` (lower, upper) [rad] on the y axis, the
+    other ``dof`` settings (drive gains) on every axis."""
+    b = newton.ModelBuilder(gravity=gravity)
+    body = b.add_link(mass=1.0, inertia=wp.mat33(np.diag([0.01, 0.02, 0.02]).astype(np.float32)))
+    cfg = newton.ModelBuilder.JointDofConfig
+    axes = {"d6-2": [(0.0, 1.0, 0.0), (0.0, 0.0, 1.0)]}.get(kind, [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)])
+    ang = []
+    for ax in axes:
+        lo, hi = limit if (limit is not None and ax[1] == 1.0) else (-1.0e6, 1.0e6)
+        ang.append(cfg(axis=ax, limit_lower=lo, limit_upper=hi, **dof))
+    kw = {"parent_xform": wp.transform((0.0, 0.0, 2.0), wp.quat_identity()),
+          "child_xform": wp.transform((-0.4, 0.0, 0.0), wp.quat_identity()), "angular_axes": ang}
+    j = b.add_joint_ball(-1, body, **kw) if kind == "ball" else b.add_joint_d6(-1, body, **kw)
+    b.add_articulation([j])
+    return b
+
+
+def joint_coordinates(m, state):
+    q = wp.zeros(m.joint_coord_count, dtype=float)
+    qd = wp.zeros(m.joint_dof_count, dtype=float)
+    newton.eval_ik(m, state, q, qd)
+    return q.numpy(), qd.numpy()
+
+
+@pytest.mark.parametrize("kind", ["d6", "d6-2", "ball"])
+def test_angular_limit_stops_a_swing_at_the_limit_angle(kind):
+    """Gravity swings the body about +y; the y axis's upper limit of 0.3 rad stops it there (BALL: the rotation
+    vector's y component), and the joint's origin stays put."""
+    m = finalize(swing_builder(kind, limit=(-0.3, 0.3)))
+    states = simulate(m, newton.solvers.SolverXPBD(m, iterations=6), 480, 1.0 / 480)
+    pitch = []
+    for st in states[::8]:
+        q, _ = joint_coordinates(m, st)
+        if kind == "ball":
+            x, y, z, w = q
+            angle = 2.0 * math.atan2(math.sqrt(x * x + y * y + z * z), w)
+            pitch.append(y / max(math.sqrt(x * x + y * y + z * z), 1e-12) * angle)
+        else:
+            pitch.append(q[1] if kind == "d6" else q[0])
+    assert max(pitch) < 0.3 + 5e-3, max(pitch)
+    assert abs(pitch[-1] - 0.3) < 5e-3, pitch[-1]
+    x = states[-1].body_q.numpy()[0]
+    np.testing.assert_allclose(_point(x, (-0.4, 0.0, 0.0)), (0.0, 0.0, 2.0), atol=2e-3)
+    # Where it rests: the arm turned by 0.3 rad about +y, tip down.
+    np.testing.assert_allclose(x[:3], (0.4 * math.cos(0.3), 0.0, 2.0 - 0.4 * math.sin(0.3)), atol=5e-3)
+
+
+def test_d6_with_two_angular_axes_locks_the_third():
+    """Gravity about +y on a D6 with angular axes y and z: it swings about y, never about x (the locked axis)."""
+    m = finalize(swing_builder("d6-2"))
+    states = simulate(m, newton.solvers.SolverXPBD(m, iterations=6), 240, 1.0 / 480)
+    q = states[-1].body_q.numpy()[0]
+    assert q[2] < 1.9  # it swung down
+    # A turn about x would tilt the body's y axis out of the horizontal plane.
+    y_axis = _point(np.concatenate([[0.0, 0.0, 0.0], q[3:]]), (0.0, 1.0, 0.0))
+    assert abs(y_axis[2]) < 1e-3, y_axis
+    assert abs(q[1]) < 1e-3
+
+
+@pytest.mark.parametrize("kind", ["d6", "d6-2", "ball"])
+def test_angular_drive_reaches_its_target(kind):
+    """Without gravity, PD drives on every angular axis bring the joint to control.joint_target_q and rest."""
+    m = finalize(swing_builder(kind, gravity=0.0, target_ke=40.0, target_kd=4.0))
+    target = np.array({"d6-2": [0.5, -0.4]}.get(kind, [0.3, -0.4, 0.5]), np.float32)
+    control = m.control()
+    control.joint_target_q.assign(target)
+    s = simulate(m, newton.solvers.SolverXPBD(m, iterations=4), 720, 1.0 / 240, control)[-1]
+    q, qd = joint_coordinates(m, s)
+    if kind == "ball":
+        from scipy.spatial.transform import Rotation
+
+        q = Rotation.from_quat(q).as_rotvec()  # a BALL joint's drive coordinates are the rotation vector
+    np.testing.assert_allclose(q, target, atol=1e-2)
+    assert np.abs(qd).max() < 1e-2
+
+
+@pytest.mark.parametrize("kind,steps", [("d6", 20), ("ball", 14)])
+def test_gradient_of_an_angular_drive_target_matches_finite_differences(kind, steps):
+    """d(final y of the body)/d(drive target about z) of a D6 (Euler angle) or BALL (rotation vector) joint
+    through a Tape agrees with central differences."""
+    m = finalize(swing_builder(kind, gravity=0.0, target_ke=40.0, target_kd=2.0), requires_grad=True)
+    solver = newton.solvers.SolverXPBD(m, iterations=2)
+    dt = 1.0 / 120
+
+    def loss_of(target, with_grad):
+        control = m.control(requires_grad=True)
+        control.joint_target_q.assign(np.array([0.0, 0.1, target], dtype=np.float32))
+        states = [m.state() for _ in range(steps + 1)]
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            simulate(m, solver, steps, dt, control, states)
+            wp.launch(_body_y, dim=1, inputs=[states[-1].body_q], outputs=[loss])
+        if with_grad:
+            tape.backward(loss)
+            return float(control.joint_target_q.grad.numpy()[2])
+        return float(loss.numpy()[0])
+
+    g = loss_of(0.4, True)
+    fd = (loss_of(0.4 + 1e-3, False) - loss_of(0.4 - 1e-3, False)) / 2e-3
+    assert 0.1 < fd  # the drive turned the arm part of the way toward +y
+    assert g == pytest.approx(fd, rel=0.02, abs=1e-3)
+
+
+@wp.kernel
+def _body_y(q: wp.array(dtype=wp.transform), loss: wp.array(dtype=float)):
+    loss[0] = q[0][1]

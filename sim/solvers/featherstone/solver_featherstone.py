@@ -59,8 +59,8 @@ class SolverFeatherstone(SolverBase):
                                              device=model.device)
             return
         topo = topology(model)
-        if topo.unsupported:
-            j = topo.unsupported[0]
+        if topo.multi_angular_d6:
+            j = topo.multi_angular_d6[0]
             raise ValueError(f"SolverFeatherstone: joint {j} ({model.joint_label[j]!r}) is a D6 joint with more "
                              f"than one angular axis, which this solver does not handle")
         jtype = model.joint_type.numpy()

@@ -55,7 +55,7 @@ def particle_shape_constraints_kernel(x: wp.array(dtype=wp.vec3), x_start: wp.ar
                                       contact_particle: wp.array(dtype=wp.int32),
                                       contact_shape: wp.array(dtype=wp.int32), contact_pos: wp.array(dtype=wp.vec3),
                                       contact_normal: wp.array(dtype=wp.vec3), delta: wp.array(dtype=wp.vec3),
-                                      count: wp.array(dtype=float)):
+                                      count: wp.array(dtype=float), active: wp.array(dtype=wp.int32)):
     t = wp.tid()
     if t >= contact_count[0]:
         return
@@ -73,6 +73,7 @@ def particle_shape_constraints_kernel(x: wp.array(dtype=wp.vec3), x_start: wp.ar
     c = wp.dot(n, x[i] - bx) - radius[i]
     if c >= 0.0:
         return
+    active[t] = 1  # it touched during the solve: restitution (if enabled) acts on it
     corr = n * (-c)
     # Positional (static/kinetic) friction against the motion of the particle relative to the surface.
     rel = (x[i] - x_start[i]) - (bx - bx0)
@@ -110,6 +111,51 @@ def particle_particle_constraints_kernel(x: wp.array(dtype=wp.vec3), x_start: wp
         corr = corr - tangent * (wp.min(mu * (-c), tl) / tl * w)
     wp.atomic_add(delta, i, corr)
     wp.atomic_add(hits, i, 1.0)
+
+
+@wp.func
+def point_velocity(qd: wp.spatial_vector, q: wp.transform, com: wp.vec3, p: wp.vec3) -> wp.vec3:
+    """Velocity of the body's material point at world ``p`` (body_qd: center-of-mass velocity, angular)."""
+    return wp.spatial_top(qd) + wp.cross(wp.spatial_bottom(qd), p - wp.transform_point(q, com))
+
+
+@wp.kernel
+def particle_restitution_kernel(v: wp.array(dtype=wp.vec3), v_start: wp.array(dtype=wp.vec3),
+                                inv_mass: wp.array(dtype=float), body_q: wp.array(dtype=wp.transform),
+                                body_q_start: wp.array(dtype=wp.transform), body_qd: wp.array(dtype=wp.spatial_vector),
+                                body_qd_start: wp.array(dtype=wp.spatial_vector), body_com: wp.array(dtype=wp.vec3),
+                                shape_body: wp.array(dtype=wp.int32), restitution: float,
+                                contact_count: wp.array(dtype=wp.int32), contact_particle: wp.array(dtype=wp.int32),
+                                contact_shape: wp.array(dtype=wp.int32), contact_pos: wp.array(dtype=wp.vec3),
+                                contact_normal: wp.array(dtype=wp.vec3), active: wp.array(dtype=wp.int32),
+                                threshold: float, delta: wp.array(dtype=wp.vec3), count: wp.array(dtype=float)):
+    t = wp.tid()
+    if t >= contact_count[0] or active[t] == 0:
+        return
+    i = contact_particle[t]
+    if inv_mass[i] == 0.0:
+        return
+    b = shape_body[contact_shape[t]]
+    n = contact_normal[t]
+    # Normal speed of the particle relative to the shape's surface point before the solve and after it.
+    u = v[i]
+    u_start = v_start[i]
+    if b >= 0:
+        u = u - point_velocity(body_qd[b], body_q[b], body_com[b], wp.transform_point(body_q[b], contact_pos[t]))
+        u_start = u_start - point_velocity(body_qd_start[b], body_q_start[b], body_com[b],
+                                           wp.transform_point(body_q_start[b], contact_pos[t]))
+    vn_start = wp.dot(n, u_start)
+    if vn_start > -threshold:
+        return  # resting contact: no bounce from the speed gravity adds in a step
+    wp.atomic_add(delta, i, n * (wp.max(-restitution * vn_start, 0.0) - wp.dot(n, u)))
+    wp.atomic_add(count, i, 1.0)
+
+
+@wp.kernel
+def apply_velocity_deltas_kernel(v: wp.array(dtype=wp.vec3), delta: wp.array(dtype=wp.vec3),
+                                 count: wp.array(dtype=float), v_out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    v_out[i] = v[i] + delta[i] / wp.max(count[i], 1.0)
 
 
 @wp.kernel
@@ -227,12 +273,6 @@ def apply_body_deltas_kernel(q: wp.array(dtype=wp.transform), com: wp.array(dtyp
     q_out[i] = wp.transform(x_com + dx - wp.quat_rotate(r1, com[i]), r1)
 
 
-@wp.func
-def point_velocity(qd: wp.spatial_vector, q: wp.transform, com: wp.vec3, p: wp.vec3) -> wp.vec3:
-    """Velocity of the body's material point at world ``p`` (body_qd: center-of-mass velocity, angular)."""
-    return wp.spatial_top(qd) + wp.cross(wp.spatial_bottom(qd), p - wp.transform_point(q, com))
-
-
 @wp.kernel
 def rigid_restitution_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.array(dtype=wp.transform),
                              body_qd: wp.array(dtype=wp.spatial_vector),
@@ -331,18 +371,22 @@ class SolverXPBD(SolverBase):
 
     ``iterations`` constraint sweeps per step; ``soft_body_relaxation``, ``soft_contact_relaxation``,
     ``rigid_contact_relaxation``, ``joint_linear_relaxation`` and ``joint_angular_relaxation`` scale the
-    averaged corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, DISTANCE, and D6 with 0, 1 or 3
-    angular axes) hold their locked directions with compliance ``joint_linear_compliance`` [m/N] and
-    ``joint_angular_compliance`` [rad/(N m)] (0: rigid), keep their coordinates inside their limits as hard
-    constraints, and drive them toward ``control.joint_target_q``/``joint_target_qd`` with gains
-    ``Model.joint_target_ke``/``kd`` as compliant constraints (one implicit solve per sweep);
-    ``control.joint_f`` and the passive damping ``Model.joint_damping`` act as forces in the prediction.
-    ``State.joint_q``/``joint_qd`` are not updated (call ``eval_ik``). With ``enable_restitution``, a rigid
-    contact that touched during the step leaves at its restitution (the mean of its shapes'
-    ``restitution``) times its normal approach speed before the solve, by a velocity pass after it (Mueller
-    et al. 2020; none below an approach speed of 2 |g| dt, so resting contacts stay at rest). Triangle FEM,
-    bending and D6 joints with two angular axes are not simulated by this solver; a model that has them is
-    refused."""
+    averaged corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, DISTANCE, D6) hold their locked
+    directions with compliance ``joint_linear_compliance`` [m/N] and ``joint_angular_compliance`` [rad/(N m)]
+    (0: rigid), keep their coordinates inside their limits as hard constraints, and drive them toward
+    ``control.joint_target_q``/``joint_target_qd`` with gains ``Model.joint_target_ke``/``kd`` as compliant
+    constraints (one implicit solve per sweep). The angular coordinates of a D6 joint with two or three angular
+    axes are intrinsic Euler angles about its axes (as ``eval_fk``), those of a BALL joint the components of its
+    rotation vector in the parent joint frame (so its limits bound them axis by axis and its drive targets are a
+    rotation vector, dof-indexed); each is corrected along its own covector; ``control.joint_f`` and the passive
+    damping ``Model.joint_damping`` act as forces in the prediction. ``State.joint_q``/``joint_qd`` are not
+    updated (call ``eval_ik``). With ``enable_restitution``, a rigid contact that touched during the step leaves
+    at its restitution (the mean of its shapes' ``restitution``) times its normal approach speed before the
+    solve, by a velocity pass after it (Mueller et al. 2020; none below an approach speed of 2 |g| dt, so
+    resting contacts stay at rest); a particle-shape contact likewise at ``Model.soft_contact_restitution``
+    (relative to the shape's surface velocity; several contacts of one particle are averaged), as Newton's XPBD;
+    particle-particle contacts have no restitution (nor in Newton). Triangle FEM and bending are not simulated by
+    this solver; a model that has them is refused."""
 
     def __init__(self, model: Model, *, iterations: int = 2, soft_body_relaxation: float = 0.9,
                  soft_contact_relaxation: float = 0.9, joint_linear_relaxation: float = 0.7,
@@ -367,12 +411,6 @@ class SolverXPBD(SolverBase):
         self._constrained_joints = False
         if model.joint_count:
             types = model.joint_type.numpy()
-            ang = model.joint_dof_dim.numpy()[:, 1]
-            bad = np.flatnonzero((types == JointType.D6) & (ang == 2))
-            if len(bad):
-                j = int(bad[0])
-                raise ValueError(f"SolverXPBD: joint {j} ({model.joint_label[j]!r}) is a D6 joint with two angular "
-                                 f"axes, which loomwork's XPBD does not simulate; use SolverSemiImplicit")
             self._constrained_joints = bool((types != JointType.FREE).any())
         self.iterations = int(iterations)
         self.soft_body_relaxation = float(soft_body_relaxation)
@@ -407,17 +445,23 @@ class SolverXPBD(SolverBase):
         x, q = predicted.particle_q, predicted.body_q
         rigid = m.body_count and contacts is not None and contacts.rigid_contact_max
         active = wp.zeros(contacts.rigid_contact_max, dtype=wp.int32, device=d) if rigid else None
+        soft = m.particle_count and contacts is not None and contacts.soft_contact_max
+        soft_active = wp.zeros(contacts.soft_contact_max, dtype=wp.int32, device=d) if soft else None
         for _ in range(self.iterations):
             if m.particle_count:
-                x = self._project_particles(x, state_in, q, contacts, dt, grad)
+                x = self._project_particles(x, state_in, q, contacts, soft_active, dt, grad)
             if rigid:
                 q = self._project_bodies(q, state_in.body_q, contacts, active, grad)
             if self._constrained_joints:
                 q = self._project_joints(q, state_in.body_q, control, dt, grad)
+        bounce_particles = soft and self.enable_restitution and m.soft_contact_restitution > 0.0
+        particle_qd = state_out.particle_qd
+        if bounce_particles:
+            particle_qd = wp.empty_like(state_out.particle_qd, requires_grad=grad)
         if m.particle_count:
             wp.launch(particle_velocity_kernel, dim=m.particle_count,
                       inputs=[x, state_in.particle_q, predicted.particle_qd, m.particle_inv_mass, dt],
-                      outputs=[state_out.particle_q, state_out.particle_qd], device=d)
+                      outputs=[state_out.particle_q, particle_qd], device=d)
         if m.body_count:
             bounce = rigid and self.enable_restitution
             qd = wp.empty_like(state_out.body_qd, requires_grad=grad) if bounce else state_out.body_qd
@@ -427,6 +471,9 @@ class SolverXPBD(SolverBase):
             if bounce:
                 self._restitution(state_out.body_q, qd, state_in.body_q, predicted.body_qd, contacts, active, dt,
                                   state_out.body_qd, grad)
+        if bounce_particles:
+            self._particle_restitution(particle_qd, predicted, state_in.body_q, state_out, contacts, soft_active, dt,
+                                       grad)
         self._finish_step(state_out)
 
     def _restitution(self, q: Any, qd: Any, q_start: Any, qd_start: Any, contacts: Contacts, active: Any,
@@ -446,8 +493,27 @@ class SolverXPBD(SolverBase):
         wp.launch(apply_velocity_impulses_kernel, dim=m.body_count,
                   inputs=[q, qd, m.body_inv_mass, m.body_inv_inertia, delta, count], outputs=[qd_out], device=d)
 
-    def _project_particles(self, x: Any, state_in: State, body_q: Any, contacts: Contacts | None, dt: float,
-                           grad: bool) -> Any:
+    def _particle_restitution(self, qd: Any, predicted: State, body_q_start: Any, state_out: State,
+                              contacts: Contacts, active: Any, dt: float, grad: bool) -> None:
+        """``qd`` with the normal speed of every particle-shape contact that touched during the solve set to
+        ``Model.soft_contact_restitution`` times its approach speed before the solve (the prediction
+        ``predicted``), into ``state_out.particle_qd``."""
+        m = self.model
+        d = m.device
+        threshold = 2.0 * float(np.linalg.norm(m.gravity.numpy(), axis=1).max()) * dt
+        delta = wp.zeros(m.particle_count, dtype=wp.vec3, requires_grad=grad, device=d)
+        count = wp.zeros(m.particle_count, dtype=float, device=d)
+        wp.launch(particle_restitution_kernel, dim=contacts.soft_contact_max,
+                  inputs=[qd, predicted.particle_qd, m.particle_inv_mass, state_out.body_q, body_q_start,
+                          state_out.body_qd, predicted.body_qd, m.body_com, m.shape_body,
+                          float(m.soft_contact_restitution), contacts.soft_contact_count,
+                          contacts.soft_contact_particle, contacts.soft_contact_shape, contacts.soft_contact_body_pos,
+                          contacts.soft_contact_normal, active, threshold], outputs=[delta, count], device=d)
+        wp.launch(apply_velocity_deltas_kernel, dim=m.particle_count, inputs=[qd, delta, count],
+                  outputs=[state_out.particle_qd], device=d)
+
+    def _project_particles(self, x: Any, state_in: State, body_q: Any, contacts: Contacts | None, active: Any,
+                           dt: float, grad: bool) -> Any:
         m = self.model
         x_start, body_q_start = state_in.particle_q, state_in.body_q
         d = m.device
@@ -470,7 +536,7 @@ class SolverXPBD(SolverBase):
                                   m.shape_body, m.shape_material_mu, m.soft_contact_mu, contacts.soft_contact_count,
                                   contacts.soft_contact_particle, contacts.soft_contact_shape,
                                   contacts.soft_contact_body_pos, contacts.soft_contact_normal],
-                          outputs=[delta, count], device=d)
+                          outputs=[delta, count, active], device=d)
             if m.particle_grid is not None and n > 1:
                 neighbors, ncount = particle_neighbors(m, state_in, x_out, m.particle_cohesion)
                 wp.launch(particle_particle_constraints_kernel, dim=(n, MAX_NEIGHBORS),

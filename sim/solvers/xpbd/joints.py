@@ -1,13 +1,16 @@
 """Joint constraints of SolverXPBD, after Mueller et al. 2020 (Detailed Rigid Body Simulation with XPBD).
 
-Each joint's parent frame (``body_q[parent] * joint_X_p``) and child frame (``body_q[child] * joint_X_c``)
-are pulled together: the attachment points along the joint's locked linear directions, the orientations
-along its locked angular directions, each correction split between the two bodies by their generalized
-inverse masses (a DISTANCE joint only keeps the distance between the frames' origins inside its limits,
-a negative bound meaning none). Along free directions a coordinate outside its limits is pushed back as a hard
-inequality constraint, and inside them the drive (``joint_target_ke``/``kd`` toward ``joint_target_q``/
-``qd``) acts as a compliant constraint, solved implicitly over the step. ``control.joint_f`` and the passive
-damping ``joint_damping`` enter the prediction as forces (:func:`joint_force_kernel`).
+Each joint's parent frame (``body_q[parent] * joint_X_p``) and child frame (``body_q[child] * joint_X_c``) are
+pulled together: the attachment points along the joint's locked linear directions, the orientations along its
+locked angular directions, each correction split between the two bodies by their generalized inverse masses (a
+DISTANCE joint only keeps the distance between the frames' origins inside its limits, a negative bound meaning
+none). A BALL joint and a D6 joint with two or three angular axes have three angular coordinates (the rotation
+vector's components; Euler angles, the middle one locked for two axes), each corrected along its covector, the
+row of the map from relative angular velocity to its rate. Along free directions a coordinate outside its
+limits is pushed back as a hard inequality constraint, and inside them the drive (``joint_target_ke``/``kd``
+toward ``joint_target_q``/``qd``) acts as a compliant constraint, solved implicitly over the step.
+``control.joint_f`` and the passive damping ``joint_damping`` enter the prediction as forces
+(:func:`joint_force_kernel`).
 
 The kernels write corrections as impulses per body (linear impulse, angular impulse about the center of
 mass; world frame) into fresh ``delta``/``count`` arrays, which the solver averages and applies, so a
@@ -19,7 +22,19 @@ from __future__ import annotations
 
 import loomwork as wp
 
-from ...articulation import _BALL, _D6, _DISTANCE, _FIXED, _FREE, _PRISMATIC, _REVOLUTE, twist_angle
+from ...articulation import (
+    _BALL,
+    _D6,
+    _DISTANCE,
+    _FIXED,
+    _FREE,
+    _PRISMATIC,
+    _REVOLUTE,
+    euler_angles,
+    euler_axes,
+    euler_covectors,
+    twist_angle,
+)
 from ..joints import rotation_vector
 
 
@@ -71,6 +86,50 @@ def dof_step(q: float, q_start: float, w: float, lower: float, upper: float, tar
 def wrap_angle(a: float):
     """``a`` [rad] moved into [-pi, pi]."""
     return wp.atan2(wp.sin(a), wp.cos(a))
+
+
+@wp.func
+def rotation_vector_covectors(t: wp.vec3):
+    """Rows k map an angular velocity (frame of the rotation's base) to the rate of component k of the
+    rotation vector ``t``: the inverse left Jacobian of SO(3), I - [t]/2 + b [t]^2."""
+    # b = (1 - h cot h) / theta^2 with h = theta / 2; its series below 0.5 rad, where the difference cancels.
+    theta = wp.length(t)
+    h2 = 0.25 * theta * theta
+    b = 1.0 / 12.0 + h2 / 180.0 + h2 * h2 / 1890.0
+    if theta > 0.5:
+        h = 0.5 * theta
+        b = (1.0 - h * wp.cos(h) / wp.max(wp.sin(h), 1.0e-3)) / (theta * theta)
+    K = wp.skew(t)
+    return wp.identity(n=3, dtype=float) - K * 0.5 + K * K * b
+
+
+@wp.func
+def angular_coordinates(jt: int, joint_axis: wp.array(dtype=wp.vec3), start: int, na: int, r: wp.quat):
+    """The three angular coordinates [rad] of a BALL joint (the rotation vector of ``r``, the child joint
+    frame relative to the parent's) or of a D6 joint with ``na`` > 1 angular axes from ``start`` (intrinsic
+    Euler angles)."""
+    if jt == _BALL:
+        return rotation_vector(r)
+    a0, a1, a2 = euler_axes(joint_axis, start, na)
+    return euler_angles(a0, a1, a2, r)
+
+
+@wp.func
+def angular_covectors(jt: int, joint_axis: wp.array(dtype=wp.vec3), start: int, na: int, t: wp.vec3):
+    """Rows k map the relative angular velocity (parent joint frame) to the rate of angular coordinate k at
+    coordinates ``t`` (see :func:`angular_coordinates`)."""
+    if jt == _BALL:
+        return rotation_vector_covectors(t)
+    a0, a1, a2 = euler_axes(joint_axis, start, na)
+    return euler_covectors(a0, a1, a2, t)
+
+
+@wp.func
+def angular_coordinate_of_dof(na: int, k: int):
+    """Index among the three angular coordinates of angular dof ``k`` (two dofs skip the locked middle one)."""
+    if na == 2 and k == 1:
+        return 2
+    return k
 
 
 @wp.func
@@ -187,11 +246,9 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
                          delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float)):
     j = wp.tid()
     jt = joint_type[j]
-    if joint_enabled[j] == 0 or jt == _FREE or jt == _DISTANCE or jt == _BALL:
+    if joint_enabled[j] == 0 or jt == _FREE or jt == _DISTANCE:
         return
     na = joint_dof_dim[j, 1]
-    if jt == _D6 and na > 1:
-        return
     parent = joint_parent[j]
     child = joint_child[j]
     X_wp, X_wc = joint_frames(body_q, parent, child, joint_X_p[j], joint_X_c[j])
@@ -223,6 +280,30 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
         dl = dof_step(q, q - wrap_angle(q - q0), w, limit_lower[d], limit_upper[d], target_q[d], target_qd[d],
                       target_ke[d], target_kd[d], alpha, dt)
         l_total = l_total + a * dl
+    elif jt == _BALL or (jt == _D6 and na > 1):
+        # Three angular coordinates, each limited and driven along its own direction (its covector); the middle
+        # one of a D6 joint with two angular axes is locked at 0.
+        ds = joint_qd_start[j]
+        start = ds + joint_dof_dim[j, 0]
+        if jt == _BALL:
+            start = ds
+        X_wp0, X_wc0 = joint_frames(body_q_start, parent, child, joint_X_p[j], joint_X_c[j])
+        r_err0 = wp.quat_inverse(wp.transform_get_rotation(X_wp0)) * wp.transform_get_rotation(X_wc0)
+        t = angular_coordinates(jt, joint_axis, start, na, r_err)
+        t0 = angular_coordinates(jt, joint_axis, start, na, r_err0)
+        C = angular_covectors(jt, joint_axis, start, na, t)
+        if na == 2:
+            g = wp.quat_rotate(r_p, wp.vec3(C[1, 0], C[1, 1], C[1, 2]))
+            w = wp.dot(g, I_p * g) + wp.dot(g, I_c * g)
+            l_total = g * hard_step(t[1], w, alpha)
+        for k in range(na):
+            i = angular_coordinate_of_dof(na, k)
+            g = wp.quat_rotate(r_p, wp.vec3(C[i, 0], C[i, 1], C[i, 2]))
+            w = wp.dot(g, I_p * g) + wp.dot(g, I_c * g)
+            d = start + k
+            dl = dof_step(t[i], t[i] - wrap_angle(t[i] - t0[i]), w, limit_lower[d], limit_upper[d], target_q[d],
+                          target_qd[d], target_ke[d], target_kd[d], alpha, dt)
+            l_total = l_total + g * dl
     else:
         # FIXED, PRISMATIC and D6 without angular dofs: the child frame's rotation relative to the parent's.
         e = wp.quat_rotate(r_p, rotation_vector(r_err))
@@ -293,12 +374,16 @@ def joint_force_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(d
         c = damping[ds + k]
         w = linear_weight(m_p, I_p, a_p, a) + linear_weight(m_c, I_c, a_c, a)
         f = f + a * (joint_f[ds + k] - c * wp.dot(v_rel, a) / (1.0 + c * dt * w))
+    # A D6 joint's Euler angles take generalized torques along their covectors (k-th row: the rate of angle k).
+    C = wp.identity(n=3, dtype=float)
+    if jt == _D6 and na > 1:
+        r_err = wp.quat_inverse(r_p) * wp.transform_get_rotation(X_wc)
+        C = angular_covectors(jt, joint_axis, ds + nl, na, angular_coordinates(jt, joint_axis, ds + nl, na, r_err))
     for k in range(na):
         a = wp.quat_rotate(r_p, joint_axis[ds + nl + k])
-        if jt == _BALL:
-            a = wp.vec3(0.0)
-            a[k] = 1.0
-            a = wp.quat_rotate(r_p, a)
+        if jt == _BALL or na > 1:
+            i = angular_coordinate_of_dof(na, k)
+            a = wp.quat_rotate(r_p, wp.vec3(C[i, 0], C[i, 1], C[i, 2]))
         c = damping[ds + nl + k]
         w = wp.dot(a, I_p * a) + wp.dot(a, I_c * a)
         t = t + a * (joint_f[ds + nl + k] - c * wp.dot(w_rel, a) / (1.0 + c * dt * w))
