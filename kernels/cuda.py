@@ -92,6 +92,7 @@ _SIGNATURES = {
     "cuStreamSynchronize": [_p],
     "cuStreamQuery": [_p],
     "cuStreamWaitEvent": [_p, _p, _uint],
+    "cuStreamGetCtx": [_p, ctypes.POINTER(_p)],
     "cuEventCreate": [ctypes.POINTER(_p), _uint],
     "cuEventDestroy_v2": [_p],
     "cuEventRecord": [_p, _p],
@@ -255,6 +256,7 @@ class CudaProgram(Program):
                 check(err, f"cuLaunchKernel({name})")
 
         launch.backend = b  # a plain launch of this device: CudaBackend.batch can record it into a CUDA graph
+        launch.desc = desc  # its native launch settings (the XLA FFI handler launches it on XLA's stream)
         return Launcher(header, launch)
 
     def __del__(self) -> None:
@@ -517,6 +519,12 @@ class CudaBackend(Backend):
         ms = ctypes.c_float()
         check(self.lib.cuEventElapsedTime(ctypes.byref(ms), start, end), "cuEventElapsedTime")
         return ms.value
+
+    def owns_stream(self, handle: int) -> bool:
+        """Whether stream `handle` (made by any library) belongs to this device's context."""
+        ctx = _p()
+        check(self.lib.cuStreamGetCtx(handle, ctypes.byref(ctx)), "cuStreamGetCtx")
+        return ctx.value == self.ctx
 
     def current_stream(self) -> int | None:
         return self.stream

@@ -11,8 +11,11 @@ retrace. `jax.vmap` goes through our own batching rule (custom_vmap): the vector
 call that launches once per batch item, the sequential ones map over the batch in JAX. With
 `enable_backward=True` a `jax.custom_vjp` launches the kernel's generated adjoint the same way.
 
-Only XLA's CPU platform gets a target: loomwork has no CUDA backend to launch on yet. jax is imported
-lazily, by the functions that need it.
+On a machine with CUDA devices the target is also registered for XLA's CUDA platform: each call then carries
+a second block packed for the GPU, and `jax.lax.platform_dependent` picks the one for the platform XLA
+compiles for; the CUDA handler launches the kernel on the stream XLA hands over. Python FFI callbacks
+(`jax_callable`, `register_ffi_callback`) run on both platforms; on CUDA their buffers are device memory and
+the launches they make go to XLA's stream. jax is imported lazily, by the functions that need it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import ctypes
 import enum
 import inspect
 import math
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,12 +34,13 @@ from . import foreign
 from . import types as T
 from .annotations import annotations, arg_type
 from .array import array, over_buffer, pack_desc
-from .device import Device, get_device
+from .device import Device, get_device, get_devices
 from .errors import DeviceError, LaunchError
 from .ir import ArrayType
 from .jax_cpu import TARGET, handler_library
 from .launch import _make_plan
 from .module import Kernel
+from .stream import ScopedStream, Stream
 
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized")
 _SKIP, _ADDRESS = -1, 0  # slot kinds (native/jax_ffi.cpp); a kind > 0 is a scalar of that many bytes
@@ -152,10 +157,21 @@ class _Call:
         self.operand_types, self.out_types, self.aliases = operand_types, out_types, aliases
         self.keep = keep  # the loaded module whose entry the block points at
         self.kernel, self.fault_offset, self.sites = kernel, fault_offset, sites  # debug builds' fault reports
+        self.cuda: _Call | None = None  # the same launch packed for CUDA devices (where loomwork has them)
+        self.desc = b""  # (CUDA) the native launch settings, then each device's (context, kernel handle)
 
 
 def _ffi(call: _Call, batch: tuple[int, ...], unbatched: tuple[bool, ...], operands: Sequence[Any]) -> list:
-    """Run `call` once per item of `batch` (operands marked unbatched are shared by every item)."""
+    """Run `call` once per item of `batch` (operands marked unbatched are shared by every item), with the launch
+    packed for the platform XLA compiles for."""
+    if call.cuda is None:
+        return _ffi_call(call, batch, unbatched, operands)
+    gpu = call.cuda
+    return _jax().lax.platform_dependent(*operands, cpu=lambda *o: _ffi_call(call, batch, unbatched, o),
+                                         cuda=lambda *o: _ffi_call(gpu, batch, unbatched, o))
+
+
+def _ffi_call(call: _Call, batch: tuple[int, ...], unbatched: tuple[bool, ...], operands: Sequence[Any]) -> list:
     jax = _jax()
     slots = []
     for (off, kind, flags), (shape, dt), u in zip(call.operand_slots, call.operand_types, unbatched, strict=True):
@@ -164,9 +180,10 @@ def _ffi(call: _Call, batch: tuple[int, ...], unbatched: tuple[bool, ...], opera
         slots.append((off, kind, flags, math.prod(shape) * dt.itemsize))
     out_types = [jax.ShapeDtypeStruct(batch + shape, dt) for shape, dt in call.out_types]
     run = jax.ffi.ffi_call(TARGET, out_types, input_output_aliases=call.aliases or None)
+    extra = {"desc": np.frombuffer(call.desc, np.uint8)} if call.desc else {}
     return run(*operands, blob=np.frombuffer(call.blob, np.uint8), slots=np.array(slots, np.int64).ravel(),
                batch=np.int64(math.prod(batch)), fault_offset=np.int64(call.fault_offset), kernel=call.kernel,
-               sites=call.sites)
+               sites=call.sites, **extra)
 
 
 def _batching(call: _Call, method: str, batch: tuple[int, ...] = (), unbatched: tuple[bool, ...] | None = None
@@ -337,8 +354,7 @@ class JaxKernel(_Signature):
     def __repr__(self) -> str:
         return f"<{self.__name__}>"
 
-    def _loaded(self) -> tuple[Any, Any, Any]:
-        dev = get_device("cpu")
+    def _loaded(self, dev: Device) -> tuple[Any, Any, Any]:
         lm = self.kernel.module.load(dev)
         lk = lm.kernels.get(self.key) or lm.kernel(self.key)
         return lm, lk, lk.plan or _make_plan(lk, dev)
@@ -351,7 +367,7 @@ class JaxKernel(_Signature):
         method = _check_vmap(vmap_method if vmap_method is not None else self.vmap_method, what)
         launch_dims = launch_dims if launch_dims is not None else self.launch_dims
         output_dims = output_dims if output_dims is not None else self.output_dims
-        lm, lk, plan = self._loaded()
+        lk = self._loaded(get_device("cpu"))[1]
         if launch_dims is None:
             dims = self._first_array_dims(args)
             if dims is None:
@@ -365,16 +381,30 @@ class JaxKernel(_Signature):
                              f"{dims}")
         shapes = self._shapes(what, args, dims, output_dims)
         shapes.update((p.index, tuple(o.shape)) for p, o in zip(op_params, operands, strict=True))
-        fwd = self._pack(lm, lk, plan, dims, static, op_params, shapes, adjoint=False)
-        primal = _batching(fwd, method)
+        primal = _batching(self._call(dims, static, op_params, shapes, adjoint=False), method)
         if not self.enable_backward:
             return primal(*operands)
-        return self._differentiable(lm, lk, plan, dims, static, op_params, shapes, method, primal)(*operands)
+        return self._differentiable(dims, static, op_params, shapes, method, primal)(*operands)
 
-    def _pack(self, lm: Any, lk: Any, plan: Any, dims: tuple, static: dict, op_params: list, shapes: dict,
-              adjoint: bool) -> _Call:
-        """The packed forward launch (operands: inputs; results: outputs), or the adjoint's (operands: inputs,
-        outputs, output cotangents; results: input gradients, then the cotangents, which it may change)."""
+    def _call(self, dims: tuple, static: dict, op_params: list, shapes: dict, adjoint: bool) -> _Call:
+        """The launch packed for XLA's CPU, with the same launch packed for CUDA attached where loomwork has CUDA
+        devices (the kernel is loaded on each; the handler picks the one XLA's stream belongs to)."""
+        call = self._pack(get_device("cpu"), dims, static, op_params, shapes, adjoint)
+        gpus = [d for d in get_devices() if d.backend.cuda_array_interface]
+        if gpus:
+            call.cuda = self._pack(gpus[0], dims, static, op_params, shapes, adjoint)
+            handles = []
+            for d in gpus:
+                lm = self.kernel.module.load(d)
+                launch = (lm.adjoint(self.key) if adjoint else lm.kernels[self.key]).launch
+                handles.append(struct.pack("<QQ", d.backend.ctx, struct.unpack_from("<Q", launch.desc, 8)[0]))
+            call.cuda.desc = launch.desc + b"".join(handles)
+        return call
+
+    def _pack(self, dev: Device, dims: tuple, static: dict, op_params: list, shapes: dict, adjoint: bool) -> _Call:
+        """The packed forward launch on `dev` (operands: inputs; results: outputs), or the adjoint's (operands:
+        inputs, outputs, output cotangents; results: input gradients, then the cotangents, which it may change)."""
+        lm, lk, plan = self._loaded(dev)
         launcher = lm.adjoint(self.key) if adjoint else lk
         values = []
         for p in self.params:
@@ -392,8 +422,10 @@ class JaxKernel(_Signature):
                 values.append(bytes(T.type_size(p.type)) if T.is_composite(p.type) else
                               False if p.scalar is T.bool_ else 0.0 if p.scalar.is_float else 0)
         size = math.prod(dims)
-        blob = plan.struct.pack(*launcher.header(size, dims), *values)
-        # debug builds: the header ends with the fault record's address, which the handler fills in
+        # debug builds: the header ends with the fault record's address, which the CPU handler fills in and the
+        # CUDA one reads back (a record in device memory)
+        fault = dev.backend.fault_slot().address if lm.debug and not dev.backend.host_accessible else 0
+        blob = plan.struct.pack(*launcher.header(size, dims, fault), *values)
         debug = dict(kernel=self.kernel.label + (" (in its adjoint)" if adjoint else ""), fault_offset=-1, sites="")
         if lm.debug:
             debug["fault_offset"] = plan.offsets[0] - 8
@@ -432,17 +464,17 @@ class JaxKernel(_Signature):
         aliases = {j: r + len(grads) for j, r in aliases.items()}
         return _Call(blob, op_slots, res_slots, op_types, out_types, aliases, lm, **debug)
 
-    def _differentiable(self, lm: Any, lk: Any, plan: Any, dims: tuple, static: dict, op_params: list,
-                        shapes: dict, method: str, primal: Callable[..., list]) -> Callable[..., list]:
+    def _differentiable(self, dims: tuple, static: dict, op_params: list, shapes: dict, method: str,
+                        primal: Callable[..., list]) -> Callable[..., list]:
         """`primal` with a custom VJP that launches the kernel's adjoint."""
         jax = _jax()
         jnp = jax.numpy
         from jax.custom_derivatives import SymbolicZero
 
-        if lm.adjoint(self.key) is None:
+        if self._loaded(get_device("cpu"))[0].adjoint(self.key) is None:
             raise ValueError(f"kernel '{self.key}' was built without its backward pass (enable_backward=False on "
                              "the kernel or its module), which jax_kernel(enable_backward=True) launches")
-        backward = _batching(self._pack(lm, lk, plan, dims, static, op_params, shapes, adjoint=True), method)
+        backward = _batching(self._call(dims, static, op_params, shapes, adjoint=True), method)
         with_grad = [j for j, p in enumerate(op_params) if p.is_array and p.scalar.is_float]
 
         @jax.custom_vjp
@@ -613,36 +645,65 @@ def _xla_dtype(code: int) -> np.dtype:
 
 
 class FfiBuffer:
-    """An operand or result of an FFI call: host memory with `shape`, `dtype`, `ptr` and
-    `__array_interface__`, so kernels take it as an array argument (`wp.launch(..., inputs=[buf])`)."""
+    """An operand or result of an FFI call, with `shape`, `dtype`, `ptr` and `device`: host memory exported through
+    `__array_interface__` on the CPU, device memory through `__cuda_array_interface__` (with XLA's stream) on
+    CUDA, so kernels take it as an array argument (`wp.launch(..., inputs=[buf])`)."""
 
-    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype, device: Device | None = None,
+                 stream: int | None = None) -> None:
         self.ptr, self.shape, self.dtype = ptr, shape, dtype
+        self.device, self.stream = device or get_device("cpu"), stream
+
+    def _interface(self) -> dict:
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr or 0, False), "version": 3}
 
     @property
     def __array_interface__(self) -> dict:
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr or 0, False), "version": 3}
+        if self.stream is not None:
+            raise AttributeError("__array_interface__: this FFI buffer is CUDA device memory")
+        return self._interface()
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        if self.stream is None:
+            raise AttributeError("__cuda_array_interface__: this FFI buffer is host memory")
+        return {**self._interface(), "stream": self.stream}
 
     def numpy(self) -> np.ndarray:
-        """A NumPy view of the buffer."""
-        return np.asarray(self)
+        """The buffer as a NumPy array: a view on the CPU, a copy of device memory on CUDA."""
+        if self.stream is None:
+            return np.asarray(self)
+        out = np.empty(self.shape, self.dtype)
+        if out.nbytes:
+            self.device.backend.download(out.ctypes.data, self.ptr, out.nbytes)
+        return out
 
     def __repr__(self) -> str:
         return f"FfiBuffer(shape={self.shape}, dtype={self.dtype})"
 
 
 class FfiContext:
-    """What an FFI callback learns about where it runs: `stream` is the CUDA stream (None on the CPU)."""
+    """What an FFI callback learns about where it runs: `stream` is the CUDA stream (None on the CPU) and
+    `device` the loomwork device."""
 
-    def __init__(self, stream: int | None) -> None:
-        self.stream = stream
+    def __init__(self, stream: int | None, device: Device | None = None) -> None:
+        self.stream, self.device = stream, device or get_device("cpu")
 
 
-def _buffers(items: _FfiList) -> list[FfiBuffer]:
+def _stream_device(stream: int) -> Device:
+    """The CUDA device XLA's stream belongs to."""
+    for d in get_devices():
+        if d.backend.cuda_array_interface and d.backend.owns_stream(stream):
+            return d
+    raise DeviceError("an XLA FFI call runs on a CUDA stream of no device loomwork knows")
+
+
+def _buffers(items: _FfiList, ctx: FfiContext) -> list[FfiBuffer]:
     out = []
     for i in range(items.size):
         b = _FfiBuffer.from_address(items.items[i])
-        out.append(FfiBuffer(b.data or 0, tuple(b.dims[k] for k in range(b.rank)), _xla_dtype(b.dtype)))
+        out.append(FfiBuffer(b.data or 0, tuple(b.dims[k] for k in range(b.rank)), _xla_dtype(b.dtype), ctx.device,
+                             ctx.stream))
     return out
 
 
@@ -669,27 +730,36 @@ def _attrs(attrs: _FfiAttrs) -> dict[str, Any]:
 
 
 def register_ffi_callback(name: str, func: Callable[..., None], graph_compatible: bool = True) -> None:
-    """Register `func(inputs, outputs, attrs, ctx)` as XLA CPU FFI target `name`, for `jax.ffi.ffi_call(name,
-    ...)`: inputs and outputs are `FfiBuffer`s (kernels take them as arrays), attrs the call's keyword
-    attributes, ctx an `FfiContext`. An exception in `func` fails the call with its message.
-    `graph_compatible` is for CUDA graphs, which the CPU does not have."""
+    """Register `func(inputs, outputs, attrs, ctx)` as XLA FFI target `name` (CPU, and CUDA where loomwork has
+    CUDA devices), for `jax.ffi.ffi_call(name, ...)`: inputs and outputs are `FfiBuffer`s (kernels take them as
+    arrays), attrs the call's keyword attributes, ctx an `FfiContext` (on CUDA: XLA's stream and the device;
+    launches should go to that stream, e.g. inside `wp.ScopedStream(wp.Stream(ctx.device,
+    cuda_stream=ctx.stream))`). An exception in `func` fails the call with its message. `graph_compatible`
+    concerns XLA's CUDA graphs: the callback runs Python, so XLA never records it into one."""
     jax = _jax()
     lib = handler_library()
     if not callable(func):
         raise TypeError(f"register_ffi_callback('{name}'): func must be callable, got {type(func).__name__}")
 
-    def handler(frame_ptr: int) -> int | None:
-        try:
-            if lib.lw_jax_answer_metadata(frame_ptr):
+    def handler_for(on_gpu: bool) -> Any:
+        def handler(frame_ptr: int) -> int | None:
+            try:
+                if lib.lw_jax_answer_metadata(frame_ptr):
+                    return None
+                frame = _FfiCallFrame.from_address(frame_ptr)
+                stream = lib.lw_jax_stream(frame_ptr) if on_gpu else None
+                ctx = FfiContext(stream, _stream_device(stream) if on_gpu else None)
+                func(_buffers(frame.args, ctx), _buffers(frame.rets, ctx), _attrs(frame.attrs), ctx)
                 return None
-            frame = _FfiCallFrame.from_address(frame_ptr)
-            func(_buffers(frame.args), _buffers(frame.rets), _attrs(frame.attrs), FfiContext(None))
-            return None
-        except Exception as e:  # noqa: BLE001 - reported to XLA, which raises it in the caller
-            return lib.lw_jax_error(frame_ptr, f"{name}: {type(e).__name__}: {e}".encode())
+            except Exception as e:  # noqa: BLE001 - reported to XLA, which raises it in the caller
+                return lib.lw_jax_error(frame_ptr, f"{name}: {type(e).__name__}: {e}".encode())
+        return _FFI_HANDLER(handler)
 
-    fn = _callbacks[name] = _FFI_HANDLER(handler)
+    fn = _callbacks[name] = handler_for(False)
     jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(fn), platform="cpu")
+    if any(d.backend.cuda_array_interface for d in get_devices()):
+        gpu = _callbacks[name + "/cuda"] = handler_for(True)
+        jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(gpu), platform="CUDA")
 
 
 class JaxCallable(_Signature):
@@ -740,29 +810,37 @@ class JaxCallable(_Signature):
         bound = [*zip(op_params, inputs, strict=True), *zip(self.outputs, outputs, strict=True)]
         p0, b0 = bound[-1]
         batch = b0.shape[:len(b0.shape) - p0.jax_ndim]
-        cpu = get_device("cpu")
-        for item in np.ndindex(*batch):
-            args: list[Any] = [static.get(p.index) for p in self.params]
-            for p, buf in bound:
-                lead = len(buf.shape) - (p.jax_ndim if p.is_array else len(p.inner))
-                item_shape, dt = buf.shape[lead:], buf.dtype
-                strides = foreign.contiguous_strides(buf.shape, dt.itemsize)
-                ptr = buf.ptr + sum(i * s for i, s, n in zip(item[len(item) - lead:], strides[:lead], buf.shape[:lead],
-                                                              strict=True) if n != 1)
-                if p.is_array:
-                    args[p.index] = array._wrap(ptr, p.type.dtype, item_shape[:p.ndim],
-                                                strides[lead:lead + p.ndim], cpu, buf, False)
-                elif not (p.in_out or p.index in static):
-                    value = np.frombuffer(ctypes.string_at(ptr, dt.itemsize * math.prod(item_shape)), dt)
-                    args[p.index] = p.type(*value.tolist()) if p.inner else value[0].item()
-            self.func(*args)
+        dev = ctx.device
+        stream = Stream(dev, cuda_stream=ctx.stream) if ctx.stream is not None else None
+        with ScopedStream(stream):
+            for item in np.ndindex(*batch):
+                self._run_item(item, bound, static, dev)
+
+    def _run_item(self, item: tuple, bound: list, static: dict, dev: Device) -> None:
+        """The function on one batch item's slices of the buffers."""
+        args: list[Any] = [static.get(p.index) for p in self.params]
+        for p, buf in bound:
+            lead = len(buf.shape) - (p.jax_ndim if p.is_array else len(p.inner))
+            item_shape, dt = buf.shape[lead:], buf.dtype
+            strides = foreign.contiguous_strides(buf.shape, dt.itemsize)
+            ptr = buf.ptr + sum(i * s for i, s, n in zip(item[len(item) - lead:], strides[:lead], buf.shape[:lead],
+                                                          strict=True) if n != 1)
+            if p.is_array:
+                args[p.index] = array._wrap(ptr, p.type.dtype, item_shape[:p.ndim],
+                                            strides[lead:lead + p.ndim], dev, buf, False)
+            elif not (p.in_out or p.index in static):
+                value = np.empty(math.prod(item_shape), dt)
+                dev.backend.download(value.ctypes.data, ptr, value.nbytes)
+                args[p.index] = p.type(*value.tolist()) if p.inner else value[0].item()
+        self.func(*args)
 
 
 def jax_callable(func: Callable[..., None], num_outputs: int = 1, graph_mode: GraphMode = GraphMode.JAX,
                  vmap_method: str = "broadcast_all", output_dims: Any = None,
                  in_out_argnames: Sequence[str] = ()) -> JaxCallable:
     """A callable that runs Python function `func` (annotated like a kernel: inputs, then `num_outputs` output
-    arrays it fills, e.g. with `wp.launch`) as a JAX primitive, through a Python FFI callback on XLA's CPU.
+    arrays it fills, e.g. with `wp.launch`) as a JAX primitive, through a Python FFI callback (on XLA's CPU, and
+    on CUDA devices, where its launches go to XLA's stream).
     Outputs' shapes come from `output_dims` (int, tuple, or dict by name; also per call), by default the first
     input array's. `vmap_method` is JAX's (the vectorized ones run `func` once per batch item)."""
     return JaxCallable(func, num_outputs, graph_mode, vmap_method, output_dims, in_out_argnames)

@@ -1,6 +1,7 @@
-"""The CPU backend's XLA FFI target: the handler library (native/jax_ffi.cpp) that runs packed kernel launches
-on the runtime's thread pool, built by the host compiler against `jax.ffi.include_dir()` on first use (cached on
-disk by content, jaxlib's version included) and registered as XLA CPU target `loomwork_launch`."""
+"""The XLA FFI targets: the handler library (native/jax_ffi.cpp) that runs packed kernel launches on the CPU
+runtime's thread pool, and on the stream XLA hands over on CUDA devices; built by the host compiler against
+`jax.ffi.include_dir()` on first use (cached on disk by content, jaxlib's version included) and registered as
+target `loomwork_launch` of XLA's CPU platform, and of its CUDA platform where a CUDA driver is present."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import ctypes
 from functools import cache
 from typing import Any
 
-from . import build, config
+from . import build, config, cuda
 from .cpu import cpu_runtime
 
 TARGET = "loomwork_launch"
@@ -35,5 +36,13 @@ def handler_library() -> ctypes.CDLL:
     lib.lw_jax_init(_address(rt.lw_launch), _address(rt.lw_zero))
     lib.lw_jax_answer_metadata.argtypes, lib.lw_jax_answer_metadata.restype = [ctypes.c_void_p], ctypes.c_int
     lib.lw_jax_error.argtypes, lib.lw_jax_error.restype = [ctypes.c_void_p, ctypes.c_char_p], ctypes.c_void_p
+    lib.lw_jax_stream.argtypes, lib.lw_jax_stream.restype = [ctypes.c_void_p], ctypes.c_void_p
     jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.lw_jax_launch), platform="cpu")
+    drv = cuda.driver()
+    if drv is not None and cuda.device_count():
+        lib.lw_jax_init_cuda.argtypes = [ctypes.c_void_p] * 5
+        lib.lw_jax_init_cuda(_address(rt.lw_cuda_launch), _address(drv.cuMemsetD8Async),
+                             _address(drv.cuMemcpyDtoHAsync_v2), _address(drv.cuStreamSynchronize),
+                             _address(drv.cuStreamGetCtx))
+        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.lw_jax_launch_cuda), platform="CUDA")
     return lib

@@ -345,3 +345,53 @@ def test_cupy_shares_gpu_memory():
     w = cp.arange(5, dtype=cp.float32)
     b = wp.array(w, dtype=float, device=GPU)
     assert b.ptr == w.data.ptr and b.numpy().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def _jax_gpu():
+    jax = pytest.importorskip("jax")
+    try:
+        return jax, jax.devices("cuda")[0]
+    except RuntimeError:
+        pytest.skip("this JAX build has no CUDA backend")
+
+
+@wp.kernel
+def scale_into(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * s
+
+
+def test_jax_kernel_runs_on_the_gpu():
+    """jax_kernel inside jax.jit on a GPU: the launch runs on XLA's stream, traced scalars and the generated
+    adjoint included."""
+    jax, gpu = _jax_gpu()
+    from loomwork.jax_experimental import jax_kernel
+
+    jnp = jax.numpy
+    k = jax_kernel(scale_into, enable_backward=True)
+    x = jax.device_put(jnp.arange(1000, dtype=jnp.float32), gpu)
+    f = jax.jit(lambda a, s: k(a, s)[0])
+    for s in (2.0, -0.5):
+        y = f(x, s)
+        assert y.devices() == {gpu}
+        np.testing.assert_allclose(np.asarray(y), np.arange(1000) * s)
+    g = jax.grad(lambda a: jnp.sum(k(a, 3.0)[0] ** 2))(x)
+    np.testing.assert_allclose(np.asarray(g), 18.0 * np.arange(1000), rtol=1e-6)
+    batched = jax.vmap(lambda a: k(a, 2.0)[0])(jnp.stack([x, 2 * x]))
+    np.testing.assert_allclose(np.asarray(batched)[1], 4.0 * np.arange(1000))
+    a = wp.from_jax(x)
+    assert a.device == GPU and a.ptr == x.unsafe_buffer_pointer()
+
+
+def test_jax_callable_launches_on_xlas_stream():
+    jax, gpu = _jax_gpu()
+    from loomwork.jax_experimental import jax_callable
+
+    def twice_then_scale(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float)):
+        assert x.device == GPU and wp.get_stream().cuda_stream is not None
+        wp.launch(scale_into, x.shape[0], inputs=[x, 2.0 * s, y])
+
+    c = jax_callable(twice_then_scale)
+    x = jax.device_put(jax.numpy.ones(64, dtype=jax.numpy.float32), gpu)
+    y = jax.jit(lambda a: c(a, 1.5)[0])(x)
+    np.testing.assert_allclose(np.asarray(y), np.full(64, 3.0))
