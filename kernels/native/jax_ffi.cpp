@@ -305,7 +305,8 @@ extern "C" __attribute__((visibility("default"))) void* lw_jax_stream(XLA_FFI_Ca
 // themselves; these two do for them what needs XLA's C API: answer XLA's metadata query (made once, before
 // the first call) and make an error XLA reports as the call's failure.
 extern "C" __attribute__((visibility("default"))) int lw_jax_answer_metadata(XLA_FFI_CallFrame* frame) {
-    for (XLA_FFI_Extension_Base* e = frame->extension_start; e != nullptr; e = e->next) {
+    // (auto: jaxlib renamed the extension header type, XLA_FFI_Extension_Base -> XLA_FFI_InternalExtension)
+    for (auto* e = frame->extension_start; e != nullptr; e = e->next) {
         if (e->type == XLA_FFI_Extension_Metadata) {
             XLA_FFI_Metadata* m = reinterpret_cast<XLA_FFI_Metadata_Extension*>(e)->metadata;
             m->api_version.major_version = XLA_FFI_API_MAJOR;
