@@ -33,6 +33,7 @@ from .interop import reinterpretable
 from .ir import ArrayType
 from .launch import launch
 from .module import Kernel
+from .stream import Stream, get_stream
 
 
 def _torch() -> Any:
@@ -104,17 +105,28 @@ def device_to_torch(wp_device: Any = None) -> str:
 
 
 def stream_from_torch(stream_or_device: Any = None) -> Any:
-    """The loomwork stream of a torch CUDA stream (or of the current stream of a torch CUDA device)."""
+    """The loomwork stream of a torch CUDA stream (or of the current stream of a torch CUDA device): the same
+    driver stream, so work on either is ordered with the other's."""
     torch = _torch()
-    dev = device_from_torch(stream_or_device.device if isinstance(stream_or_device, torch.cuda.Stream)
-                            else stream_or_device if stream_or_device is not None else "cuda")
-    raise DeviceError(f"{dev} has no streams: loomwork streams come with its CUDA backend")
+    if isinstance(stream_or_device, torch.cuda.Stream):
+        stream = stream_or_device
+    else:
+        stream = torch.cuda.current_stream(stream_or_device if stream_or_device is not None else None)
+    dev = device_from_torch(stream.device)
+    if dev.backend.host_accessible:
+        raise DeviceError(f"{dev} has no streams: torch streams are CUDA streams")
+    return Stream(dev, cuda_stream=stream.cuda_stream)
 
 
 def stream_to_torch(stream_or_device: Any = None) -> Any:
-    """The torch CUDA stream of a loomwork stream (or of a device's current stream)."""
-    dev = get_device(stream_or_device if stream_or_device is not None else "cuda")
-    raise DeviceError(f"{dev} has no streams: loomwork streams come with its CUDA backend")
+    """The torch CUDA stream of a loomwork stream (or of a device's current stream), wrapping the same driver
+    stream."""
+    torch = _torch()
+    stream = stream_or_device if isinstance(stream_or_device, Stream) else get_stream(
+        stream_or_device if stream_or_device is not None else "cuda")
+    if stream.cuda_stream is None:
+        raise DeviceError(f"{stream.device} has no CUDA streams to hand to torch")
+    return torch.cuda.ExternalStream(stream.cuda_stream, device=device_to_torch(stream.device))
 
 
 # -- tensors as buffers ----------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_kernel_layer_has_no_import_cycles_and_imports_downward():
         assert not above, f"kernels/{name}.py imports {sorted(above)} from above it"
 
 
-BACKEND_FILES = {"backend.py", "cpu.py", "cuda.py", "jax_cpu.py"}  # the device-backend interface and its implementations
+BACKEND_FILES = {"backend.py", "cpu.py", "cuda.py", "jax_cpu.py"}  # the backend interface and its implementations
 
 
 class _DeviceKindTests(ast.NodeVisitor):

@@ -331,6 +331,15 @@ def test_torch_shares_gpu_memory():
     assert d.data_ptr() == a.ptr
     iface = a.__cuda_array_interface__
     assert iface["data"][0] == a.ptr and iface["stream"] == wp.get_stream(GPU).cuda_stream
+    ts = torch.cuda.Stream()
+    ws = wp.stream_from_torch(ts)
+    assert ws.cuda_stream == ts.cuda_stream and ws.device == GPU
+    assert wp.stream_to_torch(ws).cuda_stream == ts.cuda_stream
+    with wp.ScopedStream(ws), torch.cuda.stream(ts):  # both frameworks queue on one stream
+        z = torch.zeros(1000, device="cuda")
+        wp.launch(saxpy, 1000, inputs=[wp.from_torch(torch.ones(1000, device="cuda")), wp.from_torch(z), 2.0])
+    ts.synchronize()
+    assert float(z.sum()) == 2000.0
     x = wp.from_torch(torch.ones(1000, device="cuda"))
     y = wp.from_torch(torch.zeros(1000, device="cuda"))
     wp.launch(saxpy, 1000, inputs=[x, y, 4.0], device=GPU)

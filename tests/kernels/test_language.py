@@ -351,7 +351,8 @@ def test_functions_overloads_generics_defaults(device):
     out = wp.zeros(4, dtype=float, device=device)
     outi = wp.zeros(4, dtype=int, device=device)
     outv = wp.zeros(4, dtype=wp.vec3, device=device)
-    wp.launch(call_funcs, dim=4, inputs=[x, xi, out, outi, outv], device=device)
+    wp.launch(call_funcs, dim=4, inputs=[wp.array(x, device=device), wp.array(xi, device=device), out, outi, outv],
+              device=device)
     expect = 2 * x + np.clip(x, 0, 1) + x * x + 3 * x + x + 1.0
     np.testing.assert_allclose(out.numpy(), expect, rtol=1e-6)
     np.testing.assert_array_equal(outi.numpy(), xi * 2 + 1 + xi * xi)
