@@ -1,7 +1,9 @@
 """Library routines on arrays (`loomwork.utils`): reductions, scans, sorting, run-length encoding, casts.
 The heavy ones run natively on every core; sums accumulate in float64, so a float32 sum of millions of
 values is accurate to about 1e-9 relative. Called while their arrays' device is being captured into a
-graph, they are recorded and run when the graph does, as launches are."""
+graph, they are recorded and run when the graph does, as launches are. Arrays in device memory (a GPU's)
+are copied to the host for the routine and the arrays it writes copied back: correct, at the cost of the
+transfers (no GPU-native versions yet)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import types as T
-from .array import array, empty
+from .array import array, copy, empty
 from .cpu import utils_library
 from .errors import CaptureError
 from .stream import capturing_graph
@@ -50,17 +52,36 @@ def _capturable(*written: str, result: str | None = None) -> Callable[[Callable[
 _FLOAT_SUFFIX = {T.float32: "f32", T.float64: "f64"}
 
 
-def _check_host(a: array, what: str) -> None:
-    """The native routines run on the CPU's thread pool: they need arrays in host memory."""
-    if not a.device.backend.host_accessible:
-        raise TypeError(f"{what}: arrays on {a.device} are not supported yet")
+def _on_host(*written: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: a routine given arrays the host cannot read runs on host copies of them, and the arrays named
+    in `written` get the copies' new contents back (the native routines run on the CPU's thread pool)."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            bound = sig.bind(*args, **kwargs)
+            remote = {n: v for n, v in bound.arguments.items()
+                      if isinstance(v, array) and v.ptr is not None and not v.device.backend.host_accessible}
+            if not remote:
+                return fn(*args, **kwargs)
+            for n, v in remote.items():
+                bound.arguments[n] = v.to("cpu")
+            result = fn(*bound.args, **bound.kwargs)
+            for n in written:
+                if n in remote:
+                    copy(remote[n], bound.arguments[n])
+            if isinstance(result, array) and result.device != (dev := next(iter(remote.values())).device):
+                result = result.to(dev)  # a new array (a reduction along an axis) goes where its input was
+            return result
+        return call
+    return wrap
 
 
 def _flat_input(a: Any, what: str, count: int | None = None) -> np.ndarray:
     """A contiguous 1-D NumPy view of the scalar components of `a` (copied only when `a` is strided)."""
     if not isinstance(a, array):
         raise TypeError(f"{what}: expected a wp.array, got {type(a).__name__}")
-    _check_host(a, what)
     v = np.ascontiguousarray(a.numpy())
     comps = int(np.prod(a.dtype._shape_)) if T.is_composite(a.dtype) else 1
     v = v.reshape(-1)
@@ -125,6 +146,7 @@ def _reduce(kind: str, arrays: list, dtype: Any, out: Any, axis: Any, what: str,
 
 
 @_capturable("out", result="out")
+@_on_host("out")
 def array_sum(values: array, out: array | None = None, value_count: int | None = None, axis: int | None = None) -> Any:
     """The sum of `values` (its first `value_count` elements; or along `axis`), returned or written to `out`
     (see _reduce for what each form returns)."""
@@ -132,6 +154,7 @@ def array_sum(values: array, out: array | None = None, value_count: int | None =
 
 
 @_capturable("out", result="out")
+@_on_host("out")
 def array_inner(a: array, b: array, out: array | None = None, count: int | None = None, axis: int | None = None) -> Any:
     """The inner product of `a` and `b` (dot products summed for vector arrays), returned or written to `out`."""
     if not isinstance(a, array) or not isinstance(b, array) or a.dtype != b.dtype or a.shape != b.shape:
@@ -140,6 +163,7 @@ def array_inner(a: array, b: array, out: array | None = None, count: int | None 
 
 
 @_capturable("out_array")
+@_on_host("out_array")
 def array_scan(in_array: array, out_array: array, inclusive: bool = True) -> None:
     """Prefix sums of `in_array` into `out_array` (inclusive, or exclusive starting at 0)."""
     src = _flat_input(in_array, "array_scan")
@@ -147,7 +171,6 @@ def array_scan(in_array: array, out_array: array, inclusive: bool = True) -> Non
         raise TypeError("array_scan: out_array must be a wp.array of the input's dtype and size")
     if not out_array.is_contiguous or T.is_composite(in_array.dtype):
         raise TypeError("array_scan: scalar arrays only, with a contiguous output")
-    _check_host(out_array, "array_scan")
     suffix = {T.float32: "f32", T.float64: "f64", T.int32: "i32"}.get(in_array.dtype)
     if suffix is None:
         raise TypeError(f"array_scan: supports float32, float64 and int32, got {T.type_name(in_array.dtype)}")
@@ -156,6 +179,7 @@ def array_scan(in_array: array, out_array: array, inclusive: bool = True) -> Non
 
 
 @_capturable("keys", "values")
+@_on_host("keys", "values")
 def radix_sort_pairs(keys: array, values: array, count: int) -> None:
     """Sort the first `count` (key, value) pairs by key, in place and stably (int32 or float32 keys,
     int32 values). Warp's arrays of twice the length are accepted; the second half is not needed."""
@@ -163,6 +187,7 @@ def radix_sort_pairs(keys: array, values: array, count: int) -> None:
 
 
 @_capturable("keys", "values")
+@_on_host("keys", "values")
 def sort_pairs(keys: array, values: array, count: int, *, tail_scratch: bool) -> None:
     """`radix_sort_pairs`; with `tail_scratch` (for owners of arrays of twice the length, such as HashGrid)
     the second halves serve as the sort's scratch instead of two fresh allocations. Recorded, not run, while
@@ -174,8 +199,6 @@ def sort_pairs(keys: array, values: array, count: int, *, tail_scratch: bool) ->
                         f"{T.type_name(keys.dtype)} and {T.type_name(values.dtype)}")
     if not (keys.is_contiguous and values.is_contiguous) or count > min(keys.size, values.size) or count < 0:
         raise ValueError(f"radix_sort_pairs: count {count} must fit contiguous arrays of {keys.size} and {values.size}")
-    _check_host(keys, "radix_sort_pairs")
-    _check_host(values, "radix_sort_pairs")
     spare = None
     if tail_scratch and keys.size >= 2 * count and values.size >= 2 * count:
         scratch_k, scratch_v = keys.ptr + 4 * count, values.ptr + 4 * count
@@ -191,6 +214,7 @@ def sort_pairs(keys: array, values: array, count: int, *, tail_scratch: bool) ->
 
 
 @_capturable("keys", "values")
+@_on_host("keys", "values")
 def segmented_sort_pairs(keys: array, values: array, count: int, segment_start_indices: array,
                          segment_end_indices: array | None = None) -> None:
     """Sort (key, value) pairs by key within each segment [start[i], end[i]) (end defaults to the next start)."""
@@ -210,6 +234,7 @@ def segmented_sort_pairs(keys: array, values: array, count: int, segment_start_i
 
 
 @_capturable("run_values", "run_lengths", "run_count", result="run_count")
+@_on_host("run_values", "run_lengths", "run_count")
 def runlength_encode(values: array, run_values: array, run_lengths: array, run_count: array | None = None,
                      value_count: int = 0) -> int | None:
     """Runs of equal consecutive values: their values and lengths; the number of runs is returned, or
@@ -231,6 +256,7 @@ def runlength_encode(values: array, run_values: array, run_lengths: array, run_c
 
 
 @_capturable("out_array")
+@_on_host("out_array")
 def array_cast(in_array: array, out_array: array, count: int | None = None) -> None:
     """Copy `in_array` into `out_array` converting the scalar type (for example float64 -> float32)."""
     src = in_array.numpy().reshape(-1)

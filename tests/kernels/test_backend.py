@@ -277,7 +277,11 @@ def test_host_access_is_asked_of_the_backend(register):
     np.testing.assert_array_equal(c.to("cpu").numpy(), np.arange(4, dtype=np.float32))
     with pytest.raises(wp.DeviceError, match=f"argument 'x': a ndarray in host memory was passed to a launch on {dev}"):
         wp.launch(scale, dim=4, inputs=[np.zeros(4, np.float32), 2.0], device=dev)
-    with pytest.raises(TypeError, match=f"array_sum: arrays on {dev} are not supported yet"):
-        array_sum(a)
+    # library routines run on host copies of device memory, the arrays they write copied back
+    assert array_sum(a) == 6.0 and array_sum(wp.array(np.ones((2, 3), np.float32), device=dev), axis=1).device == dev
+    keys = wp.array(np.array([3, 1, 2, 0], np.int32), device=dev)
+    vals = wp.array(np.arange(4, dtype=np.int32), device=dev)
+    wp.utils.radix_sort_pairs(keys, vals, 4)
+    assert keys.numpy().tolist() == [0, 1, 2, 3] and vals.numpy().tolist() == [3, 1, 2, 0]
     with pytest.raises(TypeError, match="field 'values' of struct Holder: arrays in structs must be in host memory"):
         Holder(values=a)
