@@ -530,9 +530,11 @@ class CudaBackend(Backend):
         return self.stream
 
     def wait_stream(self, waiter: int | None, producer: int | None) -> None:
-        """Order `waiter` (a foreign framework's stream handle) after the work queued on `producer`."""
+        """Order stream `waiter` after the work queued so far on stream `producer` (either a foreign framework's
+        handle; None: this device's current stream)."""
         producer = self.stream if producer is None else producer
-        if waiter is None or waiter == producer:
+        waiter = self.stream if waiter is None else waiter
+        if waiter == producer:
             return
         event = self.create_event(False)
         try:
