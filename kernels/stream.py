@@ -309,9 +309,16 @@ def submit(device: Device, stream: Stream | None, fn: Callable[..., Any], args: 
             graph.record(fn, args, writes, keep, kind)
             return
         if runtime.timing_filter & kind:
-            t0 = time.perf_counter()
-            fn(*args)
-            ms = (time.perf_counter() - t0) * 1e3
+            s = stream if stream is not None else get_stream(device)
+            if s.cuda_stream is not None:  # asynchronous work: timed by events around it on its stream
+                ms: Any = GpuInterval(device)
+                device.backend.record(ms.start.cuda_event, s.cuda_stream)
+                run_on(s, fn, args)
+                device.backend.record(ms.end.cuda_event, s.cuda_stream)
+            else:
+                t0 = time.perf_counter()
+                fn(*args)
+                ms = (time.perf_counter() - t0) * 1e3
             for flt, results in runtime.timing:
                 if flt & kind:
                     results.append((device, name, kind, ms))
@@ -320,6 +327,19 @@ def submit(device: Device, stream: Stream | None, fn: Callable[..., Any], args: 
         run_on(stream, fn, args)
     else:
         fn(*args)
+
+
+class GpuInterval:
+    """The device time of one piece of timed asynchronous work: two timing events around it, read once it
+    is done (`ms()`)."""
+
+    def __init__(self, device: Device) -> None:
+        self.start, self.end = Event(device, enable_timing=True), Event(device, enable_timing=True)
+
+    def ms(self) -> float:
+        backend = self.end.device.backend
+        backend.synchronize_event(self.end.cuda_event)
+        return backend.elapsed_ms(self.start.cuda_event, self.end.cuda_event)
 
 
 def run_on(stream: Stream, fn: Callable[..., Any], args: tuple) -> None:

@@ -4,7 +4,8 @@ meanwhile, timed as it runs).
 
 Activity timing costs nothing while off; while on, each piece of work is timed around its call
 (kernels/stream.py `submit`). Work on the CPU completes inside that call, so the times are those of the
-work itself (plus a microsecond of call overhead). Sessions nest: each `timing_begin` starts one that
+work itself (plus a microsecond of call overhead); work on a GPU is timed by CUDA events recorded around
+it on its stream, read at `timing_end`. Sessions nest: each `timing_begin` starts one that
 the matching `timing_end` closes, and work is reported to every open session whose filter takes it.
 """
 
@@ -19,7 +20,7 @@ from .device import Device
 from .extensions import registry
 from .launch import synchronize as _synchronize_all
 from .logger import get_logger, log_debug
-from .stream import TIMING_ALL, runtime
+from .stream import TIMING_ALL, GpuInterval, runtime
 
 
 class TimingResult:
@@ -54,7 +55,8 @@ def timing_end(synchronize: bool = True) -> list[TimingResult]:
         for flt, _ in runtime.timing:
             runtime.timing_filter |= flt
         runtime.update()
-    return [TimingResult(*r) for r in results]
+    return [TimingResult(d, name, kind, ms.ms() if isinstance(ms, GpuInterval) else ms)
+            for d, name, kind, ms in results]
 
 
 def timing_print(results: list[TimingResult], indent: str = "") -> None:

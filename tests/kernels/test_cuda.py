@@ -198,6 +198,18 @@ def test_streams_and_events():
     wp.synchronize()
 
 
+def test_activity_timing_uses_gpu_events():
+    n = 1 << 22
+    x, y = wp.full(n, 1.0, dtype=float, device=GPU), wp.zeros(n, dtype=float, device=GPU)
+    wp.timing_begin()
+    wp.launch(saxpy, n, inputs=[x, y, 1.0], device=GPU)
+    y.zero_()
+    results = wp.timing_end()
+    assert [r.filter for r in results] == [wp.TIMING_KERNEL, wp.TIMING_MEMSET]
+    assert all(r.elapsed > 0.0 and r.device == GPU for r in results)
+    assert results[0].elapsed > 0.005  # 48 MB through memory: device time, not the microseconds of the host call
+
+
 def test_a_problem_split_over_streams():
     """The multi-device pattern (a part per device, then a join), on one GPU's two streams: each half of
     the problem runs on its own stream, the join waits for both."""
