@@ -110,6 +110,8 @@ def stream_from_torch(stream_or_device: Any = None) -> Any:
     torch = _torch()
     if isinstance(stream_or_device, torch.cuda.Stream):
         stream = stream_or_device
+    elif not torch.cuda.is_available():
+        raise DeviceError("stream_from_torch: torch has no CUDA device here (streams are CUDA streams)")
     else:
         stream = torch.cuda.current_stream(stream_or_device if stream_or_device is not None else None)
     dev = device_from_torch(stream.device)

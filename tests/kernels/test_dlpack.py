@@ -128,7 +128,7 @@ def test_vectors_and_matrices_are_trailing_dimensions():
 
 def test_unsupported_dtypes_and_devices_are_refused():
     """Complex data, and memory on a device kind loomwork does not run on, raise clear errors."""
-    with pytest.raises(TypeError, match="complex64 has no loomwork scalar type"):
+    with pytest.raises(TypeError, match="complex64.* has no loomwork scalar type"):
         wp.from_dlpack(np.zeros(3, dtype=np.complex64))
 
     class OnMetal:
