@@ -158,13 +158,14 @@ def _body_y(q: wp.array(dtype=wp.transform), loss: wp.array(dtype=float)):
     loss[0] = q[0][1]
 
 
-@pytest.mark.parametrize("kind", ["d6", "ball"])
-def test_featherstone_gradient_of_an_angular_drive_target_matches_finite_differences(kind):
+@pytest.mark.parametrize("solver,kind", [("featherstone", "d6"), ("featherstone", "ball"), ("semi_implicit", "d6")])
+def test_gradient_of_an_angular_drive_target_matches_finite_differences(solver, kind):
     """d(final y of the body)/d(drive target of the third angular coordinate) through a Tape agrees with
     central differences (D6: Euler angle about z; BALL: rotation vector's z component)."""
     m = swing_builder(kind, gravity=0.0, target_ke=40.0, target_kd=2.0).finalize(requires_grad=True)
-    solver = newton.solvers.SolverFeatherstone(m, angular_damping=0.0)
-    dt, steps = 1.0 / 120, 20
+    newton.eval_fk(m, m.joint_q, m.joint_qd, m)
+    solver, dt, steps = (newton.solvers.SolverFeatherstone(m, angular_damping=0.0), 1.0 / 120, 20) \
+        if solver == "featherstone" else (newton.solvers.SolverSemiImplicit(m, angular_damping=0.0), 1.0 / 1000, 160)
 
     def loss_of(target, with_grad):
         control = m.control(requires_grad=True)
@@ -174,6 +175,7 @@ def test_featherstone_gradient_of_an_angular_drive_target_matches_finite_differe
         tape = wp.Tape()
         with tape:
             for t in range(steps):
+                states[t].clear_forces()
                 solver.step(states[t], states[t + 1], control, None, dt)
             wp.launch(_body_y, dim=1, inputs=[states[-1].body_q], outputs=[loss])
         if with_grad:
