@@ -325,8 +325,6 @@ class _Topology:
         nb, nj = model.body_count, model.joint_count
         parent = model.joint_parent.numpy() if nj else np.zeros(0, np.int32)
         child = model.joint_child.numpy() if nj else np.zeros(0, np.int32)
-        jtype = model.joint_type.numpy() if nj else np.zeros(0, np.int32)
-        dims = model.joint_dof_dim.numpy() if nj else np.zeros((0, 2), np.int32)
         art = model.joint_articulation.numpy() if nj else np.zeros(0, np.int32)
         body_joint = np.full(nb, -1, dtype=np.int32)
         body_joint[child] = np.arange(nj, dtype=np.int32)
@@ -339,7 +337,6 @@ class _Topology:
             if self.depth[j] > MAX_DEPTH:
                 raise ValueError(f"joint {j} ({model.joint_label[j]!r}) is {self.depth[j]} joints below its "
                                  f"articulation's root; the kinematics kernels take at most {MAX_DEPTH}")
-        self.multi_angular_d6 = [j for j in range(nj) if jtype[j] == JointType.D6 and dims[j, 1] > 1]
         self.body_joint_wp = wp.array(body_joint, dtype=wp.int32, device=model.device)
 
 

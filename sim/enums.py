@@ -58,6 +58,38 @@ class JointType(IntEnum):
     D6 = 6
 
 
+class JointTargetMode(IntEnum):
+    """Which drive inputs a dof's actuator follows (``Model.joint_target_mode``). The solvers here apply the
+    PD drive from ``joint_target_ke``/``kd`` whatever the mode; it records what an importer found."""
+
+    NONE = 0
+    """No actuator: the dof is passive."""
+    POSITION = 1
+    """A position servo toward ``joint_target_q``."""
+    VELOCITY = 2
+    """A velocity servo toward ``joint_target_qd``."""
+    POSITION_VELOCITY = 3
+    """Servos on both ``joint_target_q`` and ``joint_target_qd``."""
+    EFFORT = 4
+    """An actuator without gains: its force comes from ``control.joint_f``."""
+
+    @staticmethod
+    def from_gains(target_ke: float, target_kd: float, force_position_velocity: bool = False,
+                   has_drive: bool = False) -> JointTargetMode:
+        """The mode gains imply: NONE without ``has_drive``, else POSITION when ``target_ke`` is nonzero
+        (POSITION_VELOCITY with ``force_position_velocity`` and a nonzero ``target_kd``), VELOCITY when only
+        ``target_kd`` is, EFFORT when neither is."""
+        if not has_drive:
+            return JointTargetMode.NONE
+        if target_ke != 0.0:
+            if force_position_velocity and target_kd != 0.0:
+                return JointTargetMode.POSITION_VELOCITY
+            return JointTargetMode.POSITION
+        if target_kd != 0.0:
+            return JointTargetMode.VELOCITY
+        return JointTargetMode.EFFORT
+
+
 class ParticleFlags(IntFlag):
     """Per-particle flags (``Model.particle_flags``); an inactive particle is pinned in place."""
 

@@ -243,6 +243,11 @@ class Model:
         """Drive stiffness per dof [N/m or N m/rad], shape (joint_dof_count,), float32."""
         self.joint_target_kd: wp.array | None = None
         """Drive damping per dof [N s/m or N m s/rad], shape (joint_dof_count,), float32."""
+        self.joint_target_mode: wp.array | None = None
+        """JointTargetMode per dof (what its actuator follows), shape (joint_dof_count,), int32."""
+        self.joint_effort_limit: wp.array | None = None
+        """Largest force or torque an actuator may exert per dof [N or N m], shape (joint_dof_count,), float32
+        (recorded from importers; the solvers here do not clamp drives to it, as Newton's do not)."""
         self.joint_limit_lower: wp.array | None = None
         """Lower limit per dof [m or rad], shape (joint_dof_count,), float32."""
         self.joint_limit_upper: wp.array | None = None

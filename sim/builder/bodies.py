@@ -9,7 +9,7 @@ import numpy as np
 
 import loomwork as wp
 
-from ..enums import Axis, JointType
+from ..enums import Axis, JointTargetMode, JointType
 
 MAXVAL = 1.0e10
 """Limit value meaning 'unlimited'."""
@@ -45,7 +45,8 @@ class JointDofConfig:
                  limit_ke: float = 1.0e4, limit_kd: float = 1.0e1, target_q: float | None = None,
                  target_qd: float | None = None, target_ke: float = 0.0, target_kd: float = 0.0,
                  armature: float = 0.0, effort_limit: float = 1.0e6, velocity_limit: float = 1.0e6,
-                 friction: float = 0.0, damping: float = 0.0, stiffness: float = 0.0, **_: Any) -> None:
+                 friction: float = 0.0, damping: float = 0.0, stiffness: float = 0.0,
+                 actuator_mode: JointTargetMode | None = None, **_: Any) -> None:
         if limit_lower > limit_upper:
             raise ValueError(f"JointDofConfig: limit_lower {limit_lower} > limit_upper {limit_upper}")
         self.axis = _axis_vector(axis)
@@ -63,6 +64,8 @@ class JointDofConfig:
         self.friction = float(friction)
         self.damping = float(damping)
         self.stiffness = float(stiffness)
+        self.actuator_mode = None if actuator_mode is None else JointTargetMode(actuator_mode)
+        """The dof's ``joint_target_mode``; None: inferred from the gains (NONE without any, as Newton)."""
 
     @classmethod
     def create_unlimited(cls, axis: Any) -> JointDofConfig:
@@ -82,7 +85,7 @@ class BodyBuilder:
               "joint_X_c": None, "joint_q_start": "joint_q", "joint_qd_start": "joint_qd",
               "joint_dof_dim": None, "joint_enabled": None, "joint_world": "world", "joint_label": "label",
               "joint_articulation": "articulation", "joint_q": None, "joint_qd": None, "joint_f": None,
-              "joint_act": None, "joint_axis": None,
+              "joint_act": None, "joint_axis": None, "joint_target_mode": None,
               **{f"joint_{f}": None for f in _DOF_FIELDS},
               "articulation_start": "joint", "articulation_world": "world", "articulation_label": "label",
               "body_filter_pairs": "body"}
@@ -226,6 +229,11 @@ class BodyBuilder:
         self.joint_articulation.append(-1)
         for dof in lin + ang:
             self.joint_axis.append(dof.axis)
+            mode = dof.actuator_mode
+            if mode is None:
+                mode = JointTargetMode.from_gains(dof.target_ke, dof.target_kd,
+                                                  has_drive=dof.target_ke != 0.0 or dof.target_kd != 0.0)
+            self.joint_target_mode.append(int(mode))
             for f in self._DOF_FIELDS:
                 getattr(self, f"joint_{f}").append(getattr(dof, f))
             self.joint_qd.append(0.0)
@@ -418,6 +426,7 @@ class BodyBuilder:
         model.joint_label = list(self.joint_label)
         model.joint_axis = wp.array(np.asarray(self.joint_axis, dtype=f32).reshape(nd, 3), dtype=wp.vec3,
                                     requires_grad=requires_grad)
+        model.joint_target_mode = wp.array(np.asarray(self.joint_target_mode, dtype=i32).reshape(nd), dtype=wp.int32)
         for name in ("joint_q", "joint_qd", "joint_f", "joint_act",
                      *(f"joint_{f}" for f in self._DOF_FIELDS)):
             values = np.asarray(getattr(self, name), dtype=f32)

@@ -14,7 +14,7 @@ import numpy as np
 
 import loomwork as wp
 
-from ..enums import Axis, GeoType, JointType
+from ..enums import Axis, GeoType, JointTargetMode, JointType
 from ..geometry import Mesh
 from .bodies import MAXVAL, JointDofConfig
 from .shapes import ShapeConfig, primitive_mass_properties
@@ -562,11 +562,27 @@ class ImportBuilder:
                  ignore_inertial_definitions: bool = False, label_prefix: str | None = None) -> None:
         """Add the bodies of a MuJoCo MJCF file (or XML text) ``source``: one link per ``<body>`` (mass from
         ``<inertial>`` or from its geoms' density or mass), its joints (hinge, slide, ball, free; several
-        hinges/slides in one body make a D6 joint; none a fixed one) with axis, range, damping, armature and
-        stiffness, geoms (plane, sphere, capsule, cylinder, box, ellipsoid, mesh through trimesh; ``fromto``
-        too), ``<default>`` classes and ``<include>`` files (merged as MuJoCo does). Geoms of the world body
-        become static shapes. Each child of the world body is one articulation, its root placed by ``xform``
-        and joined as the file says unless ``floating`` or ``base_joint`` (as :meth:`add_urdf`) is given."""
+        hinges/slides in one body make a D6 joint; none a fixed one) with axis, range, damping, armature,
+        stiffness and ``actuatorfrcrange`` (the effort limit), geoms (plane, sphere, capsule, cylinder, box,
+        ellipsoid, mesh through trimesh; ``fromto`` too), ``<default>`` classes and ``<include>`` files (merged
+        as MuJoCo does). Geoms of the world body become static shapes. Each child of the world body is one
+        articulation, its root placed by ``xform`` and joined as the file says unless ``floating`` or
+        ``base_joint`` (as :meth:`add_urdf`) is given.
+
+        A ball joint's ``range`` (MuJoCo: the largest rotation angle, "0 max") limits each component of its
+        rotation vector to [-max, max] (so turns about a diagonal go up to sqrt(3) max).
+
+        Actuators on joints become drive settings of the joint's dofs, as Newton's importer sets them:
+        ``<position kp kv>`` sets ``joint_target_ke`` = kp, and ``joint_target_kd`` = kv unless a velocity
+        actuator set it first, mode POSITION; ``<velocity kv>`` sets ``joint_target_kd`` = kv, mode VELOCITY
+        (both: POSITION_VELOCITY); gains scale by gear^2, targets are in joint units. Newton keeps
+        ``<motor>`` and ``<general>`` for SolverMuJoCo's controls and leaves the joint undriven; with no such
+        solver here, a ``<general>`` whose gainprm/biasprm make a position or velocity servo (fixed gain g,
+        affine bias (0, -g, -kv) or (0, 0, -g)) sets the drive as ``<position>``/``<velocity>`` would, and a
+        motor (or a ``<general>`` without bias) marks the dofs EFFORT (force from ``control.joint_f``). A
+        ``forcerange`` (forcelimited) caps ``joint_effort_limit`` at gear times its largest magnitude, and a
+        motor's ``ctrlrange`` at gear times gain times its largest control. Other actuators (tendon, site or
+        body transmissions, muscles, dampers) warn and are skipped."""
         what = f"add_mjcf({_describe(source)})"
         root_el, base_dir = _load_xml(source, what)
         if root_el.tag != "mujoco":
@@ -601,6 +617,9 @@ class ImportBuilder:
                 else:
                     joints.append(self._mjcf_joint(parent, body, local, jels, label, ctx, armature_scale))
             self.add_articulation(joints, label=records[0][4])
+        for section in root_el.findall("actuator"):
+            for el in section:
+                self._mjcf_actuator(el, ctx)
         if not enable_self_collisions:
             self._disable_self_collisions(first_shape)
 
@@ -626,6 +645,7 @@ class ImportBuilder:
                 if item.tag == "freejoint":
                     attrs["type"] = "free"
                 jels.append((attrs.get("name", f"{name}_joint_{len(jels)}"), attrs))
+                ctx.joint_names.add(jels[-1][0])
             elif item.tag == "inertial":
                 inertial = item
         if inertial is not None and not ignore_inertial and ctx.inertia_from_geom != "true":
@@ -666,8 +686,22 @@ class ImportBuilder:
                 raise ValueError(f"{what}: body {label!r} combines a {'free' if 'free' in types else 'ball'} joint "
                                  f"with others ({[n for n, _ in jels]}); give it one joint")
             if types[0] == "free":
-                return self.add_joint_free(child, parent=parent, label=f"{label}/{name0}")
-            return self.add_joint_ball(parent, child, parent_xform=x_p, child_xform=x_c, label=f"{label}/{name0}")
+                j = self.add_joint_free(child, parent=parent, label=f"{label}/{name0}")
+                ctx.joint_dofs[name0] = list(range(self.joint_qd_start[j], self.joint_qd_start[j] + 6))
+                return j
+            where = f"{what}: joint {name0!r}"
+            values = _mjcf_dof_values(attrs0, where, armature_scale, ctx.autolimits)
+            rng = _mjcf_range(attrs0, "limited", "range", ctx.autolimits, where)
+            if rng is not None:
+                # MuJoCo limits the ball's rotation angle (range "0 max"): a cone on the rotation vector's norm,
+                # approximated by the box |component| <= max of the per-axis limits BALL joints take here.
+                cone = float(rng[1]) * (math.pi / 180.0 if ctx.degrees else 1.0)
+                values.update(limit_lower=-cone, limit_upper=cone)
+            axes = [self._dof_cfg(a, values) for a in np.eye(3)]
+            j = self.add_joint_ball(parent, child, parent_xform=x_p, child_xform=x_c, angular_axes=axes,
+                                    label=f"{label}/{name0}")
+            ctx.joint_dofs[name0] = list(range(self.joint_qd_start[j], self.joint_qd_start[j] + 3))
+            return j
         linear, angular = [], []
         for (name, attrs), t in zip(jels, types, strict=True):
             where = f"{what}: joint {name!r}"
@@ -675,18 +709,12 @@ class ImportBuilder:
             if np.linalg.norm(axis) == 0.0:
                 raise ValueError(f"{where}: the axis is zero")
             unit = (math.pi / 180.0 if ctx.degrees else 1.0) if t == "hinge" else ctx.scale
-            values = {"damping": float(attrs.get("damping", 0.0)),
-                      "armature": float(attrs.get("armature", 0.0)) * armature_scale,
-                      "stiffness": float(attrs.get("stiffness", 0.0)),
-                      "friction": float(attrs.get("frictionloss", 0.0))}
-            rng = attrs.get("range")
-            limited = attrs.get("limited", "auto")
-            if limited not in ("true", "false", "auto"):
-                raise ValueError(f"{where}: limited must be true, false or auto, got {limited!r}")
-            if rng is not None and (limited == "true" or (limited == "auto" and ctx.autolimits)):
-                lo, hi = _floats(rng, f"{where} range", 2) * unit
+            values = _mjcf_dof_values(attrs, where, armature_scale, ctx.autolimits)
+            rng = _mjcf_range(attrs, "limited", "range", ctx.autolimits, where)
+            if rng is not None:
+                lo, hi = rng * unit
                 if lo > hi:
-                    raise ValueError(f"{where}: range {rng!r} has lower > upper")
+                    raise ValueError(f"{where}: range {attrs['range']!r} has lower > upper")
                 values.update(limit_lower=float(lo), limit_upper=float(hi))
             (angular if t == "hinge" else linear).append(self._dof_cfg(axis, values))
         if len(linear) > 3 or len(angular) > 3:
@@ -694,13 +722,77 @@ class ImportBuilder:
                              f"at most 3 of each")
         joint_label = f"{label}/{name0}" if len(jels) == 1 else f"{label}/{'_'.join(n for n, _ in jels)}"
         if not linear and len(angular) == 1:
-            return self.add_joint_revolute(parent, child, axis=angular[0], parent_xform=x_p, child_xform=x_c,
-                                           label=joint_label)
-        if not angular and len(linear) == 1:
-            return self.add_joint_prismatic(parent, child, axis=linear[0], parent_xform=x_p, child_xform=x_c,
-                                            label=joint_label)
-        return self.add_joint(JointType.D6, parent, child, linear_axes=linear, angular_axes=angular,
-                              parent_xform=x_p, child_xform=x_c, label=joint_label)
+            j = self.add_joint_revolute(parent, child, axis=angular[0], parent_xform=x_p, child_xform=x_c,
+                                        label=joint_label)
+        elif not angular and len(linear) == 1:
+            j = self.add_joint_prismatic(parent, child, axis=linear[0], parent_xform=x_p, child_xform=x_c,
+                                         label=joint_label)
+        else:
+            j = self.add_joint(JointType.D6, parent, child, linear_axes=linear, angular_axes=angular,
+                               parent_xform=x_p, child_xform=x_c, label=joint_label)
+        # Each MJCF joint's dof: the slides first, then the hinges, each in file order.
+        n_lin = {"slide": 0, "hinge": len(linear)}
+        for name, t in zip((n for n, _ in jels), types, strict=True):
+            ctx.joint_dofs[name] = [self.joint_qd_start[j] + n_lin[t]]
+            n_lin[t] += 1
+        return j
+
+    def _mjcf_actuator(self, el: ET.Element, ctx: _MjcfContext) -> None:
+        """Turn the MJCF actuator ``el`` into drive settings of the dofs of the joint it moves (see
+        :meth:`add_mjcf`)."""
+        attrs = ctx.attrs(el, "main")
+        kind = el.tag
+        joint = attrs.get("joint", attrs.get("jointinparent"))
+        where = f"{ctx.what}: <{kind}> actuator {attrs['name']!r}" if "name" in attrs else \
+            f"{ctx.what}: <{kind}> actuator on joint {joint!r}"
+        if kind not in ("motor", "position", "velocity", "general") or joint is None:
+            target = f"a {kind} actuator" if joint is not None else "an actuator without a joint transmission"
+            warnings.warn(f"{where}: {target} has no joint drive equivalent; skipped", stacklevel=4)
+            return
+        if joint not in ctx.joint_names:
+            raise ValueError(f"{where}: joint {joint!r} is not defined in the file")
+        if joint not in ctx.joint_dofs:
+            return  # a root joint the floating or base_joint argument replaced
+        gear = float(_floats(attrs.get("gear"), f"{where} gear", None, (1.0,))[0])
+        gain = 1.0
+        if kind == "position":
+            mode, ke, kd = JointTargetMode.POSITION, float(attrs.get("kp", 1.0)), float(attrs.get("kv", 0.0))
+        elif kind == "velocity":
+            mode, ke, kd = JointTargetMode.VELOCITY, 0.0, float(attrs.get("kv", 1.0))
+        elif kind == "motor":
+            mode, ke, kd = JointTargetMode.EFFORT, 0.0, 0.0
+        else:
+            mode, ke, kd, gain = _mjcf_general_drive(attrs, where)
+            if mode is None:
+                return
+        # Force on the joint: gear * (gain ctrl + bias), with actuator length gear * q, so gains scale by gear^2.
+        ke, kd = ke * gear * gear, kd * gear * gear
+        limit = MAXVAL
+        frc = _mjcf_range(attrs, "forcelimited", "forcerange", ctx.autolimits, where)
+        if frc is not None:
+            limit = abs(gear) * float(np.max(np.abs(frc)))
+        ctrl = _mjcf_range(attrs, "ctrllimited", "ctrlrange", ctx.autolimits, where)
+        if ctrl is not None and mode == JointTargetMode.EFFORT:
+            limit = min(limit, abs(gear * gain) * float(np.max(np.abs(ctrl))))
+        for d in ctx.joint_dofs[joint]:
+            current = JointTargetMode(self.joint_target_mode[d])
+            if mode == JointTargetMode.POSITION:
+                self.joint_target_ke[d] = ke
+                if current == JointTargetMode.VELOCITY:
+                    current = JointTargetMode.POSITION_VELOCITY  # the velocity actuator's kd stays
+                elif current in (JointTargetMode.NONE, JointTargetMode.EFFORT):
+                    current = JointTargetMode.POSITION
+                    self.joint_target_kd[d] = kd
+            elif mode == JointTargetMode.VELOCITY:
+                if current == JointTargetMode.POSITION:
+                    current = JointTargetMode.POSITION_VELOCITY
+                elif current in (JointTargetMode.NONE, JointTargetMode.EFFORT):
+                    current = JointTargetMode.VELOCITY
+                self.joint_target_kd[d] = kd
+            elif current == JointTargetMode.NONE:
+                current = JointTargetMode.EFFORT
+            self.joint_target_mode[d] = int(current)
+            self.joint_effort_limit[d] = min(self.joint_effort_limit[d], limit)
 
     def _mjcf_geom(self, body: int, el: ET.Element, pose: Pose, cls: str, ctx: _MjcfContext, path: str,
                    hide_visuals: bool) -> None:
@@ -766,6 +858,50 @@ class ImportBuilder:
         self._import_primitive(body, kind, pose, dims, cfg, f"{path}/{name}", where, mesh=mesh)
 
 
+def _mjcf_dof_values(attrs: dict[str, str], where: str, armature_scale: float, autolimits: bool) -> dict[str, float]:
+    """Damping, armature, stiffness, friction and (from ``actuatorfrcrange``) effort limit of an MJCF joint."""
+    values = {"damping": float(attrs.get("damping", 0.0)),
+              "armature": float(attrs.get("armature", 0.0)) * armature_scale,
+              "stiffness": float(attrs.get("stiffness", 0.0)),
+              "friction": float(attrs.get("frictionloss", 0.0))}
+    frc = _mjcf_range(attrs, "actuatorfrclimited", "actuatorfrcrange", autolimits, where)
+    if frc is not None:
+        values["effort_limit"] = float(np.max(np.abs(frc)))
+    return values
+
+
+def _mjcf_range(attrs: dict[str, str], flag: str, name: str, autolimits: bool, where: str) -> np.ndarray | None:
+    """The (lower, upper) pair ``attrs[name]`` if its ``flag`` (true, false or auto, auto meaning 'when given'
+    under ``autolimits``) turns it on, else None."""
+    limited = attrs.get(flag, "auto")
+    if limited not in ("true", "false", "auto"):
+        raise ValueError(f"{where}: {flag} must be true, false or auto, got {limited!r}")
+    rng = attrs.get(name)
+    if rng is None or limited == "false" or (limited == "auto" and not autolimits):
+        return None
+    return _floats(rng, f"{where} {name}", 2)
+
+
+def _mjcf_general_drive(attrs: dict[str, str], where: str) -> tuple[JointTargetMode | None, float, float, float]:
+    """(mode, stiffness, damping, gain) of a ``<general>`` actuator: with a fixed gain g and an affine bias
+    (b0, b1, b2), force g ctrl + b1 q + b2 qd is a position servo when b1 = -g (stiffness g, damping -b2), a
+    velocity servo when b1 = 0 and b2 = -g, and with no bias a motor of gain g (EFFORT). Anything else warns
+    and gives mode None."""
+    gaintype, biastype = attrs.get("gaintype", "fixed"), attrs.get("biastype", "none")
+    g = float(_floats(attrs.get("gainprm"), f"{where} gainprm", None, (1.0,))[0])
+    b = np.concatenate([_floats(attrs.get("biasprm"), f"{where} biasprm", None, (0.0,)), np.zeros(3)])[:3]
+    if gaintype == "fixed" and biastype == "none":
+        return JointTargetMode.EFFORT, 0.0, 0.0, g
+    if gaintype == "fixed" and biastype == "affine" and b[0] == 0.0 and g != 0.0:
+        if b[1] == -g:
+            return JointTargetMode.POSITION, g, float(-b[2]), g
+        if b[1] == 0.0 and b[2] == -g:
+            return JointTargetMode.VELOCITY, 0.0, g, g
+    warnings.warn(f"{where}: gaintype {gaintype!r}, biastype {biastype!r}, gainprm {g}, biasprm {tuple(b)} is no "
+                  f"position, velocity or effort drive; skipped", stacklevel=5)
+    return None, 0.0, 0.0, g
+
+
 class _MjcfContext:
     """What an MJCF file says once for all its elements: compiler settings, default classes, mesh assets."""
 
@@ -789,6 +925,10 @@ class _MjcfContext:
                 file = m.get("file", "")
                 self.meshes[m.get("name") or os.path.splitext(os.path.basename(file))[0]] = m
         self._mesh_cache: dict[str, Mesh | None] = {}
+        self.joint_names: set[str] = set()
+        """Names of the file's joints."""
+        self.joint_dofs: dict[str, list[int]] = {}
+        """The builder dofs of each MJCF joint the import made (a joint replaced by a base joint has none)."""
 
     def _read_default(self, el: ET.Element, inherited: dict[str, dict[str, str]], name: str) -> None:
         own = self.classes.setdefault(name, {tag: dict(a) for tag, a in inherited.items()})

@@ -8,7 +8,19 @@ from typing import Any
 
 import loomwork as wp
 
-from ..articulation import _BALL, _D6, _DISTANCE, _FIXED, _FREE, _PRISMATIC, _REVOLUTE, twist_angle
+from ..articulation import (
+    _BALL,
+    _D6,
+    _DISTANCE,
+    _FIXED,
+    _FREE,
+    _PRISMATIC,
+    _REVOLUTE,
+    euler_angles,
+    euler_axes,
+    euler_covectors,
+    twist_angle,
+)
 from ..model import Control, Model, State
 
 
@@ -37,6 +49,50 @@ def rotation_vector(r: wp.quat):
     if s < 1.0e-9:
         return v * 2.0
     return v * (2.0 * wp.atan2(s, w) / s)
+
+
+@wp.func
+def rotation_vector_covectors(t: wp.vec3):
+    """Rows k map an angular velocity (frame of the rotation's base) to the rate of component k of the
+    rotation vector ``t``: the inverse left Jacobian of SO(3), I - [t]/2 + b [t]^2."""
+    # b = (1 - h cot h) / theta^2 with h = theta / 2; its series below 0.5 rad, where the difference cancels.
+    theta = wp.length(t)
+    h2 = 0.25 * theta * theta
+    b = 1.0 / 12.0 + h2 / 180.0 + h2 * h2 / 1890.0
+    if theta > 0.5:
+        h = 0.5 * theta
+        b = (1.0 - h * wp.cos(h) / wp.max(wp.sin(h), 1.0e-3)) / (theta * theta)
+    K = wp.skew(t)
+    return wp.identity(n=3, dtype=float) - K * 0.5 + K * K * b
+
+
+@wp.func
+def angular_coordinates(jt: int, joint_axis: wp.array(dtype=wp.vec3), start: int, na: int, r: wp.quat):
+    """The three angular coordinates [rad] of a BALL joint (the rotation vector of ``r``, the child joint
+    frame relative to the parent's) or of a D6 joint with ``na`` > 1 angular axes from ``start`` (intrinsic
+    Euler angles)."""
+    if jt == _BALL:
+        return rotation_vector(r)
+    a0, a1, a2 = euler_axes(joint_axis, start, na)
+    return euler_angles(a0, a1, a2, r)
+
+
+@wp.func
+def angular_covectors(jt: int, joint_axis: wp.array(dtype=wp.vec3), start: int, na: int, t: wp.vec3):
+    """Rows k map the relative angular velocity (parent joint frame) to the rate of angular coordinate k at
+    coordinates ``t`` (see :func:`angular_coordinates`)."""
+    if jt == _BALL:
+        return rotation_vector_covectors(t)
+    a0, a1, a2 = euler_axes(joint_axis, start, na)
+    return euler_covectors(a0, a1, a2, t)
+
+
+@wp.func
+def angular_coordinate_of_dof(na: int, k: int):
+    """Index among the three angular coordinates of angular dof ``k`` (two dofs skip the locked middle one)."""
+    if na == 2 and k == 1:
+        return 2
+    return k
 
 
 @wp.func
@@ -128,10 +184,27 @@ def joint_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(
     elif locked:
         t = -wp.quat_rotate(r_p, rotation_vector(r_err)) * attach_ke - w_err * (attach_kd * angular_kd_scale)
     elif jtype == _BALL or jtype == _D6:
-        # Free rotation (a ball, or a D6 with two or three angular axes): joint_f and passive damping per axis.
+        # Three angular coordinates (a ball's rotation vector, a D6 joint's Euler angles), each driven and limited
+        # along its covector (the row that maps the relative angular velocity to its rate); joint_f and damping
+        # act about a ball's axes and along a D6 joint's covectors, as in SolverXPBD.
+        start = ds + nl
+        ang = angular_coordinates(jtype, joint_axis, start, na, r_err)
+        C = angular_covectors(jtype, joint_axis, start, na, ang)
+        rates = C * wp.quat_rotate_inv(r_p, w_err)
+        if na == 2:
+            # The middle Euler angle of a two-axis D6 joint is locked at 0.
+            g = wp.quat_rotate(r_p, wp.vec3(C[1, 0], C[1, 1], C[1, 2]))
+            t = t - g * (ang[1] * attach_ke + rates[1] * attach_kd * angular_kd_scale)
         for k in range(na):
-            a = wp.quat_rotate(r_p, joint_axis[ds + nl + k])
-            t = t + a * (joint_f[ds + nl + k] - damping[ds + nl + k] * wp.dot(w_err, a))
+            i = angular_coordinate_of_dof(na, k)
+            d = start + k
+            g = wp.quat_rotate(r_p, wp.vec3(C[i, 0], C[i, 1], C[i, 2]))
+            a = g
+            if jtype == _BALL:
+                a = wp.quat_rotate(r_p, joint_axis[d])
+            t = t + a * (joint_f[d] - damping[d] * wp.dot(w_err, a))
+            t = t + g * joint_dof_force(ang[i], rates[i], target_q[d], target_qd[d], target_ke[d], target_kd[d],
+                                        limit_lower[d], limit_upper[d], limit_ke[d], limit_kd[d])
     wp.atomic_add(body_f, child, wp.spatial_vector(f, t + wp.cross(x_c - c_c, f)))
     if parent >= 0:
         wp.atomic_add(body_f, parent, wp.spatial_vector(-f, -t - wp.cross(x_p - c_p, f)))
@@ -146,9 +219,11 @@ def apply_joint_forces(model: Model, state: State, control: Control | None, body
     directions, and along its free ones the drive toward ``control.joint_target_q``/``joint_target_qd``
     (gains ``model.joint_target_ke``/``kd``), the limit penalty (``joint_limit_ke``/``kd``, replacing the
     drive outside the limits), the passive damping ``model.joint_damping`` (-damping qd) and
-    ``control.joint_f``. A FREE joint adds its ``joint_f`` as a wrench on its child; a BALL joint, and a D6
-    joint with two or three angular axes, leaves its rotation free under its ``joint_f`` torques and
-    damping about its axes. Without ``control`` the model's defaults drive the joints."""
+    ``control.joint_f``. A FREE joint adds its ``joint_f`` as a wrench on its child. A BALL joint's and a D6
+    joint's angular coordinates when it has two or three angular axes (the rotation vector's components; the
+    Euler angles about its axes, the middle one held at 0 by the attachment spring for two axes) take their
+    drives and limits per coordinate, as torques along their covectors. Without ``control`` the model's
+    defaults drive the joints."""
     if model.joint_count == 0:
         return
     src = control if control is not None else model

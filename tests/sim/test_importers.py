@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+import loomwork as wp
 import loomwork.sim as newton
 from loomwork.sim import GeoType, JointType
 
@@ -278,3 +279,103 @@ def test_newton_cartpole_usda_matches_its_urdf_twin():
     assert b.body_count == bodies and [int(t) for t in b.joint_type] == types
     np.testing.assert_allclose(b.body_mass, masses, rtol=1e-4)
     b.finalize()
+
+
+SERVO_MJCF = """<mujoco model="servo">
+  <compiler angle="degree"/>
+  <default><position kp="30"/></default>
+  <worldbody>
+    <body name="arm" pos="0 0 1">
+      <joint name="hinge" axis="0 1 0" actuatorfrcrange="-40 60"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.04" mass="1"/>
+      <body name="hand" pos="0.5 0 0">
+        <joint name="wrist_x" axis="1 0 0"/><joint name="wrist_z" axis="0 0 1"/>
+        <geom type="sphere" size="0.05" mass="0.2"/>
+        <body name="finger" pos="0.1 0 0">
+          <joint name="knuckle" type="ball" range="0 30"/>
+          <geom type="sphere" size="0.02" mass="0.05"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <position name="servo" joint="hinge" kv="3" forcerange="-20 20"/>
+    <velocity joint="wrist_x" kv="2"/>
+    <position joint="wrist_x" kp="5" kv="9"/>
+    <motor joint="wrist_z" gear="4" ctrlrange="-1 1"/>
+    <general joint="knuckle" gainprm="8" biasprm="0 -8 -0.5" biastype="affine"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_mjcf_actuators_become_joint_drives_as_newton_sets_them():
+    """position/velocity set gains and modes as Newton's importer does (the default class's kp, a later
+    position actuator keeps the velocity actuator's kd), a motor marks its dof EFFORT with its gear times
+    ctrlrange as effort limit, a servo-shaped general drives the ball's dofs, forcerange caps the joint's
+    actuatorfrcrange, and a ball range limits each rotation-vector component to 30 degrees."""
+    b = newton.ModelBuilder()
+    b.add_mjcf(SERVO_MJCF)
+    mode = newton.JointTargetMode
+    assert [int(t) for t in b.joint_type] == [JointType.REVOLUTE, JointType.D6, JointType.BALL]
+    assert b.joint_target_mode == [mode.POSITION, mode.POSITION_VELOCITY, mode.EFFORT] + [mode.POSITION] * 3
+    np.testing.assert_allclose(b.joint_target_ke, [30.0, 5.0, 0.0, 8.0, 8.0, 8.0])
+    np.testing.assert_allclose(b.joint_target_kd, [3.0, 2.0, 0.0, 0.5, 0.5, 0.5])
+    np.testing.assert_allclose(b.joint_effort_limit[:3], [20.0, 1.0e6, 4.0])
+    np.testing.assert_allclose(b.joint_limit_upper[3:], [math.radians(30.0)] * 3)
+    np.testing.assert_allclose(b.joint_limit_lower[3:], [-math.radians(30.0)] * 3)
+    m = b.finalize()
+    assert m.joint_target_mode.numpy().tolist() == [1, 3, 4, 1, 1, 1]
+    # Without the servo's forcerange the joint's own actuatorfrcrange is the effort limit (as Newton).
+    b2 = newton.ModelBuilder()
+    b2.add_mjcf(SERVO_MJCF.replace(' forcerange="-20 20"', ""))
+    assert b2.joint_effort_limit[0] == 60.0
+
+
+def test_mjcf_actuator_on_an_unknown_joint_raises_and_a_tendon_actuator_warns():
+    with pytest.raises(ValueError, match="'servo'.*'elbow' is not defined"):
+        newton.ModelBuilder().add_mjcf(SERVO_MJCF.replace('joint="hinge" kv', 'joint="elbow" kv'))
+    with pytest.warns(UserWarning, match="without a joint transmission"):
+        newton.ModelBuilder().add_mjcf(SERVO_MJCF.replace('<motor joint="wrist_z"', '<motor tendon="t"'))
+    with pytest.warns(UserWarning, match="no position, velocity or effort drive"):
+        newton.ModelBuilder().add_mjcf(SERVO_MJCF.replace('biastype="affine"', 'biastype="affine" gaintype="user"'))
+
+
+HINGE_SERVO_MJCF = """<mujoco>
+  <worldbody>
+    <body name="arm" pos="0 0 1">
+      <joint name="hinge" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03" mass="1"/>
+    </body>
+  </worldbody>
+  <actuator><position joint="hinge" kp="200" kv="20"/></actuator>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("solver", ["SolverFeatherstone", "SolverXPBD", "SolverSemiImplicit"])
+def test_mjcf_position_actuator_drives_its_hinge_to_the_control_target(solver):
+    """An imported position servo (kp 200, kv 20) holds a 1 kg, 0.4 m arm against gravity at the target
+    0.5 rad up to the static sag m g l cos(q) / (2 kp) (about 0.0086 rad), and comes to rest. (XPBD without
+    gravity: its drive acts once per iteration, so its stiffness under a load grows with the iterations.)"""
+    g = 0.0 if solver == "SolverXPBD" else -9.81
+    b = newton.ModelBuilder(gravity=g)
+    b.add_mjcf(HINGE_SERVO_MJCF)
+    m = b.finalize()
+    newton.eval_fk(m, m.joint_q, m.joint_qd, m)
+    control = m.control()
+    control.joint_target_q.assign(np.array([0.5], np.float32))
+    s0, s1 = m.state(), m.state()
+    step = getattr(newton.solvers, solver)(m)
+    dt = 1.0 / 240 if solver != "SolverSemiImplicit" else 1.0 / 2000
+    for _ in range(int(3.0 / dt)):
+        s0.clear_forces()
+        step.step(s0, s1, control, None, dt)
+        s0, s1 = s1, s0
+    q = wp.zeros(1, dtype=float)
+    qd = wp.zeros(1, dtype=float)
+    newton.eval_ik(m, s0, q, qd)
+    # Gravity (-z) turns the arm (+x) about +y positively, so the arm rests past the target.
+    sag = 1.0 * -g * 0.2 * math.cos(0.5) / 200.0
+    assert q.numpy()[0] == pytest.approx(0.5 + sag, abs=2e-3)
+    assert abs(qd.numpy()[0]) < 1e-2

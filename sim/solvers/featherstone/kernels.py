@@ -20,8 +20,19 @@ from typing import Any
 
 import loomwork as wp
 
-from ...articulation import _BALL, _D6, _DISTANCE, _FREE, _PRISMATIC, _REVOLUTE, joint_motion
-from ..joints import joint_dof_force
+from ...articulation import (
+    _BALL,
+    _D6,
+    _DISTANCE,
+    _FREE,
+    _PRISMATIC,
+    _REVOLUTE,
+    euler_axes,
+    euler_of_dofs,
+    euler_rates,
+    joint_motion,
+)
+from ..joints import angular_coordinate_of_dof, joint_dof_force, rotation_vector, rotation_vector_covectors
 
 # Each thread steps a whole articulation: worth the thread pool from a few dozen of them on.
 HEAVY_THREADS = {"cpu_serial_threshold": 64}
@@ -181,12 +192,20 @@ def bias_kernel(max_joints: int, backward: bool) -> Any:
                     s_lin[ds + i] = wp.cross(ref, a)
                     s_ang[ds + i] = a
             elif jt == _PRISMATIC or jt == _REVOLUTE or jt == _D6:
+                # A D6 joint with several angular axes turns its Euler angle rates about the columns of W(t).
+                W = wp.identity(n=3, dtype=float)
+                if jt == _D6 and na > 1:
+                    e0, e1, e2 = euler_axes(joint_axis, ds + nl, na)
+                    W = euler_rates(e0, e1, e2, euler_of_dofs(joint_q, qs + nl, na))
                 for i in range(nl + na):
                     a = wp.quat_rotate(r_pj, joint_axis[ds + i])
                     if i < nl:
                         s_lin[ds + i] = a
                         s_ang[ds + i] = wp.vec3(0.0)
                     else:
+                        if na > 1:
+                            c3 = angular_coordinate_of_dof(na, i - nl)
+                            a = wp.quat_rotate(r_pj, wp.vec3(W[0, c3], W[1, c3], W[2, c3]))
                         s_lin[ds + i] = wp.cross(ref, a)
                         s_ang[ds + i] = a
             # Velocity-product acceleration: (dS/dt) qd.
@@ -199,6 +218,17 @@ def bias_kernel(max_joints: int, backward: bool) -> Any:
                 a_w = a_w + wp.cross(w_p, rw)
                 if jt == _D6:  # the angular axes pivot about a point the linear dofs move
                     a_v = a_v + wp.cross(wp.quat_rotate(r_pj, v_j), rw)
+                if jt == _D6 and na > 1:
+                    # The Euler rate axes turn with the angles before them: W-dot times the rates.
+                    e0, e1, e2 = euler_axes(joint_axis, ds + nl, na)
+                    td = euler_of_dofs(joint_qd, ds + nl, na)
+                    W = euler_rates(e0, e1, e2, euler_of_dofs(joint_q, qs + nl, na))
+                    w0 = wp.vec3(W[0, 0], W[1, 0], W[2, 0]) * td[0]
+                    w1 = wp.vec3(W[0, 1], W[1, 1], W[2, 1]) * td[1]
+                    w2 = wp.vec3(W[0, 2], W[1, 2], W[2, 2]) * td[2]
+                    dw = wp.quat_rotate(r_pj, wp.cross(w0, w1) + wp.cross(w0 + w1, w2))
+                    a_v = a_v + wp.cross(ref, dw)
+                    a_w = a_w + dw
             av[k] = a_v
             aw[k] = a_w
             # Inertia about the origin; bias wrench I a + v x* (I v) - f_ext.
@@ -340,6 +370,18 @@ def solve_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
                     tau[d - d0] = tau[d - d0] + joint_dof_force(
                         joint_q[qs + i], joint_qd[d], target_q[d], target_qd[d], target_ke[d], target_kd[d],
                         limit_lower[d], limit_upper[d], limit_ke[d], limit_kd[d])
+            if jt == _BALL:
+                # Drives and limits act on the rotation vector's components t_i: each generalized force f_i
+                # reaches the angular velocity dofs through the covector C_i (rate of t_i = C_i . qd).
+                rv = rotation_vector(wp.quat(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2], joint_q[qs + 3]))
+                C = rotation_vector_covectors(rv)
+                rates = C * wp.vec3(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2])
+                for i in range(3):
+                    d = ds + i
+                    f = joint_dof_force(rv[i], rates[i], target_q[d], target_qd[d], target_ke[d], target_kd[d],
+                                        limit_lower[d], limit_upper[d], limit_ke[d], limit_kd[d])
+                    for r3 in range(3):
+                        tau[ds - d0 + r3] = tau[ds - d0 + r3] + C[i, r3] * f
         # --- H qdd = tau by Cholesky ---------------------------------------------------------------------------
         L = mat_dd()
         for col in range(nd):

@@ -34,9 +34,11 @@ class SolverFeatherstone(SolverBase):
     ``control.joint_target_q``/``joint_target_qd``) and the limit penalties (``joint_limit_ke``/``kd``),
     with ``Model.joint_armature`` added to the diagonal, and the passive damping ``Model.joint_damping``
     (torque -damping qd, taken implicitly in the step). ``body_q``/``body_qd`` of the output state follow
-    by forward kinematics. Drives and limits act on PRISMATIC, REVOLUTE and D6 joints, damping also on BALL
-    joints; FREE joints take ``joint_f`` only. FREE joints must hang from the world, D6 joints have at most one angular
-    axis. Differentiable with ``wp.Tape`` when the model was finalized with ``requires_grad=True``.
+    by forward kinematics. Drives and limits act per coordinate on PRISMATIC, REVOLUTE and D6 joints (a D6
+    joint with two or three angular axes: its Euler angles, whose rates are its dofs; near gimbal lock, the
+    middle angle at +-pi/2, its mass matrix turns singular) and on the rotation vector's components of BALL
+    joints (as generalized forces through its covectors); FREE joints take ``joint_f`` only and must hang from
+    the world. Differentiable with ``wp.Tape`` when the model was finalized with ``requires_grad=True``.
 
     ``angular_damping`` [1/s] damps the angular velocity of FREE joints (``w *= 1 - angular_damping dt``).
     With ``check_finite`` each step checks its output on the host and raises ``FloatingPointError`` naming
@@ -59,10 +61,6 @@ class SolverFeatherstone(SolverBase):
                                              device=model.device)
             return
         topo = topology(model)
-        if topo.multi_angular_d6:
-            j = topo.multi_angular_d6[0]
-            raise ValueError(f"SolverFeatherstone: joint {j} ({model.joint_label[j]!r}) is a D6 joint with more "
-                             f"than one angular axis, which this solver does not handle")
         jtype = model.joint_type.numpy()
         parent = model.joint_parent.numpy()
         art = model.joint_articulation.numpy()

@@ -22,20 +22,8 @@ from __future__ import annotations
 
 import loomwork as wp
 
-from ...articulation import (
-    _BALL,
-    _D6,
-    _DISTANCE,
-    _FIXED,
-    _FREE,
-    _PRISMATIC,
-    _REVOLUTE,
-    euler_angles,
-    euler_axes,
-    euler_covectors,
-    twist_angle,
-)
-from ..joints import rotation_vector
+from ...articulation import _BALL, _D6, _DISTANCE, _FIXED, _FREE, _PRISMATIC, _REVOLUTE, twist_angle
+from ..joints import angular_coordinate_of_dof, angular_coordinates, angular_covectors, rotation_vector
 
 
 @wp.func
@@ -86,50 +74,6 @@ def dof_step(q: float, q_start: float, w: float, lower: float, upper: float, tar
 def wrap_angle(a: float):
     """``a`` [rad] moved into [-pi, pi]."""
     return wp.atan2(wp.sin(a), wp.cos(a))
-
-
-@wp.func
-def rotation_vector_covectors(t: wp.vec3):
-    """Rows k map an angular velocity (frame of the rotation's base) to the rate of component k of the
-    rotation vector ``t``: the inverse left Jacobian of SO(3), I - [t]/2 + b [t]^2."""
-    # b = (1 - h cot h) / theta^2 with h = theta / 2; its series below 0.5 rad, where the difference cancels.
-    theta = wp.length(t)
-    h2 = 0.25 * theta * theta
-    b = 1.0 / 12.0 + h2 / 180.0 + h2 * h2 / 1890.0
-    if theta > 0.5:
-        h = 0.5 * theta
-        b = (1.0 - h * wp.cos(h) / wp.max(wp.sin(h), 1.0e-3)) / (theta * theta)
-    K = wp.skew(t)
-    return wp.identity(n=3, dtype=float) - K * 0.5 + K * K * b
-
-
-@wp.func
-def angular_coordinates(jt: int, joint_axis: wp.array(dtype=wp.vec3), start: int, na: int, r: wp.quat):
-    """The three angular coordinates [rad] of a BALL joint (the rotation vector of ``r``, the child joint
-    frame relative to the parent's) or of a D6 joint with ``na`` > 1 angular axes from ``start`` (intrinsic
-    Euler angles)."""
-    if jt == _BALL:
-        return rotation_vector(r)
-    a0, a1, a2 = euler_axes(joint_axis, start, na)
-    return euler_angles(a0, a1, a2, r)
-
-
-@wp.func
-def angular_covectors(jt: int, joint_axis: wp.array(dtype=wp.vec3), start: int, na: int, t: wp.vec3):
-    """Rows k map the relative angular velocity (parent joint frame) to the rate of angular coordinate k at
-    coordinates ``t`` (see :func:`angular_coordinates`)."""
-    if jt == _BALL:
-        return rotation_vector_covectors(t)
-    a0, a1, a2 = euler_axes(joint_axis, start, na)
-    return euler_covectors(a0, a1, a2, t)
-
-
-@wp.func
-def angular_coordinate_of_dof(na: int, k: int):
-    """Index among the three angular coordinates of angular dof ``k`` (two dofs skip the locked middle one)."""
-    if na == 2 and k == 1:
-        return 2
-    return k
 
 
 @wp.func
