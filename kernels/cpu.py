@@ -77,6 +77,20 @@ def utils_library() -> ctypes.CDLL:
     return lib
 
 
+@cache
+def dlpack_library() -> ctypes.CDLL:
+    """The native DLPack capsule reader (native/dlpack.cpp, built on first use), given the Python C API
+    functions it calls."""
+    source = (build.NATIVE_DIR / "dlpack.cpp").read_text()
+    path = build.build_cpu(source, "dlpack", config.kernel_cache_dir, debug=False, fast_math=False,
+                           verbose=config.reports_builds(), what="the loomwork DLPack reader")
+    lib = ctypes.CDLL(str(path))
+    lib.lw_dlpack_init.argtypes = [ctypes.c_void_p] * 4
+    lib.lw_dlpack_init(*(ctypes.cast(getattr(ctypes.pythonapi, f), ctypes.c_void_p).value
+                         for f in ("PyCapsule_GetName", "PyCapsule_GetPointer", "PyCapsule_SetName", "PyErr_Clear")))
+    return lib
+
+
 def _try_load_runtime() -> None:
     try:
         cpu_runtime()

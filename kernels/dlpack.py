@@ -8,16 +8,19 @@ written and read here at the byte level, with layouts fixed once, so an exchange
   capsule "used_..." and calls the tensor's deleter when done; a capsule nobody consumed calls it when
   it is freed. Either way the owner is released exactly once.
 * `import_capsule` takes a producer's capsule, renames it "used_..." (so a second import is refused),
-  and returns what it describes with an owner object whose death calls the producer's deleter once.
+  and returns what it describes with an owner object whose death calls the producer's deleter once. The
+  capsule is read natively in one call (native/dlpack.cpp).
 """
 
 from __future__ import annotations
 
 import ctypes
 import struct
+import threading
 from typing import Any, NamedTuple
 
 from . import types as T
+from .cpu import dlpack_library
 
 # DLPack device types (DLDeviceType) and the loomwork device kind each is
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -57,8 +60,6 @@ def _c_api(name: str, restype: Any, *argtypes: Any) -> Any:
 
 
 _capsule_new = _c_api("PyCapsule_New", ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
-_capsule_pointer = _c_api("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)
-_capsule_rename = _c_api("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
 _capsule_name = _c_api("PyCapsule_GetName", ctypes.c_char_p, ctypes.py_object)
 _incref = _c_api("Py_IncRef", None, ctypes.py_object)
 _decref = _c_api("Py_DecRef", None, ctypes.c_void_p)
@@ -198,26 +199,41 @@ def capsule_state(obj: Any) -> str | None:
         _LEGACY_NAME, _VERSIONED_NAME) else None
 
 
+#: the native reader's record: data, deleter, managed tensor, then status, device type and id, ndim, type code,
+#: bits, lanes, flags, whether strides follow, version major and minor (and padding); shape and strides after it
+_RECORD = struct.Struct("<QQQ12i")
+_MAX_DIMS = 32
+_STATUS_USED, _STATUS_NOT_DLPACK, _STATUS_TOO_NEW, _STATUS_TOO_MANY_DIMS = 1, 2, 3, 4
+_readers = threading.local()  # each thread's (native reader, record buffer, its address)
+
+
+def _reader() -> tuple[Any, Any, int]:
+    found = getattr(_readers, "r", None)
+    if found is None:
+        read = ctypes.PYFUNCTYPE(None, ctypes.py_object, ctypes.c_void_p, ctypes.c_uint32)(
+            ("lw_dlpack_import", dlpack_library()))  # a PYFUNCTYPE call keeps the GIL, which the C API needs
+        record = ctypes.create_string_buffer(_RECORD.size + 16 * _MAX_DIMS)
+        found = _readers.r = (read, record, ctypes.addressof(record))
+    return found
+
+
 def import_capsule(capsule: Any) -> Imported:
     """Consume a producer's DLPack capsule ("dltensor" or "dltensor_versioned")."""
     if type(capsule).__name__ != "PyCapsule":
         raise TypeError(f"Expected a valid DLPack capsule, got {type(capsule).__name__}")
-    name = _capsule_name(capsule)
-    if name == _VERSIONED_NAME:
-        managed = _capsule_pointer(capsule, name)
-        major, minor, _, deleter, flags, *tensor = _VERSIONED.unpack(ctypes.string_at(managed, _VERSIONED.size))
-        if major > VERSION[0]:
+    read, record, address = _readers.__dict__.get("r") or _reader()
+    read(capsule, address, VERSION[0])
+    data, deleter, managed, status, dev_type, dev_id, ndim, code, bits, lanes, flags, strided, major, minor, _ = \
+        _RECORD.unpack_from(record)
+    if status:
+        if status == _STATUS_USED:
+            raise BufferError("this DLPack capsule was already consumed (a capsule can be imported only once)")
+        if status == _STATUS_TOO_NEW:
             raise BufferError(f"DLPack capsule of version {major}.{minor}: loomwork reads version {VERSION[0]}.x")
-        used = _VERSIONED_USED
-    elif name == _LEGACY_NAME:
-        managed = _capsule_pointer(capsule, name)
-        *tensor, _, deleter = _LEGACY.unpack(ctypes.string_at(managed, _LEGACY.size))
-        flags, used = 0, _LEGACY_USED
-    elif name in (_LEGACY_USED, _VERSIONED_USED):
-        raise BufferError("this DLPack capsule was already consumed (a capsule can be imported only once)")
-    else:
-        raise TypeError(f"expected a DLPack capsule named 'dltensor' or 'dltensor_versioned', got {name!r}")
-    data, dev_type, dev_id, ndim, code, bits, lanes, shape_ptr, strides_ptr, offset = tensor
+        if status == _STATUS_TOO_MANY_DIMS:
+            raise BufferError(f"a DLPack tensor of {ndim} dimensions: loomwork reads up to {_MAX_DIMS}")
+        raise TypeError(f"expected a DLPack capsule named 'dltensor' or 'dltensor_versioned', got "
+                        f"{_capsule_name(capsule)!r}")
     st = _SCALARS.get((code, bits))
     if st is None or lanes != 1:
         kind = _CODE_NAMES.get(code, f"code {code}")
@@ -225,16 +241,13 @@ def import_capsule(capsule: Any) -> Imported:
         raise TypeError(f"DLPack data type {what} has no loomwork scalar type")
     if not ndim:
         shape, strides = (), None
-    elif strides_ptr == shape_ptr + 8 * ndim:  # one read when the strides follow the shape (ours do)
-        extents = _int64s(2 * ndim).unpack(ctypes.string_at(shape_ptr, 16 * ndim))
+    elif strided:
+        extents = _int64s(2 * ndim).unpack_from(record, _RECORD.size)
         shape, strides = extents[:ndim], extents[ndim:]
     else:
-        shape = _int64s(ndim).unpack(ctypes.string_at(shape_ptr, 8 * ndim))
-        strides = _int64s(ndim).unpack(ctypes.string_at(strides_ptr, 8 * ndim)) if strides_ptr else None
-    _capsule_rename(capsule, used)
+        shape, strides = _int64s(ndim).unpack_from(record, _RECORD.size), None
     owner = _Managed(managed, _deleters.get(deleter) or _deleter_at(deleter)) if deleter else None
-    return _new_tuple(Imported, ((data or 0) + offset, shape, strides, st, dev_type, dev_id, bool(flags & READ_ONLY),
-                                 owner))
+    return _new_tuple(Imported, (data, shape, strides, st, dev_type, dev_id, bool(flags & READ_ONLY), owner))
 
 
 _int64_structs = [struct.Struct(f"{n}q") for n in range(17)]  # shapes and strides of up to 8 dimensions

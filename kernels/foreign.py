@@ -173,7 +173,8 @@ def read_dlpack(obj: Any, device: Device | None) -> Buffer:
     """An object exporting `__dlpack__` (JAX arrays, CuPy...), or a DLPack capsule. Host memory of a framework
     whose bridge reads its objects directly (NumPy, PyTorch) is read that way: the same zero-copy view without
     a capsule's round trip, and host memory has no streams to order."""
-    if dlpack.capsule_state(obj) is None:
+    is_capsule = type(obj).__name__ == "PyCapsule"  # import_capsule checks its name
+    if not is_capsule:
         quick = reader(obj.__class__)
         if quick is not _read_any:
             buf = quick(obj, device)
@@ -182,8 +183,8 @@ def read_dlpack(obj: Any, device: Device | None) -> Buffer:
         if not hasattr(obj, "__dlpack__"):
             raise TypeError(f"a {type(obj).__name__} is not a DLPack producer (it has no __dlpack__ and is no "
                             "capsule)")
-    capsule = obj if dlpack.capsule_state(obj) is not None else dlpack_capsule(obj)
-    source = "DLPack capsule" if capsule is obj else f"{type(obj).__name__} (__dlpack__)"
+    capsule = obj if is_capsule else dlpack_capsule(obj)
+    source = "DLPack capsule" if is_capsule else f"{type(obj).__name__} (__dlpack__)"
     return buffer_of_capsule(dlpack.import_capsule(capsule), source)
 
 
