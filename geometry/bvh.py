@@ -26,7 +26,7 @@ from loomwork.kernels.extensions import (
     register_value_type,
 )
 
-from .common import GeometryError, finite_or_raise, handles, host_library, int32_array, vec3_array
+from .common import GeometryError, Handle, finite_or_raise, host_library, int32_array, vec3_array
 
 HEADER = register_header(Path(__file__).parent / "native" / "bvh.h")
 
@@ -69,10 +69,11 @@ NODE_DTYPE = np.dtype([("lo", np.float32, 3), ("a", np.int32), ("hi", np.float32
 
 
 class Tree:
-    """A built tree over n boxes (NumPy (n, 3) float32 views that stay alive with it) and its descriptor."""
+    """A built tree over n boxes (NumPy (n, 3) float32 host arrays that stay alive with it) and its descriptor
+    on `device` (see common.Handle: on a GPU, device copies of what the host built)."""
 
     def __init__(self, lowers: np.ndarray, uppers: np.ndarray, groups: np.ndarray | None, constructor: BvhConstructor,
-                 leaf_size: int, what: str) -> None:
+                 leaf_size: int, what: str, device: Any) -> None:
         n = len(lowers)
         self.lowers, self.uppers, self.groups = lowers, uppers, groups
         self.nodes = np.zeros(max(2 * n - 1, 1), dtype=NODE_DTYPE)
@@ -80,7 +81,8 @@ class Tree:
         self.order = np.zeros(n, dtype=np.int32)
         self.group_keys = np.zeros(max(n, 1), dtype=np.int32)
         self.group_roots = np.zeros(max(n, 1), dtype=np.int32)
-        self.desc, self.id = handles().allocate(BvhDesc)
+        self.handle = Handle(BvhDesc, device)
+        self.desc, self.id = self.handle.desc, self.handle.id
         self.build(constructor, leaf_size, what)
 
     def build(self, constructor: BvhConstructor, leaf_size: int, what: str) -> None:
@@ -101,10 +103,19 @@ class Tree:
         d = self.desc
         d.num_nodes, d.max_nodes, d.num_items, d.num_groups = count, len(self.nodes), n, num_groups.value
         d.max_depth = self.depth
-        d.nodes, d.order, d.parents = self.nodes.ctypes.data, self.order.ctypes.data, self.parents.ctypes.data
+        h = self.handle
+        d.order, d.parents = h.address("order", self.order), h.address("parents", self.parents)
+        d.group_keys, d.group_roots = h.address("group_keys", self.group_keys), h.address("group_roots",
+                                                                                          self.group_roots)
+        self._publish()
+
+    def _publish(self) -> None:
+        """The nodes and boxes (which refits change) where kernels read them, then the descriptor."""
+        d, h = self.desc, self.handle
+        d.nodes = h.address("nodes", self.nodes)
         d.node_uppers = d.nodes + NODE_DTYPE.fields["hi"][1]
-        d.item_lowers, d.item_uppers = self.lowers.ctypes.data, self.uppers.ctypes.data
-        d.group_keys, d.group_roots = self.group_keys.ctypes.data, self.group_roots.ctypes.data
+        d.item_lowers, d.item_uppers = h.address("lowers", self.lowers), h.address("uppers", self.uppers)
+        h.publish()
 
     def refit(self) -> None:
         """Refit every node to the current boxes (the same topology)."""
@@ -113,9 +124,10 @@ class Tree:
             finite_or_raise(self.uppers, "refit: upper bounds")
             host_library().lw_bvh_refit(self.nodes.ctypes.data, self.desc.num_nodes, self.order.ctypes.data,
                                         self.lowers.ctypes.data, self.uppers.ctypes.data)
+            self._publish()
 
     def free(self) -> None:
-        handles().release(self.id)
+        self.handle.release()
 
 
 def groups_or_raise(groups: Any, constructor: BvhConstructor, count: int, what: str, items: str,
@@ -160,7 +172,7 @@ class Bvh:
             bad = int(np.argwhere((lo > hi).any(axis=1))[0, 0])
             raise GeometryError(f"Bvh: box {bad} has lower {lo[bad].tolist()} above upper {hi[bad].tolist()}")
         self._tree = Tree(lo, hi, None if groups is None else groups.numpy().reshape(-1), self.constructor,
-                          self.leaf_size, "Bvh")
+                          self.leaf_size, "Bvh", self.device)
 
     @property
     def id(self) -> int:
@@ -171,13 +183,21 @@ class Bvh:
 
     def refit(self) -> None:
         """Refit the tree to the boxes' current values (call after changing lowers / uppers)."""
+        self._read_boxes()
         self._tree.refit()
 
     def rebuild(self, constructor: Any = None) -> None:
         """Rebuild the tree from the boxes' current values, with `constructor` (default: the one it had)."""
         if constructor is not None:
             self.constructor = BvhConstructor.parse(constructor)
+        self._read_boxes()
         self._tree.build(self.constructor, self.leaf_size, "Bvh.rebuild")
+
+    def _read_boxes(self) -> None:
+        """The tree's host boxes are views of the arrays in host memory; device arrays are copied in again."""
+        if not self._tree.handle.on_host:
+            np.copyto(self._tree.lowers, self.lowers.numpy().reshape(-1, 3))
+            np.copyto(self._tree.uppers, self.uppers.numpy().reshape(-1, 3))
 
     def __del__(self) -> None:
         tree = getattr(self, "_tree", None)

@@ -5,6 +5,10 @@ A handle's id is the address of its descriptor. Descriptors live in slabs that a
 freeing one clears its tag: a kernel handed the id of a freed object reads a descriptor that says so, and
 its queries find nothing instead of reading freed memory (once the slot is reused, such an id names the
 new object).
+
+Trees are built and refit on the host. For an object on a device whose memory the host cannot read (a
+GPU), its `Handle` keeps device copies of what the host built and of the descriptor, with device
+addresses, in slabs of that device's memory: the id is the device copy's address.
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ import numpy as np
 
 from loomwork.kernels import config
 from loomwork.kernels import types as T
-from loomwork.kernels.array import array
+from loomwork.kernels.array import array, empty
 from loomwork.kernels.build import build_cpu
 from loomwork.kernels.cpu import cpu_runtime
-from loomwork.kernels.errors import DeviceError, LoomworkError
+from loomwork.kernels.errors import LoomworkError
 from loomwork.kernels.extensions import export_name
 
 NATIVE_DIR = Path(__file__).parent / "native"
@@ -97,6 +101,74 @@ def handles() -> HandleTable:
     return HandleTable()
 
 
+class DeviceSlots:
+    """Descriptor slots in one device's memory (for devices the host cannot read): kernels there read the
+    descriptor an id names. A freed slot is zeroed, as host slots are."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self._slabs: list[array] = []
+        self._free: list[int] = []
+
+    def allocate(self) -> int:
+        if not self._free:
+            slab = empty(_SLOT_BYTES * _SLAB_SLOTS, dtype=T.uint8, device=self.device)
+            slab.zero_()
+            self._slabs.append(slab)
+            self._free += [slab.ptr + k * _SLOT_BYTES for k in reversed(range(_SLAB_SLOTS))]
+        return self._free.pop()
+
+    def write(self, slot: int, desc: ctypes.Structure) -> None:
+        self.device.backend.upload(slot, ctypes.addressof(desc), ctypes.sizeof(desc))
+
+    def release(self, slot: int) -> None:
+        self.device.backend.zero(slot, _SLOT_BYTES)
+        self._free.append(slot)
+
+
+_device_slots: dict[Any, DeviceSlots] = {}
+
+
+class Handle:
+    """A geometry object's descriptor and the id kernels on its device take. On a device with host memory the
+    descriptor is the kernels' own and host arrays are pointed to in place. On another (a GPU) `address`
+    gives device copies of host arrays, and `publish` copies the descriptor, which then holds device
+    addresses, into the device's slot the id names."""
+
+    def __init__(self, desc_type: type[ctypes.Structure], device: Any) -> None:
+        self.device = device
+        self.desc, self._host_id = handles().allocate(desc_type)
+        self.on_host = device.backend.host_accessible
+        if self.on_host:
+            self.id = self._host_id
+        else:
+            slots = _device_slots.get(device) or _device_slots.setdefault(device, DeviceSlots(device))
+            self.id = slots.allocate()
+        self._copies: dict[str, array] = {}
+
+    def address(self, name: str, values: np.ndarray) -> int:
+        """Where kernels read `values` (a C-contiguous host array, copied now when they run elsewhere)."""
+        if self.on_host:
+            return values.ctypes.data
+        buf = self._copies.get(name)
+        if buf is None or buf.size < values.nbytes:
+            buf = self._copies[name] = empty(max(values.nbytes, 1), dtype=T.uint8, device=self.device)
+        if values.nbytes:
+            self.device.backend.upload(buf.ptr, np.ascontiguousarray(values).ctypes.data, values.nbytes)
+        return buf.ptr
+
+    def publish(self) -> None:
+        """Make the descriptor's current contents what kernels on the device read."""
+        if not self.on_host:
+            _device_slots[self.device].write(self.id, self.desc)
+
+    def release(self) -> None:
+        handles().release(self._host_id)
+        if not self.on_host:
+            _device_slots[self.device].release(self.id)
+        self._copies.clear()
+
+
 def vec3_array(value: Any, what: str, device: Any = None, *, allow_none: bool = False) -> array | None:
     """`value` as a contiguous 1-D wp.array of vec3 (lists and NumPy arrays are converted), or a clear error."""
     if value is None:
@@ -107,7 +179,6 @@ def vec3_array(value: Any, what: str, device: Any = None, *, allow_none: bool = 
                                                      dtype=T.vec3f, device=device)
     if a.dtype is not T.vec3f or a.ndim != 1 or not a.is_contiguous:
         raise GeometryError(f"{what} must be a contiguous 1-D array of wp.vec3, got {a!r}")
-    host_only(a, what)
     return a
 
 
@@ -117,14 +188,7 @@ def int32_array(value: Any, what: str, device: Any = None) -> array:
                                                      dtype=T.int32, device=device)
     if a.dtype is not T.int32 or not a.is_contiguous:
         raise GeometryError(f"{what} must be a contiguous array of wp.int32, got {a!r}")
-    host_only(a, what)
     return a
-
-
-def host_only(a: array, what: str) -> None:
-    """Trees are built and queried from host memory for now."""
-    if not a.device.backend.host_accessible:
-        raise DeviceError(f"{what} is on {a.device}: meshes and BVHs support host-memory devices only for now")
 
 
 def finite_or_raise(values: np.ndarray, what: str) -> None:

@@ -37,6 +37,8 @@ from loomwork.kernels.launch import launch
 from loomwork.kernels.module import kernel
 from loomwork.kernels.utils import sort_pairs
 
+from .common import Handle
+
 HEADER = register_header(Path(__file__).parent / "native" / "hash_grid.h")
 
 hash_grid_query_t = register_value_type(
@@ -86,13 +88,13 @@ class HashGrid:
         if scalar not in _VEC3:
             raise TypeError(f"HashGrid dtype must be float16, float32 or float64, got {T.type_name(scalar)}")
         self.device = get_device(device)
-        if not self.device.backend.host_accessible:  # kernels reach the grid through a host descriptor
-            raise DeviceError(f"HashGrid on {self.device} is not supported yet (devices with host memory only)")
         self.dtype = scalar
         self.dims = dims
         self.reserved = False
         self.groups: array | None = None
-        self._desc = _GridDesc(dim_x=dims[0], dim_y=dims[1], dim_z=dims[2], cell_width=1.0)
+        self._handle = Handle(_GridDesc, self.device)  # on a GPU, the descriptor kernels read is a device copy
+        self._desc = d = self._handle.desc
+        d.dim_x, d.dim_y, d.dim_z, d.cell_width = *dims, 1.0
         self._starts = zeros(cells, dtype=T.int32, device=self.device)
         self._ends = zeros(cells, dtype=T.int32, device=self.device)
         self._keys = self._sorted = self._sorted_groups = zeros(0, dtype=T.int32, device=self.device)
@@ -102,7 +104,13 @@ class HashGrid:
     @property
     def id(self) -> int:
         """The handle kernels take as a `wp.uint64`."""
-        return ctypes.addressof(self._desc)
+        return self._handle.id
+
+    def __del__(self) -> None:
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            handle.release()
+            self._handle = None
 
     def reserve(self, num_points: int, with_groups: bool = False) -> None:
         """Make room for `num_points` points ahead of `build` (builds grow it as needed anyway). Growing
@@ -170,6 +178,7 @@ class HashGrid:
         d.points = (self._points.ptr or 0) if self._points is not None else 0
         d.sorted_ids, d.sorted_groups, d.cell_starts, d.cell_ends = (
             a.ptr or 0 for a in (self._sorted, self._sorted_groups, self._starts, self._ends))
+        self._handle.publish()
 
     def __repr__(self) -> str:
         return (f"HashGrid(dims={self.dims}, dtype={T.type_name(self.dtype)}, points={self._desc.num_points}, "

@@ -30,7 +30,7 @@ from loomwork.kernels.extensions import (
 from loomwork.kernels.ir import ArrayType
 
 from .bvh import BvhConstructor, Tree, groups_or_raise, leaf_size_or_raise, query_type
-from .common import GeometryError, finite_or_raise, handles, host_library, int32_array, vec3_array
+from .common import GeometryError, Handle, finite_or_raise, host_library, int32_array, vec3_array
 
 HEADER = register_header(Path(__file__).parent / "native" / "mesh.h")
 
@@ -87,11 +87,12 @@ class Mesh:
         self._perimeters = np.zeros(n, np.float32)
         self._update_geometry()
         self._tree = Tree(self._lowers, self._uppers, None if groups is None else groups.numpy().reshape(-1),
-                          self.constructor, self.leaf_size, "Mesh")
+                          self.constructor, self.leaf_size, "Mesh", self.device)
         self._moments = np.zeros((self._tree.desc.num_nodes, 16), np.float32) if self.support_winding_number else None
         self._leaf_corners = np.zeros((n, 3, 3), np.float32)
         self._update_tree_data()
-        self._desc, self._id = handles().allocate(MeshDesc)
+        self._handle = Handle(MeshDesc, self.device)
+        self._desc, self._id = self._handle.desc, self._handle.id
         self._publish()
 
     @property
@@ -136,21 +137,22 @@ class Mesh:
         self._publish()
 
     def _update_geometry(self) -> None:
-        p = self._points.numpy().reshape(-1, 3)
+        # host arrays: the points in place (the triangles too); device arrays: copies read now
+        p = self._host_points = np.ascontiguousarray(self._points.numpy().reshape(-1, 3))
         finite_or_raise(p, "Mesh points")
         lib = host_library()
-        lib.lw_triangle_bounds(p.ctypes.data, self.indices.ptr, len(self._tris), self._lowers.ctypes.data,
+        lib.lw_triangle_bounds(p.ctypes.data, self._tris.ctypes.data, len(self._tris), self._lowers.ctypes.data,
                                self._uppers.ctypes.data, self._perimeters.ctypes.data)
         self._avg_edge = float(self._perimeters.sum(dtype=np.float64)) / (3 * len(self._tris))
 
     def _update_tree_data(self) -> None:
         """The leaf-ordered triangle corners and winding-number moments: after every build or refit."""
         t, lib = self._tree, host_library()
-        lib.lw_leaf_corners(self._points.ptr, self.indices.ptr, t.order.ctypes.data, len(self._tris),
-                            self._leaf_corners.ctypes.data)
+        points, tris = self._host_points.ctypes.data, self._tris.ctypes.data
+        lib.lw_leaf_corners(points, tris, t.order.ctypes.data, len(self._tris), self._leaf_corners.ctypes.data)
         if self._moments is not None:
-            lib.lw_winding_moments(t.nodes.ctypes.data, t.desc.num_nodes, t.order.ctypes.data, self._points.ptr,
-                                   self.indices.ptr, self._moments.ctypes.data)
+            lib.lw_winding_moments(t.nodes.ctypes.data, t.desc.num_nodes, t.order.ctypes.data, points, tris,
+                                   self._moments.ctypes.data)
 
     def _publish(self) -> None:
         d, t = self._desc, self._tree
@@ -162,13 +164,15 @@ class Mesh:
         vgrad = getattr(self._velocities, "grad", None)
         d.velocities_grad = vgrad.ptr if vgrad is not None else 0
         d.has_winding = int(self._moments is not None)
-        d.moments = self._moments.ctypes.data if self._moments is not None else 0
-        d.leaf_corners = self._leaf_corners.ctypes.data
+        h = self._handle
+        d.moments = h.address("moments", self._moments) if self._moments is not None else 0
+        d.leaf_corners = h.address("leaf_corners", self._leaf_corners)
         d.avg_edge = self._avg_edge
+        h.publish()
 
     def __del__(self) -> None:
         if getattr(self, "_id", 0):
-            handles().release(self._id)
+            self._handle.release()
             self._id = 0
         tree = getattr(self, "_tree", None)
         if tree is not None:

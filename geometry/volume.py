@@ -28,12 +28,12 @@ from loomwork.kernels import types as T
 from loomwork.kernels.array import array
 from loomwork.kernels.builtins import Arr, Exact, Out, Value
 from loomwork.kernels.device import get_device
-from loomwork.kernels.errors import DeviceError, KernelTypeError
+from loomwork.kernels.errors import KernelTypeError
 from loomwork.kernels.extensions import add_builtin, export_name, register_handle_type, register_header
 from loomwork.kernels.frontend import Builder, call_form
 
 from . import nanovdb as nv
-from .common import GeometryError, handles
+from .common import GeometryError, Handle
 
 HEADER = register_header(Path(__file__).parent / "native" / "volume.h")
 
@@ -164,9 +164,7 @@ class Volume:
             raise GeometryError(f"Volume: data must be a 1-D array of uint8 (a NanoVDB grid), got {buf.dtype} with "
                                 f"shape {buf.shape}")
         device = data.device if isinstance(data, array) else get_device("cpu")
-        if not device.backend.host_accessible:
-            raise DeviceError(f"Volume on {device} is not supported yet (devices with host memory only)")
-        if copy or buf.ctypes.data % 32:
+        if copy or buf.ctypes.data % 32 or not device.backend.host_accessible:
             aligned = nv.aligned_bytes(len(buf))
             aligned[:] = buf
             buf = aligned
@@ -181,16 +179,17 @@ class Volume:
         return v
 
     def _adopt(self, buf: np.ndarray, device: Any) -> None:
-        if not device.backend.host_accessible:
-            raise DeviceError(f"Volume on {device} is not supported yet (devices with host memory only)")
+        """Take `buf` (host bytes) as the grid; on a device the host cannot read, kernels use a device copy."""
         self.device = device
         self._layout = layout = nv.check_grid(buf, "Volume")
         self._buf = buf
         k = layout.kind
-        desc, self._id = handles().allocate(_VolumeDesc)
+        self._handle = handle = Handle(_VolumeDesc, device)
+        desc, self._id = handle.desc, handle.id
+        self._base = base = handle.address("grid", buf)  # where kernels read the grid's bytes
         desc.grid_type = k.code
-        desc.grid = buf.ctypes.data
-        desc.root = buf.ctypes.data + layout.root
+        desc.grid = base
+        desc.root = base + layout.root
         desc.root_tiles = layout.root_tiles
         desc.root_size, desc.root_tile_size, desc.root_tile_value = k.root_size, k.root_tile_size, k.root_tile_value
         desc.root_background = k.root_background
@@ -199,6 +198,13 @@ class Volume:
         desc.index_kind = {nv.INDEX: 1, nv.ON_INDEX: 2}.get(k.code, 0)
         desc.voxel_count = min(max(layout.value_count - 1, 0), 2**31 - 1)
         self._desc = desc
+        handle.publish()
+
+    def _host_bytes(self) -> np.ndarray:
+        """The grid's bytes on the host, with what kernels wrote into a device copy read back first."""
+        if not self._handle.on_host:
+            self.device.backend.download(self._buf.ctypes.data, self._base, self._buf.nbytes)
+        return self._buf
 
     @property
     def id(self) -> int:
@@ -207,7 +213,7 @@ class Volume:
 
     def __del__(self) -> None:
         if getattr(self, "_id", 0):
-            handles().release(self._id)
+            self._handle.release()
             self._id = 0
 
     # -- construction ------------------------------------------------------------------------------
@@ -228,7 +234,7 @@ class Volume:
 
     def save_to_nvdb(self, path: Any, codec: str = "none") -> Any:
         """Write the grid as a NanoVDB file (codec "none", "zip" or "blosc"); returns `path`."""
-        Path(path).write_bytes(nv.write_file(self._buf, self._layout, codec))
+        Path(path).write_bytes(nv.write_file(self._host_bytes(), self._layout, codec))
         return path
 
     @classmethod
@@ -334,8 +340,7 @@ class Volume:
 
     def array(self) -> array:
         """The grid's bytes (NanoVDB's layout) as a wp.array of uint8 sharing this volume's memory."""
-        return array(ptr=self._buf.ctypes.data, dtype=T.uint8, shape=self._layout.size, device=self.device,
-                     owner=self)
+        return array(ptr=self._base, dtype=T.uint8, shape=self._layout.size, device=self.device, owner=self)
 
     @property
     def dtype(self) -> type | None:
@@ -386,13 +391,16 @@ class Volume:
                 not out.is_contiguous or out.size < 3 * len(rows):
             raise GeometryError(f"Volume.{what}: out must be a contiguous array of at least {len(rows)} vec3i (or "
                                 f"rows of 3 int32) on {self.device}")
-        out.numpy().reshape(-1)[:rows.size] = rows.reshape(-1)
+        view = out.numpy()
+        view.reshape(-1)[:rows.size] = rows.reshape(-1)
+        if not out.device.backend.host_accessible:  # a copy of device memory: store it back
+            out.assign(view)
         return out
 
     def load_next_grid(self) -> Volume | None:
         """The grid after this one in the buffer it was loaded from (a file of several grids), or None."""
         info = self.get_grid_info()
-        rest = self._buf[self._layout.size:]
+        rest = self._host_bytes()[self._layout.size:]
         if info.grid_index + 1 >= info.grid_count or len(rest) < nv.GRID_SIZE + nv.TREE_SIZE:
             return None
         buf = nv.aligned_bytes(len(rest))
@@ -418,7 +426,7 @@ class Volume:
             raise IndexError(f"Volume: feature array {feature_index} out of range (the grid has "
                              f"{len(self._layout.blind)})")
         name, start, count, size, type_str = self._layout.blind[feature_index]
-        return Volume.FeatureArrayInfo(name, self._buf.ctypes.data + start, size, count, type_str)
+        return Volume.FeatureArrayInfo(name, self._base + start, size, count, type_str)
 
     def feature_array(self, feature_index: int, dtype: Any = None) -> array:
         """A blind data array as a wp.array sharing the grid's memory: of `dtype`, or of its recorded type
