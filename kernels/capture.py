@@ -215,13 +215,27 @@ def is_conditional_graph_supported() -> bool:
     return True
 
 
-def _condition(condition: Any, what: str) -> ctypes.c_int32:
-    """The int32 element 0 of `condition` as a ctypes view, read each time a conditional runs."""
+class _DeviceFlag:
+    """Element 0 of an int32 array in device memory: `value` reads it once the work queued before is done (a
+    conditional on a GPU decides on the host, waiting for the device at each decision)."""
+
+    def __init__(self, condition: array) -> None:
+        self.condition = condition
+
+    @property
+    def value(self) -> int:
+        out = ctypes.c_int32()
+        self.condition.device.backend.download(ctypes.addressof(out), self.condition.ptr, 4)
+        return out.value
+
+
+def _condition(condition: Any, what: str) -> Any:
+    """The int32 element 0 of `condition` (its `value`), read each time a conditional runs."""
     if not isinstance(condition, array) or condition.dtype is not int32 or condition.size < 1:
         raise TypeError(f"{what}: the condition must be a wp.array of int32 with one element, got "
                         f"{condition!r}")
     if not condition.device.backend.host_accessible:
-        raise DeviceError(f"{what}: conditions on {condition.device} are not supported yet")
+        return _DeviceFlag(condition)
     return ctypes.c_int32.from_address(condition.ptr)
 
 
@@ -255,13 +269,13 @@ def _capture_body(s: Stream, body: Any, kwargs: dict, what: str) -> Graph:
     return child
 
 
-def _replay_if(flag: ctypes.c_int32, on_true: Graph | None, on_false: Graph | None) -> None:
+def _replay_if(flag: Any, on_true: Graph | None, on_false: Graph | None) -> None:
     branch = on_true if flag.value else on_false
     if branch is not None:
         branch._replay()
 
 
-def _replay_while(flag: ctypes.c_int32, body: Graph) -> None:
+def _replay_while(flag: Any, body: Graph) -> None:
     while flag.value:
         body._replay()
 

@@ -285,3 +285,25 @@ def test_host_access_is_asked_of_the_backend(register):
     assert keys.numpy().tolist() == [0, 1, 2, 3] and vals.numpy().tolist() == [3, 1, 2, 0]
     with pytest.raises(TypeError, match="field 'values' of struct Holder: arrays in structs must be in host memory"):
         Holder(values=a)
+
+
+@wp.kernel
+def count_down(x: wp.array(dtype=float), n: wp.array(dtype=wp.int32)):
+    x[0] = x[0] * 2.0
+    n[0] = n[0] - 1
+
+
+def test_conditionals_read_device_memory_conditions(register):
+    """capture_while / capture_if on a device the host cannot read: the condition is downloaded at each
+    decision, in a capture's replay too."""
+    dev = register(DeviceMemoryBackend)
+    x = wp.array(np.ones(1, np.float32), device=dev)
+    n = wp.array(np.array([3], np.int32), device=dev)
+    wp.capture_while(n, lambda: wp.launch(count_down, 1, inputs=[x, n], device=dev))
+    assert x.numpy()[0] == 8.0 and n.numpy()[0] == 0
+    with wp.ScopedCapture(dev) as capture:
+        wp.capture_while(n, lambda: wp.launch(count_down, 1, inputs=[x, n], device=dev))
+        wp.capture_if(n, on_false=lambda: wp.launch(scale, 1, inputs=[x, 0.5], device=dev))
+    n.assign(np.array([2], np.int32))
+    wp.capture_launch(capture.graph)
+    assert x.numpy()[0] == 16.0 and n.numpy()[0] == 0

@@ -324,6 +324,21 @@ def test_graph_capture_on_the_gpu():
     np.testing.assert_array_equal(y.numpy(), np.full(1024, 30.0, np.float32))
 
 
+@wp.kernel
+def count_down(x: wp.array(dtype=float), n: wp.array(dtype=wp.int32)):
+    x[0] = x[0] * 2.0
+    n[0] = n[0] - 1
+
+
+def test_conditional_graph_nodes_on_the_gpu():
+    x = wp.array(np.ones(1, np.float32), device=GPU)
+    n = wp.array(np.array([3], np.int32), device=GPU)
+    with wp.ScopedCapture(GPU) as capture:
+        wp.capture_while(n, lambda: wp.launch(count_down, 1, inputs=[x, n], device=GPU))
+    wp.capture_launch(capture.graph)
+    assert x.numpy()[0] == 8.0 and n.numpy()[0] == 0
+
+
 def test_torch_shares_gpu_memory():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
