@@ -55,10 +55,12 @@ class BuildOptions:
 class Launcher:
     """How to run one kernel entry, bound once when its module loads so a launch looks nothing up.
 
-    `header(size, dims, fault=0, zero_grads=0)` gives the values packed (in the backend's `launch_format`)
-    ahead of the kernel's argument block for a grid of `dims` (`size` threads in all); `fault` is the
-    address of a `FaultSlot` (debug builds report there; release builds ignore it); `zero_grads` is
-    `lw::launch_t.zero_grads` (adjoint launches). `launch(blob)` runs the packed block."""
+    `header(size, dims, fault=0, zero_grads=0, block_dim=0, max_blocks=0)` gives the values packed (in the
+    backend's `launch_format`) ahead of the kernel's argument block for a grid of `dims` (`size` threads in
+    all); `fault` is the address of a `FaultSlot` (debug builds report there; release builds ignore it);
+    `zero_grads` is `lw::launch_t.zero_grads` (adjoint launches); `block_dim` and `max_blocks` are
+    `wp.launch`'s (threads per block, a cap on the blocks; 0: the backend's choice), for devices that run
+    blocks. `launch(blob)` runs the packed block."""
 
     __slots__ = ("header", "launch")
 

@@ -115,7 +115,8 @@ def _launcher(fn: int, launch: Any, serial_threshold: int | None = None) -> Laun
     `lw::launch_t`. The pool size travels with every launch, so a new wp.config.cpu_threads resizes the pool at
     the next one."""
 
-    def header(size: int, dims: tuple[int, ...], fault: int = 0, zero_grads: int = 0) -> tuple:
+    def header(size: int, dims: tuple[int, ...], fault: int = 0, zero_grads: int = 0, block_dim: int = 0,
+               max_blocks: int = 0) -> tuple:
         serial, threads = config.cpu_launch
         if serial_threshold is not None and not config.deterministic:
             serial = serial_threshold

@@ -243,10 +243,13 @@ class CudaProgram(Program):
                            ctypes.addressof(b.stream_slot), min(BLOCK_DIM, limit.value), b.sm_count)
         native, ctx, local = cpu_runtime().lw_cuda_launch, b.ctx, _bound
 
-        def header(size: int, dims: tuple[int, ...], fault: int = 0, zero_grads: int = 0) -> tuple:
+        def header(size: int, dims: tuple[int, ...], fault: int = 0, zero_grads: int = 0, block_dim: int = 0,
+                   max_blocks: int = 0) -> tuple:
+            if block_dim == BLOCK_DIM:  # the default: the launcher picks (smaller blocks for small grids)
+                block_dim = 0
             if len(dims) == 1:
-                return (size, 1, size, 1, 1, 1, zero_grads, fault)
-            return (size, len(dims), *dims, *(1,) * (4 - len(dims)), zero_grads, fault)
+                return (block_dim, max_blocks, size, 1, size, 1, 1, 1, zero_grads, fault)
+            return (block_dim, max_blocks, size, len(dims), *dims, *(1,) * (4 - len(dims)), zero_grads, fault)
 
         def launch(blob: bytes) -> None:
             if getattr(local, "ctx", None) != ctx:
@@ -291,7 +294,7 @@ class CudaBackend(Backend):
 
     name = "cuda"
     host_accessible = False
-    launch_format = LAUNCH_T
+    launch_format = "II" + LAUNCH_T  # block size and grid cap asked for (read by lw_cuda_launch), then launch_t
     dlpack_device_type = 2  # kDLCUDA
     cuda_array_interface = True
 

@@ -385,7 +385,9 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     """Run `kernel` once for every index of the grid `dim` (an int, or a tuple of up to 4 ints).
 
     `inputs` then `outputs` give the kernel's parameters in order: arrays (ours, NumPy or any
-    object with `__array_interface__`), scalars, vectors and matrices. With `stream`, the launch goes to
+    object with `__array_interface__`), scalars, vectors and matrices. On a GPU, `block_dim` threads make a
+    block (256, the default, lets small grids use smaller blocks) and `max_blocks` > 0 caps the blocks, the
+    threads then looping over the grid; the CPU has no blocks and ignores both. With `stream`, the launch goes to
     that stream and its device; while the stream is being captured, the packed launch is recorded into
     the graph instead of run (kernels/capture.py). `record_cmd=True` returns a `Launch` to run later
     instead of running now. `zero_grads` (adjoint launches; how `Tape.backward` fuses zeroing into the
@@ -420,7 +422,8 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         args = ", ".join(f"{n}={_brief(v)}" for n, v in zip(plan.names, params, strict=True))
         log_info(f"launch{' (adjoint)' if adjoint else ''}: kernel {kernel.label} dim={dims} device={dev} {args}")
     if adjoint:
-        _launch_adjoint(kernel, lm, dev, stream, plan, dims, params, [*adj_inputs, *adj_outputs], zero_grads)
+        _launch_adjoint(kernel, lm, dev, stream, plan, dims, params, [*adj_inputs, *adj_outputs], zero_grads,
+                        block_dim, max_blocks)
         return
     check_fp = hooks and config.verify_fp and capturing_graph(dev, stream) is None  # a capture runs it later
     if check_fp:
@@ -441,9 +444,9 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
             size *= d
     if lm.debug:
         slot = dev.backend.fault_slot()
-        header = lk.header(size, dims, slot.address)
+        header = lk.header(size, dims, slot.address, 0, block_dim, max_blocks)
     else:
-        header = lk.header(size, dims)
+        header = lk.header(size, dims, 0, 0, block_dim, max_blocks)
     pins = ()  # temporaries the packed block points into: alive until the launch is done
     try:
         blob = plan.pack(header, params)
@@ -535,7 +538,8 @@ def _checked(kernel: Kernel, lm: LoadedModule, launch_fn: Any, slot: Any, where:
 
 
 def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, plan: LaunchPlan, dims: tuple,
-                    params: list, adj_params: list, zero_grads: int = 0) -> None:
+                    params: list, adj_params: list, zero_grads: int = 0, block_dim: int = 0,
+                    max_blocks: int = 0) -> None:
     """Run a kernel's adjoint: array gradients come from `adj_params` (or, when it is empty, from each
     array's own `.grad`); scalar adjoints are not returned, as in Warp."""
     adjoint = lm.adjoint(kernel.key)
@@ -559,7 +563,7 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, 
     for d in dims:
         size *= d
     slot = dev.backend.fault_slot() if lm.debug else None
-    header = adjoint.header(size, dims, slot.address if slot else 0, zero_grads)
+    header = adjoint.header(size, dims, slot.address if slot else 0, zero_grads, block_dim, max_blocks)
     try:
         blob = plan.struct.pack(*header, *values)
     except (struct.error, OverflowError) as e:
@@ -696,7 +700,7 @@ def launch_tiled(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), 
     if block_dim is not None and block_dim > 1024:
         raise LaunchValueError(f"wp.launch_tiled(): block_dim must be at most 1024, got {block_dim}")
     return launch(kernel, (*dims, 1), inputs, outputs, adj_inputs, adj_outputs, device, stream, adjoint,
-                  record_tape, record_cmd, max_blocks, 1)
+                  record_tape, record_cmd, max_blocks)  # each thread runs a whole block's tile work
 
 
 def synchronize() -> None:

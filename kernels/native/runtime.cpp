@@ -305,10 +305,12 @@ extern "C" __attribute__((visibility("default"))) void lw_launch_batch(const cha
 }
 
 // A CUDA launch in one call from Python (kernels/cuda.py): `d` fixes per kernel the driver's cuLaunchKernel,
-// the kernel, its block size, the device's multiprocessor count and where the backend keeps its current
-// stream; `blob` is the packed parameter block (lw::launch_t, whose first field is the thread count, then the
-// kernel's arguments). A grid too small to give every multiprocessor two blocks gets smaller blocks (down to
-// one warp), so small launches spread over the whole device. Returns the driver's CUresult.
+// the kernel, its largest block size, the device's multiprocessor count and where the backend keeps its
+// current stream; `blob` is the launch's block size and grid cap (two uint32, 0: the defaults), then the
+// kernel's parameter block (lw::launch_t, whose first field is the thread count, then the kernel's
+// arguments). By default a grid too small to give every multiprocessor two blocks gets smaller blocks (down
+// to one warp), so small launches spread over the whole device; a grid cap makes the threads loop over the
+// launch (the kernels' loops are grid-stride). Returns the driver's CUresult.
 struct CudaLaunch {
     void* launch;
     void* func;
@@ -320,18 +322,23 @@ typedef int (*cu_launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, u
 
 extern "C" __attribute__((visibility("default"))) int lw_cuda_launch(const CudaLaunch* d, const char* blob,
                                                                      int nbytes) {
+    unsigned asked[2];
+    __builtin_memcpy(asked, blob, sizeof(asked));
+    blob += sizeof(asked);
+    nbytes -= (int)sizeof(asked);
     long long n;
     __builtin_memcpy(&n, blob, sizeof(n));
-    unsigned block = d->block;
+    unsigned block = asked[0] && asked[0] < d->block ? asked[0] : d->block;
     long long blocks = (n + block - 1) / block;
     const long long want = 2LL * d->sm_count;
-    if (blocks < want) {
+    if (!asked[0] && blocks < want) {
         long long b = ((n + want - 1) / want + 31) / 32 * 32;
         if (b < block) {
             block = b < 32 ? 32 : (unsigned)b;
             blocks = (n + block - 1) / block;
         }
     }
+    if (asked[1] && blocks > (long long)asked[1]) blocks = asked[1];
     if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
     unsigned long size = (unsigned long)nbytes;
     void* extra[] = {(void*)1, (void*)blob, (void*)2, &size, (void*)0};

@@ -108,6 +108,19 @@ def test_saxpy_matches_numpy_at_scale():
     np.testing.assert_allclose(yd.numpy(), 2.5 * x + y, rtol=1e-6, atol=1e-6)  # the GPU fuses multiply-adds
 
 
+def test_block_dim_and_max_blocks():
+    """Any block size and a cap on the blocks give the same result (the threads loop over the grid)."""
+    n = 10007
+    x = wp.array(np.arange(n, dtype=np.float32), device=GPU)
+    for block_dim, max_blocks in ((32, 0), (64, 3), (1024, 1), (256, 0), (128, 100000)):
+        y = wp.zeros(n, dtype=float, device=GPU)
+        wp.launch(saxpy, n, inputs=[x, y, 2.0], device=GPU, block_dim=block_dim, max_blocks=max_blocks)
+        np.testing.assert_array_equal(y.numpy(), 2.0 * np.arange(n, dtype=np.float32), err_msg=str(block_dim))
+    out = wp.full((3, 4, 5, 6), -1, dtype=int, device=GPU)
+    wp.launch(grid_index, (3, 4, 5, 6), inputs=[out], device=GPU, block_dim=64, max_blocks=2)
+    assert out.numpy().min() == 0
+
+
 def test_multidimensional_grids():
     out = wp.full((3, 4, 5, 6), -1, dtype=int, device=GPU)
     wp.launch(grid_index, (3, 4, 5, 6), inputs=[out], device=GPU)
