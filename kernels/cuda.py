@@ -41,7 +41,7 @@ _POOL_USED_MEM_HIGH = 8
 _EVENT_DISABLE_TIMING = 2
 _OUT_OF_MEMORY = 2
 _NOT_READY = 600
-#: threads per block of a launch (fewer where a kernel's registers allow fewer)
+#: threads per block of a launch by default (wp.launch's; fewer where a kernel's registers allow fewer)
 BLOCK_DIM = 256
 _PEER_ALREADY_ENABLED = 704
 _PEER_NOT_ENABLED = 705
@@ -240,7 +240,7 @@ class CudaProgram(Program):
         limit = _int(0)
         check(lib.cuFuncGetAttribute(ctypes.byref(limit), _FUNC_MAX_THREADS, fn), "cuFuncGetAttribute")
         desc = struct.pack("<QQQII", ctypes.cast(lib.cuLaunchKernel, _p).value, fn.value,
-                           ctypes.addressof(b.stream_slot), min(BLOCK_DIM, limit.value), b.sm_count)
+                           ctypes.addressof(b.stream_slot), limit.value, b.sm_count)
         native, ctx, local = cpu_runtime().lw_cuda_launch, b.ctx, _bound
 
         def header(size: int, dims: tuple[int, ...], fault: int = 0, zero_grads: int = 0, block_dim: int = 0,

@@ -170,7 +170,7 @@ struct CudaLaunch {  // lw_cuda_launch's descriptor (native/runtime.cpp)
     void* launch;
     void* func;
     void* const* stream;
-    unsigned block, sm_count;
+    unsigned max_block, sm_count;
 };
 
 ffi::Error cuda_failed(const char* call, int err) {

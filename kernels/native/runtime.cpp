@@ -315,7 +315,7 @@ struct CudaLaunch {
     void* launch;
     void* func;
     void* const* stream;
-    unsigned block, sm_count;
+    unsigned max_block, sm_count;  // the most threads a block of this kernel can have
 };
 typedef int (*cu_launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
                                 void**, void**);
@@ -328,7 +328,8 @@ extern "C" __attribute__((visibility("default"))) int lw_cuda_launch(const CudaL
     nbytes -= (int)sizeof(asked);
     long long n;
     __builtin_memcpy(&n, blob, sizeof(n));
-    unsigned block = asked[0] && asked[0] < d->block ? asked[0] : d->block;
+    unsigned block = asked[0] ? asked[0] : 256;  // wp.launch's default block_dim (BLOCK_DIM in kernels/cuda.py)
+    if (block > d->max_block) block = d->max_block;
     long long blocks = (n + block - 1) / block;
     const long long want = 2LL * d->sm_count;
     if (!asked[0] && blocks < want) {
