@@ -265,6 +265,7 @@ class CudaProgram(Program):
     def __del__(self) -> None:
         try:
             self.backend.bind()
+            self.backend.lib.cuCtxSynchronize()  # launches of its kernels may still be queued
             self.backend.lib.cuModuleUnload(self.module)
         except Exception:  # noqa: BLE001 - the driver may be gone at interpreter exit
             pass
