@@ -5,7 +5,8 @@ each stored block, sorted within a row) and `values` (the blocks).
 
 `bsr_set_from_triplets` builds the topology on the host with NumPy (sort, merge of duplicates, row
 counts), then sums the triplets' values into their blocks with a kernel; `bsr_mv` is a kernel with one
-thread per scalar row. `bsr_row_index` and `bsr_block_index` are functions kernels can call.
+thread per scalar row, `bsr_get_diag` one thread per diagonal block. `bsr_row_index` and
+`bsr_block_index` are functions kernels can call.
 """
 
 from __future__ import annotations
@@ -231,3 +232,33 @@ def bsr_block_index(row: int, col: int, bsr_offsets: array(dtype=T.int32), bsr_c
         if bsr_columns[k] == col:
             return k
     return -1
+
+
+@kernel(enable_backward=False)
+def _get_diag(offsets: array(dtype=T.int32), columns: array(dtype=T.int32), values: array(dtype=T.Float),
+              out: array(dtype=T.Float), size: int):
+    row = tid()
+    k = bsr_block_index(row, row, offsets, columns)
+    for j in range(size):
+        out[row * size + j] = cast_like(0.0, out[row * size + j])
+        if k >= 0:
+            out[row * size + j] = values[k * size + j]
+
+
+def bsr_get_diag(A: BsrMatrix, out: array | None = None) -> array:
+    """The diagonal blocks of `A` (min(nrow, ncol) of them, zero where none is stored), in `out` when given (an
+    array of A's block type with at least that many entries) or a new array."""
+    if not isinstance(A, BsrMatrix):
+        raise TypeError(f"bsr_get_diag: A must be a BsrMatrix, got {type(A).__name__}")
+    n = min(A.nrow, A.ncol)
+    if out is None:
+        out = empty(n, dtype=A.dtype, device=A.device)
+    elif not isinstance(out, array) or out.dtype != A.dtype or out.ndim != 1 or out.shape[0] < n:
+        raise ValueError(f"bsr_get_diag: out must be a 1-D array of at least {n} {T.type_name(A.dtype)} blocks, got "
+                         f"{out!r}")
+    elif out.device != A.device:
+        raise ValueError(f"bsr_get_diag: out is on {out.device}, A on {A.device}")
+    if n:
+        launch(_get_diag, n, inputs=[A.offsets, A.columns, scalar_view(A.values), scalar_view(out), A.block_size],
+               device=A.device)
+    return out
