@@ -313,7 +313,7 @@ def aslinearoperator(A: Any, batch_offsets: array | None = None, max_batch_lengt
                     raise TypeError(f"diagonal matvec: {name} must be an array of {A.shape[0]} entries matching "
                                     f"the diagonal's {T.type_name(A.dtype)}, got {_describe(v)}")
             views = [scalar_view(v) for v in (x, y, z)]
-            per_entry = scalar_count(x.dtype) if scalar_count(A.dtype) == 1 else 1
+            per_entry = scalar_count(x.dtype) if scalar_count(A.dtype) == 1 and x.shape == A.shape else 1
             launch(ks.diag_mv, views[2].shape[0], inputs=[diag, *views, st(alpha), st(beta), per_entry],
                    device=A.device)
 
@@ -367,13 +367,11 @@ def preconditioner(A: Any, ptype: str = "diag") -> LinearOperator | None:
 
 def _fits_diagonal(A: array, v: array) -> bool:
     """Whether a diagonal A scales v: entry by entry (each of v's components alike for a diagonal of
-    scalars), or, for a diagonal of vectors, v's scalars one by one."""
+    scalars), or v's scalars one by one (as many as the diagonal's)."""
     k = scalar_count(A.dtype)
     if v.ndim != 1:
         return False
-    if k == 1:
-        return v.shape == A.shape
-    return v.shape == A.shape and scalar_count(v.dtype) == k or scalar_count(v.dtype) == 1 and v.shape[0] == A.size * k
+    return v.shape == A.shape and k in (1, scalar_count(v.dtype)) or v.shape[0] * scalar_count(v.dtype) == A.size * k
 
 
 def _describe(v: Any) -> str:
