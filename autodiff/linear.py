@@ -1,6 +1,7 @@
 """Iterative linear solvers (`loomwork.optim.linear`), as in Warp: `cg`, `cr`, `bicgstab`, `gmres` on
-`LinearOperator`s made from dense 2-D arrays, diagonals (1-D arrays) or the user's own `matvec`, with
-diagonal (Jacobi) preconditioners.
+`LinearOperator`s made from dense 2-D arrays, diagonals (1-D arrays), `loomwork.sparse` BSR matrices or
+the user's own `matvec`, with the preconditioners of `preconditioner` (Jacobi here; block Jacobi in
+`block_jacobi`, FSAI in `fsai`).
 
 Everything runs as kernels on the operator's device. Vectors are 1-D arrays of a float type or of
 vectors of one; the solver's kernels see their scalars as one flat array (`scalar_view`: simple 1-D
@@ -11,8 +12,7 @@ computed from those scalars inside the update kernels, so an iteration never wai
 the host reads the residual only every `check_every` iterations (never with `check_every=0`, where
 the iteration count and residual stay in device arrays).
 
-Not here yet: batched systems (`batch_offsets`), and preconditioners from `loomwork.sparse` BSR
-matrices (block Jacobi, FSAI; a BsrMatrix itself is an operator).
+Not here yet: batched systems (`batch_offsets`).
 """
 
 from __future__ import annotations
