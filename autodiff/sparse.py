@@ -64,6 +64,11 @@ class BsrMatrix:
         return self.values.device
 
     @property
+    def row_counts(self) -> None:
+        """None: the storage is always compact (row r's blocks end where row r + 1's begin)."""
+        return None
+
+    @property
     def requires_grad(self) -> bool:
         return self.values.requires_grad
 
@@ -262,3 +267,47 @@ def bsr_get_diag(A: BsrMatrix, out: array | None = None) -> array:
         launch(_get_diag, n, inputs=[A.offsets, A.columns, scalar_view(A.values), scalar_view(out), A.block_size],
                device=A.device)
     return out
+
+
+def bsr_identity(rows_of_blocks: int, block_type: Any, device: Any = None) -> BsrMatrix:
+    """The identity as a square BSR matrix of `rows_of_blocks` blocks of the square `block_type`."""
+    t = _block_type(block_type)
+    b = getattr(t, "_shape_", (1, 1))
+    if b[0] != b[1]:
+        raise ValueError(f"bsr_identity: block_type must be square, got {T.type_name(t)}")
+    n, dev = int(rows_of_blocks), get_device(device)
+    eye = np.broadcast_to(np.eye(b[0]), (n, *b)) if b[0] > 1 else np.ones(n)
+    idx = np.arange(n, dtype=np.int32)
+    return BsrMatrix(n, n, array(np.arange(n + 1, dtype=np.int32), dtype=T.int32, device=dev),
+                     array(idx, dtype=T.int32, device=dev),
+                     array(np.ascontiguousarray(eye).astype(T.dtype_to_numpy(T.elem_scalar(t))), dtype=t, device=dev))
+
+
+def bsr_copy(A: BsrMatrix, scalar_type: Any = None, block_shape: tuple[int, int] | None = None,
+             structure_only: bool = False) -> BsrMatrix:
+    """A copy of `A`, with another scalar type and/or block shape (each extent a multiple or a divider of A's,
+    dividing A's shape): every stored block's scalars land in the new blocks covering them, which are
+    stored even where zero. `structure_only` leaves the new values zero. Built on the host."""
+    if not isinstance(A, BsrMatrix):
+        raise TypeError(f"bsr_copy: A must be a BsrMatrix, got {type(A).__name__}")
+    st = A.scalar_type if scalar_type is None else T.normalize_dtype(scalar_type)
+    (br, bc), (nr, nc) = A.block_shape, tuple(block_shape or A.block_shape)
+    for old, new, n in ((br, nr, A.shape[0]), (bc, nc, A.shape[1])):
+        if new < 1 or (old % new and new % old) or n % new:
+            raise ValueError(f"bsr_copy: block_shape {(nr, nc)} must divide A's shape {A.shape}, each extent a "
+                             f"multiple or a divider of A's blocks' {A.block_shape}")
+    t = _block_type(st if (nr, nc) == (1, 1) else T.matrix((nr, nc), st))
+    rows = np.repeat(np.arange(A.nrow), np.diff(A.offsets.numpy()[: A.nrow + 1]))
+    r = (rows[:, None, None] * br + np.arange(br)[None, :, None]).repeat(bc, axis=2).ravel()
+    c = (A.columns.numpy()[: A.nnz, None, None] * bc + np.arange(bc)[None, None, :]).repeat(br, axis=1).ravel()
+    ncol = A.shape[1] // nc
+    blocks, where = np.unique((r // nr) * ncol + c // nc, return_inverse=True)
+    nrow, dev = A.shape[0] // nr, A.device
+    values = np.zeros((blocks.size, nr, nc), dtype=T.dtype_to_numpy(st))
+    if not structure_only:
+        values[where, r % nr, c % nc] = A.values.numpy().reshape(-1)[: r.size]
+    offsets = np.zeros(nrow + 1, dtype=np.int32)
+    np.cumsum(np.bincount(blocks // ncol, minlength=nrow), out=offsets[1:])
+    return BsrMatrix(nrow, ncol, array(offsets, dtype=T.int32, device=dev),
+                     array((blocks % ncol).astype(np.int32), dtype=T.int32, device=dev),
+                     array(values.reshape(-1) if (nr, nc) == (1, 1) else values, dtype=t, device=dev))
