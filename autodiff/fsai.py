@@ -12,7 +12,8 @@ energy 1 / z[0] improves by no more than `kap_tolerance`. Then Ah[S, S] z = e_0 
 G[i, S] = D z / sqrt(z[0]), i.e. A[S, S] y = e_i with G[i, S] = y / sqrt(y_i).
 
 Each row is one thread of a kernel with local work of `max_row_size` squared (a kernel per width, built
-on first use); the rows are packed into BSR storage (sorted columns, diagonal last) on the host, where
+on first use, each in a module of its own, its short loops left rolled: it compiles in a few seconds);
+the rows are packed into BSR storage (sorted columns, diagonal last) on the host, where
 the transpose G^T is also indexed. With `reuse_pattern`, `update` refits the values on the same
 supports on the device (in their growth order, so the pivots are construction's).
 """
@@ -38,8 +39,16 @@ tid, sqrt, isfinite, atomic_add = (B.BUILTINS[n] for n in ("tid", "sqrt", "isfin
 
 _PIVOT_FLOOR = {T.float16: 1.0e-3, T.float32: 1.0e-6, T.float64: 1.0e-12}
 
+_ROLLED = {"max_unroll": 1}  # unrolling the few-iteration loops of the row kernels triples their build time
+
 # slots of update_status: topology mismatches, invalid diagonals, failed local factors, regularized rows
 TOPOLOGY, DIAGONAL, FAILED, REGULARIZED = range(4)
+
+
+def _module(kind: str, *params: Any) -> str:
+    """A module of its own for each specialized kernel, named by what it is specialized for: a new row width
+    or type builds only its kernel, and the name (so the cache entry) is the same in every process."""
+    return ".".join([__name__, kind, *(str(p) if isinstance(p, int) else T.type_name(p) for p in params)])
 
 
 @cache
@@ -62,7 +71,7 @@ def _entry(st: Any) -> Callable:
 def _scale_kernel(st: Any) -> Any:
     entry = _entry(st)
 
-    @kernel(enable_backward=False)
+    @kernel(enable_backward=False, module=_module("scale", st))
     def diagonal_scale(offsets: array(dtype=T.int32), columns: array(dtype=T.int32), values: array(dtype=st), b: int,
                        scale: array(dtype=st), status: array(dtype=T.int32), slot: int):
         # scale = diag(A)^-1/2; a diagonal that is not finite and positive gets 0 and is counted in status[slot]
@@ -84,7 +93,7 @@ def _select_kernel(st: Any, width: int, step: int) -> Any:
     square = T.matrix((width, width), st)
     best_ints, best_scores = T.vector(step, T.int32), T.vector(step, st)
 
-    @kernel(enable_backward=False)
+    @kernel(enable_backward=False, module=_module("select", st, width, step), module_options=_ROLLED)
     def select(offsets: array(dtype=T.int32), columns: array(dtype=T.int32), values: array(dtype=st), b: int,
                scale: array(dtype=st), tolerance: st, floor: st, support: array(dtype=T.int32),
                factor: array(dtype=st), status: array(dtype=T.int32)):
@@ -189,7 +198,7 @@ def _refit_kernel(st: Any, storage: Any, width: int) -> Any:
     ints, local = T.vector(width, T.int32), T.vector(width, st)
     square = T.matrix((width, width), st)
 
-    @kernel(enable_backward=False)
+    @kernel(enable_backward=False, module=_module("refit", st, storage, width), module_options=_ROLLED)
     def refit(offsets: array(dtype=T.int32), columns: array(dtype=T.int32), values: array(dtype=st), b: int,
               g_offsets: array(dtype=T.int32), g_columns: array(dtype=T.int32), rank: array(dtype=T.int32),
               scale: array(dtype=st), floor: st, regularize: int, out: array(dtype=storage),
@@ -263,7 +272,7 @@ def _refit_kernel(st: Any, storage: Any, width: int) -> Any:
 
 @cache
 def _commit_kernel(storage: Any) -> Any:
-    @kernel(enable_backward=False)
+    @kernel(enable_backward=False, module=_module("commit", storage))
     def commit(candidate: array(dtype=storage), status: array(dtype=T.int32), regularize: int,
                transpose_of: array(dtype=T.int32), values: array(dtype=storage), transposed: array(dtype=storage)):
         # the refit values into G and G^T, unless the update was rejected (the previous factor stays)
@@ -287,7 +296,7 @@ def _count_mismatches(a: array(dtype=T.int32), b: array(dtype=T.int32), status: 
 
 @cache
 def _mv_kernel(storage: Any, st: Any) -> Any:
-    @kernel(enable_backward=False)
+    @kernel(enable_backward=False, module=_module("mv", storage, st))
     def mv(offsets: array(dtype=T.int32), columns: array(dtype=T.int32), values: array(dtype=storage),
            x: array(dtype=st), y: array(dtype=st), z: array(dtype=st), alpha: st, beta: st):
         # z = alpha G x + beta y for a CSR factor, accumulated in the system's scalar type
