@@ -378,7 +378,8 @@ class FSAI(LinearOperator):
                  max_step_size: int = 1, regularize_refit: bool = False, validate_topology: bool = True,
                  defer_pattern: bool = False) -> None:
         if not isinstance(A, BsrMatrix):
-            raise ValueError(f"FSAI: A must be a loomwork.sparse BsrMatrix, got {type(A).__name__}")
+            raise ValueError(f"FSAI: A must be a square loomwork.sparse BsrMatrix with square blocks, got "
+                             f"{type(A).__name__}")
         if A.shape[0] != A.shape[1] or A.block_shape[0] != A.block_shape[1]:
             raise ValueError(f"FSAI: A must be square with square blocks, got shape {A.shape} with "
                              f"{A.block_shape[0]}x{A.block_shape[1]} blocks")
@@ -425,7 +426,7 @@ class FSAI(LinearOperator):
         support, factor = self._select(A, status, status, 0)
         bad_diagonals, truncated, bad_rows = (int(v) for v in status.numpy())
         if bad_diagonals:
-            raise ValueError(f"FSAI: A needs finite positive diagonal entries ({bad_diagonals} rows have none)")
+            raise ValueError(f"FSAI: A needs finite positive diagonals ({bad_diagonals} rows have none)")
         if bad_rows:
             raise ValueError(f"FSAI: the factor lost finite entries or a positive diagonal in {bad_rows} rows")
         self.truncated_rows = truncated
@@ -464,10 +465,12 @@ class FSAI(LinearOperator):
             raise ValueError("FSAI.update: construct FSAI with reuse_pattern=True to update it")
         A = self.source if A is None else A
         if not isinstance(A, BsrMatrix):
-            raise ValueError(f"FSAI.update: A must be a loomwork.sparse BsrMatrix, got {type(A).__name__}")
+            raise ValueError(f"FSAI.update: A must be a BSR matrix (loomwork.sparse BsrMatrix), got "
+                             f"{type(A).__name__}")
         if (A.shape, A.dtype, A.device, A.nnz) != self._signature:
-            raise ValueError(f"FSAI.update: A ({A.shape}, {T.type_name(A.dtype)} blocks, {A.nnz} stored, on "
-                             f"{A.device}) must match the original matrix ({self._signature[0]}, "
+            raise ValueError(f"FSAI.update: A must have the original's shape, dtype, device and block count; got "
+                             f"({A.shape}, {T.type_name(A.dtype)} blocks, {A.nnz} stored, on {A.device}), the "
+                             f"original has ({self._signature[0]}, "
                              f"{T.type_name(self._signature[1])} blocks, {self._signature[3]} stored, on "
                              f"{self._signature[2]})")
         st, n, dev, status = A.scalar_type, A.shape[0], A.device, self.update_status
