@@ -507,9 +507,8 @@ class FSAI(LinearOperator):
                 raise ValueError(f"FSAI.update: A's sparsity differs from the original's in {topology_bad} places; "
                                  "construct a new FSAI for a new sparsity")
             if not accepted:
-                raise ValueError(f"FSAI.update: refit needs finite positive diagonals ({diagonal_bad} bad) and "
-                                 f"positive definite local systems ({failed} rows failed); the previous factor "
-                                 "is kept")
+                raise ValueError(f"FSAI.update: refit needs finite positive diagonals ({diagonal_bad} bad) and SPD "
+                                 f"local systems ({failed} rows failed); the previous factor is kept")
         self.source = A
         return self
 
