@@ -195,7 +195,7 @@ def _check_square_bsr(A: Any, ptype: str) -> None:
                         f"{T.type_name(A.scalar_type)}")
     br, bc = A.block_shape
     if br != bc:
-        raise ValueError(f"preconditioner(ptype={ptype!r}) needs square blocks, A's are {br}x{bc}")
+        raise ValueError(f"preconditioner(ptype={ptype!r}) needs square matrix blocks, A's are {br}x{bc}")
     if A.nrow != A.ncol:
         raise ValueError(f"preconditioner(ptype={ptype!r}) needs as many block rows as block columns, A has "
                          f"{A.nrow} x {A.ncol} blocks (shape {A.shape})")

@@ -167,9 +167,12 @@ def bsr_set_from_triplets(dest: BsrMatrix, rows: Any, columns: Any, values: arra
 
 def bsr_from_triplets(rows_of_blocks: int, cols_of_blocks: int, rows: Any, columns: Any, values: array,
                       prune_numerical_zeros: bool = True) -> BsrMatrix:
-    """A new BSR matrix from triplets (see `bsr_set_from_triplets`); its block type is that of `values`
-    (an array of scalars makes a CSR matrix)."""
-    A = bsr_zeros(rows_of_blocks, cols_of_blocks, values.dtype, values.device)
+    """A new BSR matrix from triplets (see `bsr_set_from_triplets`); its block type is that of `values`: a 1-D
+    array of scalars makes a CSR matrix, a (n, rows, cols) array of scalars blocks of rows x cols."""
+    block = values.dtype
+    if isinstance(values, array) and values.ndim == 3 and not T.is_composite(values.dtype):
+        block = T.matrix(tuple(values.shape[1:]), values.dtype)
+    A = bsr_zeros(rows_of_blocks, cols_of_blocks, block, values.device)
     bsr_set_from_triplets(A, rows, columns, values, prune_numerical_zeros=prune_numerical_zeros)
     return A
 

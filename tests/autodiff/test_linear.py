@@ -502,7 +502,7 @@ def test_sparse_preconditioners_refuse_bad_input():
     with pytest.raises(ValueError, match="as many block rows"):
         la.preconditioner(rect, "diag")
     mat32 = wp.types.matrix((3, 2), dtype=wp.float64)
-    with pytest.raises(ValueError, match="square blocks, A's are 3x2"):
+    with pytest.raises(ValueError, match="square matrix blocks, A's are 3x2"):
         la.preconditioner(sp.bsr_zeros(2, 3, mat32), "block_jacobi_direct")
     with pytest.raises(ValueError, match="block_jacobi_tile.*float32 or float64"):
         la.preconditioner(sp.bsr_zeros(2, 2, wp.types.matrix((2, 2), dtype=wp.float16)), "block_jacobi_tile")

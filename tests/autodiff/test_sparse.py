@@ -157,3 +157,11 @@ def test_copy_changes_block_shape_and_scalar_type_and_identity():
     np.testing.assert_array_equal(eye.values.numpy(), np.broadcast_to(np.eye(3), (4, 3, 3)))
     with pytest.raises(ValueError, match="block_shape .5, 5. must divide"):
         sp.bsr_copy(A, block_shape=(5, 5))
+
+
+def test_triplets_of_scalar_blocks_make_matrix_blocks():
+    """bsr_from_triplets with a (n, rows, cols) array of scalars makes blocks of rows x cols, as Warp."""
+    v = np.random.default_rng(0).standard_normal((3, 2, 3))
+    A = sp.bsr_from_triplets(2, 2, wp.array([0, 1, 1], dtype=int), wp.array([0, 1, 0], dtype=int), wp.array(v))
+    assert A.block_shape == (2, 3) and A.shape == (4, 6) and A.scalar_type == wp.float64
+    np.testing.assert_array_equal(A.values.numpy(), v[[0, 2, 1]])
