@@ -1,6 +1,7 @@
 """Iterative linear solvers (`loomwork.optim.linear`), as in Warp: `cg`, `cr`, `bicgstab`, `gmres` on
-`LinearOperator`s made from dense 2-D arrays, diagonals (1-D arrays) or the user's own `matvec`, with
-diagonal (Jacobi) preconditioners.
+`LinearOperator`s made from dense 2-D arrays, diagonals (1-D arrays), `loomwork.sparse` BSR matrices or
+the user's own `matvec`, with the preconditioners of `preconditioner` (Jacobi here; block Jacobi in
+`block_jacobi`, FSAI in `fsai`).
 
 Everything runs as kernels on the operator's device. Vectors are 1-D arrays of a float type or of
 vectors of one; the solver's kernels see their scalars as one flat array (`scalar_view`: simple 1-D
@@ -11,8 +12,7 @@ computed from those scalars inside the update kernels, so an iteration never wai
 the host reads the residual only every `check_every` iterations (never with `check_every=0`, where
 the iteration count and residual stay in device arrays).
 
-Not here yet: batched systems (`batch_offsets`), and preconditioners from `loomwork.sparse` BSR
-matrices (block Jacobi, FSAI; a BsrMatrix itself is an operator).
+Not here yet: batched systems (`batch_offsets`).
 """
 
 from __future__ import annotations
@@ -27,69 +27,18 @@ from typing import Any
 from loomwork.kernels import builtins as B
 from loomwork.kernels import types as T
 from loomwork.kernels.array import array, array2d, copy, empty, zeros
-from loomwork.kernels.device import Device, get_device
+from loomwork.kernels.device import Device
 from loomwork.kernels.ir import ArrayType
 from loomwork.kernels.launch import launch
 from loomwork.kernels.module import Kernel, kernel, overload
 
+from .block_jacobi import block_jacobi_operator, bsr_inverse_diagonal
 from .components import cast_like, repeat_view, scalar_count, scalar_view
+from .fsai import FSAI
+from .linear_operator import LinearOperator
 from .sparse import BsrMatrix, bsr_mv
 
 tid, sqrt = B.BUILTINS["tid"], B.BUILTINS["sqrt"]
-
-
-class LinearOperator:
-    """A linear map for the solvers: `matvec(x, y, z, alpha, beta)` stores `alpha * (A @ x) + beta * y`
-    in `z`. `shape` is (rows, columns), `dtype` the type of its coefficients, `device` where it runs."""
-
-    def __init__(self, shape: tuple[int, int], dtype: Any, device: Device, matvec: Callable,
-                 batch_offsets: array | None = None, max_batch_length: int | None = None) -> None:
-        if max_batch_length is not None:
-            if batch_offsets is None:
-                raise ValueError("LinearOperator: max_batch_length requires batch_offsets")
-            if max_batch_length < 0:
-                raise ValueError("LinearOperator: max_batch_length must be non-negative")
-        self._shape = tuple(shape)
-        self._dtype = dtype
-        self._device = get_device(device)
-        self._matvec = matvec
-        self._batch_offsets = batch_offsets
-        self._max_batch_length = max_batch_length
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """(rows, columns); an operator made from a 1-D array of diagonal values keeps that array's 1-D shape."""
-        return self._shape
-
-    @property
-    def dtype(self) -> Any:
-        return self._dtype
-
-    @property
-    def device(self) -> Device:
-        return self._device
-
-    @property
-    def matvec(self) -> Callable:
-        """`matvec(x, y, z, alpha, beta)`: z = alpha * (A @ x) + beta * y."""
-        return self._matvec
-
-    @property
-    def scalar_type(self) -> Any:
-        """The scalar type of the coefficients (the dtype itself for scalars)."""
-        return T.elem_scalar(self._dtype)
-
-    @property
-    def batch_offsets(self) -> array | None:
-        return self._batch_offsets
-
-    @property
-    def batch_count(self) -> int:
-        return 1 if self._batch_offsets is None else self._batch_offsets.shape[0] - 1
-
-    @property
-    def max_batch_length(self) -> int | None:
-        return self._max_batch_length
 
 
 # ---- kernels (generic over the scalar type; float32 and float64 are built ahead, see _kernels) ----
@@ -360,12 +309,11 @@ def aslinearoperator(A: Any, batch_offsets: array | None = None, max_batch_lengt
 
         def diag_mv(x: array, y: array, z: array, alpha: float, beta: float) -> None:
             for name, v in zip("xyz", (x, y, z), strict=True):
-                if not isinstance(v, array) or T.elem_scalar(v.dtype) is not st or v.shape != A.shape or (
-                        scalar_count(A.dtype) not in (1, scalar_count(v.dtype))):
+                if not isinstance(v, array) or T.elem_scalar(v.dtype) is not st or not _fits_diagonal(A, v):
                     raise TypeError(f"diagonal matvec: {name} must be an array of {A.shape[0]} entries matching "
                                     f"the diagonal's {T.type_name(A.dtype)}, got {_describe(v)}")
             views = [scalar_view(v) for v in (x, y, z)]
-            per_entry = scalar_count(x.dtype) if scalar_count(A.dtype) == 1 else 1
+            per_entry = scalar_count(x.dtype) if scalar_count(A.dtype) == 1 and x.shape == A.shape else 1
             launch(ks.diag_mv, views[2].shape[0], inputs=[diag, *views, st(alpha), st(beta), per_entry],
                    device=A.device)
 
@@ -381,34 +329,49 @@ def aslinearoperator(A: Any, batch_offsets: array | None = None, max_batch_lengt
                      "array (diagonal), a loomwork.sparse BsrMatrix or a LinearOperator")
 
 
+_PTYPES = ("diag", "diag_abs", "block_jacobi_direct", "block_jacobi_sequential", "block_jacobi_tile", "fsai", "id")
+
+
 def preconditioner(A: Any, ptype: str = "diag") -> LinearOperator | None:
-    """A preconditioner for matrix `A`: "diag" (Jacobi: the inverse of A's diagonal, 1 where it is 0),
-    "diag_abs" (the same with |diagonal|) or "id" (None: no preconditioning)."""
+    """A preconditioner for matrix `A` (a dense 2-D array or a loomwork.sparse BsrMatrix):
+
+    - "diag" (Jacobi): the inverse of A's diagonal coefficients, 1 where one is 0; "diag_abs" the same
+      with |coefficient|. For a BSR matrix with blocks, the diagonal coefficients of the diagonal blocks.
+    - "block_jacobi_direct", "block_jacobi_sequential", "block_jacobi_tile": the inverse of each diagonal
+      block of a square BsrMatrix with square blocks, by QR (a singular block becomes the identity), by
+      L D L^T or Cholesky (for symmetric positive definite blocks; one that is not becomes the identity;
+      "tile" takes float32 and float64 only). 1x1 blocks give "diag".
+    - "fsai": `FSAI(A)` with its default settings (construct `FSAI` to choose them).
+    - "id": None (no preconditioning)."""
+    if not isinstance(ptype, str) or ptype not in _PTYPES:
+        raise ValueError(f"unsupported preconditioner type {ptype!r}; supported: "
+                         f"{', '.join(repr(p) for p in _PTYPES)}")
     if ptype == "id":
         return None
-    if ptype in ("diag", "diag_abs"):
-        if not (isinstance(A, array) and A.ndim == 2 and T.is_float(A.dtype)):
-            raise ValueError(f"preconditioner(ptype={ptype!r}) needs a dense matrix (a 2-D array of floats), got "
-                             f"{_describe(A)}")
-        if A.shape[0] != A.shape[1]:
-            raise ValueError(f"preconditioner(ptype={ptype!r}): the matrix is not square ({A.shape})")
-        inv = empty(A.shape[0], dtype=A.dtype, device=A.device)
-        launch(_kernels(A.dtype).inverse_diagonal, A.shape[0], inputs=[A, inv, int(ptype == "diag_abs")],
-               device=A.device)
-        return aslinearoperator(inv)
-    if ptype in ("block_jacobi_direct", "block_jacobi_sequential", "block_jacobi_tile", "fsai"):
-        raise ValueError(f"preconditioner(ptype={ptype!r}) factorizes blocks of sparse BSR matrices, which "
-                         "loomwork.sparse does not do yet; use 'diag', 'diag_abs' or 'id'")
-    raise ValueError(f"unsupported preconditioner type {ptype!r}; supported: 'diag', 'diag_abs', 'id'")
+    if ptype == "fsai":
+        return FSAI(A)
+    if ptype != "diag" and ptype != "diag_abs":
+        return aslinearoperator(block_jacobi_operator(A, ptype))
+    if isinstance(A, BsrMatrix):
+        return aslinearoperator(bsr_inverse_diagonal(A, ptype == "diag_abs", ptype))
+    if not (isinstance(A, array) and A.ndim == 2 and T.is_float(A.dtype)):
+        raise ValueError(f"preconditioner(ptype={ptype!r}) needs A to be a dense matrix (a 2-D array of floats) or "
+                         f"a loomwork.sparse BsrMatrix, got {_describe(A)}")
+    if A.shape[0] != A.shape[1]:
+        raise ValueError(f"preconditioner(ptype={ptype!r}): the matrix is not square ({A.shape})")
+    inv = empty(A.shape[0], dtype=A.dtype, device=A.device)
+    launch(_kernels(A.dtype).inverse_diagonal, A.shape[0], inputs=[A, inv, int(ptype == "diag_abs")],
+           device=A.device)
+    return aslinearoperator(inv)
 
 
-class FSAI:
-    """Warp's factorized sparse approximate inverse preconditioner, built from a sparse BSR matrix by a
-    factorization loomwork.sparse does not compute yet: constructing one raises NotImplementedError."""
-
-    def __init__(self, A: Any, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("FSAI preconditioners factorize sparse BSR matrices, which loomwork.sparse does "
-                                  "not do yet; use preconditioner(A, 'diag') on a dense matrix")
+def _fits_diagonal(A: array, v: array) -> bool:
+    """Whether a diagonal A scales v: entry by entry (each of v's components alike for a diagonal of
+    scalars), or v's scalars one by one (as many as the diagonal's)."""
+    k = scalar_count(A.dtype)
+    if v.ndim != 1:
+        return False
+    return v.shape == A.shape and k in (1, scalar_count(v.dtype)) or v.shape[0] * scalar_count(v.dtype) == A.size * k
 
 
 def _describe(v: Any) -> str:
@@ -535,7 +498,9 @@ class LinearSolverState:
                              f"shape {b.shape}) must have the same dtype and shape")
         entries, scalars = b.shape[0], b.shape[0] * scalar_count(b.dtype)
         for what, op in (("A", A), ("M", M)):
-            if op is not None and op.shape[0] not in (entries, scalars):
+            # a 1-D shape is a diagonal's: of vectors, it scales as many scalars as they hold
+            if op is not None and op.shape[0] * (scalar_count(op.dtype) if len(op.shape) == 1 else 1) not in (
+                    entries, scalars):
                 raise ValueError(f"{name}: {what} has shape {op.shape}, but b has {entries} entries "
                                  f"({scalars} scalars)")
 

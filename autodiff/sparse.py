@@ -5,7 +5,8 @@ each stored block, sorted within a row) and `values` (the blocks).
 
 `bsr_set_from_triplets` builds the topology on the host with NumPy (sort, merge of duplicates, row
 counts), then sums the triplets' values into their blocks with a kernel; `bsr_mv` is a kernel with one
-thread per scalar row. `bsr_row_index` and `bsr_block_index` are functions kernels can call.
+thread per scalar row, `bsr_get_diag` one thread per diagonal block. `bsr_row_index` and
+`bsr_block_index` are functions kernels can call.
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ class BsrMatrix:
     @property
     def device(self) -> Any:
         return self.values.device
+
+    @property
+    def row_counts(self) -> None:
+        """None: the storage is always compact (row r's blocks end where row r + 1's begin)."""
+        return None
 
     @property
     def requires_grad(self) -> bool:
@@ -161,9 +167,12 @@ def bsr_set_from_triplets(dest: BsrMatrix, rows: Any, columns: Any, values: arra
 
 def bsr_from_triplets(rows_of_blocks: int, cols_of_blocks: int, rows: Any, columns: Any, values: array,
                       prune_numerical_zeros: bool = True) -> BsrMatrix:
-    """A new BSR matrix from triplets (see `bsr_set_from_triplets`); its block type is that of `values`
-    (an array of scalars makes a CSR matrix)."""
-    A = bsr_zeros(rows_of_blocks, cols_of_blocks, values.dtype, values.device)
+    """A new BSR matrix from triplets (see `bsr_set_from_triplets`); its block type is that of `values`: a 1-D
+    array of scalars makes a CSR matrix, a (n, rows, cols) array of scalars blocks of rows x cols."""
+    block = values.dtype
+    if isinstance(values, array) and values.ndim == 3 and not T.is_composite(values.dtype):
+        block = T.matrix(tuple(values.shape[1:]), values.dtype)
+    A = bsr_zeros(rows_of_blocks, cols_of_blocks, block, values.device)
     bsr_set_from_triplets(A, rows, columns, values, prune_numerical_zeros=prune_numerical_zeros)
     return A
 
@@ -231,3 +240,77 @@ def bsr_block_index(row: int, col: int, bsr_offsets: array(dtype=T.int32), bsr_c
         if bsr_columns[k] == col:
             return k
     return -1
+
+
+@kernel(enable_backward=False)
+def _get_diag(offsets: array(dtype=T.int32), columns: array(dtype=T.int32), values: array(dtype=T.Float),
+              out: array(dtype=T.Float), size: int):
+    row = tid()
+    k = bsr_block_index(row, row, offsets, columns)
+    for j in range(size):
+        out[row * size + j] = cast_like(0.0, out[row * size + j])
+        if k >= 0:
+            out[row * size + j] = values[k * size + j]
+
+
+def bsr_get_diag(A: BsrMatrix, out: array | None = None) -> array:
+    """The diagonal blocks of `A` (min(nrow, ncol) of them, zero where none is stored), in `out` when given (an
+    array of A's block type with at least that many entries) or a new array."""
+    if not isinstance(A, BsrMatrix):
+        raise TypeError(f"bsr_get_diag: A must be a BsrMatrix, got {type(A).__name__}")
+    n = min(A.nrow, A.ncol)
+    if out is None:
+        out = empty(n, dtype=A.dtype, device=A.device)
+    elif not isinstance(out, array) or out.dtype != A.dtype or out.ndim != 1 or out.shape[0] < n:
+        raise ValueError(f"bsr_get_diag: out must be a 1-D array of at least {n} {T.type_name(A.dtype)} blocks, got "
+                         f"{out!r}")
+    elif out.device != A.device:
+        raise ValueError(f"bsr_get_diag: out is on {out.device}, A on {A.device}")
+    if n:
+        launch(_get_diag, n, inputs=[A.offsets, A.columns, scalar_view(A.values), scalar_view(out), A.block_size],
+               device=A.device)
+    return out
+
+
+def bsr_identity(rows_of_blocks: int, block_type: Any, device: Any = None) -> BsrMatrix:
+    """The identity as a square BSR matrix of `rows_of_blocks` blocks of the square `block_type`."""
+    t = _block_type(block_type)
+    b = getattr(t, "_shape_", (1, 1))
+    if b[0] != b[1]:
+        raise ValueError(f"bsr_identity: block_type must be square, got {T.type_name(t)}")
+    n, dev = int(rows_of_blocks), get_device(device)
+    eye = np.broadcast_to(np.eye(b[0]), (n, *b)) if b[0] > 1 else np.ones(n)
+    idx = np.arange(n, dtype=np.int32)
+    return BsrMatrix(n, n, array(np.arange(n + 1, dtype=np.int32), dtype=T.int32, device=dev),
+                     array(idx, dtype=T.int32, device=dev),
+                     array(np.ascontiguousarray(eye).astype(T.dtype_to_numpy(T.elem_scalar(t))), dtype=t, device=dev))
+
+
+def bsr_copy(A: BsrMatrix, scalar_type: Any = None, block_shape: tuple[int, int] | None = None,
+             structure_only: bool = False) -> BsrMatrix:
+    """A copy of `A`, with another scalar type and/or block shape (each extent a multiple or a divider of A's,
+    dividing A's shape): every stored block's scalars land in the new blocks covering them, which are
+    stored even where zero. `structure_only` leaves the new values zero. Built on the host."""
+    if not isinstance(A, BsrMatrix):
+        raise TypeError(f"bsr_copy: A must be a BsrMatrix, got {type(A).__name__}")
+    st = A.scalar_type if scalar_type is None else T.normalize_dtype(scalar_type)
+    (br, bc), (nr, nc) = A.block_shape, tuple(block_shape or A.block_shape)
+    for old, new, n in ((br, nr, A.shape[0]), (bc, nc, A.shape[1])):
+        if new < 1 or (old % new and new % old) or n % new:
+            raise ValueError(f"bsr_copy: block_shape {(nr, nc)} must divide A's shape {A.shape}, each extent a "
+                             f"multiple or a divider of A's blocks' {A.block_shape}")
+    t = _block_type(st if (nr, nc) == (1, 1) else T.matrix((nr, nc), st))
+    rows = np.repeat(np.arange(A.nrow), np.diff(A.offsets.numpy()[: A.nrow + 1]))
+    r = (rows[:, None, None] * br + np.arange(br)[None, :, None]).repeat(bc, axis=2).ravel()
+    c = (A.columns.numpy()[: A.nnz, None, None] * bc + np.arange(bc)[None, None, :]).repeat(br, axis=1).ravel()
+    ncol = A.shape[1] // nc
+    blocks, where = np.unique((r // nr) * ncol + c // nc, return_inverse=True)
+    nrow, dev = A.shape[0] // nr, A.device
+    values = np.zeros((blocks.size, nr, nc), dtype=T.dtype_to_numpy(st))
+    if not structure_only:
+        values[where, r % nr, c % nc] = A.values.numpy().reshape(-1)[: r.size]
+    offsets = np.zeros(nrow + 1, dtype=np.int32)
+    np.cumsum(np.bincount(blocks // ncol, minlength=nrow), out=offsets[1:])
+    return BsrMatrix(nrow, ncol, array(offsets, dtype=T.int32, device=dev),
+                     array((blocks % ncol).astype(np.int32), dtype=T.int32, device=dev),
+                     array(values.reshape(-1) if (nr, nc) == (1, 1) else values, dtype=t, device=dev))

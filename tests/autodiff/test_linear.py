@@ -1,10 +1,12 @@
-"""`loomwork.optim.linear`: CG, CR, BiCGSTAB and GMRES on dense, diagonal and user operators, against SciPy."""
+"""`loomwork.optim.linear`: CG, CR, BiCGSTAB and GMRES on dense, diagonal and user operators, against SciPy;
+the preconditioners of BSR matrices (Jacobi, block Jacobi, FSAI) against NumPy re-derivations."""
 
 import numpy as np
 import pytest
 
 import loomwork as wp
 import loomwork.optim.linear as la
+import loomwork.sparse as sp
 
 scipy_linalg = pytest.importorskip("scipy.sparse.linalg")
 
@@ -224,9 +226,9 @@ def test_bad_input_is_refused_clearly():
         la.cg(A, b, x, M=wp.ones(N, dtype=wp.float64))
     with pytest.raises(ValueError, match="unsupported preconditioner type 'ilu'"):
         la.preconditioner(A, "ilu")
-    with pytest.raises(ValueError, match="sparse BSR"):
+    with pytest.raises(ValueError, match="block_jacobi_direct.* needs A to be a loomwork.sparse BsrMatrix, got array"):
         la.preconditioner(A, "block_jacobi_direct")
-    with pytest.raises(NotImplementedError, match="sparse BSR"):
+    with pytest.raises(ValueError, match="FSAI: A must be a square loomwork.sparse BsrMatrix"):
         la.FSAI(A)
     with pytest.raises(ValueError, match="dense matrix"):
         la.preconditioner(b, "diag")
@@ -240,3 +242,283 @@ def test_bad_input_is_refused_clearly():
         la.cg(A, b, x, restart=0)
     assert la.preconditioner(A, "id") is None
     assert not x.numpy().any()  # nothing ran
+
+
+
+# ---- preconditioners of loomwork.sparse BSR matrices ----
+
+def _poisson(m: int, seed: int | None = None) -> np.ndarray:
+    """The 5-point Laplacian on an m x m grid (with random edge weights in [0.5, 1.5] given a seed: no
+    two candidates of FSAI's growth then tie)."""
+    t = 2.0 * np.eye(m) - np.eye(m, k=1) - np.eye(m, k=-1)
+    d = np.kron(np.eye(m), t) + np.kron(t, np.eye(m))
+    if seed is not None:
+        w = np.triu(np.random.default_rng(seed).uniform(0.5, 1.5, d.shape), 1)
+        off = np.where(d < 0, -(w + w.T), 0.0)
+        d = off - np.diag(off.sum(axis=1)) + 0.01 * np.eye(d.shape[0])
+    return d
+
+
+def _elasticity(m: int, seed: int = 0) -> np.ndarray:
+    """An SPD matrix of 3x3 blocks on an m x m grid, coupling each node's three components (no ties)."""
+    q = np.random.default_rng(seed).standard_normal((3, 3))
+    return np.kron(_poisson(m, seed), 0.3 * q @ q.T + np.eye(3)) + 0.1 * np.eye(3 * m * m)
+
+
+def _bsr(dense: np.ndarray, b: int, dtype=wp.float64) -> sp.BsrMatrix:
+    nb = dense.shape[0] // b
+    blocks = dense.reshape(nb, b, nb, b).transpose(0, 2, 1, 3)
+    rows, cols = np.nonzero(np.abs(blocks).sum(axis=(2, 3)))
+    values = blocks[rows, cols]
+    vtype = dtype if b == 1 else wp.types.matrix((b, b), dtype=dtype)
+    return sp.bsr_from_triplets(nb, nb, wp.array(rows.astype(np.int32)), wp.array(cols.astype(np.int32)),
+                                wp.array(values.reshape(-1) if b == 1 else values, dtype=vtype))
+
+
+def _apply(M: la.LinearOperator, x: np.ndarray, dtype=wp.float64) -> np.ndarray:
+    z = wp.zeros(x.shape[0], dtype=dtype)
+    M.matvec(wp.array(x, dtype=dtype), z, z, 1.0, 0.0)
+    return z.numpy()
+
+
+@pytest.mark.parametrize("ptype", ["diag", "diag_abs"])
+def test_bsr_jacobi_inverts_the_diagonal_coefficients(ptype):
+    """"diag" of a BSR matrix (scalar or 3x3 blocks) scales by 1 / diagonal (1 / |diagonal| for
+    "diag_abs"), 1 where the diagonal is 0, on scalar or vec3 vectors; z = alpha M x + beta y."""
+    rng = np.random.default_rng(3)
+    d = _elasticity(3) + rng.standard_normal((27, 27)) * (np.abs(_elasticity(3)) > 0)
+    d[4, 4], d[10, 10], d[11, 11] = 0.0, -2.0, 0.0
+    diag = np.diag(d)
+    inv = 1.0 / np.where(diag == 0, 1.0, np.abs(diag) if ptype == "diag_abs" else diag)
+    x = rng.standard_normal(27)
+    for b in (1, 3):
+        M = la.preconditioner(_bsr(d, b), ptype)
+        np.testing.assert_allclose(_apply(M, x), inv * x, rtol=1e-14)
+        xv, y = wp.array(x.reshape(9, 3), dtype=wp.vec3d), wp.array(x.reshape(9, 3), dtype=wp.vec3d)
+        M.matvec(xv, y, y, 2.0, -1.0)
+        np.testing.assert_allclose(y.numpy().ravel(), 2.0 * inv * x - x, rtol=1e-13)
+
+
+def _odd_blocks() -> np.ndarray:
+    """Five 3x3 diagonal blocks: SPD, non-symmetric invertible, zero, singular, SPD scaled by 1e-4."""
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((3, 3))
+    return np.stack([q @ q.T + np.eye(3), q + 4.0 * np.eye(3), np.zeros((3, 3)), np.outer([1, 2, 3], [1, 2, 3]),
+                     1e-4 * (q @ q.T + np.eye(3))])
+
+
+BLOCK_JACOBI = ["block_jacobi_direct", "block_jacobi_sequential", "block_jacobi_tile"]
+
+
+@pytest.mark.parametrize("dtype", [wp.float32, wp.float64])
+@pytest.mark.parametrize("ptype", BLOCK_JACOBI)
+def test_block_jacobi_inverts_the_diagonal_blocks(ptype, dtype):
+    """Each block-Jacobi variant applies NumPy's inverse of every diagonal block (off-diagonal blocks are
+    ignored; a missing block reads as zero); a zero or singular block gives the identity, and so does a
+    non-symmetric one for the factorizations that need symmetric positive definite blocks (not "direct")."""
+    blocks = _odd_blocks()
+    n = 3 * len(blocks)
+    dense = np.zeros((n, n))
+    for i, blk in enumerate(blocks):
+        dense[3 * i:3 * i + 3, 3 * i:3 * i + 3] = blk
+    dense[0:3, 6:9] = 5.0  # an off-diagonal block
+    M = la.preconditioner(_bsr(dense, 3, dtype), ptype)
+    assert M.shape == (n, n)
+    expect = [np.linalg.inv(blocks[0]), np.linalg.inv(blocks[1]) if ptype == "block_jacobi_direct" else np.eye(3),
+              np.eye(3), np.eye(3), np.linalg.inv(blocks[4])]
+    x = np.random.default_rng(0).standard_normal(n)
+    got = _apply(M, x, dtype)
+    tol = 1e-4 if dtype == wp.float32 else 1e-10
+    for i, inv in enumerate(expect):
+        np.testing.assert_allclose(got[3 * i:3 * i + 3], inv @ x[3 * i:3 * i + 3], rtol=tol,
+                                   atol=tol * np.abs(inv @ x[3 * i:3 * i + 3]).max())
+
+
+def test_block_jacobi_variants_agree_and_fall_back_to_jacobi_for_csr():
+    """On SPD blocks the three spellings give one preconditioner, usable as cg's M on vec3 systems; on a CSR
+    matrix each is "diag"."""
+    d = _elasticity(4)
+    A = _bsr(d, 3)
+    x = np.random.default_rng(1).standard_normal(d.shape[0])
+    ref = np.zeros_like(x)
+    for i in range(0, d.shape[0], 3):
+        ref[i:i + 3] = np.linalg.solve(d[i:i + 3, i:i + 3], x[i:i + 3])
+    for ptype in BLOCK_JACOBI:
+        np.testing.assert_allclose(_apply(la.preconditioner(A, ptype), x), ref, rtol=1e-12)
+        np.testing.assert_allclose(_apply(la.preconditioner(_bsr(d, 1), ptype), x), x / np.diag(d), rtol=1e-14)
+    b = wp.array(x.reshape(-1, 3), dtype=wp.vec3d)
+    u = wp.zeros_like(b)
+    iters, err, atol = la.cg(A, b, u, tol=1e-10, M=la.preconditioner(A, "block_jacobi_sequential"), maxiter=500)
+    assert err <= atol
+    np.testing.assert_allclose(d @ u.numpy().ravel(), x, atol=1e-8)
+
+
+def _fsai_reference(A: np.ndarray, width: int, tolerance: float, floor: float, step: int = 1) -> np.ndarray:
+    """G grown row by row with the documented rule, in NumPy: on Ah = D A D (unit diagonal), add to S the
+    `step` columns c < i, neighbours of S, with the largest |Ah[c, S] z| > 0 (ties to the lower column),
+    where Ah[S, S] z = e_0; stop at `width` entries, a pivot <= floor, no candidate, or an energy gain
+    1 - z0_old / z0_new <= tolerance. G[i, S] = D z / sqrt(z_0)."""
+    n = A.shape[0]
+    scale = 1.0 / np.sqrt(np.diag(A))
+    Ah = A * np.outer(scale, scale)
+    G = np.zeros_like(A)
+    for i in range(n):
+        S, z = [i], np.ones(1)
+        while len(S) < width:
+            frontier = sorted({c for r in S for c in np.nonzero(A[r])[0] if c < i and c not in S})
+            scores = [(-abs(Ah[c, S] @ z), c) for c in frontier if abs(Ah[c, S] @ z) > 0]
+            if not scores:
+                break
+            old, stopped = z[0], False
+            for _, c in sorted(scores)[:step]:
+                if len(S) == width:
+                    break
+                sub = Ah[np.ix_(S + [c], S + [c])]
+                L = np.linalg.cholesky(Ah[np.ix_(S, S)])
+                w = np.linalg.solve(L, sub[-1, :-1])
+                if 1.0 - w @ w <= floor:
+                    stopped = True
+                    break
+                S.append(c)
+            z = np.linalg.solve(Ah[np.ix_(S, S)], np.eye(len(S))[0])
+            if stopped or (tolerance > 0 and 1.0 - old / z[0] <= tolerance):
+                break
+        G[i, S] = scale[S] * z / np.sqrt(z[0])
+    return G
+
+
+def _dense_of(G: sp.BsrMatrix) -> np.ndarray:
+    off, cols, vals = G.offsets.numpy(), G.columns.numpy(), G.values.numpy()
+    d = np.zeros(G.shape)
+    for r in range(G.nrow):
+        d[r, cols[off[r]:off[r + 1]]] = vals[off[r]:off[r + 1]]
+    return d
+
+
+FSAI_SETTINGS = [{}, {"max_row_size": 16, "kap_tolerance": 0.0}, {"max_row_size": 12, "max_step_size": 3}]
+
+
+@pytest.mark.parametrize("kw", FSAI_SETTINGS)
+@pytest.mark.parametrize("problem", ["poisson", "elasticity"])
+def test_fsai_factor_matches_numpy_rederivation(problem, kw):
+    """FSAI's G (from scalar or 3x3 blocks) is the NumPy re-derivation of the same pattern rule: lower
+    triangular, sorted columns with the diagonal last, G^T G closer to A^-1 than Jacobi (a smaller
+    condition number of G A G^T)."""
+    d = _poisson(7, seed=1) if problem == "poisson" else _elasticity(4)
+    b = 1 if problem == "poisson" else 3
+    F = la.FSAI(_bsr(d, b), **kw)
+    ref = _fsai_reference(d, kw.get("max_row_size", 8), kw.get("kap_tolerance", 1e-3), 1e-12,
+                          kw.get("max_step_size", 1))
+    G = _dense_of(F.G)
+    np.testing.assert_array_equal(G != 0, ref != 0)
+    np.testing.assert_allclose(G, ref, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(_dense_of(F.GT), G.T)
+    assert F.truncated_rows == 0 and not np.triu(G, 1).any()
+    off, cols = F.G.offsets.numpy(), F.G.columns.numpy()
+    assert all(cols[off[r + 1] - 1] == r and (np.diff(cols[off[r]:off[r + 1]]) > 0).all() for r in range(F.G.nrow))
+    jacobi = np.diag(1.0 / np.sqrt(np.diag(d)))
+    assert np.linalg.cond(G @ d @ G.T) < 0.5 * np.linalg.cond(jacobi @ d @ jacobi)
+    x = np.random.default_rng(2).standard_normal(d.shape[0])
+    np.testing.assert_allclose(_apply(F, x), G.T @ (G @ x), rtol=1e-12)
+
+
+@pytest.mark.parametrize("problem", ["poisson", "elasticity"])
+def test_fsai_takes_cg_fewer_iterations(problem):
+    """CG on a 2-D Poisson matrix and a 3x3-block elasticity-like matrix: FSAI takes fewer iterations than
+    no, Jacobi or block-Jacobi preconditioning, and every solver converges with M=FSAI (also FSAI by
+    preconditioner(A, "fsai"))."""
+    d = _poisson(16) if problem == "poisson" else _elasticity(10)
+    A = _bsr(d, 1 if problem == "poisson" else 3)
+    rhs = np.random.default_rng(4).standard_normal(d.shape[0])
+    b = wp.array(rhs)
+
+    def iterations(M, solver=la.cg) -> int:
+        x = wp.zeros_like(b)
+        iters, err, atol = solver(A, b, x, tol=1e-8, M=M, maxiter=2000, check_every=1)
+        assert err <= atol
+        np.testing.assert_allclose(d @ x.numpy(), rhs, atol=1e-6 * np.abs(rhs).max())
+        return iters
+
+    fsai = la.preconditioner(A, "fsai")
+    assert isinstance(fsai, la.FSAI)
+    plain = iterations(None)
+    others = [plain, iterations(la.preconditioner(A, "diag")), iterations(la.preconditioner(A, "block_jacobi_direct"))]
+    assert iterations(fsai) < 0.7 * min(others)
+    assert iterations(la.FSAI(A, max_row_size=24)) < iterations(fsai)
+    for solver in (la.cr, la.bicgstab, la.gmres):
+        assert iterations(fsai, solver) < plain
+
+
+def test_fsai_update_refits_on_the_same_supports():
+    """update() refits G for new values of A on the same supports (A scaled by 4: G halves); a changed sparsity,
+    an update without reuse_pattern or a non-SPD refit raise ValueError and keep the previous factor;
+    regularize_refit reports the rows it fixed instead; defer_pattern starts from the identity and chooses
+    the supports at the first update; factor_dtype=float32 stores a float64 factor in float32."""
+    d = _elasticity(4)
+    A = _bsr(d, 3)
+    F = la.FSAI(A, reuse_pattern=True)
+    G0 = _dense_of(F.G)
+    A.values.assign(wp.array(A.values.numpy() * 4.0, dtype=A.dtype))
+    assert F.update() is F and F.source is A
+    np.testing.assert_allclose(_dense_of(F.G), G0 / 2.0, rtol=1e-12)
+    np.testing.assert_allclose(_dense_of(F.GT), G0.T / 2.0, rtol=1e-12)
+    assert not F.update_status.numpy().any()
+    with pytest.raises(ValueError, match="reuse_pattern=True"):
+        la.FSAI(A).update()
+    other = _bsr(d + np.eye(d.shape[0], k=9) + np.eye(d.shape[0], k=-9), 3)
+    with pytest.raises(ValueError, match="original's shape, dtype, device"):
+        F.update(other)
+    indefinite = _bsr(d - 3.0 * np.eye(d.shape[0]), 3)
+    with pytest.raises(ValueError, match="diagonals .* SPD local systems"):
+        F.update(indefinite)
+    np.testing.assert_allclose(_dense_of(F.G), G0 / 2.0, rtol=1e-12)  # kept
+    R = la.FSAI(_bsr(d, 3), reuse_pattern=True, regularize_refit=True, validate_topology=False)
+    R.update(indefinite)
+    status = R.update_status.numpy()
+    assert status[0] == 0 and status[1] > 0 and np.isfinite(_dense_of(R.G)).all()
+
+    D = la.FSAI(_bsr(d, 3), reuse_pattern=True, defer_pattern=True)
+    assert D.truncated_rows is None and D.pattern_ready.numpy()[0] == 0
+    np.testing.assert_array_equal(_dense_of(D.G), np.eye(d.shape[0]))
+    D.update()
+    assert D.pattern_ready.numpy()[0] == 1 and not D.pattern_status.numpy().any()
+    np.testing.assert_allclose(_dense_of(D.G), G0, rtol=1e-12)
+
+    S = la.FSAI(_bsr(d, 3), factor_dtype=wp.float32)
+    assert S.G.values.dtype == wp.float32
+    np.testing.assert_allclose(_dense_of(S.G), G0, rtol=1e-6)
+
+
+def test_sparse_preconditioners_refuse_bad_input():
+    """Non-BSR, non-square, rectangular-block, integer or unsupported-precision matrices and bad FSAI options
+    raise errors naming the argument."""
+    d = _elasticity(2)
+    A = _bsr(d, 3)
+    rect = sp.bsr_from_triplets(2, 3, wp.array([0, 1], dtype=int), wp.array([0, 1], dtype=int),
+                                wp.array(np.ones((2, 3, 3)), dtype=wp.mat33d))
+    for ptype in BLOCK_JACOBI:
+        with pytest.raises(ValueError, match="as many block rows as block columns"):
+            la.preconditioner(rect, ptype)
+    with pytest.raises(ValueError, match="as many block rows"):
+        la.preconditioner(rect, "diag")
+    mat32 = wp.types.matrix((3, 2), dtype=wp.float64)
+    with pytest.raises(ValueError, match="square matrix blocks, A's are 3x2"):
+        la.preconditioner(sp.bsr_zeros(2, 3, mat32), "block_jacobi_direct")
+    with pytest.raises(ValueError, match="block_jacobi_tile.*float32 or float64"):
+        la.preconditioner(sp.bsr_zeros(2, 2, wp.types.matrix((2, 2), dtype=wp.float16)), "block_jacobi_tile")
+    with pytest.raises(ValueError, match="FSAI: A must be square"):
+        la.FSAI(rect)
+    with pytest.raises(TypeError, match="float16, float32 or float64"):
+        la.FSAI(sp.bsr_zeros(2, 2, wp.types.matrix((2, 2), dtype=wp.bfloat16)))
+    for kw, msg in (({"max_row_size": 0}, "max_row_size must be an integer in"),
+                    ({"max_step_size": 65}, "max_step_size"), ({"kap_tolerance": 1.0}, "kap_tolerance"),
+                    ({"pivot_floor": 0.0}, "pivot_floor"), ({"factor_dtype": wp.float16}, "factor_dtype"),
+                    ({"defer_pattern": True}, "defer_pattern requires reuse_pattern")):
+        with pytest.raises(ValueError, match=msg):
+            la.FSAI(A, **kw)
+    with pytest.raises(ValueError, match="finite positive diagonals .1 rows"):
+        la.FSAI(_bsr(d - np.diag(np.eye(d.shape[0])[0] * d[0, 0]), 3))
+    with pytest.raises(ValueError, match="FSAI matvec: x must be"):
+        la.FSAI(A).matvec(wp.zeros(5, dtype=wp.float64), wp.zeros(12), wp.zeros(12), 1.0, 0.0)
+    with pytest.raises(ValueError, match="unsupported preconditioner type 'ilu'"):
+        la.preconditioner(A, "ilu")

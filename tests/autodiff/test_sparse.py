@@ -129,3 +129,39 @@ def test_cg_solves_a_bsr_system():
     la.cg(A, wp.array(b), x, tol=1e-12, maxiter=200)
     ref = spsolve(sps.coo_matrix((vals, (rows, cols)), shape=(n, n)).tocsc(), b)
     np.testing.assert_allclose(x.numpy(), ref, rtol=1e-8, atol=1e-10)
+
+
+def test_copy_changes_block_shape_and_scalar_type_and_identity():
+    """bsr_copy regroups a matrix's scalars into blocks of another shape (multiples or dividers of the
+    original) and casts them; bsr_identity is the identity; bsr_get_diag reads zero for a missing block;
+    bad block shapes raise ValueError."""
+    rng = np.random.default_rng(2)
+    d = rng.standard_normal((12, 12)) * (rng.random((12, 12)) < 0.3)
+    d[6:9, 6:9] = 0.0
+    r, c = np.nonzero(d)
+    A = sp.bsr_from_triplets(12, 12, wp.array(r.astype(np.int32)), wp.array(c.astype(np.int32)), wp.array(d[r, c]))
+    for shape in ((3, 3), (2, 4), (6, 2), (1, 1)):
+        B = sp.bsr_copy(A, block_shape=shape)
+        assert B.block_shape == shape and B.shape == (12, 12)
+        np.testing.assert_array_equal(sps.bsr_matrix((B.values.numpy().reshape(-1, *shape), B.columns.numpy(),
+                                                      B.offsets.numpy()), shape=(12, 12)).toarray(), d)
+        C = sp.bsr_copy(B, scalar_type=wp.float32, block_shape=(1, 1))
+        assert C.scalar_type == wp.float32
+        np.testing.assert_allclose(sps.csr_matrix((C.values.numpy(), C.columns.numpy(), C.offsets.numpy()),
+                                                  shape=(12, 12)).toarray(), d, rtol=1e-6)
+    diag = sp.bsr_get_diag(sp.bsr_copy(A, block_shape=(3, 3))).numpy()
+    for i in range(4):
+        np.testing.assert_array_equal(diag[i], d[3 * i:3 * i + 3, 3 * i:3 * i + 3])
+    eye = sp.bsr_identity(4, wp.mat33f)
+    assert eye.nnz == 4 and A.row_counts is None
+    np.testing.assert_array_equal(eye.values.numpy(), np.broadcast_to(np.eye(3), (4, 3, 3)))
+    with pytest.raises(ValueError, match="block_shape .5, 5. must divide"):
+        sp.bsr_copy(A, block_shape=(5, 5))
+
+
+def test_triplets_of_scalar_blocks_make_matrix_blocks():
+    """bsr_from_triplets with a (n, rows, cols) array of scalars makes blocks of rows x cols, as Warp."""
+    v = np.random.default_rng(0).standard_normal((3, 2, 3))
+    A = sp.bsr_from_triplets(2, 2, wp.array([0, 1, 1], dtype=int), wp.array([0, 1, 0], dtype=int), wp.array(v))
+    assert A.block_shape == (2, 3) and A.shape == (4, 6) and A.scalar_type == wp.float64
+    np.testing.assert_array_equal(A.values.numpy(), v[[0, 2, 1]])
