@@ -817,17 +817,22 @@ class array:  # noqa: N801 - Warp's public name
         return self
 
     def _assign_staged(self, src: Any, st: Any, writes: tuple) -> array:
-        """`assign` where either side is device memory: the values pass through the host."""
-        dst = self._host()
+        """`assign` where either side is device memory: a device copy where the layouts allow, otherwise the
+        values pass through the host when the work runs (so a graph capture records the transfer itself)."""
+        comps = int(np.prod(self.dtype._shape_)) if T.is_composite(self.dtype) else 1
         if isinstance(src, array):
-            src_st = T.elem_scalar(src.dtype)
-            values = src._host() if src_st is st else T.from_storage(src_st, src._host())
+            if src.dtype == self.dtype and src.size == self.size and src.is_contiguous and self.is_contiguous:
+                copy(self, src)  # recorded by a Tape and a graph capture as wp.copy is
+                return self
+            n = src.size * (int(np.prod(src.dtype._shape_)) if T.is_composite(src.dtype) else 1)
+            payload: Any = src
         else:
-            values = np.asarray(src)
-        if values.size != dst.size:
-            raise ValueError(f"assign: source has {values.size} values, array has {dst.size}")
-        dst[...] = T.to_storage(st, values.reshape(dst.shape), raw_bits=True)
-        submit(self.device, None, self._write_back, (dst,), writes, "memcpy", TIMING_MEMCPY, (self, dst))
+            payload = np.array(src)  # the values as they are now, whatever happens to `src` before the work runs
+            n = payload.size
+        if n != self.size * comps:
+            raise ValueError(f"assign: source has {n} values, array has {self.size * comps}")
+        submit(self.device, None, _assign_through_host, (self, payload, st), writes, "memcpy", TIMING_MEMCPY,
+               (self, payload))
         if isinstance(src, array) and src.dtype == self.dtype and src.size == self.size:
             _record_copy(self, src, 0, 0, self.size)
         self._storage.bump("assign()")
@@ -866,6 +871,18 @@ def _record_dtype(struct_type: Any) -> np.dtype:
 
 def _set_all(view: np.ndarray, values: Any) -> None:
     view[...] = values
+
+
+def _assign_through_host(dst: array, src: Any, st: Any) -> None:
+    """`assign` staged through the host: `src` (an array, or NumPy values) into `dst`, one side in device memory."""
+    host = dst._host()
+    if isinstance(src, array):
+        src_st = T.elem_scalar(src.dtype)
+        values = src._host() if src_st is st else T.from_storage(src_st, src._host())
+    else:
+        values = src
+    host[...] = T.to_storage(st, np.asarray(values).reshape(host.shape), raw_bits=True)
+    dst._write_back(host)  # nothing to do where `host` is the memory itself
 
 
 def _fill_device(a: array, value: Any) -> None:

@@ -65,6 +65,8 @@ _SIGNATURES = {
     "cuMemPoolSetAccess": [_p, _p, _size],
     "cuMemPoolGetAccess": [ctypes.POINTER(_int), _p, _p],
     "cuCtxSetCurrent": [_p],
+    "cuCtxGetCurrent": [ctypes.POINTER(_p)],
+    "cuStreamIsCapturing": [_p, ctypes.POINTER(_int)],
     "cuCtxSynchronize": [],
     "cuCtxEnablePeerAccess": [_p, _uint],
     "cuCtxDisablePeerAccess": [_p],
@@ -170,7 +172,7 @@ def error_text(err: int) -> str:
         return f"CUDA error {err}"
     lib.cuGetErrorString(err, ctypes.byref(desc))
     text = f"{name.value.decode()}: {desc.value.decode() if desc.value else ''}"
-    if err in (700, 701, 702, 710, 713, 714, 715, 716, 717, 718, 719):  # faults: the context is lost
+    if err in (700, 702, 710, 714, 715, 716, 717, 718, 719):  # sticky faults: the context is lost
         text += (" (a kernel faulted, for example by reading or writing out of bounds; the CUDA context cannot "
                  "be used again in this process: run the kernel's module with wp.config.mode = 'debug' on the CPU "
                  "to find the access)")
@@ -183,9 +185,6 @@ def check(err: int, call: str) -> None:
         raise CudaError(f"{call} failed: {error_text(err)}")
 
 
-_bound = threading.local()  # the context current on this thread, as last set here
-
-
 class DeviceMemory:
     """Owns one device allocation: freed (on its device's current stream, for pool memory) when this goes."""
 
@@ -195,13 +194,8 @@ class DeviceMemory:
         self.ptr, self.nbytes, self.backend, self.pooled = ptr, nbytes, backend, pooled
 
     def __del__(self) -> None:
-        b = self.backend
         try:
-            b.bind()
-            if self.pooled:
-                b.lib.cuMemFreeAsync(self.ptr, b.stream)
-            else:
-                b.lib.cuMemFree_v2(self.ptr)
+            self.backend.free(self.ptr, self.pooled)
         except Exception:  # noqa: BLE001 - at interpreter exit the driver may be gone: nothing to free then
             pass
 
@@ -239,9 +233,10 @@ class CudaProgram(Program):
               f"cuModuleGetFunction({name}_cuda)")
         limit = _int(0)
         check(lib.cuFuncGetAttribute(ctypes.byref(limit), _FUNC_MAX_THREADS, fn), "cuFuncGetAttribute")
-        desc = struct.pack("<QQQII", ctypes.cast(lib.cuLaunchKernel, _p).value, fn.value,
-                           ctypes.addressof(b.stream_slot), limit.value, b.sm_count)
-        native, ctx, local = cpu_runtime().lw_cuda_launch, b.ctx, _bound
+        desc = struct.pack("<QQQIIQQQ", ctypes.cast(lib.cuLaunchKernel, _p).value, fn.value,
+                           ctypes.addressof(b.stream_slot), limit.value, b.sm_count, b.ctx,
+                           ctypes.cast(lib.cuCtxGetCurrent, _p).value, ctypes.cast(lib.cuCtxSetCurrent, _p).value)
+        native = cpu_runtime().lw_cuda_launch
 
         def header(size: int, dims: tuple[int, ...], fault: int = 0, zero_grads: int = 0, block_dim: int = 0,
                    max_blocks: int = 0) -> tuple:
@@ -252,8 +247,6 @@ class CudaProgram(Program):
             return (block_dim, max_blocks, size, len(dims), *dims, *(1,) * (4 - len(dims)), zero_grads, fault)
 
         def launch(blob: bytes) -> None:
-            if getattr(local, "ctx", None) != ctx:
-                b.bind()
             err = native(desc, blob, len(blob))
             if err:
                 check(err, f"cuLaunchKernel({name})")
@@ -325,6 +318,7 @@ class CudaBackend(Backend):
         self.default_stream = self.create_stream(0)
         self.stream_slot = _p(self.default_stream)  # where launches read the current stream (natively too)
         self.peers: set[int] = set()
+        self.pending_frees: list[tuple[int, bool]] = []  # (address, pooled) freed during another's capture
         self._slots = threading.local()
 
     @property
@@ -356,15 +350,20 @@ class CudaBackend(Backend):
         return free.value, total.value
 
     def bind(self) -> None:
-        """Make this device's context current on the calling thread."""
-        if getattr(_bound, "ctx", None) != self.ctx:
+        """Make this device's context current on the calling thread (another library may have made another
+        one current since loomwork's last call, so it is asked each time)."""
+        current = _p()
+        if self.lib.cuCtxGetCurrent(ctypes.byref(current)) != 0 or current.value != self.ctx:
             check(self.lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
-            _bound.ctx = self.ctx
 
     # -- memory -------------------------------------------------------------------------------------
 
     def allocate(self, nbytes: int, *, zero: bool) -> tuple[int, Any]:
         self.bind()
+        if self.pending_frees and not self.capturing():
+            pending, self.pending_frees = self.pending_frees, []
+            for p, pooled in pending:
+                self.free(p, pooled)
         ptr = _u64()
         pooled = self.mempool_enabled
         err = (self.lib.cuMemAllocAsync(ctypes.byref(ptr), nbytes, self.stream) if pooled
@@ -378,6 +377,22 @@ class CudaBackend(Backend):
         if zero:
             self.zero(ptr.value, nbytes)
         return ptr.value, DeviceMemory(ptr.value, nbytes, self, pooled)
+
+    def capturing(self) -> bool:
+        """Whether the current stream is being captured into a CUDA graph (by another library)."""
+        status = _int(0)
+        check(self.lib.cuStreamIsCapturing(self.stream, ctypes.byref(status)), "cuStreamIsCapturing")
+        return status.value != 0
+
+    def free(self, ptr: int, pooled: bool) -> None:
+        """Give an allocation back (on the current stream, for pool memory). While that stream is being
+        captured a free would join the graph, so it waits for the next allocation outside a capture."""
+        self.bind()
+        if self.capturing():
+            self.pending_frees.append((ptr, pooled))
+            return
+        err = self.lib.cuMemFreeAsync(ptr, self.stream) if pooled else self.lib.cuMemFree_v2(ptr)
+        check(err, "cuMemFreeAsync" if pooled else "cuMemFree")
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         self.bind()
@@ -552,20 +567,23 @@ class CudaBackend(Backend):
         (launches that check a debug fault slot after running replay one by one)."""
         if len(launches) < 2 or any(getattr(fn, "backend", None) is not self for fn, _ in launches):
             return super().batch(launches)
-        lib = self.lib
+        lib, native = self.lib, cpu_runtime().lw_cuda_launch
         self.bind()
         capture = self.create_stream(0, _STREAM_NON_BLOCKING)
-        saved, graph = self.stream, _p()
+        slot, graph = _p(capture), _p()  # the launches read this stream, not the device's current one
+        where = struct.pack("<Q", ctypes.addressof(slot))
         check(lib.cuStreamBeginCapture_v2(capture, _CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture")
-        self.stream = capture
+        failed = 0
         try:
             for fn, blob in launches:
-                fn(blob)
+                failed = failed or native(fn.desc[:16] + where + fn.desc[24:], blob, len(blob))
         finally:
-            self.stream = saved
             err = lib.cuStreamEndCapture(capture, ctypes.byref(graph))
             self.destroy_stream(capture)
-        check(err, "cuStreamEndCapture")
+        if failed or err:
+            if graph.value:
+                lib.cuGraphDestroy(graph)
+            check(failed or err, "cuLaunchKernel (recording a CUDA graph)" if failed else "cuStreamEndCapture")
         exe = _p()
         try:
             check(lib.cuGraphInstantiateWithFlags(ctypes.byref(exe), graph, 0), "cuGraphInstantiateWithFlags")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import functools
 import inspect
 import math
 import struct
@@ -34,13 +35,14 @@ from . import foreign
 from . import types as T
 from .annotations import annotations, arg_type
 from .array import array, over_buffer, pack_desc
+from .backend import ErrorRecord
 from .device import Device, get_device, get_devices
 from .errors import DeviceError, LaunchError
 from .ir import ArrayType
 from .jax_cpu import TARGET, handler_library
 from .launch import _make_plan
 from .module import Kernel
-from .stream import ScopedStream, Stream
+from .stream import ScopedStream, Stream, run_on
 
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized")
 _SKIP, _ADDRESS = -1, 0  # slot kinds (native/jax_ffi.cpp); a kind > 0 is a scalar of that many bytes
@@ -349,6 +351,7 @@ class JaxKernel(_Signature):
         self.vmap_method = _check_vmap(vmap_method, what)
         self.launch_dims, self.output_dims = launch_dims, output_dims
         self.enable_backward = enable_backward
+        self._fault_records: list[Any] = []  # device fault records of debug builds' GPU calls
         self.__name__ = f"jax_kernel({self.key})"
 
     def __repr__(self) -> str:
@@ -390,15 +393,16 @@ class JaxKernel(_Signature):
         """The launch packed for XLA's CPU, with the same launch packed for CUDA attached where loomwork has CUDA
         devices (the kernel is loaded on each; the handler picks the one XLA's stream belongs to)."""
         call = self._pack(get_device("cpu"), dims, static, op_params, shapes, adjoint)
-        gpus = [d for d in get_devices() if d.backend.cuda_array_interface]
+        gpus = _jax_gpus()
         if gpus:
             call.cuda = self._pack(gpus[0], dims, static, op_params, shapes, adjoint)
-            handles = []
+            descs = []
             for d in gpus:
                 lm = self.kernel.module.load(d)
-                launch = (lm.adjoint(self.key) if adjoint else lm.kernels[self.key]).launch
-                handles.append(struct.pack("<QQ", d.backend.ctx, struct.unpack_from("<Q", launch.desc, 8)[0]))
-            call.cuda.desc = launch.desc + b"".join(handles)
+                descs.append((lm.adjoint(self.key) if adjoint else lm.kernels[self.key]).launch.desc)
+            # the first device's launch settings, then each device's (context, kernel handle)
+            call.cuda.desc = descs[0] + b"".join(struct.pack("<QQ", d.backend.ctx, struct.unpack_from("<Q", desc, 8)[0])
+                                                 for d, desc in zip(gpus, descs, strict=True))
         return call
 
     def _pack(self, dev: Device, dims: tuple, static: dict, op_params: list, shapes: dict, adjoint: bool) -> _Call:
@@ -423,8 +427,11 @@ class JaxKernel(_Signature):
                               False if p.scalar is T.bool_ else 0.0 if p.scalar.is_float else 0)
         size = math.prod(dims)
         # debug builds: the header ends with the fault record's address, which the CPU handler fills in and the
-        # CUDA one reads back (a record in device memory)
-        fault = dev.backend.fault_slot().address if lm.debug and not dev.backend.host_accessible else 0
+        # CUDA one reads back (a record in device memory this call owns)
+        fault = 0
+        if lm.debug and not dev.backend.host_accessible:  # alive as long as this jax_kernel (compiled calls use it)
+            fault, record = dev.backend.allocate(ctypes.sizeof(ErrorRecord), zero=True)
+            self._fault_records.append(record)
         blob = plan.struct.pack(*launcher.header(size, dims, fault), *values)
         debug = dict(kernel=self.kernel.label + (" (in its adjoint)" if adjoint else ""), fault_offset=-1, sites="")
         if lm.debug:
@@ -499,6 +506,17 @@ class JaxKernel(_Signature):
 
         run.defvjp(fwd, bwd, symbolic_zeros=True)
         return run
+
+
+@functools.cache
+def _jax_gpus() -> list[Device]:
+    """loomwork's CUDA devices when JAX runs on CUDA too (otherwise none: calls are packed for the CPU only)."""
+    try:
+        if not _jax().devices("cuda"):
+            return []
+    except RuntimeError:  # this JAX has no CUDA backend
+        return []
+    return [d for d in get_devices() if d.backend.cuda_array_interface]
 
 
 def _zero_cotangent(x: Any) -> Any:
@@ -674,8 +692,9 @@ class FfiBuffer:
         if self.stream is None:
             return np.asarray(self)
         out = np.empty(self.shape, self.dtype)
-        if out.nbytes:
-            self.device.backend.download(out.ctypes.data, self.ptr, out.nbytes)
+        if out.nbytes:  # on XLA's stream, after the work that produced the buffer
+            run_on(Stream(self.device, cuda_stream=self.stream), self.device.backend.download,
+                   (out.ctypes.data, self.ptr, out.nbytes))
         return out
 
     def __repr__(self) -> str:

@@ -405,6 +405,8 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         dims = (dim,)
     else:
         dims = _dims(dim)
+    if block_dim != 256 or max_blocks:
+        block_dim, max_blocks = _block_shape(kernel, block_dim, max_blocks)
     dev = get_device(device) if stream is None else _stream_device(stream, device)
     lm = kernel.module.load(dev)
     lk = lm.kernels.get(kernel.key) or lm.kernel(kernel.key)
@@ -447,23 +449,24 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         header = lk.header(size, dims, slot.address, 0, block_dim, max_blocks)
     else:
         header = lk.header(size, dims, 0, 0, block_dim, max_blocks)
-    pins = ()  # temporaries the packed block points into: alive until the launch is done
-    try:
-        blob = plan.pack(header, params)
-    except (struct.error, OverflowError, TypeError):
-        blob, pins = plan.pack_checked(kernel, header, params)
+    if stream is None:
+        try:
+            blob, pins = plan.pack(header, params), ()  # pins: temporaries the block points into
+        except (struct.error, OverflowError, TypeError):
+            blob, pins = plan.pack_checked(kernel, header, params)
+    else:  # foreign arrays' streams are waited for on the launch's stream
+        blob, pins = run_on(stream, _packed, (plan, kernel, header, params))
     fault = None
     if size:
         if streams.intercept:  # a graph capture or activity timing is on
             _submit(kernel, lm, lk.launch, dev, stream, blob, params, pins, slot if lm.debug else None,
                     [(params[i], kernel.key) for i in lk.writes], "forward")
-        else:
-            if stream is None:
-                lk.launch(blob)
-            else:
-                run_on(stream, lk.launch, (blob,))
+        elif stream is None:
+            lk.launch(blob)
             if lm.debug:
                 fault = slot.take()
+        else:
+            fault = run_on(stream, _launched, (lk.launch, blob, slot if lm.debug else None))
     if registry.recording and record_tape and fault is None:  # a launch that faulted did not run as written
         for tape in registry.local.recorders:
             tape.record_launch(kernel, lk, dims, params, dev, saved)
@@ -504,6 +507,29 @@ def _verify_fp(kernel: Kernel, plan: LaunchPlan, params: list, which: frozenset,
 
 def _float_valued(t: Any) -> bool:
     return T.is_float(t) or T.is_composite(t) and t._wp_scalar_type_.is_float
+
+
+def _block_shape(kernel: Kernel, block_dim: Any, max_blocks: Any) -> tuple[int, int]:
+    """`wp.launch`'s block size (1 to 1024) and block cap (zero or negative: none), checked."""
+    if not isinstance(block_dim, int | np.integer) or not 1 <= block_dim <= 1024:
+        raise LaunchValueError(f"kernel {kernel.label}: block_dim must be an int from 1 to 1024, got {block_dim!r}")
+    if not isinstance(max_blocks, int | np.integer):
+        raise LaunchValueError(f"kernel {kernel.label}: max_blocks must be an int, got {max_blocks!r}")
+    return int(block_dim), max(int(max_blocks), 0)
+
+
+def _packed(plan: LaunchPlan, kernel: Kernel, header: tuple, params: list) -> tuple[bytes, Any]:
+    """The packed block of a launch and the temporaries it points into."""
+    try:
+        return plan.pack(header, params), ()
+    except (struct.error, OverflowError, TypeError):
+        return plan.pack_checked(kernel, header, params)
+
+
+def _launched(launch_fn: Any, blob: bytes, slot: Any) -> Any:
+    """Run a packed launch; with a debug fault slot, the fault it recorded (read on the same stream)."""
+    launch_fn(blob)
+    return slot.take() if slot is not None else None
 
 
 def _stream_device(stream: Any, device: Any) -> Device:
@@ -578,9 +604,9 @@ def _launch_adjoint(kernel: Kernel, lm: LoadedModule, dev: Device, stream: Any, 
         return
     if stream is None:
         adjoint.launch(blob)
+        fault = slot.take() if slot else None
     else:
-        run_on(stream, adjoint.launch, (blob,))
-    fault = slot.take() if slot else None
+        fault = run_on(stream, _launched, (adjoint.launch, blob, slot))
     if fault is not None:
         raise _fault_error(kernel, lm, fault, " (in its adjoint)")
     for stand_in, target in staged:

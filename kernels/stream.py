@@ -342,15 +342,16 @@ class GpuInterval:
         return backend.elapsed_ms(self.start.cuda_event, self.end.cuda_event)
 
 
-def run_on(stream: Stream, fn: Callable[..., Any], args: tuple) -> None:
+def run_on(stream: Stream, fn: Callable[..., Any], args: tuple) -> Any:
     """`fn(*args)` with `stream` as its device's current stream (device work `fn` issues goes there)."""
+    if stream.cuda_stream is None:
+        return fn(*args)
     backend = stream.device.backend
     saved = backend.stream
     if saved == stream.cuda_stream:
-        fn(*args)
-        return
+        return fn(*args)
     backend.stream = stream.cuda_stream
     try:
-        fn(*args)
+        return fn(*args)
     finally:
         backend.stream = saved

@@ -71,6 +71,9 @@ def _on_host(*written: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
             for n in written:
                 if n in remote:
                     copy(remote[n], bound.arguments[n])
+            for n, original in remote.items():
+                if result is bound.arguments[n]:
+                    return original  # an `out=` given: the caller's array, now written
             if isinstance(result, array) and result.device != (dev := next(iter(remote.values())).device):
                 result = result.to(dev)  # a new array (a reduction along an axis) goes where its input was
             return result

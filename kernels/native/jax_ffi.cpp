@@ -171,6 +171,9 @@ struct CudaLaunch {  // lw_cuda_launch's descriptor (native/runtime.cpp)
     void* func;
     void* const* stream;
     unsigned max_block, sm_count;
+    void* ctx;
+    void* get_current;
+    void* set_current;
 };
 
 ffi::Error cuda_failed(const char* call, int err) {
@@ -213,7 +216,10 @@ ffi::Error launch_cuda_impl(void* stream, ffi::RemainingArgs args, ffi::Remainin
     for (size_t at = sizeof(CudaLaunch); at < desc.size(); at += 2 * sizeof(void*)) {
         void* pair[2];
         std::memcpy(pair, desc.begin() + at, sizeof(pair));
-        if (pair[0] == ctx) d.func = pair[1];
+        if (pair[0] == ctx) {
+            d.ctx = pair[0];
+            d.func = pair[1];
+        }
     }
     if (d.func == nullptr)
         return ffi::Error::InvalidArgument("loomwork: kernel " + std::string(kernel) +

@@ -316,9 +316,14 @@ struct CudaLaunch {
     void* func;
     void* const* stream;
     unsigned max_block, sm_count;  // the most threads a block of this kernel can have
+    void* ctx;                     // the context the kernel was loaded in, and cuCtxGetCurrent / cuCtxSetCurrent
+    void* get_current;
+    void* set_current;
 };
 typedef int (*cu_launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
                                 void**, void**);
+typedef int (*cu_get_ctx)(void**);
+typedef int (*cu_set_ctx)(void*);
 
 extern "C" __attribute__((visibility("default"))) int lw_cuda_launch(const CudaLaunch* d, const char* blob,
                                                                      int nbytes) {
@@ -341,9 +346,16 @@ extern "C" __attribute__((visibility("default"))) int lw_cuda_launch(const CudaL
     }
     if (asked[1] && blocks > (long long)asked[1]) blocks = asked[1];
     if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
-    unsigned long size = (unsigned long)nbytes;
+    decltype(sizeof(0)) size = (decltype(sizeof(0)))nbytes;  // size_t, without the standard headers
     void* extra[] = {(void*)1, (void*)blob, (void*)2, &size, (void*)0};
-    return ((cu_launch_kernel)d->launch)(d->func, (unsigned)blocks, 1, 1, block, 1, 1, 0, *d->stream, nullptr, extra);
+    // the kernel's context must be current; another library may have made its own current on this thread
+    void* previous = nullptr;
+    int err = ((cu_get_ctx)d->get_current)(&previous);
+    if (err) return err;
+    if (previous != d->ctx && (err = ((cu_set_ctx)d->set_current)(d->ctx))) return err;
+    err = ((cu_launch_kernel)d->launch)(d->func, (unsigned)blocks, 1, 1, block, 1, 1, 0, *d->stream, nullptr, extra);
+    if (previous != d->ctx && previous != nullptr) ((cu_set_ctx)d->set_current)(previous);
+    return err;
 }
 
 // Zero nbytes at p on every core (array.zero_() of large arrays, e.g. gradients before backward).

@@ -69,11 +69,12 @@ def pointers_in_device_memory(backend: DeviceMemory, handle: int, desc_type: typ
 
 
 @wp.kernel
-def closest_and_ray(mesh: wp.uint64, pts: wp.array(dtype=wp.vec3), face: wp.array(dtype=int),
+def closest_and_ray(mesh: wp.uint64, pts: wp.array(dtype=wp.vec3), dist: wp.array(dtype=float),
                     hit_t: wp.array(dtype=float)):
     i = wp.tid()
     q = wp.mesh_query_point_no_sign(mesh, pts[i], 1.0e6)
-    face[i] = q.face if q.result else -1
+    # the distance, not the face: points nearest an edge or a corner have several equally near faces
+    dist[i] = wp.length(wp.mesh_eval_position(mesh, q.face, q.u, q.v) - pts[i]) if q.result else -1.0
     r = wp.mesh_query_ray(mesh, pts[i], wp.normalize(-pts[i]), 1.0e6)
     hit_t[i] = r.t if r.result else -1.0
 
@@ -129,18 +130,18 @@ def test_meshes_and_bvhs_query_device_copies(dev):
             pointers_in_device_memory(dev.backend, MeshDesc.from_address(mesh.id).bvh, BvhDesc,
                                       ("nodes", "parents", "order", "item_lowers", "item_uppers"))
         p = wp.array(pts, dtype=wp.vec3, device=d)
-        face, t = wp.zeros(64, dtype=int, device=d), wp.zeros(64, dtype=float, device=d)
-        wp.launch(closest_and_ray, 64, inputs=[mesh.id, p, face, t], device=d)
+        dist, t = wp.zeros(64, dtype=float, device=d), wp.zeros(64, dtype=float, device=d)
+        wp.launch(closest_and_ray, 64, inputs=[mesh.id, p, dist, t], device=d)
         moved = wp.array(_box_mesh("cpu").points.numpy() * 2.0, dtype=wp.vec3, device=d)
         mesh.points = moved  # a refit: the device copies follow
         t2 = wp.zeros(64, dtype=float, device=d)
-        wp.launch(closest_and_ray, 64, inputs=[mesh.id, p, face, t2], device=d)
+        wp.launch(closest_and_ray, 64, inputs=[mesh.id, p, dist, t2], device=d)
         lo = wp.array(pts - 0.5, dtype=wp.vec3, device=d)
         hi = wp.array(pts + 0.5, dtype=wp.vec3, device=d)
         bvh = wp.Bvh(lo, hi)
         count = wp.zeros(64, dtype=int, device=d)
         wp.launch(box_counts, 64, inputs=[bvh.id, lo, hi, count], device=d)
-        answers.append((face.numpy(), t.numpy(), t2.numpy(), count.numpy()))
+        answers.append((dist.numpy(), t.numpy(), t2.numpy(), count.numpy()))
     for cpu, other in zip(*answers, strict=True):
         np.testing.assert_allclose(other, cpu, rtol=1e-5, atol=1e-5)  # a GPU fuses multiply-adds
     assert (answers[0][1] > 0).any() and not np.array_equal(answers[0][1], answers[0][2])

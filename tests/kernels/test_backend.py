@@ -281,6 +281,8 @@ def test_host_access_is_asked_of_the_backend(register):
     assert array_sum(a) == 6.0 and array_sum(wp.array(np.ones((2, 3), np.float32), device=dev), axis=1).device == dev
     keys = wp.array(np.array([3, 1, 2, 0], np.int32), device=dev)
     vals = wp.array(np.arange(4, dtype=np.int32), device=dev)
+    out = wp.zeros(1, dtype=float, device=dev)
+    assert array_sum(a, out=out) is out and out.numpy()[0] == 6.0
     wp.utils.radix_sort_pairs(keys, vals, 4)
     assert keys.numpy().tolist() == [0, 1, 2, 3] and vals.numpy().tolist() == [3, 1, 2, 0]
     with pytest.raises(TypeError, match="field 'values' of struct Holder: arrays in structs must be in host memory"):
@@ -291,6 +293,23 @@ def test_host_access_is_asked_of_the_backend(register):
 def count_down(x: wp.array(dtype=float), n: wp.array(dtype=wp.int32)):
     x[0] = x[0] * 2.0
     n[0] = n[0] - 1
+
+
+def test_assign_on_device_memory_reads_its_source_when_it_runs(register):
+    """`assign` between arrays the host cannot read, inside a graph capture, copies the values the source has
+    when the graph runs (a same-layout assign is a device copy; another dtype goes through the host then)."""
+    dev = register(DeviceMemoryBackend)
+    a, b = wp.zeros(3, dtype=float, device=dev), wp.zeros(3, dtype=float, device=dev)
+    i = wp.zeros(3, dtype=wp.int32, device=dev)
+    with wp.ScopedCapture(dev) as capture:
+        a.assign(b)
+        i.assign(wp.array(np.array([1, 2, 3], np.int32)))
+    b.fill_(4.0)
+    wp.capture_launch(capture.graph)
+    assert a.numpy().tolist() == [4.0] * 3 and i.numpy().tolist() == [1, 2, 3]
+    h = wp.zeros(3, dtype=wp.float64)
+    h.assign(b)  # device memory into host memory of another dtype
+    assert h.numpy().tolist() == [4.0] * 3
 
 
 def test_conditionals_read_device_memory_conditions(register):
