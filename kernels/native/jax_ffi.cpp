@@ -71,6 +71,31 @@ ffi::Error place(char* block, size_t block_size, const int64_t* slot, char* base
     return ffi::Error::Success();
 }
 
+// The operands' then the results' (address, size) pairs.
+ffi::Error gather(ffi::RemainingArgs args, ffi::RemainingRets rets, std::vector<std::pair<char*, size_t>>& out) {
+    out.reserve(args.size() + rets.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+        auto buf = args.get<ffi::AnyBuffer>(i);
+        if (!buf.has_value()) return buf.error();
+        out.emplace_back((char*)buf->untyped_data(), buf->size_bytes());
+    }
+    for (size_t i = 0; i < rets.size(); ++i) {
+        auto buf = rets.get<ffi::AnyBuffer>(i);
+        if (!buf.has_value()) return buf.error();
+        ffi::AnyBuffer result = **buf;
+        out.emplace_back((char*)result.untyped_data(), result.size_bytes());
+    }
+    return ffi::Error::Success();
+}
+
+// A debug build's out-of-bounds report, naming the kernel and the site.
+ffi::Error out_of_bounds(std::string_view kernel, std::string_view sites, const Fault& fault) {
+    std::string message = "kernel " + std::string(kernel) + ": index " + std::to_string(fault.index) +
+                          " is out of bounds for an extent of " + std::to_string(fault.extent) + " in " +
+                          std::string(line_of(sites, fault.site));
+    return ffi::Error(ffi::ErrorCode::kOutOfRange, message);
+}
+
 ffi::Error launch_impl(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Span<const uint8_t> blob,
                        ffi::Span<const int64_t> slots, int64_t batch, int64_t fault_offset, std::string_view kernel,
                        std::string_view sites) {
@@ -79,18 +104,7 @@ ffi::Error launch_impl(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Sp
     if (slots.size() != kSlot * (n_args + n_rets))
         return ffi::Error::InvalidArgument("loomwork: operand count does not match the packed launch");
     std::vector<std::pair<char*, size_t>> buffers;
-    buffers.reserve(n_args + n_rets);
-    for (size_t i = 0; i < n_args; ++i) {
-        auto buf = args.get<ffi::AnyBuffer>(i);
-        if (!buf.has_value()) return buf.error();
-        buffers.emplace_back((char*)buf->untyped_data(), buf->size_bytes());
-    }
-    for (size_t i = 0; i < n_rets; ++i) {
-        auto buf = rets.get<ffi::AnyBuffer>(i);
-        if (!buf.has_value()) return buf.error();
-        ffi::AnyBuffer out = **buf;
-        buffers.emplace_back((char*)out.untyped_data(), out.size_bytes());
-    }
+    if (ffi::Error e = gather(args, rets, buffers); e.failure()) return e;
     alignas(16) char small[1024];
     std::vector<char> large;
     char* block = small;
@@ -111,12 +125,7 @@ ffi::Error launch_impl(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Sp
             if (e.failure()) return e;
         }
         g_launch(block);
-        if (fault.code != 0) {
-            std::string message = "kernel " + std::string(kernel) + ": index " + std::to_string(fault.index) +
-                                  " is out of bounds for an extent of " + std::to_string(fault.extent) + " in " +
-                                  std::string(line_of(sites, fault.site));
-            return ffi::Error(ffi::ErrorCode::kOutOfRange, message);
-        }
+        if (fault.code != 0) return out_of_bounds(kernel, sites, fault);
     }
     return ffi::Error::Success();
 }
@@ -229,17 +238,7 @@ ffi::Error launch_cuda_impl(void* stream, ffi::RemainingArgs args, ffi::Remainin
     if (slots.size() != kSlot * (n_args + n_rets))
         return ffi::Error::InvalidArgument("loomwork: operand count does not match the packed launch");
     std::vector<std::pair<char*, size_t>> buffers;
-    for (size_t i = 0; i < n_args; ++i) {
-        auto buf = args.get<ffi::AnyBuffer>(i);
-        if (!buf.has_value()) return buf.error();
-        buffers.emplace_back((char*)buf->untyped_data(), buf->size_bytes());
-    }
-    for (size_t i = 0; i < n_rets; ++i) {
-        auto buf = rets.get<ffi::AnyBuffer>(i);
-        if (!buf.has_value()) return buf.error();
-        ffi::AnyBuffer out = **buf;
-        buffers.emplace_back((char*)out.untyped_data(), out.size_bytes());
-    }
+    if (ffi::Error e = gather(args, rets, buffers); e.failure()) return e;
     std::vector<char> block(blob.size());
     uint64_t fault_record = 0;
     if (fault_offset >= 0) {
@@ -261,10 +260,7 @@ ffi::Error launch_cuda_impl(void* stream, ffi::RemainingArgs args, ffi::Remainin
             if (int err = g_cu_sync(stream)) return cuda_failed("cuStreamSynchronize", err);
             if (fault.code != 0) {
                 g_cu_memset(fault_record, 0, sizeof(fault), stream);
-                std::string message = "kernel " + std::string(kernel) + ": index " + std::to_string(fault.index) +
-                                      " is out of bounds for an extent of " + std::to_string(fault.extent) + " in " +
-                                      std::string(line_of(sites, fault.site));
-                return ffi::Error(ffi::ErrorCode::kOutOfRange, message);
+                return out_of_bounds(kernel, sites, fault);
             }
         }
     }
