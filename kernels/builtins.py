@@ -572,8 +572,8 @@ add("transform_inverse", (TR,), transform_of, group="Transformations", doc="the 
     py=lambda t: np.concatenate([-T._rotate(np.asarray(t)[3:] * [-1, -1, -1, 1], np.asarray(t)[:3]),
                                  np.asarray(t)[3:] * [-1, -1, -1, 1]]))
 add("quat_to_axis_angle", (Q, Out(vec3_of), Out("T")), None, group="Quaternion Math",
-    doc="quat_to_axis_angle(q, axis, angle): the unit axis (zero for the identity) and the angle in [0, 2 pi] "
-        "of a unit quaternion")
+    doc="quat_to_axis_angle(q, axis, angle): the unit axis (zero for the identity) and the angle in [0, pi] "
+        "of a unit quaternion (a negative w flips the axis: q and -q are one rotation)")
 M44 = Mat("float", rows=4, cols=4)
 add("transform_point", (M44, V3), vec3_of, group="Transformations", doc="")
 add("transform_vector", (M44, V3), vec3_of, group="Transformations", doc="")

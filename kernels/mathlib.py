@@ -93,14 +93,19 @@ def quat_slerp(S: Any) -> Any:
     Q = T.quaternion(S)
 
     def quat_slerp(q0: Q, q1: Q, t: S):
-        """Spherical interpolation from q0 (t = 0) to q1 (t = 1) along the arc between them (negate q1
-        for the other arc); nearly equal rotations interpolate linearly."""
-        d = clamp(dot(q0, q1), -1.0, 1.0)
-        theta = acos(d)
+        """Spherical interpolation from the rotation q0 (t = 0) to the rotation q1 (t = 1) the shorter way
+        round: q1 is negated when dot(q0, q1) < 0 (q1 and -q1 are one rotation; t = 1 then gives -q1);
+        nearly equal rotations interpolate linearly."""
+        e = q1
+        d = dot(q0, q1)
+        if d < 0.0:
+            e = -q1
+            d = -d
+        theta = acos(min(d, 1.0))
         s = sin(theta)
         if s < 1.0e-4:
-            return normalize(q0 * (1.0 - t) + q1 * t)
-        return (q0 * sin((1.0 - t) * theta) + q1 * sin(t * theta)) / s
+            return normalize(q0 * (1.0 - t) + e * t)
+        return (q0 * sin((1.0 - t) * theta) + e * sin(t * theta)) / s
 
     return quat_slerp
 

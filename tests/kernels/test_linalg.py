@@ -270,8 +270,8 @@ def test_rotation_conversions_round_trip():
         q0, q1 = q[k], q[(k + 1) % 16]
         s = got[k, 1]
         assert np.isclose(np.linalg.norm(s), 1.0)
-        total = np.arccos(np.clip(q0 @ q1, -1, 1))
-        assert np.isclose(np.arccos(np.clip(q0 @ s, -1, 1)), t[k] * total, atol=1e-9)
+        total = np.arccos(np.clip(abs(q0 @ q1), -1, 1))  # the shorter way round
+        assert np.isclose(np.arccos(np.clip(q0 @ s, -1, 1)), t[k] * total, atol=1e-7)
     r, p, y = rpy.numpy().T
     for k in range(16):
         back = np.asarray(wp.quat_rpy(r[k], p[k], y[k]))  # Python scope: float32
@@ -310,6 +310,46 @@ def test_rotation_conversion_gradients_match_finite_differences():
               wp.array(rng.uniform(0.2, 0.8, 4), dtype=wp.float64, requires_grad=True)]
     gradcheck(rotation_loss, 4, arrays, [wp.zeros(4, dtype=wp.float64, requires_grad=True)], eps=1e-6, atol=1e-6,
               rtol=1e-5)
+
+
+@wp.kernel
+def axis_angle_and_slerp(q: wp.array(dtype=wp.quatd), r: wp.array(dtype=wp.quatd), t: wp.array(dtype=wp.float64),
+                         aa: wp.array(dtype=wp.vec4d), s: wp.array(dtype=wp.quatd)):
+    i = wp.tid()
+    axis = wp.vec3d()
+    angle = wp.float64(0.0)
+    wp.quat_to_axis_angle(q[i], axis, angle)
+    aa[i] = wp.vec4d(axis[0], axis[1], axis[2], angle)
+    s[i] = wp.quat_slerp(q[i], r[i], t[i])
+
+
+def test_axis_angle_and_slerp_take_the_shorter_way_round():
+    """As in Warp 1.19: a quaternion with w < 0 gives the flipped axis and an angle in [0, pi] (q and -q are one
+    rotation), and slerp towards a q1 with dot(q0, q1) < 0 goes the short way, reaching -q1 at t = 1."""
+    rng = np.random.default_rng(7)
+    q = rng.normal(size=(8, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    q[:4, 3] = -np.abs(q[:4, 3])
+    q[4:, 3] = np.abs(q[4:, 3])
+    r = -q[::-1] * [1, 1, 1, -1]
+    t = np.array([0.0, 1.0, 0.3, 0.7, 0.0, 1.0, 0.5, 0.9])
+    aa, s = wp.zeros(8, dtype=wp.vec4d), wp.zeros(8, dtype=wp.quatd)
+    wp.launch(axis_angle_and_slerp, 8, inputs=[wp.array(q, dtype=wp.quatd), wp.array(r, dtype=wp.quatd),
+                                               wp.array(t, dtype=wp.float64), aa, s])
+    a = aa.numpy()
+    for k in range(8):
+        assert 0.0 <= a[k, 3] <= np.pi
+        f = np.sign(q[k, 3])
+        np.testing.assert_allclose(a[k, :3], f * q[k, :3] / np.linalg.norm(q[k, :3]), atol=1e-12)
+        np.testing.assert_allclose(a[k, 3], 2.0 * np.arctan2(np.linalg.norm(q[k, :3]), abs(q[k, 3])), atol=1e-12)
+        # slerp: q0 * exp(t log(q0^-1 q1)) with the shorter log, i.e. towards sign(dot) * q1 at constant speed
+        near = np.sign(q[k] @ r[k]) * r[k]
+        got = s.numpy()[k]
+        assert np.isclose(np.linalg.norm(got), 1.0)
+        total = np.arccos(np.clip(q[k] @ near, -1, 1))
+        assert np.isclose(np.arccos(np.clip(q[k] @ got, -1, 1)), t[k] * total, atol=1e-7)
+        assert np.isclose(np.arccos(np.clip(near @ got, -1, 1)), (1.0 - t[k]) * total, atol=1e-7)
+    assert (q * r).sum(axis=1).min() < 0  # some pairs do need the flip
 
 
 @wp.kernel
