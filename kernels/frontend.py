@@ -538,8 +538,8 @@ class Builder:
         for n in t._shape_[len(elts):]:
             picks.append([Const(i, T.int32) for i in range(n)])
             kept.append(n)
-        if 0 in kept:
-            self.error(node, KernelIndexError, f"this slice of {T.type_name(t)} is empty")
+        if 0 in kept:  # an empty slice: a zero-length vector, or a matrix empty in every dimension
+            kept = [0] * len(kept)
         return picks, kept
 
     # -- places: where an assignment to a subscript or attribute writes ---------------------------

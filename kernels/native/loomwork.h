@@ -336,13 +336,13 @@ LW_FUNC double f64_bits(uint64_t u) { return __builtin_bit_cast(double, u); }
 // vectors and matrices
 
 template <int N, typename T> struct vec_t {
-    T c[N];
+    T c[N > 0 ? N : 1];  // an empty slice is a vec_t<0, T>: one unused slot, as C++ has no empty arrays
     LW_FUNC T& operator[](int i) { return c[i]; }
     LW_FUNC const T& operator[](int i) const { return c[i]; }
 };
 
 template <int R, int C, typename T> struct mat_t {
-    T c[R * C];  // row-major, like NumPy
+    T c[R * C > 0 ? R * C : 1];  // row-major, like NumPy (an empty slice keeps one unused slot)
     LW_FUNC T& operator()(int i, int j) { return c[i * C + j]; }
     LW_FUNC const T& operator()(int i, int j) const { return c[i * C + j]; }
 };
@@ -528,6 +528,7 @@ template <int R, int C, typename T> LW_FUNC vec_t<C, T>& row_ref(mat_t<R, C, T>&
 }
 
 template <int N, typename T> LW_FUNC T dot(vec_t<N, T> a, vec_t<N, T> b) {
+    if constexpr (N == 0) return T(0);  // an empty slice
     T s = mul(a.c[0], b.c[0]);
     for (int i = 1; i < N; ++i) s = add(s, mul(a.c[i], b.c[i]));
     return s;
