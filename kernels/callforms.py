@@ -288,8 +288,22 @@ def scalar_cast(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 
 @call_kind(T.is_composite)
 def composite_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """`vec3(...)`, `mat32d(...)`: a concrete type's constructor. Its own `length=`/`shape=` and `dtype=` may
+    be repeated as keywords (as `wp.vector`/`wp.matrix` take them); they must agree with the type."""
     node, args = transform_parts(bld, node, T.is_transform(obj))
-    bld.no_keywords(node, obj.__name__)
+    plain = T.is_vector(obj) and not (T.is_quat(obj) or T.is_transform(obj))
+    own = {"dtype": obj._wp_scalar_type_}
+    if plain:
+        own["length"] = obj._length_
+    elif T.is_matrix(obj):
+        own["shape"] = tuple(obj._shape_)
+    kw = static_keywords(bld, node, tuple(own), obj.__name__)
+    for name, given in kw.items():
+        same = static_scalar(bld, given, node) is own[name] if name == "dtype" else (
+            tuple(given) == own[name] if isinstance(given, (tuple, list)) else given == own[name])
+        if not same:
+            bld.error(node, KernelTypeError, f"{obj.__name__}() was given {name}={given!r}, but its {name} is "
+                      f"{_describe(own[name]) if name == 'dtype' else own[name]}")
     return construct(bld, obj, node, args)
 
 

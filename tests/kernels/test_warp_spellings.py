@@ -44,6 +44,36 @@ def test_wp_types_constructors_and_constants_in_kernels():
     assert wp.PI == np.pi and wp.HALF_PI == np.pi / 2 and wp.INF == np.inf and np.isnan(wp.NAN)
 
 
+MAT32D = wp.types.matrix((3, 2), wp.float64)
+
+
+@wp.kernel
+def concrete_constructors_with_keywords(out: wp.array(dtype=float)):
+    c = MAT32D(2.0)
+    d = MAT32D(c, shape=(3, 2), dtype=wp.float64)
+    e = wp.vec3(1.0, dtype=float)
+    f = wp.vec3(2.0, 3.0, 4.0, length=3)
+    q = wp.quatd(0.0, 0.0, 0.0, 1.0, dtype=wp.float64)
+    out[0] = float(d[2, 1]) + e[1] + 10.0 * f[2] + float(q[3])
+
+
+def test_concrete_constructors_take_their_own_keywords(tmp_path):
+    """As in Warp 1.19, `mat32d(c, shape=(3, 2))`, `vec3(x, length=3)`, `quatd(..., dtype=wp.float64)` repeat the
+    type's own shape/length/dtype as keywords; one that disagrees with the type is an error naming it."""
+    out = wp.zeros(1)
+    wp.launch(concrete_constructors_with_keywords, 1, inputs=[out])
+    assert out.numpy()[0] == 44.0
+    bad = {"shape": "wp.mat22(1.0, shape=(3, 3))", "dtype": "wp.vec2(1.0, dtype=wp.float64)",
+           "length": "wp.vec2(1.0, length=3)", "keywords": "wp.vec2(1.0, shape=(2,))"}
+    for name, call in bad.items():
+        path = tmp_path / f"ctor_{name}.py"
+        path.write_text(f"import loomwork as wp\n\n@wp.kernel\ndef k(x: wp.array(dtype=float)):\n    v = {call}\n")
+        ns = {"__name__": f"ctor_{name}"}
+        exec(compile(path.read_text(), str(path), "exec"), ns)
+        with pytest.raises(wp.KernelError, match=f"(?s)ctor_{name}.py.*{name}"):
+            wp.launch(ns["k"], 1, inputs=[out])
+
+
 def test_wp_types_queries():
     """type_is_* ask about types, is_* about values; sizes, ctypes, names and equality like Warp's."""
     assert wpt.type_is_float(float) and wpt.type_is_int(int) and not wpt.type_is_int(bool)
