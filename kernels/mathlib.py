@@ -1,6 +1,7 @@
 """Builtins written in the kernel language itself: rotations and rigid transforms that branch or
 compose other builtins. They compile like user functions, so their adjoints come from the adjoint
-generator, and they have one overload per float precision, so a wrong argument lists both."""
+generator, and they have one overload per float precision (16, 32 and 64 bits), so a wrong argument
+lists them all."""
 
 from typing import Any
 
@@ -14,7 +15,7 @@ from .functions import Function, func
  quat_to_matrix, sin, spatial_bottom, spatial_top, sqrt) = (BUILTINS[n] for n in (
     "abs", "acos", "asin", "atan2", "clamp", "cross", "determinant", "dot", "length", "normalize",
     "quat_from_axis_angle", "quat_rotate", "quat_to_matrix", "sin", "spatial_bottom", "spatial_top", "sqrt"))
-PRECISIONS = (T.float32, T.float64)
+PRECISIONS = (T.float16, T.float32, T.float64)
 
 
 def _overloaded(make: Any) -> Function:
@@ -231,7 +232,7 @@ def quat_from_euler(S: Any) -> Any:
 def quat_to_euler(S: Any) -> Any:
     Q, V3 = T.quaternion(S), T.vector(3, S)
     V2 = T.vector(2, S)
-    tol = 1.0e-6 if S is T.float32 else 1.0e-12
+    tol = {T.float16: 1.0e-3, T.float32: 1.0e-6}.get(S, 1.0e-12)
 
     def quat_to_euler(q: Q, i: int, j: int, k: int):
         """The angles of q about fixed axes i, j, k (in that order), indexed by axis for i != k; for

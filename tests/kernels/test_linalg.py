@@ -376,6 +376,41 @@ def test_axis_angle_and_slerp_take_the_shorter_way_round():
     assert (q * r).sum(axis=1).min() < 0  # some pairs do need the flip
 
 
+def rotation_chain(S: Any) -> Any:
+    V3, Q, M44, TR = wp.types.vector(3, S), wp.types.quaternion(S), wp.types.matrix((4, 4), S), wp.transformation(S)
+
+    def chain(q: wp.array(dtype=Q), out: wp.array(dtype=Q), m: wp.array(dtype=M44), e: wp.array(dtype=V3)):
+        out[0] = wp.quat_from_matrix(wp.quat_to_matrix(q[0]))
+        out[1] = wp.quat_slerp(q[0], q[1], S(0.25))
+        mm = wp.transform_compose(V3(S(1.0), S(2.0), S(3.0)), q[0], V3(S(1.0), S(0.5), S(2.0)))
+        p, r, s = wp.transform_decompose(mm)
+        out[2] = r
+        m[0] = wp.transform_to_matrix(wp.transform_from_matrix(wp.transform_to_matrix(TR(p, r))))
+        e[0] = wp.quat_to_rpy(q[0])
+        e[1] = wp.quat_to_euler(q[0], 2, 1, 0)
+        e[2] = s
+
+    chain.__name__ = chain.__qualname__ = f"rotation_chain_{S.__name__}"
+    return wp.kernel(chain, module="unique")
+
+
+def test_rotation_functions_in_half_precision():
+    """The rotation/transform functions written in the kernel language (quat_from_matrix, quat_slerp,
+    transform_compose/decompose/to/from_matrix, quat_to_rpy, quat_to_euler) have float16 overloads, as in
+    Warp 1.19, and agree with float32 to half precision."""
+    q = np.array([[0.1, 0.2, 0.3, 0.9], [0.0, -0.3, 0.6, 0.7]])
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    got = {}
+    for S in (wp.float16, wp.float32):
+        Q, M44, V3 = wp.types.quaternion(S), wp.types.matrix((4, 4), S), wp.types.vector(3, S)
+        out, m, e = wp.zeros(3, dtype=Q), wp.zeros(1, dtype=M44), wp.zeros(3, dtype=V3)
+        wp.launch(rotation_chain(S), 1, inputs=[wp.array(q, dtype=Q), out, m, e])
+        got[S] = [a.numpy().astype(np.float64) for a in (out, m, e)]
+    for half, single in zip(got[wp.float16], got[wp.float32], strict=True):
+        np.testing.assert_allclose(half, single, atol=5e-3)
+    np.testing.assert_allclose(got[wp.float32][2][2], [1.0, 0.5, 2.0], atol=1e-5)
+
+
 @wp.kernel
 def local_arrays(x: wp.array(dtype=float), out: wp.array(dtype=float)):
     i = wp.tid()
