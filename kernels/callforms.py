@@ -16,6 +16,7 @@ from . import builtins as B
 from . import ir
 from . import types as T
 from .annotations import arg_type
+from .array import array as array_class
 from .array import zeros as array_zeros
 from .codegen import printf_directive
 from .errors import KernelSyntaxError, KernelTypeError
@@ -611,6 +612,32 @@ def local_array(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     except TypeError as e:
         bld.error(node, KernelTypeError, str(e))
     return bld.assign_temp(ir.Construct(t, ()), t)
+
+
+@call_form(array_class)
+def array_at_address(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """wp.array(ptr=p, shape=(n, ...), dtype=T) inside a kernel: a contiguous array over the memory at address
+    `p` (a uint64, such as another array's `.ptr`), with extents known at run time. It has no gradient."""
+    kw = {k.arg: k.value for k in node.keywords}
+    if node.args or set(kw) != {"ptr", "shape", "dtype"}:
+        bld.error(node, KernelTypeError, "wp.array() in a kernel takes the keywords ptr, shape and dtype (an array "
+                  "over existing memory)")
+    dtype = bld.eval_static(kw["dtype"], "wp.array(dtype=...)")
+    try:
+        dtype = arg_type(dtype)
+    except TypeError as e:
+        bld.error(kw["dtype"], KernelTypeError, f"wp.array(dtype=...): {e}")
+    if isinstance(dtype, ArrayType):
+        bld.error(kw["dtype"], KernelTypeError, "wp.array(dtype=...) must be a value type, not an array")
+    dims = kw["shape"].elts if isinstance(kw["shape"], ast.Tuple) else [kw["shape"]]
+    if not 1 <= len(dims) <= 4:
+        bld.error(kw["shape"], KernelTypeError, f"wp.array(shape=...) takes 1 to 4 extents, got {len(dims)}")
+    ptr = bld.convert(bld.value(kw["ptr"]), T.uint64, kw["ptr"], what="wp.array(ptr=...)")
+    sizes = [bld.convert(bld.value(d), T.int32, d, what="an extent of wp.array(shape=...)") for d in dims]
+    rt = ArrayType(dtype, len(dims))
+    ov = B.Overload("array", (B.Exact(T.uint64),) + (B.Exact(T.int32),) * len(dims), lambda b: rt,
+                    f"lw::array_at_address<{ctype(dtype)}>", "Utility", "", False)
+    return bld.assign_temp(ir.Call(ov, (ptr, *sizes)), rt)
 
 
 # -- types ---------------------------------------------------------------------------------

@@ -1056,6 +1056,10 @@ class Builder:
                     return Const(t.ndim, T.int32)
                 if node.attr == "dtype":  # a type: `a.dtype(x)` converts, as in generic kernels
                     return PyObj(t.dtype)
+                if node.attr == "ptr" and not t.indexed:  # the data's address, as wp.array(ptr=...) takes it
+                    ov = B.Overload("ptr", (B.Exact(t),), lambda b: T.uint64, "lw::array_address", "Utility", "",
+                                    False)
+                    return self.assign_temp(ir.Call(ov, (base,)), T.uint64)
                 self.error(node, KernelAttributeError, f"arrays in kernels have no attribute '{node.attr}'")
             if T.is_record(t):
                 if node.attr not in t.fields:

@@ -568,6 +568,21 @@ template <typename T> struct array_t {
     LW_FUNC T& operator[](int64_t i) const { return *(T*)((char*)data + i * strides[0]); }
 };
 
+// wp.array(ptr=..., shape=..., dtype=...) in a kernel: a contiguous array (no gradient) over memory at an address
+template <typename T, typename... S> LW_FUNC array_t<T> array_at_address(uint64_t ptr, S... extents) {
+    array_t<T> a = {};
+    a.data = reinterpret_cast<T*>(ptr);
+    const int32_t n[] = {int32_t(extents)...};
+    int64_t stride = sizeof(T);
+    for (int d = int(sizeof...(S)) - 1; d >= 0; --d) {
+        a.shape[d] = n[d];
+        a.strides[d] = stride;
+        stride *= n[d];
+    }
+    return a;
+}
+template <typename T> LW_FUNC uint64_t array_address(const array_t<T>& a) { return reinterpret_cast<uint64_t>(a.data); }
+
 template <typename T> LW_FUNC T& at(const array_t<T>& a, int64_t i) {
     return *(T*)((char*)a.data + i * a.strides[0]);
 }

@@ -622,3 +622,43 @@ def test_tuple_annotation_refuses_other_element_types():
 
     with pytest.raises(TypeError, match="tuple_sum_mixed"):
         wp.launch(wrong, 1, inputs=[wp.zeros(1)])
+
+
+@wp.struct
+class AddressPair:
+    a: float
+    b: float
+
+
+@wp.kernel
+def arrays_at_addresses(src: wp.array2d(dtype=float), pairs: wp.array(dtype=AddressPair), ptr: wp.uint64, n: int,
+                        m: int, out: wp.array(dtype=int)):
+    grid = wp.array(ptr=src.ptr, shape=(2, 3), dtype=float)
+    grid[0, 2] = 3.0
+    grid[1, 1] = grid[0, 2] + 1.0
+    p = wp.array(ptr=pairs.ptr, shape=(2,), dtype=AddressPair)
+    p[1].b = 5.0
+    v = wp.array(ptr=ptr, shape=(n, m), dtype=wp.vec2)
+    v[n - 1, m - 1] = wp.vec2(7.0, 8.0)
+    out[0] = v.shape[0] * 10 + v.shape[1]
+    out[1] = int(src.ptr == grid.ptr)
+
+
+def test_arrays_over_addresses_in_kernels(tmp_path):
+    """As in Warp 1.19: wp.array(ptr=..., shape=..., dtype=...) in a kernel is a contiguous array over the memory
+    at that address (another array's `.ptr`, or a uint64 argument), with run-time extents; scalar, struct and
+    vector dtypes. Positional or missing keywords are errors naming the line."""
+    src, pairs = wp.zeros((2, 3), dtype=float), wp.zeros(2, dtype=AddressPair)
+    vecs, out = wp.zeros(12, dtype=wp.vec2), wp.zeros(2, dtype=int)
+    wp.launch(arrays_at_addresses, 1, inputs=[src, pairs, vecs.ptr, 3, 4, out])
+    np.testing.assert_array_equal(src.numpy(), [[0, 0, 3], [0, 4, 0]])
+    assert pairs.numpy()[1]["b"] == 5.0 and pairs.numpy()[0]["b"] == 0.0
+    np.testing.assert_array_equal(vecs.numpy()[11], [7, 8])
+    assert out.numpy().tolist() == [34, 1]
+    path = tmp_path / "ptr_bad.py"
+    path.write_text("import loomwork as wp\n\n@wp.kernel\ndef k(x: wp.array(dtype=float)):\n"
+                    "    a = wp.array(x.ptr, shape=(2,), dtype=float)\n")
+    ns = {"__name__": "ptr_bad"}
+    exec(compile(path.read_text(), str(path), "exec"), ns)
+    with pytest.raises(wp.KernelError, match="(?s)ptr_bad.py:5.*takes the keywords ptr, shape and dtype"):
+        wp.launch(ns["k"], 1, inputs=[out])
