@@ -293,6 +293,16 @@ def _bit_count(x: Any) -> int:
     return bin(v & ((1 << width) - 1)).count("1")
 
 
+def _quat_to_axis_angle(q: Any) -> tuple:
+    """Python-scope quat_to_axis_angle: (axis, angle) as the kernel builtin computes them, the axis in q's
+    precision (float32 for a plain sequence)."""
+    st = q._wp_scalar_type_ if isinstance(q, T._CompositeMixin) else T.float32
+    v = np.asarray(q.numpy_value() if isinstance(q, T._CompositeMixin) else q, dtype=np.float64)
+    s, f = float(np.linalg.norm(v[:3])), -1.0 if v[3] < 0 else 1.0
+    axis = v[:3] * (f / s) if s > 0 else np.zeros(3)
+    return T.vector(3, st)(axis), 2.0 * math.atan2(s, f * v[3])
+
+
 def _ret(spec: Any) -> Callable[[dict], Any]:
     if callable(spec) and not isinstance(spec, type):
         return spec
@@ -573,7 +583,8 @@ add("transform_inverse", (TR,), transform_of, group="Transformations", doc="the 
                                  np.asarray(t)[3:] * [-1, -1, -1, 1]]))
 add("quat_to_axis_angle", (Q, Out(vec3_of), Out("T")), None, group="Quaternion Math",
     doc="quat_to_axis_angle(q, axis, angle): the unit axis (zero for the identity) and the angle in [0, pi] "
-        "of a unit quaternion (a negative w flips the axis: q and -q are one rotation)")
+        "of a unit quaternion (a negative w flips the axis: q and -q are one rotation); in Python scope "
+        "`axis, angle = wp.quat_to_axis_angle(q)`", py=_quat_to_axis_angle, raw_py=True)
 M44 = Mat("float", rows=4, cols=4)
 add("transform_point", (M44, V3), vec3_of, group="Transformations", doc="")
 add("transform_vector", (M44, V3), vec3_of, group="Transformations", doc="")

@@ -514,6 +514,12 @@ def test_rotation_builtins_in_python_scope():
     m = wp.transform_to_matrix(wp.transform(wp.vec3(1.0, 2.0, 3.0), q))
     assert type(m) is wp.mat44 and np.allclose(wp.transform_from_matrix(m), [1.0, 2.0, 3.0, *q], atol=1e-6)
     assert wp.norm_huber(wp.vec3(3.0, 0.0, 0.0)) == 2.5
+    # quat_to_axis_angle returns (axis, angle) in Python, as the kernel builtin computes them (w < 0 flips)
+    axis, angle = wp.quat_to_axis_angle(wp.quath(1.0, 2.0, 3.0, 4.0))
+    assert type(axis) is wp.vec3h and np.allclose(list(axis), np.array([1, 2, 3]) / np.sqrt(14), atol=1e-3)
+    assert np.isclose(angle, 2.0 * np.arctan2(np.sqrt(14), 4.0))
+    axis, angle = wp.quat_to_axis_angle(wp.quatd(0.0, 0.0, 0.6, -0.8))
+    assert type(axis) is wp.vec3d and list(axis) == [0, 0, -1] and np.isclose(angle, 2.0 * np.arctan2(0.6, 0.8))
 
 
 M23D, M32D, M44D = (wp.types.matrix(s, wp.float64) for s in ((2, 3), (3, 2), (4, 4)))
