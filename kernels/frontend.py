@@ -1042,8 +1042,11 @@ class Builder:
     def _expr_Attribute(self, node: ast.Attribute) -> Any:
         base = self.expr(node.value)
         if isinstance(base, PyObj):
+            vt = base.value
+            if node.attr in ("dtype", "length") and (T.is_composite(vt) or T.is_scalar(vt)):
+                return self.type_attribute(vt, node.attr)
             try:
-                obj = getattr(base.value, node.attr)
+                obj = getattr(vt, node.attr)
             except AttributeError:
                 self.error(node, KernelAttributeError, f"{_describe(base.value)} has no attribute '{node.attr}'")
             return self.from_python(obj, node)
@@ -1068,6 +1071,8 @@ class Builder:
                                + (f" (fields: {', '.join(t.fields)})" if t.fields else ""))
                 field_t = t.fields[node.attr]
                 return self.assign_temp(ir.Field(base, node.attr), field_t)
+            if node.attr in ("dtype", "length") and (T.is_composite(t) or T.is_scalar(t)):  # as of its type
+                return self.type_attribute(t, node.attr)
             if T.is_transform(t) and node.attr in ("p", "q"):
                 name = "transform_get_translation" if node.attr == "p" else "transform_get_rotation"
                 return self.call_builtin(name, [base], node)
@@ -1079,6 +1084,14 @@ class Builder:
                     return self.assign_temp(ir.Extract(base, (Const(idx, T.int32),)), t._wp_scalar_type_)
             self.error(node, KernelAttributeError, f"{T.type_name(t)} has no attribute '{node.attr}'")
         self.error(node, KernelAttributeError, f"no attribute '{node.attr}' here")
+
+    @staticmethod
+    def type_attribute(t: Any, attr: str) -> Any:
+        """`.dtype` (the scalar type) and `.length` (the component count) of a value type, or of a value of
+        that type, as Warp's kernels read them: `wp.identity(n=v.length, dtype=v.dtype)` in generic code."""
+        if attr == "dtype":
+            return PyObj(t._wp_scalar_type_ if T.is_composite(t) else t)
+        return Const(math.prod(t._shape_) if T.is_composite(t) else 1, T.int32)
 
     def check_defined(self, node: ast.Name) -> None:
         """A local read must follow an assignment on every path: one made in only one branch of an `if`, or
