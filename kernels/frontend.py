@@ -1684,11 +1684,13 @@ class Builder:
         expr = ast.Expression(node)
         ast.fix_missing_locations(expr)
         try:
-            scope = {**self.scope.closure, **self.scope.static_locals, **{
+            # the variable of an unrolled loop is its current value, even where an earlier run of the same loop
+            # (nested in another unrolled loop) left a constant local of that name behind
+            scope = {**self.scope.closure, **{
                 name: _LocalLength(var.type) for name, var in self.scope.vars.items()
                 if T.is_composite(var.type) or is_tuple(var.type)
                 or isinstance(getattr(var.type, "shape", None), tuple)},
-                **self.scope.constants}
+                **self.scope.constants, **self.scope.static_locals}
             return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
             self.error(node, KernelTypeError, f"{what} could not evaluate this expression (Error evaluating static "
