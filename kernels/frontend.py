@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins as pybuiltins
+import enum
 import inspect
 import itertools
 import linecache
@@ -1040,6 +1041,13 @@ class Builder:
         return var
 
     def _expr_Attribute(self, node: ast.Attribute) -> Any:
+        if node.attr == "value" and isinstance(node.value, ast.Attribute):  # MyEnum.B.value: the member's value
+            try:
+                member = self.eval_static(node.value, "an enum member")
+            except KernelError:
+                member = None
+            if isinstance(member, enum.Enum):
+                return self.from_python(member.value, node)
         base = self.expr(node.value)
         if isinstance(base, PyObj):
             vt = base.value

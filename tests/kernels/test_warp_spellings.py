@@ -3,6 +3,7 @@ kernels, the math constants, ranged randu, 4-D curl noise, matrix atomics, quate
 operators, Kernel(options=) and module="unique"."""
 
 import ctypes
+import enum
 import typing
 
 import numpy as np
@@ -662,3 +663,25 @@ def test_arrays_over_addresses_in_kernels(tmp_path):
     exec(compile(path.read_text(), str(path), "exec"), ns)
     with pytest.raises(wp.KernelError, match="(?s)ptr_bad.py:5.*takes the keywords ptr, shape and dtype"):
         wp.launch(ns["k"], 1, inputs=[out])
+
+
+class Shade(enum.IntEnum):
+    LIGHT = 1
+    DARK = 2
+
+
+class Bits(enum.IntFlag):
+    HIGH = 4
+
+
+@wp.kernel
+def enum_members(out: wp.array(dtype=int)):
+    out[0] = Shade.DARK + 10 * int(Shade.LIGHT.value) + 100 * int(Bits.HIGH.value)
+
+
+def test_enum_members_and_their_values_in_kernels():
+    """IntEnum/IntFlag members are integer constants in kernels, and `Member.value` reads the same value, as in
+    Warp 1.19."""
+    out = wp.zeros(1, dtype=int)
+    wp.launch(enum_members, 1, inputs=[out])
+    assert out.numpy()[0] == 2 + 10 + 400
