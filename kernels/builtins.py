@@ -489,11 +489,11 @@ add("argmin", (V,), T.uint32, group="Vector Math", doc="the index of the smalles
     differentiable=False, py=np.argmin)
 add("argmax", (V,), T.uint32, group="Vector Math", doc="the index of the largest component (the first on ties)",
     differentiable=False, py=np.argmax)
-for _k in (2, 3, 4):
+for _k in (1, 2, 3, 4):
     add("matrix_from_rows", (Vec(n="N"),) * _k, lambda b, _k=_k: T.matrix((_k, b["N"]), b["T"]), group="Vector Math",
-        doc="the matrix whose rows are the given vectors (2 to 4)", py=lambda *v: np.stack(v))
+        doc="the matrix whose rows are the given vectors (1 to 4)", py=lambda *v: np.stack(v))
     add("matrix_from_cols", (Vec(n="N"),) * _k, lambda b, _k=_k: T.matrix((b["N"], _k), b["T"]), group="Vector Math",
-        doc="the matrix whose columns are the given vectors (2 to 4)", py=lambda *v: np.stack(v, axis=1))
+        doc="the matrix whose columns are the given vectors (1 to 4)", py=lambda *v: np.stack(v, axis=1))
 for _name, _doc, _py in (
         ("norm_huber", "the Huber norm: |v|^2 / 2 within delta (default 1), delta (|v| - delta / 2) beyond",
          lambda v, d=1.0: (lambda n: 0.5 * n * n if n <= d else d * (n - 0.5 * d))(np.linalg.norm(v))),

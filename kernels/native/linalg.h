@@ -23,6 +23,14 @@ template <int K, int N, typename T> LW_FUNC void adj_cols_of(vec_t<N, T>* const*
     adj_rows_of<K, N, T>(g, transpose(adj));
 }
 #define LW_FROM_VECTORS(name, helper, RES)                                                                     \
+    template <int N, typename T> LW_FUNC RES(1) name(vec_t<N, T> a) {                                          \
+        vec_t<N, T> v[1] = {a};                                                                                 \
+        return helper<1, N, T>(v);                                                                              \
+    }                                                                                                           \
+    template <int N, typename T> LW_FUNC void adj_##name(vec_t<N, T>, vec_t<N, T>& ga, RES(1) adj) {           \
+        vec_t<N, T>* g[1] = {&ga};                                                                              \
+        adj_##helper<1, N, T>(g, adj);                                                                          \
+    }                                                                                                           \
     template <int N, typename T> LW_FUNC RES(2) name(vec_t<N, T> a, vec_t<N, T> b) {                          \
         vec_t<N, T> v[2] = {a, b};                                                                              \
         return helper<2, N, T>(v);                                                                              \

@@ -566,3 +566,24 @@ def test_output_parameters_returned_when_left_out():
     np.testing.assert_allclose(out.numpy(), [13.0, 0.0], atol=1e-5)
     tape.backward(grads={out: np.array([1.0, 0.0], dtype=np.float32)})
     np.testing.assert_allclose(a.grad.numpy()[0], np.diag([3.0, 2.0, 2.0]), atol=1e-5)
+
+
+@wp.kernel
+def one_row_and_column(v: wp.array(dtype=wp.vec3d), out: wp.array(dtype=wp.float64)):
+    r = wp.matrix_from_rows(v[0])
+    c = wp.matrix_from_cols(v[0])
+    out[0] = r[0, 0] + 2.0 * r[0, 2] + 3.0 * c[1, 0] * c[2, 0] + wp.ddot(r, wp.transpose(c)) * 0.0
+
+
+def test_one_vector_matrices_and_their_gradients():
+    """matrix_from_rows / matrix_from_cols take one vector too (a 1 x N or N x 1 matrix), as in Warp 1.19, with
+    gradients."""
+    v = wp.array([[1.0, 2.0, 3.0]], dtype=wp.vec3d, requires_grad=True)
+    out = wp.zeros(1, dtype=wp.float64, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(one_row_and_column, 1, inputs=[v, out])
+    assert out.numpy()[0] == 1.0 + 6.0 + 18.0
+    tape.backward(loss=out)
+    np.testing.assert_array_equal(v.grad.numpy()[0], [1.0, 9.0, 8.0])
+    assert type(wp.matrix_from_rows(wp.vec2(1.0, 2.0))) is wp.types.matrix((1, 2), wp.float32)
