@@ -11,10 +11,10 @@ from .functions import Function, func
 
 # ruff: noqa: N806, N803  (type parameters of the per-precision factories are capitalized like classes)
 
-(abs_, acos, asin, atan2, clamp, cross, determinant, dot, length, normalize, quat_from_axis_angle, quat_rotate,
- quat_to_matrix, sin, spatial_bottom, spatial_top, sqrt) = (BUILTINS[n] for n in (
-    "abs", "acos", "asin", "atan2", "clamp", "cross", "determinant", "dot", "length", "normalize",
-    "quat_from_axis_angle", "quat_rotate", "quat_to_matrix", "sin", "spatial_bottom", "spatial_top", "sqrt"))
+(abs_, asin, atan2, clamp, cross, determinant, dot, length, normalize, quat_from_axis_angle, quat_inverse,
+ quat_rotate, quat_to_axis_angle, quat_to_matrix, spatial_bottom, spatial_top, sqrt) = (BUILTINS[n] for n in (
+    "abs", "asin", "atan2", "clamp", "cross", "determinant", "dot", "length", "normalize", "quat_from_axis_angle",
+    "quat_inverse", "quat_rotate", "quat_to_axis_angle", "quat_to_matrix", "spatial_bottom", "spatial_top", "sqrt"))
 PRECISIONS = (T.float16, T.float32, T.float64)
 
 
@@ -95,18 +95,10 @@ def quat_slerp(S: Any) -> Any:
 
     def quat_slerp(q0: Q, q1: Q, t: S):
         """Spherical interpolation from the rotation q0 (t = 0) to the rotation q1 (t = 1) the shorter way
-        round: q1 is negated when dot(q0, q1) < 0 (q1 and -q1 are one rotation; t = 1 then gives -q1);
-        nearly equal rotations interpolate linearly."""
-        e = q1
-        d = dot(q0, q1)
-        if d < 0.0:
-            e = -q1
-            d = -d
-        theta = acos(min(d, 1.0))
-        s = sin(theta)
-        if s < 1.0e-4:
-            return normalize(q0 * (1.0 - t) + e * t)
-        return (q0 * sin((1.0 - t) * theta) + e * sin(t * theta)) / s
+        round, q0 exp(t log(q0^-1 q1)): the relative rotation's axis and angle (in [0, pi]) scaled by t, so
+        t = 1 gives -q1 when dot(q0, q1) < 0 (q1 and -q1 are one rotation)."""
+        axis, angle = quat_to_axis_angle(quat_inverse(q0) * q1)
+        return q0 * quat_from_axis_angle(axis, t * angle)
 
     return quat_slerp
 
