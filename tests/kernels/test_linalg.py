@@ -587,3 +587,38 @@ def test_one_vector_matrices_and_their_gradients():
     tape.backward(loss=out)
     np.testing.assert_array_equal(v.grad.numpy()[0], [1.0, 9.0, 8.0])
     assert type(wp.matrix_from_rows(wp.vec2(1.0, 2.0))) is wp.types.matrix((1, 2), wp.float32)
+
+
+@wp.kernel
+def slerp_sum(q0: wp.array(dtype=wp.quatd), q1: wp.array(dtype=wp.quatd), t: wp.array(dtype=wp.float64),
+              out: wp.array(dtype=wp.quatd)):
+    i = wp.tid()
+    out[i] = wp.quat_slerp(q0[i], q1[i], t[i])
+
+
+def test_slerp_depends_on_the_direction_of_q1_only():
+    """quat_slerp is q0 exp(t log(q0^-1 q1)), as in Warp 1.19: the relative rotation's axis and angle do not change
+    when q1 is scaled, so neither do the result nor (the gradient being orthogonal to q1) its derivatives along
+    q1; gradients match central differences."""
+    rng = np.random.default_rng(11)
+    q0 = rng.normal(size=(6, 4))
+    q0 /= np.linalg.norm(q0, axis=1, keepdims=True)
+    q1 = rng.normal(size=(6, 4))
+    q1 /= np.linalg.norm(q1, axis=1, keepdims=True)
+    t = rng.uniform(0.1, 0.9, 6)
+    outs = []
+    for scale in (1.0, 2.5):
+        args = [wp.array(q0, dtype=wp.quatd), wp.array(scale * q1, dtype=wp.quatd, requires_grad=True),
+                wp.array(t, dtype=wp.float64)]
+        out = wp.zeros(6, dtype=wp.quatd, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(slerp_sum, 6, inputs=[*args, out])
+        tape.backward(grads={out: wp.full(6, wp.quatd(1.0, -2.0, 0.5, 3.0), dtype=wp.quatd)})
+        outs.append(out.numpy())
+        assert np.abs((args[1].grad.numpy() * q1).sum(axis=1)).max() < 1e-12
+    np.testing.assert_allclose(outs[0], outs[1], atol=1e-13)
+    arrays = [wp.array(q0, dtype=wp.quatd, requires_grad=True), wp.array(q1, dtype=wp.quatd, requires_grad=True),
+              wp.array(t, dtype=wp.float64, requires_grad=True)]
+    gradcheck(slerp_sum, 6, arrays, [wp.zeros(6, dtype=wp.quatd, requires_grad=True)], eps=1e-6, atol=1e-6,
+              rtol=1e-5)
