@@ -293,6 +293,16 @@ def _bit_count(x: Any) -> int:
     return bin(v & ((1 << width) - 1)).count("1")
 
 
+def _quat_to_axis_angle(q: Any) -> tuple:
+    """Python-scope quat_to_axis_angle: (axis, angle) as the kernel builtin computes them, the axis in q's
+    precision (float32 for a plain sequence)."""
+    st = q._wp_scalar_type_ if isinstance(q, T._CompositeMixin) else T.float32
+    v = np.asarray(q.numpy_value() if isinstance(q, T._CompositeMixin) else q, dtype=np.float64)
+    s, f = float(np.linalg.norm(v[:3])), -1.0 if v[3] < 0 else 1.0
+    axis = v[:3] * (f / s) if s > 0 else np.zeros(3)
+    return T.vector(3, st)(axis), 2.0 * math.atan2(s, f * v[3])
+
+
 def _ret(spec: Any) -> Callable[[dict], Any]:
     if callable(spec) and not isinstance(spec, type):
         return spec
@@ -479,11 +489,11 @@ add("argmin", (V,), T.uint32, group="Vector Math", doc="the index of the smalles
     differentiable=False, py=np.argmin)
 add("argmax", (V,), T.uint32, group="Vector Math", doc="the index of the largest component (the first on ties)",
     differentiable=False, py=np.argmax)
-for _k in (2, 3, 4):
+for _k in (1, 2, 3, 4):
     add("matrix_from_rows", (Vec(n="N"),) * _k, lambda b, _k=_k: T.matrix((_k, b["N"]), b["T"]), group="Vector Math",
-        doc="the matrix whose rows are the given vectors (2 to 4)", py=lambda *v: np.stack(v))
+        doc="the matrix whose rows are the given vectors (1 to 4)", py=lambda *v: np.stack(v))
     add("matrix_from_cols", (Vec(n="N"),) * _k, lambda b, _k=_k: T.matrix((b["N"], _k), b["T"]), group="Vector Math",
-        doc="the matrix whose columns are the given vectors (2 to 4)", py=lambda *v: np.stack(v, axis=1))
+        doc="the matrix whose columns are the given vectors (1 to 4)", py=lambda *v: np.stack(v, axis=1))
 for _name, _doc, _py in (
         ("norm_huber", "the Huber norm: |v|^2 / 2 within delta (default 1), delta (|v| - delta / 2) beyond",
          lambda v, d=1.0: (lambda n: 0.5 * n * n if n <= d else d * (n - 0.5 * d))(np.linalg.norm(v))),
@@ -572,8 +582,9 @@ add("transform_inverse", (TR,), transform_of, group="Transformations", doc="the 
     py=lambda t: np.concatenate([-T._rotate(np.asarray(t)[3:] * [-1, -1, -1, 1], np.asarray(t)[:3]),
                                  np.asarray(t)[3:] * [-1, -1, -1, 1]]))
 add("quat_to_axis_angle", (Q, Out(vec3_of), Out("T")), None, group="Quaternion Math",
-    doc="quat_to_axis_angle(q, axis, angle): the unit axis (zero for the identity) and the angle in [0, 2 pi] "
-        "of a unit quaternion")
+    doc="quat_to_axis_angle(q, axis, angle): the unit axis (zero for the identity) and the angle in [0, pi] "
+        "of a unit quaternion (a negative w flips the axis: q and -q are one rotation); in Python scope "
+        "`axis, angle = wp.quat_to_axis_angle(q)`", py=_quat_to_axis_angle, raw_py=True)
 M44 = Mat("float", rows=4, cols=4)
 add("transform_point", (M44, V3), vec3_of, group="Transformations", doc="")
 add("transform_vector", (M44, V3), vec3_of, group="Transformations", doc="")

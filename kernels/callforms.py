@@ -16,9 +16,10 @@ from . import builtins as B
 from . import ir
 from . import types as T
 from .annotations import arg_type
+from .array import array as array_class
 from .array import zeros as array_zeros
 from .codegen import printf_directive
-from .errors import KernelSyntaxError, KernelTypeError
+from .errors import KernelError, KernelSyntaxError, KernelTypeError
 from .frontend import Builder, PyObj, _coerce, _describe, call_form, call_kind
 from .functions import Function, GradWrapper, grad
 from .ir import ArrayType, Const, Operand, ctype
@@ -288,8 +289,22 @@ def scalar_cast(bld: Builder, node: ast.Call, obj: Any) -> Operand:
 
 @call_kind(T.is_composite)
 def composite_constructor(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """`vec3(...)`, `mat32d(...)`: a concrete type's constructor. Its own `length=`/`shape=` and `dtype=` may
+    be repeated as keywords (as `wp.vector`/`wp.matrix` take them); they must agree with the type."""
     node, args = transform_parts(bld, node, T.is_transform(obj))
-    bld.no_keywords(node, obj.__name__)
+    plain = T.is_vector(obj) and not (T.is_quat(obj) or T.is_transform(obj))
+    own = {"dtype": obj._wp_scalar_type_}
+    if plain:
+        own["length"] = obj._length_
+    elif T.is_matrix(obj):
+        own["shape"] = tuple(obj._shape_)
+    kw = static_keywords(bld, node, tuple(own), obj.__name__)
+    for name, given in kw.items():
+        same = static_scalar(bld, given, node) is own[name] if name == "dtype" else (
+            tuple(given) == own[name] if isinstance(given, (tuple, list)) else given == own[name])
+        if not same:
+            bld.error(node, KernelTypeError, f"{obj.__name__}() was given {name}={given!r}, but its {name} is "
+                      f"{_describe(own[name]) if name == 'dtype' else own[name]}")
     return construct(bld, obj, node, args)
 
 
@@ -498,7 +513,14 @@ def static_keywords(bld: Builder, node: ast.Call, allowed: tuple[str, ...], what
     for k in node.keywords:
         if k.arg not in allowed:
             bld.error(node, KernelTypeError, f"{what}() takes the keywords {', '.join(allowed)}, not {k.arg}")
-        out[k.arg] = bld.eval_static(k.value, f"{what}({k.arg}=...)")
+        try:
+            out[k.arg] = bld.eval_static(k.value, f"{what}({k.arg}=...)")
+        except KernelError:
+            # a compile-time object the kernel itself names: type(x), v.dtype, v.length of a generic argument
+            found = bld.expr_or_none(k.value)
+            if not (isinstance(found, PyObj) or (isinstance(found, Const) and not T.is_composite(found.type))):
+                raise
+            out[k.arg] = found.value
     return out
 
 
@@ -597,6 +619,32 @@ def local_array(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     except TypeError as e:
         bld.error(node, KernelTypeError, str(e))
     return bld.assign_temp(ir.Construct(t, ()), t)
+
+
+@call_form(array_class)
+def array_at_address(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """wp.array(ptr=p, shape=(n, ...), dtype=T) inside a kernel: a contiguous array over the memory at address
+    `p` (a uint64, such as another array's `.ptr`), with extents known at run time. It has no gradient."""
+    kw = {k.arg: k.value for k in node.keywords}
+    if node.args or set(kw) != {"ptr", "shape", "dtype"}:
+        bld.error(node, KernelTypeError, "wp.array() in a kernel takes the keywords ptr, shape and dtype (an array "
+                  "over existing memory)")
+    dtype = bld.eval_static(kw["dtype"], "wp.array(dtype=...)")
+    try:
+        dtype = arg_type(dtype)
+    except TypeError as e:
+        bld.error(kw["dtype"], KernelTypeError, f"wp.array(dtype=...): {e}")
+    if isinstance(dtype, ArrayType):
+        bld.error(kw["dtype"], KernelTypeError, "wp.array(dtype=...) must be a value type, not an array")
+    dims = kw["shape"].elts if isinstance(kw["shape"], ast.Tuple) else [kw["shape"]]
+    if not 1 <= len(dims) <= 4:
+        bld.error(kw["shape"], KernelTypeError, f"wp.array(shape=...) takes 1 to 4 extents, got {len(dims)}")
+    ptr = bld.convert(bld.value(kw["ptr"]), T.uint64, kw["ptr"], what="wp.array(ptr=...)")
+    sizes = [bld.convert(bld.value(d), T.int32, d, what="an extent of wp.array(shape=...)") for d in dims]
+    rt = ArrayType(dtype, len(dims))
+    ov = B.Overload("array", (B.Exact(T.uint64),) + (B.Exact(T.int32),) * len(dims), lambda b: rt,
+                    f"lw::array_at_address<{ctype(dtype)}>", "Utility", "", False)
+    return bld.assign_temp(ir.Call(ov, (ptr, *sizes)), rt)
 
 
 # -- types ---------------------------------------------------------------------------------

@@ -51,8 +51,9 @@ class CacheError(LoomworkError, OSError):
     (its code would run in this process), or a folder that cannot be created."""
 
 
-class LaunchError(LoomworkError, TypeError):
-    """A launch with the wrong number or types of arguments."""
+class LaunchError(LoomworkError, TypeError, RuntimeError):
+    """A launch with the wrong number or types of arguments (a RuntimeError too, which is what Warp raises
+    for these, so `except RuntimeError` in a Warp program still catches it)."""
 
 
 class LaunchValueError(LoomworkError, ValueError):

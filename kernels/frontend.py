@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins as pybuiltins
+import enum
 import inspect
 import itertools
 import linecache
@@ -538,8 +539,8 @@ class Builder:
         for n in t._shape_[len(elts):]:
             picks.append([Const(i, T.int32) for i in range(n)])
             kept.append(n)
-        if 0 in kept:
-            self.error(node, KernelIndexError, f"this slice of {T.type_name(t)} is empty")
+        if 0 in kept:  # an empty slice: a zero-length vector, or a matrix empty in every dimension
+            kept = [0] * len(kept)
         return picks, kept
 
     # -- places: where an assignment to a subscript or attribute writes ---------------------------
@@ -1040,10 +1041,20 @@ class Builder:
         return var
 
     def _expr_Attribute(self, node: ast.Attribute) -> Any:
+        if node.attr == "value" and isinstance(node.value, ast.Attribute):  # MyEnum.B.value: the member's value
+            try:
+                member = self.eval_static(node.value, "an enum member")
+            except KernelError:
+                member = None
+            if isinstance(member, enum.Enum):
+                return self.from_python(member.value, node)
         base = self.expr(node.value)
         if isinstance(base, PyObj):
+            vt = base.value
+            if node.attr in ("dtype", "length") and (T.is_composite(vt) or T.is_scalar(vt)):
+                return self.type_attribute(vt, node.attr)
             try:
-                obj = getattr(base.value, node.attr)
+                obj = getattr(vt, node.attr)
             except AttributeError:
                 self.error(node, KernelAttributeError, f"{_describe(base.value)} has no attribute '{node.attr}'")
             return self.from_python(obj, node)
@@ -1056,6 +1067,10 @@ class Builder:
                     return Const(t.ndim, T.int32)
                 if node.attr == "dtype":  # a type: `a.dtype(x)` converts, as in generic kernels
                     return PyObj(t.dtype)
+                if node.attr == "ptr" and not t.indexed:  # the data's address, as wp.array(ptr=...) takes it
+                    ov = B.Overload("ptr", (B.Exact(t),), lambda b: T.uint64, "lw::array_address", "Utility", "",
+                                    False)
+                    return self.assign_temp(ir.Call(ov, (base,)), T.uint64)
                 self.error(node, KernelAttributeError, f"arrays in kernels have no attribute '{node.attr}'")
             if T.is_record(t):
                 if node.attr not in t.fields:
@@ -1064,6 +1079,8 @@ class Builder:
                                + (f" (fields: {', '.join(t.fields)})" if t.fields else ""))
                 field_t = t.fields[node.attr]
                 return self.assign_temp(ir.Field(base, node.attr), field_t)
+            if node.attr in ("dtype", "length") and (T.is_composite(t) or T.is_scalar(t)):  # as of its type
+                return self.type_attribute(t, node.attr)
             if T.is_transform(t) and node.attr in ("p", "q"):
                 name = "transform_get_translation" if node.attr == "p" else "transform_get_rotation"
                 return self.call_builtin(name, [base], node)
@@ -1075,6 +1092,14 @@ class Builder:
                     return self.assign_temp(ir.Extract(base, (Const(idx, T.int32),)), t._wp_scalar_type_)
             self.error(node, KernelAttributeError, f"{T.type_name(t)} has no attribute '{node.attr}'")
         self.error(node, KernelAttributeError, f"no attribute '{node.attr}' here")
+
+    @staticmethod
+    def type_attribute(t: Any, attr: str) -> Any:
+        """`.dtype` (the scalar type) and `.length` (the component count) of a value type, or of a value of
+        that type, as Warp's kernels read them: `wp.identity(n=v.length, dtype=v.dtype)` in generic code."""
+        if attr == "dtype":
+            return PyObj(t._wp_scalar_type_ if T.is_composite(t) else t)
+        return Const(math.prod(t._shape_) if T.is_composite(t) else 1, T.int32)
 
     def check_defined(self, node: ast.Name) -> None:
         """A local read must follow an assignment on every path: one made in only one branch of an `if`, or
@@ -1667,11 +1692,13 @@ class Builder:
         expr = ast.Expression(node)
         ast.fix_missing_locations(expr)
         try:
-            scope = {**self.scope.closure, **self.scope.static_locals, **{
+            # the variable of an unrolled loop is its current value, even where an earlier run of the same loop
+            # (nested in another unrolled loop) left a constant local of that name behind
+            scope = {**self.scope.closure, **{
                 name: _LocalLength(var.type) for name, var in self.scope.vars.items()
                 if T.is_composite(var.type) or is_tuple(var.type)
                 or isinstance(getattr(var.type, "shape", None), tuple)},
-                **self.scope.constants}
+                **self.scope.constants, **self.scope.static_locals}
             return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
             self.error(node, KernelTypeError, f"{what} could not evaluate this expression (Error evaluating static "

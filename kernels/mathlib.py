@@ -1,6 +1,7 @@
 """Builtins written in the kernel language itself: rotations and rigid transforms that branch or
 compose other builtins. They compile like user functions, so their adjoints come from the adjoint
-generator, and they have one overload per float precision, so a wrong argument lists both."""
+generator, and they have one overload per float precision (16, 32 and 64 bits), so a wrong argument
+lists them all."""
 
 from typing import Any
 
@@ -10,11 +11,11 @@ from .functions import Function, func
 
 # ruff: noqa: N806, N803  (type parameters of the per-precision factories are capitalized like classes)
 
-(abs_, acos, asin, atan2, clamp, cross, determinant, dot, length, normalize, quat_from_axis_angle, quat_rotate,
- quat_to_matrix, sin, spatial_bottom, spatial_top, sqrt) = (BUILTINS[n] for n in (
-    "abs", "acos", "asin", "atan2", "clamp", "cross", "determinant", "dot", "length", "normalize",
-    "quat_from_axis_angle", "quat_rotate", "quat_to_matrix", "sin", "spatial_bottom", "spatial_top", "sqrt"))
-PRECISIONS = (T.float32, T.float64)
+(abs_, asin, atan2, clamp, cross, determinant, dot, length, normalize, quat_from_axis_angle, quat_inverse,
+ quat_rotate, quat_to_axis_angle, quat_to_matrix, spatial_bottom, spatial_top, sqrt) = (BUILTINS[n] for n in (
+    "abs", "asin", "atan2", "clamp", "cross", "determinant", "dot", "length", "normalize", "quat_from_axis_angle",
+    "quat_inverse", "quat_rotate", "quat_to_axis_angle", "quat_to_matrix", "spatial_bottom", "spatial_top", "sqrt"))
+PRECISIONS = (T.float16, T.float32, T.float64)
 
 
 def _overloaded(make: Any) -> Function:
@@ -93,14 +94,11 @@ def quat_slerp(S: Any) -> Any:
     Q = T.quaternion(S)
 
     def quat_slerp(q0: Q, q1: Q, t: S):
-        """Spherical interpolation from q0 (t = 0) to q1 (t = 1) along the arc between them (negate q1
-        for the other arc); nearly equal rotations interpolate linearly."""
-        d = clamp(dot(q0, q1), -1.0, 1.0)
-        theta = acos(d)
-        s = sin(theta)
-        if s < 1.0e-4:
-            return normalize(q0 * (1.0 - t) + q1 * t)
-        return (q0 * sin((1.0 - t) * theta) + q1 * sin(t * theta)) / s
+        """Spherical interpolation from the rotation q0 (t = 0) to the rotation q1 (t = 1) the shorter way
+        round, q0 exp(t log(q0^-1 q1)): the relative rotation's axis and angle (in [0, pi]) scaled by t, so
+        t = 1 gives -q1 when dot(q0, q1) < 0 (q1 and -q1 are one rotation)."""
+        axis, angle = quat_to_axis_angle(quat_inverse(q0) * q1)
+        return q0 * quat_from_axis_angle(axis, t * angle)
 
     return quat_slerp
 
@@ -226,7 +224,7 @@ def quat_from_euler(S: Any) -> Any:
 def quat_to_euler(S: Any) -> Any:
     Q, V3 = T.quaternion(S), T.vector(3, S)
     V2 = T.vector(2, S)
-    tol = 1.0e-6 if S is T.float32 else 1.0e-12
+    tol = {T.float16: 1.0e-3, T.float32: 1.0e-6}.get(S, 1.0e-12)
 
     def quat_to_euler(q: Q, i: int, j: int, k: int):
         """The angles of q about fixed axes i, j, k (in that order), indexed by axis for i != k; for

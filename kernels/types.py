@@ -447,9 +447,13 @@ class VectorType(_CompositeMixin):
 
     def _component(i: int):  # noqa: N805 - builds properties
         def get(self):
+            if i >= self._length_:
+                raise AttributeError(f"{type(self).__name__} has no component '{'xyzw'[i]}'")
             return self[i]
 
         def set_(self, v):
+            if i >= self._length_:
+                raise AttributeError(f"{type(self).__name__} has no component '{'xyzw'[i]}'")
             self[i] = v
 
         return property(get, set_)
@@ -594,7 +598,19 @@ class QuaternionType(VectorType):
 class TransformType(VectorType):
     """Marker base of rigid transforms: a translation p (vec3) then a rotation q (quat); `*` composes."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, **parts):
+        """`transform()` (identity), `transform(p, q)`, `transform(p=..., q=...)` (p defaults to zero, q to the
+        identity rotation), `transform(p)`, or the 7 components, flat or as one sequence."""
+        if parts or (len(args) == 1 and not _is_number(args[0]) and np.size(_plain(args[0])) == 3):
+            given = dict(zip(("p", "q"), args, strict=False))
+            for k, v in parts.items():
+                if k not in ("p", "q") or k in given:
+                    raise TypeError(f"{type(self).__name__}() got an unexpected or repeated argument {k!r} "
+                                    "(it takes p and q)")
+                given[k] = v
+            if len(args) > 2:
+                raise TypeError(f"{type(self).__name__}() takes p and q with keywords, not {len(args)} components")
+            args = (given.get("p", (0.0, 0.0, 0.0)), given.get("q", (0.0, 0.0, 0.0, 1.0)))
         if not args:
             args = ((0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0),)
         elif len(args) == 2 and all(isinstance(a, _CompositeMixin | list | tuple | np.ndarray)
@@ -607,9 +623,17 @@ class TransformType(VectorType):
     def p(self) -> VectorType:
         return vector(3, self._wp_scalar_type_)(self._flat()[:3])
 
+    @p.setter
+    def p(self, v: Any) -> None:
+        self[0:3] = v
+
     @property
     def q(self) -> QuaternionType:
         return quaternion(self._wp_scalar_type_)(self._flat()[3:])
+
+    @q.setter
+    def q(self, v: Any) -> None:
+        self[3:7] = v
 
     def __mul__(self, o):
         if isinstance(o, TransformType):

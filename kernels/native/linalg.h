@@ -23,6 +23,14 @@ template <int K, int N, typename T> LW_FUNC void adj_cols_of(vec_t<N, T>* const*
     adj_rows_of<K, N, T>(g, transpose(adj));
 }
 #define LW_FROM_VECTORS(name, helper, RES)                                                                     \
+    template <int N, typename T> LW_FUNC RES(1) name(vec_t<N, T> a) {                                          \
+        vec_t<N, T> v[1] = {a};                                                                                 \
+        return helper<1, N, T>(v);                                                                              \
+    }                                                                                                           \
+    template <int N, typename T> LW_FUNC void adj_##name(vec_t<N, T>, vec_t<N, T>& ga, RES(1) adj) {           \
+        vec_t<N, T>* g[1] = {&ga};                                                                              \
+        adj_##helper<1, N, T>(g, adj);                                                                          \
+    }                                                                                                           \
     template <int N, typename T> LW_FUNC RES(2) name(vec_t<N, T> a, vec_t<N, T> b) {                          \
         vec_t<N, T> v[2] = {a, b};                                                                              \
         return helper<2, N, T>(v);                                                                              \
@@ -365,23 +373,24 @@ LW_NARROW_DECOMPOSITIONS(half)
 LW_NARROW_DECOMPOSITIONS(bfloat16)
 #undef LW_NARROW_DECOMPOSITIONS
 
-// quaternion to axis (unit, zero for the identity) and angle in [0, 2 pi]
+// quaternion to axis (unit, zero for the identity) and angle in [0, pi]: q and -q are the same rotation,
+// so a negative w flips the axis and the angle measures the shorter way round
 template <typename T> LW_FUNC void quat_to_axis_angle(const quat_t<T>& q, vec_t<3, T>& axis, T& angle) {
     vec_t<3, T> v = qv(q);
-    T s = length(v);
-    axis = s > T(0) ? div(v, s) : zero<vec_t<3, T>>();
-    angle = T(2) * atan2(s, q.c[3]);
+    T s = length(v), f = q.c[3] < T(0) ? T(-1) : T(1);
+    axis = s > T(0) ? mul(div(v, s), f) : zero<vec_t<3, T>>();
+    angle = T(2) * atan2(s, T(f * q.c[3]));
 }
 template <typename T, typename Rec>
 LW_FUNC void adj_quat_to_axis_angle(const quat_t<T>& q, quat_t<T>& adj_q, const Rec& adj) {
     vec_t<3, T> v = qv(q);
-    T s = length(v), w = q.c[3];
+    T s = length(v), w = q.c[3], f = w < T(0) ? T(-1) : T(1);
     if (!(s > T(0))) return;
-    vec_t<3, T> axis = div(v, s);
+    vec_t<3, T> u = div(v, s);
     T r2 = T(s * s + w * w);  // (16-bit floats compute in float: each result is cast back to T)
-    // angle = 2 atan2(s, w): d/ds = 2 w / r2, d/dw = -2 s / r2
-    vec_t<3, T> gv = add(div(sub(adj.f0, mul(axis, dot(axis, adj.f0))), s), mul(axis, T(adj.f1 * T(2) * w / r2)));
-    acc(adj_q, make_quat(gv, T(-adj.f1 * T(2) * s / r2)));
+    // axis = f u: d/dv = f (I - u u^T) / s; angle = 2 atan2(s, |w|): d/ds = 2 |w| / r2, d/dw = -2 f s / r2
+    vec_t<3, T> gv = add(mul(div(sub(adj.f0, mul(u, dot(u, adj.f0))), s), f), mul(u, T(adj.f1 * T(2) * f * w / r2)));
+    acc(adj_q, make_quat(gv, T(-adj.f1 * T(2) * f * s / r2)));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -336,13 +336,13 @@ LW_FUNC double f64_bits(uint64_t u) { return __builtin_bit_cast(double, u); }
 // vectors and matrices
 
 template <int N, typename T> struct vec_t {
-    T c[N];
+    T c[N > 0 ? N : 1];  // an empty slice is a vec_t<0, T>: one unused slot, as C++ has no empty arrays
     LW_FUNC T& operator[](int i) { return c[i]; }
     LW_FUNC const T& operator[](int i) const { return c[i]; }
 };
 
 template <int R, int C, typename T> struct mat_t {
-    T c[R * C];  // row-major, like NumPy
+    T c[R * C > 0 ? R * C : 1];  // row-major, like NumPy (an empty slice keeps one unused slot)
     LW_FUNC T& operator()(int i, int j) { return c[i * C + j]; }
     LW_FUNC const T& operator()(int i, int j) const { return c[i * C + j]; }
 };
@@ -528,6 +528,7 @@ template <int R, int C, typename T> LW_FUNC vec_t<C, T>& row_ref(mat_t<R, C, T>&
 }
 
 template <int N, typename T> LW_FUNC T dot(vec_t<N, T> a, vec_t<N, T> b) {
+    if constexpr (N == 0) return T(0);  // an empty slice
     T s = mul(a.c[0], b.c[0]);
     for (int i = 1; i < N; ++i) s = add(s, mul(a.c[i], b.c[i]));
     return s;
@@ -566,6 +567,21 @@ template <typename T> struct array_t {
     // element access for wp.func_native snippets (generated code indexes through lw::at)
     LW_FUNC T& operator[](int64_t i) const { return *(T*)((char*)data + i * strides[0]); }
 };
+
+// wp.array(ptr=..., shape=..., dtype=...) in a kernel: a contiguous array (no gradient) over memory at an address
+template <typename T, typename... S> LW_FUNC array_t<T> array_at_address(uint64_t ptr, S... extents) {
+    array_t<T> a = {};
+    a.data = reinterpret_cast<T*>(ptr);
+    const int32_t n[] = {int32_t(extents)...};
+    int64_t stride = sizeof(T);
+    for (int d = int(sizeof...(S)) - 1; d >= 0; --d) {
+        a.shape[d] = n[d];
+        a.strides[d] = stride;
+        stride *= n[d];
+    }
+    return a;
+}
+template <typename T> LW_FUNC uint64_t array_address(const array_t<T>& a) { return reinterpret_cast<uint64_t>(a.data); }
 
 template <typename T> LW_FUNC T& at(const array_t<T>& a, int64_t i) {
     return *(T*)((char*)a.data + i * a.strides[0]);

@@ -127,3 +127,26 @@ def test_concrete_overloads_win_over_generic_ones():
     wp.launch(combine_all, 1, inputs=[out, iout])
     np.testing.assert_array_equal(out.numpy(), [70.0, 22.0])
     assert iout.numpy()[0] == -8
+
+
+@wp.kernel
+def type_attributes(a: wp.array(dtype=Any), x: Any, out: wp.array(dtype=float)):
+    zero = type(a[0])()
+    copy = type(a).dtype(a[0]) * a.dtype.dtype(1.0) + zero
+    wp.expect_eq(copy, a[0])
+    v = wp.types.vector(length=2, dtype=type(x))
+    m = wp.identity(n=v.length, dtype=v.dtype) * x
+    out[0] = float(a.dtype.length) + 10.0 * float(a[0].length) + 100.0 * float(wp.trace(m))
+    out[1] = float(wp.float64.length) + 10.0 * float(type(x)(2.0) == x)
+
+
+def test_type_attributes_in_generic_kernels():
+    """As in Warp 1.19's kernels: a value type (or a value) has `.dtype`, its scalar type, and `.length`, its
+    component count (1 for a scalar), and keywords such as `dtype=type(x)` or `n=v.length` take such
+    compile-time objects."""
+    out = wp.zeros(2)
+    cases = [(wp.array([[1.0, 2.0, 3.0]], dtype=wp.vec3), 2.0, [3 + 30 + 400, 1 + 10]),
+             (wp.array([np.eye(2)], dtype=wp.mat22d), -1.0, [4 + 40 - 200, 1])]
+    for arr, x, want in cases:
+        wp.launch(type_attributes, 1, inputs=[arr, wp.float64(x) if arr.dtype is wp.mat22d else x, out])
+        assert out.numpy().tolist() == want

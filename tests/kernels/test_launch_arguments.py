@@ -129,6 +129,15 @@ def test_none_is_refused_for_arrays_a_kernel_touches():
     np.testing.assert_array_equal(y, 3.0 * x)
 
 
+def test_wrong_launch_arguments_are_runtime_errors_as_in_warp():
+    """Warp raises RuntimeError for launch arguments of the wrong kind; loomwork's LaunchError is one (and still a
+    TypeError), so a Warp program's `except RuntimeError` keeps working."""
+    for bad in ([None, None], [np.zeros(4, np.float32)], ["x", np.zeros(4, np.float32)]):
+        with pytest.raises(RuntimeError) as info:
+            wp.launch(double, dim=4, inputs=bad)
+        assert isinstance(info.value, wp.LaunchError) and isinstance(info.value, TypeError)
+
+
 def test_copy_false_never_copies_silently():
     """wp.array(data, copy=False) views the data or raises: another dtype, non-contiguous components or
     another device are errors, not quiet copies."""

@@ -179,6 +179,30 @@ def test_constructors_reductions_and_slices():
     assert b_out.numpy().tolist() == [True, False, True, True]
 
 
+VEC0, MAT00 = wp.types.vector(0, float), wp.types.matrix((0, 0), float)
+
+
+@wp.kernel
+def empty_slices(out: wp.array(dtype=float)):
+    v = wp.vec4(1.0, 2.0, 3.0, 4.0)
+    m = wp.identity(n=4, dtype=float)
+    q = wp.quat_identity()
+    out[0] = float(v[123:] == VEC0())
+    out[1] = float(len(v[:-123]) + len(q[3:0]))
+    out[2] = float(m[123:] == MAT00()) + float(m[:, 5:] == MAT00()) + float(m[1:1, 0:2] == MAT00())
+    out[3] = wp.length_sq(v[2:2]) + wp.dot(q[:0], VEC0())
+    v[2:2] = VEC0()
+    out[4] = v[2]
+
+
+def test_empty_slices_of_vectors_and_matrices():
+    """As in Warp 1.19: a slice that keeps nothing is a zero-length vector, or a matrix of shape (0, 0) (a matrix
+    slice empty in one dimension is empty in both); it compares, measures and assigns like any other."""
+    out = wp.zeros(5, dtype=float)
+    wp.launch(empty_slices, 1, inputs=[out])
+    assert out.numpy().tolist() == [1.0, 0.0, 3.0, 0.0, 3.0]
+
+
 def test_python_scope_constructors():
     assert np.array_equal(wp.identity(3, wp.float64).numpy_value(), np.eye(3))
     v = wp.vector(1.0, 2.0, 3.0)
@@ -270,8 +294,8 @@ def test_rotation_conversions_round_trip():
         q0, q1 = q[k], q[(k + 1) % 16]
         s = got[k, 1]
         assert np.isclose(np.linalg.norm(s), 1.0)
-        total = np.arccos(np.clip(q0 @ q1, -1, 1))
-        assert np.isclose(np.arccos(np.clip(q0 @ s, -1, 1)), t[k] * total, atol=1e-9)
+        total = np.arccos(np.clip(abs(q0 @ q1), -1, 1))  # the shorter way round
+        assert np.isclose(np.arccos(np.clip(q0 @ s, -1, 1)), t[k] * total, atol=1e-7)
     r, p, y = rpy.numpy().T
     for k in range(16):
         back = np.asarray(wp.quat_rpy(r[k], p[k], y[k]))  # Python scope: float32
@@ -310,6 +334,81 @@ def test_rotation_conversion_gradients_match_finite_differences():
               wp.array(rng.uniform(0.2, 0.8, 4), dtype=wp.float64, requires_grad=True)]
     gradcheck(rotation_loss, 4, arrays, [wp.zeros(4, dtype=wp.float64, requires_grad=True)], eps=1e-6, atol=1e-6,
               rtol=1e-5)
+
+
+@wp.kernel
+def axis_angle_and_slerp(q: wp.array(dtype=wp.quatd), r: wp.array(dtype=wp.quatd), t: wp.array(dtype=wp.float64),
+                         aa: wp.array(dtype=wp.vec4d), s: wp.array(dtype=wp.quatd)):
+    i = wp.tid()
+    axis = wp.vec3d()
+    angle = wp.float64(0.0)
+    wp.quat_to_axis_angle(q[i], axis, angle)
+    aa[i] = wp.vec4d(axis[0], axis[1], axis[2], angle)
+    s[i] = wp.quat_slerp(q[i], r[i], t[i])
+
+
+def test_axis_angle_and_slerp_take_the_shorter_way_round():
+    """As in Warp 1.19: a quaternion with w < 0 gives the flipped axis and an angle in [0, pi] (q and -q are one
+    rotation), and slerp towards a q1 with dot(q0, q1) < 0 goes the short way, reaching -q1 at t = 1."""
+    rng = np.random.default_rng(7)
+    q = rng.normal(size=(8, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    q[:4, 3] = -np.abs(q[:4, 3])
+    q[4:, 3] = np.abs(q[4:, 3])
+    r = -q[::-1] * [1, 1, 1, -1]
+    t = np.array([0.0, 1.0, 0.3, 0.7, 0.0, 1.0, 0.5, 0.9])
+    aa, s = wp.zeros(8, dtype=wp.vec4d), wp.zeros(8, dtype=wp.quatd)
+    wp.launch(axis_angle_and_slerp, 8, inputs=[wp.array(q, dtype=wp.quatd), wp.array(r, dtype=wp.quatd),
+                                               wp.array(t, dtype=wp.float64), aa, s])
+    a = aa.numpy()
+    for k in range(8):
+        assert 0.0 <= a[k, 3] <= np.pi
+        f = np.sign(q[k, 3])
+        np.testing.assert_allclose(a[k, :3], f * q[k, :3] / np.linalg.norm(q[k, :3]), atol=1e-12)
+        np.testing.assert_allclose(a[k, 3], 2.0 * np.arctan2(np.linalg.norm(q[k, :3]), abs(q[k, 3])), atol=1e-12)
+        # slerp: q0 * exp(t log(q0^-1 q1)) with the shorter log, i.e. towards sign(dot) * q1 at constant speed
+        near = np.sign(q[k] @ r[k]) * r[k]
+        got = s.numpy()[k]
+        assert np.isclose(np.linalg.norm(got), 1.0)
+        total = np.arccos(np.clip(q[k] @ near, -1, 1))
+        assert np.isclose(np.arccos(np.clip(q[k] @ got, -1, 1)), t[k] * total, atol=1e-7)
+        assert np.isclose(np.arccos(np.clip(near @ got, -1, 1)), (1.0 - t[k]) * total, atol=1e-7)
+    assert (q * r).sum(axis=1).min() < 0  # some pairs do need the flip
+
+
+def rotation_chain(S: Any) -> Any:
+    V3, Q, M44, TR = wp.types.vector(3, S), wp.types.quaternion(S), wp.types.matrix((4, 4), S), wp.transformation(S)
+
+    def chain(q: wp.array(dtype=Q), out: wp.array(dtype=Q), m: wp.array(dtype=M44), e: wp.array(dtype=V3)):
+        out[0] = wp.quat_from_matrix(wp.quat_to_matrix(q[0]))
+        out[1] = wp.quat_slerp(q[0], q[1], S(0.25))
+        mm = wp.transform_compose(V3(S(1.0), S(2.0), S(3.0)), q[0], V3(S(1.0), S(0.5), S(2.0)))
+        p, r, s = wp.transform_decompose(mm)
+        out[2] = r
+        m[0] = wp.transform_to_matrix(wp.transform_from_matrix(wp.transform_to_matrix(TR(p, r))))
+        e[0] = wp.quat_to_rpy(q[0])
+        e[1] = wp.quat_to_euler(q[0], 2, 1, 0)
+        e[2] = s
+
+    chain.__name__ = chain.__qualname__ = f"rotation_chain_{S.__name__}"
+    return wp.kernel(chain, module="unique")
+
+
+def test_rotation_functions_in_half_precision():
+    """The rotation/transform functions written in the kernel language (quat_from_matrix, quat_slerp,
+    transform_compose/decompose/to/from_matrix, quat_to_rpy, quat_to_euler) have float16 overloads, as in
+    Warp 1.19, and agree with float32 to half precision."""
+    q = np.array([[0.1, 0.2, 0.3, 0.9], [0.0, -0.3, 0.6, 0.7]])
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    got = {}
+    for S in (wp.float16, wp.float32):
+        Q, M44, V3 = wp.types.quaternion(S), wp.types.matrix((4, 4), S), wp.types.vector(3, S)
+        out, m, e = wp.zeros(3, dtype=Q), wp.zeros(1, dtype=M44), wp.zeros(3, dtype=V3)
+        wp.launch(rotation_chain(S), 1, inputs=[wp.array(q, dtype=Q), out, m, e])
+        got[S] = [a.numpy().astype(np.float64) for a in (out, m, e)]
+    for half, single in zip(got[wp.float16], got[wp.float32], strict=True):
+        np.testing.assert_allclose(half, single, atol=5e-3)
+    np.testing.assert_allclose(got[wp.float32][2][2], [1.0, 0.5, 2.0], atol=1e-5)
 
 
 @wp.kernel
@@ -363,7 +462,6 @@ def kernel_from_source(tmp_path, name, body):
      "wp.svd3(wp.types.matrix(shape=(3, 3), dtype=int), U, s, V)",
      "no overload of svd3() takes (mat33i, mat33f, vec3f, mat33f)"),
     ("slice_dyn", "k = wp.tid() + 1\nv = wp.vec3()\nw = v[0:k]", "could not evaluate"),
-    ("slice_empty", "v = wp.vec3()\nw = v[2:1]", "is empty"),
     ("neg_range", "v = wp.vec3()\nx[0] = v[-4]", "index -4 out of range"),
     ("identity_n", "m = wp.identity(dtype=float)", "constant size n"),
     ("slerp_mixed", "q = wp.quat_slerp(wp.quat_identity(), wp.quatd(), 0.5)", "quat_slerp"),
@@ -416,6 +514,12 @@ def test_rotation_builtins_in_python_scope():
     m = wp.transform_to_matrix(wp.transform(wp.vec3(1.0, 2.0, 3.0), q))
     assert type(m) is wp.mat44 and np.allclose(wp.transform_from_matrix(m), [1.0, 2.0, 3.0, *q], atol=1e-6)
     assert wp.norm_huber(wp.vec3(3.0, 0.0, 0.0)) == 2.5
+    # quat_to_axis_angle returns (axis, angle) in Python, as the kernel builtin computes them (w < 0 flips)
+    axis, angle = wp.quat_to_axis_angle(wp.quath(1.0, 2.0, 3.0, 4.0))
+    assert type(axis) is wp.vec3h and np.allclose(list(axis), np.array([1, 2, 3]) / np.sqrt(14), atol=1e-3)
+    assert np.isclose(angle, 2.0 * np.arctan2(np.sqrt(14), 4.0))
+    axis, angle = wp.quat_to_axis_angle(wp.quatd(0.0, 0.0, 0.6, -0.8))
+    assert type(axis) is wp.vec3d and list(axis) == [0, 0, -1] and np.isclose(angle, 2.0 * np.arctan2(0.6, 0.8))
 
 
 M23D, M32D, M44D = (wp.types.matrix(s, wp.float64) for s in ((2, 3), (3, 2), (4, 4)))
@@ -462,3 +566,59 @@ def test_output_parameters_returned_when_left_out():
     np.testing.assert_allclose(out.numpy(), [13.0, 0.0], atol=1e-5)
     tape.backward(grads={out: np.array([1.0, 0.0], dtype=np.float32)})
     np.testing.assert_allclose(a.grad.numpy()[0], np.diag([3.0, 2.0, 2.0]), atol=1e-5)
+
+
+@wp.kernel
+def one_row_and_column(v: wp.array(dtype=wp.vec3d), out: wp.array(dtype=wp.float64)):
+    r = wp.matrix_from_rows(v[0])
+    c = wp.matrix_from_cols(v[0])
+    out[0] = r[0, 0] + 2.0 * r[0, 2] + 3.0 * c[1, 0] * c[2, 0] + wp.ddot(r, wp.transpose(c)) * 0.0
+
+
+def test_one_vector_matrices_and_their_gradients():
+    """matrix_from_rows / matrix_from_cols take one vector too (a 1 x N or N x 1 matrix), as in Warp 1.19, with
+    gradients."""
+    v = wp.array([[1.0, 2.0, 3.0]], dtype=wp.vec3d, requires_grad=True)
+    out = wp.zeros(1, dtype=wp.float64, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(one_row_and_column, 1, inputs=[v, out])
+    assert out.numpy()[0] == 1.0 + 6.0 + 18.0
+    tape.backward(loss=out)
+    np.testing.assert_array_equal(v.grad.numpy()[0], [1.0, 9.0, 8.0])
+    assert type(wp.matrix_from_rows(wp.vec2(1.0, 2.0))) is wp.types.matrix((1, 2), wp.float32)
+
+
+@wp.kernel
+def slerp_sum(q0: wp.array(dtype=wp.quatd), q1: wp.array(dtype=wp.quatd), t: wp.array(dtype=wp.float64),
+              out: wp.array(dtype=wp.quatd)):
+    i = wp.tid()
+    out[i] = wp.quat_slerp(q0[i], q1[i], t[i])
+
+
+def test_slerp_depends_on_the_direction_of_q1_only():
+    """quat_slerp is q0 exp(t log(q0^-1 q1)), as in Warp 1.19: the relative rotation's axis and angle do not change
+    when q1 is scaled, so neither do the result nor (the gradient being orthogonal to q1) its derivatives along
+    q1; gradients match central differences."""
+    rng = np.random.default_rng(11)
+    q0 = rng.normal(size=(6, 4))
+    q0 /= np.linalg.norm(q0, axis=1, keepdims=True)
+    q1 = rng.normal(size=(6, 4))
+    q1 /= np.linalg.norm(q1, axis=1, keepdims=True)
+    t = rng.uniform(0.1, 0.9, 6)
+    outs = []
+    for scale in (1.0, 2.5):
+        args = [wp.array(q0, dtype=wp.quatd), wp.array(scale * q1, dtype=wp.quatd, requires_grad=True),
+                wp.array(t, dtype=wp.float64)]
+        out = wp.zeros(6, dtype=wp.quatd, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(slerp_sum, 6, inputs=[*args, out])
+        tape.backward(grads={out: wp.full(6, wp.quatd(1.0, -2.0, 0.5, 3.0), dtype=wp.quatd)})
+        outs.append(out.numpy())
+        assert np.abs((args[1].grad.numpy() * q1).sum(axis=1)).max() < 1e-12
+    np.testing.assert_allclose(outs[0], outs[1], atol=1e-13)
+    arrays = [wp.array(q0, dtype=wp.quatd, requires_grad=True), wp.array(q1, dtype=wp.quatd, requires_grad=True),
+              wp.array(t, dtype=wp.float64, requires_grad=True)]
+    gradcheck(slerp_sum, 6, arrays, [wp.zeros(6, dtype=wp.quatd, requires_grad=True)], eps=1e-6, atol=1e-6,
+              rtol=1e-5)

@@ -199,3 +199,23 @@ def test_static_bool_bounds_and_positional_identity_dtype():
 
     with pytest.raises(wp.WarpCodegenError, match="Error evaluating static expression: float division by zero"):
         wp.launch(divides_by_zero, 1, inputs=[out])
+
+
+_OUTER = 999  # globals named like the loop variables below: wp.static() must see the loop's values instead
+_INNER = 888
+
+
+@wp.kernel
+def nested_unrolled_static(results: wp.array(dtype=int)):
+    for _OUTER in range(2):
+        for _INNER in range(3):
+            results[_OUTER * 3 + _INNER] = wp.static(_OUTER * 10 + _INNER)
+    results[6] = wp.static(_OUTER * 10 + _INNER)  # after the loops: their last values, as in Python
+
+
+def test_static_reads_the_current_value_of_nested_unrolled_loops():
+    """wp.static() in nested unrolled loops reads each loop variable's value of this iteration (the inner loop
+    used to leave its last value behind as a constant that shadowed it on the next outer iteration)."""
+    results = wp.zeros(7, dtype=int)
+    wp.launch(nested_unrolled_static, 1, inputs=[results])
+    assert results.numpy().tolist() == [0, 1, 2, 10, 11, 12, 12]

@@ -213,3 +213,30 @@ def test_host_rows_columns_and_bad_assignments():
         v[:1] = (v,)
     with pytest.raises(ValueError, match="same size"):
         v[:1] = (1, 2)
+
+
+def test_transform_parts_by_keyword_and_assignment():
+    """As in Warp 1.19: transform(p=..., q=...) with p defaulting to zero and q to the identity, transform(p), and
+    t.p / t.q assignable; unknown or repeated parts are TypeErrors."""
+    t = wp.transform(p=(1.0, 2.0, 3.0), q=(0.0, 0.0, 0.6, 0.8))
+    np.testing.assert_allclose(t, [1, 2, 3, 0, 0, 0.6, 0.8], rtol=1e-6)
+    np.testing.assert_array_equal(wp.transform(p=wp.vec3(1.0, 2.0, 3.0)), [1, 2, 3, 0, 0, 0, 1])
+    np.testing.assert_array_equal(wp.transformd(q=wp.quatd(0.0, 1.0, 0.0, 0.0)), [0, 0, 0, 0, 1, 0, 0])
+    np.testing.assert_array_equal(wp.transform(wp.vec3(4.0, 5.0, 6.0)), [4, 5, 6, 0, 0, 0, 1])
+    np.testing.assert_array_equal(wp.transform(*range(7)), range(7))
+    t.p = wp.vec3(9.0, 8.0, 7.0)
+    t.q = (0.0, 1.0, 0.0, 0.0)
+    np.testing.assert_array_equal(t, [9, 8, 7, 0, 1, 0, 0])
+    assert list(t.p) == [9, 8, 7] and list(t.q) == [0, 1, 0, 0]
+    for args, kwargs in (((), {"r": (0, 0, 0, 1)}), (((1.0, 2.0, 3.0),), {"p": (1.0, 2.0, 3.0)})):
+        with pytest.raises(TypeError, match="transformf"):
+            wp.transform(*args, **kwargs)
+
+
+def test_missing_swizzle_components_are_attribute_errors():
+    """v.z on a vec2 is an AttributeError (so hasattr and getattr with a default work), reading and writing."""
+    v = wp.vec2(1.0, 2.0)
+    assert v.y == 2.0 and not hasattr(v, "z") and not hasattr(v, "w") and getattr(v, "z", None) is None
+    with pytest.raises(AttributeError, match="vec2f has no component 'w'"):
+        v.w = 1.0
+    assert hasattr(wp.vec4(), "w") and hasattr(wp.quat(), "w")

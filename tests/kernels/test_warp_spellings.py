@@ -3,6 +3,7 @@ kernels, the math constants, ranged randu, 4-D curl noise, matrix atomics, quate
 operators, Kernel(options=) and module="unique"."""
 
 import ctypes
+import enum
 import typing
 
 import numpy as np
@@ -42,6 +43,36 @@ def test_wp_types_constructors_and_constants_in_kernels():
     np.testing.assert_array_equal(outt.numpy()[0], [1, 2, 3, 0, 0, 0, 1])
     np.testing.assert_allclose(consts.numpy(), [np.pi / 2, 0, 1, 1, 1, np.e], rtol=1e-6, atol=1e-6)
     assert wp.PI == np.pi and wp.HALF_PI == np.pi / 2 and wp.INF == np.inf and np.isnan(wp.NAN)
+
+
+MAT32D = wp.types.matrix((3, 2), wp.float64)
+
+
+@wp.kernel
+def concrete_constructors_with_keywords(out: wp.array(dtype=float)):
+    c = MAT32D(2.0)
+    d = MAT32D(c, shape=(3, 2), dtype=wp.float64)
+    e = wp.vec3(1.0, dtype=float)
+    f = wp.vec3(2.0, 3.0, 4.0, length=3)
+    q = wp.quatd(0.0, 0.0, 0.0, 1.0, dtype=wp.float64)
+    out[0] = float(d[2, 1]) + e[1] + 10.0 * f[2] + float(q[3])
+
+
+def test_concrete_constructors_take_their_own_keywords(tmp_path):
+    """As in Warp 1.19, `mat32d(c, shape=(3, 2))`, `vec3(x, length=3)`, `quatd(..., dtype=wp.float64)` repeat the
+    type's own shape/length/dtype as keywords; one that disagrees with the type is an error naming it."""
+    out = wp.zeros(1)
+    wp.launch(concrete_constructors_with_keywords, 1, inputs=[out])
+    assert out.numpy()[0] == 44.0
+    bad = {"shape": "wp.mat22(1.0, shape=(3, 3))", "dtype": "wp.vec2(1.0, dtype=wp.float64)",
+           "length": "wp.vec2(1.0, length=3)", "keywords": "wp.vec2(1.0, shape=(2,))"}
+    for name, call in bad.items():
+        path = tmp_path / f"ctor_{name}.py"
+        path.write_text(f"import loomwork as wp\n\n@wp.kernel\ndef k(x: wp.array(dtype=float)):\n    v = {call}\n")
+        ns = {"__name__": f"ctor_{name}"}
+        exec(compile(path.read_text(), str(path), "exec"), ns)
+        with pytest.raises(wp.KernelError, match=f"(?s)ctor_{name}.py.*{name}"):
+            wp.launch(ns["k"], 1, inputs=[out])
 
 
 def test_wp_types_queries():
@@ -592,3 +623,65 @@ def test_tuple_annotation_refuses_other_element_types():
 
     with pytest.raises(TypeError, match="tuple_sum_mixed"):
         wp.launch(wrong, 1, inputs=[wp.zeros(1)])
+
+
+@wp.struct
+class AddressPair:
+    a: float
+    b: float
+
+
+@wp.kernel
+def arrays_at_addresses(src: wp.array2d(dtype=float), pairs: wp.array(dtype=AddressPair), ptr: wp.uint64, n: int,
+                        m: int, out: wp.array(dtype=int)):
+    grid = wp.array(ptr=src.ptr, shape=(2, 3), dtype=float)
+    grid[0, 2] = 3.0
+    grid[1, 1] = grid[0, 2] + 1.0
+    p = wp.array(ptr=pairs.ptr, shape=(2,), dtype=AddressPair)
+    p[1].b = 5.0
+    v = wp.array(ptr=ptr, shape=(n, m), dtype=wp.vec2)
+    v[n - 1, m - 1] = wp.vec2(7.0, 8.0)
+    out[0] = v.shape[0] * 10 + v.shape[1]
+    out[1] = int(src.ptr == grid.ptr)
+
+
+def test_arrays_over_addresses_in_kernels(tmp_path):
+    """As in Warp 1.19: wp.array(ptr=..., shape=..., dtype=...) in a kernel is a contiguous array over the memory
+    at that address (another array's `.ptr`, or a uint64 argument), with run-time extents; scalar, struct and
+    vector dtypes. Positional or missing keywords are errors naming the line."""
+    src, pairs = wp.zeros((2, 3), dtype=float), wp.zeros(2, dtype=AddressPair)
+    vecs, out = wp.zeros(12, dtype=wp.vec2), wp.zeros(2, dtype=int)
+    wp.launch(arrays_at_addresses, 1, inputs=[src, pairs, vecs.ptr, 3, 4, out])
+    np.testing.assert_array_equal(src.numpy(), [[0, 0, 3], [0, 4, 0]])
+    assert pairs.numpy()[1]["b"] == 5.0 and pairs.numpy()[0]["b"] == 0.0
+    np.testing.assert_array_equal(vecs.numpy()[11], [7, 8])
+    assert out.numpy().tolist() == [34, 1]
+    path = tmp_path / "ptr_bad.py"
+    path.write_text("import loomwork as wp\n\n@wp.kernel\ndef k(x: wp.array(dtype=float)):\n"
+                    "    a = wp.array(x.ptr, shape=(2,), dtype=float)\n")
+    ns = {"__name__": "ptr_bad"}
+    exec(compile(path.read_text(), str(path), "exec"), ns)
+    with pytest.raises(wp.KernelError, match="(?s)ptr_bad.py:5.*takes the keywords ptr, shape and dtype"):
+        wp.launch(ns["k"], 1, inputs=[out])
+
+
+class Shade(enum.IntEnum):
+    LIGHT = 1
+    DARK = 2
+
+
+class Bits(enum.IntFlag):
+    HIGH = 4
+
+
+@wp.kernel
+def enum_members(out: wp.array(dtype=int)):
+    out[0] = Shade.DARK + 10 * int(Shade.LIGHT.value) + 100 * int(Bits.HIGH.value)
+
+
+def test_enum_members_and_their_values_in_kernels():
+    """IntEnum/IntFlag members are integer constants in kernels, and `Member.value` reads the same value, as in
+    Warp 1.19."""
+    out = wp.zeros(1, dtype=int)
+    wp.launch(enum_members, 1, inputs=[out])
+    assert out.numpy()[0] == 2 + 10 + 400
