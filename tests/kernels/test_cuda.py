@@ -120,7 +120,7 @@ def test_block_dim_and_max_blocks():
     wp.launch(grid_index, (3, 4, 5, 6), inputs=[out], device=GPU, block_dim=64, max_blocks=2)
     i, j, k, l = np.indices((3, 4, 5, 6))
     np.testing.assert_array_equal(out.numpy(), ((i * 10 + j) * 10 + k) * 10 + l)
-    with pytest.raises(wp.LaunchValueError, match="block_dim must be an int from 1 to 1024"):
+    with pytest.raises(ValueError, match="block_dim must be an int from 1 to 1024"):
         wp.launch(saxpy, n, inputs=[x, y, 2.0], device=GPU, block_dim=2048)
     wp.launch(saxpy, n, inputs=[x, y, 2.0], device=GPU, max_blocks=-1)  # as Warp: no cap
 
@@ -278,9 +278,8 @@ def test_memory_pool_and_peer_queries():
 def test_errors_name_the_problem():
     with pytest.raises(wp.DeviceError, match="argument 'x': array is on cpu, launch is on cuda:0"):
         wp.launch(saxpy, 4, inputs=[wp.zeros(4, dtype=float), wp.zeros(4, dtype=float, device=GPU), 1.0], device=GPU)
-    rows = 2 * wp.get_device(GPU).total_memory // 4096
-    with pytest.raises(MemoryError, match=rf"out of memory on cuda:0 .*could not allocate {rows * 4096} bytes"):
-        wp.empty((rows, 4096), dtype=wp.uint8, device=GPU)
+    with pytest.raises(MemoryError, match=r"out of memory on cuda:0 .*could not allocate 1125899906842624 bytes"):
+        wp.empty((1 << 25, 1 << 25), dtype=wp.uint8, device=GPU)  # beyond any GPU: refused at once
     with pytest.raises(wp.DeviceError, match="is not available: this machine has"):
         wp.get_device(f"cuda:{wp.get_cuda_device_count()}")
 

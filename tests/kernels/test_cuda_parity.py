@@ -20,7 +20,10 @@ def on_both(kernel, dim, make_args, rtol=2e-6, atol=2e-6):
         wp.launch(kernel, dim, inputs=args, device=device)
         results.append([a.numpy() for a in args if isinstance(a, wp.array)])
     for cpu, gpu in zip(*results, strict=True):
-        if np.issubdtype(cpu.dtype, np.floating):
+        if cpu.dtype.names:  # structs: field by field
+            for name in cpu.dtype.names:
+                np.testing.assert_allclose(gpu[name], cpu[name], rtol=rtol, atol=atol, err_msg=name)
+        elif np.issubdtype(cpu.dtype, np.floating):
             np.testing.assert_allclose(gpu, cpu, rtol=rtol, atol=atol)
         else:
             np.testing.assert_array_equal(gpu, cpu)
