@@ -460,8 +460,8 @@ def test_vectors_and_matrices(device):
     out_v = wp.zeros(n, dtype=wp.vec3, device=device)
     out_s = wp.zeros(n, dtype=float, device=device)
     out_m = wp.zeros(n, dtype=wp.mat33, device=device)
-    wp.launch(vec_mat, dim=n, inputs=[wp.array(v, dtype=wp.vec3), wp.array(m, dtype=wp.mat33), out_v, out_s, out_m],
-              device=device)
+    wp.launch(vec_mat, dim=n, inputs=[wp.array(v, dtype=wp.vec3, device=device),
+                                      wp.array(m, dtype=wp.mat33, device=device), out_v, out_s, out_m], device=device)
     mv = np.einsum("nij,nj->ni", m, v)
     b = 2 * mv - v / 2 + 2 * v
     c = np.cross(v, b)
