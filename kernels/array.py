@@ -736,13 +736,33 @@ class array:  # noqa: N801 - Warp's public name
         return v
 
     def view(self, dtype: Any) -> array:
-        """The same memory seen as another dtype of the same size (e.g. vec3 <-> a struct of three floats)."""
+        """The same memory seen as another dtype, as Warp's `view`: of the same size (int32 <-> uint32, vec4 <->
+        quat, vec3 <-> a struct of three floats), or vectors and matrices as their scalars (trailing
+        dimensions added) and scalars as vectors or matrices (trailing dimensions of that shape, contiguous,
+        taken). The view shares the gradient, seen the same way."""
         dt = T.normalize_dtype(dtype)
-        if T.type_size(dt) != T.type_size(self.dtype):
-            raise TypeError(f"view: {T.type_name(dt)} ({T.type_size(dt)} bytes) and {T.type_name(self.dtype)} "
-                            f"({T.type_size(self.dtype)} bytes) differ in size")
-        return array(ptr=self.ptr or 0, dtype=dt, shape=self.shape, strides=self.strides, device=self.device,
-                     owner=self)
+        size, src = T.type_size(dt), self.dtype
+        if size == T.type_size(src):
+            shape, strides = self.shape, self.strides
+        elif T.is_scalar(dt) and T.is_composite(src) and T.type_size(T.elem_scalar(src)) == size:
+            inner = src._shape_
+            shape, strides = self.shape + inner, self.strides + contiguous_strides(inner, size)
+        elif T.is_scalar(src) and T.is_composite(dt) and T.type_size(T.elem_scalar(dt)) == T.type_size(src):
+            inner, k = dt._shape_, len(dt._shape_)
+            if self.ndim < k or self.shape[self.ndim - k:] != inner:
+                raise ShapeError(f"view: an array of shape {self.shape} does not end in the shape {inner} of "
+                                 f"{T.type_name(dt)}")
+            if self.strides[self.ndim - k:] != contiguous_strides(inner, T.type_size(src)):
+                raise ShapeError(f"view: the inner strides {self.strides[self.ndim - k:]} of the array are not "
+                                 f"those of contiguous {T.type_name(dt)} values")
+            shape, strides = self.shape[:self.ndim - k] or (1,), self.strides[:self.ndim - k] or (size,)
+        else:
+            raise TypeError(f"view: {T.type_name(dt)} ({size} bytes) and {T.type_name(src)} "
+                            f"({T.type_size(src)} bytes) differ in size")
+        v = array(ptr=self.ptr or 0, dtype=dt, shape=shape, strides=strides, device=self.device, owner=self)
+        if self._grad is not None:
+            v._grad, v._requires_grad = self._grad.view(dt), self._requires_grad
+        return v
 
     def flatten(self) -> array:
         return self.reshape((self.size,))

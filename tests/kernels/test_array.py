@@ -279,3 +279,23 @@ def test_full_infers_vectors_matrices_and_structs():
     assert v.dtype == wp.types.vector(3, wp.float64)
     np.testing.assert_array_equal(v.numpy(), [[1.0, 2.0, 3.0]] * 2)
     assert wp.full(2, np.eye(2, dtype=np.float32)).dtype == wp.mat22
+
+
+def test_views_between_vectors_and_scalars():
+    """view turns vectors and matrices into their scalars and back, as Warp's does, with the gradient."""
+    a = wp.array(np.arange(12, dtype=np.float16).reshape(4, 3), requires_grad=True)
+    v = a.view(wp.vec3h)
+    assert v.shape == (4,) and v.dtype is wp.vec3h and v.ptr == a.ptr and v.grad.ptr == a.grad.ptr
+    assert v.numpy().tolist() == a.numpy().tolist()
+    m = wp.zeros(5, dtype=wp.mat33)
+    f = m.view(float)
+    assert f.shape == (5, 3, 3) and f.strides == (36, 12, 4)
+    f.fill_(2.0)
+    assert m.numpy()[4, 2, 2] == 2.0
+    assert wp.zeros(4, dtype=float).view(wp.vec4).shape == (1,)  # one vector: a 1-D array of one
+    with pytest.raises(ValueError, match=r"does not end in the shape \(4,\)"):
+        wp.zeros((3, 5), dtype=float).view(wp.vec4)
+    with pytest.raises(ValueError, match="inner strides"):
+        wp.zeros((3, 6), dtype=float)[:, ::2].view(wp.vec3)
+    with pytest.raises(TypeError, match="differ in size"):
+        wp.zeros(3, dtype=wp.float64).view(wp.vec3)
