@@ -897,11 +897,9 @@ def _assign_through_host(dst: array, src: Any, st: Any) -> None:
     """`assign` staged through the host: `src` (an array, or NumPy values) into `dst`, one side in device memory."""
     host = dst._host()
     if isinstance(src, array):
-        src_st = T.elem_scalar(src.dtype)
-        values = src._host() if src_st is st else T.from_storage(src_st, src._host())
+        _assign_array(host, src, st)
     else:
-        values = src
-    host[...] = T.to_storage(st, np.asarray(values).reshape(host.shape), raw_bits=True)
+        host[...] = T.to_storage(st, src.reshape(host.shape), raw_bits=True)
     dst._write_back(host)  # nothing to do where `host` is the memory itself
 
 

@@ -449,13 +449,9 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         header = lk.header(size, dims, slot.address, 0, block_dim, max_blocks)
     else:
         header = lk.header(size, dims, 0, 0, block_dim, max_blocks)
-    if stream is None:
-        try:
-            blob, pins = plan.pack(header, params), ()  # pins: temporaries the block points into
-        except (struct.error, OverflowError, TypeError):
-            blob, pins = plan.pack_checked(kernel, header, params)
-    else:  # foreign arrays' streams are waited for on the launch's stream
-        blob, pins = run_on(stream, _packed, (plan, kernel, header, params))
+    # pins: temporaries the block points into; foreign arrays' streams are waited for on the launch's stream
+    blob, pins = _packed(plan, kernel, header, params) if stream is None else \
+        run_on(stream, _packed, (plan, kernel, header, params))
     fault = None
     if size:
         if streams.intercept:  # a graph capture or activity timing is on
