@@ -12,7 +12,10 @@ computed from those scalars inside the update kernels, so an iteration never wai
 the host reads the residual only every `check_every` iterations (never with `check_every=0`, where
 the iteration count and residual stay in device arrays).
 
-Not here yet: batched systems (`batch_offsets`).
+Batched systems (Warp's `aslinearoperator(A, batch_offsets=...)`) solve independent subproblems, each a
+range of b's scalar dofs, in one solve: every solver scalar is kept per subproblem (one column each),
+each subproblem steps with its own products and stops at its own tolerance, and the solve ends when all
+have converged. Dofs outside every range are left as they are.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ from functools import cache
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
 from loomwork.kernels import builtins as B
 from loomwork.kernels import types as T
 from loomwork.kernels.array import array, array2d, copy, empty, zeros
 from loomwork.kernels.device import Device
+from loomwork.kernels.functions import func
 from loomwork.kernels.ir import ArrayType
 from loomwork.kernels.launch import launch
 from loomwork.kernels.module import Kernel, kernel, overload
@@ -84,155 +90,197 @@ def _inverse_diagonal(A: array2d(dtype=T.Float), inv: array(dtype=T.Float), use_
         inv[i] = 1.0 / d
 
 
+@func
+def _batch(bmap: array(dtype=T.int32), i: int) -> int:
+    # the subproblem of scalar dof i: 0 in an unbatched solve (empty map), -1 outside every batch
+    if bmap.shape[0] == 0:
+        return 0
+    return bmap[i]
+
+
 @kernel(enable_backward=False)
-def _partial_dots(a: array2d(dtype=T.Float), b: array2d(dtype=T.Float), rows: int,
+def _partial_dots(a: array2d(dtype=T.Float), b: array2d(dtype=T.Float), chunks: array2d(dtype=T.int32),
                   partial: array2d(dtype=T.float64)):
     col, chunk = tid()
     s = T.float64(0.0)
-    for i in range(chunk * rows, min(chunk * rows + rows, a.shape[1])):
+    for i in range(chunks[chunk, 0], chunks[chunk, 1]):
         s = s + T.float64(a[col, i]) * T.float64(b[col, i])
     partial[col, chunk] = s
 
 
 @kernel(enable_backward=False)
-def _sum_partials(partial: array2d(dtype=T.float64), out: array(dtype=T.Float), first: int):
-    col = tid()
+def _sum_partials(partial: array2d(dtype=T.float64), batch_chunks: array(dtype=T.int32),
+                  out: array2d(dtype=T.Float), first: int):
+    col, batch = tid()
     s = T.float64(0.0)
-    for k in range(partial.shape[1]):
+    for k in range(batch_chunks[batch], batch_chunks[batch + 1]):
         s = s + partial[col, k]
-    out[first + col] = cast_like(s, out[first + col])
+    out[first + col, batch] = cast_like(s, out[first + col, batch])
 
 
-# Slots of a solver's scalars array: the squared residual norm first, then the products an iteration
-# uses (two products computed in one launch land in adjacent slots), then the tolerance.
+# Rows of a solver's scalars array (one column per subproblem): the squared residual norm first, then
+# the products an iteration uses (two products computed in one launch land in adjacent rows), then the
+# tolerance.
 RR, S0, S1, S2, S3, BB, ATOL_SQ = range(7)
 
 
 @kernel(enable_backward=False)
-def _init_tolerance(s: array(dtype=T.Float), rtol: T.Float, atol: T.Float):
-    a = max(rtol * sqrt(s[BB]), atol)
-    s[ATOL_SQ] = a * a
+def _init_tolerance(s: array2d(dtype=T.Float), rtol: T.Float, atol: T.Float):
+    batch = tid()
+    a = max(rtol * sqrt(s[BB, batch]), atol)
+    s[ATOL_SQ, batch] = a * a
 
 
 @kernel(enable_backward=False)
-def _count_cycle(s: array(dtype=T.Float), cycle: int, maxiter: int, state: array(dtype=T.int32)):
-    # state = (iterations done, still running): a cycle counts only while the solve had not stopped
+def _count_cycle(s: array2d(dtype=T.Float), cycle: int, maxiter: int, state: array(dtype=T.int32)):
+    # state = (iterations done, still running): a cycle counts only while the solve had not stopped; the
+    # solve runs on while any subproblem is above its tolerance
     if state[1] != 0:
         state[0] = state[0] + cycle
-    state[1] = int(s[RR] > s[ATOL_SQ] and state[0] < maxiter)
+    running = 0
+    for batch in range(s.shape[1]):
+        if s[RR, batch] > s[ATOL_SQ, batch]:
+            running = 1
+    state[1] = 0
+    if running != 0 and state[0] < maxiter:
+        state[1] = 1
 
 
 @kernel(enable_backward=False)
-def _add_vec(src: array(dtype=T.Float), dst: array(dtype=T.Float)):
+def _add_vec(src: array(dtype=T.Float), dst: array(dtype=T.Float), bmap: array(dtype=T.int32)):
     i = tid()
-    dst[i] = dst[i] + src[i]
+    if _batch(bmap, i) >= 0:
+        dst[i] = dst[i] + src[i]
 
 
 @kernel(enable_backward=False)
-def _step(s: array(dtype=T.Float), num: int, den: int, keep: int, x: array(dtype=T.Float), p: array(dtype=T.Float),
-          r: array(dtype=T.Float), q: array(dtype=T.Float), z: array(dtype=T.Float), y: array(dtype=T.Float),
-          update_z: int):
-    # x += a p, r -= a q (and z -= a y) with a = s[num] / s[den] while the residual is above tolerance
-    # and s[den] > 0; thread 0 also keeps s[num] in s[keep] for the next direction update
+def _step(s: array2d(dtype=T.Float), num: int, den: int, keep: int, x: array(dtype=T.Float),
+          p: array(dtype=T.Float), r: array(dtype=T.Float), q: array(dtype=T.Float), z: array(dtype=T.Float),
+          y: array(dtype=T.Float), update_z: int, bmap: array(dtype=T.int32)):
+    # x += a p, r -= a q (and z -= a y) with a = s[num] / s[den] of the dof's subproblem while its residual
+    # is above tolerance and s[den] > 0; threads below the subproblem count also keep s[num] in s[keep] for
+    # the next direction update (the launch covers max(dofs, subproblems))
     i = tid()
-    a = cast_like(0.0, s[RR])
-    if s[RR] > s[ATOL_SQ] and s[den] > 0.0:
-        a = s[num] / s[den]
-    x[i] = x[i] + a * p[i]
-    r[i] = r[i] - a * q[i]
-    if update_z != 0:
-        z[i] = z[i] - a * y[i]
-    if keep >= 0 and i == 0:
-        s[keep] = s[num]
+    if keep >= 0 and i < s.shape[1]:
+        s[keep, i] = s[num, i]
+    if i < x.shape[0]:
+        batch = _batch(bmap, i)
+        if batch >= 0:
+            a = cast_like(0.0, s[RR, batch])
+            if s[RR, batch] > s[ATOL_SQ, batch] and s[den, batch] > 0.0:
+                a = s[num, batch] / s[den, batch]
+            x[i] = x[i] + a * p[i]
+            r[i] = r[i] - a * q[i]
+            if update_z != 0:
+                z[i] = z[i] - a * y[i]
 
 
 @kernel(enable_backward=False)
-def _bicgstab_step(s: array(dtype=T.Float), num: int, den: int, x: array(dtype=T.Float), p: array(dtype=T.Float),
-                   r: array(dtype=T.Float), q: array(dtype=T.Float)):
+def _bicgstab_step(s: array2d(dtype=T.Float), num: int, den: int, x: array(dtype=T.Float), p: array(dtype=T.Float),
+                   r: array(dtype=T.Float), q: array(dtype=T.Float), bmap: array(dtype=T.int32)):
     # x += a p, r -= a q with a = s[num] / s[den] (alpha = rho / <r0, v>, then omega = <s, t> / <t, t>)
     i = tid()
-    a = cast_like(0.0, s[RR])
-    if s[RR] > s[ATOL_SQ] and s[den] != 0.0:
-        a = s[num] / s[den]
-    x[i] = x[i] + a * p[i]
-    r[i] = r[i] - a * q[i]
+    batch = _batch(bmap, i)
+    if batch >= 0:
+        a = cast_like(0.0, s[RR, batch])
+        if s[RR, batch] > s[ATOL_SQ, batch] and s[den, batch] != 0.0:
+            a = s[num, batch] / s[den, batch]
+        x[i] = x[i] + a * p[i]
+        r[i] = r[i] - a * q[i]
 
 
 @kernel(enable_backward=False)
-def _direction(s: array(dtype=T.Float), num: int, den: int, z: array(dtype=T.Float), p: array(dtype=T.Float),
-               az: array(dtype=T.Float), ap: array(dtype=T.Float), update_ap: int):
+def _direction(s: array2d(dtype=T.Float), num: int, den: int, z: array(dtype=T.Float), p: array(dtype=T.Float),
+               az: array(dtype=T.Float), ap: array(dtype=T.Float), update_ap: int, bmap: array(dtype=T.int32)):
     # p = z + b p (and ap = az + b ap) with b = s[num] / s[den] while the residual is above tolerance
     i = tid()
-    b = cast_like(0.0, s[RR])
-    if s[RR] > s[ATOL_SQ] and s[den] > 0.0:
-        b = s[num] / s[den]
-    p[i] = z[i] + b * p[i]
-    if update_ap != 0:
-        ap[i] = az[i] + b * ap[i]
+    batch = _batch(bmap, i)
+    if batch >= 0:
+        b = cast_like(0.0, s[RR, batch])
+        if s[RR, batch] > s[ATOL_SQ, batch] and s[den, batch] > 0.0:
+            b = s[num, batch] / s[den, batch]
+        p[i] = z[i] + b * p[i]
+        if update_ap != 0:
+            ap[i] = az[i] + b * ap[i]
 
 
 @kernel(enable_backward=False)
-def _bicgstab_direction(s: array(dtype=T.Float), p: array(dtype=T.Float), r: array(dtype=T.Float),
-                        v: array(dtype=T.Float)):
+def _bicgstab_direction(s: array2d(dtype=T.Float), p: array(dtype=T.Float), r: array(dtype=T.Float),
+                        v: array(dtype=T.Float), bmap: array(dtype=T.int32)):
     # p = r + beta (p - omega v), beta = (rho_new / rho) (alpha / omega) = rho_new <t, t> / (<r0, v> <s, t>)
     i = tid()
-    b = cast_like(0.0, s[RR])
-    bo = b
-    if s[RR] > s[ATOL_SQ] and s[S1] != 0.0 and s[S2] != 0.0:
-        b = s[S0] * s[S3] / (s[S1] * s[S2])
-        bo = s[S0] / s[S1]
-    p[i] = r[i] + b * p[i] - bo * v[i]
+    batch = _batch(bmap, i)
+    if batch >= 0:
+        b = cast_like(0.0, s[RR, batch])
+        bo = b
+        if s[RR, batch] > s[ATOL_SQ, batch] and s[S1, batch] != 0.0 and s[S2, batch] != 0.0:
+            b = s[S0, batch] * s[S3, batch] / (s[S1, batch] * s[S2, batch])
+            bo = s[S0, batch] / s[S1, batch]
+        p[i] = r[i] + b * p[i] - bo * v[i]
 
 
 @kernel(enable_backward=False)
-def _normalize(src: array(dtype=T.Float), dst: array(dtype=T.Float), s: array(dtype=T.Float), slot: int,
-               norms: array(dtype=T.Float), at: int):
-    # dst = src / sqrt(s[slot]) (src itself when that is 0); thread 0 stores the norm in norms[at]
+def _normalize(src: array(dtype=T.Float), dst: array(dtype=T.Float), s: array2d(dtype=T.Float), slot: int,
+               norms: array2d(dtype=T.Float), at: int, bmap: array(dtype=T.int32)):
+    # dst = src / sqrt(s[slot]) per subproblem (src itself where that is 0, 0 outside every subproblem);
+    # threads below the subproblem count store the norms in norms[at] (the launch covers both counts)
     i = tid()
-    n = sqrt(s[slot])
-    dst[i] = src[i]
-    if n > 0.0:
-        dst[i] = src[i] / n
-    if i == 0:
-        norms[at] = n
+    if i < s.shape[1]:
+        norms[at, i] = sqrt(s[slot, i])
+    if i < dst.shape[0]:
+        batch = _batch(bmap, i)
+        v = cast_like(0.0, src[i])
+        if batch >= 0:
+            n = sqrt(s[slot, batch])
+            v = src[i]
+            if n > 0.0:
+                v = src[i] / n
+        dst[i] = v
 
 
 @kernel(enable_backward=False)
-def _subtract_combination(V: array2d(dtype=T.Float), h: array(dtype=T.Float), first: int, count: int,
-                          w: array(dtype=T.Float)):
-    # w -= sum over k < count of h[first + k] V[k]
+def _subtract_combination(V: array2d(dtype=T.Float), h: array2d(dtype=T.Float), first: int, count: int,
+                          w: array(dtype=T.Float), bmap: array(dtype=T.int32)):
+    # w -= sum over k < count of h[first + k] V[k], with the dof's subproblem's coefficients
     i = tid()
-    acc = w[i]
-    for k in range(count):
-        acc = acc - h[first + k] * V[k, i]
-    w[i] = acc
+    batch = _batch(bmap, i)
+    if batch >= 0:
+        acc = w[i]
+        for k in range(count):
+            acc = acc - h[first + k, batch] * V[k, i]
+        w[i] = acc
 
 
 @kernel(enable_backward=False)
-def _combination(V: array2d(dtype=T.Float), y: array(dtype=T.Float), count: int, accumulate: int,
-                 out: array(dtype=T.Float)):
-    # out = sum over k < count of y[k] V[k], added to out when `accumulate`
+def _combination(V: array2d(dtype=T.Float), y: array2d(dtype=T.Float), count: int, accumulate: int,
+                 out: array(dtype=T.Float), bmap: array(dtype=T.int32)):
+    # out = sum over k < count of y[k] V[k], added to out when `accumulate` (outside every subproblem:
+    # left alone when accumulating, else 0)
     i = tid()
-    acc = cast_like(0.0, y[0])
+    batch = _batch(bmap, i)
+    acc = cast_like(0.0, out[i])
     if accumulate != 0:
         acc = out[i]
-    for k in range(count):
-        acc = acc + y[k] * V[k, i]
+    if batch >= 0:
+        for k in range(count):
+            acc = acc + y[k, batch] * V[k, i]
     out[i] = acc
 
 
 @kernel(enable_backward=False)
-def _least_squares(Ht: array(dtype=T.Float), k: int, s: array(dtype=T.Float), pivot: T.Float,
-                   y: array(dtype=T.Float)):
-    # min |beta e1 - H y| for the (k+1) x k Hessenberg H stored by columns (Ht[j (k+1) + i] = H[i, j])
-    # and beta = s[S0]: Givens rotations make H upper triangular (in place), then back substitution. A
-    # pivot below `pivot` means the Krylov space was exhausted: the columns from there on are left out.
-    rhs = s[S0]
+def _least_squares(Ht: array2d(dtype=T.Float), k: int, s: array2d(dtype=T.Float), pivot: T.Float,
+                   y: array2d(dtype=T.Float)):
+    # One subproblem per thread: min |beta e1 - H y| for the (k+1) x k Hessenberg H stored by columns
+    # (Ht[j (k+1) + i] = H[i, j]) and beta = s[S0]: Givens rotations make H upper triangular (in place),
+    # then back substitution. A pivot below `pivot` means the Krylov space was exhausted: the columns from
+    # there on are left out.
+    bt = tid()
+    rhs = s[S0, bt]
     stride = k + 1
     used = k
     for i in range(k):
-        a = Ht[i * stride + i]
-        b = Ht[i * stride + i + 1]
+        a = Ht[i * stride + i, bt]
+        b = Ht[i * stride + i + 1, bt]
         rho2 = a * a + b * b
         if rho2 < pivot:
             used = i
@@ -241,20 +289,20 @@ def _least_squares(Ht: array(dtype=T.Float), k: int, s: array(dtype=T.Float), pi
         cs = a / rho
         sn = b / rho
         for j in range(i, k):
-            hi = Ht[j * stride + i]
-            hj = Ht[j * stride + i + 1]
-            Ht[j * stride + i] = cs * hi + sn * hj
-            Ht[j * stride + i + 1] = cs * hj - sn * hi
-        y[i] = cs * rhs
+            hi = Ht[j * stride + i, bt]
+            hj = Ht[j * stride + i + 1, bt]
+            Ht[j * stride + i, bt] = cs * hi + sn * hj
+            Ht[j * stride + i + 1, bt] = cs * hj - sn * hi
+        y[i, bt] = cs * rhs
         rhs = -sn * rhs
     for i in range(used, k):
-        y[i] = cast_like(0.0, rhs)
+        y[i, bt] = cast_like(0.0, rhs)
     for ii in range(used):
         i = used - 1 - ii
-        acc = y[i]
+        acc = y[i, bt]
         for j in range(i + 1, used):
-            acc = acc - Ht[j * stride + i] * y[j]
-        y[i] = acc / Ht[i * stride + i]
+            acc = acc - Ht[j * stride + i, bt] * y[j, bt]
+        y[i, bt] = acc / Ht[i * stride + i, bt]
 
 
 _GENERIC = (_dense_mv, _diag_mv, _inverse_diagonal, _partial_dots, _sum_partials, _init_tolerance, _count_cycle,
@@ -285,7 +333,8 @@ def aslinearoperator(A: Any, batch_offsets: array | None = None, max_batch_lengt
                      ) -> LinearOperator | None:
     """`A` as a LinearOperator: a 2-D array is a dense matrix, a 1-D array a diagonal (of scalars, or of
     vectors scaling each component), a BsrMatrix a sparse one, a LinearOperator is returned as it is, None
-    stays None."""
+    stays None. `batch_offsets` makes the system a batch of independent subproblems (see
+    `LinearOperator.batch_offsets`); A is then expected to be block diagonal over them."""
     if A is None or isinstance(A, LinearOperator):
         return A
     if isinstance(A, array) and A.ndim == 2 and T.is_float(A.dtype):
@@ -382,26 +431,71 @@ def _describe(v: Any) -> str:
 
 # ---- solver machinery ----
 
-class _Dots:
-    """Inner products of scalar views, reduced in float64 into a solver-scalars array: one launch of
-    per-chunk partial sums (`columns` products at once), one launch summing each product's chunks."""
+class _Layout:
+    """How a solve splits the scalar dofs of b into independent subproblems (the operator's
+    `batch_offsets`; one subproblem over every dof without them): the subproblem count, each dof's
+    subproblem as a device map (empty for one subproblem over every dof, -1 for a dof outside every
+    subproblem), and the chunks inner products reduce over, each within one subproblem."""
 
-    def __init__(self, length: int, st: Any, device: Device, columns: int) -> None:
-        chunks = max(1, min(1024, length // 1024))
-        self.per_chunk = -(-length // chunks) if length else 1
-        self.partial = empty((columns, chunks), dtype=T.float64, device=device)
+    def __init__(self, name: str, op: LinearOperator, scalars: int, device: Device) -> None:
+        offsets = op.batch_offsets
+        host = np.array([0, scalars]) if offsets is None else _host_offsets(name, op, scalars)
+        lengths = np.diff(host)
+        self.count = len(lengths)
+        bmap = np.zeros(0, dtype=np.int32)
+        if offsets is not None:
+            bmap = np.full(scalars, -1, dtype=np.int32)
+            bmap[host[0]:host[-1]] = np.repeat(np.arange(self.count, dtype=np.int32), lengths)
+        self.bmap = array(bmap, dtype=T.int32, device=device)
+        per_chunk = max(1024, -(-int(lengths.sum()) // 1024))
+        pieces = -(-lengths // per_chunk)
+        first = np.concatenate([[0], np.cumsum(pieces)])
+        owner = np.repeat(np.arange(self.count), pieces)
+        lo = host[owner] + (np.arange(first[-1]) - first[owner]) * per_chunk
+        chunks = np.stack([lo, np.minimum(lo + per_chunk, host[owner + 1])], axis=1)
+        self.chunks = array(chunks if len(chunks) else np.zeros((1, 2)), dtype=T.int32, device=device)
+        self.batch_chunks = array(first, dtype=T.int32, device=device)
+
+
+def _host_offsets(name: str, op: LinearOperator, scalars: int) -> np.ndarray:
+    """The operator's `batch_offsets` on the host, checked against the system's `scalars` dofs."""
+    offsets = op.batch_offsets
+    if not isinstance(offsets, array) or offsets.ndim != 1 or offsets.dtype is not T.int32 or offsets.shape[0] < 2:
+        raise TypeError(f"{name}: A.batch_offsets must be a 1-D wp.array of int32 with at least 2 entries (the "
+                        f"first scalar dof of each subproblem, then the end of the last), got {_describe(offsets)}")
+    host = offsets.numpy().astype(np.int64)
+    if host[0] < 0 or (np.diff(host) < 0).any() or host[-1] > scalars:
+        raise ValueError(f"{name}: A.batch_offsets must be non-decreasing scalar dof indices in [0, {scalars}] "
+                         f"(b's scalar dofs), got {host.tolist() if len(host) <= 16 else host}")
+    longest = int(np.diff(host).max())
+    if op.max_batch_length is not None and longest > op.max_batch_length:
+        raise ValueError(f"{name}: A.max_batch_length is {op.max_batch_length}, but a subproblem of A.batch_offsets "
+                         f"has {longest} dofs")
+    return host
+
+
+class _Dots:
+    """Inner products of scalar views per subproblem, reduced in float64 into the columns of a solver's
+    scalars: one launch of per-chunk partial sums (`columns` products at once), one launch summing each
+    product's chunks per subproblem."""
+
+    def __init__(self, st: Any, device: Device, columns: int, layout: _Layout) -> None:
+        self.layout = layout
+        self.partial = empty((columns, layout.chunks.shape[0]), dtype=T.float64, device=device)
         self.kernels = _kernels(st)
         self.device = device
 
     def __call__(self, a: array, b: array, out: array, first: int) -> None:
-        """out[first + k] = <a[k], b[k]> for 2-D views a, b of shape (products, scalars)."""
-        ks, cols = self.kernels, a.shape[0]
-        launch(ks.partial_dots, (cols, self.partial.shape[1]), inputs=[a, b, self.per_chunk, self.partial],
+        """out[first + k, batch] = <a[k], b[k]> over each subproblem, for 2-D views a, b of shape (products,
+        scalars)."""
+        ks, cols, layout = self.kernels, a.shape[0], self.layout
+        launch(ks.partial_dots, (cols, layout.chunks.shape[0]), inputs=[a, b, layout.chunks, self.partial],
                device=self.device)
-        launch(ks.sum_partials, cols, inputs=[self.partial, out, first], device=self.device)
+        launch(ks.sum_partials, (cols, layout.count), inputs=[self.partial, layout.batch_chunks, out, first],
+               device=self.device)
 
     def one(self, a: array, b: array, out: array, slot: int) -> None:
-        """out[slot] = <a, b> for 1-D scalar views."""
+        """out[slot, batch] = <a, b> over each subproblem, for 1-D scalar views."""
         self(repeat_view(a, 1), repeat_view(b, 1), out, slot)
 
 
@@ -448,11 +542,15 @@ class LinearSolverState:
         self._use_cuda_graph = use_cuda_graph  # accepted for Warp's API; launches run one by one
         self._device = self._A.device
         self._st = self._A.scalar_type
-        self._maxiter = int(maxiter) if maxiter else b.shape[0] * scalar_count(b.dtype)
+        scalars = b.shape[0] * scalar_count(b.dtype)
+        self._layout = _Layout(self._name, self._A, scalars, self._device)
+        self._bmap = self._layout.bmap
+        self._wide = max(scalars, self._layout.count)  # launches also writing a scalar per subproblem
+        self._maxiter = int(maxiter) if maxiter else scalars // self._layout.count
         self._cycle = 1
-        self._s = zeros(ATOL_SQ + 1, dtype=self._st, device=self._device)
+        self._s = zeros((ATOL_SQ + 1, self._layout.count), dtype=self._st, device=self._device)
         self._state = zeros(2, dtype=T.int32, device=self._device)
-        self._dots = _Dots(b.shape[0] * scalar_count(b.dtype), self._st, self._device, self._dot_columns())
+        self._dots = _Dots(self._st, self._device, self._dot_columns(), self._layout)
         self._k = _kernels(self._st)
         self._allocate()
 
@@ -478,8 +576,6 @@ class LinearSolverState:
         for what, op in (("A", A), ("M", M)):
             if op is None:
                 continue
-            if op.batch_offsets is not None:
-                raise NotImplementedError(f"{name}: batched systems ({what}.batch_offsets) are not supported yet")
             if len(op.shape) == 2 and op.shape[0] != op.shape[1]:
                 raise ValueError(f"{name}: {what} must be square, got shape {op.shape}")
             if op.scalar_type is not A.scalar_type or op.device != A.device:
@@ -520,6 +616,10 @@ class LinearSolverState:
 
     def _check_compatible(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> None:
         self._check_system(A, b, x, M)
+        if A is not self._A and (A.batch_offsets is not self._A.batch_offsets
+                                 or A.max_batch_length != self._A.max_batch_length):
+            raise ValueError(f"{self._name}: the new A must have the batch_offsets array (the same array) and "
+                             "max_batch_length of the A the solver was made for")
         for what, new, old in (("A", A, self._A), ("b", b, self._b), ("M", M, self._M)):
             if new is None or old is None or new is old:
                 continue
@@ -533,19 +633,20 @@ class LinearSolverState:
         rtol, atol = _tolerances(self._st, self._tol, self._atol)
         bc = scalar_view(b)
         self._dots.one(bc, bc, self._s, BB)
-        launch(self._k.init_tolerance, 1, inputs=[self._s, self._st(rtol), self._st(atol)], device=self._device)
+        launch(self._k.init_tolerance, self._layout.count, inputs=[self._s, self._st(rtol), self._st(atol)],
+               device=self._device)
         A.matvec(x, b, r, alpha=-1.0, beta=1.0)
 
     def _run_checked(self, cycle: Callable[[], None]) -> tuple[int, float, float]:
-        """Cycles until the residual is below tolerance (read every `check_every` iterations) or `maxiter`:
-        (iterations, residual norm, absolute tolerance)."""
+        """Cycles until every subproblem's residual is below its tolerance (read every `check_every`
+        iterations) or `maxiter`: (iterations, largest residual norm, largest absolute tolerance)."""
         s = self._s.numpy()  # host memory here; a device would copy
-        atol = math.sqrt(float(s[ATOL_SQ]))
+        atol = math.sqrt(float(s[ATOL_SQ].max()))
         check_every = max(self._check_every, self._cycle)
-        n, err = 0, math.sqrt(float(s[RR]))
+        n, err = 0, math.sqrt(float(s[RR].max()))
         if self._callback is not None:
             self._callback(n, err, atol)
-        if s[RR] <= s[ATOL_SQ]:
+        if (s[RR] <= s[ATOL_SQ]).all():
             return n, err, atol
         while True:
             cycle()
@@ -554,11 +655,11 @@ class LinearSolverState:
                 break
             if n % check_every < self._cycle:
                 s = self._s.numpy()
-                if s[RR] <= s[ATOL_SQ]:
+                if (s[RR] <= s[ATOL_SQ]).all():
                     break
                 if self._callback is not None:
-                    self._callback(n, math.sqrt(float(s[RR])), atol)
-        err = math.sqrt(float(self._s.numpy()[RR]))
+                    self._callback(n, math.sqrt(float(s[RR].max())), atol)
+        err = math.sqrt(float(self._s.numpy()[RR].max()))
         if self._callback is not None:
             self._callback(n, err, atol)
         return n, err, atol
@@ -566,9 +667,10 @@ class LinearSolverState:
     def _run_on_device(self, cycle: Callable[[], None]) -> tuple[array, array, array]:
         """Cycles with no host check (Warp's check_every=0): a kernel keeps the iteration count and whether
         to go on; the host stops early only where it reads that without waiting for a device. Returns
-        device arrays: (iterations, squared residual norm, squared absolute tolerance)."""
+        device arrays: (iterations, squared residual norms, squared absolute tolerances), the last two
+        with one entry per subproblem."""
         state, s, dev = self._state, self._s, self._device
-        outputs = (state[0:1], s[RR:RR + 1], s[ATOL_SQ:ATOL_SQ + 1])
+        outputs = (state[0:1], s[RR], s[ATOL_SQ])
         host = dev.backend.host_accessible
 
         def update() -> None:
@@ -634,7 +736,7 @@ class CG(_Restartable):
         self._work = self._buffers(4)  # r, z, p, A p
 
     def _iterate(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> Callable[[], None]:
-        s, k, dots, dev = self._s, self._k, self._dots, self._device
+        s, k, dots, dev, bm, wide = self._s, self._k, self._dots, self._device, self._bmap, self._wide
         (r, z, p, ap), (rc, zc, pc, apc), wc = self._work
         xc = scalar_view(x)
         r_and_z = wc[0:2] if M is not None else repeat_view(rc, 2)
@@ -654,12 +756,12 @@ class CG(_Restartable):
         def iteration(update_direction: bool) -> None:
             A.matvec(p, ap, ap, alpha=1.0, beta=0.0)
             dots.one(pc, apc, s, S1)
-            launch(k.step, rc.shape[0], inputs=[s, S0, S1, S2, xc, pc, rc, apc, rc, rc, 0], device=dev)
+            launch(k.step, wide, inputs=[s, S0, S1, S2, xc, pc, rc, apc, rc, rc, 0, bm], device=dev)
             if update_direction:  # s[S2] keeps the last <r, z>
                 if M is not None:
                     M.matvec(r, z, z, alpha=1.0, beta=0.0)
                 dots(repeat_view(rc, 2), r_and_z, s, RR)
-                launch(k.direction, rc.shape[0], inputs=[s, S0, S2, zc, pc, zc, pc, 0], device=dev)
+                launch(k.direction, rc.shape[0], inputs=[s, S0, S2, zc, pc, zc, pc, 0, bm], device=dev)
 
         self._start(A, b, x, r)
         restart_from_residual()
@@ -675,7 +777,7 @@ class CR(_Restartable):
         self._work = self._buffers(6)  # r, z, p, A z, A p, y = M A p
 
     def _iterate(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> Callable[[], None]:
-        s, k, dots, dev = self._s, self._k, self._dots, self._device
+        s, k, dots, dev, bm, wide = self._s, self._k, self._dots, self._device, self._bmap, self._wide
         (r, z, p, az, ap, y), (rc, zc, pc, azc, apc, yc), _ = self._work
         xc = scalar_view(x)
         if M is None:
@@ -698,13 +800,13 @@ class CR(_Restartable):
             if M is not None:
                 M.matvec(ap, y, y, alpha=1.0, beta=0.0)
             dots.one(apc, yc, s, S1)
-            launch(k.step, rc.shape[0], inputs=[s, S0, S1, S2, xc, pc, rc, apc, zc, yc, int(M is not None)],
+            launch(k.step, wide, inputs=[s, S0, S1, S2, xc, pc, rc, apc, zc, yc, int(M is not None), bm],
                    device=dev)
             if update_direction:  # s[S2] keeps the last <z, A z>
                 A.matvec(z, az, az, alpha=1.0, beta=0.0)
                 dots.one(rc, rc, s, RR)
                 dots.one(zc, azc, s, S0)
-                launch(k.direction, rc.shape[0], inputs=[s, S0, S2, zc, pc, azc, apc, 1], device=dev)
+                launch(k.direction, rc.shape[0], inputs=[s, S0, S2, zc, pc, azc, apc, 1, bm], device=dev)
 
         self._start(A, b, x, r)
         restart_from_residual()
@@ -732,7 +834,7 @@ class BiCGSTAB(LinearSolverState):
             raise ValueError("bicgstab: give a preconditioner M on every call or on none, as at construction")
 
     def _iterate(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> Callable[[], None]:
-        s, k, dots, dev = self._s, self._k, self._dots, self._device
+        s, k, dots, dev, bm = self._s, self._k, self._dots, self._device, self._bmap
         (r, r0, p, v, t, y, z, mt), (rc, r0c, pc, vc, tc, yc, zc, mtc), wc = self._work
         xc = scalar_view(x)
         if M is None:
@@ -746,7 +848,7 @@ class BiCGSTAB(LinearSolverState):
                 M.matvec(p, y, y, alpha=1.0, beta=0.0)
             A.matvec(y, v, v, alpha=1.0, beta=0.0)
             dots.one(r0c, vc, s, S1)
-            launch(k.bicgstab_step, rc.shape[0], inputs=[s, S0, S1, xc, yc, rc, vc], device=dev)
+            launch(k.bicgstab_step, rc.shape[0], inputs=[s, S0, S1, xc, yc, rc, vc, bm], device=dev)
             dots.one(rc, rc, s, RR)
             if M is not None:
                 M.matvec(r, z, z, alpha=1.0, beta=0.0)
@@ -757,9 +859,9 @@ class BiCGSTAB(LinearSolverState):
             else:
                 dots.one(rc, tc, s, S2)
             dots.one(mtc, mtc, s, S3)
-            launch(k.bicgstab_step, rc.shape[0], inputs=[s, S2, S3, xc, zc, rc, tc], device=dev)
+            launch(k.bicgstab_step, rc.shape[0], inputs=[s, S2, S3, xc, zc, rc, tc, bm], device=dev)
             dots(repeat_view(rc, 2), wc[0:2], s, RR)  # <r, r> and rho = <r, r0>
-            launch(k.bicgstab_direction, rc.shape[0], inputs=[s, pc, rc, vc], device=dev)
+            launch(k.bicgstab_direction, rc.shape[0], inputs=[s, pc, rc, vc, bm], device=dev)
 
         self._start(A, b, x, r)
         copy(r0, r)
@@ -792,11 +894,13 @@ class GMRES(LinearSolverState):
         if self._check_every > 0:
             self._check_every = max(n, self._check_every)
         self._work = self._buffers(n + 3)  # the basis v_0..v_n, then r and w
-        self._H = zeros(n * (n + 1), dtype=self._st, device=self._device)  # column j at j (n + 1)
-        self._y = zeros(n, dtype=self._st, device=self._device)
+        # per subproblem: H's column j at rows j (n + 1) ..., the least-squares solution
+        self._H = zeros((n * (n + 1), self._layout.count), dtype=self._st, device=self._device)
+        self._y = zeros((n, self._layout.count), dtype=self._st, device=self._device)
 
     def _iterate(self, A: LinearOperator, b: array, x: array, M: LinearOperator | None) -> Callable[[], None]:
         s, k, dots, dev, n = self._s, self._k, self._dots, self._device, self._cycle
+        bm, wide = self._bmap, self._wide
         (*V, r, w), (*Vcs, rc, wcv), wc = self._work
         Vc, xc, H = wc[0:n + 1], scalar_view(x), self._H
         w_repeated = repeat_view(wcv, n + 1)
@@ -814,9 +918,9 @@ class GMRES(LinearSolverState):
                 A.matvec(V[j + 1], w, w, alpha=1.0, beta=0.0)
             column = j * (n + 1)
             dots(Vc[0:j + 1], w_repeated[0:j + 1], H, column)
-            launch(k.subtract_combination, rc.shape[0], inputs=[Vc, H, column, j + 1, wcv], device=dev)
+            launch(k.subtract_combination, rc.shape[0], inputs=[Vc, H, column, j + 1, wcv, bm], device=dev)
             dots.one(wcv, wcv, s, S1)
-            launch(k.normalize, rc.shape[0], inputs=[wcv, Vcs[j + 1], s, S1, H, column + j + 1], device=dev)
+            launch(k.normalize, wide, inputs=[wcv, Vcs[j + 1], s, S1, H, column + j + 1, bm], device=dev)
 
         def cycle() -> None:
             rh = rc
@@ -824,16 +928,16 @@ class GMRES(LinearSolverState):
                 M.matvec(r, w, w, alpha=1.0, beta=0.0)
                 rh = wcv
             dots.one(rh, rh, s, S1)
-            launch(k.normalize, rc.shape[0], inputs=[rh, Vcs[0], s, S1, s, S0], device=dev)
+            launch(k.normalize, wide, inputs=[rh, Vcs[0], s, S1, s, S0, bm], device=dev)
             for j in range(n):
                 arnoldi(j)
-            launch(k.least_squares, 1, inputs=[H, n, s, pivot, self._y], device=dev)
+            launch(k.least_squares, self._layout.count, inputs=[H, n, s, pivot, self._y], device=dev)
             if M is None or left:
-                launch(k.combination, rc.shape[0], inputs=[Vc, self._y, n, 1, xc], device=dev)
+                launch(k.combination, rc.shape[0], inputs=[Vc, self._y, n, 1, xc, bm], device=dev)
             else:  # x += M (V y)
-                launch(k.combination, rc.shape[0], inputs=[Vc, self._y, n, 0, wcv], device=dev)
+                launch(k.combination, rc.shape[0], inputs=[Vc, self._y, n, 0, wcv, bm], device=dev)
                 M.matvec(w, r, r, alpha=1.0, beta=0.0)
-                launch(k.add_vec, rc.shape[0], inputs=[rc, xc], device=dev)
+                launch(k.add_vec, rc.shape[0], inputs=[rc, xc, bm], device=dev)
             A.matvec(x, b, r, alpha=-1.0, beta=1.0)
             dots.one(rc, rc, s, RR)
 
@@ -855,6 +959,9 @@ def cg(A: Any, b: array, x: array, tol: float | None = None, atol: float | None 
 
     Returns (iterations, residual norm, absolute tolerance); with `check_every=0`, device arrays of the
     iteration count, squared residual and squared tolerance; with `run=False`, the `CG` solver to call.
+    A batched `A` (`aslinearoperator(A, batch_offsets=...)`) solves its subproblems together, each to
+    its own tolerance (from its part of b): the figures are then the largest over the subproblems, and the
+    device arrays have one entry per subproblem; `maxiter` defaults to the dofs per subproblem.
     `callback(iteration, residual, atol)` is called every `check_every` iterations (a kernel taking
     the three arrays when `check_every=0`); `restart` restarts from the true residual every so many
     iterations. `use_cuda_graph` is accepted for Warp's API and has no effect."""

@@ -55,12 +55,17 @@ class LinearOperator:
 
     @property
     def batch_offsets(self) -> array | None:
+        """Independent subproblems the solvers treat apart (int32, B + 1 entries): subproblem i is the scalar
+        dofs batch_offsets[i] to batch_offsets[i + 1]; dofs outside every range are left alone. None for one
+        system."""
         return self._batch_offsets
 
     @property
     def batch_count(self) -> int:
+        """The number of subproblems (1 without `batch_offsets`)."""
         return 1 if self._batch_offsets is None else self._batch_offsets.shape[0] - 1
 
     @property
     def max_batch_length(self) -> int | None:
+        """An upper bound on the dofs of any subproblem, if given (checked by the solvers)."""
         return self._max_batch_length

@@ -236,13 +236,113 @@ def test_bad_input_is_refused_clearly():
         la.cg(sys["spd"], b, x)
     with pytest.raises(TypeError, match="callback must be a kernel"):
         la.cg(A, b, x, check_every=0, callback=print)
-    with pytest.raises(NotImplementedError, match="batched"):
-        la.cg(la.aslinearoperator(A, batch_offsets=wp.array([0, N], dtype=int)), b, x)
+    for offsets, err in (([0, N + 1], "non-decreasing scalar dof indices in .0, 24."), ([5, 2], "non-decreasing"),
+                         ([0], "at least 2 entries")):
+        with pytest.raises(TypeError if err == "at least 2 entries" else ValueError, match=err):
+            la.cg(la.aslinearoperator(A, batch_offsets=wp.array(offsets, dtype=int)), b, x)
+    with pytest.raises(ValueError, match="max_batch_length is 4, but a subproblem .* has 24 dofs"):
+        la.cg(la.aslinearoperator(A, batch_offsets=wp.array([0, N], dtype=int), max_batch_length=4), b, x)
     with pytest.raises(ValueError, match="restart must be positive"):
         la.cg(A, b, x, restart=0)
     assert la.preconditioner(A, "id") is None
     assert not x.numpy().any()  # nothing ran
 
+
+
+
+# ---- batched systems: independent subproblems in one solve ----
+
+def _block_system(sizes: list[int], kind: str, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A block-diagonal matrix of `kind` blocks of `sizes` (each scaled differently), b and the offsets."""
+    rng = np.random.default_rng(seed)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    A = np.zeros((offsets[-1], offsets[-1]))
+    for i, n in enumerate(sizes):
+        q = rng.standard_normal((n, n))
+        block = q @ q.T / n + np.diag(rng.uniform(0.5, 4.0, n))
+        if kind == "nonsym":
+            block += 0.3 * rng.standard_normal((n, n))
+        A[offsets[i]:offsets[i + 1], offsets[i]:offsets[i + 1]] = block * 10.0 ** (2 * i)
+    return A, rng.standard_normal(offsets[-1]) * 10.0 ** np.repeat(np.arange(len(sizes)), sizes), offsets
+
+
+@pytest.mark.parametrize("check_every", [1, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", list(SOLVERS))
+def test_batched_subproblems_each_converge_to_their_own_tolerance(name, dtype, check_every):
+    """With `batch_offsets`, each subproblem (scaled 1 to 1e6 apart) is solved to its own relative
+    tolerance, as SciPy solves it alone; the reported residual and tolerance are the largest, and with
+    check_every=0 the device arrays hold one entry per subproblem."""
+    solver, kind = SOLVERS[name]
+    sizes = [8, 15, 10, 12]
+    A_np, b_np, offsets = _block_system(sizes, kind, seed=len(name))
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    A = la.aslinearoperator(wp.array(A_np.astype(dtype)), batch_offsets=wp.array(offsets, dtype=int),
+                            max_batch_length=15)
+    assert A.batch_count == 4 and A.max_batch_length == 15
+    b, x = wp.array(b_np.astype(dtype)), wp.zeros(len(b_np), dtype=wp.dtype_from_numpy(dtype))
+    result = solver(A, b, x, tol=tol, maxiter=400, check_every=check_every)
+    atols, residuals = [], []
+    for i in range(len(sizes)):
+        rows = slice(offsets[i], offsets[i + 1])
+        Ai, bi = A_np[rows, rows], b_np[rows]
+        residuals.append(np.linalg.norm(Ai @ x.numpy()[rows] - bi))
+        atols.append(tol * np.linalg.norm(bi))
+        np.testing.assert_allclose(x.numpy()[rows], np.linalg.solve(Ai, bi), rtol=300 * tol,
+                                   atol=300 * tol * np.abs(np.linalg.solve(Ai, bi)).max())
+    assert max(r / a for r, a in zip(residuals, atols, strict=True)) < 30.0
+    if check_every:
+        iterations, err, atol = result
+        assert 0 < iterations < 400 and err <= atol
+        np.testing.assert_allclose(atol, max(atols), rtol=1e-3)
+    else:
+        iterations, rr, atol_sq = (r.numpy() for r in result)
+        assert rr.shape == atol_sq.shape == (4,) and (rr <= atol_sq).all() and 0 < iterations[0] < 400
+        np.testing.assert_allclose(atol_sq, np.square(atols), rtol=2e-3)
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+def test_batched_dofs_outside_every_subproblem_are_left_alone(name):
+    """Scalar dofs past the last offset (and before the first) keep their values, even where A couples
+    them to the subproblems and under GMRES's right preconditioning; vector dtypes batch by scalar dof."""
+    solver = SOLVERS[name][0]
+    kwargs = {"restart": 2} if name == "gmres" else {}
+    diag = wp.array([9.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    b = wp.array([1.0, 2.0, 6.0, 12.0, 100.0, 200.0])
+    x = wp.array([-1.0, 0.0, 0.0, 0.0, 7.0, 8.0])
+    A = la.aslinearoperator(diag, batch_offsets=wp.array([1, 3, 4], dtype=int))
+    iterations, err, atol = solver(A, b, x, tol=1e-10, maxiter=20, check_every=1, **kwargs)
+    assert iterations >= 1 and err <= atol
+    np.testing.assert_allclose(x.numpy(), [-1.0, 1.0, 2.0, 3.0, 7.0, 8.0], rtol=1e-9)
+
+    coupled = la.aslinearoperator(wp.array([[2.0, 0.0, 0.0], [0.0, 3.0, 0.0], [5.0, 0.0, 1.0]]),
+                                  batch_offsets=wp.array([0, 2], dtype=int))
+    x = wp.array([0.0, 0.0, 7.0])
+    solver(coupled, wp.array([2.0, 6.0, 7.0]), x, tol=1e-12, M=wp.array([1.0, 1.0, 1.0]), **kwargs)
+    np.testing.assert_allclose(x.numpy(), [1.0, 2.0, 7.0], rtol=1e-12)
+
+    vec = la.aslinearoperator(wp.array([(2.0, 3.0), (4.0, 5.0), (6.0, 7.0)], dtype=wp.vec2d),
+                              batch_offsets=wp.array([0, 1, 4], dtype=int))
+    x = wp.array([(0.0, 0.0), (0.0, 0.0), (7.0, 8.0)], dtype=wp.vec2d)
+    solver(vec, wp.array([(2.0, 6.0), (12.0, 20.0), (100.0, 200.0)], dtype=wp.vec2d), x, tol=1e-10, maxiter=20,
+           **kwargs)
+    np.testing.assert_allclose(x.numpy(), [(1.0, 2.0), (3.0, 4.0), (7.0, 8.0)], rtol=1e-9)
+
+
+def test_batched_solver_state_keeps_its_layout():
+    """A solver made with run=False reruns with a new b, but refuses an A with other batch offsets; an
+    empty subproblem is allowed; maxiter defaults to the dofs per subproblem."""
+    A_np, b_np, offsets = _block_system([6, 0, 6], "spd", seed=3)
+    layout = wp.array(offsets, dtype=int)
+    A = la.aslinearoperator(wp.array(A_np), batch_offsets=layout)
+    x = wp.zeros(12, dtype=wp.float64)
+    assert la.cg(A, wp.array(b_np), x, tol=1e-12)[0] == 4  # 12 dofs / 3 subproblems
+    state = la.cg(A, wp.array(b_np), x, tol=1e-12, maxiter=50, run=False)
+    state()
+    state(b=wp.array(2.0 * b_np), x=x)
+    np.testing.assert_allclose(x.numpy(), np.linalg.solve(A_np, 2.0 * b_np), rtol=1e-8)
+    with pytest.raises(ValueError, match="batch_offsets array .the same array."):
+        state(A=la.aslinearoperator(wp.array(A_np), batch_offsets=wp.array(offsets, dtype=int)))
 
 
 # ---- preconditioners of loomwork.sparse BSR matrices ----
