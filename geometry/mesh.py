@@ -66,8 +66,9 @@ class Mesh:
         if indices.device != points.device:
             raise GeometryError(f"Mesh: points are on {points.device}, indices on {indices.device}")
         velocities = vec3_array(velocities, "Mesh velocities", points.device, allow_none=True)
-        if velocities is not None and len(velocities) != len(points):
-            raise GeometryError(f"Mesh: {len(velocities)} velocities for {len(points)} points")
+        if velocities is not None and (len(velocities) != len(points) or velocities.device != points.device):
+            raise GeometryError(f"Mesh: {len(velocities)} velocities for {len(points)} points (velocities on "
+                                f"{velocities.device}, points on {points.device})")
         tris = indices.numpy().reshape(-1, 3)
         bad = (tris < 0) | (tris >= len(points))
         if bad.any():
@@ -124,10 +125,11 @@ class Mesh:
     @velocities.setter
     def velocities(self, new: Any) -> None:
         new = vec3_array(new, "Mesh.velocities", self.device)
-        if len(new) != len(self._points):
-            raise GeometryError(f"Mesh.velocities: {len(new)} velocities for {len(self._points)} points")
+        if new.device != self.device or len(new) != len(self._points):
+            raise GeometryError(f"Mesh.velocities: the new velocities ({len(new)} on {new.device}) must match the "
+                                f"points ({len(self._points)} on {self.device})")
         self._velocities = new
-        self._publish()
+        self._publish(tree_data=False)
 
     def refit(self) -> None:
         """Refit the tree (and the sign data) to the points' current positions."""
@@ -154,7 +156,9 @@ class Mesh:
             lib.lw_winding_moments(t.nodes.ctypes.data, t.desc.num_nodes, t.order.ctypes.data, points, tris,
                                    self._moments.ctypes.data)
 
-    def _publish(self) -> None:
+    def _publish(self, tree_data: bool = True) -> None:
+        """Point the descriptor at the current arrays; `tree_data`: also the leaf corners and moments (after
+        a build or refit), which are copied to a device that cannot read host memory."""
         d, t = self._desc, self._tree
         d.num_points, d.num_tris, d.bvh = len(self._points), len(self._tris), t.id
         d.points, d.indices = self._points.ptr, self.indices.ptr
@@ -165,9 +169,10 @@ class Mesh:
         d.velocities_grad = vgrad.ptr if vgrad is not None else 0
         d.has_winding = int(self._moments is not None)
         h = self._handle
-        d.moments = h.address("moments", self._moments) if self._moments is not None else 0
-        d.leaf_corners = h.address("leaf_corners", self._leaf_corners)
-        d.avg_edge = self._avg_edge
+        if tree_data:
+            d.moments = h.address("moments", self._moments) if self._moments is not None else 0
+            d.leaf_corners = h.address("leaf_corners", self._leaf_corners)
+            d.avg_edge = self._avg_edge
         h.publish()
 
     def __del__(self) -> None:

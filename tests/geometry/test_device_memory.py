@@ -23,6 +23,7 @@ class DeviceMemory(CpuBackend):
 
     def __init__(self) -> None:
         self.ranges: list[tuple[int, int]] = []
+        self.uploaded = 0  # bytes
 
     def allocate(self, nbytes, *, zero):
         ptr, owner = super().allocate(nbytes, zero=zero)
@@ -31,6 +32,7 @@ class DeviceMemory(CpuBackend):
 
     def upload(self, dst, host, nbytes):
         assert self.owns(dst, nbytes), "an upload outside device memory"
+        self.uploaded += nbytes
         ctypes.memmove(dst, host, nbytes)
 
     def download(self, host, src, nbytes):
@@ -134,6 +136,11 @@ def test_meshes_and_bvhs_query_device_copies(dev):
         wp.launch(closest_and_ray, 64, inputs=[mesh.id, p, dist, t], device=d)
         moved = wp.array(_box_mesh("cpu").points.numpy() * 2.0, dtype=wp.vec3, device=d)
         mesh.points = moved  # a refit: the device copies follow
+        if d is dev and isinstance(dev.backend, DeviceMemory):  # new velocities: only the descriptor is copied
+            before = dev.backend.uploaded
+            mesh.velocities = wp.zeros(len(moved), dtype=wp.vec3, device=d)
+            assert dev.backend.uploaded - before == ctypes.sizeof(MeshDesc)
+            assert MeshDesc.from_address(mesh.id).velocities == mesh.velocities.ptr
         t2 = wp.zeros(64, dtype=float, device=d)
         wp.launch(closest_and_ray, 64, inputs=[mesh.id, p, dist, t2], device=d)
         lo = wp.array(pts - 0.5, dtype=wp.vec3, device=d)

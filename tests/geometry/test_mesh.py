@@ -434,6 +434,8 @@ def test_bad_meshes_are_clear_errors():
     mesh = wp.Mesh(pts, wp.array([0, 1, 2], dtype=wp.int32))
     with pytest.raises(wp.GeometryError, match="must match the old"):
         mesh.points = wp.zeros(4, dtype=wp.vec3)
+    with pytest.raises(wp.GeometryError, match=r"velocities \(4 on cpu\) must match the points \(3 on cpu\)"):
+        mesh.velocities = wp.zeros(4, dtype=wp.vec3)
     pts.numpy()[0, 0] = np.inf
     with pytest.raises(wp.GeometryError, match="NaN or infinite"):
         mesh.refit()
