@@ -131,6 +131,12 @@ def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(new), np.cumsum(new) - 1
 
 
+def grid_bytes(kind: GridKind, n_upper: int, n_lower: int, n_leaf: int) -> int:
+    """The size of a grid `build_grid` makes with so many upper, lower and leaf nodes."""
+    return (GRID_SIZE + TREE_SIZE + kind.root_size + n_upper * (kind.root_tile_size + kind.upper_size)
+            + n_lower * kind.lower_size + n_leaf * kind.leaf_size)
+
+
 def build_grid(kind: GridKind, origins: np.ndarray, masks: np.ndarray, values: np.ndarray | None,
                background: np.ndarray, voxel_size: tuple[float, float, float],
                translation: tuple[float, float, float], name: str = "") -> np.ndarray:
@@ -148,7 +154,7 @@ def build_grid(kind: GridKind, origins: np.ndarray, masks: np.ndarray, values: n
     uppers = root + kind.root_size + n_upper * kind.root_tile_size
     lowers = uppers + n_upper * kind.upper_size
     leaves = lowers + n_lower * kind.lower_size
-    total = leaves + n_leaf * kind.leaf_size
+    total = grid_bytes(kind, n_upper, n_lower, n_leaf)
     buf = aligned_bytes(total)
     bg = np.zeros(8 if kind.is_index else kind.value_size, np.uint8)  # an index grid's background index is 0
     if not kind.is_index:

@@ -16,6 +16,7 @@ import ast
 import ctypes
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -136,6 +137,71 @@ def _index_points(points: Any, what: str, point_mask: Any, vs: tuple, t: tuple) 
     return pts.astype(np.int64)
 
 
+def _tiles_grid(kind: nv.GridKind, tiles: np.ndarray, bg: np.ndarray | None, vs: tuple, t: tuple) -> np.ndarray:
+    """A grid with every voxel of the given tiles (distinct multiples of 8) active, set to `bg` (None: an
+    index grid)."""
+    tiles = tiles[nv.leaf_key_order(tiles)]
+    masks = np.ones((len(tiles), 512), bool)
+    if bg is None:
+        return nv.build_grid(kind, tiles, masks, None, np.zeros(1), vs, t)
+    return nv.build_grid(kind, tiles, masks, np.broadcast_to(bg, (len(tiles), 512, kind.components)), bg, vs, t)
+
+
+def _voxels_grid(ijk: np.ndarray, vs: tuple, t: tuple) -> np.ndarray:
+    """An index grid with the given (distinct) voxels active."""
+    tiles, inverse = np.unique((ijk >> 3) << 3, axis=0, return_inverse=True)
+    order = nv.leaf_key_order(tiles)
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    masks = np.zeros((len(tiles), 512), bool)
+    local = ijk & 7
+    masks[rank[inverse.reshape(-1)], local[:, 0] * 64 + local[:, 1] * 8 + local[:, 2]] = True
+    return nv.build_grid(nv.KINDS[nv.ON_INDEX], tiles[order], masks, None, np.zeros(1), vs, t)
+
+
+class RebuildInfo(NamedTuple):
+    """Warp's `Volume.RebuildInfo`: the rebuild input kind and the counts reserved."""
+
+    kind: str | None
+    max_voxel_count: int
+    max_leaf_node_count: int
+    max_lower_node_count: int
+    max_upper_node_count: int
+
+    def overflow(self, layout: nv.GridLayout) -> int:
+        """The `REBUILD_*_CAPACITY_EXCEEDED` flags of a grid that does not fit (0 when it does)."""
+        return ((layout.leaf_count > self.max_leaf_node_count) * Volume.REBUILD_LEAF_CAPACITY_EXCEEDED
+                | (layout.lower_count > self.max_lower_node_count) * Volume.REBUILD_LOWER_CAPACITY_EXCEEDED
+                | (layout.upper_count > self.max_upper_node_count) * Volume.REBUILD_UPPER_CAPACITY_EXCEEDED
+                | (layout.voxel_count > self.max_voxel_count) * Volume.REBUILD_VOXEL_CAPACITY_EXCEEDED)
+
+
+class _Rebuild(NamedTuple):
+    capacity: RebuildInfo
+    build: Callable  # (points, point_mask) -> grid bytes
+
+
+def _capacity(value: Any, default: int, name: str) -> int:
+    capacity = default if value is None else value
+    if isinstance(capacity, bool) or not isinstance(capacity, int | np.integer):
+        raise TypeError(f"Volume: {name} must be an integer, got {capacity!r}")
+    if not 0 < capacity < 2**32:
+        raise ValueError(f"Volume: {name} must be positive and fit in uint32, got {capacity}")
+    return int(capacity)
+
+
+def _check_status(status: Any, device: Any) -> None:
+    if status is not None and (not isinstance(status, array) or status.dtype is not T.uint32 or status.size < 1
+                               or status.device != device):
+        raise GeometryError(f"Volume: status must be a wp.array of uint32 with at least one element on {device}, got "
+                            f"{status!r}")
+
+
+def _set_status(status: array | None, flags: int) -> None:
+    if status is not None:
+        status.reshape(-1)[0:1].fill_(flags)
+
+
 class Volume:
     """A sparse volume in NanoVDB's layout; kernels take its `id`."""
 
@@ -154,6 +220,9 @@ class Volume:
         type_str: str
         translation: Any
         transform_matrix: Any
+
+    RebuildInfo = RebuildInfo
+    """The rebuild input kind and the capacity reserved (`get_rebuild_info`)."""
 
     def __init__(self, data: Any, copy: bool = True) -> None:
         """A volume over the bytes of a NanoVDB grid (a wp.array of uint8 on the CPU, or NumPy bytes),
@@ -181,11 +250,18 @@ class Volume:
     def _adopt(self, buf: np.ndarray, device: Any) -> None:
         """Take `buf` (host bytes) as the grid; on a device the host cannot read, kernels use a device copy."""
         self.device = device
+        self._rebuild: _Rebuild | None = None
+        self._handle = Handle(_VolumeDesc, device)
+        self._id = self._handle.id
+        self._describe(buf)
+
+    def _describe(self, buf: np.ndarray) -> None:
+        """Point the descriptor kernels read at the grid in `buf` (its device copy on a device the host cannot
+        read: the same copy again when `buf` is the same size)."""
         self._layout = layout = nv.check_grid(buf, "Volume")
         self._buf = buf
-        k = layout.kind
-        self._handle = handle = Handle(_VolumeDesc, device)
-        desc, self._id = handle.desc, handle.id
+        k, handle = layout.kind, self._handle
+        desc = handle.desc
         self._base = base = handle.address("grid", buf)  # where kernels read the grid's bytes
         desc.grid_type = k.code
         desc.grid = base
@@ -259,19 +335,9 @@ class Volume:
         tiles = np.stack(np.meshgrid(*(np.arange(d) for d in dims), indexing="ij"), -1).reshape(-1, 3) * 8
         blocks = padded.reshape(dims[0], 8, dims[1], 8, dims[2], 8, kind.components).transpose(0, 2, 4, 1, 3, 5, 6)
         values = blocks.reshape(-1, 512, kind.components)
-        return cls._from_tiles(kind, tiles, values, _bg_array(kind, bg_value), vs, t, device)
-
-    @classmethod
-    def _from_tiles(cls, kind: nv.GridKind, tiles: np.ndarray, values: np.ndarray | None, bg: np.ndarray,
-                    vs: tuple, t: tuple, device: Any) -> Volume:
         order = nv.leaf_key_order(tiles)
-        tiles = tiles[order]
-        if values is None:
-            values = np.broadcast_to(bg, (len(tiles), 512, kind.components))
-        else:
-            values = values[order]
-        masks = np.ones((len(tiles), 512), bool)
-        buf = nv.build_grid(kind, tiles, masks, values, bg, vs, t)
+        buf = nv.build_grid(kind, tiles[order], np.ones((len(tiles), 512), bool), values[order],
+                            _bg_array(kind, bg_value), vs, t)
         return cls._from_buffer(buf, device or "cpu")
 
     @classmethod
@@ -289,52 +355,128 @@ class Volume:
             raise GeometryError(f"Volume.allocate: max {max} is below min {min}")
         tiles = np.stack(np.meshgrid(*(np.arange(a, b + 1) for a, b in zip(lo, hi, strict=True)), indexing="ij"),
                          -1).reshape(-1, 3) * 8
-        return cls._allocate_tiles(tiles, vs, bg_value, t, device)
+        kind = nv.KINDS[nv.ON_INDEX] if bg_value is None else _value_kind(bg_value)
+        bg = None if bg_value is None else _bg_array(kind, bg_value)
+        return cls._from_buffer(_tiles_grid(kind, tiles, bg, vs, t), device or "cpu")
 
     @classmethod
     def allocate_by_tiles(cls, tile_points: Any, voxel_size: Any = None, bg_value: Any = 0.0,
-                          translation: Any = (0.0, 0.0, 0.0), device: Any = None, *,
+                          translation: Any = (0.0, 0.0, 0.0), device: Any = None, *, rebuildable: bool = False,
+                          max_tiles: int | None = None, max_lower_nodes: int | None = None,
+                          max_upper_nodes: int | None = None, status: array | None = None,
                           point_mask: Any = None) -> Volume:
         """A volume with an 8^3 tile, active and set to bg_value, around each point (index-space vec3i
         points, or world-space vec3f points rounded to the nearest voxel; only those with a nonzero
-        `point_mask` entry when given); bg_value None makes an index grid."""
+        `point_mask` entry when given); bg_value None makes an index grid.
+
+        `rebuildable` (or any `max_*` capacity) reserves room for `max_tiles` leaves (default: one per point)
+        and as many lower and upper nodes (default: the count below), so `rebuild` can later replace the
+        tiles in place; `status` (one uint32) then receives the `REBUILD_*` flags of this first build."""
         if voxel_size is None:
             raise ValueError("Volume.allocate_by_tiles: voxel_size is required")
         vs, t = _voxel_size(voxel_size), _vec3(translation, "translation")
-        ijk = _index_points(tile_points, "Volume.allocate_by_tiles: tile_points", point_mask, vs, t)
-        tiles = np.unique((ijk >> 3) << 3, axis=0)
-        return cls._allocate_tiles(tiles, vs, bg_value, t, device)
+        what = "Volume.allocate_by_tiles: tile_points"
+        bg = None if bg_value is None else _bg_array(_value_kind(bg_value), bg_value)  # a copy: rebuilds keep it
+        kind = nv.KINDS[nv.ON_INDEX] if bg is None else _value_kind(bg_value)
 
-    @classmethod
-    def _allocate_tiles(cls, tiles: np.ndarray, vs: tuple, bg_value: Any, t: tuple, device: Any) -> Volume:
-        if bg_value is None:
-            origins = tiles[nv.leaf_key_order(tiles)]
-            masks = np.ones((len(origins), 512), bool)
-            buf = nv.build_grid(nv.KINDS[nv.ON_INDEX], origins, masks, None, np.zeros(1), vs, t)
-            return cls._from_buffer(buf, device or "cpu")
-        kind = _value_kind(bg_value)
-        return cls._from_tiles(kind, tiles, None, _bg_array(kind, bg_value), vs, t, device)
+        def build(points: Any, mask: Any) -> np.ndarray:
+            return _tiles_grid(kind, np.unique((_index_points(points, what, mask, vs, t) >> 3) << 3, axis=0), bg,
+                               vs, t)
+
+        if not (rebuildable or max_tiles is not None or max_lower_nodes is not None or max_upper_nodes is not None):
+            return cls._from_buffer(build(tile_points, point_mask), device or "cpu")
+        leaves = _capacity(max_tiles, len(_points(tile_points, what)[0]), "max_tiles")
+        lowers = _capacity(max_lower_nodes, leaves, "max_lower_nodes")
+        capacity = RebuildInfo("tiles", leaves * 512, leaves, lowers, _capacity(max_upper_nodes, lowers,
+                                                                             "max_upper_nodes"))
+        return cls._rebuildable(kind, build, capacity, tile_points, point_mask, status, device)
 
     @classmethod
     def allocate_by_voxels(cls, voxel_points: Any, voxel_size: Any = None, translation: Any = (0.0, 0.0, 0.0),
-                           device: Any = None, *, point_mask: Any = None) -> Volume:
+                           device: Any = None, *, rebuildable: bool = False, max_active_voxels: int | None = None,
+                           max_leaf_nodes: int | None = None, max_lower_nodes: int | None = None,
+                           max_upper_nodes: int | None = None, status: array | None = None,
+                           point_mask: Any = None) -> Volume:
         """An index grid with one active voxel per point (index-space vec3i points, or world-space vec3f
         points rounded to the nearest voxel; only those with a nonzero `point_mask` entry when given):
-        `volume_lookup_index` numbers them from 0."""
+        `volume_lookup_index` numbers them from 0.
+
+        `rebuildable` (or any `max_*` capacity) reserves room for `max_active_voxels` voxels (default: one per
+        point) and as many leaf, lower and upper nodes (default: the count before), so `rebuild` can later
+        replace the voxels in place; `status` (one uint32) then receives the `REBUILD_*` flags of this first
+        build."""
         if voxel_size is None:
             raise ValueError("Volume.allocate_by_voxels: voxel_size is required")
         vs, t = _voxel_size(voxel_size), _vec3(translation, "translation")
-        ijk = np.unique(_index_points(voxel_points, "Volume.allocate_by_voxels: voxel_points", point_mask, vs, t),
-                        axis=0)
-        tiles, inverse = np.unique((ijk >> 3) << 3, axis=0, return_inverse=True)
-        order = nv.leaf_key_order(tiles)
-        rank = np.empty(len(order), np.int64)
-        rank[order] = np.arange(len(order))
-        masks = np.zeros((len(tiles), 512), bool)
-        local = ijk & 7
-        masks[rank[inverse.reshape(-1)], local[:, 0] * 64 + local[:, 1] * 8 + local[:, 2]] = True
-        buf = nv.build_grid(nv.KINDS[nv.ON_INDEX], tiles[order], masks, None, np.zeros(1), vs, t)
-        return cls._from_buffer(buf, device or "cpu")
+        what = "Volume.allocate_by_voxels: voxel_points"
+
+        def build(points: Any, mask: Any) -> np.ndarray:
+            return _voxels_grid(np.unique(_index_points(points, what, mask, vs, t), axis=0), vs, t)
+
+        if not (rebuildable or max_active_voxels is not None or max_leaf_nodes is not None
+                or max_lower_nodes is not None or max_upper_nodes is not None):
+            return cls._from_buffer(build(voxel_points, point_mask), device or "cpu")
+        voxels = _capacity(max_active_voxels, len(_points(voxel_points, what)[0]), "max_active_voxels")
+        leaves = _capacity(max_leaf_nodes, voxels, "max_leaf_nodes")
+        lowers = _capacity(max_lower_nodes, leaves, "max_lower_nodes")
+        capacity = RebuildInfo("voxels", voxels, leaves, lowers, _capacity(max_upper_nodes, lowers, "max_upper_nodes"))
+        return cls._rebuildable(nv.KINDS[nv.ON_INDEX], build, capacity, voxel_points, point_mask, status, device)
+
+    # -- rebuilding in place -------------------------------------------------------------------------
+
+    REBUILD_SUCCESS = 0
+    """`rebuild` status: the topology fit in the reserved capacity."""
+    REBUILD_LEAF_CAPACITY_EXCEEDED = 1 << 0
+    """`rebuild` status flag: more leaves (tiles) than reserved."""
+    REBUILD_LOWER_CAPACITY_EXCEEDED = 1 << 1
+    """`rebuild` status flag: more lower internal nodes than reserved."""
+    REBUILD_UPPER_CAPACITY_EXCEEDED = 1 << 2
+    """`rebuild` status flag: more upper internal nodes than reserved."""
+    REBUILD_VOXEL_CAPACITY_EXCEEDED = 1 << 3
+    """`rebuild` status flag: more active voxels than reserved."""
+    REBUILD_INVALID_INPUT = 1 << 4
+    """`rebuild` status flag: the input could not be used (here such input raises instead)."""
+
+    @classmethod
+    def _rebuildable(cls, kind: nv.GridKind, build: Callable, capacity: RebuildInfo, points: Any, point_mask: Any,
+                     status: Any, device: Any) -> Volume:
+        """A volume in a buffer sized for `capacity`, first built from `points` (empty when they do not fit)."""
+        device = get_device(device or "cpu")
+        _check_status(status, device)
+        reserved = nv.aligned_bytes(nv.grid_bytes(kind, capacity.max_upper_node_count, capacity.max_lower_node_count,
+                                                  capacity.max_leaf_node_count))
+        grid = build(points, point_mask)
+        flags = capacity.overflow(nv.check_grid(grid, "Volume"))
+        if flags:
+            grid = build(np.zeros((0, 3), np.int32), None)
+        reserved[:len(grid)] = grid
+        v = cls._from_buffer(reserved, device)
+        v._rebuild = _Rebuild(capacity, build)
+        _set_status(status, flags)
+        return v
+
+    def rebuild(self, points: Any, status: array | None = None, point_mask: Any = None) -> array | None:
+        """Replace the topology in place from `points`: tile points for a volume made rebuildable by
+        `allocate_by_tiles` (the new tiles hold the background value), voxel points for one made by
+        `allocate_by_voxels`. The id, transform, background, grid type and capacity stay. When the new
+        topology does not fit the capacity, the volume is left as it was and `status` (one uint32, if given)
+        receives the `REBUILD_*_CAPACITY_EXCEEDED` flags; otherwise `REBUILD_SUCCESS`. Returns `status`.
+        A host-side rebuild cannot be recorded in a graph capture: rebuild outside one."""
+        r = self._rebuild
+        if r is None:
+            raise GeometryError("Volume.rebuild: this volume is not rebuildable (allocate it by tiles or voxels with "
+                                "rebuildable=True or a capacity)")
+        _check_status(status, self.device)
+        if self.device.is_capturing:
+            raise GeometryError("Volume.rebuild: a graph capture is active on the volume's device; a rebuild runs on "
+                                "the host and cannot be recorded, so rebuild before or after capturing")
+        grid = r.build(points, point_mask)
+        flags = r.capacity.overflow(nv.check_grid(grid, "Volume.rebuild"))
+        if not flags:
+            self._buf[:len(grid)] = grid
+            self._describe(self._buf)
+        _set_status(status, flags)
+        return status
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -357,12 +499,12 @@ class Volume:
         return tuple(float(x) for x in self._buf[608:632].view("<f8"))
 
     def get_tile_count(self) -> int:
-        """The number of 8^3 tiles (NanoVDB leaves)."""
-        return self._layout.leaf_count
+        """The number of 8^3 tiles (NanoVDB leaves); of a rebuildable volume, the leaves reserved (as Warp)."""
+        return self._rebuild.capacity.max_leaf_node_count if self._rebuild else self._layout.leaf_count
 
     def get_voxel_count(self) -> int:
-        """The number of active voxels."""
-        return self._layout.voxel_count
+        """The number of active voxels; of a rebuildable volume, the voxels reserved (as Warp)."""
+        return self._rebuild.capacity.max_voxel_count if self._rebuild else self._layout.voxel_count
 
     def _leaves(self) -> np.ndarray:
         lay = self._layout
@@ -370,13 +512,15 @@ class Volume:
             lay.leaf_count, lay.kind.leaf_size)
 
     def get_tiles(self, out: array | None = None) -> array:
-        """The index-space origins of the tiles, (tile_count, 3) int32 (into `out` if given)."""
+        """The index-space origins of the tiles, (tile_count, 3) int32 (into `out` if given). Of a rebuildable
+        volume, the active tiles: the first rows of `out`, the rest left as they are."""
         origins = self._leaves()[:, 0:12].copy().view("<i4").reshape(-1, 3) & ~7
         return self._output(origins, out, "get_tiles")
 
     def get_voxels(self, out: array | None = None) -> array:
         """The index-space coordinates of the active voxels, (voxel_count, 3) int32, in index order for
-        index grids (row n is the voxel `volume_lookup_index` numbers n)."""
+        index grids (row n is the voxel `volume_lookup_index` numbers n). Of a rebuildable volume, the active
+        voxels: the first rows of `out`, the rest left as they are."""
         leaves = self._leaves()
         origins = leaves[:, 0:12].copy().view("<i4").reshape(-1, 3) & ~7
         bits = np.unpackbits(leaves[:, 16:80], axis=1, bitorder="little").astype(bool)
@@ -459,21 +603,12 @@ class Volume:
 
     @property
     def is_rebuildable(self) -> bool:
-        """Whether the topology can be rebuilt in place: never here (allocate a new volume instead)."""
-        return False
-
-    class RebuildInfo(NamedTuple):
-        """Capacity reserved for in-place rebuilds (none here: kind None, zero counts)."""
-
-        kind: str | None
-        max_voxel_count: int
-        max_leaf_node_count: int
-        max_lower_node_count: int
-        max_upper_node_count: int
+        """Whether `rebuild` can replace the topology in place (allocated by tiles or voxels with capacity)."""
+        return self._rebuild is not None
 
     def get_rebuild_info(self) -> Volume.RebuildInfo:
-        """The rebuild input kind and reserved capacity: volumes here are not rebuildable."""
-        return Volume.RebuildInfo(None, 0, 0, 0, 0)
+        """The rebuild input kind ("tiles", "voxels", or None) and the capacity reserved (zeros when None)."""
+        return self._rebuild.capacity if self._rebuild else RebuildInfo(None, 0, 0, 0, 0)
 
     def get_grid_info(self) -> Volume.GridInfo:
         """The grid's name, size, index and count in its buffer, NanoVDB type name and map."""

@@ -170,7 +170,16 @@ def test_hash_grids_and_volumes_on_device_memory(dev):
             assert dev.backend.owns(vol.id) and dev.backend.owns(vol.array().ptr)
         out = wp.zeros(300, dtype=float, device=d)
         wp.launch(sample_volume, 300, inputs=[vol.id, p, out], device=d)
-        answers.append((count.numpy(), out.numpy(), vol.get_voxels().numpy()))
+        rebuilt = wp.Volume.allocate_by_tiles(wp.array([[0, 0, 0]], dtype=wp.int32, device=d), voxel_size=0.5,
+                                              bg_value=2.0, device=d, max_tiles=2)
+        where = rebuilt.array().ptr
+        rebuilt.rebuild(wp.array([[8, 0, 0]], dtype=wp.int32, device=d))  # the device copy is rewritten in place
+        assert rebuilt.array().ptr == where and (d == "cpu" or not isinstance(dev.backend, DeviceMemory)
+                                                 or dev.backend.owns(where))
+        moved = wp.zeros(300, dtype=float, device=d)
+        wp.launch(sample_volume, 300, inputs=[rebuilt.id, p, moved], device=d)
+        answers.append((count.numpy(), out.numpy(), vol.get_voxels().numpy(), moved.numpy(),
+                        rebuilt.get_voxels().numpy()))
     for cpu, other in zip(*answers, strict=True):
         np.testing.assert_allclose(other, cpu, rtol=1e-5, atol=1e-5)  # a GPU fuses multiply-adds
     brute = (np.linalg.norm(pts[:, None] - pts[None], axis=-1) <= 0.5).sum(1)

@@ -737,3 +737,58 @@ def test_bounding_boxes_cover_the_active_voxels():
         inside = PTS[((PTS >> 3) << 3 == origin).all(1)]
         np.testing.assert_array_equal(struct.unpack_from("<3i", raw, at), inside.min(0))
         np.testing.assert_array_equal(np.frombuffer(raw[at + 12:at + 15], np.uint8), inside.max(0) - inside.min(0))
+
+
+def test_rebuildable_volumes_replace_their_topology_in_place():
+    """A volume allocated with capacity keeps its id and memory across `rebuild`: the new tiles hold the
+    background fixed at allocation (a list mutated afterwards does not leak in), masked points are skipped,
+    world-space points round to voxels, and a topology over capacity leaves the volume as it was with the
+    capacity flags in `status`. Counts follow Warp: tile and voxel counts report the capacity."""
+    status = wp.zeros(1, dtype=wp.uint32)
+    bg = [1.0, 2.0, 3.0]
+    vol = wp.Volume.allocate_by_tiles(wp.array([[0, 0, 0]], dtype=wp.int32), voxel_size=1.0, bg_value=bg,
+                                      rebuildable=True, max_tiles=4, status=status)
+    bg[0] = 10.0
+    assert vol.is_rebuildable and vol.get_rebuild_info() == wp.Volume.RebuildInfo("tiles", 4 * 512, 4, 4, 4)
+    assert status.numpy()[0] == wp.Volume.REBUILD_SUCCESS and vol.get_tile_count() == 4
+    vid, grid = vol.id, vol.array().ptr
+    points = wp.array([[8, 0, 0], [8, 1, 0], [0, 16, 0], [0, 0, 128], [128, 0, 0]], dtype=wp.int32)
+    assert vol.rebuild(points, status=status, point_mask=wp.array([1, 0, 1, 0, 1], dtype=wp.int32)) is status
+    assert status.numpy()[0] == wp.Volume.REBUILD_SUCCESS and (vol.id, vol.array().ptr) == (vid, grid)
+    assert vol.get_active_stats() == wp.Volume.ActiveStats(3 * 512, 3, 2, 1)
+    tiles = wp.full((4, 3), -999, dtype=wp.int32)
+    vol.get_tiles(out=tiles)
+    assert sorted(map(tuple, tiles.numpy()[:3])) == [(0, 16, 0), (8, 0, 0), (128, 0, 0)]
+    assert (tiles.numpy()[3] == -999).all()
+    ijk = wp.array([(9, 1, 2), (0, 17, 7), (0, 0, 0), (0, 0, 130)], dtype=wp.vec3i)
+    out = wp.zeros(4, dtype=wp.vec3)
+    wp.launch(lookup_v, 4, inputs=[vid, ijk, out])
+    np.testing.assert_array_equal(out.numpy(), [[1.0, 2.0, 3.0]] * 4)  # the old tile at 0 is gone: background
+
+    assert vol.rebuild(wp.array([[8 * k, 0, 0] for k in range(5)], dtype=wp.int32), status=status) is status
+    assert status.numpy()[0] & wp.Volume.REBUILD_LEAF_CAPACITY_EXCEEDED
+    assert vol.get_active_stats().leaf_node_count == 3  # unchanged
+
+    index = wp.Volume.allocate_by_voxels(wp.array([[0, 0, 0]], dtype=wp.int32), voxel_size=(0.25, 0.5, 1.0),
+                                         translation=(-1.0, 2.0, -3.0), max_active_voxels=2)
+    assert index.get_rebuild_info() == wp.Volume.RebuildInfo("voxels", 2, 2, 2, 2)
+    world = np.array([[1, 2, 3], [40, 5, 6]]) * (0.25, 0.5, 1.0) + (-1.0, 2.0, -3.0)
+    index.rebuild(wp.array(world, dtype=wp.vec3))
+    got = wp.zeros(3, dtype=int)
+    wp.launch(lookup_index, 3, inputs=[index.id, wp.array([(1, 2, 3), (40, 5, 6), (0, 0, 0)], dtype=wp.vec3i), got])
+    assert sorted(got.numpy()[:2]) == [0, 1] and got.numpy()[2] == -1
+    index.rebuild(wp.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]], dtype=wp.int32), status=status)
+    assert status.numpy()[0] & wp.Volume.REBUILD_VOXEL_CAPACITY_EXCEEDED
+
+    over = wp.Volume.allocate_by_voxels(wp.array([[1, 2, 3], [4, 5, 6]], dtype=wp.int32), voxel_size=1.0,
+                                        max_active_voxels=1, status=status)  # too many at once: left empty
+    assert status.numpy()[0] & wp.Volume.REBUILD_VOXEL_CAPACITY_EXCEEDED and over.get_active_stats().voxel_count == 0
+
+    plain = wp.Volume.allocate_by_tiles(wp.array([[0, 0, 0]], dtype=wp.int32), voxel_size=1.0)
+    assert not plain.is_rebuildable and plain.get_rebuild_info() == wp.Volume.RebuildInfo(None, 0, 0, 0, 0)
+    with pytest.raises(wp.GeometryError, match="not rebuildable"):
+        plain.rebuild(wp.array([[0, 0, 0]], dtype=wp.int32))
+    with pytest.raises(wp.GeometryError, match="status must be a wp.array of uint32"):
+        vol.rebuild(points, status=wp.zeros(1, dtype=wp.int32))
+    with pytest.raises(ValueError, match="max_tiles must be positive"):
+        wp.Volume.allocate_by_tiles(wp.array([[0, 0, 0]], dtype=wp.int32), voxel_size=1.0, max_tiles=0)
