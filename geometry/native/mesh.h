@@ -318,15 +318,15 @@ LW_FUNC ray_boxes ray_boxes_of(bvh_vec3 o, bvh_vec3 d) {
 LW_FUNC void ray_box(const bvh_node_t& n, const ray_boxes& r, float& t0, float& t1) {
     if (r.parallel) {
         bvh_slab(n.lo, n.hi, 0.0f, r.o, r.rcp, t0, t1);
-        t0 = max(t0, 0.0f);
+        t0 = bvh_max(t0, 0.0f);
         return;
     }
     const float* f = (const float*)&n;
     float x0 = (f[r.near[0]] - r.o.c[0]) * r.rcp.c[0], x1 = (f[r.far[0]] - r.o.c[0]) * r.rcp.c[0];
     float y0 = (f[r.near[1]] - r.o.c[1]) * r.rcp.c[1], y1 = (f[r.far[1]] - r.o.c[1]) * r.rcp.c[1];
     float z0 = (f[r.near[2]] - r.o.c[2]) * r.rcp.c[2], z1 = (f[r.far[2]] - r.o.c[2]) * r.rcp.c[2];
-    t0 = max(max(x0, y0), max(z0, 0.0f));
-    t1 = min(min(x1, y1), z1) * 1.0000004f;
+    t0 = bvh_max(bvh_max(x0, y0), bvh_max(z0, 0.0f));
+    t1 = bvh_min(bvh_min(x1, y1), z1) * 1.0000004f;
 }
 
 // The nearest hit with 0 <= t < max_t (from subtree `root`, -1: the whole mesh).
