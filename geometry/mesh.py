@@ -43,7 +43,17 @@ class MeshDesc(ctypes.Structure):
                 ("velocities", ctypes.c_uint64), ("indices", ctypes.c_uint64), ("moments", ctypes.c_uint64),
                 ("points_grad", ctypes.c_uint64), ("velocities_grad", ctypes.c_uint64),
                 ("leaf_corners", ctypes.c_uint64), ("avg_edge", ctypes.c_float),
-                ("pad", ctypes.c_int32)]
+                ("pad", ctypes.c_int32), ("nodes4", ctypes.c_uint64)]
+
+
+_NODE4_BYTES = 128  # bvh4_node_t in mesh.h
+
+
+def _aligned_zeros(nbytes: int) -> np.ndarray:
+    """nbytes zeroed bytes on a 64-byte boundary (the 4-wide tree's SIMD loads)."""
+    raw = np.zeros(nbytes + 64, np.uint8)
+    skip = -raw.ctypes.data % 64
+    return raw[skip:skip + nbytes]
 
 
 class Mesh:
@@ -91,7 +101,8 @@ class Mesh:
                           self.constructor, self.leaf_size, "Mesh", self.device)
         self._moments = np.zeros((self._tree.desc.num_nodes, 16), np.float32) if self.support_winding_number else None
         self._leaf_corners = np.zeros((n, 3, 3), np.float32)
-        self._update_tree_data()
+        self._nodes4, self._nodes4_count = _aligned_zeros(max(1, self._tree.desc.num_nodes // 2) * _NODE4_BYTES), 0
+        self._update_tree_data(built=True)
         self._handle = Handle(MeshDesc, self.device)
         self._desc, self._id = self._handle.desc, self._handle.id
         self._publish()
@@ -135,7 +146,7 @@ class Mesh:
         """Refit the tree (and the sign data) to the points' current positions."""
         self._update_geometry()
         self._tree.refit()
-        self._update_tree_data()
+        self._update_tree_data(built=False)
         self._publish()
 
     def _update_geometry(self) -> None:
@@ -147,11 +158,16 @@ class Mesh:
                                self._uppers.ctypes.data, self._perimeters.ctypes.data)
         self._avg_edge = float(self._perimeters.sum(dtype=np.float64)) / (3 * len(self._tris))
 
-    def _update_tree_data(self) -> None:
-        """The leaf-ordered triangle corners and winding-number moments: after every build or refit."""
+    def _update_tree_data(self, built: bool) -> None:
+        """The leaf-ordered triangle corners, the 4-wide tree CPU rays traverse (made after a build, refit
+        after a refit) and the winding-number moments: after every build or refit."""
         t, lib = self._tree, host_library()
         points, tris = self._host_points.ctypes.data, self._tris.ctypes.data
         lib.lw_leaf_corners(points, tris, t.order.ctypes.data, len(self._tris), self._leaf_corners.ctypes.data)
+        if built:
+            self._nodes4_count = lib.lw_bvh4_collapse(t.nodes.ctypes.data, t.desc.num_nodes, self._nodes4.ctypes.data)
+        else:
+            lib.lw_bvh4_refit(t.nodes.ctypes.data, self._nodes4.ctypes.data, self._nodes4_count)
         if self._moments is not None:
             lib.lw_winding_moments(t.nodes.ctypes.data, t.desc.num_nodes, t.order.ctypes.data, points, tris,
                                    self._moments.ctypes.data)
@@ -172,6 +188,7 @@ class Mesh:
         if tree_data:
             d.moments = h.address("moments", self._moments) if self._moments is not None else 0
             d.leaf_corners = h.address("leaf_corners", self._leaf_corners)
+            d.nodes4 = self._nodes4.ctypes.data if h.on_host and self._nodes4_count else 0  # CUDA: binary
             d.avg_edge = self._avg_edge
         h.publish()
 

@@ -473,3 +473,72 @@ EXPORT void lw_leaf_corners(const float* points, const int32_t* indices, const i
                 memcpy(out + 9 * j + 3 * v, points + 3 * (size_t)indices[3 * (size_t)order[j] + v], 3 * sizeof(float));
     });
 }
+
+// ---- 4-wide trees for the CPU's ray traversal (mesh.h: bvh4_node_t) ----
+// Each 4-wide node takes the place of up to three binary inner nodes: the binary node's children, opened
+// largest surface first while fewer than four. Slot k's box is binary node src[k]'s; child[k] is the 4-wide
+// node under it, or ~src[k] for a binary leaf. Unused slots have empty boxes (lo > hi), src -1 and child
+// INT32_MIN.
+
+namespace {
+
+struct Node4 {
+    float lo[3][4], hi[3][4];
+    int32_t child[4], src[4];
+};
+
+inline float half_area(const Node& n) {
+    float dx = n.hi[0] - n.lo[0], dy = n.hi[1] - n.lo[1], dz = n.hi[2] - n.lo[2];
+    return dx * dy + dy * dz + dz * dx;
+}
+
+void set_slot(Node4& q, int k, const Node* nodes, int32_t src) {
+    for (int c = 0; c < 3; ++c) {
+        q.lo[c][k] = src >= 0 ? nodes[src].lo[c] : INFINITY;
+        q.hi[c][k] = src >= 0 ? nodes[src].hi[c] : -INFINITY;
+    }
+    q.src[k] = src;
+}
+
+int32_t collapse(const Node* nodes, int32_t node, Node4* out, int32_t& count) {
+    int32_t at = count++;
+    int32_t kids[4] = {nodes[node].a, nodes[node].b, -1, -1};
+    int n = 2;
+    while (n < 4) {
+        int pick = -1;
+        for (int k = 0; k < n; ++k)
+            if (nodes[kids[k]].b >= 0 && (pick < 0 || half_area(nodes[kids[k]]) > half_area(nodes[kids[pick]])))
+                pick = k;
+        if (pick < 0) break;
+        int32_t opened = kids[pick];
+        kids[pick] = nodes[opened].a;
+        kids[n++] = nodes[opened].b;
+    }
+    for (int k = 0; k < 4; ++k) {
+        set_slot(out[at], k, nodes, kids[k]);
+        out[at].child[k] = INT32_MIN;
+    }
+    for (int k = 0; k < n; ++k)
+        out[at].child[k] = nodes[kids[k]].b < 0 ? ~kids[k] : collapse(nodes, kids[k], out, count);
+    return at;
+}
+
+}  // namespace
+
+// The 4-wide tree of a binary tree whose root (node 0) is an inner node, into `out` (room for one node per
+// binary inner node); returns its node count (0 when the root is a leaf: traverse the binary tree).
+EXPORT int lw_bvh4_collapse(const void* nodes_, int num_nodes, void* out) {
+    const Node* nodes = (const Node*)nodes_;
+    if (num_nodes < 1 || nodes[0].b < 0) return 0;
+    int32_t count = 0;
+    collapse(nodes, 0, (Node4*)out, count);
+    return count;
+}
+
+// The 4-wide tree's boxes again from its binary tree's (after a refit of that).
+EXPORT void lw_bvh4_refit(const void* nodes_, void* out_, int count) {
+    const Node* nodes = (const Node*)nodes_;
+    Node4* out = (Node4*)out_;
+    for (int i = 0; i < count; ++i)
+        for (int k = 0; k < 4; ++k) set_slot(out[i], k, nodes, out[i].src[k]);
+}

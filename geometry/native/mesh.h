@@ -23,6 +23,7 @@ struct mesh_t {
                               // leaf order so that a leaf's triangles are read from one place
     float avg_edge;           // mean edge length (the sign_normal epsilon is relative to it)
     int32_t pad;
+    uint64_t nodes4;          // bvh4_node_t* or 0: the tree 4 wide, for CPU rays (host memory only)
 };
 
 struct mesh_query_point_t {
@@ -329,13 +330,114 @@ LW_FUNC void ray_box(const bvh_node_t& n, const ray_boxes& r, float& t0, float& 
     t1 = bvh_min(bvh_min(x1, y1), z1) * 1.0000004f;
 }
 
+// The triangles of binary leaf n against the ray: a nearer hit than `best` updates it and the hit.
+LW_FUNC bool mesh_ray_leaf(const mesh_view& v, const bvh_node_t& n, bvh_vec3 o, const ray_shear& shear, float& best,
+                           float& t_hit, int32_t& face, float& u, float& w) {
+    const int32_t* order = (const int32_t*)v.t->order;
+    bool found = false;
+    for (int32_t j = n.a; j < n.a - n.b; ++j) {
+        bvh_vec3 a, b, c;
+        mesh_tri_at(v, j, a, b, c);
+        float t, wa, wb;
+        if (tri_ray(a, b, c, o, shear, t, wa, wb) && t >= 0.0f && t < best) {
+            best = t;
+            t_hit = t;
+            face = order[j];
+            u = wa;
+            w = wb;
+            found = true;
+        }
+    }
+    return found;
+}
+
+#if !defined(__CUDACC__)
+// The tree 4 wide (bvh_build.cpp: lw_bvh4_collapse): slot k of a node has its box in lane k of lo / hi (per
+// axis) and child[k] >= 0 (a node), < 0 (~ the binary leaf), or INT32_MIN (unused, with an empty box).
+struct bvh4_node_t {
+    float lo[3][4], hi[3][4];
+    int32_t child[4], src[4];
+};
+
+typedef float bvh_f4 __attribute__((vector_size(16)));
+
+inline bvh_f4 bvh4_splat(float x) { return bvh_f4{x, x, x, x}; }
+
+// mesh_ray over the whole mesh on the CPU: four boxes per step in SIMD lanes, nearest first.
+inline bool mesh_ray4(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, float& t_hit, int32_t& face,
+                      float& u, float& w) {
+    const bvh4_node_t* nodes4 = (const bvh4_node_t*)v.m->nodes4;
+    const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
+    for (int k = 0; k < 3; ++k)
+        if (o.c[k] != o.c[k] || d.c[k] != d.c[k]) return false;  // NaN: no hit (and no walk through every box)
+    ray_shear shear = ray_shear_of(d);
+    // per axis: the origin, 1 / d (infinite where d is 0) and the offsets of the near and far planes in a
+    // node's floats (lo at 0, hi at 12). A ray parallel to a slab gets -inf / +inf from it when it runs
+    // inside, +inf / -inf outside, and NaN (0 * inf) on a face: the min / max below drop NaNs, which keeps
+    // faces inside, as bvh_slab does.
+    bvh_f4 ox[3], rx[3];
+    int near[3], far[3];
+    for (int k = 0; k < 3; ++k) {
+        float r = 1.0f / d.c[k];
+        ox[k] = bvh4_splat(o.c[k]);
+        rx[k] = bvh4_splat(r);
+        near[k] = r < 0.0f ? 12 + 4 * k : 4 * k;
+        far[k] = r < 0.0f ? 4 * k : 12 + 4 * k;
+    }
+    float best = max_t;
+    bool found = false;
+    int32_t stack[4 * BVH_STACK];
+    float enter[4 * BVH_STACK];
+    int count = 1;
+    stack[0] = 0;
+    enter[0] = 0.0f;
+    while (count > 0) {
+        --count;
+        if (enter[count] >= best) continue;
+        int32_t c = stack[count];
+        if (c < 0) {
+            found |= mesh_ray_leaf(v, nodes[~c], o, shear, best, t_hit, face, u, w);
+            continue;
+        }
+        const float* q = (const float*)&nodes4[c];
+        bvh_f4 t0 = bvh4_splat(0.0f), t1 = bvh4_splat(3.0e38f);
+        for (int k = 0; k < 3; ++k) {
+            bvh_f4 a = (*(const bvh_f4*)(q + near[k]) - ox[k]) * rx[k];
+            bvh_f4 b = (*(const bvh_f4*)(q + far[k]) - ox[k]) * rx[k];
+            t0 = a > t0 ? a : t0;
+            t1 = b < t1 ? b : t1;
+        }
+        // widened by a few ulps (Ize 2013) so rounding never culls a box the ray grazes
+        auto hit = (t0 <= t1 * 1.0000004f) & (t0 < bvh4_splat(best));
+        const int32_t* child = nodes4[c].child;
+        int32_t ids[4];
+        float ts[4];
+        int m = 0;
+        for (int k = 0; k < 4; ++k) {
+            if (!hit[k]) continue;
+            int i = m++;
+            for (; i > 0 && ts[i - 1] < t0[k]; --i) ids[i] = ids[i - 1], ts[i] = ts[i - 1];
+            ids[i] = child[k];
+            ts[i] = t0[k];
+        }
+        for (int i = 0; i < m; ++i) {  // farthest first: the nearest is popped next
+            stack[count] = ids[i];
+            enter[count++] = ts[i];
+        }
+    }
+    return found;
+}
+#endif
+
 // The nearest hit with 0 <= t < max_t (from subtree `root`, -1: the whole mesh).
 LW_FUNC bool mesh_ray(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, int32_t root, float& t_hit,
                       int32_t& face, float& u, float& w) {
+#if !defined(__CUDACC__)
+    if (root < 0 && v.m->nodes4) return mesh_ray4(v, o, d, max_t, t_hit, face, u, w);
+#endif
     int32_t r = bvh_root(*v.t, root);
     if (r < 0) return false;
     const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
-    const int32_t* order = (const int32_t*)v.t->order;
     ray_boxes rb = ray_boxes_of(o, d);
     ray_shear shear = ray_shear_of(d);
     float best = max_t;
@@ -350,19 +452,7 @@ LW_FUNC bool mesh_ray(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, i
         if (enter[count] >= best) continue;
         const bvh_node_t& n = nodes[stack[count]];
         if (bvh_is_leaf(n)) {
-            for (int32_t j = n.a; j < n.a - n.b; ++j) {
-                bvh_vec3 a, b, c;
-                mesh_tri_at(v, j, a, b, c);
-                float t, wa, wb;
-                if (tri_ray(a, b, c, o, shear, t, wa, wb) && t >= 0.0f && t < best) {
-                    best = t;
-                    t_hit = t;
-                    face = order[j];
-                    u = wa;
-                    w = wb;
-                    found = true;
-                }
-            }
+            found |= mesh_ray_leaf(v, n, o, shear, best, t_hit, face, u, w);
             continue;
         }
         float ta0, ta1, tb0, tb1;

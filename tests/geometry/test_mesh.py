@@ -584,3 +584,41 @@ def test_gradients_reach_mesh_points_and_velocities_through_eval_and_get():
     np.testing.assert_allclose(out.numpy()[0], loss(x0, v0), rtol=1e-5)
     np.testing.assert_allclose(points.grad.numpy(), fd_grad(lambda x: loss(x, v0), x0), atol=2e-4)
     np.testing.assert_allclose(velocities.grad.numpy(), fd_grad(lambda v: loss(x0, v), v0), atol=2e-4)
+
+
+@wp.kernel
+def rays_from_root(mesh: wp.uint64, o: wp.array(dtype=wp.vec3), d: wp.array(dtype=wp.vec3), root: int,
+                   t: wp.array(dtype=float), face: wp.array(dtype=int)):
+    i = wp.tid()
+    q = wp.mesh_query_ray(mesh, o[i], d[i], 1.0e6, root)
+    t[i] = wp.where(q.result, q.t, -1.0)
+    face[i] = wp.where(q.result, q.face, -1)
+
+
+def test_cpu_rays_through_the_4_wide_tree_match_the_binary_tree():
+    """Whole-mesh rays on the CPU traverse a 4-wide copy of the tree (SIMD box tests); from the root node
+    (root=0) they traverse the binary tree. Both hit the same rays for random rays and rays along the axes
+    (zero direction components, signed zeros) through vertices and from origins on the boxes' planes, also
+    after a refit moved the points."""
+    pts, tris = sphere()
+    mesh = wp.Mesh(wp.array(pts, dtype=wp.vec3), wp.array(tris.reshape(-1), dtype=wp.int32))
+    rng = np.random.default_rng(11)
+    d = rng.normal(size=(400, 3))
+    axes = np.concatenate([np.eye(3), -np.eye(3), [[0.0, -0.0, 1.0], [-0.0, 1.0, 0.0], [0.6, 0.0, -0.8]]])
+    d = np.concatenate([d / np.linalg.norm(d, axis=1, keepdims=True), np.repeat(axes, 40, axis=0)])
+    o = np.concatenate([rng.random((400, 3)) * 4.0 - 2.0, np.tile(pts[rng.integers(0, len(pts), 40)], (9, 1))
+                        - np.repeat(axes, 40, axis=0) * 2.0])
+    o[400::7] = np.round(o[400::7], 1)  # some origins on coordinate planes
+    O, D = wp.array(o, dtype=wp.vec3), wp.array(d, dtype=wp.vec3)
+    for _ in range(2):  # before and after a refit
+        got = {}
+        for root in (-1, 0):
+            t, face = wp.zeros(len(o), dtype=float), wp.zeros(len(o), dtype=int)
+            wp.launch(rays_from_root, len(o), inputs=[mesh.id, O, D, root, t, face])
+            got[root] = (t.numpy(), face.numpy())
+        np.testing.assert_array_equal(got[-1][1] >= 0, got[0][1] >= 0)
+        np.testing.assert_array_equal(got[-1][1][:400], got[0][1][:400])
+        # the axis rays pass through vertices, where the triangles around one tie up to an ulp of t
+        np.testing.assert_allclose(got[-1][0], got[0][0], rtol=1e-6)
+        assert (got[-1][1] >= 0).sum() > 200
+        mesh.points = wp.array(pts * np.array([1.5, 0.7, 1.0], np.float32) + 0.1, dtype=wp.vec3)  # a refit
