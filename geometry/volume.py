@@ -747,7 +747,7 @@ def _typed_volume_call(bld: Builder, node: ast.Call, obj: Any) -> Any:
     if obj.name == "volume_sample_grad" and isinstance(args[3], ast.Name) and args[3].id in bld.scope.vars:
         have, want = bld.value(args[3]).type, _grad_type(dtype)
         if have != want:
-            bld.error(node, GradientTypeError, f"volume_sample_grad(): incompatible gradient type, expected "
+            bld.error(node, GradientTypeError, f"volume_sample_grad(): Incompatible gradient type, expected "
                       f"{T.type_name(want)}, got {T.type_name(have)}")
     call = ast.copy_location(ast.Call(func=node.func, args=args, keywords=[]), node)
     return bld.builtin_call(B.BUILTINS[_typed_name(obj.name, dtype)], call)

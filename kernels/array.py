@@ -17,6 +17,7 @@ import ctypes
 import functools
 import struct
 import typing
+import weakref
 from typing import Any
 
 import numpy as np
@@ -234,6 +235,9 @@ class array:  # noqa: N801 - Warp's public name
     _retain_grad = False
     readonly = False
     pinned = False
+    #: called as deleter(ptr, capacity) once an array made over `ptr=` memory with `deleter=` is garbage (None
+    #: for every other array: memory loomwork allocates is freed with its owner)
+    deleter: typing.Callable[[int, int], None] | None = None
 
     def __init__(
         self,
@@ -250,8 +254,12 @@ class array:  # noqa: N801 - Warp's public name
         ndim: int | None = None,
         pinned: bool = False,
         retain_grad: bool = False,
+        deleter: typing.Callable[[int, int], None] | None = None,
     ) -> None:
         ndim = ndim if ndim is not None else self._default_ndim
+        if deleter is not None and (ptr is None or not callable(deleter)):
+            raise TypeError("wp.array(deleter=...) takes a function (ptr, capacity) and applies to arrays over ptr= "
+                            "memory")
         self._desc: bytes | None = None
         self._grad: array | None = None
         self._grad_external = False
@@ -272,8 +280,13 @@ class array:  # noqa: N801 - Warp's public name
             if shape is None:
                 raise ValueError("wp.array(ptr=...) needs a shape")
             self._init_view(ptr, _normalize_shape(shape), strides, owner)
+            if capacity is not None:
+                self.capacity = int(capacity)
             if not isinstance(owner, array):  # memory from elsewhere: anyone may write it
                 self._storage.expose()
+            if deleter is not None:  # views keep this array (their owner) alive, so this runs after theirs
+                self.deleter = deleter
+                weakref.finalize(self, deleter, self.ptr, self.capacity)
         elif shape is not None:
             self._init_new(_normalize_shape(shape), zero=True)
         else:  # an annotation, or an empty array

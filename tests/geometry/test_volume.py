@@ -584,7 +584,7 @@ def test_volume_sample_i_takes_the_closest_voxel_and_grad_types_are_checked():
         g = mat34()
         out[0] = wp.volume_sample_grad(vid, wp.vec3(0.0), wp.Volume.LINEAR, g, dtype=wp.vec4)
 
-    with pytest.raises(RuntimeError, match="incompatible gradient type, expected mat43f, got mat34f"):
+    with pytest.raises(RuntimeError, match="Incompatible gradient type, expected mat43f, got mat34f"):
         wp.launch(transposed, 1, inputs=[vi.id, wp.zeros(1, dtype=wp.vec4)])
 
 

@@ -299,3 +299,23 @@ def test_views_between_vectors_and_scalars():
         wp.zeros((3, 6), dtype=float)[:, ::2].view(wp.vec3)
     with pytest.raises(TypeError, match="differ in size"):
         wp.zeros(3, dtype=wp.float64).view(wp.vec3)
+
+
+def test_arrays_over_foreign_memory_call_their_deleter_once_all_views_are_gone():
+    """wp.array(ptr=..., deleter=f) calls f(ptr, capacity) when it and every view of it are garbage, as
+    Warp's does; other arrays have deleter None; a deleter without ptr= is refused."""
+    import gc
+
+    buf = np.arange(8, dtype=np.float32)
+    calls = []
+    a = wp.array(ptr=buf.ctypes.data, dtype=float, shape=(8,), capacity=32, deleter=lambda p, n: calls.append((p, n)))
+    view = a[2:5]
+    assert a.deleter is not None and view.deleter is None and wp.zeros(3).deleter is None
+    del a
+    gc.collect()
+    assert calls == [] and view.numpy().tolist() == [2.0, 3.0, 4.0]
+    del view
+    gc.collect()
+    assert calls == [(buf.ctypes.data, 32)]
+    with pytest.raises(TypeError, match="applies to arrays over ptr"):
+        wp.array(np.zeros(3), deleter=print)
