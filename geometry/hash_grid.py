@@ -35,6 +35,7 @@ from loomwork.kernels.extensions import (
 )
 from loomwork.kernels.launch import launch
 from loomwork.kernels.module import kernel
+from loomwork.kernels.stream import submit
 from loomwork.kernels.utils import sort_pairs
 
 from .common import Handle
@@ -131,7 +132,8 @@ class HashGrid:
         """Bucket `points` (a wp.array of the grid's vec3 type, any shape, indexed flat by the queries;
         rebuild after moving them) into cubic cells of edge `radius`; queries work best with a max_dist
         close to it. With `groups` (int32, one per point), `wp.hash_grid_query(id, p, r, group)` visits
-        one group only."""
+        one group only. Under a graph capture the build is recorded whole: each replay rebuilds from the
+        arrays' values then (growing the grid first if they need more room)."""
         want = _VEC3[self.dtype]
         pts = points if isinstance(points, array) else array(points, dtype=want, device=self.device)
         if pts.dtype is not want:
@@ -152,6 +154,10 @@ class HashGrid:
             if groups.size != n:
                 raise ValueError(f"HashGrid.build: groups must have the same length as points ({groups.size} "
                                  f"vs {n})")
+        submit(self.device, None, self._build, (pts, float(radius), groups), name="HashGrid.build", keep=(pts, groups))
+
+    def _build(self, pts: array, radius: float, groups: array | None) -> None:
+        n = pts.size
         flat = pts if pts.ndim == 1 and pts.is_contiguous else pts.contiguous().flatten()
         self.reserve(n, with_groups=groups is not None)
         self._points, self.groups = pts, groups

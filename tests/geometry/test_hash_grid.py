@@ -251,8 +251,8 @@ def _count_in_group(grid: wp.uint64, radius: float, points: wp.array(dtype=wp.ve
 
 def test_a_captured_build_sorts_the_current_points_on_every_replay():
     """A build inside a graph capture is replayed whole, its sorts included (they ran at capture time before,
-    on keys not computed yet): replays see points and groups assigned in between; growing the grid inside
-    a capture is refused, as in Warp."""
+    on keys not computed yet): replays see points and groups assigned in between, and a grid with no room
+    yet grows on the first replay; an explicit reserve inside a capture is refused, as in Warp."""
     near = np.array([[0.0, 0, 0], [0.1, 0, 0], [0.0, 0, 0], [0.1, 0, 0]], np.float32)
     apart = np.array([[0.0, 0, 0], [2.0, 0, 0], [4.0, 0, 0], [6.0, 0, 0]], np.float32)
     points = wp.array(near.reshape(2, 2, 3), dtype=wp.vec3)
@@ -275,5 +275,14 @@ def test_a_captured_build_sorts_the_current_points_on_every_replay():
     np.testing.assert_array_equal(counts.numpy(), [1, 1, 1, 1])
     points.assign(near.reshape(2, 2, 3))
     groups.assign(np.array([[5, 2], [5, 2]], np.int32))  # keys of more bits than at capture time
+    wp.capture_launch(capture.graph)
+    np.testing.assert_array_equal(counts.numpy(), [2, 2, 2, 2])
+
+    fresh = wp.HashGrid(16, 16, 16)  # never reserved: the first replay makes room, as Warp's does
+    with wp.ScopedCapture(device="cpu") as capture:
+        fresh.build(points, 0.25, groups=groups)
+        wp.launch(_count_in_group, dim=4, inputs=[wp.uint64(fresh.id), 0.25, points.flatten(), groups.flatten(),
+                                                  counts])
+    counts.zero_()
     wp.capture_launch(capture.graph)
     np.testing.assert_array_equal(counts.numpy(), [2, 2, 2, 2])
