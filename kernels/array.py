@@ -313,7 +313,7 @@ class array:  # noqa: N801 - Warp's public name
 
     def _init_new(self, shape: tuple[int, ...], zero: bool) -> None:
         nbytes = max(int(np.prod(shape)) * T.type_size(self.dtype), 1)
-        ptr, owner = self.device.backend.allocate(nbytes, zero=zero)
+        ptr, owner = self.device.allocate(nbytes, zero=zero)
         if tracker.enabled:
             tracker.allocated(owner, nbytes, self.device)
         self._init_view(ptr, shape, None, owner)

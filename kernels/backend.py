@@ -94,6 +94,9 @@ class Backend(ABC):
     dlpack_device_type: int | None = None
     #: whether other frameworks reach its memory through `__cuda_array_interface__` (CUDA device memory)
     cuda_array_interface: bool = False
+    #: the kind of memory `allocate` hands out, a `wp.MemoryKind` value (0: unknown, 1: host, 3: CUDA device,
+    #: 4: a CUDA memory pool's)
+    memory_kind: int = 0
 
     def current_stream(self) -> int | None:
         """The handle of the stream this device's work is queued on now, which exchanges with other

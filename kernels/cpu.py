@@ -160,6 +160,7 @@ class CpuBackend(Backend):
 
     name = "cpu"
     host_accessible = True
+    memory_kind = 1  # MemoryKind.HOST
     launch_format = "Qqqq" + LAUNCH_T
     dlpack_device_type = 1  # kDLCPU
 

@@ -292,6 +292,10 @@ class CudaBackend(Backend):
     dlpack_device_type = 2  # kDLCUDA
     cuda_array_interface = True
 
+    @property
+    def memory_kind(self) -> int:  # type: ignore[override]
+        return 4 if self.mempool_enabled else 3  # MemoryKind.CUDA_MEMPOOL / CUDA_DEVICE
+
     def __init__(self, ordinal: int) -> None:
         lib = driver()
         if lib is None:

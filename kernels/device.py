@@ -10,6 +10,7 @@ from . import cuda
 from .backend import Backend
 from .cpu import CpuBackend
 from .errors import DeviceError
+from .memory import BuiltinAllocator, CustomBlock
 
 
 class Device:
@@ -38,6 +39,33 @@ class Device:
     @property
     def name(self) -> str:
         return self.backend.device_name()
+
+    _custom_allocator: Any = None  # set by wp.set_device_allocator / ScopedAllocator
+
+    @cached_property
+    def default_allocator(self) -> BuiltinAllocator:
+        """This device's built-in allocator as an object with `allocate(size) -> address` and
+        `deallocate(address, size)` (to wrap in a custom allocator)."""
+        return BuiltinAllocator(self)
+
+    def get_allocator(self, pinned: bool = False) -> Any:
+        """The allocator arrays on this device get their memory from: the custom one if set
+        (`wp.set_device_allocator`), else the built-in one. `pinned` is Warp's (CPU memory is all the same
+        here)."""
+        return self._custom_allocator if self._custom_allocator is not None else self.default_allocator
+
+    def allocate(self, nbytes: int, *, zero: bool) -> tuple[int, Any]:
+        """Memory for an array: (address, the object keeping it alive), from the custom allocator if one is set."""
+        custom = self._custom_allocator
+        if custom is None:
+            return self.backend.allocate(nbytes, zero=zero)
+        ptr = custom.allocate(nbytes)
+        if not isinstance(ptr, int) or ptr <= 0:
+            raise DeviceError(f"the custom allocator of {self} returned {ptr!r} for {nbytes} bytes, not an address")
+        owner = CustomBlock(custom, ptr, nbytes)
+        if zero:
+            self.backend.zero(ptr, nbytes)
+        return ptr, owner
 
     @property
     def is_capturing(self) -> bool:
@@ -165,6 +193,11 @@ def get_devices() -> list[Device]:
 def get_cuda_device_count() -> int:
     """Number of CUDA devices visible to this process."""
     return _device_count("cuda")
+
+
+def get_cuda_devices() -> list[Device]:
+    """The CUDA devices this process can use ("cuda:0", ...)."""
+    return [get_device(f"cuda:{i}") for i in range(get_cuda_device_count())]
 
 
 def is_cuda_available() -> bool:

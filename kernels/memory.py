@@ -1,4 +1,5 @@
-"""Allocation tracking with Warp's names: `ScopedMemoryTracker` and `print_memory_report`.
+"""Allocation tracking with Warp's names (`ScopedMemoryTracker`, `print_memory_report`), and the allocator
+objects of Warp's custom-allocator API (`Allocator`, `MemoryKind`, a device's built-in `default_allocator`).
 
 While a tracker is on (inside `with wp.ScopedMemoryTracker(...)`, or for the whole process after
 `wp.config.track_memory = True` and `wp.init()`), every array allocation is remembered with its size,
@@ -8,12 +9,13 @@ memory is freed. Off, it costs an allocation one attribute test.
 
 from __future__ import annotations
 
+import enum
 import itertools
 import sys
 import threading
 import weakref
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, runtime_checkable
 
 _ROOT = Path(__file__).resolve().parent.parent
 _LIBRARY = tuple(str(_ROOT / d) for d in ("kernels", "autodiff", "geometry", "sim", "loomwork"))
@@ -159,3 +161,81 @@ class ScopedMemoryTracker:
     def clear(self) -> None:
         """Forget the allocations tracked so far: later reports show only newer ones."""
         tracker.reset()
+
+
+# ---- allocators ----
+
+class MemoryKind(enum.IntEnum):
+    """The kind of memory an allocator hands out (Warp's values)."""
+
+    UNKNOWN = 0
+    HOST = 1
+    PINNED = 2
+    CUDA_DEVICE = 3
+    CUDA_MEMPOOL = 4
+    CUDA_MANAGED = 5
+
+
+@runtime_checkable
+class Allocator(Protocol):
+    """What `wp.set_device_allocator` takes: any object with these two methods (e.g. a wrapper of RMM or of a
+    device's `default_allocator`)."""
+
+    def allocate(self, size_in_bytes: int) -> int:
+        """Memory of at least `size_in_bytes` on the device: its address."""
+        ...
+
+    def deallocate(self, ptr: int, size_in_bytes: int) -> None:
+        """Give back memory `allocate` returned (with the size asked for then)."""
+        ...
+
+
+def check_allocator(allocator: Any) -> None:
+    """Raise a TypeError unless `allocator` is None or has callable `allocate` and `deallocate`."""
+    if allocator is not None and not (callable(getattr(allocator, "allocate", None))
+                                      and callable(getattr(allocator, "deallocate", None))):
+        raise TypeError(f"allocator must implement the Allocator protocol (allocate(size_in_bytes) -> int, "
+                        f"deallocate(ptr, size_in_bytes) -> None), got {type(allocator)!r}")
+
+
+class BuiltinAllocator:
+    """A device's own allocator as an `Allocator` object (`device.default_allocator`), to call directly or to
+    wrap in a custom one. Memory it hands out stays alive until `deallocate`."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self._live: dict[int, Any] = {}  # address -> what keeps that memory alive
+        self._lock = threading.Lock()
+
+    @property
+    def memory_kind(self) -> MemoryKind:
+        return MemoryKind(self.device.backend.memory_kind)
+
+    def allocate(self, size_in_bytes: int) -> int:
+        ptr, owner = self.device.backend.allocate(max(int(size_in_bytes), 1), zero=False)
+        with self._lock:
+            self._live[ptr] = owner
+        return ptr
+
+    def deallocate(self, ptr: int, size_in_bytes: int) -> None:
+        with self._lock:
+            if self._live.pop(int(ptr), None) is None:
+                raise ValueError(f"{self.device}'s default allocator: address {int(ptr):#x} was not allocated by it "
+                                 "(or was already given back)")
+
+    def __repr__(self) -> str:
+        return f"<default allocator of {self.device}>"
+
+
+class CustomBlock:
+    """Memory from a custom allocator, given back when this (the arrays' owner) is garbage."""
+
+    def __init__(self, allocator: Any, ptr: int, nbytes: int) -> None:
+        self.allocator, self.ptr, self.nbytes = allocator, ptr, nbytes
+
+    def __del__(self) -> None:
+        try:
+            self.allocator.deallocate(self.ptr, self.nbytes)
+        except Exception as e:  # noqa: BLE001 - a finalizer must not raise; say what went wrong instead
+            print(f"loomwork: the custom allocator failed to deallocate {self.nbytes} bytes at {self.ptr:#x}: {e!r}",
+                  file=sys.stderr)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import cache, config
-from .device import get_device
-from .memory import tracker
+from .device import get_cuda_devices, get_device
+from .memory import check_allocator, tracker
 
 
 class _State:
@@ -148,6 +148,46 @@ def set_mempool_access_enabled(target_device: Any, peer_device: Any, enable: boo
                          f"of {get_device(target_device)}")
     t, p = _gpu_pair(target_device, peer_device)
     t.set_pool_access(p, bool(enable))
+
+
+def set_device_allocator(device: Any, allocator: Any) -> None:
+    """Make arrays allocated on `device` from now on take their memory from `allocator` (an object with
+    `allocate(size_in_bytes) -> address` and `deallocate(address, size_in_bytes)`); None restores the built-in
+    one. Arrays made before keep the memory they have. Unlike Warp (CUDA only) this works on every device."""
+    check_allocator(allocator)
+    get_device(device)._custom_allocator = allocator
+
+
+def set_cuda_allocator(allocator: Any) -> None:
+    """`set_device_allocator` for every CUDA device (a RuntimeError when there is none)."""
+    check_allocator(allocator)
+    devices = get_cuda_devices()
+    if not devices:
+        raise RuntimeError("set_cuda_allocator: no CUDA devices available")
+    for d in devices:
+        get_device(d)._custom_allocator = allocator
+
+
+def get_device_allocator(device: Any) -> Any:
+    """The allocator arrays on `device` get their memory from (its `get_allocator()`)."""
+    return get_device(device).get_allocator()
+
+
+class ScopedAllocator:
+    """`with wp.ScopedAllocator(device, allocator):` arrays allocated on `device` inside the block use
+    `allocator` (None: the built-in one); the previous setting comes back after."""
+
+    def __init__(self, device: Any, allocator: Any) -> None:
+        check_allocator(allocator)
+        self.device, self.allocator = get_device(device), allocator
+
+    def __enter__(self) -> ScopedAllocator:
+        self.saved = self.device._custom_allocator
+        self.device._custom_allocator = self.allocator
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.device._custom_allocator = self.saved
 
 
 class ScopedMempool:

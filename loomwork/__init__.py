@@ -48,6 +48,7 @@ from .kernels.device import (
     Device,
     ScopedDevice,
     get_cuda_device_count,
+    get_cuda_devices,
     get_cuda_driver_version,
     get_cuda_supported_archs,
     get_cuda_toolkit_version,
@@ -119,7 +120,7 @@ from .kernels.mathlib import (
     transform_wrench,
     velocity_at_point,
 )
-from .kernels.memory import ScopedMemoryTracker, print_memory_report
+from .kernels.memory import Allocator, MemoryKind, ScopedMemoryTracker, print_memory_report
 from .kernels.module import (
     Kernel,
     Module,
@@ -132,11 +133,13 @@ from .kernels.module import (
     set_module_options,
 )
 from .kernels.runtime import (
+    ScopedAllocator,
     ScopedMempool,
     ScopedMempoolAccess,
     ScopedPeerAccess,
     clear_kernel_cache,
     clear_lto_cache,
+    get_device_allocator,
     get_mempool_release_threshold,
     get_mempool_used_mem_current,
     get_mempool_used_mem_high,
@@ -147,6 +150,8 @@ from .kernels.runtime import (
     is_mempool_supported,
     is_peer_access_enabled,
     is_peer_access_supported,
+    set_cuda_allocator,
+    set_device_allocator,
     set_mempool_access_enabled,
     set_mempool_enabled,
     set_mempool_release_threshold,
@@ -260,6 +265,8 @@ __all__ = [
     "is_mempool_access_supported", "is_mempool_access_enabled", "set_mempool_access_enabled",
     "is_peer_access_supported", "is_peer_access_enabled", "set_peer_access_enabled", "ScopedMempool",
     "ScopedMempoolAccess", "ScopedPeerAccess", "get_module", "Module", "utils", "WarpCodegenError",
+    "Allocator", "MemoryKind", "ScopedAllocator", "get_device_allocator", "set_device_allocator",
+    "set_cuda_allocator", "get_cuda_devices",
     "WarpCodegenTypeError", "WarpCodegenValueError", "WarpCodegenAttributeError", "WarpCodegenIndexError",
     "WarpCodegenKeyError",
     *_PUBLIC_TYPES,

@@ -267,3 +267,43 @@ def test_cuda_supported_archs_are_nvrtcs():
     archs = wp.get_cuda_supported_archs()
     assert archs == sorted(archs) and all(isinstance(a, int) and a >= 50 for a in archs)
     assert bool(archs) == nvrtc_available()
+
+
+def test_custom_allocators_give_arrays_their_memory_and_take_it_back():
+    """wp.set_device_allocator / ScopedAllocator route array allocations through any object with allocate /
+    deallocate (here a logging wrapper of the device's default_allocator, as Warp's example writes one); the
+    memory goes back when the arrays are garbage, and arrays made before keep theirs. Works on the CPU too
+    (Warp's is CUDA-only). Objects without the two methods are refused."""
+    import gc
+
+    class Logging:
+        def __init__(self, device):
+            self.inner, self.log = device.default_allocator, []
+
+        def allocate(self, n):
+            self.log.append(("allocate", n))
+            return self.inner.allocate(n)
+
+        def deallocate(self, ptr, n):
+            self.log.append(("deallocate", n))
+            self.inner.deallocate(ptr, n)
+
+    cpu = wp.get_device("cpu")
+    logging = Logging(cpu)
+    before = wp.full(4, 2.0)
+    assert wp.get_device_allocator(cpu) is cpu.default_allocator and isinstance(logging, wp.Allocator)
+    assert cpu.default_allocator.memory_kind == wp.MemoryKind.HOST
+    with wp.ScopedAllocator(cpu, logging):
+        assert wp.get_device_allocator(cpu) is logging
+        a = wp.zeros(1000, dtype=float)
+        b = wp.full(10, 3.0)
+        assert a.numpy().sum() == 0.0 and b.numpy().sum() == 30.0
+    c = wp.ones(3)
+    assert logging.log == [("allocate", 4000), ("allocate", 40)] and wp.get_device_allocator(cpu) is not logging
+    del a, b, c
+    gc.collect()
+    assert logging.log[2:] == [("deallocate", 4000), ("deallocate", 40)] and before.numpy().sum() == 8.0
+    with pytest.raises(TypeError, match="Allocator protocol"):
+        wp.set_device_allocator(cpu, object())
+    with pytest.raises(ValueError, match="was not allocated by it"):
+        cpu.default_allocator.deallocate(12345, 8)
