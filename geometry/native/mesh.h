@@ -148,10 +148,33 @@ LW_FUNC bvh_vec3 tri_point(bvh_vec3 a, bvh_vec3 b, bvh_vec3 c, float wa, float w
 }
 
 // The face nearest p strictly within max_dist, with the barycentric weights of its closest point.
+// The triangles of binary leaf n against point p: one closer than sqrt(best) updates best and the result.
+LW_FUNC bool mesh_closest_leaf(const mesh_view& v, const bvh_node_t& n, bvh_vec3 p, float& best, int32_t& face,
+                               float& u, float& w, int& feature) {
+    const int32_t* order = (const int32_t*)v.t->order;
+    bool found = false;
+    for (int32_t j = n.a; j < n.a - n.b; ++j) {
+        bvh_vec3 a, b, c;
+        mesh_tri_at(v, j, a, b, c);
+        if (tri_degenerate(a, b, c)) continue;
+        float wa, wb;
+        int feat = tri_closest(a, b, c, p, wa, wb);
+        float d2 = length_sq(sub(p, tri_point(a, b, c, wa, wb)));
+        if (d2 < best) {
+            best = d2;
+            face = order[j];
+            u = wa;
+            w = wb;
+            feature = feat;
+            found = true;
+        }
+    }
+    return found;
+}
+
 LW_FUNC bool mesh_closest(const mesh_view& v, bvh_vec3 p, float max_dist, int32_t& face, float& u, float& w,
                           int& feature) {
     const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
-    const int32_t* order = (const int32_t*)v.t->order;
     float best = max_dist >= 1.8e19f ? 3.0e38f : max_dist * max_dist;
     bool found = false;
     int32_t stack[BVH_STACK];
@@ -164,23 +187,7 @@ LW_FUNC bool mesh_closest(const mesh_view& v, bvh_vec3 p, float max_dist, int32_
         if (dist[count] >= best) continue;
         const bvh_node_t& n = nodes[stack[count]];
         if (bvh_is_leaf(n)) {
-            for (int32_t j = n.a; j < n.a - n.b; ++j) {
-                int32_t f = order[j];
-                bvh_vec3 a, b, c;
-                mesh_tri_at(v, j, a, b, c);
-                if (tri_degenerate(a, b, c)) continue;
-                float wa, wb;
-                int feat = tri_closest(a, b, c, p, wa, wb);
-                float d2 = length_sq(sub(p, tri_point(a, b, c, wa, wb)));
-                if (d2 < best) {
-                    best = d2;
-                    face = f;
-                    u = wa;
-                    w = wb;
-                    feature = feat;
-                    found = true;
-                }
-            }
+            found |= mesh_closest_leaf(v, n, p, best, face, u, w, feature);
             continue;
         }
         float da = bvh_box_dist_sq(nodes[n.a].lo, nodes[n.a].hi, p);
@@ -363,6 +370,26 @@ typedef float bvh_f4 __attribute__((vector_size(16)));
 
 inline bvh_f4 bvh4_splat(float x) { return bvh_f4{x, x, x, x}; }
 
+// Push the hit slots of a 4-wide node (their keys in `key`) onto a traversal stack, farthest first, so the
+// nearest is popped next.
+template <typename M> inline void bvh4_push(const bvh4_node_t& q, const M& hit, const bvh_f4& key, int32_t* stack,
+                                            float* keys, int& count) {
+    int32_t ids[4];
+    float ks[4];
+    int m = 0;
+    for (int k = 0; k < 4; ++k) {
+        if (!hit[k]) continue;
+        int i = m++;
+        for (; i > 0 && ks[i - 1] < key[k]; --i) ids[i] = ids[i - 1], ks[i] = ks[i - 1];
+        ids[i] = q.child[k];
+        ks[i] = key[k];
+    }
+    for (int i = 0; i < m; ++i) {
+        stack[count] = ids[i];
+        keys[count++] = ks[i];
+    }
+}
+
 // mesh_ray over the whole mesh on the CPU: four boxes per step in SIMD lanes, nearest first.
 inline bool mesh_ray4(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, float& t_hit, int32_t& face,
                       float& u, float& w) {
@@ -408,22 +435,7 @@ inline bool mesh_ray4(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, f
             t1 = b < t1 ? b : t1;
         }
         // widened by a few ulps (Ize 2013) so rounding never culls a box the ray grazes
-        auto hit = (t0 <= t1 * 1.0000004f) & (t0 < bvh4_splat(best));
-        const int32_t* child = nodes4[c].child;
-        int32_t ids[4];
-        float ts[4];
-        int m = 0;
-        for (int k = 0; k < 4; ++k) {
-            if (!hit[k]) continue;
-            int i = m++;
-            for (; i > 0 && ts[i - 1] < t0[k]; --i) ids[i] = ids[i - 1], ts[i] = ts[i - 1];
-            ids[i] = child[k];
-            ts[i] = t0[k];
-        }
-        for (int i = 0; i < m; ++i) {  // farthest first: the nearest is popped next
-            stack[count] = ids[i];
-            enter[count++] = ts[i];
-        }
+        bvh4_push(nodes4[c], (t0 <= t1 * 1.0000004f) & (t0 < bvh4_splat(best)), t0, stack, enter, count);
     }
     return found;
 }
