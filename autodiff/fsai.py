@@ -348,6 +348,12 @@ def _check_int(name: str, v: Any) -> int:
     return int(v)
 
 
+def _check_compact(A: BsrMatrix, what: str) -> None:
+    if A.row_counts is not None:
+        raise ValueError(f"{what}: A must have compact rows (row_counts None), got padded row storage; make a "
+                         "compact matrix with loomwork.sparse.bsr_copy(A) or bsr_compress(A)")
+
+
 class FSAI(LinearOperator):
     """An adaptive factorized sparse approximate inverse of a symmetric positive definite BsrMatrix `A`
     (square, with square blocks of float16, float32 or float64, both triangles stored): the operator
@@ -383,6 +389,7 @@ class FSAI(LinearOperator):
         if A.shape[0] != A.shape[1] or A.block_shape[0] != A.block_shape[1]:
             raise ValueError(f"FSAI: A must be square with square blocks, got shape {A.shape} with "
                              f"{A.block_shape[0]}x{A.block_shape[1]} blocks")
+        _check_compact(A, "FSAI")
         st = A.scalar_type
         if st not in _PIVOT_FLOOR:
             raise TypeError(f"FSAI: A's scalars must be float16, float32 or float64, got {T.type_name(st)}")
@@ -467,6 +474,7 @@ class FSAI(LinearOperator):
         if not isinstance(A, BsrMatrix):
             raise ValueError(f"FSAI.update: A must be a BSR matrix (loomwork.sparse BsrMatrix), got "
                              f"{type(A).__name__}")
+        _check_compact(A, "FSAI.update")
         if (A.shape, A.dtype, A.device, A.nnz) != self._signature:
             raise ValueError(f"FSAI.update: A must have the original's shape, dtype, device and block count; got "
                              f"({A.shape}, {T.type_name(A.dtype)} blocks, {A.nnz} stored, on {A.device}), the "

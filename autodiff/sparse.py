@@ -171,6 +171,14 @@ class BsrMatrix:
             self._status = zeros(1, dtype=_I32, device=self.device)
         return self._status
 
+    def _as_struct(self, t: type) -> Any:
+        """This matrix as a value of `t` when `t` is `bsr_matrix_t` of its block type (for a kernel argument),
+        else None (the launch then names the mismatch)."""
+        if t is not bsr_matrix_t(self.dtype):
+            return None
+        return t(nrow=self.nrow, ncol=self.ncol, nnz=self.nnz, offsets=self.offsets, row_counts=self.row_counts,
+                 columns=self.columns, values=self.values)
+
     def _topology_changed(self) -> None:
         if self._nnz_pending is not None:
             self._nnz_pending = _storage_end(self)
@@ -286,8 +294,8 @@ _struct_types: dict[Any, type] = {}
 
 
 def bsr_matrix_t(dtype: Any) -> type:
-    """The struct type (`@wp.struct`) holding a BSR matrix of `dtype` blocks for kernels: fields nrow, ncol,
-    nnz, offsets, row_counts, columns, values."""
+    """The struct type (`@wp.struct`) of a BSR matrix of `dtype` blocks in kernels (fields nrow, ncol, nnz,
+    offsets, row_counts, columns, values): a kernel parameter of this type takes a BsrMatrix."""
     t = _block_type(dtype)
     if t not in _struct_types:
         fields = {"nrow": int, "ncol": int, "nnz": int, "offsets": array(dtype=_I32), "row_counts": array(dtype=_I32),

@@ -342,3 +342,19 @@ def test_public_names_match_warp():
                                                                   "columns", "values"]
     with pytest.raises(ValueError, match="block type must be either warp matrix or scalar"):
         sp.bsr_matrix_t(wp.vec3)
+    A = sp.bsr_from_triplets(3, 3, wp.array([0, 2, 2], dtype=int), wp.array([1, 0, 2], dtype=int),
+                             wp.array([1.0, 2.0, 3.0]))
+    out = wp.zeros(3, dtype=wp.float64)
+    wp.launch(_row_sums, 3, inputs=[A, out])  # a BsrMatrix is passed where its struct type is taken
+    np.testing.assert_array_equal(out.numpy(), [1.0, 0.0, 5.0])
+    with pytest.raises(TypeError, match="expects a BsrMatrix"):
+        wp.launch(_row_sums, 2, inputs=[sp.bsr_identity(2, wp.mat22d), out])
+
+
+@wp.kernel
+def _row_sums(A: sp.bsr_matrix_t(wp.float64), out: wp.array(dtype=wp.float64)):
+    r = wp.tid()
+    s = wp.float64(0.0)
+    for k in range(A.offsets[r], A.offsets[r + 1]):
+        s += A.values[k]
+    out[r] = s
