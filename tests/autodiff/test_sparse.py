@@ -141,7 +141,7 @@ def test_cg_solves_a_bsr_system():
 
 def test_solvers_take_padded_and_block_matrices():
     """CG with a block-Jacobi preconditioner solves a 3x3-block system stored with padded rows as it does
-    the compact one; FSAI asks for compact rows."""
+    the compact one; FSAI takes it too, but asks for compact rows to reuse its pattern."""
     import loomwork.optim.linear as la
 
     rng = np.random.default_rng(5)
@@ -158,8 +158,11 @@ def test_solvers_take_padded_and_block_matrices():
     la.cg(padded, wp.array(b.reshape(4, 3), dtype=wp.vec3d), x, tol=1e-12, maxiter=100,
           M=la.preconditioner(padded, "diag"))
     np.testing.assert_allclose(x.numpy().ravel(), np.linalg.solve(d, b), rtol=1e-9, atol=1e-11)
+    fsai = la.FSAI(padded, max_row_size=4)  # built from a compact copy, as the same matrix stored compact
+    np.testing.assert_allclose(_to_dense(fsai.G),
+                               _to_dense(la.FSAI(sp.bsr_copy(csr, block_shape=(3, 3)), max_row_size=4).G), atol=1e-12)
     with pytest.raises(ValueError, match="compact rows"):
-        la.FSAI(padded)
+        la.FSAI(padded, reuse_pattern=True)
 
 
 def test_copy_changes_block_shape_and_scalar_type_and_identity():
