@@ -33,7 +33,7 @@ from loomwork.kernels.module import kernel
 
 from .components import scalar_view
 from .linear_operator import LinearOperator
-from .sparse import BsrMatrix, bsr_block_index
+from .sparse import BsrMatrix, bsr_block_index, bsr_copy
 
 tid, sqrt, isfinite, atomic_add = (B.BUILTINS[n] for n in ("tid", "sqrt", "isfinite", "atomic_add"))
 
@@ -383,6 +383,11 @@ class FSAI(LinearOperator):
         if A.shape[0] != A.shape[1] or A.block_shape[0] != A.block_shape[1]:
             raise ValueError(f"FSAI: A must be square with square blocks, got shape {A.shape} with "
                              f"{A.block_shape[0]}x{A.block_shape[1]} blocks")
+        if A.row_counts is not None:  # padded row storage: the factor is built from a compact copy
+            if reuse_pattern:
+                raise ValueError("FSAI: reuse_pattern needs A with compact rows (row_counts None), got padded row "
+                                 "storage; compact it first with loomwork.sparse.bsr_compress(A)")
+            A = bsr_copy(A)
         st = A.scalar_type
         if st not in _PIVOT_FLOOR:
             raise TypeError(f"FSAI: A's scalars must be float16, float32 or float64, got {T.type_name(st)}")
@@ -410,9 +415,10 @@ class FSAI(LinearOperator):
         if reuse_pattern:
             self.update_status = zeros(4, dtype=T.int32, device=dev)
             self._topology = None
+            stored = int(A.offsets.numpy()[A.nrow])  # A.nnz is only an upper bound
             if validate_topology:
-                self._topology = (clone(A.offsets), clone(A.columns))
-            self._signature = (A.shape, A.dtype, A.device, A.nnz)
+                self._topology = (clone(A.offsets[:A.nrow + 1]), clone(A.columns[:stored]))
+            self._signature = (A.shape, A.dtype, A.device, stored)
         if defer_pattern:
             self.pattern_ready = zeros(1, dtype=T.int32, device=dev)
             self.pattern_status = zeros(3, dtype=T.int32, device=dev)
@@ -467,10 +473,13 @@ class FSAI(LinearOperator):
         if not isinstance(A, BsrMatrix):
             raise ValueError(f"FSAI.update: A must be a BSR matrix (loomwork.sparse BsrMatrix), got "
                              f"{type(A).__name__}")
-        if (A.shape, A.dtype, A.device, A.nnz) != self._signature:
-            raise ValueError(f"FSAI.update: A must have the original's shape, dtype, device and block count; got "
-                             f"({A.shape}, {T.type_name(A.dtype)} blocks, {A.nnz} stored, on {A.device}), the "
-                             f"original has ({self._signature[0]}, "
+        if A.row_counts is not None:
+            raise ValueError("FSAI.update: A must have compact rows (row_counts None), got padded row storage; "
+                             "compact it first with loomwork.sparse.bsr_compress(A)")
+        if (A.shape, A.dtype, A.device) != self._signature[:3] or A.columns.shape[0] < self._signature[3]:
+            raise ValueError(f"FSAI.update: A must have the original's shape, dtype, device (and room for its "
+                             f"blocks); got ({A.shape}, {T.type_name(A.dtype)} blocks, {A.columns.shape[0]} slots, on "
+                             f"{A.device}), the original has ({self._signature[0]}, "
                              f"{T.type_name(self._signature[1])} blocks, {self._signature[3]} stored, on "
                              f"{self._signature[2]})")
         st, n, dev, status = A.scalar_type, A.shape[0], A.device, self.update_status

@@ -167,6 +167,9 @@ def _converter(k: Kernel, name: str, t: Any, device: Device, use: _Use) -> Any:
         return conv_array
     if is_struct(t):
         def conv_struct(v: Any) -> bytes:
+            if not isinstance(v, t) and hasattr(v, "_as_struct"):  # an object a struct type stands for (BsrMatrix)
+                s = v._as_struct(t)
+                v = v if s is None else s
             if not isinstance(v, t):
                 raise LaunchError(f"kernel {k.label} argument '{name}' expects a {t.__name__}, got {type(v).__name__}")
             return bytes(v._pack())

@@ -1,19 +1,40 @@
-"""`loomwork.sparse`: block sparse row matrices (`BsrMatrix`, `bsr_zeros`, `bsr_from_triplets`, `bsr_mv`, ...)
-under Warp's module name (`import warp.sparse`); see loomwork.autodiff.sparse."""
+"""`loomwork.sparse`: block sparse row matrices under Warp's module name (`import warp.sparse`); see
+loomwork.autodiff.sparse."""
 
 from loomwork.autodiff.sparse import (
+    BSR_STATUS_ROW_CAPACITY_EXCEEDED,
+    BSR_STATUS_SUCCESS,
     BsrMatrix,
+    BsrTripletMap,
+    bsr_assign,
+    bsr_axpy,
+    bsr_axpy_work_arrays,
     bsr_block_index,
+    bsr_compress,
     bsr_copy,
+    bsr_diag,
     bsr_from_triplets,
     bsr_get_diag,
     bsr_identity,
+    bsr_matrix_t,
+    bsr_mm,
+    bsr_mm_work_arrays,
     bsr_mv,
     bsr_row_index,
+    bsr_scale,
+    bsr_set_diag,
+    bsr_set_from_mapped_values,
     bsr_set_from_triplets,
+    bsr_set_identity,
+    bsr_set_transpose,
     bsr_set_zero,
+    bsr_transposed,
     bsr_zeros,
 )
 
-__all__ = ["BsrMatrix", "bsr_block_index", "bsr_copy", "bsr_from_triplets", "bsr_get_diag", "bsr_identity", "bsr_mv",
-           "bsr_row_index", "bsr_set_from_triplets", "bsr_set_zero", "bsr_zeros"]
+__all__ = ["BSR_STATUS_ROW_CAPACITY_EXCEEDED", "BSR_STATUS_SUCCESS", "BsrMatrix", "BsrTripletMap", "bsr_assign",
+           "bsr_axpy", "bsr_axpy_work_arrays", "bsr_block_index", "bsr_compress", "bsr_copy", "bsr_diag",
+           "bsr_from_triplets", "bsr_get_diag", "bsr_identity", "bsr_matrix_t", "bsr_mm", "bsr_mm_work_arrays",
+           "bsr_mv", "bsr_row_index", "bsr_scale", "bsr_set_diag", "bsr_set_from_mapped_values",
+           "bsr_set_from_triplets", "bsr_set_identity", "bsr_set_transpose", "bsr_set_zero", "bsr_transposed",
+           "bsr_zeros"]
