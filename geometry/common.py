@@ -55,11 +55,12 @@ def host_library() -> ctypes.CDLL:
     lib.lw_triangle_bounds.argtypes = [p, p, i, p, p, p]
     lib.lw_winding_moments.argtypes = [p, i, p, p, p, p]
     lib.lw_leaf_corners.argtypes = [p, p, p, i, p]
-    lib.lw_bvh4_collapse.argtypes = [p, i, p]
+    lib.lw_bvh4_collapse.argtypes = [p, i, p, p, p]
+    lib.lw_tri_blocks.argtypes = [p, p, i]
     lib.lw_bvh4_collapse.restype = i
     lib.lw_bvh4_refit.argtypes = [p, p, i]
     for f in (lib.lw_bvh_refit, lib.lw_triangle_bounds, lib.lw_winding_moments, lib.lw_leaf_corners,
-              lib.lw_bvh4_refit):
+              lib.lw_bvh4_refit, lib.lw_tri_blocks):
         f.restype = None
     return lib
 

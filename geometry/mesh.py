@@ -43,10 +43,11 @@ class MeshDesc(ctypes.Structure):
                 ("velocities", ctypes.c_uint64), ("indices", ctypes.c_uint64), ("moments", ctypes.c_uint64),
                 ("points_grad", ctypes.c_uint64), ("velocities_grad", ctypes.c_uint64),
                 ("leaf_corners", ctypes.c_uint64), ("avg_edge", ctypes.c_float),
-                ("pad", ctypes.c_int32), ("nodes4", ctypes.c_uint64)]
+                ("pad", ctypes.c_int32), ("nodes4", ctypes.c_uint64), ("tri_blocks", ctypes.c_uint64)]
 
 
 _NODE4_BYTES = 128  # bvh4_node_t in mesh.h
+_TRI_BLOCK_BYTES = 160  # tri4_block_t in mesh.h
 
 
 def _aligned_zeros(nbytes: int) -> np.ndarray:
@@ -102,6 +103,7 @@ class Mesh:
         self._moments = np.zeros((self._tree.desc.num_nodes, 16), np.float32) if self.support_winding_number else None
         self._leaf_corners = np.zeros((n, 3, 3), np.float32)
         self._nodes4, self._nodes4_count = _aligned_zeros(max(1, self._tree.desc.num_nodes // 2) * _NODE4_BYTES), 0
+        self._tri_blocks, self._tri_block_count = _aligned_zeros(max(1, n) * _TRI_BLOCK_BYTES), 0
         self._update_tree_data(built=True)
         self._handle = Handle(MeshDesc, self.device)
         self._desc, self._id = self._handle.desc, self._handle.id
@@ -165,9 +167,13 @@ class Mesh:
         points, tris = self._host_points.ctypes.data, self._tris.ctypes.data
         lib.lw_leaf_corners(points, tris, t.order.ctypes.data, len(self._tris), self._leaf_corners.ctypes.data)
         if built:
-            self._nodes4_count = lib.lw_bvh4_collapse(t.nodes.ctypes.data, t.desc.num_nodes, self._nodes4.ctypes.data)
+            blocks = ctypes.c_int32()
+            self._nodes4_count = lib.lw_bvh4_collapse(t.nodes.ctypes.data, t.desc.num_nodes, self._nodes4.ctypes.data,
+                                                      self._tri_blocks.ctypes.data, ctypes.byref(blocks))
+            self._tri_block_count = blocks.value
         else:
             lib.lw_bvh4_refit(t.nodes.ctypes.data, self._nodes4.ctypes.data, self._nodes4_count)
+        lib.lw_tri_blocks(self._leaf_corners.ctypes.data, self._tri_blocks.ctypes.data, self._tri_block_count)
         if self._moments is not None:
             lib.lw_winding_moments(t.nodes.ctypes.data, t.desc.num_nodes, t.order.ctypes.data, points, tris,
                                    self._moments.ctypes.data)
@@ -188,7 +194,9 @@ class Mesh:
         if tree_data:
             d.moments = h.address("moments", self._moments) if self._moments is not None else 0
             d.leaf_corners = h.address("leaf_corners", self._leaf_corners)
-            d.nodes4 = self._nodes4.ctypes.data if h.on_host and self._nodes4_count else 0  # CUDA: binary
+            four_wide = h.on_host and self._nodes4_count  # CUDA: the binary tree
+            d.nodes4 = self._nodes4.ctypes.data if four_wide else 0
+            d.tri_blocks = self._tri_blocks.ctypes.data if four_wide else 0
             d.avg_edge = self._avg_edge
         h.publish()
 

@@ -487,6 +487,13 @@ struct Node4 {
     int32_t child[4], src[4];
 };
 
+// mesh.h's tri4_block_t: up to four triangles of one leaf (consecutive item positions from `first`) with their
+// corners by axis in SIMD lanes; `more`: the leaf goes on in the next block.
+struct TriBlock {
+    float a[3][4], b[3][4], c[3][4];
+    int32_t first, count, more, pad;
+};
+
 inline float half_area(const Node& n) {
     float dx = n.hi[0] - n.lo[0], dy = n.hi[1] - n.lo[1], dz = n.hi[2] - n.lo[2];
     return dx * dy + dy * dz + dz * dx;
@@ -500,7 +507,18 @@ void set_slot(Node4& q, int k, const Node* nodes, int32_t src) {
     q.src[k] = src;
 }
 
-int32_t collapse(const Node* nodes, int32_t node, Node4* out, int32_t& count) {
+int32_t leaf_blocks(const Node& leaf, TriBlock* blocks, int32_t& nblocks) {
+    int32_t start = nblocks;
+    for (int32_t j = leaf.a, end = leaf.a - leaf.b; j < end; j += 4) {
+        TriBlock& t = blocks[nblocks++];
+        t.first = j;
+        t.count = end - j < 4 ? end - j : 4;
+        t.more = j + 4 < end;
+    }
+    return start;
+}
+
+int32_t collapse(const Node* nodes, int32_t node, Node4* out, int32_t& count, TriBlock* blocks, int32_t& nblocks) {
     int32_t at = count++;
     int32_t kids[4] = {nodes[node].a, nodes[node].b, -1, -1};
     int n = 2;
@@ -519,20 +537,42 @@ int32_t collapse(const Node* nodes, int32_t node, Node4* out, int32_t& count) {
         out[at].child[k] = INT32_MIN;
     }
     for (int k = 0; k < n; ++k)
-        out[at].child[k] = nodes[kids[k]].b < 0 ? ~kids[k] : collapse(nodes, kids[k], out, count);
+        out[at].child[k] = nodes[kids[k]].b < 0 ? ~leaf_blocks(nodes[kids[k]], blocks, nblocks)
+                                                : collapse(nodes, kids[k], out, count, blocks, nblocks);
     return at;
 }
 
 }  // namespace
 
 // The 4-wide tree of a binary tree whose root (node 0) is an inner node, into `out` (room for one node per
-// binary inner node); returns its node count (0 when the root is a leaf: traverse the binary tree).
-EXPORT int lw_bvh4_collapse(const void* nodes_, int num_nodes, void* out) {
+// binary inner node), its leaves as triangle blocks (room for one per item; `lw_tri_blocks` fills their
+// corners); returns its node count (0 when the root is a leaf: traverse the binary tree) and sets *nblocks.
+EXPORT int lw_bvh4_collapse(const void* nodes_, int num_nodes, void* out, void* blocks, int32_t* nblocks) {
     const Node* nodes = (const Node*)nodes_;
+    *nblocks = 0;
     if (num_nodes < 1 || nodes[0].b < 0) return 0;
     int32_t count = 0;
-    collapse(nodes, 0, (Node4*)out, count);
+    collapse(nodes, 0, (Node4*)out, count, (TriBlock*)blocks, *nblocks);
     return count;
+}
+
+// The triangle blocks' corners from the leaf-ordered corners (lw_leaf_corners); unused lanes get a
+// degenerate triangle at the origin.
+EXPORT void lw_tri_blocks(const float* corners, void* blocks_, int nblocks) {
+    TriBlock* blocks = (TriBlock*)blocks_;
+    parallel_for(nblocks, 4096, [&](long long b, long long e) {
+        for (long long i = b; i < e; ++i) {
+            TriBlock& t = blocks[i];
+            for (int l = 0; l < 4; ++l)
+                for (int k = 0; k < 3; ++k) {
+                    const float* tri = corners + 9 * (size_t)(t.first + l);
+                    bool used = l < t.count;
+                    t.a[k][l] = used ? tri[k] : 0.0f;
+                    t.b[k][l] = used ? tri[3 + k] : 0.0f;
+                    t.c[k][l] = used ? tri[6 + k] : 0.0f;
+                }
+        }
+    });
 }
 
 // The 4-wide tree's boxes again from its binary tree's (after a refit of that).

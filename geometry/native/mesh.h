@@ -24,6 +24,7 @@ struct mesh_t {
     float avg_edge;           // mean edge length (the sign_normal epsilon is relative to it)
     int32_t pad;
     uint64_t nodes4;          // bvh4_node_t* or 0: the tree 4 wide, for CPU rays (host memory only)
+    uint64_t tri_blocks;      // tri4_block_t*: the 4-wide tree's leaves (with nodes4)
 };
 
 struct mesh_query_point_t {
@@ -366,7 +367,15 @@ struct bvh4_node_t {
     int32_t child[4], src[4];
 };
 
+// Up to four triangles of a leaf (item positions first...first + count - 1) with their corners by axis in
+// SIMD lanes (unused lanes: a degenerate triangle); `more`: the leaf goes on in the next block.
+struct tri4_block_t {
+    float a[3][4], b[3][4], c[3][4];
+    int32_t first, count, more, pad;
+};
+
 typedef float bvh_f4 __attribute__((vector_size(16)));
+typedef int32_t bvh_i4 __attribute__((vector_size(16)));
 
 inline bvh_f4 bvh4_splat(float x) { return bvh_f4{x, x, x, x}; }
 
@@ -390,11 +399,76 @@ template <typename M> inline void bvh4_push(const bvh4_node_t& q, const M& hit, 
     }
 }
 
+inline bvh_f4 bvh4_abs(bvh_f4 x) { return x < 0.0f ? -x : x; }
+
+// A leaf's triangle blocks (from `b` while `more`) against the ray, four triangles per SIMD step: tri_ray's
+// test with the edge functions in float, and tri_ray itself for a block where a sign is uncertain in float
+// (an edge function too close to 0 for its rounding), so the decisions are tri_ray's. A nearer hit than
+// `best` updates it and the hit.
+inline bool mesh_ray_blocks(const mesh_view& v, const tri4_block_t* b, bvh_vec3 o, const bvh_f4* ox,
+                            const ray_shear& r, float& best, float& t_hit, int32_t& face, float& u, float& w) {
+    const int32_t* order = (const int32_t*)v.t->order;
+    const bvh_f4 sx = bvh4_splat(r.sx), sy = bvh4_splat(r.sy), certain = bvh4_splat(1.0e-6f);
+    const bvh_i4 lane = {0, 1, 2, 3};
+    bool found = false;
+    for (;; ++b) {
+        bvh_f4 A[3], B[3], C[3];
+        for (int k = 0; k < 3; ++k) {
+            A[k] = *(const bvh_f4*)b->a[k] - ox[k];
+            B[k] = *(const bvh_f4*)b->b[k] - ox[k];
+            C[k] = *(const bvh_f4*)b->c[k] - ox[k];
+        }
+        bvh_f4 ax = A[r.kx] - sx * A[r.kz], ay = A[r.ky] - sy * A[r.kz];
+        bvh_f4 bx = B[r.kx] - sx * B[r.kz], by = B[r.ky] - sy * B[r.kz];
+        bvh_f4 cx = C[r.kx] - sx * C[r.kz], cy = C[r.ky] - sy * C[r.kz];
+        bvh_f4 u1 = cx * by, u2 = cy * bx, v1 = ax * cy, v2 = ay * cx, w1 = bx * ay, w2 = by * ax;
+        bvh_f4 eu = u1 - u2, ev = v1 - v2, ew = w1 - w2;
+        bvh_i4 used = lane < b->count;
+        bvh_i4 sure = (bvh4_abs(eu) > certain * (bvh4_abs(u1) + bvh4_abs(u2))) &
+                      (bvh4_abs(ev) > certain * (bvh4_abs(v1) + bvh4_abs(v2))) &
+                      (bvh4_abs(ew) > certain * (bvh4_abs(w1) + bvh4_abs(w2)));
+        bool fallback = false;
+        for (int l = 0; l < 4; ++l) fallback |= used[l] && !sure[l];
+        if (fallback) {
+            for (int l = 0; l < b->count; ++l) {
+                bvh_vec3 a, bb, c;
+                mesh_tri_at(v, b->first + l, a, bb, c);
+                float t, wa, wb;
+                if (tri_ray(a, bb, c, o, r, t, wa, wb) && t >= 0.0f && t < best) {
+                    best = t;
+                    t_hit = t;
+                    face = order[b->first + l];
+                    u = wa;
+                    w = wb;
+                    found = true;
+                }
+            }
+        } else {
+            bvh_i4 outside = ((eu < 0.0f) | (ev < 0.0f) | (ew < 0.0f)) & ((eu > 0.0f) | (ev > 0.0f) | (ew > 0.0f));
+            bvh_f4 det = eu + ev + ew;
+            bvh_f4 inv = 1.0f / det;
+            bvh_f4 t = (eu * A[r.kz] + ev * B[r.kz] + ew * C[r.kz]) * r.sz * inv;
+            bvh_i4 hit = used & ~outside & (det != 0.0f) & (t >= 0.0f) & (t < best);
+            for (int l = 0; l < 4; ++l) {
+                if (!hit[l] || !(t[l] < best)) continue;
+                best = t[l];
+                t_hit = t[l];
+                face = order[b->first + l];
+                u = eu[l] * inv[l];
+                w = ev[l] * inv[l];
+                found = true;
+            }
+        }
+        if (!b->more) break;
+    }
+    return found;
+}
+
 // mesh_ray over the whole mesh on the CPU: four boxes per step in SIMD lanes, nearest first.
 inline bool mesh_ray4(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, float& t_hit, int32_t& face,
                       float& u, float& w) {
     const bvh4_node_t* nodes4 = (const bvh4_node_t*)v.m->nodes4;
-    const bvh_node_t* nodes = (const bvh_node_t*)v.t->nodes;
+    const tri4_block_t* blocks = (const tri4_block_t*)v.m->tri_blocks;
     for (int k = 0; k < 3; ++k)
         if (o.c[k] != o.c[k] || d.c[k] != d.c[k]) return false;  // NaN: no hit (and no walk through every box)
     ray_shear shear = ray_shear_of(d);
@@ -423,7 +497,7 @@ inline bool mesh_ray4(const mesh_view& v, bvh_vec3 o, bvh_vec3 d, float max_t, f
         if (enter[count] >= best) continue;
         int32_t c = stack[count];
         if (c < 0) {
-            found |= mesh_ray_leaf(v, nodes[~c], o, shear, best, t_hit, face, u, w);
+            found |= mesh_ray_blocks(v, blocks + ~c, o, ox, shear, best, t_hit, face, u, w);
             continue;
         }
         const float* q = (const float*)&nodes4[c];

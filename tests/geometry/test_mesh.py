@@ -599,9 +599,8 @@ def test_cpu_rays_through_the_4_wide_tree_match_the_binary_tree():
     """Whole-mesh rays on the CPU traverse a 4-wide copy of the tree (SIMD box tests); from the root node
     (root=0) they traverse the binary tree. Both hit the same rays for random rays and rays along the axes
     (zero direction components, signed zeros) through vertices and from origins on the boxes' planes, also
-    after a refit moved the points."""
+    after a refit moved the points, and with leaves larger than a SIMD block of triangles."""
     pts, tris = sphere()
-    mesh = wp.Mesh(wp.array(pts, dtype=wp.vec3), wp.array(tris.reshape(-1), dtype=wp.int32))
     rng = np.random.default_rng(11)
     d = rng.normal(size=(400, 3))
     axes = np.concatenate([np.eye(3), -np.eye(3), [[0.0, -0.0, 1.0], [-0.0, 1.0, 0.0], [0.6, 0.0, -0.8]]])
@@ -610,7 +609,9 @@ def test_cpu_rays_through_the_4_wide_tree_match_the_binary_tree():
                         - np.repeat(axes, 40, axis=0) * 2.0])
     o[400::7] = np.round(o[400::7], 1)  # some origins on coordinate planes
     O, D = wp.array(o, dtype=wp.vec3), wp.array(d, dtype=wp.vec3)
-    for _ in range(2):  # before and after a refit
+    meshes = [wp.Mesh(wp.array(pts, dtype=wp.vec3), wp.array(tris.reshape(-1), dtype=wp.int32), bvh_leaf_size=size)
+              for size in (None, 7)]  # leaves of up to 4 triangles (one SIMD block each), and of several blocks
+    for mesh in [m for m in meshes for _ in range(2)]:  # each before and after a refit
         got = {}
         for root in (-1, 0):
             t, face = wp.zeros(len(o), dtype=float), wp.zeros(len(o), dtype=int)
