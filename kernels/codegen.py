@@ -420,9 +420,7 @@ class Emitter:
             return f"lw::cast<{t.cname}>({self.op(e.args[0])})"
         if is_struct(t):
             return f"{t.cname}{{}}"
-        if not e.args:
-            if T.is_transform(t):
-                return f"lw::transform_identity_t<{t._wp_scalar_type_.cname}>()"
+        if not e.args:  # zero, also a transform's quaternion (Warp 1.19 in kernels; its Python class gives identity)
             return f"lw::zero<{t.cname}>()"
         if len(e.args) == 1 and T.is_composite(e.args[0].type):
             return f"lw::convert<{t.cname}>({self.op(e.args[0])})"

@@ -126,6 +126,24 @@ def test_python_scope_types_and_arrays():
 
 
 @wp.kernel
+def no_argument_constructors(t: wp.array(dtype=wp.transform), td: wp.array(dtype=wp.transformd),
+                             q: wp.array(dtype=wp.quat)):
+    t[0] = wp.transform()
+    td[0] = wp.transformd()
+    q[0] = wp.quat()
+
+
+def test_no_argument_transform_in_a_kernel_is_zero():
+    """In a kernel, wp.transform() with no arguments is all zeros, quaternion included (Warp 1.19 documents and
+    does this; wp.transform_identity() is the identity), while the Python class's transform() is the identity."""
+    t, td, q = (wp.full(1, 5.0, dtype=d) for d in (wp.transform, wp.transformd, wp.quat))
+    wp.launch(no_argument_constructors, 1, inputs=[t, td, q])
+    for a in (t, td, q):
+        np.testing.assert_array_equal(a.numpy(), np.zeros_like(a.numpy()))
+    assert list(wp.transform()) == [0.0] * 6 + [1.0]
+
+
+@wp.kernel
 def spatial_ops(a: wp.array(dtype=wp.spatial_vectord), b: wp.array(dtype=wp.spatial_vectord),
                 out: wp.array(dtype=wp.spatial_vectord), dots: wp.array(dtype=wp.float64)):
     i = wp.tid()
