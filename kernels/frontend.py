@@ -1135,6 +1135,8 @@ class Builder:
             try:
                 obj = getattr(vt, node.attr)
             except AttributeError:
+                if node.attr in ("float", "int") and getattr(vt, "__name__", None) == "loomwork":
+                    return self.from_python(float if node.attr == "float" else int, node)  # wp.float(x) in Warp
                 where = ""
                 if isinstance(vt, pytypes.ModuleType) and _is_dotted_name(node):
                     where = (f": Could not find function {ast.unparse(node)}" if node is self.callee else
