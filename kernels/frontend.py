@@ -377,8 +377,9 @@ class Builder:
             self.error(target, KernelTypeError, f"Cannot reassign local '{target.id}': it holds wp.grad("
                        f"{old.key}), a compile-time function, not a value")
         what = "a non-function value" if new is None else _describe(new)
-        self.error(target, KernelTypeError, f"'{target.id}' names {_describe(old)} here: rebinding function-valued "
-                   f"local '{target.id}' to {what} is not supported (kernels have no function pointers)")
+        self.error(target, KernelTypeError, f"'{target.id}' names a function here ({_describe(old)}): rebinding "
+                   f"function-valued local '{target.id}' to {what} is not supported (kernels have no function "
+                   "pointers)")
 
     def _stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
         if not isinstance(node.target, ast.Name) or node.value is None:

@@ -630,8 +630,8 @@ def test_front_end_refusals_end_in_warps_words():
              (missing_function, AttributeError, "module 'loomwork' has no attribute 'nonexistent_func': Could not "
                                                 "find function wp.nonexistent_func"),
              (missing_namespace, AttributeError, "has no attribute 'foo': `foo` is not an attribute of wp"),
-             (rebinds_function, wp.KernelTypeError, "'f' names '_half' here: rebinding function-valued local 'f' to "
-                                                    "'_double'"),
+             (rebinds_function, wp.KernelTypeError, "'f' names a function here ('_half'): rebinding "
+                                                    "function-valued local 'f' to '_double'"),
              (rebinds_to_value, wp.KernelTypeError, "rebinding function-valued local 'f' to a non-function value"),
              (rebinds_grad, wp.KernelTypeError, "Cannot reassign local 'g': it holds wp.grad(")]
     for fn, exc, part in cases:
