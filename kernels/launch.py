@@ -177,6 +177,9 @@ def _converter(k: Kernel, name: str, t: Any, device: Device, use: _Use) -> Any:
             if type(v) is t:
                 return bytes(v)
             _refuse_single_value(k, name, t, v)
+            if v is None:
+                raise LaunchValueError(f"kernel {k.label} argument '{name}' expects {T.type_name(t)}, got None: "
+                                       f"Failed to convert argument for param {name} to {T.type_name(t)}")
             try:
                 return bytes(t(v) if not isinstance(v, T._CompositeMixin) else t(v.numpy_value()))
             except (TypeError, ValueError) as e:
@@ -373,9 +376,9 @@ class Launch:
 
 
 def _refuse_single_value(k: Kernel, name: str, t: Any, v: Any) -> None:
-    """A scalar for a vector, matrix, quaternion or transform parameter `t` is refused, not spread over the
-    components (as Warp refuses it)."""
-    if T.is_composite(t) and isinstance(v, int | float | T.ScalarType | np.generic):
+    """A Python or loomwork number for a vector, matrix, quaternion or transform parameter `t` is refused, not
+    spread over the components, as Warp refuses it (NumPy scalars and booleans it still spreads, deprecated)."""
+    if T.is_composite(t) and isinstance(v, int | float | T.ScalarType) and not isinstance(v, bool | T.bool_):
         raise LaunchError(f"kernel {k.label} argument '{name}' expects {T.type_name(t)} but got a single value "
                           f"({v!r}); pass a {T.type_name(t)}")
 

@@ -148,12 +148,16 @@ def test_a_single_value_for_a_vector_parameter_is_refused():
     components), by wp.launch and by a recorded Launch's setters, as Warp 1.19 refuses it; the argument and both
     types are named."""
     out = wp.zeros(1, dtype=wp.vec3)
-    for value in (123, 1.5, wp.float32(1.5), np.float32(2.0)):
+    for value in (123, 1.5, wp.float32(1.5), wp.int32(2)):
         with pytest.raises(wp.LaunchError, match=r"argument 'v' expects vec3f but got a single value"):
             wp.launch(vec_param, 1, inputs=[value, out])
     cmd = wp.Launch(vec_param, wp.get_device("cpu"))
     with pytest.raises(wp.LaunchError, match=r"argument 'v' expects vec3f but got a single value"):
         cmd.set_param_by_name("v", 123)
+    with pytest.raises(ValueError, match="Failed to convert argument for param v to vec3f"):
+        wp.launch(vec_param, 1, inputs=[None, out])
+    wp.launch(vec_param, 1, inputs=[np.float32(2.0), out])  # a NumPy scalar still fills it (Warp: deprecated)
+    np.testing.assert_array_equal(out.numpy(), [[2.0, 2.0, 2.0]])
     wp.launch(vec_param, 1, inputs=[(1.0, 2.0, 3.0), out])
     np.testing.assert_array_equal(out.numpy(), [[1.0, 2.0, 3.0]])
 
