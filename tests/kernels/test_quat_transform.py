@@ -50,7 +50,7 @@ def transform_ops(p: wp.array(dtype=wp.vec3d), q: wp.array(dtype=wp.quatd), pts:
     chained[i] = wp.transform_point(u * t, pts[i]) + wp.transform_point(wp.transform_multiply(u, t), pts[i])
     undone[i] = wp.transform_point(wp.transform_inverse(t), moved[i])
     s = wp.transform_identity()
-    w = wp.transformd()
+    w = wp.transform_identity(dtype=wp.float64)  # (wp.transformd() is zero in kernels, as in Warp)
     stored[i] = wp.transform(t.p + wp.vec3d(wp.float64(s.p[0]) + w.q[3]), wp.transform_get_rotation(t))
 
 
