@@ -582,7 +582,7 @@ def kernel_adjoint(fn: ir.Function, debug: bool, effects: dict) -> str:
     ) or "true"
     zero = tuple((pos, fn.params[pos].name, fn.params[pos].type.ndim) for pos in sorted(zeroable))
     lines += entry_points(k, f"{k}_adj_cpu", f"{k}_adj_cuda", f"{k}_adj_body", fn.params, contig, slots, simd=True,
-                          zero=zero)
+                          zero=zero, statements=sum(1 for _ in ir.walk(fn.body)))
     return "\n".join(lines)
 
 

@@ -9,8 +9,9 @@ read; if loomwork wrote that array before `backward` (a later kernel, `fill_`, `
 backward raises an error naming both kernels and the array, because the adjoint would replay the kernel
 on values it never saw. A kernel's updates of arrays it reads are classified when it is built
 (`ir.in_place`): read, then updated (`a[i] = a[i] * 2.0`): the launch copies the array first and the
-adjoint replays from the copy; only updated atomically (atomic_max): the adjoint reads what the launch
-left; read after a write (or in a loop that writes it): refused before the launch runs (`before_launch`).
+adjoint replays from the copy; only updated atomically (atomic_max), or only read after every store to it
+(`y[i] = f(x[i]); z[i] = y[i]`): the adjoint reads what the launch left; read and then read again after a
+write (or in a loop that writes it): refused before the launch runs (`before_launch`).
 Writes loomwork does not
 make (through a `.numpy()` view or `__array_interface__` it handed out, a wrapped NumPy array
 (`wp.array(a, copy=False)`, or a NumPy array passed to `wp.launch`), a `from_ptr`/`ptr=` alias) are

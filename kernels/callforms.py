@@ -239,7 +239,7 @@ def expect_call(bld: Builder, node: ast.Call, obj: Any) -> None:
     a, b = bld.materialize(a), bld.materialize(b)
     if a.type != b.type:
         bld.error(node, KernelTypeError, f"wp.{name} compares values of one type, got {T.type_name(a.type)} "
-                   f"and {T.type_name(b.type)}")
+                   f"and {T.type_name(b.type)}: Can't test equality for objects with different types")
     ok = T.is_float(a.type) or (T.is_composite(a.type) and a.type._wp_scalar_type_.is_float) if name == "expect_near" \
         else T.is_scalar(a.type) or T.is_composite(a.type)
     if not ok:
@@ -481,7 +481,6 @@ def cast(bld: Builder, t: Any, node: ast.Call) -> Operand:
 
 def construct(bld: Builder, t: Any, node: ast.Call, args: list[Operand] | None = None) -> Operand:
     """A value of composite type `t` from the call's arguments (evaluated here unless given)."""
-    st = t._wp_scalar_type_
     n = t._length_
     if args is None:
         args = [bld.value(a) for a in node.args]
@@ -501,10 +500,25 @@ def construct(bld: Builder, t: Any, node: ast.Call, args: list[Operand] | None =
         return args[0] if args[0].type == t else bld.assign_temp(ir.Construct(t, (args[0],)), t)
     if T.is_matrix(t) and len(args) == t._shape_[0] and all(T.is_vector(a.type) for a in args):
         bld.error(node, KernelTypeError, f"{T.type_name(t)}() takes {n} scalars (row-major), not row vectors")
+    kind = ("quaternion" if T.is_quat(t) else "transform" if T.is_transform(t) else "matrix" if T.is_matrix(t)
+            else "vector")
     if len(args) not in (1, n):
-        bld.error(node, KernelTypeError, f"{T.type_name(t)}() takes 0, 1 or {n} scalar arguments, got {len(args)}")
-    args = [bld.convert(a, st, node) for a in args]
-    return bld.assign_temp(ir.Construct(t, tuple(args)), t)
+        size = f"shape {t._shape_}" if T.is_matrix(t) else f"length {n}"
+        bld.error(node, KernelTypeError, f"{T.type_name(t)}() takes 0, 1 or {n} scalar arguments: incompatible number "
+                  f"of values given ({len(args)}) when constructing a {kind} of {size}")
+    what = (f"the value used to fill this {kind} is" if len(args) == 1 else
+            f"all values used to initialize this {kind} are")
+    return bld.assign_temp(ir.Construct(t, tuple(component(bld, a, t, node, what) for a in args)), t)
+
+
+def component(bld: Builder, v: Operand, t: Any, node: ast.Call, what: str) -> Operand:
+    """`v` as a component of a `t` value: a weak literal converts, a value of another scalar type is refused
+    (in Warp's words, after ours)."""
+    st = t._wp_scalar_type_
+    if v.type == st or (isinstance(v, Const) and v.weak and T.is_scalar(v.type)):
+        return bld.convert(v, st, node)
+    bld.error(node, KernelTypeError, f"{T.type_name(t)}() got a {T.type_name(v.type)} value: {what} expected to be "
+              f"of the type `{st.__name__}`")
 
 
 def static_keywords(bld: Builder, node: ast.Call, allowed: tuple[str, ...], what: str) -> dict:
@@ -555,6 +569,16 @@ def composite_call(bld: Builder, is_vec: bool, node: ast.Call) -> Operand:
     if not is_vec and len(args) == 3 and T.is_quat(args[1].type):
         return bld.call_function(matrix_trs, node)
     st = dtype_of_call(bld, kw, args, node)
+    kind = "vector" if is_vec else "matrix"
+    typed = [a for a in args if not (isinstance(a, Const) and a.weak)] or args  # literals follow typed values
+    if "dtype" not in kw and len({a.type for a in typed}) > 1:
+        found = ", ".join(dict.fromkeys(T.type_name(a.type) for a in typed))
+        bld.error(node, KernelTypeError, f"{what}() without dtype= got values of types {found}: all values given "
+                  f"when constructing a {kind} must have the same type")
+    if not args and (kw.get("length") if is_vec else kw.get("shape")) is None:
+        size = "length" if is_vec else "shape"
+        bld.error(node, KernelTypeError, f"{what}() has no values to take its size from: the `{size}` argument must "
+                  f"be specified when zero-initializing a {kind}")
     if is_vec:
         n = kw.get("length")
         if n is None:
@@ -565,8 +589,9 @@ def composite_call(bld: Builder, is_vec: bool, node: ast.Call) -> Operand:
     shape = kw.get("shape")
     if shape is None:
         k = int(round(len(args) ** 0.5))
-        if not args or k * k != len(args):
-            bld.error(node, KernelTypeError, "wp.matrix() needs shape=(rows, cols) unless given n*n components")
+        if k * k != len(args):
+            bld.error(node, KernelTypeError, f"wp.matrix() got {len(args)} values, not n*n for a square matrix: the "
+                      "`shape` argument must be specified when initializing a matrix by value")
         shape = (k, k)
     if not (isinstance(shape, tuple) and len(shape) == 2 and all(isinstance(d, int) and d > 0 for d in shape)):
         bld.error(node, KernelTypeError, f"wp.matrix(shape=...) must be a constant (rows, cols), got {shape!r}")

@@ -202,7 +202,7 @@ class Emitter:
         if lanes is not None:
             self.lines += ["#if !LW_CUDA", '#include "simd.h"', *lanes, "#endif"]
         self.lines += entry_points(k, f"{k}_cpu", f"{k}_cuda", f"{k}_body", fn.params, contig, slots,
-                                   lanes=lanes is not None)
+                                   lanes=lanes is not None, statements=sum(1 for _ in ir.walk(fn.body)))
 
     # -- statements ------------------------------------------------------------------------
 
@@ -420,9 +420,7 @@ class Emitter:
             return f"lw::cast<{t.cname}>({self.op(e.args[0])})"
         if is_struct(t):
             return f"{t.cname}{{}}"
-        if not e.args:
-            if T.is_transform(t):
-                return f"lw::transform_identity_t<{t._wp_scalar_type_.cname}>()"
+        if not e.args:  # zero, also a transform's quaternion (Warp 1.19 in kernels; its Python class gives identity)
             return f"lw::zero<{t.cname}>()"
         if len(e.args) == 1 and T.is_composite(e.args[0].type):
             return f"lw::convert<{t.cname}>({self.op(e.args[0])})"
@@ -484,17 +482,21 @@ def unique_slots(private: dict[int, Private]) -> list[Private]:
 
 
 UNROLL = 4  # independent accumulator sets per CPU chunk: breaks the add-latency chain of a reduction
+LARGE_BODY = 100  # statements: a body this long gets one accumulator set, each copy of it is compiled code
 ZERO_BLOCK = 2048  # threads per block of an adjoint that zeroes its gradients first: their elements stay in cache
 
 
 def entry_points(k: str, cpu_name: str, cuda_name: str, body: str, params: tuple, contig: str,
-                 slots: list[Private], simd: bool = False, zero: tuple = (), lanes: bool = False) -> list[str]:
+                 slots: list[Private], simd: bool = False, zero: tuple = (), lanes: bool = False,
+                 statements: int = 0) -> list[str]:
     """The CPU range entry and the CUDA grid-stride entry of a kernel body.
 
     CPU: when `contig` holds (every array innermost-contiguous) the body is instantiated with that
     known and an int32 counter keeps the index affine, so unit-stride loops vectorize. Private
     accumulators live for a CPU chunk (or a CUDA thread) and are applied once at its end; on the CPU
-    the loop runs UNROLL threads at a time, each with its own accumulators, summed at the end. `simd`
+    the loop runs UNROLL threads at a time, each with its own accumulators, summed at the end, unless the
+    body has more than LARGE_BODY `statements` (its latency chain is then the body's, and each call site is
+    another inlined copy for the compiler to optimize: 4 of them made large adjoints compile 3x slower). `simd`
     tells the compiler that the threads of the contiguous loop are independent (adjoints: their gradient
     updates are atomic or to the thread's own elements), which it cannot prove when many arrays are
     written: without it, the alias checks the loop would need exceed what GCC generates.
@@ -507,7 +509,7 @@ def entry_points(k: str, cpu_name: str, cuda_name: str, body: str, params: tuple
     `lanes`: the kernel also has a W-lane body (`<kernel>_simd`, kernels/simd.py); the contiguous CPU loop
     runs W threads per call through it and the remaining threads of the range one at a time."""
     args = "".join(f", A.{p.name}" for p in params)
-    sets = UNROLL if slots else 1
+    sets = UNROLL if slots and statements <= LARGE_BODY else 1
 
     def call(c: str, idx: str, j: int) -> str:
         return f"{body}<{c}>(L, {idx}{args}{''.join(f', {r.name}_{j}' for r in slots)});"

@@ -37,6 +37,7 @@ from .errors import (
     KernelTypeError,
     KernelValueError,
 )
+from .functions import GradWrapper
 from .ir import ArrayType, Const, Operand, Var
 from .structs import is_struct, is_tuple, tuple_type
 
@@ -100,6 +101,13 @@ _PY_FOLD = {
 _PY_INT_FOLD = {
     "lshift": lambda a, b: a << b, "rshift": lambda a, b: a >> b, "bit_and": lambda a, b: a & b,
     "bit_or": lambda a, b: a | b, "bit_xor": lambda a, b: a ^ b,
+}
+_KERNEL_RETURNS = ("Warp kernels cannot return values. Write results to output arguments, and omit the return "
+                   "annotation or use `-> None`.")
+_UNSUPPORTED_ADVICE = {  # what to write instead, in the words Warp's own tests expect
+    "List": "List constructs are not supported in kernels. Use vectors like `wp.vec3()` for small fixed-size "
+            "collections, or `wp.zeros(shape=N, dtype=...)` for stack-allocated arrays.",
+    "Dict": "Construct `ast.Dict` not supported in kernels. Use a @wp.struct for named values.",
 }
 _UNSUPPORTED_HINT = {
     "ListComp": "list comprehensions", "SetComp": "set comprehensions", "DictComp": "dict comprehensions",
@@ -238,11 +246,15 @@ class Builder:
         self.qualname = qualname
         self.cname = cname
         self.is_kernel = is_kernel
+        self.callee: ast.expr | None = None  # the callee expression of the call being built
         self.ctx = ctx
         self.cur_line = source.first_line
         self.scope = Scope(arg_types, closure_values(source.func), adjoints)
         if not is_kernel:
             self.declare_return()
+        elif annotations(source.func).get("return", None) not in (None, type(None)):
+            self.error(source.node.returns or source.node, KernelTypeError, f"kernel {source.func.__name__!r} has a "
+                       f"return annotation: {_KERNEL_RETURNS}")
 
     # -- entry ---------------------------------------------------------------------------
 
@@ -318,6 +330,8 @@ class Builder:
         handler(node)
 
     def unsupported(self, node: ast.AST) -> None:
+        if type(node).__name__ in _UNSUPPORTED_ADVICE:
+            self.error(node, KernelSyntaxError, _UNSUPPORTED_ADVICE[type(node).__name__])
         what = _UNSUPPORTED_HINT.get(type(node).__name__, f"'{type(node).__name__}'")
         self.error(node, KernelSyntaxError, f"{what} are not supported in kernels" if what[-1] == "s"
                    else f"{what} is not supported in kernels")
@@ -346,13 +360,26 @@ class Builder:
             if target.id in self.scope.vars:
                 self.error(target, KernelTypeError, f"'{target.id}' is a variable; it cannot be rebound to "
                            f"{_describe(r.value)}")
+            self.check_rebinding(target, r.value)
             self.scope.static_locals[target.id] = r.value
             return
-        if isinstance(target, ast.Name) and callable(self.scope.static_locals.get(target.id)) and not isinstance(
-                r, PyObj):
-            self.error(target, KernelTypeError, f"'{target.id}' names a function here; it cannot be rebound to a "
-                       "value")
+        if isinstance(target, ast.Name):
+            self.check_rebinding(target, None)
         self.assign_to(target, self.checked_value(r, node.value), node)
+
+    def check_rebinding(self, target: ast.Name, new: Any) -> None:
+        """`f = some_func` made `f` a compile-time name of that function (kernels have no function pointers):
+        it cannot later name another function (`new`), nor a value (`new` None)."""
+        old = self.scope.static_locals.get(target.id)
+        if not callable(old) or new is old:
+            return
+        if isinstance(old, GradWrapper):
+            self.error(target, KernelTypeError, f"Cannot reassign local '{target.id}': it holds wp.grad("
+                       f"{old.key}), a compile-time function, not a value")
+        what = "a non-function value" if new is None else _describe(new)
+        self.error(target, KernelTypeError, f"'{target.id}' names a function here ({_describe(old)}): rebinding "
+                   f"function-valued local '{target.id}' to {what} is not supported (kernels have no function "
+                   "pointers)")
 
     def _stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
         if not isinstance(node.target, ast.Name) or node.value is None:
@@ -407,6 +434,7 @@ class Builder:
 
     def assign_to(self, target: ast.expr, value: Operand, node: ast.AST, declared: Any = None) -> None:
         if isinstance(target, ast.Name):
+            self.check_rebinding(target, None)
             name = target.id
             existing = self.scope.vars.get(name)
             if (existing is not None and isinstance(existing.type, ArrayType) and isinstance(value.type, ArrayType)
@@ -503,10 +531,8 @@ class Builder:
         combos = list(itertools.product(*picks))
         value = self.materialize(value)
         vt = value.type
+        self.check_slice_value(target, t, kept, value)
         if T.is_composite(vt):
-            if list(vt._shape_) != kept:
-                self.error(target, KernelTypeError, f"this slice of {T.type_name(t)} has shape {tuple(kept)}; "
-                           f"the value is a {T.type_name(vt)}")
             cols = vt._shape_[-1]
             parts = [self.assign_temp(ir.Extract(value, (Const(k // cols, T.int32), Const(k % cols, T.int32))
                                                  if T.is_matrix(vt) else (Const(k, T.int32),)), vt._wp_scalar_type_)
@@ -515,6 +541,31 @@ class Builder:
             parts = [value] * len(combos)
         for combo, part in zip(combos, parts, strict=True):
             self.store(base.then(ir.Part(t, indices=combo, site=self.site(target, base.root))), part, target)
+
+    def check_slice_value(self, target: ast.Subscript, t: Any, kept: list[int], value: Operand) -> None:
+        """A value for a slice of `t` with extents `kept`: a vector or matrix of that shape and of `t`'s scalar
+        type, or a scalar of that type or a literal (given to every component); else a ValueError in our words,
+        then Warp's."""
+        st, shape, vt = t._wp_scalar_type_, tuple(kept), value.type
+        if isinstance(value, Const) and value.weak and T.is_scalar(vt):
+            return
+        kind = "vector" if len(kept) == 1 else "matrix"
+        size = f"length {kept[0]}" if len(kept) == 1 else f"shape {shape}"
+        same_kind = T.is_vector(vt) if len(kept) == 1 else T.is_matrix(vt)
+        if vt == st or (same_kind and tuple(vt._shape_) == shape and vt._wp_scalar_type_ == st):
+            return
+        if not same_kind:
+            warp = f"The provided value is expected to be a {kind} of {size}, with dtype {st.__name__}."
+        elif vt._wp_scalar_type_ != st:
+            warp = f"The provided {kind} is expected to be of {size} with dtype {st.__name__}."
+        elif len(kept) == 1:
+            warp = f"The length of the provided vector ({vt._length_}) isn't compatible with the given slice " \
+                   f"(expected {kept[0]})."
+        else:
+            warp = f"The shape of the provided matrix ({tuple(vt._shape_)}) isn't compatible with the given slice " \
+                   f"(expected {shape})."
+        self.error(target, KernelValueError, f"this slice of {T.type_name(t)} has shape {shape}; the value is a "
+                   f"{T.type_name(vt)}: {warp}")
 
     def slice_picks(self, t: Any, node: ast.Subscript) -> tuple[list, list[int]]:
         """For each dimension of vector or matrix type `t`, the indices `node`'s subscript picks (constant
@@ -663,6 +714,7 @@ class Builder:
             self.unsupported(node.op)
         target = node.target
         if isinstance(target, ast.Name):
+            self.check_rebinding(target, None)
             current = self.value(target)
             self.in_place = True
             try:
@@ -925,9 +977,18 @@ class Builder:
             self.emit(ir.Return(None, line=self.cur_line))
             return
         if self.is_kernel:
-            self.error(node, KernelSyntaxError, "kernels cannot return a value; write results to an array")
-        value = self.tuple_value(node.value) if isinstance(node.value, ast.Tuple) else self.value(node.value)
+            self.error(node, KernelTypeError, f"this kernel returns a value: {_KERNEL_RETURNS}")
         rt = self.scope.ret_type
+        declared = rt is not None and self.scope.ret_declared
+        if declared:
+            self.check_return_count(node, rt)
+        if isinstance(node.value, ast.Tuple):
+            value = self.tuple_value(node.value, node if declared else None)
+        else:
+            value = self.value(node.value)
+            if declared and not _converts(value, rt):
+                self.error(node, KernelTypeError, f"{self.annotated_return()} a value of type "
+                           f"`{T.type_name(value.type)}`.")
         if rt is None and self.scope.ret_declared:
             self.error(node, KernelTypeError, "this function is annotated '-> None' but returns a value here")
         if rt is None:
@@ -941,12 +1002,31 @@ class Builder:
             value = self.convert(value, rt, node.value, what=what)
         self.emit(ir.Return(value, line=self.cur_line))
 
-    def tuple_value(self, node: ast.Tuple) -> Var:
-        """`return a, b, ...`: the values packed into a tuple record the caller unpacks."""
+    def annotated_return(self) -> str:
+        return (f"The function `{self.src.func.__name__}` has its return type annotated as "
+                f"`{_annotation_text(annotations(self.src.func).get('return'))}` but the code returns")
+
+    def check_return_count(self, node: ast.Return, rt: Any) -> None:
+        """A return of more or fewer values than the function's return annotation `rt` has, refused in the
+        words Warp uses."""
+        count = len(node.value.elts) if isinstance(node.value, ast.Tuple) else 1
+        if is_tuple(rt) and count != len(rt.fields):
+            self.error(node, KernelTypeError, f"The function `{self.src.func.__name__}` has its return type annotated "
+                       f"as a tuple of {len(rt.fields)} elements but the code returns {count} values.")
+        if not is_tuple(rt) and count > 1:
+            self.error(node, KernelTypeError, f"{self.annotated_return()} {count} values.")
+
+    def tuple_value(self, node: ast.Tuple, declared: ast.Return | None = None) -> Var:
+        """`return a, b, ...`: the values packed into a tuple record the caller unpacks (`declared`: the return
+        statement of a function whose annotation gives the tuple's types, which the values must have)."""
         if any(isinstance(e, ast.Starred) for e in node.elts) or len(node.elts) < 2:
             self.error(node, KernelSyntaxError, "return a tuple of two or more values, without *")
-        values = [self.materialize(self.value(e)) for e in node.elts]
+        values = [self.value(e) for e in node.elts]
         rt = self.scope.ret_type
+        if declared is not None and not all(map(_converts, values, rt.fields.values())):
+            found = ", ".join(T.type_name(v.type) for v in values)
+            self.error(declared, KernelTypeError, f"{self.annotated_return()} a tuple with types `({found})`.")
+        values = [self.materialize(v) for v in values]
         if isinstance(rt, type) and is_tuple(rt) and len(rt.fields) == len(values):
             types = tuple(rt.fields.values())  # later returns convert to the first one's types
         else:
@@ -1056,7 +1136,13 @@ class Builder:
             try:
                 obj = getattr(vt, node.attr)
             except AttributeError:
-                self.error(node, KernelAttributeError, f"{_describe(base.value)} has no attribute '{node.attr}'")
+                if node.attr in ("float", "int") and getattr(vt, "__name__", None) == "loomwork":
+                    return self.from_python(float if node.attr == "float" else int, node)  # wp.float(x) in Warp
+                where = ""
+                if isinstance(vt, pytypes.ModuleType) and _is_dotted_name(node):
+                    where = (f": Could not find function {ast.unparse(node)}" if node is self.callee else
+                             f": `{node.attr}` is not an attribute of {ast.unparse(node.value)}")
+                self.error(node, KernelAttributeError, f"{_describe(base.value)} has no attribute '{node.attr}'{where}")
             return self.from_python(obj, node)
         if isinstance(base, Operand):
             t = base.type
@@ -1487,6 +1573,7 @@ class Builder:
     def _expr_Call(self, node: ast.Call) -> Any:
         if any(isinstance(a, ast.Starred) for a in node.args):
             node = self.expand_starred(node)
+        self.callee = node.func  # an attribute missing from a module here names a function (wp.nonexistent())
         f = self.expr(node.func)
         if not isinstance(f, PyObj):
             self.error(node.func, KernelTypeError, "this value is not callable")
@@ -1824,6 +1911,26 @@ def _python_alias(obj: Any) -> str | None:
         if getattr(obj, "__module__", None) in ("math", "builtins") or obj is getattr(math, name, None):
             return B.PYTHON_ALIASES.get(name)
     return None
+
+
+def _is_dotted_name(node: ast.expr) -> bool:
+    """Whether `node` is a plain name or a chain of attributes on one (`wp.types.tid`)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _converts(v: Operand, t: Any) -> bool:
+    """Whether `v` is a `t` or a literal that converts to one implicitly (as Builder.convert takes it)."""
+    return v.type == t or (isinstance(v, Const) and v.weak and T.is_scalar(t) and t is not T.bool_
+                           and (T.is_int(v.type) or t.is_float))
+
+
+def _annotation_text(ann: Any) -> str:
+    """A return annotation as its source spells the types: `int16`, `int`, `tuple[int, int]`."""
+    if typing.get_origin(ann) is tuple:
+        return f"tuple[{', '.join(_annotation_text(a) for a in typing.get_args(ann))}]"
+    return getattr(ann, "__name__", repr(ann))
 
 
 def _describe(obj: Any) -> str:

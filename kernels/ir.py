@@ -713,7 +713,8 @@ class InPlace(NamedTuple):
     restorable: frozenset[int]  # every read comes before every write (stores and atomic adds in the kernel
     # itself, no loop around both): its adjoint replays from a copy taken before the launch, and a store
     # takes the element's gradient (the value it replaced did not reach the output through the element)
-    updated: frozenset[int]  # only atomic min/max/...: its adjoint reads the values the launch left
+    updated: frozenset[int]  # only atomic min/max/..., or only stored to before every read (no loop around a
+    # store and a read): its adjoint reads the values the launch left, which are the values it read
     conflicts: dict[int, tuple[int, int]]  # otherwise: position -> (line of a read, line of a write before it)
     stores: frozenset[int]  # ids of the Store statements into the restorable arrays
 
@@ -728,7 +729,9 @@ def in_place(fn: Function, callee_effects: dict) -> InPlace:
         writes = [(k, e) for k, e in mine if e.mode is not Mode.READ]
         if not reads or not writes:
             continue
-        if all(e.mode in (Mode.UPDATE, Mode.ADD) for _, e in mine):
+        if all(e.mode in (Mode.UPDATE, Mode.ADD) for _, e in mine) or all(
+                w[1].mode is Mode.WRITE and w[1].direct and w[0] < r[0] and not set(w[1].loops) & set(r[1].loops)
+                for r in reads for w in writes):
             updated.add(p)
             continue
         late = [(r, w) for r in reads for w in writes

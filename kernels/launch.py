@@ -171,13 +171,18 @@ def _converter(k: Kernel, name: str, t: Any, device: Device, use: _Use) -> Any:
                 s = v._as_struct(t)
                 v = v if s is None else s
             if not isinstance(v, t):
-                raise LaunchError(f"kernel {k.label} argument '{name}' expects a {t.__name__}, got {type(v).__name__}")
+                got = "None" if v is None else f"a {type(v).__name__}"
+                raise LaunchError(f"kernel {k.label} argument '{name}' expects {t.__name__} but got {got}")
             return bytes(v._pack())
         return conv_struct
     if T.is_composite(t):
         def conv_composite(v: Any) -> bytes:
             if type(v) is t:
                 return bytes(v)
+            _refuse_single_value(k, name, t, v)
+            if v is None:
+                raise LaunchValueError(f"kernel {k.label} argument '{name}' expects {T.type_name(t)}, got None: "
+                                       f"Failed to convert argument for param {name} to {T.type_name(t)}")
             try:
                 return bytes(t(v) if not isinstance(v, T._CompositeMixin) else t(v.numpy_value()))
             except (TypeError, ValueError) as e:
@@ -353,6 +358,7 @@ class Launch:
         target = self.adj_params if adjoint else self.params
         if not 0 <= index < len(self.params):
             raise IndexError(f"kernel {self.kernel.label} has {len(self.params)} parameters, not {index + 1}")
+        _refuse_single_value(self.kernel, self.kernel.arg_names[index], self.kernel.arg_types[index], value)
         while len(target) < len(self.params):
             target.append(None)
         target[index] = value
@@ -370,6 +376,14 @@ class Launch:
         adj = self.adj_params if self.adjoint else ()
         launch(self.kernel, self.dim, inputs=self.params, adj_inputs=adj, device=None if stream else self.device,
                stream=stream, adjoint=self.adjoint, max_blocks=self.max_blocks, block_dim=self.block_dim)
+
+
+def _refuse_single_value(k: Kernel, name: str, t: Any, v: Any) -> None:
+    """A Python or loomwork number for a vector, matrix, quaternion or transform parameter `t` is refused, not
+    spread over the components, as Warp refuses it (NumPy scalars and booleans it still spreads, deprecated)."""
+    if T.is_composite(t) and isinstance(v, int | float | T.ScalarType) and not isinstance(v, bool | T.bool_):
+        raise LaunchError(f"kernel {k.label} argument '{name}' expects {T.type_name(t)} but got a single value "
+                          f"({v!r}); pass a {T.type_name(t)}")
 
 
 def _zero_value(t: Any) -> Any:

@@ -446,17 +446,28 @@ class VectorType(_CompositeMixin):
         ctypes.Array.__setitem__(self, i % n, _assigned(self._wp_scalar_type_, v))
 
     def _component(i: int):  # noqa: N805 - builds properties
+        def missing(self) -> AttributeError:
+            name = type(self).__name__
+            return AttributeError(f"{name} has {self._length_} components, so '{name}' object has no attribute "
+                                  f"'{'xyzw'[i]}'")
+
         def get(self):
             if i >= self._length_:
-                raise AttributeError(f"{type(self).__name__} has no component '{'xyzw'[i]}'")
+                raise missing(self)
             return self[i]
 
         def set_(self, v):
             if i >= self._length_:
-                raise AttributeError(f"{type(self).__name__} has no component '{'xyzw'[i]}'")
+                raise missing(self)
             self[i] = v
 
         return property(get, set_)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if 2 <= len(name) <= 4 and set(name) <= set("xyzw"):  # not an attribute to add: a swizzle, as Warp refuses
+            raise AttributeError(f"vector components are assigned one at a time: '{type(self).__name__}' object has "
+                                 f"no attribute '{name}'")
+        super().__setattr__(name, value)
 
     x = _component(0)
     y = _component(1)

@@ -85,6 +85,11 @@ struct half {
         unsigned short h;
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
         return h;
+#elif defined(__F16C__)  // one instruction (round to nearest even), not the branches below inlined at every use
+        typedef float v4sf __attribute__((vector_size(16)));
+        typedef short v8hi __attribute__((vector_size(16)));
+        v8hi h = __builtin_ia32_vcvtps2ph(v4sf{f, 0.0f, 0.0f, 0.0f}, 0);
+        return (uint16_t)h[0];
 #else
         uint32_t x = __builtin_bit_cast(uint32_t, f);
         uint32_t sign = (x >> 16) & 0x8000u;
@@ -110,6 +115,11 @@ struct half {
         float f;
         asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
         return f;
+#elif defined(__F16C__)
+        typedef float v4sf __attribute__((vector_size(16)));
+        typedef short v8hi __attribute__((vector_size(16)));
+        v4sf f = __builtin_ia32_vcvtph2ps(v8hi{(short)h, 0, 0, 0, 0, 0, 0, 0});
+        return f[0];
 #else
         uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
         uint32_t exp = (h >> 10) & 0x1fu;

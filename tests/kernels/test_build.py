@@ -219,6 +219,37 @@ def test_max_unroll_unrolls_constant_loops_without_changing_results(capsys):
         wp.set_module_options({"max_unroll": -1}, module="test_build_max_unroll_0")
 
 
+def test_long_bodies_with_reductions_are_called_once_per_cpu_loop(capsys):
+    """A kernel body of more than codegen.LARGE_BODY statements keeps one set of private accumulators, so its
+    CPU entry calls (inlines) it once per loop instead of UNROLL times: large kernels compile several times
+    faster, with the same sums, contiguous or strided, for any thread count."""
+    from loomwork.kernels import codegen
+
+    def long_sum(x: wp.array(dtype=float), total: wp.array(dtype=float)):
+        i = wp.tid()
+        s = 0.0
+        for k in wp.static(range(60)):
+            s += wp.sin(x[i] * float(k))
+        wp.atomic_add(total, 0, s)
+
+    k = wp.kernel(long_sum, module="test_build_long_body")
+    wp.config.print_source = True
+    try:
+        for n in (7, 9):
+            xs = np.linspace(-1, 1, 2 * n, dtype=np.float32)
+            for x in (wp.array(xs[:n]), wp.array(xs)[::2]):
+                total = wp.zeros(1, dtype=float)
+                wp.launch(k, n, inputs=[x, total])
+                expect = sum(np.sin(x.numpy().astype(np.float64) * j) for j in range(60)).sum()
+                np.testing.assert_allclose(total.numpy()[0], expect, rtol=1e-5)
+    finally:
+        wp.config.print_source = False
+    source = capsys.readouterr().err
+    cpu_entry = source[source.index("long_sum_cpu("):]
+    cpu_entry = cpu_entry[:cpu_entry.index("#else")]
+    assert cpu_entry.count("long_sum_body<") == 2 and codegen.UNROLL > 1  # contiguous and strided
+
+
 def test_release_cache_keys_ignore_line_directives():
     """Moving a kernel within its file changes only #line directives: release builds keep their cache entry,
     debug builds (whose line tables name the Python lines) are rebuilt."""

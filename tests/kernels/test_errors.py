@@ -1,6 +1,7 @@
 """Errors are part of the API: each names the kernel, the argument or the source line, with a caret."""
 
 import itertools
+import re
 import traceback
 
 import numpy as np
@@ -161,7 +162,7 @@ def test_recursion_and_python_calls_are_rejected():
 
 
 def test_kernel_return_value_and_loops_over_arrays():
-    """Kernels cannot return values, and loop only over range()."""
+    """Kernels cannot return values (a TypeError, as in Warp), and loop only over range()."""
 
     def returns(a: wp.array(dtype=float)):
         return 1.0
@@ -170,7 +171,7 @@ def test_kernel_return_value_and_loops_over_arrays():
         for _x in a:
             pass
 
-    assert "kernels cannot return a value" in build_error(returns, SyntaxError)
+    assert "Warp kernels cannot return values" in build_error(returns, TypeError)
     assert "kernels loop only over range" in build_error(loops_over_array, SyntaxError)
 
 
@@ -272,7 +273,8 @@ def test_function_signatures_and_returns_are_checked():
 
     cases = [(star_args, "has the parameter *args: *args and **kwargs are not supported"),
              (star_kwargs, "has the parameter **kw"),
-             (annotated_int, "the return value of a function annotated -> int32 expects int32, got float32"),
+             (annotated_int, "`annotated_int` has its return type annotated as `int` but the code returns a value of "
+                             "type `float32`"),
              (falls_off, "returns float32, but it can reach its end without a return"),
              (inferred_falls_off, "can reach its end without a return"),
              (annotated_none, "annotated '-> None' but returns a value")]
@@ -484,3 +486,198 @@ def test_kernel_without_source_file_says_why():
     k = wp.kernel(env["made"], module="test_errors_exec")
     with pytest.raises(wp.KernelError, match="define them in a file"):
         wp.launch(k, dim=1, inputs=[np.zeros(1, np.float32)])
+
+
+def test_composite_constructor_errors_say_what_warp_says():
+    """Vector and matrix constructors refuse bad values with our message (type, kernel, line), ending in the
+    words Warp 1.19 uses for the same mistake (its own tests match them)."""
+
+    def wrong_count(a: wp.array(dtype=float)):
+        wp.types.vector(1.0, 2.0, length=5)
+
+    def no_length(a: wp.array(dtype=float)):
+        wp.types.vector()
+
+    def mixed(a: wp.array(dtype=float)):
+        wp.types.vector(1.0, 2)
+
+    def wrong_type(a: wp.array(dtype=float)):
+        x = wp.float64(a[0])
+        wp.vec2(x, x)
+
+    def matrix_count(a: wp.array(dtype=float)):
+        wp.mat22(1.0, 2.0, 3.0)
+
+    def matrix_no_shape(a: wp.array(dtype=float)):
+        wp.types.matrix(1.0, 2.0, 3.0)
+
+    def matrix_fill(a: wp.array(dtype=float)):
+        wp.types.matrix(a[0], shape=(3, 2), dtype=wp.float16)
+
+    cases = [(wrong_count, r"vec5f\(\) .* incompatible number of values given \(2\) when constructing a vector of "
+                           r"length 5$"),
+             (no_length, r"the `length` argument must be specified when zero-initializing a vector$"),
+             (mixed, r"got values of types float32, int32: all values given when constructing a vector must have "
+                     r"the same type$"),
+             (wrong_type, r"vec2f\(\) got a float64 value: all values used to initialize this vector are expected "
+                          r"to be of the type `float32`$"),
+             (matrix_count, r"incompatible number of values given \(3\) when constructing a matrix of shape "
+                            r"\(2, 2\)$"),
+             (matrix_no_shape, r"the `shape` argument must be specified when initializing a matrix by value$"),
+             (matrix_fill, r"the value used to fill this matrix is expected to be of the type `float16`$")]
+    for fn, pattern in cases:
+        msg = build_error(fn, wp.KernelTypeError)
+        assert f"kernel '{fn.__qualname__}'" in msg and "test_errors.py:" in msg, msg
+        assert re.search(pattern, msg), msg
+
+
+def test_slice_assignment_of_the_wrong_value_is_a_value_error_in_warps_words():
+    """A vector or matrix slice takes a value of its shape and scalar type (or a scalar of that type): anything
+    else is a ValueError (and a KernelError) naming the slice, ending in Warp 1.19's sentence."""
+
+    def vec_dtype(a: wp.array(dtype=float)):
+        v = wp.vec4(1.0, 2.0, 3.0, 4.0)
+        v[1:] = wp.vec3d(5.0, 6.0, 7.0)
+
+    def vec_scalar(a: wp.array(dtype=float)):
+        v = wp.vec4(1.0, 2.0, 3.0, 4.0)
+        v[1:] = wp.float64(5.0)
+
+    def vec_length(a: wp.array(dtype=float)):
+        v = wp.vec4(1.0, 2.0, 3.0, 4.0)
+        v[1:] = wp.vec2(5.0, 6.0)
+
+    def mat_shape(a: wp.array(dtype=float)):
+        m = wp.mat33()
+        m[1:, 1:] = wp.mat33()
+
+    cases = [(vec_dtype, r"the value is a vec3d: The provided vector is expected to be of length 3 with dtype "
+                         r"float32\.$"),
+             (vec_scalar, r"The provided value is expected to be a vector of length 3, with dtype float32\.$"),
+             (vec_length, r"The length of the provided vector \(2\) isn't compatible with the given slice "
+                          r"\(expected 3\)\.$"),
+             (mat_shape, r"The shape of the provided matrix \(\(3, 3\)\) isn't compatible with the given slice "
+                         r"\(expected \(2, 2\)\)\.$")]
+    for fn, pattern in cases:
+        msg = build_error(fn, ValueError)
+        assert f"kernel '{fn.__qualname__}'" in msg and "this slice of " in msg, msg
+        assert re.search(pattern, msg), msg
+
+
+def test_expect_eq_of_two_types_is_refused_in_warps_words():
+    """wp.expect_eq / expect_neq compare values of one type (Warp: "Can't test equality ...")."""
+
+    def two_types(a: wp.array(dtype=float)):
+        wp.expect_neq(wp.vec3f(0.0, 0.0, 0.0), wp.vec2f(0.0, 0.0))
+
+    msg = build_error(two_types, wp.KernelTypeError)
+    assert re.search(r"got vec3f and vec2f: Can't test equality for objects with different types$", msg), msg
+
+
+@wp.func
+def _half(x: float):
+    return x * 0.5
+
+
+@wp.func
+def _double(x: float):
+    return x * 2.0
+
+
+def test_front_end_refusals_end_in_warps_words():
+    """Refusals Warp 1.19's own tests match by text: our message (kernel, line, caret), then Warp's words."""
+
+    def kernel_annotated(a: wp.array(dtype=float)) -> float:
+        return
+
+    def kernel_returns_none(a: wp.array(dtype=float)):
+        return None
+
+    def uses_list(a: wp.array(dtype=float)):
+        x = [1.0, 2.0]  # noqa: F841
+
+    def uses_dict(a: wp.array(dtype=float)):
+        x = {"a": 1.0}  # noqa: F841
+
+    def missing_function(a: wp.array(dtype=float)):
+        a[0] = wp.nonexistent_func(1.0)
+
+    def missing_namespace(a: wp.array(dtype=float)):
+        a[0] = wp.foo.bar(1.0)
+
+    def rebinds_function(a: wp.array(dtype=float)):
+        f = _half
+        f = _double
+        a[0] = f(1.0)
+
+    def rebinds_to_value(a: wp.array(dtype=float)):
+        f = _half
+        f = 1.0
+        a[0] = f
+
+    def rebinds_grad(a: wp.array(dtype=float)):
+        g = wp.grad(_half)
+        g, x = (1.0, 2.0)  # noqa: F841
+        a[0] = x
+
+    text = "Warp kernels cannot return values. Write results to output arguments, and omit the return annotation " \
+           "or use `-> None`."
+    cases = [(kernel_annotated, wp.KernelTypeError, "has a return annotation: " + text),
+             (kernel_returns_none, wp.KernelTypeError, "this kernel returns a value: " + text),
+             (uses_list, wp.KernelSyntaxError, "List constructs are not supported in kernels. Use vectors like "
+                                               "`wp.vec3()`"),
+             (uses_dict, wp.KernelSyntaxError, "Construct `ast.Dict` not supported in kernels."),
+             (missing_function, AttributeError, "module 'loomwork' has no attribute 'nonexistent_func': Could not "
+                                                "find function wp.nonexistent_func"),
+             (missing_namespace, AttributeError, "has no attribute 'foo': `foo` is not an attribute of wp"),
+             (rebinds_function, wp.KernelTypeError, "'f' names a function here ('_half'): rebinding "
+                                                    "function-valued local 'f' to '_double'"),
+             (rebinds_to_value, wp.KernelTypeError, "rebinding function-valued local 'f' to a non-function value"),
+             (rebinds_grad, wp.KernelTypeError, "Cannot reassign local 'g': it holds wp.grad(")]
+    for fn, exc, part in cases:
+        msg = build_error(fn, exc)
+        assert f"kernel '{fn.__qualname__}'" in msg and "test_errors.py:" in msg and part in msg, msg
+
+
+def test_return_annotation_mismatches_name_the_function_in_warps_words():
+    """A @wp.func whose returns do not fit its annotation is refused with the function's name, the annotation
+    as written and what the code returns (Warp 1.19's sentences)."""
+
+    @wp.func
+    def narrows(x: wp.int32) -> wp.int16:
+        return wp.int8(x)
+
+    @wp.func
+    def two_for_one(x: int) -> int:
+        return (x + x, x * x)
+
+    @wp.func
+    def wrong_types(x: int) -> tuple[int, int]:
+        return (x, 1.23)
+
+    @wp.func
+    def too_few(x: int) -> tuple[int, int, int]:
+        return (x + x, x * x)
+
+    def k1(a: wp.array(dtype=float)):
+        narrows(1)
+
+    def k2(a: wp.array(dtype=float)):
+        two_for_one(1)
+
+    def k3(a: wp.array(dtype=float)):
+        _x, _y = wrong_types(1)
+
+    def k4(a: wp.array(dtype=float)):
+        _x, _y, _z = too_few(1)
+
+    cases = [(k1, "The function `narrows` has its return type annotated as `int16` but the code returns a value "
+                  "of type `int8`."),
+             (k2, "The function `two_for_one` has its return type annotated as `int` but the code returns 2 values."),
+             (k3, "The function `wrong_types` has its return type annotated as `tuple[int, int]` but the code "
+                  "returns a tuple with types `(int32, float32)`."),
+             (k4, "The function `too_few` has its return type annotated as a tuple of 3 elements but the code "
+                  "returns 2 values.")]
+    for fn, text in cases:
+        msg = build_error(fn, wp.KernelTypeError)
+        assert msg.endswith(text) and "test_errors.py:" in msg, msg

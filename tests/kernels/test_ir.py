@@ -172,6 +172,8 @@ def test_passes_read_a_hand_built_kernel_through_the_interface():
     assert ir.in_place(fn, {}) == ({0}, set(), {}, {id(store)})  # a is read, then updated: restorable
     late = dataclasses.replace(fn, body=(*body, ir.Assign(x, ir.Load(a, (i,), 0), line=12)))
     assert ir.in_place(late, {}).conflicts == {0: (12, 11)}  # read back after the store
+    stored_first = dataclasses.replace(fn, body=(body[0], store, ir.Assign(x, ir.Load(a, (i,), 0), line=12)))
+    assert ir.in_place(stored_first, {}).updated == {0}  # only read after it is stored: what the launch left
     assert ir.thread_exclusive_arrays(fn) == {a}
     assert ir.private_reductions(fn, "atomic") == {id(atomic): (out, (0,))}
     assert loop_carried(loop) == ([c, y], True)  # the branch needs v_c's value

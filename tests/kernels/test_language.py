@@ -289,6 +289,13 @@ def halves(x: wp.array(dtype=wp.float16), out: wp.array(dtype=wp.float16)):
 
 
 @wp.kernel
+def to_half_and_back(x: wp.array(dtype=float), h: wp.array(dtype=wp.float16), back: wp.array(dtype=float)):
+    i = wp.tid()
+    h[i] = wp.float16(x[i])
+    back[i] = float(h[i])
+
+
+@wp.kernel
 def unroll_constant_loop(out: wp.array(dtype=int)):
     i = wp.tid()
     s = 0
@@ -588,6 +595,24 @@ def test_float16_arithmetic():
     with np.errstate(over="ignore"):
         expect = (x.astype(np.float32) * np.float16(2.0)).astype(np.float16).astype(np.float32) + np.float16(0.5)
     np.testing.assert_array_equal(out.numpy(), expect.astype(np.float16))
+
+
+def test_float16_conversions_round_like_numpy():
+    """float32 -> float16 rounds to nearest even, with subnormals, overflow to infinity, infinities, NaN and -0
+    (one F16C instruction where the CPU has it, integer code where not): the bits NumPy gives."""
+    tiny = np.float32(2.0 ** -24)
+    x = np.array([0.0, -0.0, 1.0, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11, 65504.0, 65520.0, 1e10, -1e10, np.inf,
+                  -np.inf, tiny, tiny * 0.5, tiny * 1.5, tiny * 2.5, 6.1e-5, -3.14159, 1e-3, 2049.0, 2051.0],
+                 dtype=np.float32)
+    h, back = wp.zeros(len(x), dtype=wp.float16), wp.zeros(len(x), dtype=float)
+    with np.errstate(over="ignore"):
+        expect = x.astype(np.float16)
+    wp.launch(to_half_and_back, len(x), inputs=[x, h, back])
+    np.testing.assert_array_equal(h.numpy().view(np.uint16), expect.view(np.uint16))
+    np.testing.assert_array_equal(back.numpy(), expect.astype(np.float32))
+    nan = wp.array(np.array([np.nan, -np.nan], dtype=np.float32))
+    wp.launch(to_half_and_back, 2, inputs=[nan, h, back])
+    assert np.isnan(h.numpy()[:2]).all() and np.isnan(back.numpy()[:2]).all()
 
 
 def test_global_constants_and_plain_python_globals():

@@ -138,6 +138,30 @@ def test_wrong_launch_arguments_are_runtime_errors_as_in_warp():
         assert isinstance(info.value, wp.LaunchError) and isinstance(info.value, TypeError)
 
 
+@wp.kernel
+def vec_param(v: wp.vec3, out: wp.array(dtype=wp.vec3)):
+    out[0] = v
+
+
+def test_a_single_value_for_a_vector_parameter_is_refused():
+    """A scalar passed for a vector, matrix, quaternion or transform parameter is refused (not spread over the
+    components), by wp.launch and by a recorded Launch's setters, as Warp 1.19 refuses it; the argument and both
+    types are named."""
+    out = wp.zeros(1, dtype=wp.vec3)
+    for value in (123, 1.5, wp.float32(1.5), wp.int32(2)):
+        with pytest.raises(wp.LaunchError, match=r"argument 'v' expects vec3f but got a single value"):
+            wp.launch(vec_param, 1, inputs=[value, out])
+    cmd = wp.Launch(vec_param, wp.get_device("cpu"))
+    with pytest.raises(wp.LaunchError, match=r"argument 'v' expects vec3f but got a single value"):
+        cmd.set_param_by_name("v", 123)
+    with pytest.raises(ValueError, match="Failed to convert argument for param v to vec3f"):
+        wp.launch(vec_param, 1, inputs=[None, out])
+    wp.launch(vec_param, 1, inputs=[np.float32(2.0), out])  # a NumPy scalar still fills it (Warp: deprecated)
+    np.testing.assert_array_equal(out.numpy(), [[2.0, 2.0, 2.0]])
+    wp.launch(vec_param, 1, inputs=[(1.0, 2.0, 3.0), out])
+    np.testing.assert_array_equal(out.numpy(), [[1.0, 2.0, 3.0]])
+
+
 def test_copy_false_never_copies_silently():
     """wp.array(data, copy=False) views the data or raises: another dtype, non-contiguous components or
     another device are errors, not quiet copies."""

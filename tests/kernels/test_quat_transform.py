@@ -50,7 +50,7 @@ def transform_ops(p: wp.array(dtype=wp.vec3d), q: wp.array(dtype=wp.quatd), pts:
     chained[i] = wp.transform_point(u * t, pts[i]) + wp.transform_point(wp.transform_multiply(u, t), pts[i])
     undone[i] = wp.transform_point(wp.transform_inverse(t), moved[i])
     s = wp.transform_identity()
-    w = wp.transformd()
+    w = wp.transform_identity(dtype=wp.float64)  # (wp.transformd() is zero in kernels, as in Warp)
     stored[i] = wp.transform(t.p + wp.vec3d(wp.float64(s.p[0]) + w.q[3]), wp.transform_get_rotation(t))
 
 
@@ -123,6 +123,24 @@ def test_python_scope_types_and_arrays():
     assert wp.zeros(5, dtype=wp.transform).numpy().shape == (5, 7)
     assert wp.zeros(5, dtype=wp.quatd).numpy().dtype == np.float64
     assert (wp.quat(1.0, 2.0, 3.0, 4.0) * wp.quat(0.0, 1.0, 0.0, 0.0)) == wp.quat(-3.0, 4.0, 1.0, -2.0)
+
+
+@wp.kernel
+def no_argument_constructors(t: wp.array(dtype=wp.transform), td: wp.array(dtype=wp.transformd),
+                             q: wp.array(dtype=wp.quat)):
+    t[0] = wp.transform()
+    td[0] = wp.transformd()
+    q[0] = wp.quat()
+
+
+def test_no_argument_transform_in_a_kernel_is_zero():
+    """In a kernel, wp.transform() with no arguments is all zeros, quaternion included (Warp 1.19 documents and
+    does this; wp.transform_identity() is the identity), while the Python class's transform() is the identity."""
+    t, td, q = (wp.full(1, 5.0, dtype=d) for d in (wp.transform, wp.transformd, wp.quat))
+    wp.launch(no_argument_constructors, 1, inputs=[t, td, q])
+    for a in (t, td, q):
+        np.testing.assert_array_equal(a.numpy(), np.zeros_like(a.numpy()))
+    assert list(wp.transform()) == [0.0] * 6 + [1.0]
 
 
 @wp.kernel

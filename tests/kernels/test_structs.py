@@ -102,7 +102,7 @@ def test_host_side_values_and_errors():
         p.weights = wp.zeros(3, dtype=int)
     with pytest.raises(TypeError, match="expects a Material"):
         p.material = 3.0
-    with pytest.raises(wp.LaunchError, match="expects a Params"):
+    with pytest.raises(wp.LaunchError, match="expects Params but got a Material"):
         wp.launch(use_params, 1, inputs=[Material(), wp.zeros(1, dtype=float), wp.zeros(1, dtype=wp.vec3)])
 
 

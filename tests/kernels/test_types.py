@@ -237,6 +237,25 @@ def test_missing_swizzle_components_are_attribute_errors():
     """v.z on a vec2 is an AttributeError (so hasattr and getattr with a default work), reading and writing."""
     v = wp.vec2(1.0, 2.0)
     assert v.y == 2.0 and not hasattr(v, "z") and not hasattr(v, "w") and getattr(v, "z", None) is None
-    with pytest.raises(AttributeError, match="vec2f has no component 'w'"):
+    with pytest.raises(AttributeError, match="vec2f has 2 components, so 'vec2f' object has no attribute 'w'"):
         v.w = 1.0
     assert hasattr(wp.vec4(), "w") and hasattr(wp.quat(), "w")
+
+
+def test_missing_vector_components_and_swizzles_are_attribute_errors():
+    """In Python, a vec2 has no z or w, and swizzle names cannot be assigned (Warp's 'no attribute' errors);
+    other attributes can still be set on the object."""
+    import re
+
+    v2, v3 = wp.vec2(1.0, 2.0), wp.vec3(1.0, 2.0, 3.0)
+    for name in ("z", "w"):
+        with pytest.raises(AttributeError, match=re.escape(f"vec2f has 2 components, so 'vec2f' object has no "
+                                                           f"attribute '{name}'") + "$"):
+            getattr(v2, name)
+        with pytest.raises(AttributeError, match=f"no attribute '{name}'$"):
+            setattr(v2, name, 9.0)
+    for name in ("xy", "zw", "xyzw"):
+        with pytest.raises(AttributeError, match=f"no attribute '{name}'$"):
+            setattr(v3, name, 9.0)
+    v3.foo = 9
+    assert v3.foo == 9 and list(v3) == [1.0, 2.0, 3.0] and not hasattr(v2, "w")

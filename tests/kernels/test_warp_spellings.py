@@ -685,3 +685,18 @@ def test_enum_members_and_their_values_in_kernels():
     out = wp.zeros(1, dtype=int)
     wp.launch(enum_members, 1, inputs=[out])
     assert out.numpy()[0] == 2 + 10 + 400
+
+
+@wp.kernel
+def wp_float_and_int(h: wp.array(dtype=wp.float16), out: wp.array(dtype=float)):
+    out[0] = wp.float(h[0]) * 2.0
+    out[1] = float(wp.int(3.7))
+
+
+def test_wp_float_and_wp_int_in_kernels_are_the_casts():
+    """Inside kernels, wp.float(x) and wp.int(x) are float(x) and int(x), as Warp 1.19 resolves them (the
+    module has no such attributes in Python)."""
+    out = wp.zeros(2, dtype=float)
+    wp.launch(wp_float_and_int, 1, inputs=[wp.full(1, 1.5, dtype=wp.float16), out])
+    np.testing.assert_array_equal(out.numpy(), [3.0, 3.0])
+    assert not hasattr(wp, "float")
