@@ -72,10 +72,11 @@ class Program(ABC):
     """A module's compiled code, loaded on one device."""
 
     @abstractmethod
-    def kernel(self, name: str, serial_threshold: int | None = None) -> Launcher:
+    def kernel(self, name: str, serial_threshold: int | None = None, lanes: int = 0) -> Launcher:
         """The launcher of the generated entry `name` (a kernel's C name, or it plus "_adj"). Where a device
         runs small launches on the calling thread, `serial_threshold` (a module's `cpu_serial_threshold`)
-        replaces wp.config's size below which it does."""
+        replaces wp.config's size below which it does. `lanes` > 0: the entry runs blocks of that many
+        lanes together (a CPU build for wp.config.enable_cpu_blocks), its range counting blocks."""
 
 
 class Backend(ABC):
