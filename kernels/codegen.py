@@ -66,9 +66,11 @@ def is_tile_type(t: Any) -> bool:
 
 
 def is_block_value(t: Any) -> bool:
-    """Whether values of type `t` belong to the whole block (tiles and tile stacks): with lanes, they live in
-    the block's frame, which every lane sees (native/lanes.h)."""
-    return str(getattr(t, "cname", "")).startswith(("lw::tile_t<", "lw::tile_stack_t<"))
+    """Whether values of type `t` belong to the whole block (tiles, tile stacks, and value types that say so
+    with `block_value`, as the block queries do): with lanes, they live in the block's frame, which every lane
+    sees (native/lanes.h)."""
+    return str(getattr(t, "cname", "")).startswith(("lw::tile_t<", "lw::tile_stack_t<")) or \
+        getattr(t, "block_value", False) is True
 
 
 # -- blocks whose lanes run together on the CPU (wp.config.enable_cpu_blocks; native/lanes.h) ----------------
