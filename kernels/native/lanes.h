@@ -29,8 +29,10 @@ extern "C" int munmap(void* addr, decltype(sizeof(0)) len);
 extern "C" int mprotect(void* addr, decltype(sizeof(0)) len, int prot);
 extern "C" void* memset(void* p, int c, decltype(sizeof(0)) n);
 
-// saves the callee-saved registers and the stack pointer in *save, then resumes the context at `to`
-__attribute__((naked, noinline)) static void blk_switch(void** save, void* to) {
+// saves the callee-saved registers and the stack pointer in *save, then resumes the context at `to`. noipa:
+// callers must assume every caller-saved register clobbered (other lanes run before it returns), which GCC's
+// interprocedural register allocation would not, seeing an asm body that names no register
+__attribute__((naked, noinline, noipa)) static void blk_switch(void** save, void* to) {
     __asm__(
         "pushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\tpushq %r13\n\tpushq %r14\n\tpushq %r15\n\t"
         "movq %rsp, (%rdi)\n\tmovq %rsi, %rsp\n\t"
@@ -46,10 +48,10 @@ __attribute__((noinline)) static void blk_start() {
     __builtin_trap();  // a finished lane is never resumed
 }
 
-// per thread: lane stacks (each with a guard page below it), the frame and the lanes' records, kept for the
-// next block and grown when a launch needs more
-static constexpr long blk_stack_bytes = 512 * 1024;
-static constexpr long blk_page = 4096;
+// per thread: lane stacks (each with guard pages below it), the frame and the lanes' records, kept for the
+// next block and grown when a launch needs more (the stacks are reserved, not committed, until used)
+static constexpr long blk_stack_bytes = 1024 * 1024;
+static constexpr long blk_page = 64 * 1024;
 struct blk_memory {
     char* stacks = nullptr;
     long bytes = 0;
@@ -71,7 +73,8 @@ static void blk_reserve(int32_t lanes, long frame_bytes) {
         if (m.stacks) munmap(m.stacks, (decltype(sizeof(0)))m.bytes);
         m.stacks = blk_map(need);
         m.bytes = need;
-        for (int32_t l = 0; l < lanes; ++l) mprotect(m.stacks + l * (blk_stack_bytes + blk_page), blk_page, 0);
+        for (int32_t l = 0; l < lanes; ++l)
+            mprotect(m.stacks + l * (blk_stack_bytes + blk_page), (decltype(sizeof(0)))blk_page, 0);
     }
     if (m.frame_bytes < frame_bytes) {
         if (m.frame) munmap(m.frame, (decltype(sizeof(0)))m.frame_bytes);
