@@ -522,11 +522,12 @@ def _cpu_lanes(kernel: Kernel, lanes: int) -> int:
     """The lanes of a CPU block (wp.config.enable_cpu_blocks), where this machine can run them together."""
     if not _LANES_MACHINE:
         raise LaunchError(f"kernel {kernel.label}: wp.config.enable_cpu_blocks runs a block's lanes together only "
-                          f"on x86-64 CPUs, not on {platform.machine()}; launch with block_dim=1 or leave it off")
+                          f"on x86-64 Linux, not on {platform.system()} {platform.machine()}; launch with block_dim=1 "
+                          "or leave it off")
     return lanes
 
 
-_LANES_MACHINE = platform.machine().lower() in ("x86_64", "amd64")
+_LANES_MACHINE = platform.machine().lower() in ("x86_64", "amd64") and platform.system() == "Linux"
 
 
 def _block_shape(kernel: Kernel, block_dim: Any, max_blocks: Any) -> tuple[int, int]:

@@ -1,5 +1,5 @@
 // A block's lanes on the CPU (wp.config.enable_cpu_blocks): the lanes of one block run as fibers on the
-// thread that runs the block, each on a small stack of its own, switched by hand (x86-64 only). A lane runs
+// thread that runs the block, each on a stack of its own, switched by hand (x86-64 Linux only). A lane runs
 // until it reaches a barrier (a block-wide tile operation, see kernels/codegen.py), then the next lane runs;
 // when every running lane has arrived, they all go on in order. Block-wide tile values live in the block's
 // frame, which every lane sees; the lowest running lane (the leader) computes a block-wide operation once.
@@ -20,7 +20,7 @@ struct blk_t {
     int64_t base;  // the thread index of lane 0
 };
 
-#if !LW_CUDA && defined(__x86_64__)
+#if !LW_CUDA && defined(__x86_64__) && defined(__linux__)
 #define LW_LANES 1
 inline thread_local blk_t* blk_cur = nullptr;
 

@@ -1,7 +1,10 @@
 """Block tree queries: tile_bvh_query_aabb/_ray and tile_mesh_query_aabb stepped by their _next builtins while
 tile_query_valid holds report every overlap once (one result a step on the CPU's single lane)."""
 
+import platform
+
 import numpy as np
+import pytest
 
 import loomwork as wp
 
@@ -91,6 +94,8 @@ def test_warps_older_tiled_spellings_are_the_same_queries():
     np.testing.assert_array_equal(faces.numpy(), [1, 0])
 
 
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or platform.system() != "Linux",
+                    reason="CPU blocks run their lanes together on x86-64 Linux only")
 def test_with_cpu_blocks_a_step_gives_one_result_per_lane():
     """With wp.config.enable_cpu_blocks the block's 4 lanes share the query: one step gives the 2 overlapping
     boxes to lanes 0 and 1 (-1 to the others) and ends the query; each lane counts that one step. The ray
