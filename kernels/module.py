@@ -464,7 +464,8 @@ class LoadedModule:
             return None
         if self.adjoints is None:
             self.adj_program = self.build_adjoint()
-            self.adjoints = {k: self.adj_program.kernel(f"{lk.kernel.cname}_adj", lk.serial_threshold, lk.lanes)
+            self.adjoints = {k: self.adj_program.kernel(f"{lk.kernel.cname}_adj", lk.serial_threshold,
+                                                        *((lk.lanes,) if lk.lanes else ()))
                              for k, lk in self.kernels.items() if lk.has_backward}
         return self.adjoints[key]
 
@@ -615,7 +616,8 @@ class Module:
             if "cpu_serial_threshold" not in self.options and any(codegen.is_tile_type(v.type) for v in fn.locals):
                 serial = TILED_SERIAL_THRESHOLD
             k_lanes = lanes if any(codegen.is_block_value(v.type) for v in fn.locals) else 0
-            entry = program.kernel(k.cname, serial, k_lanes)
+            # (the lanes only when there are: a registered backend's Program.kernel may predate them)
+            entry = program.kernel(k.cname, serial, k_lanes) if k_lanes else program.kernel(k.cname, serial)
             reads, writes = ir.array_effects(fn, effects)
             loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes,
                                          ir.null_tests(fn, null_tests), ir.in_place(fn, effects), fn.filename,
