@@ -95,6 +95,9 @@ class Backend(ABC):
     dlpack_device_type: int | None = None
     #: whether other frameworks reach its memory through `__cuda_array_interface__` (CUDA device memory)
     cuda_array_interface: bool = False
+    #: wp.config.enable_cpu_blocks: None where it does not apply (a GPU's blocks are its own), else whether
+    #: this CPU can run a block's threads together as lanes (Module.load(device, lanes))
+    cpu_blocks: bool | None = None
 
     def current_stream(self) -> int | None:
         """The handle of the stream this device's work is queued on now, which exchanges with other

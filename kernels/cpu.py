@@ -178,6 +178,8 @@ class CpuBackend(Backend):
     name = "cpu"
     host_accessible = True
     launch_format = "Qqqq" + LAUNCH_T
+    # the lanes' context switch and memory mappings (native/lanes.h) are written for x86-64 Linux
+    cpu_blocks = platform.machine().lower() in ("x86_64", "amd64") and platform.system() == "Linux"
     dlpack_device_type = 1  # kDLCPU
 
     def device_name(self) -> str:

@@ -417,8 +417,8 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
     else:
         block_dim = 256
     dev = get_device(device) if stream is None else _stream_device(stream, device)
-    if lanes and dev.is_cpu:
-        lm = kernel.module.load(dev, _cpu_lanes(kernel, lanes))
+    if lanes and dev.backend.cpu_blocks is not None:
+        lm = kernel.module.load(dev, _cpu_lanes(kernel, dev, lanes))
     else:
         lm = kernel.module.load(dev)
     lk = lm.kernels.get(kernel.key) or lm.kernel(kernel.key)
@@ -518,16 +518,13 @@ def _float_valued(t: Any) -> bool:
     return T.is_float(t) or T.is_composite(t) and t._wp_scalar_type_.is_float
 
 
-def _cpu_lanes(kernel: Kernel, lanes: int) -> int:
+def _cpu_lanes(kernel: Kernel, dev: Device, lanes: int) -> int:
     """The lanes of a CPU block (wp.config.enable_cpu_blocks), where this machine can run them together."""
-    if not _LANES_MACHINE:
+    if not dev.backend.cpu_blocks:
         raise LaunchError(f"kernel {kernel.label}: wp.config.enable_cpu_blocks runs a block's lanes together only "
                           f"on x86-64 Linux, not on {platform.system()} {platform.machine()}; launch with block_dim=1 "
                           "or leave it off")
     return lanes
-
-
-_LANES_MACHINE = platform.machine().lower() in ("x86_64", "amd64") and platform.system() == "Linux"
 
 
 def _block_shape(kernel: Kernel, block_dim: Any, max_blocks: Any) -> tuple[int, int]:
@@ -751,7 +748,7 @@ def launch_tiled(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), 
     lanes = None
     if block_dim is not None and block_dim > 1 and config.enable_cpu_blocks:
         dev = get_device(device) if stream is None else _stream_device(stream, device)
-        lanes = block_dim if dev.is_cpu else None
+        lanes = block_dim if dev.backend.cpu_blocks is not None else None
     return launch(kernel, (*dims, lanes or 1), inputs, outputs, adj_inputs, adj_outputs, device, stream, adjoint,
                   record_tape, record_cmd, max_blocks, lanes)  # without lanes, each thread runs a whole block
 
