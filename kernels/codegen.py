@@ -105,6 +105,25 @@ def lane_roles(fn: ir.Function) -> dict[int, str]:
     return roles
 
 
+def lane_free(fn: ir.Function) -> bool:
+    """Whether a kernel does the same in every lane of a block (no lane-dependent value, no per-lane side
+    effect): then a tiled launch with lanes gives what one lane per block gives, and keeps that fast path.
+    Lane-dependent: fills, per-lane writes and reads of tiles, wp.block_dim(), atomics and prints (each lane's
+    counts), builtins that write arrays other than through tiles, and calls of user functions (not looked
+    into). The lane coordinate of wp.tid() depends on the launch (see launch_tiled)."""
+    for s in ir.walk(fn.body):
+        if isinstance(s, ir.Atomic | ir.Print):
+            return False
+        call = s.call()
+        if call is None:
+            continue
+        t = call.target
+        if not isinstance(t, Overload) or t.name in LANE_FILLS | LANE_WRITES | {"untile", "block_dim"} or \
+                t.writes and not any(is_block_value(a.type) for a in call.args):
+            return False
+    return True
+
+
 def block_frame(name: str, values: list[tuple[str, Any]]) -> list[str]:
     """The C++ record of a kernel's block values (`name`), one member per (variable name, type)."""
     return [f"struct {name} {{", *(f"    {ctype(t)} {v};" for v, t in values), "};"]

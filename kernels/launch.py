@@ -518,6 +518,16 @@ def _float_valued(t: Any) -> bool:
     return T.is_float(t) or T.is_composite(t) and t._wp_scalar_type_.is_float
 
 
+def _lane_free(kernel: Kernel, dev: Device, grid_ndim: int) -> bool:
+    """Whether a tiled launch of `kernel` on a grid of `grid_ndim` dimensions does the same in every lane of a
+    block, so that one lane per block (the default build's fast path) gives the same result."""
+    if kernel.is_generic:
+        return False
+    lm = kernel.module.load(dev)
+    lk = lm.kernels.get(kernel.key) or lm.kernel(kernel.key)
+    return lk.lane_free and lk.tid_count <= grid_ndim  # wp.tid() gives no lane index
+
+
 def _cpu_lanes(kernel: Kernel, dev: Device, lanes: int) -> int:
     """The lanes of a CPU block (wp.config.enable_cpu_blocks), where this machine can run them together."""
     if not dev.backend.cpu_blocks:
@@ -737,7 +747,8 @@ def launch_tiled(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), 
     On the CPU each block runs as one task whose tile operations are vectorized loops over the tile's
     elements: `block_dim` is the lane count Warp would give the block on a GPU, and the trailing dimension
     (and `wp.block_dim()`) is 1, as in Warp's CPU backend. With `wp.config.enable_cpu_blocks`, a `block_dim`
-    > 1 is honoured: the trailing dimension is `block_dim` and the block's lanes run together (see launch)."""
+    > 1 is honoured: the trailing dimension is `block_dim` and the block's lanes run together (see launch),
+    except for a kernel that does the same in every lane (codegen.lane_free), which keeps one lane a block."""
     dims = _dims(dim)
     if len(dims) > 3:
         raise LaunchValueError(f"wp.launch_tiled() takes a grid of up to 3 dimensions, got {dims}")
@@ -748,7 +759,7 @@ def launch_tiled(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), 
     lanes = None
     if block_dim is not None and block_dim > 1 and config.enable_cpu_blocks:
         dev = get_device(device) if stream is None else _stream_device(stream, device)
-        lanes = block_dim if dev.backend.cpu_blocks is not None else None
+        lanes = block_dim if dev.backend.cpu_blocks is not None and not _lane_free(kernel, dev, len(dims)) else None
     return launch(kernel, (*dims, lanes or 1), inputs, outputs, adj_inputs, adj_outputs, device, stream, adjoint,
                   record_tape, record_cmd, max_blocks, lanes)  # without lanes, each thread runs a whole block
 

@@ -432,6 +432,7 @@ class LoadedKernel:
     zeroable: frozenset = frozenset()  # array parameters whose gradients its adjoint can zero (ir.zeroable_gradients)
     serial_threshold: int | None = None  # the launch size from which it (and its adjoint) use the thread pool
     lanes: int = 0  # lanes of a block that run together (the build's, for a kernel with block values), or 0
+    lane_free: bool = False  # it does the same in every lane of a block (codegen.lane_free)
 
 
 @dataclass
@@ -622,7 +623,8 @@ class Module:
             loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes,
                                          ir.null_tests(fn, null_tests), ir.in_place(fn, effects), fn.filename,
                                          ir.accumulated(fn, effects), zeroable=ir.zeroable_gradients(fn),
-                                         serial_threshold=serial, lanes=k_lanes)
+                                         serial_threshold=serial, lanes=k_lanes,
+                                         lane_free=codegen.lane_free(fn))
 
         def build_adjoint() -> Program:
             # the adjoint library needs the functions and the kernels' argument records, not their bodies

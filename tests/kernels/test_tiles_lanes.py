@@ -233,3 +233,22 @@ def test_adjoints_follow_the_lanes(cpu_blocks):
     held = (np.arange(2 * B) % B) < 3
     expected = 2 * a.numpy() * np.array([[1.0], [2.0]]) * np.stack([np.ones(2 * B), held])
     np.testing.assert_allclose(a.grad.numpy(), expected, rtol=1e-6)
+
+
+@wp.kernel
+def scale_rows(a: wp.array2d[float], out: wp.array2d[float]):
+    i = wp.tid()
+    t = wp.tile_load(a[i], shape=(B,))
+    wp.tile_store(out[i], t * wp.tile_sum(t)[0])
+
+
+def test_a_kernel_alike_in_every_lane_keeps_one_lane_a_block(cpu_blocks):
+    """Tile code with nothing lane-dependent (the GEMM's shape) gives the same with one lane a block, so a tiled
+    launch keeps that path; a kernel that reads a lane's value, or unpacks the lane index, does not."""
+    cpu = wp.get_device("cpu")
+    assert scale_rows.module.load(cpu).kernel(scale_rows.key).lane_free
+    assert not gather.module.load(cpu).kernel(gather.key).lane_free
+    a = wp.array(np.arange(3 * B, dtype=np.float32).reshape(3, B))
+    out = wp.zeros((3, B), dtype=float)
+    wp.launch_tiled(scale_rows, dim=[3], inputs=[a, out], block_dim=B)
+    np.testing.assert_array_equal(out.numpy(), a.numpy() * a.numpy().sum(axis=1, keepdims=True))
