@@ -19,7 +19,19 @@ from typing import Any
 from loomwork.kernels import ir
 from loomwork.kernels import types as T
 from loomwork.kernels.builtins import Overload
-from loomwork.kernels.codegen import SOURCE_NAME, Emitter, ctype, entry_points, number_lines, privatize, unique_slots
+from loomwork.kernels.codegen import (
+    SOURCE_NAME,
+    Emitter,
+    block_frame,
+    ctype,
+    entry_points,
+    is_block_value,
+    lane_roles,
+    lanes_entry,
+    number_lines,
+    privatize,
+    unique_slots,
+)
 from loomwork.kernels.ir import ArrayType, Use, Var
 from loomwork.kernels.structs import is_struct, is_tuple, struct_differentiable, tuple_type
 
@@ -113,9 +125,10 @@ def active_variables(fn: ir.Function) -> set[Var]:
 class AdjointEmitter(Emitter):
     """Writes the replay and reverse passes of one normalized function."""
 
-    def __init__(self, fn: ir.Function, debug: bool) -> None:
-        super().__init__(debug)
+    def __init__(self, fn: ir.Function, debug: bool, lanes: int = 0) -> None:
+        super().__init__(debug, lanes=lanes)
         self.fn = fn
+        self.frame: list[tuple[str, Any]] = []  # with lanes: the block values, in the block's frame
         self.decls: list[str] = []
         self.declared: set[str] = set()
         self.nsites = 0
@@ -136,7 +149,11 @@ class AdjointEmitter(Emitter):
     def decl(self, name: str, t: Any, init: str = "{}") -> str:
         if name not in self.declared:
             self.declared.add(name)
-            self.decls.append(f"{ctype(t)} {name}{init};")
+            if self.roles is not None and is_block_value(t):  # zeroed with the frame when the block starts
+                self.frame.append((name, t))
+                self.decls.append(f"{ctype(t)}& {name} = lw_f.{name};")
+            else:
+                self.decls.append(f"{ctype(t)} {name}{init};")
         return name
 
     def site(self, s: ir.Stmt) -> int:
@@ -548,13 +565,17 @@ def native_adjoint(fn: ir.Function, debug: bool) -> str:
     return "\n".join(em.lines) + "\n"
 
 
-def kernel_adjoint(fn: ir.Function, debug: bool, effects: dict) -> str:
+def kernel_adjoint(fn: ir.Function, debug: bool, effects: dict, lanes: int = 0) -> str:
     """C++ for a kernel's adjoint body and its CPU and CUDA entries (`<k>_adj_cpu`, `<k>_adj_cuda`);
-    `effects` are the array effects of the functions it calls (ir.function_effects)."""
+    `effects` are the array effects of the functions it calls (ir.function_effects). With `lanes` (a build
+    whose blocks run their lanes together) a kernel with block values gets the CPU entry of such blocks."""
     k = fn.name
     zeroable = ir.zeroable_gradients(fn)  # as the kernel layer computes it for the Tape, on the same IR
     fn = normalize(fn)
-    em = AdjointEmitter(fn, debug)
+    lanes = lanes if any(is_block_value(v.type) for v in fn.locals) else 0
+    em = AdjointEmitter(fn, debug, lanes)
+    if lanes:
+        em.roles = lane_roles(fn)
     em.consumed = ir.in_place(fn, effects).stores
     em.private = {} if debug else privatize(fn, "load", gradient=True)
     em.exclusive = ir.thread_exclusive_arrays(fn)
@@ -572,7 +593,12 @@ def kernel_adjoint(fn: ir.Function, debug: bool, effects: dict) -> str:
         names = {pos: fn.params[pos].name for pos in sorted(zeroable)}
         prologue += ["#if LW_CUDA", *(f"    if (((L.zero_grads >> {pos}) & 1) && lw::has_grad({p})) "
                                       f"lw::gradc<false>({p}, {own}) = {{}};" for pos, p in names.items()), "#endif"]
+    frame = []
+    if lanes:
+        frame = block_frame(f"{k}_adj_frame", em.frame)
+        prologue.append(f"    {k}_adj_frame& lw_f = *({k}_adj_frame*)lw::blk_frame();")
     lines = [
+        *frame,
         "template <bool LW_C>",
         f"static LW_FORCE_INLINE void {k}_adj_body(const lw::launch_t& L, int64_t lw_idx{params})",
         "{", *prologue, *decls, *replay, *reverse, "}", *em.end_lines(),
@@ -581,19 +607,23 @@ def kernel_adjoint(fn: ir.Function, debug: bool, effects: dict) -> str:
         f"lw::inner_contiguous(A.{p.name}, {p.type.ndim})" for p in fn.params if isinstance(p.type, ArrayType)
     ) or "true"
     zero = tuple((pos, fn.params[pos].name, fn.params[pos].type.ndim) for pos in sorted(zeroable))
+    if lanes:
+        return "\n".join(lines + lanes_entry(k, f"{k}_adj_cpu", f"{k}_adj_body", fn.params, contig, slots, lanes,
+                                             f"{k}_adj_frame", zero))
     lines += entry_points(k, f"{k}_adj_cpu", f"{k}_adj_cuda", f"{k}_adj_body", fn.params, contig, slots, simd=True,
                           zero=zero, statements=sum(1 for _ in ir.walk(fn.body)))
     return "\n".join(lines)
 
 
 def module_adjoint_source(functions: list[ir.Function], kernels: list[ir.Function], debug: bool,
-                          custom: dict | None = None) -> str:
+                          custom: dict | None = None, lanes: int = 0) -> str:
     """The adjoint part of a module's source: function twins in dependency order, then kernel adjoints.
-    `custom` maps a function's name to its (custom adjoint IR, custom replay IR), either may be None."""
+    `custom` maps a function's name to its (custom adjoint IR, custom replay IR), either may be None;
+    `lanes`: see kernel_adjoint."""
     custom = custom or {}
     parts = [function_adjoint(f, debug, *custom.get(f.name, (None, None))) for f in functions]
     effects = ir.function_effects(functions)
-    parts += [kernel_adjoint(k, debug, effects) for k in kernels]
+    parts += [kernel_adjoint(k, debug, effects, lanes) for k in kernels]
     # it follows the forward source, whose length is not known here: its lines are numbered on their own
     return number_lines("\n".join(parts), f"{SOURCE_NAME} (adjoint part)")
 

@@ -63,6 +63,7 @@ class _Launch:
     scope: tuple = ()
     saved: dict | None = None  # position -> a copy, taken before the launch, of an array it read then updated
     fresh: list = field(default_factory=list)  # recorded in a graph capture: the reads each replay refreshes
+    lanes: int = 0  # the lanes of a block that ran together (wp.config.enable_cpu_blocks), which its adjoint runs too
 
     def arrays(self) -> list[array]:
         return [a for p in self.params for a in _arrays_in(p)]
@@ -77,7 +78,7 @@ class _Launch:
                 data.grad = original.grad
                 params[i] = copy
         launch(self.kernel, self.dims, inputs=params, device=self.device, adjoint=True, record_tape=False,
-               zero_grads=zero_grads)
+               zero_grads=zero_grads, block_dim=self.lanes or None)
 
     def capture_ended(self) -> None:
         """The graph capture this launch was recorded in ended: the inputs nothing later in the capture
@@ -213,7 +214,8 @@ class Tape:
                                    if isinstance(b, array))
                 reads.append((i, a, version, digest))
         writes = {_memory(a) for i in loaded.writes for a in _read_arrays(params[i])}
-        entry = _Launch(kernel, dims, list(params), device, reads, writes, tuple(self._scope), saved or None)
+        entry = _Launch(kernel, dims, list(params), device, reads, writes, tuple(self._scope), saved or None,
+                        lanes=loaded.lanes)
         self.launches.append(entry)
         graph = capturing_graph(device)
         if graph is not None:  # replays of the graph re-run the launch: they refresh what it read

@@ -4,14 +4,22 @@
 `wp.tile_query_valid(q)` says whether to go on (false after a step that found nothing).
 
 On the CPU a block has one lane (Warp's CPU semantics), so a step yields one result. The step builtins
-advance the query variable they are passed (the native takes it by reference), as Warp's do."""
+advance the query variable they are passed (the native takes it by reference), as Warp's do. With
+wp.config.enable_cpu_blocks a block's lanes run together: the query is then the block's, and each step (run
+once, by the leader lane) gives up to one result per lane, -1 in the lanes past the last result."""
 
 from __future__ import annotations
 
+import ast
+from typing import Any
+
 from loomwork.kernels import types as T
 from loomwork.kernels.builtins import Exact
+from loomwork.kernels.errors import KernelTypeError
 from loomwork.kernels.extensions import add_builtin, export_name, register_value_type
-from loomwork.kernels.tiles import TileType
+from loomwork.kernels.frontend import Builder, call_form
+from loomwork.kernels.ir import Operand
+from loomwork.kernels.tiles import TileType, _bind, emit, lanes
 
 from . import bvh, mesh
 
@@ -20,6 +28,7 @@ bvh_query_tiled_t = register_value_type("BvhQueryTiled", "lw::bvh_query_tiled_t"
 mesh_query_aabb_tiled_t = register_value_type("MeshQueryAABBTiled", "lw::mesh_query_aabb_tiled_t",
                                               [("q", mesh.mesh_query_aabb_t), ("valid", T.int32)],
                                               header=mesh.HEADER)
+bvh_query_tiled_t.block_value = mesh_query_aabb_tiled_t.block_value = True  # the block's (kernels.codegen)
 export_name("BvhQueryTiled", bvh_query_tiled_t)
 export_name("MeshQueryAABBTiled", mesh_query_aabb_tiled_t)
 
@@ -52,3 +61,22 @@ for _t, _h in ((bvh_query_tiled_t, bvh.HEADER), (mesh_query_aabb_tiled_t, mesh.H
     add_builtin("tile_query_valid", (Exact(_t),), T.bool_, "lw::tile_query_valid", header=_h,
                 doc="tile_query_valid(query): whether a block query may have results left (false after a step "
                     "that found none)", **_G)
+
+
+@call_form("tile_bvh_query_next", "bvh_query_next_tiled", "tile_mesh_query_aabb_next", "mesh_query_aabb_next_tiled")
+def _step(bld: Builder, node: ast.Call, obj: Any) -> Operand:
+    """A step of a block query: the builtin with one lane; with lanes, up to one result per lane."""
+    name = obj.name
+    bvh_step = "bvh" in name
+    q = bld.value(_bind(bld, node, name, ("query",), 1)["query"])
+    want = bvh_query_tiled_t if bvh_step else mesh_query_aabb_tiled_t
+    if q.type is not want:
+        bld.error(node, KernelTypeError, f"wp.{name}() takes a {want.__name__} query, got {T.type_name(q.type)}")
+    native = "lw::tile_bvh_query_next" if bvh_step else "lw::tile_mesh_query_aabb_next"
+    n = lanes(bld)
+    if n == 1:
+        return emit(bld, name, native, [q], _STEP)
+    t = TileType(T.int32, (n,))
+    fill = (f"[&](auto& lw_q) {{ {t.cname} lw_r; for (int lw_l = 0; lw_l < {n}; ++lw_l) "
+            f"lw_r.c[lw_l] = lw_q.valid ? {native}(lw_q).c[0] : -1; return lw_r; }}")
+    return emit(bld, name, fill, [q], t)

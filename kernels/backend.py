@@ -72,10 +72,11 @@ class Program(ABC):
     """A module's compiled code, loaded on one device."""
 
     @abstractmethod
-    def kernel(self, name: str, serial_threshold: int | None = None) -> Launcher:
+    def kernel(self, name: str, serial_threshold: int | None = None, lanes: int = 0) -> Launcher:
         """The launcher of the generated entry `name` (a kernel's C name, or it plus "_adj"). Where a device
         runs small launches on the calling thread, `serial_threshold` (a module's `cpu_serial_threshold`)
-        replaces wp.config's size below which it does."""
+        replaces wp.config's size below which it does. `lanes` > 0: the entry runs blocks of that many
+        lanes together (a CPU build for wp.config.enable_cpu_blocks), its range counting blocks."""
 
 
 class Backend(ABC):
@@ -97,6 +98,9 @@ class Backend(ABC):
     #: the kind of memory `allocate` hands out, a `wp.MemoryKind` value (0: unknown, 1: host, 3: CUDA device,
     #: 4: a CUDA memory pool's)
     memory_kind: int = 0
+    #: wp.config.enable_cpu_blocks: None where it does not apply (a GPU's blocks are its own), else whether
+    #: this CPU can run a block's threads together as lanes (Module.load(device, lanes))
+    cpu_blocks: bool | None = None
 
     def current_stream(self) -> int | None:
         """The handle of the stream this device's work is queued on now, which exchanges with other

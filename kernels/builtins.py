@@ -536,7 +536,8 @@ add("lower_bound", (Arr("any", ndim=1), Scalar("any")), T.int32, group="Utility"
 add("lower_bound", (Arr("any", ndim=1), Exact(T.int32), Exact(T.int32), Scalar("any")), T.int32, group="Utility",
     differentiable=False, doc="")
 add("block_dim", (), T.int32, group="Utility", differentiable=False,
-    doc="threads per block of the launch on a GPU; 1 on the CPU, where each thread runs on its own")
+    doc="threads per block of the launch on a GPU; 1 on the CPU, where each thread runs on its own, unless "
+        "wp.config.enable_cpu_blocks runs a block's threads together")
 
 # quaternions and transforms
 Q, TR, V3 = Quat(), Transform(), Vec("float", n=3)

@@ -65,13 +65,112 @@ def is_tile_type(t: Any) -> bool:
     return str(getattr(t, "cname", "")).startswith("lw::tile_t<")
 
 
+def is_block_value(t: Any) -> bool:
+    """Whether values of type `t` belong to the whole block (tiles, tile stacks, and value types that say so
+    with `block_value`, as the block queries do): with lanes, they live in the block's frame, which every lane
+    sees (native/lanes.h)."""
+    return str(getattr(t, "cname", "")).startswith(("lw::tile_t<", "lw::tile_stack_t<")) or \
+        getattr(t, "block_value", False) is True
+
+
+# -- blocks whose lanes run together on the CPU (wp.config.enable_cpu_blocks; native/lanes.h) ----------------
+# A statement that makes or changes a block value is block-wide: the leader lane runs it once, between two
+# barriers. Three kinds of tile statements run on every lane instead: the per-lane writes below (each lane
+# replaces its own element, or applies its own scatter or push, in turn), the copies of their results, and
+# the fills every lane contributes to (wp.tile, tile_from_thread, tile_randi/f: `d = f_lane(d, ...)`), which
+# have a barrier on both sides so that every lane's part is in before any lane reads the tile.
+LANE_WRITES = frozenset({"tile_set", "tile_assign", "tile_scatter_add", "tile_scatter_masked", "tile_stack_push",
+                         "tile_stack_pop", "tile_stack_count"})
+LANE_FILLS = frozenset({"tile", "tile_from_thread", "tile_randi", "tile_randf"})
+
+
+def lane_roles(fn: ir.Function) -> dict[int, str]:
+    """`{id(statement): "block" | "fill"}` for the statements of a kernel run with lanes that are not plain
+    per-lane code (see LANE_WRITES)."""
+    def name(s: ir.Stmt) -> str:
+        call = s.call()
+        return getattr(call.target, "name", "") if call is not None and isinstance(call.target, Overload) else ""
+
+    written = {s.dest for s in ir.walk(fn.body) if isinstance(s, ir.Assign) and name(s) in LANE_WRITES}
+    roles = {}
+    for s in ir.walk(fn.body):
+        if isinstance(s, ir.Assign) and is_block_value(s.dest.type):
+            if name(s) in LANE_FILLS:
+                roles[id(s)] = "fill"
+            elif not (name(s) in LANE_WRITES or isinstance(s.expr, ir.Copy) and s.expr.value in written):
+                roles[id(s)] = "block"
+        elif isinstance(s, ir.Eval | ir.Print) and any(is_block_value(o.type) for o in s.operands()) and \
+                (isinstance(s, ir.Print) or isinstance(s.expr.target, Overload)) and name(s) not in LANE_WRITES:
+            roles[id(s)] = "block"
+    return roles
+
+
+def lane_free(fn: ir.Function) -> bool:
+    """Whether a kernel does the same in every lane of a block (no lane-dependent value, no per-lane side
+    effect): then a tiled launch with lanes gives what one lane per block gives, and keeps that fast path.
+    Lane-dependent: fills, per-lane writes and reads of tiles, wp.block_dim(), atomics and prints (each lane's
+    counts), builtins that write arrays other than through tiles, and calls of user functions (not looked
+    into). The lane coordinate of wp.tid() depends on the launch (see launch_tiled)."""
+    for s in ir.walk(fn.body):
+        if isinstance(s, ir.Atomic | ir.Print):
+            return False
+        call = s.call()
+        if call is None:
+            continue
+        t = call.target
+        if not isinstance(t, Overload) or t.name in LANE_FILLS | LANE_WRITES | {"untile", "block_dim"} or \
+                t.writes and not any(is_block_value(a.type) for a in call.args):
+            return False
+    return True
+
+
+def block_frame(name: str, values: list[tuple[str, Any]]) -> list[str]:
+    """The C++ record of a kernel's block values (`name`), one member per (variable name, type)."""
+    return [f"struct {name} {{", *(f"    {ctype(t)} {v};" for v, t in values), "};"]
+
+
+def lanes_entry(k: str, cpu_name: str, body: str, params: tuple, contig: str, slots: list[Private], lanes: int,
+                frame: str, zero: tuple = ()) -> list[str]:
+    """The CPU entry of a kernel whose blocks run `lanes` lanes together: its range is one of blocks; each
+    block's lanes run `body` as fibers (lw::blk_run), thread index block * lanes + lane, the last block with the
+    lanes the launch size leaves it. `zero`: as in entry_points, for the block's threads."""
+    args = "".join(f", A.{p.name}" for p in params)
+    red = "".join(f", {r.name}_0" for r in slots)
+    return [
+        "#if !LW_CUDA",
+        f"LW_EXPORT void {cpu_name}(const void* blob, long long begin, long long end)",
+        "{",
+        "    lw::launch_t L;",
+        "    __builtin_memcpy(&L, blob, sizeof(L));",
+        f"    {k}_args A;",
+        "    __builtin_memcpy(&A, (const char*)blob + sizeof(L), sizeof(A));",
+        *[f"    {r.acc_type} {r.name}_0 = 0;" for r in slots],
+        f"    const bool lw_c = {contig};",
+        f"    auto lw_lane = [&](int64_t i) {{ if (lw_c) {body}<true>(L, i{args}{red}); "
+        f"else {body}<false>(L, i{args}{red}); }};",
+        "    for (long long lw_b = begin; lw_b < end; ++lw_b) {",
+        f"        const long long lw_lo = lw_b * {lanes}, lw_hi = L.size - lw_lo < {lanes} ? L.size : lw_lo + {lanes};",
+        *zeroing(zero),
+        f"        lw::blk_run({lanes}, (int32_t)(lw_hi - lw_lo), lw_lo, (long)sizeof({frame}), lw_lane);",
+        "    }",
+        *[f"    {r.acc_type} {r.name} = {r.name}_0;" for r in slots],
+        *[f"    {r.flush}" for r in slots],
+        "}",
+        "#endif",
+        "",
+    ]
+
+
 class Emitter:
     """Writes C++ for IR functions. `debug` adds bounds checks that report to `lw_err`, the launch's error
     record: kernel bodies take it from the launch block, and every generated function receives it as its
     first parameter, so concurrent launches (two Python threads, one module) report separately."""
 
-    def __init__(self, debug: bool, vectorize: Callable | None = None) -> None:
+    def __init__(self, debug: bool, vectorize: Callable | None = None, lanes: int = 0) -> None:
         self.debug = debug
+        # lanes per block of the build (0: none): kernels with block values run their blocks' lanes together
+        self.lanes = lanes
+        self.roles: dict[int, str] | None = None  # lane_roles of the kernel being written with lanes
         # kernel IR, its private accumulators -> the lines of its W-lane CPU body, or None
         # (kernels.simd.vectorizer; None: every kernel runs one thread at a time)
         self.vectorize = vectorize
@@ -160,10 +259,17 @@ class Emitter:
 
     def declare(self, fn: ir.Function) -> None:
         """Declares `fn`'s locals (zeroed; tiles, which every path assigns before reading, are left as they
-        are: zeroing kilobytes per block would cost as much as the tile's own work) and counts their reads."""
+        are: zeroing kilobytes per block would cost as much as the tile's own work) and counts their reads.
+        With lanes, block values are references into the block's frame (`<kernel>_frame`)."""
         params = set(fn.params)
+        if self.roles is not None:
+            self.out(f"{fn.name}_frame& lw_f = *({fn.name}_frame*)lw::blk_frame();")
         for v in fn.locals:
-            if v not in params:
+            if v in params:
+                continue
+            if self.roles is not None and is_block_value(v.type):
+                self.out(f"{ctype(v.type)}& {v.name} = lw_f.{v.name};")
+            else:
                 self.out(f"{ctype(v.type)} {v.name}{{}};" if not is_tile_type(v.type) else f"{ctype(v.type)} {v.name};")
         self.uses = {}
         for s in ir.walk(fn.body):
@@ -176,6 +282,11 @@ class Emitter:
         self.out(args_record(fn))
         self.private = {} if self.debug else privatize(fn, "atomic", gradient=False)
         slots = unique_slots(self.private)
+        lanes = self.lanes if any(is_block_value(v.type) for v in fn.locals) else 0
+        if lanes:
+            self.roles = lane_roles(fn)
+            self.lines += block_frame(f"{k}_frame", [(v.name, v.type) for v in fn.locals
+                                                     if v not in fn.params and is_block_value(v.type)])
         params = "".join(f", {ctype(p.type)} {p.name}" for p in fn.params)
         params += "".join(f", {r.acc_type}& {r.name}" for r in slots)
         self.out("template <bool LW_C>")
@@ -198,11 +309,15 @@ class Emitter:
         contig = " && ".join(
             f"lw::inner_contiguous(A.{p.name}, {p.type.ndim})" for p in fn.params if isinstance(p.type, ArrayType)
         ) or "true"
-        lanes = self.vectorize(fn, self.private) if self.vectorize is not None and not self.debug else None
-        if lanes is not None:
-            self.lines += ["#if !LW_CUDA", '#include "simd.h"', *lanes, "#endif"]
+        if lanes:
+            self.roles = None
+            self.lines += lanes_entry(k, f"{k}_cpu", f"{k}_body", fn.params, contig, slots, lanes, f"{k}_frame")
+            return
+        simd = self.vectorize(fn, self.private) if self.vectorize is not None and not self.debug else None
+        if simd is not None:
+            self.lines += ["#if !LW_CUDA", '#include "simd.h"', *simd, "#endif"]
         self.lines += entry_points(k, f"{k}_cpu", f"{k}_cuda", f"{k}_body", fn.params, contig, slots,
-                                   lanes=lanes is not None, statements=sum(1 for _ in ir.walk(fn.body)))
+                                   lanes=simd is not None, statements=sum(1 for _ in ir.walk(fn.body)))
 
     # -- statements ------------------------------------------------------------------------
 
@@ -212,7 +327,7 @@ class Emitter:
             if skip:
                 skip = False
                 continue
-            if self.forwards_tile(s, nxt):
+            if self.roles is None and self.forwards_tile(s, nxt):
                 self.statement(nxt, self.s_Assign_direct, s.expr)
                 skip = True
                 continue
@@ -237,7 +352,20 @@ class Emitter:
         """`write(s, *args)` with the output mapped to `s`'s Python line (its block's line when unknown)."""
         outer = self.line
         self.line = s.line or outer
-        write(s, *args)
+        role = self.roles.get(id(s)) if self.roles is not None else None
+        if role == "block":  # the leader runs it once, between barriers
+            self.out("if (lw::blk_enter()) {")
+            self.depth += 1
+            write(s, *args)
+            self.depth -= 1
+            self.out("}")
+            self.out("lw::blk_sync();")
+        elif role == "fill":  # every lane adds its part, between barriers
+            self.out("lw::blk_sync();")
+            write(s, *args)
+            self.out("lw::blk_sync();")
+        else:
+            write(s, *args)
         self.line = outer
 
     def s_Assign(self, s: ir.Assign) -> None:
@@ -429,6 +557,8 @@ class Emitter:
         return f"lw::make<{t.cname}>({', '.join(self.op(a) for a in e.args)})"
 
     def e_Tid(self, e: ir.Tid) -> str:
+        if e.count == 1 and self.roles is not None:  # with lanes, as Warp: the first coordinate (the block's)
+            return "(int32_t)(lw_idx / (L.size / L.dims[0]))"
         return "(int32_t)lw_idx" if e.count == 1 else f"lw_tid[{e.dim}]"
 
     def call_with_outputs(self, e: ir.Call) -> str:
@@ -545,20 +675,11 @@ def entry_points(k: str, cpu_name: str, cuda_name: str, body: str, params: tuple
     loops = [f"    if ({hi} <= 2147483647LL && {contig})", *loop("int32_t", "true"), "    else",
              *loop("long long", "false")]
     if zero:
-        zeroing = []
-        for bit, name, ndim in zero:
-            test = f"((L.zero_grads >> {bit}) & 1) && lw::has_grad(A.{name})"
-            if ndim == 1:
-                zeroing.append(f"        if ({test}) lw::zero_grad_range(A.{name}, lw_lo, lw_hi);")
-            else:
-                at = ", ".join(f"lw_t[{d}]" for d in range(ndim))
-                zeroing.append(f"        if ({test}) for (long long lw_i = lw_lo; lw_i < lw_hi; ++lw_i) {{ "
-                               f"int32_t lw_t[4]; lw::tid_split(L, lw_i, lw_t); lw::grad_at(A.{name}, {at}) = {{}}; }}")
         loops = [
             f"    const long long lw_block = L.zero_grads ? {ZERO_BLOCK} : end - begin;",
             "    for (long long lw_lo = begin; lw_lo < end; lw_lo += lw_block) {",
             "        const long long lw_hi = end - lw_lo > lw_block ? lw_lo + lw_block : end;",
-            *zeroing, *loops, "    }",
+            *zeroing(zero), *loops, "    }",
         ]
 
     decls = [f"    {r.acc_type} {', '.join(f'{r.name}_{j} = 0' for j in range(sets))};" for r in slots]
@@ -598,6 +719,20 @@ def entry_points(k: str, cpu_name: str, cuda_name: str, body: str, params: tuple
     ]
 
 
+def zeroing(zero: tuple) -> list[str]:
+    """The lines that zero the gradients `zero` asks for (see entry_points) of the threads [lw_lo, lw_hi)."""
+    lines = []
+    for bit, name, ndim in zero:
+        test = f"((L.zero_grads >> {bit}) & 1) && lw::has_grad(A.{name})"
+        if ndim == 1:
+            lines.append(f"        if ({test}) lw::zero_grad_range(A.{name}, lw_lo, lw_hi);")
+        else:
+            at = ", ".join(f"lw_t[{d}]" for d in range(ndim))
+            lines.append(f"        if ({test}) for (long long lw_i = lw_lo; lw_i < lw_hi; ++lw_i) {{ "
+                         f"int32_t lw_t[4]; lw::tid_split(L, lw_i, lw_t); lw::grad_at(A.{name}, {at}) = {{}}; }}")
+    return lines
+
+
 def args_record(fn: ir.Function) -> str:
     """The C++ record of a kernel's launch arguments (`<kernel>_args`)."""
     fields = "".join(f" {ctype(p.type)} {p.name};" for p in fn.params) or " char lw_unused;"
@@ -606,12 +741,13 @@ def args_record(fn: ir.Function) -> str:
 
 def module_source(functions: list[ir.Function], kernels: list[ir.Function], debug: bool,
                   before_kernels: str = "", before_functions: str = "", kernel_bodies: bool = True,
-                  vectorize: Callable | None = None) -> str:
+                  vectorize: Callable | None = None, lanes: int = 0) -> str:
     """The complete C++ source of a module: `before_functions` (declarations), user functions in
     dependency order, `before_kernels`, then the kernels. Without `kernel_bodies`, kernels are only
     declared (their argument records): the base of the adjoint library, which calls no forward kernel, so
-    it does not compile them a second time. `vectorize`: see Emitter."""
-    em = Emitter(debug, vectorize)
+    it does not compile them a second time. `vectorize`, `lanes`: see Emitter; a build with lanes also
+    exports `lw_block_error` (the first error its blocks met, then none)."""
+    em = Emitter(debug, vectorize, lanes)
     em.lines += [
         "// generated by loomwork: do not edit",
         f'#include "{HEADER_NAME}"',
@@ -632,6 +768,9 @@ def module_source(functions: list[ir.Function], kernels: list[ir.Function], debu
             em.kernel(k)
         else:
             em.lines.append(args_record(k))
+    if lanes:
+        em.lines += ["#if LW_LANES", 'LW_EXPORT const char* lw_block_error() { return __atomic_exchange_n('
+                     '&lw::blk_error, (const char*)nullptr, __ATOMIC_RELAXED); }', "#endif"]
     return number_lines("\n".join(em.lines) + "\n", SOURCE_NAME)
 
 

@@ -132,6 +132,11 @@ load_module_max_workers: int | None = 0
 #: set before wp.init(): track every array allocation for the rest of the process (wp.ScopedMemoryTracker)
 track_memory: bool = False
 
+#: CPU launches with block_dim > 1 run the threads of each block of a kernel with tiles together, as lanes
+#: (x86-64): wp.tid() and wp.block_dim() are a GPU's and tile operations are the block's (wp.tile gathers the
+#: lanes' values); False: every block has one lane (Warp's default CPU model)
+enable_cpu_blocks: bool = False
+
 # Warp settings loomwork accepts and ignores (NO_EFFECT says why)
 quiet: bool = False
 verbose_warnings: bool = False
@@ -139,7 +144,6 @@ verify_autograd_array_access: bool = False
 enable_vector_component_overwrites: bool = False
 legacy_scalar_return_types: bool = False
 launch_array_access_mode: LaunchArrayAccessMode = LaunchArrayAccessMode.RELAXED
-enable_cpu_blocks: bool = False
 default_grid_stride: bool = True
 enable_mathdx_gemm: bool = True
 enable_mathdx_solver: bool = True
@@ -161,8 +165,6 @@ NO_EFFECT: dict[str, str] = {
     "legacy_scalar_return_types": "builtins called from Python return Python int/float/bool (the legacy types) "
                                   "either way",
     "launch_array_access_mode": "every launch refuses an array of another device (STRICT)",
-    "enable_cpu_blocks": "CPU blocks always run Warp's default model, one lane per block (wp.block_dim() is 1); "
-                         "Warp's experimental multi-lane CPU blocks (fibers) are not implemented",
     "default_grid_stride": "generated CUDA entries always loop grid-stride",
     "enable_mathdx_gemm": "tile_matmul is loomwork's own blocked GEMM; MathDx is not used",
     "enable_mathdx_solver": "the tile factorizations and solves are loomwork's own code; MathDx is not used",
@@ -229,6 +231,7 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "enable_backward": _BOOL,
     "load_module_max_workers": ("None or an int >= 0", _or_none(_int_at_least(0))),
     "track_memory": _BOOL,
+    "enable_cpu_blocks": _BOOL,
     "launch_array_access_mode": ("a wp.config.LaunchArrayAccessMode",
                                  lambda v: isinstance(v, LaunchArrayAccessMode)),
     "enable_tiles_in_stack_memory": ("None, True or False", _or_none(_is_bool)),

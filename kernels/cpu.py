@@ -15,6 +15,7 @@ import numpy as np
 
 from . import build, config
 from .backend import LAUNCH_T, Backend, BuildOptions, ErrorRecord, FaultSlot, Launcher, Program
+from .errors import KernelRuntimeError
 
 _PARALLEL_ZERO = 1 << 20  # bytes from which zero() uses the thread pool
 _ALIGN = 64  # bytes
@@ -109,22 +110,34 @@ def _cpu_name() -> str:
     return platform.processor() or "CPU"
 
 
-def _launcher(fn: int, launch: Any, serial_threshold: int | None = None) -> Launcher:
+def _launcher(fn: int, launch: Any, serial_threshold: int | None = None, lanes: int = 0,
+              block_error: Any = None, name: str = "") -> Launcher:
     """The runtime's call record (range function, size, serial threshold, pool size: config.cpu_launch, the
     threshold replaced by the module's own when it has one and deterministic mode is off), then
     `lw::launch_t`. The pool size travels with every launch, so a new wp.config.cpu_threads resizes the pool at
-    the next one."""
+    the next one. With `lanes`, the range counts blocks of that many threads (the last one partial), and
+    after each launch `block_error` (the module's lw_block_error) tells whether a block failed."""
 
     def header(size: int, dims: tuple[int, ...], fault: int = 0, zero_grads: int = 0, block_dim: int = 0,
                max_blocks: int = 0) -> tuple:
         serial, threads = config.cpu_launch
         if serial_threshold is not None and not config.deterministic:
             serial = serial_threshold
+        n = -(-size // lanes) if lanes else size
         if len(dims) == 1:
-            return (fn, size, serial, threads, size, 1, size, 1, 1, 1, zero_grads, fault)
-        return (fn, size, serial, threads, size, len(dims), *dims, *(1,) * (4 - len(dims)), zero_grads, fault)
+            return (fn, n, serial, threads, size, 1, size, 1, 1, 1, zero_grads, fault)
+        return (fn, n, serial, threads, size, len(dims), *dims, *(1,) * (4 - len(dims)), zero_grads, fault)
 
-    return Launcher(header, launch)
+    if not lanes:
+        return Launcher(header, launch)
+
+    def run_blocks(blob: bytes) -> None:
+        launch(blob)
+        message = block_error()
+        if message:
+            raise KernelRuntimeError(f"kernel {name}: {message.decode()}")
+
+    return Launcher(header, run_blocks)
 
 
 class CpuProgram(Program):
@@ -134,9 +147,13 @@ class CpuProgram(Program):
         self.lib = ctypes.CDLL(str(path))
         self._launch = launch
 
-    def kernel(self, name: str, serial_threshold: int | None = None) -> Launcher:
-        return _launcher(ctypes.cast(getattr(self.lib, f"{name}_cpu"), ctypes.c_void_p).value, self._launch,
-                         serial_threshold)
+    def kernel(self, name: str, serial_threshold: int | None = None, lanes: int = 0) -> Launcher:
+        entry = ctypes.cast(getattr(self.lib, f"{name}_cpu"), ctypes.c_void_p).value
+        if not lanes:
+            return _launcher(entry, self._launch, serial_threshold)
+        block_error = self.lib.lw_block_error
+        block_error.restype = ctypes.c_char_p
+        return _launcher(entry, self._launch, serial_threshold, lanes, block_error, name)
 
 
 class HostFaultSlot(FaultSlot):
@@ -162,6 +179,8 @@ class CpuBackend(Backend):
     host_accessible = True
     memory_kind = 1  # MemoryKind.HOST
     launch_format = "Qqqq" + LAUNCH_T
+    # the lanes' context switch and memory mappings (native/lanes.h) are written for x86-64 Linux
+    cpu_blocks = platform.machine().lower() in ("x86_64", "amd64") and platform.system() == "Linux"
     dlpack_device_type = 1  # kDLCPU
 
     def device_name(self) -> str:

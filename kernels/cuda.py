@@ -225,7 +225,7 @@ class CudaProgram(Program):
         self.module = _p()
         check(backend.lib.cuModuleLoadData(ctypes.byref(self.module), image), "cuModuleLoadData")
 
-    def kernel(self, name: str, serial_threshold: int | None = None) -> Launcher:
+    def kernel(self, name: str, serial_threshold: int | None = None, lanes: int = 0) -> Launcher:
         b = self.backend
         lib = b.lib
         fn = _p()

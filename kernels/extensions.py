@@ -61,7 +61,7 @@ class ThreadState(threading.local):
 
 class Registry:
     def __init__(self) -> None:
-        self.adjoint_source: Callable[[list, list, bool, dict], str] | None = None
+        self.adjoint_source: Callable[[list, list, bool, dict, int], str] | None = None
         self.gradient_source: Callable[[list, list, bool, dict], tuple[str, str]] | None = None  # wp.grad(f)
         self.local = ThreadState()
         self.recording = 0  # recorders active in all threads: launches look at their thread's list only if any

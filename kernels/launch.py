@@ -15,6 +15,7 @@ kernel only reads is kept alive until the launch is done.
 from __future__ import annotations
 
 import ctypes
+import platform
 import struct
 from typing import Any
 
@@ -332,7 +333,7 @@ class Launch:
     set before launching) and the grid is empty until `set_dim`."""
 
     def __init__(self, kernel: Kernel, device: Any = None, params: list | None = None,
-                 adj_params: list | None = None, dim: Any = 0, max_blocks: int = 0, block_dim: int = 256,
+                 adj_params: list | None = None, dim: Any = 0, max_blocks: int = 0, block_dim: int | None = None,
                  adjoint: bool = False) -> None:
         if not isinstance(kernel, Kernel):
             raise LaunchError(f"wp.Launch expects a @wp.kernel, got {type(kernel).__name__}")
@@ -398,13 +399,16 @@ def _zero_value(t: Any) -> Any:
 def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_inputs: Any = (),
            adj_outputs: Any = (), device: Any = None, stream: Any = None, adjoint: bool = False,
            record_tape: bool = True, record_cmd: bool = False, max_blocks: int = 0,
-           block_dim: int = 256, *, zero_grads: int = 0) -> Launch | None:
+           block_dim: int | None = None, *, zero_grads: int = 0) -> Launch | None:
     """Run `kernel` once for every index of the grid `dim` (an int, or a tuple of up to 4 ints).
 
     `inputs` then `outputs` give the kernel's parameters in order: arrays (ours, NumPy or any
     object with `__array_interface__`), scalars, vectors and matrices. On a GPU, `block_dim` threads make a
     block (256, the default, lets small grids use smaller blocks) and `max_blocks` > 0 caps the blocks, the
-    threads then looping over the grid; the CPU has no blocks and ignores both. With `stream`, the launch goes to
+    threads then looping over the grid. On the CPU each thread runs on its own, unless
+    `wp.config.enable_cpu_blocks` is on and `block_dim` > 1 is given: then a kernel with tiles runs each block's
+    threads together, as lanes (native/lanes.h), and its tile operations are the block's (`max_blocks` is
+    ignored on the CPU). With `stream`, the launch goes to
     that stream and its device; while the stream is being captured, the packed launch is recorded into
     the graph instead of run (kernels/capture.py). `record_cmd=True` returns a `Launch` to run later
     instead of running now. `zero_grads` (adjoint launches; how `Tape.backward` fuses zeroing into the
@@ -422,10 +426,18 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         dims = (dim,)
     else:
         dims = _dims(dim)
-    if block_dim != 256 or max_blocks:
-        block_dim, max_blocks = _block_shape(kernel, block_dim, max_blocks)
+    lanes = 0
+    if block_dim is not None or max_blocks:
+        explicit = block_dim is not None
+        block_dim, max_blocks = _block_shape(kernel, block_dim if explicit else 256, max_blocks)
+        lanes = block_dim if explicit and block_dim > 1 and config.enable_cpu_blocks else 0
+    else:
+        block_dim = 256
     dev = get_device(device) if stream is None else _stream_device(stream, device)
-    lm = kernel.module.load(dev)
+    if lanes and dev.backend.cpu_blocks is not None:
+        lm = kernel.module.load(dev, _cpu_lanes(kernel, dev, lanes))
+    else:
+        lm = kernel.module.load(dev)
     lk = lm.kernels.get(kernel.key) or lm.kernel(kernel.key)
     plan = lk.plan or _make_plan(lk, dev)
     params = [*inputs, *outputs]
@@ -433,7 +445,8 @@ def launch(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), adj_in
         sig = ", ".join(f"{n}: {T.type_name(t)}" for n, t in zip(plan.names, plan.types, strict=True))
         raise LaunchError(f"kernel {kernel.label} takes {len(plan.names)} argument(s) ({sig}), "
                           f"got {len(params)}")
-    if lk.tid_count > 1 and len(dims) != lk.tid_count and not (len(dims) == lk.tid_count + 1 and dims[-1] == 1):
+    if lk.tid_count > 1 and len(dims) != lk.tid_count and not (len(dims) == lk.tid_count + 1 and
+                                                               (dims[-1] == 1 or lk.lanes)):
         raise LaunchValueError(f"kernel {kernel.label} unpacks wp.tid() into {lk.tid_count} indices but was "
                                f"launched with dim={dims}")
     hooks = config.launch_hooks
@@ -520,6 +533,25 @@ def _verify_fp(kernel: Kernel, plan: LaunchPlan, params: list, which: frozenset,
 
 def _float_valued(t: Any) -> bool:
     return T.is_float(t) or T.is_composite(t) and t._wp_scalar_type_.is_float
+
+
+def _lane_free(kernel: Kernel, dev: Device, grid_ndim: int) -> bool:
+    """Whether a tiled launch of `kernel` on a grid of `grid_ndim` dimensions does the same in every lane of a
+    block, so that one lane per block (the default build's fast path) gives the same result."""
+    if kernel.is_generic:
+        return False
+    lm = kernel.module.load(dev)
+    lk = lm.kernels.get(kernel.key) or lm.kernel(kernel.key)
+    return lk.lane_free and lk.tid_count <= grid_ndim  # wp.tid() gives no lane index
+
+
+def _cpu_lanes(kernel: Kernel, dev: Device, lanes: int) -> int:
+    """The lanes of a CPU block (wp.config.enable_cpu_blocks), where this machine can run them together."""
+    if not dev.backend.cpu_blocks:
+        raise LaunchError(f"kernel {kernel.label}: wp.config.enable_cpu_blocks runs a block's lanes together only "
+                          f"on x86-64 Linux, not on {platform.system()} {platform.machine()}; launch with block_dim=1 "
+                          "or leave it off")
+    return lanes
 
 
 def _block_shape(kernel: Kernel, block_dim: Any, max_blocks: Any) -> tuple[int, int]:
@@ -726,11 +758,14 @@ def launch_tiled(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), 
                  record_tape: bool = True, record_cmd: bool = False, max_blocks: int = 0, *,
                  block_dim: int | None = None) -> Launch | None:
     """Launch `kernel` over a grid of blocks: `dim` (up to 3 dimensions) with a trailing block dimension
-    appended, as Warp does; `wp.tid()` gives the block's index (`i, j = wp.tid()` for a 2-D grid).
+    appended, as Warp does; `wp.tid()` gives the block's index (`i, j = wp.tid()` for a 2-D grid, and
+    `i, lane = wp.tid()` the lane too).
 
     On the CPU each block runs as one task whose tile operations are vectorized loops over the tile's
-    elements; `block_dim` is the lane count Warp would give the block on a GPU, and the trailing
-    dimension (and `wp.block_dim()`) is 1 here, as in Warp's CPU backend."""
+    elements: `block_dim` is the lane count Warp would give the block on a GPU, and the trailing dimension
+    (and `wp.block_dim()`) is 1, as in Warp's CPU backend. With `wp.config.enable_cpu_blocks`, a `block_dim`
+    > 1 is honoured: the trailing dimension is `block_dim` and the block's lanes run together (see launch),
+    except for a kernel that does the same in every lane (codegen.lane_free), which keeps one lane a block."""
     dims = _dims(dim)
     if len(dims) > 3:
         raise LaunchValueError(f"wp.launch_tiled() takes a grid of up to 3 dimensions, got {dims}")
@@ -738,8 +773,12 @@ def launch_tiled(kernel: Kernel, dim: Any, inputs: Any = (), outputs: Any = (), 
         raise LaunchValueError(f"wp.launch_tiled(): block_dim must be an int, got {block_dim!r}")
     if block_dim is not None and block_dim > 1024:
         raise LaunchValueError(f"wp.launch_tiled(): block_dim must be at most 1024, got {block_dim}")
-    return launch(kernel, (*dims, 1), inputs, outputs, adj_inputs, adj_outputs, device, stream, adjoint,
-                  record_tape, record_cmd, max_blocks)  # each thread runs a whole block's tile work
+    lanes = None
+    if block_dim is not None and block_dim > 1 and config.enable_cpu_blocks:
+        dev = get_device(device) if stream is None else _stream_device(stream, device)
+        lanes = block_dim if dev.backend.cpu_blocks is not None and not _lane_free(kernel, dev, len(dims)) else None
+    return launch(kernel, (*dims, lanes or 1), inputs, outputs, adj_inputs, adj_outputs, device, stream, adjoint,
+                  record_tape, record_cmd, max_blocks, lanes)  # without lanes, each thread runs a whole block
 
 
 def synchronize() -> None:

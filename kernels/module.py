@@ -89,9 +89,10 @@ class FuncInstance:
 class BuildContext:
     """State of one module build: function instances, bounds-check sites, the build options."""
 
-    def __init__(self, debug: bool, max_unroll: int = 0) -> None:
+    def __init__(self, debug: bool, max_unroll: int = 0, lanes: int = 0) -> None:
         self.debug = debug
         self.max_unroll = max_unroll
+        self.lanes = lanes  # lanes per block run together on the CPU (wp.config.enable_cpu_blocks); 0: none
         self.instances: dict[tuple, FuncInstance] = {}
         self.order: list[ir.Function] = []
         self.sites: list[tuple[str, str, str, int]] = []
@@ -430,6 +431,8 @@ class LoadedKernel:
     plan: Any = None
     zeroable: frozenset = frozenset()  # array parameters whose gradients its adjoint can zero (ir.zeroable_gradients)
     serial_threshold: int | None = None  # the launch size from which it (and its adjoint) use the thread pool
+    lanes: int = 0  # lanes of a block that run together (the build's, for a kernel with block values), or 0
+    lane_free: bool = False  # it does the same in every lane of a block (codegen.lane_free)
 
 
 @dataclass
@@ -462,7 +465,8 @@ class LoadedModule:
             return None
         if self.adjoints is None:
             self.adj_program = self.build_adjoint()
-            self.adjoints = {k: self.adj_program.kernel(f"{lk.kernel.cname}_adj", lk.serial_threshold)
+            self.adjoints = {k: self.adj_program.kernel(f"{lk.kernel.cname}_adj", lk.serial_threshold,
+                                                        *((lk.lanes,) if lk.lanes else ()))
                              for k, lk in self.kernels.items() if lk.has_backward}
         return self.adjoints[key]
 
@@ -488,7 +492,8 @@ class Module:
         self.version = 0
         self.options = _ModuleOptions()  # set_module_options: these override wp.config for this module
         self.loaded: dict[tuple, LoadedModule] = {}
-        self._last: tuple | None = None  # (device, config.build_generation, version, function generation, loaded)
+        # (device, config.build_generation, version, function generation, loaded, lanes)
+        self._last: tuple | None = None
         self._lock = threading.RLock()  # one build at a time: threads that need the module wait for it
 
     def add_kernel(self, k: Kernel, key: str) -> tuple[str, str]:
@@ -524,28 +529,30 @@ class Module:
                 int(self.option("max_unroll")), *(getattr(config, n) for n in _OTHER_BUILD_SETTINGS),
                 bool(self.option("cpu_simd")))
 
-    def load(self, device: Any) -> LoadedModule:
-        """Build (or find in the cache) and load this module for `device`; cached per options."""
+    def load(self, device: Any, lanes: int = 0) -> LoadedModule:
+        """Build (or find in the cache) and load this module for `device`; cached per options. `lanes` > 1:
+        the build whose tile kernels run the lanes of each block together (a CPU's wp.config.enable_cpu_blocks
+        launch with that block_dim; wp.tile() then makes tiles of `lanes` elements)."""
         last = self._last
         if (last is not None and last[0] is device and last[1] == config.build_generation
-                and last[2] == self.version and last[3] == functions.GENERATION[0]):
+                and last[2] == self.version and last[3] == functions.GENERATION[0] and last[5] == lanes):
             return last[4]
         with self._lock:
             generation = config.build_generation
-            lm = self._load(device)
-            self._last = (device, generation, self.version, functions.GENERATION[0], lm)
+            lm = self._load(device, lanes)
+            self._last = (device, generation, self.version, functions.GENERATION[0], lm, lanes)
         return lm
 
-    def _load(self, device: Any) -> LoadedModule:
+    def _load(self, device: Any, lanes: int = 0) -> LoadedModule:
         version = (self.version, functions.GENERATION[0])
-        key = (str(device),) + self.options_key()
+        key = (str(device),) + self.options_key() + ((lanes,) if lanes else ())
         lm = self.loaded.get(key)
         if lm is not None and lm.version == version:
             return lm
         backend = device.backend
         t0 = time.perf_counter()
         debug, fast_math, _, max_unroll = self.options_key()[:4]
-        ctx = BuildContext(debug, max_unroll)
+        ctx = BuildContext(debug, max_unroll, lanes)
         kernel_irs = []
         kernels = []
         failed: dict[str, KernelError] = {}  # a kernel the front end rejects fails its own launches only
@@ -570,7 +577,8 @@ class Module:
                                                        ctx.custom) if ctx.gradients else ("", "")
         report = (lambda line: print(line, file=sys.stderr)) if config.reports_builds() else None
         vectorize = simd.vectorizer(report) if self.option("cpu_simd") else None  # CUDA compiles none of it
-        source = codegen.module_source(ctx.order, kernel_irs, debug, gradients, declared, vectorize=vectorize)
+        source = codegen.module_source(ctx.order, kernel_irs, debug, gradients, declared, vectorize=vectorize,
+                                       lanes=lanes)
         if not config.line_directives:
             source = build.without_line_directives(source)
         backward = [fn for k, fn in zip(kernels, kernel_irs, strict=True) if k.backward_enabled]
@@ -578,7 +586,7 @@ class Module:
             backward = []
 
         def adjoint_source(forward: str = source) -> str:
-            adjoints = registry.adjoint_source([] if gradients else ctx.order, backward, debug, ctx.custom)
+            adjoints = registry.adjoint_source([] if gradients else ctx.order, backward, debug, ctx.custom, lanes)
             return forward + (adjoints if config.line_directives else build.without_line_directives(adjoints))
 
         effects = ir.function_effects(ctx.order)
@@ -593,7 +601,7 @@ class Module:
         options = BuildOptions(debug, fast_math, config.kernel_cache_dir, verbose, config.optimization_level,
                                config.cpu_compiler_flags, config.cache_kernels)
         artifact = backend.compile(source, name, options, what)
-        if config.verify_cuda:  # the complete source, adjoints included, must compile for the GPU
+        if config.verify_cuda and not lanes:  # the complete source, adjoints included, must compile for the GPU
             ptx = config.cuda_output == "ptx"
             build.build_cuda(adjoint_source() if backward else source, name, config.kernel_cache_dir,
                              (ptx and config.ptx_target_arch) or config.verify_cuda_arch, debug, fast_math, verbose,
@@ -608,16 +616,20 @@ class Module:
             serial = self.options.get("cpu_serial_threshold")
             if "cpu_serial_threshold" not in self.options and any(codegen.is_tile_type(v.type) for v in fn.locals):
                 serial = TILED_SERIAL_THRESHOLD
-            entry = program.kernel(k.cname, serial)
+            k_lanes = lanes if any(codegen.is_block_value(v.type) for v in fn.locals) else 0
+            # (the lanes only when there are: a registered backend's Program.kernel may predate them)
+            entry = program.kernel(k.cname, serial, k_lanes) if k_lanes else program.kernel(k.cname, serial)
             reads, writes = ir.array_effects(fn, effects)
             loaded[k.key] = LoadedKernel(k, entry.header, entry.launch, fn in backward, fn.tid_count, reads, writes,
                                          ir.null_tests(fn, null_tests), ir.in_place(fn, effects), fn.filename,
                                          ir.accumulated(fn, effects), zeroable=ir.zeroable_gradients(fn),
-                                         serial_threshold=serial)
+                                         serial_threshold=serial, lanes=k_lanes,
+                                         lane_free=codegen.lane_free(fn))
 
         def build_adjoint() -> Program:
             # the adjoint library needs the functions and the kernels' argument records, not their bodies
-            base = codegen.module_source(ctx.order, kernel_irs, debug, gradients, declared, kernel_bodies=False)
+            base = codegen.module_source(ctx.order, kernel_irs, debug, gradients, declared, kernel_bodies=False,
+                                         lanes=lanes)
             base = base if config.line_directives else build.without_line_directives(base)
             src = adjoint_source(base)
             opts = options

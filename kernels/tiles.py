@@ -7,7 +7,9 @@ the builtins that take compile-time shapes, dtypes or callables (`tile_load(a, s
 symbol carries the template arguments. Every differentiable form names its adjoint in tiles.h.
 
 On the CPU a tiled launch runs each block as one task (Warp's CPU semantics: `wp.block_dim()` is 1),
-and a tile operation is a loop over the tile's elements that the compiler vectorizes.
+and a tile operation is a loop over the tile's elements that the compiler vectorizes. With
+wp.config.enable_cpu_blocks and a block_dim > 1 the module is built for blocks of that many lanes run
+together (native/lanes.h, codegen.lane_roles): the leader lane runs each tile operation once for the block.
 """
 
 from __future__ import annotations
@@ -361,31 +363,59 @@ def tile_arange(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     return emit(bld, "tile_arange", f"lw::tile_arange<{t.cname}>", [Const(start, t.dtype), Const(step, t.dtype)], t)
 
 
+def lanes(bld: Builder) -> int:
+    """The lanes of a block in the build `bld` is part of: 1, unless the module is built for blocks whose
+    lanes run together on the CPU (wp.config.enable_cpu_blocks, a launch's block_dim > 1)."""
+    return getattr(bld.ctx, "lanes", 0) or 1
+
+
+def lane_write(bld: Builder, node: ast.AST, name: str, native: str, args: list[Operand], t: TileType,
+               adjoint: str | None = None) -> Operand:
+    """A tile that every lane of the block fills in part (wp.tile, tile_from_thread, tile_randi/f). With one
+    lane: `native(args)`. With lanes: the tile variable d takes `native_lane(d, args)`, d with this lane's
+    part replaced, lane after lane (kernels/codegen.py puts barriers around it)."""
+    if lanes(bld) == 1:
+        return emit(bld, name, native, args, t, adjoint=adjoint)
+    if not bld.is_kernel:
+        bld.error(node, KernelTypeError, f"wp.{name}() fills a tile from every lane of the block: with "
+                  "wp.config.enable_cpu_blocks it must be called in the kernel itself, not in a @wp.func")
+    d = bld.temp(t)
+    lane_native = native.replace("<", "_lane<", 1)
+    lane_adjoint = adjoint.replace("<", "_lane<", 1) if adjoint is not None else None
+    ov = B.Overload(name, tuple(B.Exact(a.type) for a in (d, *args)), lambda b: t, lane_native, "Tile Primitives",
+                    "", lane_adjoint is not None, lane_adjoint, None, False, False, None)
+    bld.emit(ir.Assign(d, ir.Call(ov, (d, *args)), line=bld.cur_line))
+    return d
+
+
 @call_form("tile")
 def tile_of(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     a = _bind(bld, node, "tile", ("x", "preserve_type"), 1)
     x = bld.materialize(bld.value(a["x"]))
     keep = bool(bld.eval_static(a["preserve_type"], "preserve_type")) if "preserve_type" in a else False
+    n = lanes(bld)
     if T.is_scalar(x.type) or keep or T.is_matrix(x.type) or T.is_quat(x.type) or T.is_transform(x.type):
-        t = TileType(x.type, (1,))
+        t = TileType(x.type, (n,))
     elif T.is_vector(x.type):
-        t = TileType(x.type._wp_scalar_type_, (x.type._length_, 1))
+        t = TileType(x.type._wp_scalar_type_, (x.type._length_, n))
     else:
         bld.error(a["x"], KernelTypeError, f"wp.tile() takes a scalar, vector or matrix, got {T.type_name(x.type)}")
-    return emit(bld, "tile", f"lw::tile_of<{t.cname}>", [x], t, adjoint=_adj(t.dtype, f"lw::adj_tile_of<{t.cname}>"))
+    return lane_write(bld, node, "tile", f"lw::tile_of<{t.cname}>", [x], t,
+                      adjoint=_adj(t.dtype, f"lw::adj_tile_of<{t.cname}>"))
 
 
 @call_form("untile")
 def untile(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     a = _bind(bld, node, "untile", ("a",), 1)
     t = _tile_arg(bld, a["a"], "untile")
-    if t.type.ndim == 2 and t.type.shape[1] == 1 and T.is_scalar(t.type.dtype):
+    n = lanes(bld)
+    if t.type.ndim == 2 and t.type.shape[1] == n and T.is_scalar(t.type.dtype):
         r = T.vector(t.type.shape[0], t.type.dtype)
-    elif t.type.ndim == 1 and t.type.shape[0] == 1:
+    elif t.type.ndim == 1 and t.type.shape[0] == n:
         r = t.type.dtype
     else:
-        bld.error(node, KernelTypeError, f"wp.untile() takes a tile of one value per thread (shape (1,) or (n, 1) "
-                  f"on the CPU), got {t.type}")
+        bld.error(node, KernelTypeError, f"wp.untile() takes a tile of one value per thread of the block (shape "
+                  f"({n},) or (k, {n})), got {t.type}")
     return emit(bld, "untile", f"lw::untile<{ctype(r)}>", [t], r,
                 adjoint=_adj(t.type.dtype, f"lw::adj_untile<{ctype(r)}>"))
 
@@ -964,13 +994,17 @@ def tile_reduce(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     if ret != t.type.dtype:
         bld.error(node, KernelTypeError, f"wp.tile_reduce(): the operation returns {T.type_name(ret)}, not the "
                   f"tile's {T.type_name(t.type.dtype)}")
+    # what a reduction of no element gives (a partial block's empty slice): known for the builtins' operators
+    ident = {"add": "fold_sum", "mul": "fold_prod", "min": "fold_min", "max": "fold_max"}.get(
+        fn.name if isinstance(fn, B.Builtin) else "", "fold_none")
     if "axis" in a:
         ax = _axis(bld, a["axis"], t.type, "tile_reduce")
         r = _axis_result(t.type, ax)
-        return emit(bld, "tile_reduce", f"[&](const auto& lw_t) {{ return lw::tile_fold_axis<{r.cname}, {ax}>"
-                    f"(lw_t, {f}); }}", [t], r)
+        return emit(bld, "tile_reduce", f"[&](const auto& lw_t) {{ return lw::tile_fold_axis<{r.cname}, {ax}, "
+                    f"lw::{ident}>(lw_t, {f}); }}", [t], r)
     r = TileType(t.type.dtype, (1,))
-    return emit(bld, "tile_reduce", f"[&](const auto& lw_t) {{ return lw::tile_fold(lw_t, {f}); }}", [t], r)
+    return emit(bld, "tile_reduce", f"[&](const auto& lw_t) {{ return lw::tile_fold<lw::{ident}>(lw_t, {f}); }}",
+                [t], r)
 
 
 @call_form("tile_scan_inclusive", "tile_scan_exclusive", "tile_scan_max_inclusive", "tile_scan_min_inclusive")
@@ -1141,7 +1175,8 @@ BUILTIN_DOCS = {
     "tile_empty": "tile_empty(shape, dtype=float, storage='register'): a tile (zeroed on the CPU)",
     "tile_full": "tile_full(shape, value, dtype=None, storage='register'): a tile filled with value",
     "tile_arange": "tile_arange([start,] stop[, step], dtype=None): a 1-D tile of evenly spaced values",
-    "tile": "tile(x, preserve_type=False): this thread's value as a tile of the block (one lane on the CPU)",
+    "tile": "tile(x, preserve_type=False): each thread's value as an element of a tile of the block (one lane on "
+            "the CPU unless wp.config.enable_cpu_blocks)",
     "untile": "untile(a): this thread's value of a tile made by wp.tile()",
     "tile_load": "tile_load(a, shape, offset=0, storage='register', bounds_check=True): a tile read from an "
                  "array at offset (elements outside the array read as zero)",

@@ -4,7 +4,9 @@ factorization and solves (`wp.tile_cholesky_inplace`, `wp.tile_*_solve_inplace`)
 
 On the CPU a block has one lane (Warp's CPU semantics), so a push or pop moves at most one element and a
 scatter applies one value. A stack is a local of the block's task that the stack builtins update through a
-reference; scatters and in-place solves write the tile variable in place (its views see the change)."""
+reference; scatters and in-place solves write the tile variable in place (its views see the change). With
+wp.config.enable_cpu_blocks a block's lanes run together: stacks and tiles are then the block's, and each lane
+pushes, pops and scatters in turn (codegen.LANE_WRITES)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Tile constructors that depend on a block's lanes: `wp.tile_randi`, `wp.tile_randf` (a stream per lane
 seeded from an rng state) and `wp.tile_from_thread` (one lane's value broadcast over a tile). On the CPU a
-block has one lane (lane 0), as in Warp's default CPU backend."""
+block has one lane (lane 0), as in Warp's default CPU backend, unless wp.config.enable_cpu_blocks runs its
+lanes together: then each lane fills its part of the tile (tiles.lane_write)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from . import types as T
 from .errors import KernelTypeError, KernelValueError
 from .frontend import Builder, call_form
 from .ir import Operand
-from .tiles import TileType, _bind, _cast, _static_shape, _static_str, emit
+from .tiles import TileType, _bind, _cast, _static_shape, _static_str, lane_write
 
 
 def _storage(bld: Builder, a: dict[str, ast.expr], name: str) -> str:
@@ -38,7 +39,7 @@ def tile_rand(bld: Builder, node: ast.Call, obj: Any) -> Operand:
         bld.error(node, KernelTypeError, f"wp.{name}() takes both min and max, or neither")
     if "min" in a:
         args += [_cast(bld, bld.value(a[k]), elem, a[k], f"wp.{name}() {k}") for k in ("min", "max")]
-    return emit(bld, name, f"lw::{name}<{t.cname}>", args, t)
+    return lane_write(bld, node, name, f"lw::{name}<{t.cname}>", args, t)
 
 
 @call_form("tile_from_thread")
@@ -53,7 +54,8 @@ def tile_from_thread(bld: Builder, node: ast.Call, obj: Any) -> Operand:
         bld.error(a["value"], KernelTypeError, f"wp.tile_from_thread(): value must be a scalar, vector or matrix, "
                   f"got {T.type_name(v.type)}")
     t = TileType(v.type, _static_shape(bld, a["shape"], "tile_from_thread"), _storage(bld, a, "tile_from_thread"))
-    return emit(bld, "tile_from_thread", f"lw::tile_full<{t.cname}>", [v], t)
+    lane = _cast(bld, lane, T.int32, a["thread_idx"], "wp.tile_from_thread() thread_idx")
+    return lane_write(bld, node, "tile_from_thread", f"lw::tile_from_thread<{t.cname}>", [v, lane], t)
 
 
 BUILTIN_DOCS = {
@@ -62,7 +64,7 @@ BUILTIN_DOCS = {
     "tile_randf": "tile_randf(shape, rng, min=None, max=None, storage='register'): a tile of random floats in "
                   "[0, 1) (or [min, max)) drawn from a stream seeded by rng",
     "tile_from_thread": "tile_from_thread(shape, value, thread_idx, storage='register'): a tile filled with "
-                        "lane thread_idx's value (the CPU's single lane)",
+                        "lane thread_idx's value",
 }
 for _name, _doc in BUILTIN_DOCS.items():
     B.BUILTINS[_name] = B.Builtin(_name, "Tile Primitives", _doc)

@@ -2092,12 +2092,13 @@ template <typename T> LW_FUNC bool unot(T a) { return !(a != T(0)); }
 template <typename T> LW_FUNC bool unot(const array_t<T>& a) { return a.data == nullptr; }
 template <typename T> LW_FUNC T div_approx(T a, T b) { return div(a, b); }
 template <typename T> LW_FUNC typename scalar_only<T, void>::type adj_div_approx(T a, T b, T& adj_a, T& adj_b, T adj) { adj_div(a, b, adj_a, adj_b, adj); }
+#include "lanes.h"
 #if LW_CUDA
 LW_DEVICE float div_approx(float a, float b) { return __fdividef(a, b); }
 LW_FUNC int32_t block_dim() { return (int32_t)blockDim.x; }
 LW_DEVICE void breakpoint() { __brkpt(); }
 #else
-LW_FUNC int32_t block_dim() { return 1; }  // a CPU launch runs every thread on its own
+LW_FUNC int32_t block_dim() { return blk_dim(); }  // 1 unless the block's lanes run together (lanes.h)
 #if defined(__linux__)
 extern "C" int open(const char* path, int flags, ...);
 extern "C" long read(int fd, void* buf, unsigned long n);

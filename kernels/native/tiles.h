@@ -1,7 +1,9 @@
 // Tiles: block-wide values of a compile-time shape (wp.tile_* builtins). Included inside namespace lw by
 // loomwork.h. On the CPU a block runs as one task and every tile operation is a loop over the tile's
-// elements that the compiler turns into SIMD code (the block's lanes); tile_matmul has a register-blocked
-// kernel for float32. A tile is a value: assignment copies, as Warp's register tiles do.
+// elements that the compiler turns into SIMD code; tile_matmul has a register-blocked kernel for float32.
+// A tile is a value: assignment copies, as Warp's register tiles do. With wp.config.enable_cpu_blocks the
+// block's lanes run together (lanes.h): the operations that depend on the lane (wp.tile, untile, the random
+// tiles, tile_from_thread, partial blocks' reductions) ask lanes.h which lane runs.
 
 // -- the type ------------------------------------------------------------------------------------
 
@@ -93,37 +95,57 @@ template <typename Tl> LW_FUNC Tl tile_arange(typename Tl::value_type start, typ
     for (int i = 0; i < Tl::size; ++i) r.c[i] = typename Tl::value_type(start + typename Tl::value_type(i) * step);
     return r;
 }
-// wp.tile(x): this thread's value as a tile of the block (one lane on the CPU)
+// wp.tile(x): each lane's value as element `lane` of a tile of the block (a vector's components down
+// column `lane`). Outside a block of lanes there is one lane; with lanes (kernels/codegen.py) each lane writes
+// its own element into the block's tile d, in turn (tile_of_lane: d with this lane's part replaced).
+template <typename Tl, typename X> LW_FUNC void tile_put_lane(Tl& r, const X& x, int lane) {
+    if constexpr (Tl::rank == 2) {
+        for (int i = 0; i < Tl::d0; ++i) r.c[i * Tl::d1 + lane] = x.c[i];
+    } else {
+        r.c[lane] = x;
+    }
+}
 template <typename Tl, typename X> LW_FUNC Tl tile_of(X x) {
     Tl r;
-    if constexpr (is_tile<Tl>::value && Tl::rank == 2) {
-        for (int i = 0; i < Tl::d0; ++i) r.c[i] = x.c[i];  // a vector's components along the first axis
-    } else {
-        r.c[0] = x;
-    }
+    tile_put_lane(r, x, 0);
     return r;
 }
-template <typename Tl, typename X> LW_FUNC void adj_tile_of(X x, X& adj_x, const Tl& adj) {
-    if constexpr (Tl::rank == 2) {
-        for (int i = 0; i < Tl::d0; ++i) acc(adj_x.c[i], adj.c[i]);
-    } else {
-        acc(adj_x, adj.c[0]);
-    }
+template <typename Tl, typename X> LW_FUNC Tl tile_of_lane(const Tl& d, X x) {
+    Tl r = d;
+    tile_put_lane(r, x, blk_lane());
+    return r;
 }
-template <typename X, typename Tl> LW_FUNC X untile(const Tl& t) {
+// element `lane` (column `lane` for a vector's tile) of a tile, as a value of type X
+template <typename X, typename Tl> LW_FUNC X tile_get_lane(const Tl& t, int lane) {
     X r{};
     if constexpr (Tl::rank == 2) {
-        for (int i = 0; i < Tl::d0; ++i) r.c[i] = t.c[i];
+        for (int i = 0; i < Tl::d0; ++i) r.c[i] = t.c[i * Tl::d1 + lane];
     } else {
-        r = t.c[0];
+        r = t.c[lane];
     }
     return r;
 }
+// whether flat element i of a tile made by wp.tile() is lane `lane`'s
+template <typename Tl> LW_FUNC bool tile_in_lane(int i, int lane) {
+    return (Tl::rank == 2 ? i % Tl::d1 : i) == lane;
+}
+template <typename Tl, typename X> LW_FUNC void adj_tile_of(X x, X& adj_x, const Tl& adj) {
+    acc(adj_x, tile_get_lane<X>(adj, 0));
+}
+template <typename Tl, typename X> LW_FUNC void adj_tile_of_lane(const Tl& d, X x, Tl& adj_d, X& adj_x, const Tl& adj) {
+    const int lane = blk_lane();
+    acc(adj_x, tile_get_lane<X>(adj, lane));
+    for (int i = 0; i < Tl::size; ++i)
+        if (!tile_in_lane<Tl>(i, lane)) acc(adj_d.c[i], adj.c[i]);
+}
+// wp.untile(t): this lane's element (lane 0 outside a block of lanes)
+template <typename X, typename Tl> LW_FUNC X untile(const Tl& t) { return tile_get_lane<X>(t, blk_lane()); }
 template <typename X, typename Tl> LW_FUNC void adj_untile(const Tl& t, Tl& adj_t, X adj) {
+    const int lane = blk_lane();
     if constexpr (Tl::rank == 2) {
-        for (int i = 0; i < Tl::d0; ++i) acc(adj_t.c[i], adj.c[i]);
+        for (int i = 0; i < Tl::d0; ++i) acc(adj_t.c[i * Tl::d1 + lane], adj.c[i]);
     } else {
-        acc(adj_t.c[0], adj);
+        acc(adj_t.c[lane], adj);
     }
 }
 
@@ -648,9 +670,19 @@ template <typename Rt, typename Tl> LW_FUNC void adj_tile_reshape(const Tl& t, T
 
 // -- reductions and scans --------------------------------------------------------------------
 
+// In a partial block (lanes.h: the last block of a launch whose size the block does not divide), the elements
+// that belong to lanes that do not exist take no part in reductions and scans, nor receive their adjoints.
+
 template <typename Tl> LW_FUNC tile_t<typename Tl::value_type, 1, 1> tile_sum(const Tl& t) {
     using T = typename Tl::value_type;
     tile_t<T, 1, 1> r;
+    if (const blk_t* b = blk_partial()) {
+        T s = T{};
+        for (int i = 0; i < Tl::size; ++i)
+            if (!blk_absent(b, i)) s = add(s, t.c[i]);
+        r.c[0] = s;
+        return r;
+    }
 #if !LW_CUDA
     if constexpr (tile_is_f32<T>::value && Tl::size >= 32) {  // four 8-wide partial sums
         tile_f8 p0 = {}, p1 = {}, p2 = {}, p3 = {};
@@ -684,7 +716,9 @@ template <typename Tl> LW_FUNC tile_t<typename Tl::value_type, 1, 1> tile_sum(co
     return r;
 }
 template <typename Tl, typename Rt> LW_FUNC void adj_tile_sum(const Tl& t, Tl& adj_t, const Rt& adj) {
-    for (int i = 0; i < Tl::size; ++i) acc(adj_t.c[i], adj.c[0]);
+    const blk_t* b = blk_partial();
+    for (int i = 0; i < Tl::size; ++i)
+        if (!blk_absent(b, i)) acc(adj_t.c[i], adj.c[0]);
 }
 // the reduction along one axis: Rt has the remaining axes (a 1-D tile reduces to shape (1,))
 template <typename Rt, int Axis, typename Tl> LW_FUNC void tile_axis_split(int i, int& outer, int& inner) {
@@ -699,7 +733,9 @@ template <typename Rt, int Axis, typename Tl> LW_FUNC void tile_axis_split(int i
 template <typename Rt, int Axis, typename Tl> LW_FUNC Rt tile_sum_axis(const Tl& t) {
     Rt r;
     for (int i = 0; i < Rt::size; ++i) r.c[i] = typename Rt::value_type{};
+    const blk_t* b = blk_partial();
     for (int i = 0; i < Tl::size; ++i) {
+        if (blk_absent(b, i)) continue;
         int o, k;
         tile_axis_split<Rt, Axis, Tl>(i, o, k);
         r.c[o] = add(r.c[o], t.c[i]);
@@ -707,43 +743,83 @@ template <typename Rt, int Axis, typename Tl> LW_FUNC Rt tile_sum_axis(const Tl&
     return r;
 }
 template <typename Rt, int Axis, typename Tl> LW_FUNC void adj_tile_sum_axis(const Tl& t, Tl& adj_t, const Rt& adj) {
+    const blk_t* b = blk_partial();
     for (int i = 0; i < Tl::size; ++i) {
+        if (blk_absent(b, i)) continue;
         int o, k;
         tile_axis_split<Rt, Axis, Tl>(i, o, k);
         acc(adj_t.c[i], adj.c[o]);
     }
 }
-// a reduction with a binary functor (tile_reduce, tile_min, tile_max)
-template <typename Tl, typename F> LW_FUNC tile_t<typename Tl::value_type, 1, 1> tile_fold(const Tl& t, F f) {
+// a reduction with a binary functor (tile_reduce, tile_min, tile_max). Identity: what a reduction of no
+// element gives (a partial block's slice that only absent lanes hold): fold_sum 0, fold_prod 1, fold_min the
+// largest value, fold_max the smallest; fold_none (a user's function) reports blk_no_identity instead.
+enum { fold_none, fold_sum, fold_prod, fold_min, fold_max };
+template <typename T> struct tile_int_limits { static constexpr bool integer = false; };
+#define LW_TILE_INT(T, LO, HI) \
+    template <> struct tile_int_limits<T> { static constexpr bool integer = true; static constexpr T lo = LO, hi = HI; };
+LW_TILE_INT(int8_t, -128, 127)
+LW_TILE_INT(uint8_t, 0, 255)
+LW_TILE_INT(int16_t, -32768, 32767)
+LW_TILE_INT(uint16_t, 0, 65535)
+LW_TILE_INT(int32_t, -2147483647 - 1, 2147483647)
+LW_TILE_INT(uint32_t, 0, 4294967295u)
+LW_TILE_INT(int64_t, -9223372036854775807LL - 1, 9223372036854775807LL)
+LW_TILE_INT(uint64_t, 0, 18446744073709551615ull)
+#undef LW_TILE_INT
+template <typename T> LW_FUNC T tile_extreme(bool high) {
+    if constexpr (tile_int_limits<T>::integer) return high ? tile_int_limits<T>::hi : tile_int_limits<T>::lo;
+    else return T(bit_cast<float>(high ? 0x7f800000u : 0xff800000u));  // +-infinity
+}
+template <int Id, typename T> LW_FUNC T tile_identity() {
+    if constexpr (Id == fold_sum) return T{};
+    else if constexpr (Id == fold_prod) return T(1);
+    else if constexpr (Id == fold_min || Id == fold_max) return tile_extreme<T>(Id == fold_min);
+    blk_fail("tile_reduce: a slice of the tile holds no element of a running lane, and the operator has no "
+             "declared identity");
+    return T{};
+}
+template <int Id = fold_none, typename Tl, typename F> LW_FUNC tile_t<typename Tl::value_type, 1, 1> tile_fold(const Tl& t, F f) {
     tile_t<typename Tl::value_type, 1, 1> r;
-    typename Tl::value_type s = t.c[0];
-    for (int i = 1; i < Tl::size; ++i) s = f(s, t.c[i]);
-    r.c[0] = s;
+    const blk_t* b = blk_partial();
+    bool first = true;
+    typename Tl::value_type s{};
+    for (int i = 0; i < Tl::size; ++i) {
+        if (blk_absent(b, i)) continue;
+        s = first ? t.c[i] : f(s, t.c[i]);
+        first = false;
+    }
+    r.c[0] = first ? tile_identity<Id, typename Tl::value_type>() : s;
     return r;
 }
-template <typename Rt, int Axis, typename Tl, typename F> LW_FUNC Rt tile_fold_axis(const Tl& t, F f) {
+template <typename Rt, int Axis, int Id = fold_none, typename Tl, typename F> LW_FUNC Rt tile_fold_axis(const Tl& t, F f) {
     Rt r;
     bool first[Rt::size];
     for (int i = 0; i < Rt::size; ++i) first[i] = true;
+    const blk_t* b = blk_partial();
     for (int i = 0; i < Tl::size; ++i) {
+        if (blk_absent(b, i)) continue;
         int o, k;
         tile_axis_split<Rt, Axis, Tl>(i, o, k);
         r.c[o] = first[o] ? t.c[i] : f(r.c[o], t.c[i]);
         first[o] = false;
     }
+    for (int i = 0; i < Rt::size; ++i)
+        if (first[i]) r.c[i] = tile_identity<Id, typename Rt::value_type>();
     return r;
 }
 template <typename Tl> LW_FUNC tile_t<typename Tl::value_type, 1, 1> tile_min(const Tl& t) {
-    return tile_fold(t, [](auto a, auto b) { return lt(b, a) ? b : a; });
+    return tile_fold<fold_min>(t, [](auto a, auto b) { return lt(b, a) ? b : a; });
 }
 template <typename Tl> LW_FUNC tile_t<typename Tl::value_type, 1, 1> tile_max(const Tl& t) {
-    return tile_fold(t, [](auto a, auto b) { return lt(a, b) ? b : a; });
+    return tile_fold<fold_max>(t, [](auto a, auto b) { return lt(a, b) ? b : a; });
 }
 template <typename Tl> LW_FUNC int tile_arg_best(const Tl& t, bool want_max) {
-    int best = 0;
-    for (int i = 1; i < Tl::size; ++i)
-        if (want_max ? lt(t.c[best], t.c[i]) : lt(t.c[i], t.c[best])) best = i;
-    return best;
+    const blk_t* b = blk_partial();
+    int best = -1;
+    for (int i = 0; i < Tl::size; ++i)
+        if (!blk_absent(b, i) && (best < 0 || (want_max ? lt(t.c[best], t.c[i]) : lt(t.c[i], t.c[best])))) best = i;
+    return best < 0 ? 0 : best;
 }
 template <typename Tl> LW_FUNC void adj_tile_min(const Tl& t, Tl& adj_t, const tile_t<typename Tl::value_type, 1, 1>& adj) {
     acc(adj_t.c[tile_arg_best(t, false)], adj.c[0]);
@@ -763,43 +839,61 @@ template <typename Tl> LW_FUNC tile_t<int32_t, 1, 1> tile_argmax(const Tl& t) {
 }
 template <typename Tl> LW_FUNC Tl tile_scan_inclusive(const Tl& t) {
     Tl r;
+    const blk_t* b = blk_partial();
     typename Tl::value_type s{};
-    for (int i = 0; i < Tl::size; ++i) { s = add(s, t.c[i]); r.c[i] = s; }
+    for (int i = 0; i < Tl::size; ++i) {
+        if (!blk_absent(b, i)) s = add(s, t.c[i]);
+        r.c[i] = s;
+    }
     return r;
 }
 template <typename Tl> LW_FUNC void adj_tile_scan_inclusive(const Tl& t, Tl& adj_t, const Tl& adj) {
+    const blk_t* b = blk_partial();
     typename Tl::value_type s{};
-    for (int i = Tl::size - 1; i >= 0; --i) { s = add(s, adj.c[i]); acc(adj_t.c[i], s); }
+    for (int i = Tl::size - 1; i >= 0; --i) {
+        if (blk_absent(b, i)) continue;
+        s = add(s, adj.c[i]);
+        acc(adj_t.c[i], s);
+    }
 }
 template <typename Tl> LW_FUNC Tl tile_scan_exclusive(const Tl& t) {
     Tl r;
+    const blk_t* b = blk_partial();
     typename Tl::value_type s{};
-    for (int i = 0; i < Tl::size; ++i) { r.c[i] = s; s = add(s, t.c[i]); }
+    for (int i = 0; i < Tl::size; ++i) {
+        r.c[i] = s;
+        if (!blk_absent(b, i)) s = add(s, t.c[i]);
+    }
     return r;
 }
 template <typename Tl> LW_FUNC void adj_tile_scan_exclusive(const Tl& t, Tl& adj_t, const Tl& adj) {
+    const blk_t* b = blk_partial();
     typename Tl::value_type s{};
-    for (int i = Tl::size - 1; i >= 0; --i) { acc(adj_t.c[i], s); s = add(s, adj.c[i]); }
+    for (int i = Tl::size - 1; i >= 0; --i) {
+        if (blk_absent(b, i)) continue;
+        acc(adj_t.c[i], s);
+        s = add(s, adj.c[i]);
+    }
 }
 // running extrema with NaN as a missing element (fmax/fmin): NaN only while every element so far is NaN
-template <typename Tl> LW_FUNC Tl tile_scan_max_inclusive(const Tl& t) {
+template <bool Max, typename Tl> LW_FUNC Tl tile_scan_extreme(const Tl& t) {
     Tl r;
+    const blk_t* b = blk_partial();
+    bool first = true;
+    typename Tl::value_type cur{};
     for (int i = 0; i < Tl::size; ++i) {
         const auto x = t.c[i];
-        r.c[i] = (i == 0 || r.c[i - 1] != r.c[i - 1] || lt(r.c[i - 1], x)) && x == x ? x
-                 : i == 0 ? x : r.c[i - 1];
+        if (!blk_absent(b, i)) {
+            const bool better = first || cur != cur || (Max ? lt(cur, x) : lt(x, cur));
+            cur = (better && x == x) || first ? x : cur;
+            first = false;
+        }
+        r.c[i] = first ? x : cur;
     }
     return r;
 }
-template <typename Tl> LW_FUNC Tl tile_scan_min_inclusive(const Tl& t) {
-    Tl r;
-    for (int i = 0; i < Tl::size; ++i) {
-        const auto x = t.c[i];
-        r.c[i] = (i == 0 || r.c[i - 1] != r.c[i - 1] || lt(x, r.c[i - 1])) && x == x ? x
-                 : i == 0 ? x : r.c[i - 1];
-    }
-    return r;
-}
+template <typename Tl> LW_FUNC Tl tile_scan_max_inclusive(const Tl& t) { return tile_scan_extreme<true>(t); }
+template <typename Tl> LW_FUNC Tl tile_scan_min_inclusive(const Tl& t) { return tile_scan_extreme<false>(t); }
 
 // -- matrix products ---------------------------------------------------------------------------
 
@@ -1289,34 +1383,45 @@ template <typename Tk, typename Tv> LW_FUNC Tv tile_sorted_values(const Tk& keys
     return v;
 }
 
-// wp.tile_randi / wp.tile_randf: the block's lane (0 on the CPU) seeds its own stream from rng (the
-// caller's state is not advanced), then each element takes the next draw in row-major order
-template <typename Tl> LW_FUNC Tl tile_randi(uint32_t rng) {
-    uint32_t s = rand_next(rng);
-    Tl r;
-    for (int i = 0; i < Tl::size; ++i) r.c[i] = randi(s);
+// wp.tile_randi / wp.tile_randf: each lane seeds its own stream from rng and its lane index (the caller's
+// state is not advanced), and draws, in turn, the elements it holds in Warp's register layout (flat index
+// lane, lane + dim, ...). One lane (outside a block of lanes) draws every element in row-major order.
+template <typename Tl, typename F> LW_FUNC Tl tile_rand_lane(const Tl& d, uint32_t rng, F draw) {
+    Tl r = d;
+    const int lane = blk_lane(), dim = blk_dim();
+    uint32_t s = rand_next((uint32_t)lane + rng);
+    for (int i = lane; i < Tl::size; i += dim) r.c[i] = draw(s);
     return r;
 }
+template <typename Tl> LW_FUNC Tl tile_randi_lane(const Tl& d, uint32_t rng) {
+    return tile_rand_lane(d, rng, [](uint32_t& s) { return randi(s); });
+}
+template <typename Tl> LW_FUNC Tl tile_randi_lane(const Tl& d, uint32_t rng, int32_t lo, int32_t hi) {
+    return tile_rand_lane(d, rng, [=](uint32_t& s) { return randi(s, lo, hi); });
+}
+template <typename Tl> LW_FUNC Tl tile_randf_lane(const Tl& d, uint32_t rng) {
+    return tile_rand_lane(d, rng, [](uint32_t& s) { return randf(s); });
+}
+template <typename Tl> LW_FUNC Tl tile_randf_lane(const Tl& d, uint32_t rng, float lo, float hi) {
+    return tile_rand_lane(d, rng, [=](uint32_t& s) { return randf(s, lo, hi); });
+}
+template <typename Tl> LW_FUNC Tl tile_randi(uint32_t rng) { return tile_randi_lane(Tl{}, rng); }
 template <typename Tl> LW_FUNC Tl tile_randi(uint32_t rng, int32_t lo, int32_t hi) {
-    uint32_t s = rand_next(rng);
-    Tl r;
-    for (int i = 0; i < Tl::size; ++i) r.c[i] = randi(s, lo, hi);
-    return r;
+    return tile_randi_lane(Tl{}, rng, lo, hi);
 }
-template <typename Tl> LW_FUNC Tl tile_randf(uint32_t rng) {
-    uint32_t s = rand_next(rng);
-    Tl r;
-    for (int i = 0; i < Tl::size; ++i) r.c[i] = randf(s);
-    return r;
-}
+template <typename Tl> LW_FUNC Tl tile_randf(uint32_t rng) { return tile_randf_lane(Tl{}, rng); }
 template <typename Tl> LW_FUNC Tl tile_randf(uint32_t rng, float lo, float hi) {
-    uint32_t s = rand_next(rng);
-    Tl r;
-    for (int i = 0; i < Tl::size; ++i) r.c[i] = randf(s, lo, hi);
-    return r;
+    return tile_randf_lane(Tl{}, rng, lo, hi);
 }
 
-// -- block-shared state written by the block's threads (one lane on the CPU) --------------------------
+// wp.tile_from_thread: lane `lane`'s value over the whole tile. With one lane, that lane's own value; with
+// lanes, the tile d filled by the lane named (the others leave it as it is)
+template <typename Tl> LW_FUNC Tl tile_from_thread(typename Tl::value_type v, int32_t lane) { return tile_full<Tl>(v); }
+template <typename Tl> LW_FUNC Tl tile_from_thread_lane(const Tl& d, typename Tl::value_type v, int32_t lane) {
+    return blk_lane() == lane ? tile_full<Tl>(v) : d;
+}
+
+// -- block-shared state written by the block's threads (in turn, when its lanes run together) ------------
 
 // a stack of up to Cap elements (wp.tile_stack); the builtins update it through a reference
 template <typename T, int Cap> struct tile_stack_t {

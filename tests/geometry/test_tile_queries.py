@@ -1,7 +1,10 @@
 """Block tree queries: tile_bvh_query_aabb/_ray and tile_mesh_query_aabb stepped by their _next builtins while
 tile_query_valid holds report every overlap once (one result a step on the CPU's single lane)."""
 
+import platform
+
 import numpy as np
+import pytest
 
 import loomwork as wp
 
@@ -89,3 +92,26 @@ def test_warps_older_tiled_spellings_are_the_same_queries():
                                                     wp.vec3(2.5, 2.0, 2.0), boxes, faces], block_dim=4)
     np.testing.assert_array_equal(boxes.numpy(), [11, 11, 10])
     np.testing.assert_array_equal(faces.numpy(), [1, 0])
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or platform.system() != "Linux",
+                    reason="CPU blocks run their lanes together on x86-64 Linux only")
+def test_with_cpu_blocks_a_step_gives_one_result_per_lane():
+    """With wp.config.enable_cpu_blocks the block's 4 lanes share the query: one step gives the 2 overlapping
+    boxes to lanes 0 and 1 (-1 to the others) and ends the query; each lane counts that one step. The ray
+    query's step gives all 3 boxes at once."""
+    lowers = wp.array(np.array([[0, 0, 0], [2, 0, 0], [4, 0, 0]], np.float32), dtype=wp.vec3)
+    uppers = wp.array(np.array([[1, 1, 1], [3, 1, 1], [5, 1, 1]], np.float32), dtype=wp.vec3)
+    bvh = wp.Bvh(lowers=lowers, uppers=uppers)
+    hits, rays, steps = wp.zeros(3, dtype=wp.int32), wp.zeros(3, dtype=wp.int32), wp.zeros(1, dtype=wp.int32)
+    saved = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        wp.launch_tiled(k_bvh, dim=1, inputs=[bvh.id, wp.vec3(-1.0, -1.0, -1.0), wp.vec3(2.5, 2.0, 2.0), hits, rays,
+                                              steps], block_dim=4)
+    finally:
+        wp.config.enable_cpu_blocks = saved
+    np.testing.assert_array_equal(hits.numpy(), [1, 1, 0])
+    np.testing.assert_array_equal(steps.numpy(), [4])
+    # the ray loop reads element 0 of each step on every lane: the first box hit, four times, then the query ends
+    assert sorted(rays.numpy()) == [0, 0, 4]
