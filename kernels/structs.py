@@ -110,9 +110,10 @@ def is_struct(t: Any) -> bool:
 
 def _numpy_format(t: Any) -> Any:
     """The NumPy format of one struct field: its scalar type (float16 as float16), (scalar, shape) for
-    vectors and matrices, a nested record for structs, raw bytes for array descriptors."""
+    vectors and matrices, a nested record for structs and for array descriptors (data, grad, shape,
+    strides)."""
     if isinstance(t, ArrayType):
-        return np.dtype(f"V{ctypes.sizeof(field_ctype(t))}")
+        return np.dtype(field_ctype(t))
     if is_struct(t):
         return np.dtype(t.numpy_dtype())
     if T.is_composite(t):

@@ -242,3 +242,21 @@ def test_struct_arrays_from_instances_and_element_access():
     first, second = arr[0], arr.list()[1]
     assert isinstance(first, Outer) and first.s.h == 0.25 and first.s.v == wp.vec3(1.0, 2.0, 3.0)
     assert first.s.i == 7 and first.b is True and second.s.a == 0.0
+
+
+def test_struct_arrays_show_array_fields_as_records_in_numpy():
+    """In `.numpy()` of an array of structs, an array field is a record of its descriptor (data, grad,
+    shape, strides), as Warp shows it, so its pointers can be read."""
+
+    @wp.struct
+    class Holder:
+        x: wp.array(dtype=wp.float64)
+        s: float
+
+    h = Holder()
+    h.x = wp.array([1.0, 2.0], dtype=wp.float64)
+    h.s = 3.0
+    arr = wp.array([h, Holder()], dtype=Holder)
+    n = arr.numpy()
+    assert n["x"]["data"].tolist() == [h.x.ptr, 0] and n["x"]["shape"][0].tolist()[0] == 2
+    assert n["x"]["grad"].tolist() == [0, 0] and n["s"].tolist() == [3.0, 0.0]
