@@ -375,12 +375,16 @@ class SolverXPBD(SolverBase):
     directions with compliance ``joint_linear_compliance`` [m/N] and ``joint_angular_compliance`` [rad/(N m)]
     (0: rigid), keep their coordinates inside their limits as hard constraints, and drive them toward
     ``control.joint_target_q``/``joint_target_qd`` with gains ``Model.joint_target_ke``/``kd`` as compliant
-    constraints (one implicit solve per sweep). The angular coordinates of a D6 joint with two or three angular
-    axes are intrinsic Euler angles about its axes (as ``eval_fk``), those of a BALL joint the components of its
-    rotation vector in the parent joint frame (so its limits bound them axis by axis and its drive targets are a
-    rotation vector, dof-indexed); each is corrected along its own covector; ``control.joint_f`` and the passive
-    damping ``Model.joint_damping`` act as forces in the prediction. ``State.joint_q``/``joint_qd`` are not
-    updated (call ``eval_ik``). With ``enable_restitution``, a rigid contact that touched during the step leaves
+    constraints (compliance 1/ke, each drive's impulse accumulated over the sweeps of a step, so the drive's
+    stiffness does not depend on ``iterations``; a drive's correction is not scaled by the relaxation, so a lone
+    drive converges in one sweep; exact where each body meets one joint per pass, as the Jacobi sweeps average a
+    body's corrections). The angular coordinates of a D6 joint with two or
+    three angular axes are intrinsic Euler angles about its axes (as ``eval_fk``), those of a BALL joint the
+    components of its rotation vector in the parent joint frame (so its limits bound them axis by axis, and its
+    drive target, a quaternion in its ``joint_target_q`` entries as in ``joint_q``, is taken as a rotation
+    vector); each is corrected along its own covector; ``control.joint_f`` and the passive damping
+    ``Model.joint_damping`` act as forces in the prediction. ``State.joint_q``/``joint_qd`` are not updated
+    (call ``eval_ik``). With ``enable_restitution``, a rigid contact that touched during the step leaves
     at its restitution (the mean of its shapes' ``restitution``) times its normal approach speed before the
     solve, by a velocity pass after it (Mueller et al. 2020; none below an approach speed of 2 |g| dt, so
     resting contacts stay at rest); a particle-shape contact likewise at ``Model.soft_contact_restitution``
@@ -408,6 +412,10 @@ class SolverXPBD(SolverBase):
                             ("joint_angular_compliance", joint_angular_compliance)):
             if not value >= 0.0:
                 raise ValueError(f"SolverXPBD: {name} must be >= 0, got {value}")
+        for name, value in (("joint_linear_relaxation", joint_linear_relaxation),
+                            ("joint_angular_relaxation", joint_angular_relaxation)):
+            if not value > 0.0:
+                raise ValueError(f"SolverXPBD: {name} must be > 0, got {value}")
         self._constrained_joints = False
         if model.joint_count:
             types = model.joint_type.numpy()
@@ -447,13 +455,15 @@ class SolverXPBD(SolverBase):
         active = wp.zeros(contacts.rigid_contact_max, dtype=wp.int32, device=d) if rigid else None
         soft = m.particle_count and contacts is not None and contacts.soft_contact_max
         soft_active = wp.zeros(contacts.soft_contact_max, dtype=wp.int32, device=d) if soft else None
+        # The impulses the joint drives applied in this step's sweeps so far (linear pass, angular pass; per dof).
+        drive_impulses = [wp.zeros(m.joint_dof_count, dtype=float, requires_grad=grad, device=d) for _ in range(2)]
         for _ in range(self.iterations):
             if m.particle_count:
                 x = self._project_particles(x, state_in, q, contacts, soft_active, dt, grad)
             if rigid:
                 q = self._project_bodies(q, state_in.body_q, contacts, active, grad)
             if self._constrained_joints:
-                q = self._project_joints(q, state_in.body_q, control, dt, grad)
+                q, drive_impulses = self._project_joints(q, state_in.body_q, control, dt, grad, drive_impulses)
         bounce_particles = soft and self.enable_restitution and m.soft_contact_restitution > 0.0
         particle_qd = state_out.particle_qd
         if bounce_particles:
@@ -569,29 +579,35 @@ class SolverXPBD(SolverBase):
                           m.joint_damping, dt], outputs=[f], device=m.device)
         return f
 
-    def _project_joints(self, q: Any, q_start: Any, control: Control | None, dt: float, grad: bool) -> Any:
-        """One sweep of the joints' linear then angular constraints, each applied with its relaxation."""
+    def _project_joints(self, q: Any, q_start: Any, control: Control | None, dt: float, grad: bool,
+                        drive_impulses: list) -> tuple[Any, list]:
+        """One sweep of the joints' linear then angular constraints, each applied with its relaxation; returns
+        the new body poses and the drives' impulses so far (fresh arrays, so a Tape sees every sweep)."""
         m = self.model
         d = m.device
         target_q = self._control_array(control, "joint_target_q")
         target_qd = self._control_array(control, "joint_target_qd")
         passes = ((joint_linear_kernel, [m.body_com], self.joint_linear_compliance, self.joint_linear_relaxation),
                   (joint_angular_kernel, [], self.joint_angular_compliance, self.joint_angular_relaxation))
-        for kernel, extra, compliance, relaxation in passes:
+        impulses = []
+        for (kernel, extra, compliance, relaxation), lam in zip(passes, drive_impulses, strict=True):
             delta = wp.zeros(m.body_count, dtype=wp.spatial_vector, requires_grad=grad, device=d)
             count = wp.zeros(m.body_count, dtype=float, device=d)
+            lam_out = wp.zeros_like(lam, requires_grad=grad)
             wp.launch(kernel, dim=m.joint_count,
                       inputs=[q, q_start, *extra, m.body_inv_mass, m.body_inv_inertia, m.joint_type, m.joint_enabled,
-                              m.joint_parent, m.joint_child, m.joint_qd_start, m.joint_dof_dim, m.joint_X_p,
-                              m.joint_X_c, m.joint_axis, m.joint_limit_lower, m.joint_limit_upper,
-                              m.joint_target_ke, m.joint_target_kd, target_q, target_qd, compliance / (dt * dt), dt],
-                      outputs=[delta, count], device=d)
+                              m.joint_parent, m.joint_child, m.joint_q_start, m.joint_qd_start, m.joint_dof_dim,
+                              m.joint_X_p, m.joint_X_c, m.joint_axis, m.joint_limit_lower, m.joint_limit_upper,
+                              m.joint_target_ke, m.joint_target_kd, target_q, target_qd, compliance / (dt * dt), dt,
+                              lam, relaxation],
+                      outputs=[delta, count, lam_out], device=d)
+            impulses.append(lam_out)
             out = wp.empty_like(q, requires_grad=grad)
             wp.launch(apply_body_deltas_kernel, dim=m.body_count,
                       inputs=[q, m.body_com, m.body_inv_mass, m.body_inv_inertia, delta, count, relaxation],
                       outputs=[out], device=d)
             q = out
-        return q
+        return q, impulses
 
     def _project_bodies(self, q: Any, q_start: Any, contacts: Contacts, active: Any, grad: bool) -> Any:
         m = self.model
