@@ -10,8 +10,10 @@ row of the map from relative angular velocity to its rate. Along free directions
 limits is pushed back as a hard inequality constraint, and inside them the drive (``joint_target_ke``/``kd``
 toward ``joint_target_q``/``qd``) acts as a compliant constraint, solved implicitly over the step: each sweep
 takes the impulse it applied in the earlier sweeps (``lam_in``, per dof) and adds its change (``lam_out``),
-so the converged impulse is backward Euler's for any number of sweeps. The change is applied unrelaxed (divided
-here by the relaxation the solver applies to the whole correction): one sweep solves a lone drive exactly.
+so the converged impulse is backward Euler's for any number of sweeps. Drive impulses go to their own array
+(``drive``) and are applied whole, neither relaxed nor averaged; for stability each solve splits a body's mass
+among the drives acting on it (its inverse mass times their count, :func:`drive_count_kernel`), so one sweep
+solves a lone drive exactly.
 ``control.joint_f`` and the passive damping ``joint_damping`` enter the prediction as forces
 (:func:`joint_force_kernel`).
 
@@ -69,18 +71,19 @@ def hard_step(c: float, w: float, alpha: float):
 
 
 @wp.func
-def dof_step(q: float, q_start: float, w: float, lower: float, upper: float, target_q: float,
+def dof_step(q: float, q_start: float, w: float, w_drive: float, lower: float, upper: float, target_q: float,
              target_qd: float, ke: float, kd: float, alpha: float, dt: float, lam: float):
-    """Impulses along one free dof at coordinate ``q`` (``q_start`` at the step's start): a hard push back
-    into [lower, upper] outside the limits (first), else the drive's change (second), which has applied
-    ``lam`` in this step's earlier sweeps."""
+    """Impulses along one free dof at coordinate ``q`` (``q_start`` at the step's start; generalized inverse
+    mass ``w``, ``w_drive`` with each body's share split among its drives): a hard push back into [lower,
+    upper] outside the limits (first), else the drive's change (second), which has applied ``lam`` in this
+    step's earlier sweeps."""
     if q < lower:
         return hard_step(q - lower, w, alpha), 0.0
     if q > upper:
         return hard_step(q - upper, w, alpha), 0.0
     if ke == 0.0 and kd == 0.0:
         return 0.0, 0.0
-    return 0.0, compliant_step(q - target_q, q - q_start - target_qd * dt, w, ke, kd, dt, lam)
+    return 0.0, compliant_step(q - target_q, q - q_start - target_qd * dt, w_drive, ke, kd, dt, lam)
 
 
 @wp.func
@@ -109,6 +112,53 @@ def add_impulse(delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=
             wp.atomic_add(count, body, 1.0)
 
 
+@wp.func
+def add_whole_impulse(drive: wp.array(dtype=wp.spatial_vector), body: int, inv_mass: wp.array(dtype=float),
+                      p: wp.vec3, l: wp.vec3):
+    """Record a drive's impulse on ``body`` if it is dynamic; drives' impulses are applied whole, not averaged."""
+    if body >= 0:
+        if inv_mass[body] > 0.0:
+            wp.atomic_add(drive, body, wp.spatial_vector(p, l))
+
+
+@wp.func
+def has_drive(target_ke: wp.array(dtype=float), target_kd: wp.array(dtype=float), start: int, n: int):
+    """Whether any of the ``n`` dofs from ``start`` has a drive gain."""
+    found = 0
+    for k in range(n):
+        if target_ke[start + k] != 0.0 or target_kd[start + k] != 0.0:
+            found = 1
+    return found
+
+
+@wp.kernel
+def drive_count_kernel(joint_type: wp.array(dtype=wp.int32), joint_enabled: wp.array(dtype=wp.int32),
+                       joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
+                       joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
+                       target_ke: wp.array(dtype=float), target_kd: wp.array(dtype=float),
+                       linear: wp.array(dtype=float), angular: wp.array(dtype=float)):
+    """Per body, the number of joints whose drives act on it in the linear and in the angular pass (the mass
+    splitting that lets the Jacobi sweeps apply drive impulses whole)."""
+    j = wp.tid()
+    jt = joint_type[j]
+    if joint_enabled[j] == 0 or jt == _FREE or jt == _DISTANCE or jt == _FIXED:
+        return
+    ds = joint_qd_start[j]
+    nl = joint_dof_dim[j, 0]
+    lin = has_drive(target_ke, target_kd, ds, nl)
+    ang = has_drive(target_ke, target_kd, ds + nl, joint_dof_dim[j, 1])
+    parent = joint_parent[j]
+    child = joint_child[j]
+    if lin == 1:
+        wp.atomic_add(linear, child, 1.0)
+        if parent >= 0:
+            wp.atomic_add(linear, parent, 1.0)
+    if ang == 1:
+        wp.atomic_add(angular, child, 1.0)
+        if parent >= 0:
+            wp.atomic_add(angular, parent, 1.0)
+
+
 @wp.kernel
 def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.array(dtype=wp.transform),
                         body_com: wp.array(dtype=wp.vec3), inv_mass: wp.array(dtype=float),
@@ -121,9 +171,9 @@ def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.a
                         limit_lower: wp.array(dtype=float), limit_upper: wp.array(dtype=float),
                         target_ke: wp.array(dtype=float), target_kd: wp.array(dtype=float),
                         target_q: wp.array(dtype=float), target_qd: wp.array(dtype=float), alpha: float,
-                        dt: float, lam_in: wp.array(dtype=float), relaxation: float,
+                        dt: float, lam_in: wp.array(dtype=float), drive_count: wp.array(dtype=float),
                         delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float),
-                        lam_out: wp.array(dtype=float)):
+                        drive: wp.array(dtype=wp.spatial_vector), lam_out: wp.array(dtype=float)):
     j = wp.tid()
     jt = joint_type[j]
     if joint_enabled[j] == 0 or jt == _FREE:
@@ -147,6 +197,11 @@ def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.a
     a_c = x_c - wp.transform_point(body_q[child], body_com[child])
     d = x_c - x_p
     p_total = wp.vec3(0.0)
+    p_drive = wp.vec3(0.0)
+    n_p = 0.0
+    if parent >= 0:
+        n_p = drive_count[parent]
+    n_c = drive_count[child]
     locked = d
     nl = 0
     if jt == _DISTANCE:
@@ -177,17 +232,23 @@ def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.a
             a = wp.quat_rotate(r_p, ax)
             q = wp.dot(d, a)
             locked = locked - a * q
-            w = linear_weight(m_p, I_p, a_p, a) + linear_weight(m_c, I_c, a_c, a)
+            w_p = linear_weight(m_p, I_p, a_p, a)
+            w_c = linear_weight(m_c, I_c, a_c, a)
             q0 = wp.dot(d0, wp.quat_rotate(r_p0, ax))
-            dl, dlam = dof_step(q, q0, w, limit_lower[ds + k], limit_upper[ds + k], target_q[qs + k],
-                                target_qd[ds + k], target_ke[ds + k], target_kd[ds + k], alpha, dt, lam_in[ds + k])
+            dl, dlam = dof_step(q, q0, w_p + w_c, n_p * w_p + n_c * w_c, limit_lower[ds + k], limit_upper[ds + k],
+                                target_q[qs + k], target_qd[ds + k], target_ke[ds + k], target_kd[ds + k], alpha, dt,
+                                lam_in[ds + k])
             lam_out[ds + k] = lam_in[ds + k] + dlam
-            p_total = p_total + a * (dl + dlam / relaxation)
+            p_total = p_total + a * dl
+            p_drive = p_drive + a * dlam
     c = wp.length(locked)
     if c > 1.0e-9:
         n = locked / c
         w = linear_weight(m_p, I_p, a_p, n) + linear_weight(m_c, I_c, a_c, n)
         p_total = p_total + n * hard_step(c, w, alpha)
+    if wp.length(p_drive) > 0.0:
+        add_whole_impulse(drive, child, inv_mass, p_drive, wp.cross(a_c, p_drive))
+        add_whole_impulse(drive, parent, inv_mass, -p_drive, -wp.cross(a_p, p_drive))
     if wp.length(p_total) == 0.0:
         return
     add_impulse(delta, count, child, inv_mass, p_total, wp.cross(a_c, p_total))
@@ -206,7 +267,8 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
                          limit_upper: wp.array(dtype=float), target_ke: wp.array(dtype=float),
                          target_kd: wp.array(dtype=float), target_q: wp.array(dtype=float),
                          target_qd: wp.array(dtype=float), alpha: float, dt: float, lam_in: wp.array(dtype=float),
-                         relaxation: float, delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float),
+                         drive_count: wp.array(dtype=float), delta: wp.array(dtype=wp.spatial_vector),
+                         count: wp.array(dtype=float), drive: wp.array(dtype=wp.spatial_vector),
                          lam_out: wp.array(dtype=float)):
     j = wp.tid()
     jt = joint_type[j]
@@ -224,6 +286,11 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
     I_c = world_inv_inertia(body_q[child], inv_inertia[child])
     r_err = wp.quat_inverse(r_p) * r_c
     l_total = wp.vec3(0.0)
+    l_drive = wp.vec3(0.0)
+    n_p = 0.0
+    if parent >= 0:
+        n_p = drive_count[parent]
+    n_c = drive_count[child]
     if jt == _REVOLUTE or (jt == _D6 and na == 1):
         ds = joint_qd_start[j]
         nl = joint_dof_dim[j, 0]
@@ -239,13 +306,15 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
         X_wp0, X_wc0 = joint_frames(body_q_start, parent, child, joint_X_p[j], joint_X_c[j])
         q = twist_angle(r_err, ax)
         q0 = twist_angle(wp.quat_inverse(wp.transform_get_rotation(X_wp0)) * wp.transform_get_rotation(X_wc0), ax)
-        w = wp.dot(a, I_p * a) + wp.dot(a, I_c * a)
+        w_p = wp.dot(a, I_p * a)
+        w_c = wp.dot(a, I_c * a)
         d = ds + nl
-        dl, dlam = dof_step(q, q - wrap_angle(q - q0), w, limit_lower[d], limit_upper[d],
-                            target_q[joint_q_start[j] + nl], target_qd[d], target_ke[d], target_kd[d], alpha, dt,
-                            lam_in[d])
+        dl, dlam = dof_step(q, q - wrap_angle(q - q0), w_p + w_c, n_p * w_p + n_c * w_c, limit_lower[d],
+                            limit_upper[d], target_q[joint_q_start[j] + nl], target_qd[d], target_ke[d],
+                            target_kd[d], alpha, dt, lam_in[d])
         lam_out[d] = lam_in[d] + dlam
-        l_total = l_total + a * (dl + dlam / relaxation)
+        l_total = l_total + a * dl
+        l_drive = l_drive + a * dlam
     elif jt == _BALL or (jt == _D6 and na > 1):
         # Three angular coordinates, each limited and driven along its own direction (its covector); the middle
         # one of a D6 joint with two angular axes is locked at 0.
@@ -266,12 +335,15 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
         for k in range(na):
             i = angular_coordinate_of_dof(na, k)
             g = wp.quat_rotate(r_p, wp.vec3(C[i, 0], C[i, 1], C[i, 2]))
-            w = wp.dot(g, I_p * g) + wp.dot(g, I_c * g)
+            w_p = wp.dot(g, I_p * g)
+            w_c = wp.dot(g, I_c * g)
             d = start + k
-            dl, dlam = dof_step(t[i], t[i] - wrap_angle(t[i] - t0[i]), w, limit_lower[d], limit_upper[d], tgt[k],
-                                target_qd[d], target_ke[d], target_kd[d], alpha, dt, lam_in[d])
+            dl, dlam = dof_step(t[i], t[i] - wrap_angle(t[i] - t0[i]), w_p + w_c, n_p * w_p + n_c * w_c,
+                                limit_lower[d], limit_upper[d], tgt[k], target_qd[d], target_ke[d], target_kd[d],
+                                alpha, dt, lam_in[d])
             lam_out[d] = lam_in[d] + dlam
-            l_total = l_total + g * (dl + dlam / relaxation)
+            l_total = l_total + g * dl
+            l_drive = l_drive + g * dlam
     else:
         # FIXED, PRISMATIC and D6 without angular dofs: the child frame's rotation relative to the parent's.
         e = wp.quat_rotate(r_p, rotation_vector(r_err))
@@ -280,6 +352,9 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
             n = e / c
             w = wp.dot(n, I_p * n) + wp.dot(n, I_c * n)
             l_total = n * hard_step(c, w, alpha)
+    if wp.length(l_drive) > 0.0:
+        add_whole_impulse(drive, child, inv_mass, wp.vec3(0.0), l_drive)
+        add_whole_impulse(drive, parent, inv_mass, wp.vec3(0.0), -l_drive)
     if wp.length(l_total) == 0.0:
         return
     add_impulse(delta, count, child, inv_mass, wp.vec3(0.0), l_total)
