@@ -86,7 +86,8 @@ class Control:
         self.joint_f: wp.array | None = None
         """Generalized joint forces [N or N m], shape (joint_dof_count,), dtype float32."""
         self.joint_target_q: wp.array | None = None
-        """Joint position targets of the drives [m or rad], shape (joint_dof_count,), dtype float32."""
+        """Joint position targets of the drives [m or rad; BALL and FREE rotations as xyzw quaternions], laid out
+        as ``State.joint_q``: shape (joint_coord_count,), dtype float32, indexed by ``Model.joint_target_q_start``."""
         self.joint_target_qd: wp.array | None = None
         """Joint velocity targets of the drives [m/s or rad/s], shape (joint_dof_count,), dtype float32."""
         self.joint_act: wp.array | None = None
@@ -94,10 +95,15 @@ class Control:
         self.tri_activations: wp.array | None = None
         """Triangle activations (muscle-like area change), shape (tri_count,), dtype float32."""
 
-    def clear(self) -> None:
-        """Zero every control input."""
-        for arr in vars(self).values():
-            if isinstance(arr, wp.array) and len(arr):
+    def clear(self, model: Model | None = None) -> None:
+        """Zero every control input; with ``model``, ``joint_target_q`` takes the model's targets instead (zeros
+        are no rotation for the quaternion slots of BALL and FREE joints)."""
+        for name, arr in vars(self).items():
+            if not isinstance(arr, wp.array) or not len(arr):
+                continue
+            if name == "joint_target_q" and model is not None and model.joint_target_q is not None:
+                wp.copy(arr, model.joint_target_q)
+            else:
                 arr.zero_()
 
 
@@ -239,6 +245,11 @@ class Model:
         """First coordinate of each joint, shape (joint_count + 1,), int32."""
         self.joint_qd_start: wp.array | None = None
         """First dof of each joint, shape (joint_count + 1,), int32."""
+        self.joint_target_q: wp.array | None = None
+        """Default drive position targets of ``Control.joint_target_q`` [m or rad; BALL and FREE rotations as xyzw
+        quaternions], laid out as ``joint_q``: shape (joint_coord_count,), float32."""
+        self.joint_target_qd: wp.array | None = None
+        """Default drive velocity targets [m/s or rad/s], shape (joint_dof_count,), float32."""
         self.joint_target_ke: wp.array | None = None
         """Drive stiffness per dof [N/m or N m/rad], shape (joint_dof_count,), float32."""
         self.joint_target_kd: wp.array | None = None
@@ -257,6 +268,12 @@ class Model:
         (joint_dof_count,), float32."""
         self.articulation_start: wp.array | None = None
         """First joint of each articulation, shape (articulation_count + 1,), int32."""
+
+    @property
+    def joint_target_q_start(self) -> wp.array | None:
+        """First entry of each joint in ``joint_target_q``, shape (joint_count + 1,): ``joint_q_start``, as the
+        targets share the coordinates' layout."""
+        return self.joint_q_start
 
     def state(self, requires_grad: bool | None = None) -> State:
         """A new State holding copies of the model's initial positions and velocities."""

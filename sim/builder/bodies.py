@@ -76,8 +76,8 @@ class JointDofConfig:
 class BodyBuilder:
     """Rigid bodies (links), the joints between them and articulations (trees of joints)."""
 
-    _DOF_FIELDS = ("limit_lower", "limit_upper", "limit_ke", "limit_kd", "target_q", "target_qd", "target_ke",
-                   "target_kd", "armature", "effort_limit", "velocity_limit", "friction", "damping")
+    _DOF_FIELDS = ("limit_lower", "limit_upper", "limit_ke", "limit_kd", "target_qd", "target_ke", "target_kd",
+                   "armature", "effort_limit", "velocity_limit", "friction", "damping")
 
     _lists = {"body_q": None, "body_qd": None, "body_com": None, "body_inertia": None, "body_mass": None,
               "body_lock_inertia": None, "body_kinematic": None, "body_world": "world", "body_label": "label",
@@ -85,7 +85,7 @@ class BodyBuilder:
               "joint_X_c": None, "joint_q_start": "joint_q", "joint_qd_start": "joint_qd",
               "joint_dof_dim": None, "joint_enabled": None, "joint_world": "world", "joint_label": "label",
               "joint_articulation": "articulation", "joint_q": None, "joint_qd": None, "joint_f": None,
-              "joint_act": None, "joint_axis": None, "joint_target_mode": None,
+              "joint_act": None, "joint_axis": None, "joint_target_mode": None, "joint_target_q": None,
               **{f"joint_{f}": None for f in _DOF_FIELDS},
               "articulation_start": "joint", "articulation_world": "world", "articulation_label": "label",
               "body_filter_pairs": "body"}
@@ -239,6 +239,7 @@ class BodyBuilder:
             self.joint_qd.append(0.0)
             self.joint_f.append(0.0)
             self.joint_act.append(0.0)
+        self.joint_target_q.extend(_coordinate_targets(jt, lin, ang))
         if jt in (JointType.FREE, JointType.DISTANCE):
             # The child's current pose, expressed as its joint frame relative to the parent's joint frame.
             rel = wp.transform_multiply(
@@ -427,7 +428,7 @@ class BodyBuilder:
         model.joint_axis = wp.array(np.asarray(self.joint_axis, dtype=f32).reshape(nd, 3), dtype=wp.vec3,
                                     requires_grad=requires_grad)
         model.joint_target_mode = wp.array(np.asarray(self.joint_target_mode, dtype=i32).reshape(nd), dtype=wp.int32)
-        for name in ("joint_q", "joint_qd", "joint_f", "joint_act",
+        for name in ("joint_q", "joint_qd", "joint_f", "joint_act", "joint_target_q",
                      *(f"joint_{f}" for f in self._DOF_FIELDS)):
             values = np.asarray(getattr(self, name), dtype=f32)
             setattr(model, name, wp.array(values, dtype=wp.float32, requires_grad=requires_grad))
@@ -437,6 +438,27 @@ class BodyBuilder:
         model.articulation_world = wp.array(np.asarray(self.articulation_world, dtype=i32).reshape(na),
                                             dtype=wp.int32)
         model.articulation_label = list(self.articulation_label)
+
+
+def _coordinate_targets(jt: JointType, lin: list[JointDofConfig], ang: list[JointDofConfig]) -> list[float]:
+    """A joint's entries of ``joint_target_q``, laid out as its coordinates: per dof, but BALL, FREE and DISTANCE
+    joints hold the rotation of their angular targets (angles about x, then y, then z of the joint frame,
+    composed as Newton does: q = qx qy qz) as an xyzw quaternion after any linear targets."""
+    if jt == JointType.FIXED:
+        return []
+    if jt not in (JointType.BALL, JointType.FREE, JointType.DISTANCE):
+        return [d.target_q for d in lin + ang]
+    q = np.array([0.0, 0.0, 0.0, 1.0])
+    for k, d in enumerate(ang):
+        half = 0.5 * d.target_q
+        r = np.zeros(4)
+        r[k], r[3] = np.sin(half), np.cos(half)
+        # Hamilton product q r (xyzw), appending the rotation about axis k on the right.
+        q = np.array([q[3] * r[0] + q[0] * r[3] + q[1] * r[2] - q[2] * r[1],
+                      q[3] * r[1] - q[0] * r[2] + q[1] * r[3] + q[2] * r[0],
+                      q[3] * r[2] + q[0] * r[1] - q[1] * r[0] + q[2] * r[3],
+                      q[3] * r[3] - q[0] * r[0] - q[1] * r[1] - q[2] * r[2]])
+    return [d.target_q for d in lin] + [float(v) for v in q]
 
 
 def _split(t: Sequence[float]) -> tuple[Any, Any]:

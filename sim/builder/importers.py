@@ -570,7 +570,8 @@ class ImportBuilder:
         ``base_joint`` (as :meth:`add_urdf`) is given.
 
         A ball joint's ``range`` (MuJoCo: the largest rotation angle, "0 max") limits each component of its
-        rotation vector to [-max, max] (so turns about a diagonal go up to sqrt(3) max).
+        rotation vector to [-max, max] (so turns about a diagonal go up to sqrt(3) max); Newton 1.8's importer
+        drops it (its BALL joints take no limits in any solver).
 
         Actuators on joints become drive settings of the joint's dofs, as Newton's importer sets them:
         ``<position kp kv>`` sets ``joint_target_ke`` = kp, and ``joint_target_kd`` = kv unless a velocity

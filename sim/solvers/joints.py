@@ -96,14 +96,31 @@ def angular_coordinate_of_dof(na: int, k: int):
 
 
 @wp.func
-def dof_drive(d: int, q: float, qd: float, joint_f: wp.array(dtype=float), target_q: wp.array(dtype=float),
+def angular_targets(jt: int, target_q: wp.array(dtype=float), start: int, na: int):
+    """Targets [rad] of a BALL joint's or a multi-axis D6 joint's angular dofs, whose ``joint_target_q`` entries
+    begin at ``start``: the rotation vector of a ball's target quaternion (xyzw; all zeros reads as no rotation),
+    a D6 joint's per-dof angles."""
+    if jt == _BALL:
+        return rotation_vector(wp.quat(target_q[start], target_q[start + 1], target_q[start + 2],
+                                       target_q[start + 3]))
+    t1 = 0.0
+    t2 = 0.0
+    if na > 1:
+        t1 = target_q[start + 1]
+    if na > 2:
+        t2 = target_q[start + 2]
+    return wp.vec3(target_q[start], t1, t2)
+
+
+@wp.func
+def dof_drive(d: int, t: int, q: float, qd: float, joint_f: wp.array(dtype=float), target_q: wp.array(dtype=float),
               target_qd: wp.array(dtype=float), target_ke: wp.array(dtype=float),
               target_kd: wp.array(dtype=float), limit_lower: wp.array(dtype=float),
               limit_upper: wp.array(dtype=float), limit_ke: wp.array(dtype=float), limit_kd: wp.array(dtype=float),
               damping: wp.array(dtype=float)):
-    """``joint_f`` plus the drive, limit and passive damping force of dof ``d`` at coordinate ``q`` and
-    velocity ``qd``."""
-    return joint_f[d] - damping[d] * qd + joint_dof_force(q, qd, target_q[d], target_qd[d], target_ke[d],
+    """``joint_f`` plus the drive, limit and passive damping force of dof ``d`` (target coordinate ``t``) at
+    coordinate ``q`` and velocity ``qd``."""
+    return joint_f[d] - damping[d] * qd + joint_dof_force(q, qd, target_q[t], target_qd[d], target_ke[d],
                                                           target_kd[d], limit_lower[d], limit_upper[d], limit_ke[d],
                                                           limit_kd[d])
 
@@ -112,7 +129,8 @@ def dof_drive(d: int, q: float, qd: float, joint_f: wp.array(dtype=float), targe
 def joint_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(dtype=wp.spatial_vector),
                         body_com: wp.array(dtype=wp.vec3), joint_type: wp.array(dtype=wp.int32),
                         joint_enabled: wp.array(dtype=wp.int32), joint_parent: wp.array(dtype=wp.int32),
-                        joint_child: wp.array(dtype=wp.int32), joint_qd_start: wp.array(dtype=wp.int32),
+                        joint_child: wp.array(dtype=wp.int32), joint_q_start: wp.array(dtype=wp.int32),
+                        joint_qd_start: wp.array(dtype=wp.int32),
                         joint_dof_dim: wp.array2d(dtype=wp.int32), joint_X_p: wp.array(dtype=wp.transform),
                         joint_X_c: wp.array(dtype=wp.transform), joint_axis: wp.array(dtype=wp.vec3),
                         joint_f: wp.array(dtype=float), target_q: wp.array(dtype=float),
@@ -129,6 +147,7 @@ def joint_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(
     parent = joint_parent[j]
     child = joint_child[j]
     ds = joint_qd_start[j]
+    qs = joint_q_start[j]
     if jtype == _FREE or jtype == _DISTANCE:
         wp.atomic_add(body_f, child, wp.spatial_vector(joint_f[ds], joint_f[ds + 1], joint_f[ds + 2],
                                                        joint_f[ds + 3], joint_f[ds + 4], joint_f[ds + 5]))
@@ -167,8 +186,8 @@ def joint_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(
             qd = wp.dot(v_err, a)
             lin_free = lin_free + a * q
             vel_free = vel_free + a * qd
-            f = f + a * dof_drive(ds + k, q, qd, joint_f, target_q, target_qd, target_ke, target_kd, limit_lower,
-                                  limit_upper, limit_ke, limit_kd, damping)
+            f = f + a * dof_drive(ds + k, qs + k, q, qd, joint_f, target_q, target_qd, target_ke, target_kd,
+                                  limit_lower, limit_upper, limit_ke, limit_kd, damping)
     f = f - (x_err - lin_free) * attach_ke - (v_err - vel_free) * attach_kd
     one_axis = jtype == _REVOLUTE or (jtype == _D6 and na == 1)
     locked = jtype == _FIXED or jtype == _PRISMATIC or (jtype == _D6 and na == 0)
@@ -178,7 +197,7 @@ def joint_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(
         a_c = wp.quat_rotate(wp.transform_get_rotation(X_wc), a_local)
         q = twist_angle(r_err, a_local)
         qd = wp.dot(w_err, a)
-        t = a * dof_drive(ds + nl, q, qd, joint_f, target_q, target_qd, target_ke, target_kd, limit_lower,
+        t = a * dof_drive(ds + nl, qs + nl, q, qd, joint_f, target_q, target_qd, target_ke, target_kd, limit_lower,
                           limit_upper, limit_ke, limit_kd, damping)
         t = t + wp.cross(a_c, a) * attach_ke - (w_err - a * qd) * (attach_kd * angular_kd_scale)
     elif locked:
@@ -191,6 +210,7 @@ def joint_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(
         ang = angular_coordinates(jtype, joint_axis, start, na, r_err)
         C = angular_covectors(jtype, joint_axis, start, na, ang)
         rates = C * wp.quat_rotate_inv(r_p, w_err)
+        tgt = angular_targets(jtype, target_q, qs + nl, na)
         if na == 2:
             # The middle Euler angle of a two-axis D6 joint is locked at 0.
             g = wp.quat_rotate(r_p, wp.vec3(C[1, 0], C[1, 1], C[1, 2]))
@@ -203,7 +223,7 @@ def joint_forces_kernel(body_q: wp.array(dtype=wp.transform), body_qd: wp.array(
             if jtype == _BALL:
                 a = wp.quat_rotate(r_p, joint_axis[d])
             t = t + a * (joint_f[d] - damping[d] * wp.dot(w_err, a))
-            t = t + g * joint_dof_force(ang[i], rates[i], target_q[d], target_qd[d], target_ke[d], target_kd[d],
+            t = t + g * joint_dof_force(ang[i], rates[i], tgt[k], target_qd[d], target_ke[d], target_kd[d],
                                         limit_lower[d], limit_upper[d], limit_ke[d], limit_kd[d])
     wp.atomic_add(body_f, child, wp.spatial_vector(f, t + wp.cross(x_c - c_c, f)))
     if parent >= 0:
@@ -222,8 +242,9 @@ def apply_joint_forces(model: Model, state: State, control: Control | None, body
     ``control.joint_f``. A FREE joint adds its ``joint_f`` as a wrench on its child. A BALL joint's and a D6
     joint's angular coordinates when it has two or three angular axes (the rotation vector's components; the
     Euler angles about its axes, the middle one held at 0 by the attachment spring for two axes) take their
-    drives and limits per coordinate, as torques along their covectors. Without ``control`` the model's
-    defaults drive the joints."""
+    drives and limits per coordinate, as torques along their covectors; a ball's target is the quaternion in its
+    ``joint_target_q`` entries (laid out as ``joint_q``), driven toward as its rotation vector. Without
+    ``control`` the model's defaults drive the joints."""
     if model.joint_count == 0:
         return
     src = control if control is not None else model
@@ -234,8 +255,9 @@ def apply_joint_forces(model: Model, state: State, control: Control | None, body
 
     wp.launch(joint_forces_kernel, dim=model.joint_count,
               inputs=[state.body_q, state.body_qd, model.body_com, model.joint_type, model.joint_enabled,
-                      model.joint_parent, model.joint_child, model.joint_qd_start, model.joint_dof_dim,
-                      model.joint_X_p, model.joint_X_c, model.joint_axis, pick("joint_f"), pick("joint_target_q"),
+                      model.joint_parent, model.joint_child, model.joint_q_start, model.joint_qd_start,
+                      model.joint_dof_dim, model.joint_X_p, model.joint_X_c, model.joint_axis, pick("joint_f"),
+                      pick("joint_target_q"),
                       pick("joint_target_qd"), model.joint_target_ke, model.joint_target_kd,
                       model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd,
                       model.joint_damping, float(joint_attach_ke), float(joint_attach_kd), float(angular_kd_scale)],

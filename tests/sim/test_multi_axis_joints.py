@@ -139,7 +139,8 @@ def test_angular_drive_reaches_its_target(solver, kind):
     m = swing_builder(kind, gravity=0.0, target_ke=40.0, target_kd=4.0).finalize()
     target = np.array({"d6-2": [0.5, -0.4]}.get(kind, [0.3, -0.4, 0.5]), np.float32)
     control = m.control()
-    control.joint_target_q.assign(target)
+    # A BALL joint's target is a quaternion (its joint_q slots), driven toward as the rotation vector.
+    control.joint_target_q.assign(_ball_target(target) if kind == "ball" else target)
     make, dt = SOLVERS[solver]
     s = simulate(m, make(m), int(3.0 / dt), dt, control)
     q, qd = coordinates(m, s)
@@ -153,6 +154,13 @@ def test_angular_drive_reaches_its_target(solver, kind):
         assert abs(np.dot(want.as_quat(), s.body_q.numpy()[0][3:])) > 1.0 - 1e-5
 
 
+def _ball_target(rotvec):
+    """The xyzw quaternion of rotation vector ``rotvec``: a BALL joint's joint_target_q entries."""
+    from scipy.spatial.transform import Rotation
+
+    return Rotation.from_rotvec(rotvec).as_quat().astype(np.float32)
+
+
 @wp.kernel
 def _body_y(q: wp.array(dtype=wp.transform), loss: wp.array(dtype=float)):
     loss[0] = q[0][1]
@@ -161,15 +169,18 @@ def _body_y(q: wp.array(dtype=wp.transform), loss: wp.array(dtype=float)):
 @pytest.mark.parametrize("solver,kind", [("featherstone", "d6"), ("featherstone", "ball"), ("semi_implicit", "d6")])
 def test_gradient_of_an_angular_drive_target_matches_finite_differences(solver, kind):
     """d(final y of the body)/d(drive target of the third angular coordinate) through a Tape agrees with
-    central differences (D6: Euler angle about z; BALL: rotation vector's z component)."""
+    central differences (D6: Euler angle about z; BALL: the target quaternion's z component)."""
     m = swing_builder(kind, gravity=0.0, target_ke=40.0, target_kd=2.0).finalize(requires_grad=True)
     newton.eval_fk(m, m.joint_q, m.joint_qd, m)
     solver, dt, steps = (newton.solvers.SolverFeatherstone(m, angular_damping=0.0), 1.0 / 120, 20) \
         if solver == "featherstone" else (newton.solvers.SolverSemiImplicit(m, angular_damping=0.0), 1.0 / 1000, 160)
 
-    def loss_of(target, with_grad):
+    # Entry 2 of joint_target_q: a D6 joint's angle about z, a BALL joint's quaternion z component.
+    base = _ball_target([0.0, 0.1, 0.4]) if kind == "ball" else np.array([0.0, 0.1, 0.4], dtype=np.float32)
+
+    def loss_of(shift, with_grad):
         control = m.control(requires_grad=True)
-        control.joint_target_q.assign(np.array([0.0, 0.1, target], dtype=np.float32))
+        control.joint_target_q.assign(base + np.array([0.0, 0.0, shift] + [0.0] * (len(base) - 3), np.float32))
         states = [m.state() for _ in range(steps + 1)]
         loss = wp.zeros(1, dtype=float, requires_grad=True)
         tape = wp.Tape()
@@ -183,7 +194,7 @@ def test_gradient_of_an_angular_drive_target_matches_finite_differences(solver, 
             return float(control.joint_target_q.grad.numpy()[2])
         return float(loss.numpy()[0])
 
-    g = loss_of(0.4, True)
-    fd = (loss_of(0.4 + 1e-3, False) - loss_of(0.4 - 1e-3, False)) / 2e-3
+    g = loss_of(0.0, True)
+    fd = (loss_of(1e-3, False) - loss_of(-1e-3, False)) / 2e-3
     assert 0.05 < fd  # the drive turned the arm part of the way toward +y
     assert g == pytest.approx(fd, rel=0.02, abs=1e-3)

@@ -356,7 +356,8 @@ def test_angular_drive_reaches_its_target(kind):
     m = finalize(swing_builder(kind, gravity=0.0, target_ke=40.0, target_kd=4.0))
     target = np.array({"d6-2": [0.5, -0.4]}.get(kind, [0.3, -0.4, 0.5]), np.float32)
     control = m.control()
-    control.joint_target_q.assign(target)
+    # A BALL joint's target is a quaternion (its joint_q slots), driven toward as the rotation vector.
+    control.joint_target_q.assign(_ball_target(target) if kind == "ball" else target)
     s = simulate(m, newton.solvers.SolverXPBD(m, iterations=4), 720, 1.0 / 240, control)[-1]
     q, qd = joint_coordinates(m, s)
     if kind == "ball":
@@ -369,15 +370,18 @@ def test_angular_drive_reaches_its_target(kind):
 
 @pytest.mark.parametrize("kind,steps", [("d6", 20), ("ball", 14)])
 def test_gradient_of_an_angular_drive_target_matches_finite_differences(kind, steps):
-    """d(final y of the body)/d(drive target about z) of a D6 (Euler angle) or BALL (rotation vector) joint
+    """d(final y of the body)/d(drive target entry 2) of a D6 (Euler angle about z) or BALL (quaternion z) joint
     through a Tape agrees with central differences."""
     m = finalize(swing_builder(kind, gravity=0.0, target_ke=40.0, target_kd=2.0), requires_grad=True)
     solver = newton.solvers.SolverXPBD(m, iterations=2)
     dt = 1.0 / 120
 
-    def loss_of(target, with_grad):
+    # Entry 2 of joint_target_q: a D6 joint's angle about z, a BALL joint's quaternion z component.
+    base = _ball_target([0.0, 0.1, 0.4]) if kind == "ball" else np.array([0.0, 0.1, 0.4], dtype=np.float32)
+
+    def loss_of(shift, with_grad):
         control = m.control(requires_grad=True)
-        control.joint_target_q.assign(np.array([0.0, 0.1, target], dtype=np.float32))
+        control.joint_target_q.assign(base + np.array([0.0, 0.0, shift] + [0.0] * (len(base) - 3), np.float32))
         states = [m.state() for _ in range(steps + 1)]
         loss = wp.zeros(1, dtype=float, requires_grad=True)
         tape = wp.Tape()
@@ -389,10 +393,17 @@ def test_gradient_of_an_angular_drive_target_matches_finite_differences(kind, st
             return float(control.joint_target_q.grad.numpy()[2])
         return float(loss.numpy()[0])
 
-    g = loss_of(0.4, True)
-    fd = (loss_of(0.4 + 1e-3, False) - loss_of(0.4 - 1e-3, False)) / 2e-3
+    g = loss_of(0.0, True)
+    fd = (loss_of(1e-3, False) - loss_of(-1e-3, False)) / 2e-3
     assert 0.1 < fd  # the drive turned the arm part of the way toward +y
     assert g == pytest.approx(fd, rel=0.02, abs=1e-3)
+
+
+def _ball_target(rotvec):
+    """The xyzw quaternion of rotation vector ``rotvec``: a BALL joint's joint_target_q entries."""
+    from scipy.spatial.transform import Rotation
+
+    return Rotation.from_rotvec(rotvec).as_quat().astype(np.float32)
 
 
 @wp.kernel

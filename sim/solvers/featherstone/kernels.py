@@ -368,17 +368,19 @@ def solve_kernel(max_joints: int, max_dofs: int, backward: bool) -> Any:
                 if jt == _PRISMATIC or jt == _REVOLUTE or jt == _D6:
                     # Scalars, not arrays, cross the call: an array argument is copied whole.
                     tau[d - d0] = tau[d - d0] + joint_dof_force(
-                        joint_q[qs + i], joint_qd[d], target_q[d], target_qd[d], target_ke[d], target_kd[d],
+                        joint_q[qs + i], joint_qd[d], target_q[qs + i], target_qd[d], target_ke[d], target_kd[d],
                         limit_lower[d], limit_upper[d], limit_ke[d], limit_kd[d])
             if jt == _BALL:
                 # Drives and limits act on the rotation vector's components t_i: each generalized force f_i
                 # reaches the angular velocity dofs through the covector C_i (rate of t_i = C_i . qd).
                 rv = rotation_vector(wp.quat(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2], joint_q[qs + 3]))
                 C = rotation_vector_covectors(rv)
+                # The target is a quaternion in the joint's coordinate slots, driven toward as its rotation vector.
+                tgt = rotation_vector(wp.quat(target_q[qs], target_q[qs + 1], target_q[qs + 2], target_q[qs + 3]))
                 rates = C * wp.vec3(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2])
                 for i in range(3):
                     d = ds + i
-                    f = joint_dof_force(rv[i], rates[i], target_q[d], target_qd[d], target_ke[d], target_kd[d],
+                    f = joint_dof_force(rv[i], rates[i], tgt[i], target_qd[d], target_ke[d], target_kd[d],
                                         limit_lower[d], limit_upper[d], limit_ke[d], limit_kd[d])
                     for r3 in range(3):
                         tau[ds - d0 + r3] = tau[ds - d0 + r3] + C[i, r3] * f

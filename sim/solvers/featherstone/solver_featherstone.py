@@ -37,8 +37,10 @@ class SolverFeatherstone(SolverBase):
     by forward kinematics. Drives and limits act per coordinate on PRISMATIC, REVOLUTE and D6 joints (a D6
     joint with two or three angular axes: its Euler angles, whose rates are its dofs; near gimbal lock, the
     middle angle at +-pi/2, its mass matrix turns singular) and on the rotation vector's components of BALL
-    joints (as generalized forces through its covectors); FREE joints take ``joint_f`` only and must hang from
-    the world. Differentiable with ``wp.Tape`` when the model was finalized with ``requires_grad=True``.
+    joints (as generalized forces through its covectors, toward the rotation vector of the target quaternion in
+    the joint's ``joint_target_q`` entries, which are laid out as ``joint_q``); FREE joints take ``joint_f``
+    only and must hang from the world. Differentiable with ``wp.Tape`` when the model was finalized with
+    ``requires_grad=True``.
 
     ``angular_damping`` [1/s] damps the angular velocity of FREE joints (``w *= 1 - angular_damping dt``).
     With ``check_finite`` each step checks its output on the host and raises ``FloatingPointError`` naming

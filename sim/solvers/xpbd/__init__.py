@@ -19,7 +19,13 @@ from ...enums import JointType
 from ...model import Control, Model, State
 from ..forces import MAX_NEIGHBORS, particle_neighbors
 from ..solver import SolverBase
-from .joints import copy_wrenches_kernel, joint_angular_kernel, joint_force_kernel, joint_linear_kernel
+from .joints import (
+    copy_wrenches_kernel,
+    drive_count_kernel,
+    joint_angular_kernel,
+    joint_force_kernel,
+    joint_linear_kernel,
+)
 
 
 @wp.kernel
@@ -257,18 +263,23 @@ def rigid_contact_constraints_kernel(body_q: wp.array(dtype=wp.transform),
 def apply_body_deltas_kernel(q: wp.array(dtype=wp.transform), com: wp.array(dtype=wp.vec3),
                              inv_mass: wp.array(dtype=float), inv_inertia: wp.array(dtype=wp.mat33),
                              delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float), relaxation: float,
-                             q_out: wp.array(dtype=wp.transform)):
+                             whole: wp.array(dtype=wp.spatial_vector), q_out: wp.array(dtype=wp.transform)):
+    """Apply the averaged impulses ``delta`` (over ``count`` constraints, times ``relaxation``) plus the impulses
+    ``whole`` taken as they are (joint drives)."""
     i = wp.tid()
     tf = q[i]
-    if inv_mass[i] == 0.0 or count[i] == 0.0:
+    if inv_mass[i] == 0.0 or (count[i] == 0.0 and wp.length_sq(whole[i]) == 0.0):
         q_out[i] = tf
         return
-    s = relaxation / count[i]
+    s = 0.0
+    if count[i] > 0.0:
+        s = relaxation / count[i]
+    imp = delta[i] * s + whole[i]
     p = wp.transform_get_translation(tf)
     r = wp.transform_get_rotation(tf)
     x_com = p + wp.quat_rotate(r, com[i])
-    dx = wp.spatial_top(delta[i]) * (inv_mass[i] * s)
-    dw = wp.quat_rotate(r, inv_inertia[i] * wp.quat_rotate_inv(r, wp.spatial_bottom(delta[i]))) * s
+    dx = wp.spatial_top(imp) * inv_mass[i]
+    dw = wp.quat_rotate(r, inv_inertia[i] * wp.quat_rotate_inv(r, wp.spatial_bottom(imp)))
     r1 = wp.normalize(r + wp.quat(dw, 0.0) * r * 0.5)
     q_out[i] = wp.transform(x_com + dx - wp.quat_rotate(r1, com[i]), r1)
 
@@ -370,23 +381,26 @@ class SolverXPBD(SolverBase):
     """Position-based solver for particles, springs, and rigid bodies in contact and joined by joints.
 
     ``iterations`` constraint sweeps per step; ``soft_body_relaxation``, ``soft_contact_relaxation``,
-    ``rigid_contact_relaxation``, ``joint_linear_relaxation`` and ``joint_angular_relaxation`` scale the
-    averaged corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, DISTANCE, D6) hold their locked
-    directions with compliance ``joint_linear_compliance`` [m/N] and ``joint_angular_compliance`` [rad/(N m)]
-    (0: rigid), keep their coordinates inside their limits as hard constraints, and drive them toward
+    ``rigid_contact_relaxation``, ``joint_linear_relaxation`` and ``joint_angular_relaxation`` scale the averaged
+    corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, DISTANCE, D6) hold their locked directions with
+    compliance ``joint_linear_compliance`` [m/N] and ``joint_angular_compliance`` [rad/(N m)] (0: rigid), keep their
+    coordinates inside their limits as hard constraints, and drive them toward
     ``control.joint_target_q``/``joint_target_qd`` with gains ``Model.joint_target_ke``/``kd`` as compliant
-    constraints (one implicit solve per sweep). The angular coordinates of a D6 joint with two or three angular
-    axes are intrinsic Euler angles about its axes (as ``eval_fk``), those of a BALL joint the components of its
-    rotation vector in the parent joint frame (so its limits bound them axis by axis and its drive targets are a
-    rotation vector, dof-indexed); each is corrected along its own covector; ``control.joint_f`` and the passive
-    damping ``Model.joint_damping`` act as forces in the prediction. ``State.joint_q``/``joint_qd`` are not
-    updated (call ``eval_ik``). With ``enable_restitution``, a rigid contact that touched during the step leaves
-    at its restitution (the mean of its shapes' ``restitution``) times its normal approach speed before the
-    solve, by a velocity pass after it (Mueller et al. 2020; none below an approach speed of 2 |g| dt, so
-    resting contacts stay at rest); a particle-shape contact likewise at ``Model.soft_contact_restitution``
-    (relative to the shape's surface velocity; several contacts of one particle are averaged), as Newton's XPBD;
-    particle-particle contacts have no restitution (nor in Newton). Triangle FEM and bending are not simulated by
-    this solver; a model that has them is refused."""
+    constraints (compliance 1/ke, each drive's impulse accumulated over the sweeps of a step, so the drive's
+    stiffness does not depend on ``iterations``; drive impulses are applied whole, neither relaxed nor averaged,
+    each solve splitting a body's mass among the drives on it, so a lone drive converges in one sweep). The angular
+    coordinates of a D6 joint with two or three angular axes are intrinsic Euler angles about its axes (as
+    ``eval_fk``), those of a BALL joint the components of its rotation vector in the parent joint frame (so its
+    limits bound them axis by axis, and its drive target, a quaternion in its ``joint_target_q`` entries as in
+    ``joint_q``, is taken as a rotation vector); each is corrected along its own covector; ``control.joint_f`` and
+    the passive damping ``Model.joint_damping`` act as forces in the prediction. ``State.joint_q``/ ``joint_qd`` are
+    not updated (call ``eval_ik``). With ``enable_restitution``, a rigid contact that touched during the step leaves
+    at its restitution (the mean of its shapes' ``restitution``) times its normal approach speed before the solve,
+    by a velocity pass after it (Mueller et al. 2020; none below an approach speed of 2 |g| dt, so resting contacts
+    stay at rest); a particle-shape contact likewise at ``Model.soft_contact_restitution`` (relative to the shape's
+    surface velocity; several contacts of one particle are averaged), as Newton's XPBD; particle-particle contacts
+    have no restitution (nor in Newton). Triangle FEM and bending are not simulated by this solver; a model that has
+    them is refused."""
 
     def __init__(self, model: Model, *, iterations: int = 2, soft_body_relaxation: float = 0.9,
                  soft_contact_relaxation: float = 0.9, joint_linear_relaxation: float = 0.7,
@@ -447,13 +461,21 @@ class SolverXPBD(SolverBase):
         active = wp.zeros(contacts.rigid_contact_max, dtype=wp.int32, device=d) if rigid else None
         soft = m.particle_count and contacts is not None and contacts.soft_contact_max
         soft_active = wp.zeros(contacts.soft_contact_max, dtype=wp.int32, device=d) if soft else None
+        # The impulses the joint drives applied in this step's sweeps so far (linear pass, angular pass; per dof).
+        drive_impulses = [wp.zeros(m.joint_dof_count, dtype=float, requires_grad=grad, device=d) for _ in range(2)]
+        drive_counts = [wp.zeros(m.body_count, dtype=float, device=d) for _ in range(2)]
+        if self._constrained_joints:
+            wp.launch(drive_count_kernel, dim=m.joint_count,
+                      inputs=[m.joint_type, m.joint_enabled, m.joint_parent, m.joint_child, m.joint_qd_start,
+                              m.joint_dof_dim, m.joint_target_ke, m.joint_target_kd], outputs=drive_counts, device=d)
         for _ in range(self.iterations):
             if m.particle_count:
                 x = self._project_particles(x, state_in, q, contacts, soft_active, dt, grad)
             if rigid:
                 q = self._project_bodies(q, state_in.body_q, contacts, active, grad)
             if self._constrained_joints:
-                q = self._project_joints(q, state_in.body_q, control, dt, grad)
+                q, drive_impulses = self._project_joints(q, state_in.body_q, control, dt, grad, drive_impulses,
+                                                         drive_counts)
         bounce_particles = soft and self.enable_restitution and m.soft_contact_restitution > 0.0
         particle_qd = state_out.particle_qd
         if bounce_particles:
@@ -569,29 +591,37 @@ class SolverXPBD(SolverBase):
                           m.joint_damping, dt], outputs=[f], device=m.device)
         return f
 
-    def _project_joints(self, q: Any, q_start: Any, control: Control | None, dt: float, grad: bool) -> Any:
-        """One sweep of the joints' linear then angular constraints, each applied with its relaxation."""
+    def _project_joints(self, q: Any, q_start: Any, control: Control | None, dt: float, grad: bool,
+                        drive_impulses: list, drive_counts: list) -> tuple[Any, list]:
+        """One sweep of the joints' linear then angular constraints, each applied with its relaxation; returns
+        the new body poses and the drives' impulses so far (fresh arrays, so a Tape sees every sweep)."""
         m = self.model
         d = m.device
         target_q = self._control_array(control, "joint_target_q")
         target_qd = self._control_array(control, "joint_target_qd")
         passes = ((joint_linear_kernel, [m.body_com], self.joint_linear_compliance, self.joint_linear_relaxation),
                   (joint_angular_kernel, [], self.joint_angular_compliance, self.joint_angular_relaxation))
-        for kernel, extra, compliance, relaxation in passes:
+        impulses = []
+        for (kernel, extra, compliance, relaxation), lam, drive_count in zip(passes, drive_impulses, drive_counts,
+                                                                              strict=True):
             delta = wp.zeros(m.body_count, dtype=wp.spatial_vector, requires_grad=grad, device=d)
             count = wp.zeros(m.body_count, dtype=float, device=d)
+            drive = wp.zeros(m.body_count, dtype=wp.spatial_vector, requires_grad=grad, device=d)
+            lam_out = wp.zeros_like(lam, requires_grad=grad)
             wp.launch(kernel, dim=m.joint_count,
                       inputs=[q, q_start, *extra, m.body_inv_mass, m.body_inv_inertia, m.joint_type, m.joint_enabled,
-                              m.joint_parent, m.joint_child, m.joint_qd_start, m.joint_dof_dim, m.joint_X_p,
-                              m.joint_X_c, m.joint_axis, m.joint_limit_lower, m.joint_limit_upper,
-                              m.joint_target_ke, m.joint_target_kd, target_q, target_qd, compliance / (dt * dt), dt],
-                      outputs=[delta, count], device=d)
+                              m.joint_parent, m.joint_child, m.joint_q_start, m.joint_qd_start, m.joint_dof_dim,
+                              m.joint_X_p, m.joint_X_c, m.joint_axis, m.joint_limit_lower, m.joint_limit_upper,
+                              m.joint_target_ke, m.joint_target_kd, target_q, target_qd, compliance / (dt * dt), dt,
+                              lam, drive_count],
+                      outputs=[delta, count, drive, lam_out], device=d)
+            impulses.append(lam_out)
             out = wp.empty_like(q, requires_grad=grad)
             wp.launch(apply_body_deltas_kernel, dim=m.body_count,
-                      inputs=[q, m.body_com, m.body_inv_mass, m.body_inv_inertia, delta, count, relaxation],
+                      inputs=[q, m.body_com, m.body_inv_mass, m.body_inv_inertia, delta, count, relaxation, drive],
                       outputs=[out], device=d)
             q = out
-        return q
+        return q, impulses
 
     def _project_bodies(self, q: Any, q_start: Any, contacts: Contacts, active: Any, grad: bool) -> Any:
         m = self.model
@@ -607,5 +637,5 @@ class SolverXPBD(SolverBase):
         out = wp.empty_like(q, requires_grad=grad)
         wp.launch(apply_body_deltas_kernel, dim=m.body_count,
                   inputs=[q, m.body_com, m.body_inv_mass, m.body_inv_inertia, delta, count,
-                          self.rigid_contact_relaxation], outputs=[out], device=d)
+                          self.rigid_contact_relaxation, wp.zeros_like(delta)], outputs=[out], device=d)
         return out

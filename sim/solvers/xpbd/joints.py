@@ -8,7 +8,12 @@ none). A BALL joint and a D6 joint with two or three angular axes have three ang
 vector's components; Euler angles, the middle one locked for two axes), each corrected along its covector, the
 row of the map from relative angular velocity to its rate. Along free directions a coordinate outside its
 limits is pushed back as a hard inequality constraint, and inside them the drive (``joint_target_ke``/``kd``
-toward ``joint_target_q``/``qd``) acts as a compliant constraint, solved implicitly over the step.
+toward ``joint_target_q``/``qd``) acts as a compliant constraint, solved implicitly over the step: each sweep
+takes the impulse it applied in the earlier sweeps (``lam_in``, per dof) and adds its change (``lam_out``),
+so the converged impulse is backward Euler's for any number of sweeps. Drive impulses go to their own array
+(``drive``) and are applied whole, neither relaxed nor averaged; for stability each solve splits a body's mass
+among the drives acting on it (its inverse mass times their count, :func:`drive_count_kernel`), so one sweep
+solves a lone drive exactly.
 ``control.joint_f`` and the passive damping ``joint_damping`` enter the prediction as forces
 (:func:`joint_force_kernel`).
 
@@ -23,7 +28,13 @@ from __future__ import annotations
 import loomwork as wp
 
 from ...articulation import _BALL, _D6, _DISTANCE, _FIXED, _FREE, _PRISMATIC, _REVOLUTE, twist_angle
-from ..joints import angular_coordinate_of_dof, angular_coordinates, angular_covectors, rotation_vector
+from ..joints import (
+    angular_coordinate_of_dof,
+    angular_coordinates,
+    angular_covectors,
+    angular_targets,
+    rotation_vector,
+)
 
 
 @wp.func
@@ -41,11 +52,14 @@ def linear_weight(inv_mass: float, Iinv_w: wp.mat33, r: wp.vec3, n: wp.vec3):
 
 
 @wp.func
-def compliant_step(c: float, dc: float, w: float, ke: float, kd: float, dt: float):
-    """Impulse [N s or N m s] of a drive with stiffness ``ke`` and damping ``kd`` on a coordinate ``c`` away
-    from its target that changed by ``dc`` (minus the target velocity times dt) over the step, for the
-    generalized inverse mass ``w``: backward Euler on ``-ke c - kd dc / dt``."""
-    return -(dt * dt * ke * c + dt * kd * dc) / (1.0 + w * (dt * dt * ke + dt * kd))
+def compliant_step(c: float, dc: float, w: float, ke: float, kd: float, dt: float, lam: float):
+    """Change of the impulse [N s or N m s] of a drive with stiffness ``ke`` and damping ``kd`` on a coordinate
+    ``c`` away from its target that changed by ``dc`` (minus the target velocity times dt) over the step, for the
+    generalized inverse mass ``w``, when ``lam`` is the impulse it applied in this step's earlier sweeps: one
+    Newton step on ``lam + dt (ke c + kd dc / dt) dt = 0``, backward Euler on ``-ke c - kd dc / dt`` (XPBD's
+    compliance ``1 / ke``). Once the sweeps converge the total impulse is that of backward Euler, however many
+    sweeps ran."""
+    return -(lam + dt * dt * ke * c + dt * kd * dc) / (1.0 + w * (dt * dt * ke + dt * kd))
 
 
 @wp.func
@@ -57,17 +71,19 @@ def hard_step(c: float, w: float, alpha: float):
 
 
 @wp.func
-def dof_step(q: float, q_start: float, w: float, lower: float, upper: float, target_q: float,
-             target_qd: float, ke: float, kd: float, alpha: float, dt: float):
-    """Impulse along one free dof at coordinate ``q`` (``q_start`` at the step's start): a hard push back
-    into [lower, upper] outside the limits, else the drive."""
+def dof_step(q: float, q_start: float, w: float, w_drive: float, lower: float, upper: float, target_q: float,
+             target_qd: float, ke: float, kd: float, alpha: float, dt: float, lam: float):
+    """Impulses along one free dof at coordinate ``q`` (``q_start`` at the step's start; generalized inverse
+    mass ``w``, ``w_drive`` with each body's share split among its drives): a hard push back into [lower,
+    upper] outside the limits (first), else the drive's change (second), which has applied ``lam`` in this
+    step's earlier sweeps."""
     if q < lower:
-        return hard_step(q - lower, w, alpha)
+        return hard_step(q - lower, w, alpha), 0.0
     if q > upper:
-        return hard_step(q - upper, w, alpha)
+        return hard_step(q - upper, w, alpha), 0.0
     if ke == 0.0 and kd == 0.0:
-        return 0.0
-    return compliant_step(q - target_q, q - q_start - target_qd * dt, w, ke, kd, dt)
+        return 0.0, 0.0
+    return 0.0, compliant_step(q - target_q, q - q_start - target_qd * dt, w_drive, ke, kd, dt, lam)
 
 
 @wp.func
@@ -96,18 +112,68 @@ def add_impulse(delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=
             wp.atomic_add(count, body, 1.0)
 
 
+@wp.func
+def add_whole_impulse(drive: wp.array(dtype=wp.spatial_vector), body: int, inv_mass: wp.array(dtype=float),
+                      p: wp.vec3, l: wp.vec3):
+    """Record a drive's impulse on ``body`` if it is dynamic; drives' impulses are applied whole, not averaged."""
+    if body >= 0:
+        if inv_mass[body] > 0.0:
+            wp.atomic_add(drive, body, wp.spatial_vector(p, l))
+
+
+@wp.func
+def has_drive(target_ke: wp.array(dtype=float), target_kd: wp.array(dtype=float), start: int, n: int):
+    """Whether any of the ``n`` dofs from ``start`` has a drive gain."""
+    found = 0
+    for k in range(n):
+        if target_ke[start + k] != 0.0 or target_kd[start + k] != 0.0:
+            found = 1
+    return found
+
+
+@wp.kernel
+def drive_count_kernel(joint_type: wp.array(dtype=wp.int32), joint_enabled: wp.array(dtype=wp.int32),
+                       joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
+                       joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
+                       target_ke: wp.array(dtype=float), target_kd: wp.array(dtype=float),
+                       linear: wp.array(dtype=float), angular: wp.array(dtype=float)):
+    """Per body, the number of joints whose drives act on it in the linear and in the angular pass (the mass
+    splitting that lets the Jacobi sweeps apply drive impulses whole)."""
+    j = wp.tid()
+    jt = joint_type[j]
+    if joint_enabled[j] == 0 or jt == _FREE or jt == _DISTANCE or jt == _FIXED:
+        return
+    ds = joint_qd_start[j]
+    nl = joint_dof_dim[j, 0]
+    lin = has_drive(target_ke, target_kd, ds, nl)
+    ang = has_drive(target_ke, target_kd, ds + nl, joint_dof_dim[j, 1])
+    parent = joint_parent[j]
+    child = joint_child[j]
+    if lin == 1:
+        wp.atomic_add(linear, child, 1.0)
+        if parent >= 0:
+            wp.atomic_add(linear, parent, 1.0)
+    if ang == 1:
+        wp.atomic_add(angular, child, 1.0)
+        if parent >= 0:
+            wp.atomic_add(angular, parent, 1.0)
+
+
 @wp.kernel
 def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.array(dtype=wp.transform),
                         body_com: wp.array(dtype=wp.vec3), inv_mass: wp.array(dtype=float),
                         inv_inertia: wp.array(dtype=wp.mat33), joint_type: wp.array(dtype=wp.int32),
                         joint_enabled: wp.array(dtype=wp.int32), joint_parent: wp.array(dtype=wp.int32),
-                        joint_child: wp.array(dtype=wp.int32), joint_qd_start: wp.array(dtype=wp.int32),
+                        joint_child: wp.array(dtype=wp.int32), joint_q_start: wp.array(dtype=wp.int32),
+                        joint_qd_start: wp.array(dtype=wp.int32),
                         joint_dof_dim: wp.array2d(dtype=wp.int32), joint_X_p: wp.array(dtype=wp.transform),
                         joint_X_c: wp.array(dtype=wp.transform), joint_axis: wp.array(dtype=wp.vec3),
                         limit_lower: wp.array(dtype=float), limit_upper: wp.array(dtype=float),
                         target_ke: wp.array(dtype=float), target_kd: wp.array(dtype=float),
                         target_q: wp.array(dtype=float), target_qd: wp.array(dtype=float), alpha: float,
-                        dt: float, delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float)):
+                        dt: float, lam_in: wp.array(dtype=float), drive_count: wp.array(dtype=float),
+                        delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float),
+                        drive: wp.array(dtype=wp.spatial_vector), lam_out: wp.array(dtype=float)):
     j = wp.tid()
     jt = joint_type[j]
     if joint_enabled[j] == 0 or jt == _FREE:
@@ -131,6 +197,11 @@ def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.a
     a_c = x_c - wp.transform_point(body_q[child], body_com[child])
     d = x_c - x_p
     p_total = wp.vec3(0.0)
+    p_drive = wp.vec3(0.0)
+    n_p = 0.0
+    if parent >= 0:
+        n_p = drive_count[parent]
+    n_c = drive_count[child]
     locked = d
     nl = 0
     if jt == _DISTANCE:
@@ -155,21 +226,29 @@ def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.a
         d0 = wp.transform_get_translation(X_wc0) - wp.transform_get_translation(X_wp0)
         r_p0 = wp.transform_get_rotation(X_wp0)
         ds = joint_qd_start[j]
+        qs = joint_q_start[j]
         for k in range(nl):
             ax = joint_axis[ds + k]
             a = wp.quat_rotate(r_p, ax)
             q = wp.dot(d, a)
             locked = locked - a * q
-            w = linear_weight(m_p, I_p, a_p, a) + linear_weight(m_c, I_c, a_c, a)
+            w_p = linear_weight(m_p, I_p, a_p, a)
+            w_c = linear_weight(m_c, I_c, a_c, a)
             q0 = wp.dot(d0, wp.quat_rotate(r_p0, ax))
-            dl = dof_step(q, q0, w, limit_lower[ds + k], limit_upper[ds + k], target_q[ds + k], target_qd[ds + k],
-                          target_ke[ds + k], target_kd[ds + k], alpha, dt)
+            dl, dlam = dof_step(q, q0, w_p + w_c, n_p * w_p + n_c * w_c, limit_lower[ds + k], limit_upper[ds + k],
+                                target_q[qs + k], target_qd[ds + k], target_ke[ds + k], target_kd[ds + k], alpha, dt,
+                                lam_in[ds + k])
+            lam_out[ds + k] = lam_in[ds + k] + dlam
             p_total = p_total + a * dl
+            p_drive = p_drive + a * dlam
     c = wp.length(locked)
     if c > 1.0e-9:
         n = locked / c
         w = linear_weight(m_p, I_p, a_p, n) + linear_weight(m_c, I_c, a_c, n)
         p_total = p_total + n * hard_step(c, w, alpha)
+    if wp.length(p_drive) > 0.0:
+        add_whole_impulse(drive, child, inv_mass, p_drive, wp.cross(a_c, p_drive))
+        add_whole_impulse(drive, parent, inv_mass, -p_drive, -wp.cross(a_p, p_drive))
     if wp.length(p_total) == 0.0:
         return
     add_impulse(delta, count, child, inv_mass, p_total, wp.cross(a_c, p_total))
@@ -181,13 +260,16 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
                          inv_mass: wp.array(dtype=float), inv_inertia: wp.array(dtype=wp.mat33),
                          joint_type: wp.array(dtype=wp.int32), joint_enabled: wp.array(dtype=wp.int32),
                          joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
-                         joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
-                         joint_X_p: wp.array(dtype=wp.transform), joint_X_c: wp.array(dtype=wp.transform),
-                         joint_axis: wp.array(dtype=wp.vec3), limit_lower: wp.array(dtype=float),
+                         joint_q_start: wp.array(dtype=wp.int32), joint_qd_start: wp.array(dtype=wp.int32),
+                         joint_dof_dim: wp.array2d(dtype=wp.int32), joint_X_p: wp.array(dtype=wp.transform),
+                         joint_X_c: wp.array(dtype=wp.transform), joint_axis: wp.array(dtype=wp.vec3),
+                         limit_lower: wp.array(dtype=float),
                          limit_upper: wp.array(dtype=float), target_ke: wp.array(dtype=float),
                          target_kd: wp.array(dtype=float), target_q: wp.array(dtype=float),
-                         target_qd: wp.array(dtype=float), alpha: float, dt: float,
-                         delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float)):
+                         target_qd: wp.array(dtype=float), alpha: float, dt: float, lam_in: wp.array(dtype=float),
+                         drive_count: wp.array(dtype=float), delta: wp.array(dtype=wp.spatial_vector),
+                         count: wp.array(dtype=float), drive: wp.array(dtype=wp.spatial_vector),
+                         lam_out: wp.array(dtype=float)):
     j = wp.tid()
     jt = joint_type[j]
     if joint_enabled[j] == 0 or jt == _FREE or jt == _DISTANCE:
@@ -204,6 +286,11 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
     I_c = world_inv_inertia(body_q[child], inv_inertia[child])
     r_err = wp.quat_inverse(r_p) * r_c
     l_total = wp.vec3(0.0)
+    l_drive = wp.vec3(0.0)
+    n_p = 0.0
+    if parent >= 0:
+        n_p = drive_count[parent]
+    n_c = drive_count[child]
     if jt == _REVOLUTE or (jt == _D6 and na == 1):
         ds = joint_qd_start[j]
         nl = joint_dof_dim[j, 0]
@@ -219,11 +306,15 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
         X_wp0, X_wc0 = joint_frames(body_q_start, parent, child, joint_X_p[j], joint_X_c[j])
         q = twist_angle(r_err, ax)
         q0 = twist_angle(wp.quat_inverse(wp.transform_get_rotation(X_wp0)) * wp.transform_get_rotation(X_wc0), ax)
-        w = wp.dot(a, I_p * a) + wp.dot(a, I_c * a)
+        w_p = wp.dot(a, I_p * a)
+        w_c = wp.dot(a, I_c * a)
         d = ds + nl
-        dl = dof_step(q, q - wrap_angle(q - q0), w, limit_lower[d], limit_upper[d], target_q[d], target_qd[d],
-                      target_ke[d], target_kd[d], alpha, dt)
+        dl, dlam = dof_step(q, q - wrap_angle(q - q0), w_p + w_c, n_p * w_p + n_c * w_c, limit_lower[d],
+                            limit_upper[d], target_q[joint_q_start[j] + nl], target_qd[d], target_ke[d],
+                            target_kd[d], alpha, dt, lam_in[d])
+        lam_out[d] = lam_in[d] + dlam
         l_total = l_total + a * dl
+        l_drive = l_drive + a * dlam
     elif jt == _BALL or (jt == _D6 and na > 1):
         # Three angular coordinates, each limited and driven along its own direction (its covector); the middle
         # one of a D6 joint with two angular axes is locked at 0.
@@ -236,6 +327,7 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
         t = angular_coordinates(jt, joint_axis, start, na, r_err)
         t0 = angular_coordinates(jt, joint_axis, start, na, r_err0)
         C = angular_covectors(jt, joint_axis, start, na, t)
+        tgt = angular_targets(jt, target_q, joint_q_start[j] + start - ds, na)
         if na == 2:
             g = wp.quat_rotate(r_p, wp.vec3(C[1, 0], C[1, 1], C[1, 2]))
             w = wp.dot(g, I_p * g) + wp.dot(g, I_c * g)
@@ -243,11 +335,15 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
         for k in range(na):
             i = angular_coordinate_of_dof(na, k)
             g = wp.quat_rotate(r_p, wp.vec3(C[i, 0], C[i, 1], C[i, 2]))
-            w = wp.dot(g, I_p * g) + wp.dot(g, I_c * g)
+            w_p = wp.dot(g, I_p * g)
+            w_c = wp.dot(g, I_c * g)
             d = start + k
-            dl = dof_step(t[i], t[i] - wrap_angle(t[i] - t0[i]), w, limit_lower[d], limit_upper[d], target_q[d],
-                          target_qd[d], target_ke[d], target_kd[d], alpha, dt)
+            dl, dlam = dof_step(t[i], t[i] - wrap_angle(t[i] - t0[i]), w_p + w_c, n_p * w_p + n_c * w_c,
+                                limit_lower[d], limit_upper[d], tgt[k], target_qd[d], target_ke[d], target_kd[d],
+                                alpha, dt, lam_in[d])
+            lam_out[d] = lam_in[d] + dlam
             l_total = l_total + g * dl
+            l_drive = l_drive + g * dlam
     else:
         # FIXED, PRISMATIC and D6 without angular dofs: the child frame's rotation relative to the parent's.
         e = wp.quat_rotate(r_p, rotation_vector(r_err))
@@ -256,6 +352,9 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
             n = e / c
             w = wp.dot(n, I_p * n) + wp.dot(n, I_c * n)
             l_total = n * hard_step(c, w, alpha)
+    if wp.length(l_drive) > 0.0:
+        add_whole_impulse(drive, child, inv_mass, wp.vec3(0.0), l_drive)
+        add_whole_impulse(drive, parent, inv_mass, wp.vec3(0.0), -l_drive)
     if wp.length(l_total) == 0.0:
         return
     add_impulse(delta, count, child, inv_mass, wp.vec3(0.0), l_total)
