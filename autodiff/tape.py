@@ -21,10 +21,13 @@ and one at `backward`; arrays never exposed cost nothing. What is not caught: wr
 memory that restore the exact bytes, and writes on devices whose backend has no checksum.
 `check_overwrites` turns the check into a warning or off (off: no checksums either).
 
-`backward` computes gradients afresh: it zeroes the gradient buffers it owns on this tape before
-seeding, so calling it twice gives the same result. Gradient buffers the caller supplied (an
-array's `.grad` set by hand or shared with another framework, or the adjoints in `grads=`) are
-never zeroed or consumed behind the caller's back: those accumulate, as in PyTorch.
+`backward` accumulates into the gradients of the arrays the recorded launches only read (inputs,
+parameters), as Warp's and PyTorch's do: two backward passes (of one tape, or of two tapes sharing a
+parameter) add up until `tape.zero()` or `grad.zero_()`. The gradients of the arrays the launches write
+(intermediate results) are computed afresh each time: zeroed before seeding, or written first by the
+adjoint that covers them (fused_zeroing). Gradient buffers the caller supplied (an array's `.grad` set by
+hand or shared with another framework, or the adjoints in `grads=`) are never zeroed or consumed behind
+the caller's back.
 """
 
 from __future__ import annotations
@@ -334,9 +337,11 @@ class Tape:
             if a.grad is None:  # an output seeded through grads= gets a gradient buffer, as in Warp
                 a.requires_grad = True
         self._check_overwrites()
-        masks, fused = fused_zeroing(self.launches, seeds)
+        written = written_memory(self.launches)
+        masks, fused = fused_zeroing(self.launches, seeds, written)
         for a in self.arrays():
-            if a.grad is not None and not a._grad_external and id(a) not in seeds and id(a) not in fused:
+            if (a.grad is not None and not a._grad_external and id(a) not in seeds and id(a) not in fused
+                    and _memory(a) in written):
                 a.grad.zero_()
         for a, adj in seeds.values():
             if adj is a.grad:
@@ -375,15 +380,31 @@ class Tape:
                 warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
 
-def fused_zeroing(entries: list, seeds: dict) -> tuple[dict[int, int], set[int]]:
+def written_memory(entries: list) -> set:
+    """The memory (see _memory) of the arrays recorded entries write: every launch's writes, and every
+    array a recorded Python function touches. Gradients of arrays outside it accumulate (Tape.backward)."""
+    written: set = set()
+    for e in entries:
+        if isinstance(e, _Launch):
+            written |= e.writes
+        else:
+            written.update(_memory(a) for a in e.arrays())
+    return written
+
+
+def fused_zeroing(entries: list, seeds: dict, written: set | None = None) -> tuple[dict[int, int], set[int]]:
     """Which gradients the adjoints can zero themselves instead of `Tape.backward` zeroing them first: an
     array's gradient is zeroed by the first adjoint to run that touches it (that of the last launch taking
     the array) when that launch covers it exactly, each thread owning one element (ir.zeroable_gradients,
-    grid == the array's shape), so the memory is written once instead of zeroed and then read back. Left to
-    the up-front zeroing: seeds, gradients the caller owns, memory that other arrays (views) or other
-    gradients share, arrays a recorded Python function touches, in-place launches' saved inputs, and every
-    array once a launch after it takes handles or structs (uint64 ids, struct fields), whose hidden arrays'
-    gradients the Tape cannot see. Returns ({id(launch entry): bit mask}, {id(array) zeroed that way})."""
+    grid == the array's shape), so the memory is written once instead of zeroed and then read back. Only
+    arrays in `written` (memory the entries write, default: written_memory) are zeroed at all: the others'
+    gradients accumulate. Left to the up-front zeroing: seeds, gradients the caller owns, memory that other
+    arrays (views) or other gradients share, arrays a recorded Python function touches, in-place launches'
+    saved inputs, and every array once a launch after it takes handles or structs (uint64 ids, struct
+    fields), whose hidden arrays' gradients the Tape cannot see. Returns ({id(launch entry): bit mask},
+    {id(array) zeroed that way})."""
+    if written is None:
+        written = written_memory(entries)
     memory: dict[Any, set[int]] = {}
     for e in entries:
         for a in e.arrays():
@@ -403,8 +424,9 @@ def fused_zeroing(entries: list, seeds: dict) -> tuple[dict[int, int], set[int]]
                 positions.setdefault(id(p), []).append(i)
         for aid, where in positions.items():
             a = e.params[where[0]]
-            if (aid in seen or aid in seeds or len(where) != 1 or where[0] not in lk.zeroable
-                    or (e.saved and where[0] in e.saved) or a.grad is None or a._grad_external
+            if (aid in seen or aid in seeds or _memory(a) not in written or len(where) != 1
+                    or where[0] not in lk.zeroable or (e.saved and where[0] in e.saved)
+                    or a.grad is None or a._grad_external
                     or not isinstance(a.grad, array) or tuple(a.shape) != tuple(e.dims)
                     or len(memory[("data", _memory(a))]) != 1 or len(memory[("grad", id(a.grad._storage))]) != 1):
                 continue

@@ -150,17 +150,26 @@ def test_documented_rosenbrock_adjoint_launch():
     np.testing.assert_allclose(xy.grad.numpy(), expect, rtol=1e-4, atol=1e-3)
 
 
-def test_backward_twice_gives_the_same_result():
-    """Repeated backward calls (no zero in between) give identical gradients, through two stages."""
+def test_backward_twice_accumulates_into_inputs_as_warp():
+    """A second backward (no zero in between) adds to the inputs' gradients, as Warp's and PyTorch's do, so
+    two tapes sharing a parameter sum their gradients; intermediates' gradients are computed afresh;
+    tape.zero() starts over."""
     x = wp.array(np.array([1.0, -2.0, 0.5], dtype=np.float32), requires_grad=True)
     l = wp.zeros(1, dtype=float, requires_grad=True)
     tape, y = two_stage(x, l)
     tape.backward(loss=l)
     first = x.grad.numpy().copy()
-    tape.backward(loss=l)
-    np.testing.assert_array_equal(x.grad.numpy(), first)
     np.testing.assert_allclose(first, 18 * x.numpy())
+    tape.backward(loss=l)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first)
     np.testing.assert_allclose(y.grad.numpy(), 2 * y.numpy())
+    l2 = wp.zeros(1, dtype=float, requires_grad=True)
+    other, _ = two_stage(x, l2)
+    other.backward(loss=l2)
+    np.testing.assert_allclose(x.grad.numpy(), 3 * first)
+    tape.zero()
+    tape.backward(loss=l)
+    np.testing.assert_allclose(x.grad.numpy(), first)
 
 
 def test_backward_with_grads_leaves_the_callers_buffer_alone():
