@@ -173,7 +173,8 @@ def test_capture_if_and_capture_while_with_callables_and_graphs():
 
 def test_forward_and_backward_of_a_tape_are_captured():
     """A Tape's forward launches and its backward pass, recorded in graphs as Warp's optimization examples
-    do, give the analytic gradient on each replay as the input changes."""
+    do (a replay of tape.zero() between steps, since the input's gradient accumulates as in Warp), give
+    the analytic gradient on each replay as the input changes."""
     x = wp.array(np.arange(4, dtype=np.float32), requires_grad=True)
     y = wp.zeros(4, dtype=float, requires_grad=True)
     loss = wp.zeros(1, dtype=float, requires_grad=True)
@@ -192,8 +193,8 @@ def test_forward_and_backward_of_a_tape_are_captured():
         assert loss.numpy()[0] == pytest.approx(float((v * v).sum()))
         np.testing.assert_allclose(x.grad.numpy(), 2 * v)
         x.assign(v + 1.0)
-    wp.capture_launch(clear.graph)
-    np.testing.assert_array_equal(x.grad.numpy(), 0.0)
+        wp.capture_launch(clear.graph)
+        np.testing.assert_array_equal(x.grad.numpy(), 0.0)
 
 
 def test_replays_count_as_writes_for_tapes_and_keep_their_arrays_alive():

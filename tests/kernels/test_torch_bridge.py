@@ -262,13 +262,14 @@ class Cube(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, adj_y):
+        ctx.tape.zero()  # gradients accumulate across backward calls, as in Warp; torch may call this many times
         ctx.tape.backward(grads={ctx.y: wp.from_torch(adj_y.contiguous())})
         return wp.to_torch(ctx.x.grad).clone()
 
 
 def test_gradcheck_passes_through_a_kernel():
     """torch.autograd.gradcheck (which calls backward many times on one forward) passes on a Function wrapping
-    a float64 kernel: each backward computes gradients afresh and leaves torch's grad_output alone."""
+    a float64 kernel: each backward, after tape.zero(), gives the gradient and leaves torch's grad_output alone."""
     x = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(Cube.apply, (x,))
 
