@@ -21,7 +21,7 @@ from loomwork.kernels.array import array, empty
 from loomwork.kernels.launch import launch
 from loomwork.kernels.module import kernel
 
-from .components import cast_like, scalar_view
+from .components import cast_like, matvec_views, scalar_view
 from .linear_operator import LinearOperator
 from .sparse import BsrMatrix, bsr_get_diag
 
@@ -235,14 +235,7 @@ def block_jacobi_operator(A: BsrMatrix, ptype: str) -> LinearOperator | array:
     size = n * b
 
     def block_mv(x: array, y: array, z: array, alpha: float, beta: float) -> None:
-        views = []
-        for name, v in (("x", x), ("y", y), ("z", z)):
-            if not isinstance(v, array) or T.elem_scalar(v.dtype) is not st or v.ndim != 1 or \
-                    not v.is_contiguous or scalar_view(v).size != size:
-                raise ValueError(f"{ptype} matvec: {name} must be a contiguous 1-D array of {size} {T.type_name(st)} "
-                                 f"scalars (or of vectors holding as many), got {v!r}")
-            views.append(scalar_view(v))
-        xs, ys, zs = views
+        xs, ys, zs = matvec_views(ptype, st, size, x, y, z)
         if x.ptr is not None and x.ptr == z.ptr:  # aliased: read a copy of x
             xs = scalar_view(x.clone(requires_grad=False))
         launch(_block_mv, size, inputs=[inv, xs, ys, zs, st(alpha), st(beta), b], device=dev)

@@ -33,6 +33,19 @@ def scalar_view(a: array) -> array:
     return array(ptr=a.ptr or 0, dtype=T.elem_scalar(a.dtype), shape=shape, device=a.device, owner=a)
 
 
+def matvec_views(what: str, st: object, size: int, *vectors: object) -> list[array]:
+    """The scalar views of a matvec's `x`, `y`, `z` (in that order): each must be a contiguous 1-D array of
+    `size` scalars of type `st` (or of vectors holding as many); a ValueError names `what` and the argument."""
+    views = []
+    for name, v in zip("xyz", vectors, strict=True):
+        if not isinstance(v, array) or T.elem_scalar(v.dtype) is not st or v.ndim != 1 or \
+                not v.is_contiguous or scalar_view(v).size != size:
+            raise ValueError(f"{what} matvec: {name} must be a contiguous 1-D array of {size} {T.type_name(st)} "
+                             f"scalars (or of vectors holding as many), got {v!r}")
+        views.append(scalar_view(v))
+    return views
+
+
 def repeat_view(a: array, count: int) -> array:
     """`a` repeated `count` times along a new outer dimension of stride 0 (no copy)."""
     return array(ptr=a.ptr or 0, dtype=a.dtype, shape=(count, *a.shape), strides=(0, *a.strides), device=a.device,

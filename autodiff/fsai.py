@@ -31,7 +31,7 @@ from loomwork.kernels.functions import func
 from loomwork.kernels.launch import launch
 from loomwork.kernels.module import kernel
 
-from .components import scalar_view
+from .components import matvec_views, scalar_view
 from .linear_operator import LinearOperator
 from .sparse import BsrMatrix, bsr_block_index, bsr_copy
 
@@ -523,14 +523,7 @@ class FSAI(LinearOperator):
 
     def _apply(self, x: array, y: array, z: array, alpha: float, beta: float) -> None:
         st, n = self.scalar_type, self.shape[0]
-        views = []
-        for name, v in (("x", x), ("y", y), ("z", z)):
-            if not isinstance(v, array) or T.elem_scalar(v.dtype) is not st or v.ndim != 1 or \
-                    not v.is_contiguous or scalar_view(v).size != n:
-                raise ValueError(f"FSAI matvec: {name} must be a contiguous 1-D array of {n} {T.type_name(st)} "
-                                 f"scalars (or of vectors holding as many), got {v!r}")
-            views.append(scalar_view(v))
-        xs, ys, zs = views
+        xs, ys, zs = matvec_views("FSAI", st, n, x, y, z)
         mv = _mv_kernel(self.factor_dtype, st)
         dev = self.device
         if alpha != 0.0:  # tmp = G x first: x is read whole before z is written, so they may alias

@@ -102,8 +102,11 @@ class Mesh:
                           self.constructor, self.leaf_size, "Mesh", self.device)
         self._moments = np.zeros((self._tree.desc.num_nodes, 16), np.float32) if self.support_winding_number else None
         self._leaf_corners = np.zeros((n, 3, 3), np.float32)
-        self._nodes4, self._nodes4_count = _aligned_zeros(max(1, self._tree.desc.num_nodes // 2) * _NODE4_BYTES), 0
-        self._tri_blocks, self._tri_block_count = _aligned_zeros(max(1, n) * _TRI_BLOCK_BYTES), 0
+        # the 4-wide tree and triangle blocks serve CPU rays only: a device's kernels walk the binary tree
+        self._four_wide = self.device.backend.host_accessible
+        nodes4, blocks = (max(1, self._tree.desc.num_nodes // 2), max(1, n)) if self._four_wide else (0, 0)
+        self._nodes4, self._nodes4_count = _aligned_zeros(nodes4 * _NODE4_BYTES), 0
+        self._tri_blocks, self._tri_block_count = _aligned_zeros(blocks * _TRI_BLOCK_BYTES), 0
         self._update_tree_data(built=True)
         self._handle = Handle(MeshDesc, self.device)
         self._desc, self._id = self._handle.desc, self._handle.id
@@ -166,6 +169,16 @@ class Mesh:
         t, lib = self._tree, host_library()
         points, tris = self._host_points.ctypes.data, self._tris.ctypes.data
         lib.lw_leaf_corners(points, tris, t.order.ctypes.data, len(self._tris), self._leaf_corners.ctypes.data)
+        if self._four_wide:
+            self._update_four_wide(built)
+        if self._moments is not None:
+            lib.lw_winding_moments(t.nodes.ctypes.data, t.desc.num_nodes, t.order.ctypes.data, points, tris,
+                                   self._moments.ctypes.data)
+
+    def _update_four_wide(self, built: bool) -> None:
+        """The 4-wide tree (made after a build, refit after a refit) and its triangle blocks, from the binary
+        tree and the leaf-ordered corners."""
+        t, lib = self._tree, host_library()
         if built:
             blocks = ctypes.c_int32()
             self._nodes4_count = lib.lw_bvh4_collapse(t.nodes.ctypes.data, t.desc.num_nodes, self._nodes4.ctypes.data,
@@ -174,9 +187,6 @@ class Mesh:
         else:
             lib.lw_bvh4_refit(t.nodes.ctypes.data, self._nodes4.ctypes.data, self._nodes4_count)
         lib.lw_tri_blocks(self._leaf_corners.ctypes.data, self._tri_blocks.ctypes.data, self._tri_block_count)
-        if self._moments is not None:
-            lib.lw_winding_moments(t.nodes.ctypes.data, t.desc.num_nodes, t.order.ctypes.data, points, tris,
-                                   self._moments.ctypes.data)
 
     def _publish(self, tree_data: bool = True) -> None:
         """Point the descriptor at the current arrays; `tree_data`: also the leaf corners and moments (after
@@ -194,7 +204,7 @@ class Mesh:
         if tree_data:
             d.moments = h.address("moments", self._moments) if self._moments is not None else 0
             d.leaf_corners = h.address("leaf_corners", self._leaf_corners)
-            four_wide = h.on_host and self._nodes4_count  # CUDA: the binary tree
+            four_wide = self._four_wide and self._nodes4_count  # 0 when the root is a leaf
             d.nodes4 = self._nodes4.ctypes.data if four_wide else 0
             d.tri_blocks = self._tri_blocks.ctypes.data if four_wide else 0
             d.avg_edge = self._avg_edge

@@ -129,13 +129,9 @@ def block_frame(name: str, values: list[tuple[str, Any]]) -> list[str]:
     return [f"struct {name} {{", *(f"    {ctype(t)} {v};" for v, t in values), "};"]
 
 
-def lanes_entry(k: str, cpu_name: str, body: str, params: tuple, contig: str, slots: list[Private], lanes: int,
-                frame: str, zero: tuple = ()) -> list[str]:
-    """The CPU entry of a kernel whose blocks run `lanes` lanes together: its range is one of blocks; each
-    block's lanes run `body` as fibers (lw::blk_run), thread index block * lanes + lane, the last block with the
-    lanes the launch size leaves it. `zero`: as in entry_points, for the block's threads."""
-    args = "".join(f", A.{p.name}" for p in params)
-    red = "".join(f", {r.name}_0" for r in slots)
+def _cpu_entry_head(k: str, cpu_name: str) -> list[str]:
+    """The opening of a kernel's CPU entry: its signature, and the launch header and arguments unpacked from
+    the packed block."""
     return [
         "#if !LW_CUDA",
         f"LW_EXPORT void {cpu_name}(const void* blob, long long begin, long long end)",
@@ -144,6 +140,18 @@ def lanes_entry(k: str, cpu_name: str, body: str, params: tuple, contig: str, sl
         "    __builtin_memcpy(&L, blob, sizeof(L));",
         f"    {k}_args A;",
         "    __builtin_memcpy(&A, (const char*)blob + sizeof(L), sizeof(A));",
+    ]
+
+
+def lanes_entry(k: str, cpu_name: str, body: str, params: tuple, contig: str, slots: list[Private], lanes: int,
+                frame: str, zero: tuple = ()) -> list[str]:
+    """The CPU entry of a kernel whose blocks run `lanes` lanes together: its range is one of blocks; each
+    block's lanes run `body` as fibers (lw::blk_run), thread index block * lanes + lane, the last block with the
+    lanes the launch size leaves it. `zero`: as in entry_points, for the block's threads."""
+    args = "".join(f", A.{p.name}" for p in params)
+    red = "".join(f", {r.name}_0" for r in slots)
+    return [
+        *_cpu_entry_head(k, cpu_name),
         *[f"    {r.acc_type} {r.name}_0 = 0;" for r in slots],
         f"    const bool lw_c = {contig};",
         f"    auto lw_lane = [&](int64_t i) {{ if (lw_c) {body}<true>(L, i{args}{red}); "
@@ -687,13 +695,7 @@ def entry_points(k: str, cpu_name: str, cuda_name: str, body: str, params: tuple
     flush = [f"    {r.flush}" for r in slots]
     cuda_args = args + "".join(f", {r.name}_0" for r in slots)
     return [
-        "#if !LW_CUDA",
-        f"LW_EXPORT void {cpu_name}(const void* blob, long long begin, long long end)",
-        "{",
-        "    lw::launch_t L;",
-        "    __builtin_memcpy(&L, blob, sizeof(L));",
-        f"    {k}_args A;",
-        "    __builtin_memcpy(&A, (const char*)blob + sizeof(L), sizeof(A));",
+        *_cpu_entry_head(k, cpu_name),
         *decls,
         *loops,
         *combine,
