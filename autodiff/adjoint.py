@@ -413,8 +413,10 @@ class AdjointEmitter(Emitter):
         r = self.private.get(id(s))
         if r is not None:  # accumulated per chunk, applied once by the entry point
             self.out(f"{r.name} += lw::cast<{r.acc_type}>({g});")
-        elif e.array in self.exclusive:  # no other thread touches this element
-            self.out(f"if (lw::has_grad({self.op(e.array)})) lw::acc({self.grad(e.array, e.indices, e.site)}, {g});")
+        elif e.array in self.exclusive:  # no other thread touches this element, unless the array is a broadcast
+            a, target = self.op(e.array), self.grad(e.array, e.indices, e.site)
+            self.out(f"if (lw::has_grad({a})) {{ if (LW_C || lw::grad_distinct({a}, {e.array.type.ndim})) "
+                     f"lw::acc({target}, {g}); else lw::atomic_add(&{target}, {g}); }}")
         else:
             target = self.grad(e.array, e.indices, e.site)
             self.out(f"if (lw::has_grad({self.op(e.array)})) lw::atomic_add(&{target}, {g});")

@@ -669,11 +669,20 @@ template <typename T> LW_FUNC indexedarray_t<T> grad_of(const indexedarray_t<T>&
 }
 template <typename T> LW_FUNC bool inner_contiguous(const indexedarray_t<T>& a, int ndim) { return true; }
 template <typename T> LW_FUNC bool has_grad(const array_t<T>& a) { return a.grad != 0; }
+// whether distinct indices reach distinct elements of the first `ndim` dimensions: false for a broadcast view
+// (a dimension of more than one element with stride 0), where threads indexing by their own index share elements
+template <typename T> LW_FUNC bool grad_distinct(const array_t<T>& a, int ndim) {
+    for (int d = 0; d < ndim; ++d)
+        if (a.shape[d] > 1 && a.strides[d] == 0) return false;
+    return true;
+}
 template <typename T> LW_FUNC bool has_grad(const indexedarray_t<T>& a) { return a.arr.grad != 0; }
 template <typename T> LW_FUNC bool retains_grad(const indexedarray_t<T>& a) { return retains_grad(a.arr); }
 
+// whether a kernel body may take `a` as laid out for its fast instantiation (LW_C): the innermost dimension
+// contiguous and no broadcast dimension, so that threads indexing by their own index own distinct elements
 template <typename T> LW_FUNC bool inner_contiguous(const array_t<T>& a, int ndim) {
-    return a.shape[ndim - 1] <= 1 || a.strides[ndim - 1] == (int64_t)sizeof(T);
+    return (a.shape[ndim - 1] <= 1 || a.strides[ndim - 1] == (int64_t)sizeof(T)) && grad_distinct(a, ndim - 1);
 }
 
 // a view of `a` with its leading `n` dimensions indexed away

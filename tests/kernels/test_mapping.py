@@ -57,6 +57,20 @@ def test_map_gradients_through_broadcasting():
     np.testing.assert_allclose(b.grad.numpy(), [[1.0, 2.0, 3.0]] * 2)
 
 
+def test_broadcast_gradients_add_up_under_many_threads():
+    """A broadcast operand's gradient elements are shared by threads: the adjoint adds atomically there (the
+    own-element fast path would lose updates), here over enough rows to run on every CPU thread."""
+    rows = 200_000
+    a = wp.array(np.array([1.0, 2.0, 3.0, 4.0], np.float32), requires_grad=True)
+    b = wp.array(np.full((rows, 4), 0.5, np.float32), requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        y = a * b
+    tape.backward(grads={y: np.ones((rows, 4), dtype=np.float32)})
+    np.testing.assert_allclose(a.grad.numpy(), [0.5 * rows] * 4, rtol=1e-5)
+    np.testing.assert_allclose(b.grad.numpy()[-1], [1.0, 2.0, 3.0, 4.0])
+
+
 def test_map_errors():
     """No array input, shapes that do not broadcast, a function that does not take the types, a wrong `out`."""
     with pytest.raises(TypeError, match="at least one input"):
