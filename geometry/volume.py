@@ -49,6 +49,14 @@ class _VolumeDesc(ctypes.Structure):
                 ("voxel_count", ctypes.c_int32)]
 
 
+def _device_of(points: Any, device: Any) -> Any:
+    """Where a volume built from `points` lives: `device`, else the points' device (a wp.array), else the
+    default device, as Warp decides."""
+    if device is None and isinstance(points, array):
+        return points.device
+    return get_device(device)
+
+
 def _voxel_size(voxel_size: Any) -> tuple[float, float, float]:
     """A positive, finite voxel size per axis, from a scalar or three values."""
     try:
@@ -306,7 +314,7 @@ class Volume:
             data = file_or_buffer
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"Volume.load_from_nvdb takes a path, a binary file or bytes, got {type(data).__name__}")
-        return cls._from_buffer(nv.read_file(bytes(data), "Volume.load_from_nvdb"), device or "cpu")
+        return cls._from_buffer(nv.read_file(bytes(data), "Volume.load_from_nvdb"), device)
 
     def save_to_nvdb(self, path: Any, codec: str = "none") -> Any:
         """Write the grid as a NanoVDB file (codec "none", "zip" or "blosc"); returns `path`."""
@@ -338,7 +346,7 @@ class Volume:
         order = nv.leaf_key_order(tiles)
         buf = nv.build_grid(kind, tiles[order], np.ones((len(tiles), 512), bool), values[order],
                             _bg_array(kind, bg_value), vs, t)
-        return cls._from_buffer(buf, device or "cpu")
+        return cls._from_buffer(buf, device)
 
     @classmethod
     def allocate(cls, min: Any, max: Any, voxel_size: Any, bg_value: Any = 0.0, translation: Any = (0.0, 0.0, 0.0),
@@ -357,7 +365,7 @@ class Volume:
                          -1).reshape(-1, 3) * 8
         kind = nv.KINDS[nv.ON_INDEX] if bg_value is None else _value_kind(bg_value)
         bg = None if bg_value is None else _bg_array(kind, bg_value)
-        return cls._from_buffer(_tiles_grid(kind, tiles, bg, vs, t), device or "cpu")
+        return cls._from_buffer(_tiles_grid(kind, tiles, bg, vs, t), device)
 
     @classmethod
     def allocate_by_tiles(cls, tile_points: Any, voxel_size: Any = None, bg_value: Any = 0.0,
@@ -384,7 +392,7 @@ class Volume:
                                vs, t)
 
         if not (rebuildable or max_tiles is not None or max_lower_nodes is not None or max_upper_nodes is not None):
-            return cls._from_buffer(build(tile_points, point_mask), device or "cpu")
+            return cls._from_buffer(build(tile_points, point_mask), _device_of(tile_points, device))
         leaves = _capacity(max_tiles, len(_points(tile_points, what)[0]), "max_tiles")
         lowers = _capacity(max_lower_nodes, leaves, "max_lower_nodes")
         capacity = RebuildInfo("tiles", leaves * 512, leaves, lowers, _capacity(max_upper_nodes, lowers,
@@ -415,7 +423,7 @@ class Volume:
 
         if not (rebuildable or max_active_voxels is not None or max_leaf_nodes is not None
                 or max_lower_nodes is not None or max_upper_nodes is not None):
-            return cls._from_buffer(build(voxel_points, point_mask), device or "cpu")
+            return cls._from_buffer(build(voxel_points, point_mask), _device_of(voxel_points, device))
         voxels = _capacity(max_active_voxels, len(_points(voxel_points, what)[0]), "max_active_voxels")
         leaves = _capacity(max_leaf_nodes, voxels, "max_leaf_nodes")
         lowers = _capacity(max_lower_nodes, leaves, "max_lower_nodes")
@@ -441,7 +449,7 @@ class Volume:
     def _rebuildable(cls, kind: nv.GridKind, build: Callable, capacity: RebuildInfo, points: Any, point_mask: Any,
                      status: Any, device: Any) -> Volume:
         """A volume in a buffer sized for `capacity`, first built from `points` (empty when they do not fit)."""
-        device = get_device(device or "cpu")
+        device = _device_of(points, device)
         _check_status(status, device)
         reserved = nv.aligned_bytes(nv.grid_bytes(kind, capacity.max_upper_node_count, capacity.max_lower_node_count,
                                                   capacity.max_leaf_node_count))
