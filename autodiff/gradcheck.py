@@ -84,7 +84,7 @@ class _Target:
         for g in self.grads:
             if g is not None:
                 g.zero_()
-        _flat(self.grads[oi])[r] = 1.0
+        _set(self.grads[oi], r, 1.0)
         if isinstance(self.fn, Kernel):
             launch(self.fn, self.dim, inputs=self.params, device=self.device, adjoint=True, adj_inputs=self.grads,
                    record_tape=False)
@@ -108,6 +108,17 @@ class _Target:
 
 def _flat(a: array) -> np.ndarray:
     return a.numpy().reshape(-1)
+
+
+def _set(a: array, r: int, value: float) -> float:
+    """Set flat component `r` of `a` (in place on the host, through a copy of device memory) and return
+    the value as stored, rounded to the array's precision."""
+    host = a.numpy()
+    flat = host.reshape(-1)
+    flat[r] = value
+    if not a.device.backend.host_accessible:
+        a.assign(host)
+    return float(flat[r])
 
 
 def jacobian(function: Any, dim: Any = None, inputs: list | None = None, outputs: list | None = None,
@@ -155,13 +166,11 @@ def jacobian_fd(function: Any, dim: Any = None, inputs: list | None = None, outp
         cols: dict[str, list] = {name: [] for _, name, _ in tgt.outs}
         for c in range(n_cols):
             orig = flat[c].copy()
-            flat[c] = orig + eps
-            hi = float(flat[c])  # the perturbation as stored, after rounding to the array's precision
+            hi = _set(arr, c, orig + eps)  # the perturbations as stored, after rounding to the array's precision
             plus = evaluate()
-            flat[c] = orig - eps
-            lo = float(flat[c])
+            lo = _set(arr, c, orig - eps)
             minus = evaluate()
-            flat[c] = orig
+            _set(arr, c, orig)
             for _, oname, _ in tgt.outs:
                 cols[oname].append((plus[oname] - minus[oname]) / (hi - lo))
         for _, oname, _ in tgt.outs:
