@@ -1050,10 +1050,10 @@ class indexedarray:  # noqa: N801 - Warp's public name
         return bytes(desc)
 
     def _selection(self, what: str) -> tuple[np.ndarray, tuple]:
-        """The data's host view and the NumPy index that picks this view's elements from it."""
+        """The data on the host (a view on the CPU, a copy of device memory) and the NumPy index that picks
+        this view's elements from it."""
         if self.data is None:
             raise TypeError(f"indexedarray.{what}: an indexedarray annotation holds no data")
-        self.data._check_host(what)
         self._storage.check_host_access(what)
         picks = [idx._host() if idx is not None else np.arange(n) for idx, n in zip(self.indices, self.data.shape,
                                                                                     strict=True)]
@@ -1072,7 +1072,7 @@ class indexedarray:  # noqa: N801 - Warp's public name
         """A new contiguous array holding the selected elements."""
         out = empty(self.shape, self.dtype, self.device, self.requires_grad)
         if self.size:
-            out._host()[...] = self.numpy()
+            out.assign(self.numpy())
         return out
 
     def clone(self, device: Any = None, requires_grad: bool | None = None) -> array:
@@ -1099,6 +1099,8 @@ class indexedarray:  # noqa: N801 - Warp's public name
             host[sel] = values.reshape(target.shape)
         else:
             host[sel] = T.to_storage(T.elem_scalar(self.dtype), values.reshape(target.shape), raw_bits=True)
+        if not self.data.device.backend.host_accessible:  # `host` is a copy: write it back whole
+            self.data.assign(host)
         self._storage.bump("indexedarray.assign()")
         return self
 

@@ -174,6 +174,10 @@ def _converter(k: Kernel, name: str, t: Any, device: Device, use: _Use) -> Any:
             if not isinstance(v, t):
                 got = "None" if v is None else f"a {type(v).__name__}"
                 raise LaunchError(f"kernel {k.label} argument '{name}' expects {t.__name__} but got {got}")
+            for path, a in v.arrays():
+                if a.device != device:
+                    raise DeviceError(f"kernel {k.label} argument '{name}': field '{path}' is an array on "
+                                      f"{a.device}, launch is on {device}")
             return bytes(v._pack())
         return conv_struct
     if T.is_composite(t):

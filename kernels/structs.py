@@ -66,6 +66,15 @@ class StructType(T.RecordType):
                 setattr(c, name, T._to_ctype_value(t, v))
         return c
 
+    def arrays(self, prefix: str = "") -> Any:
+        """(field path, array) of every array this struct holds, nested structs' too."""
+        for name, t in self.fields.items():
+            v = self._values[name]
+            if isinstance(t, ArrayType) and v is not None:
+                yield prefix + name, v
+            elif is_struct(t):
+                yield from v.arrays(f"{prefix}{name}.")
+
     def numpy_value(self) -> tuple:
         """The value as one NumPy record of `numpy_dtype()`, as a tuple in field order (nested structs as
         tuples, vectors and matrices as arrays, array fields as their descriptor bytes)."""
@@ -139,8 +148,6 @@ def _convert(struct_name: str, name: str, t: Any, value: Any) -> Any:
         kind = indexedarray if t.indexed else array
         if not isinstance(value, kind) or value.dtype != t.dtype or value.ndim != t.ndim:
             raise TypeError(f"{where} expects {t}, got {value!r}")
-        if not value.device.backend.host_accessible:
-            raise TypeError(f"{where}: arrays in structs must be in host memory here, got one on {value.device}")
         return value
     if is_struct(t):
         if not isinstance(value, t):

@@ -99,6 +99,35 @@ def test_vector_matrix_and_struct_arrays():
     assert [tuple(q.pos) for q in got] == [(2.0, 2.0, 3.0)] * 4 and got[0].tag == 5
 
 
+@wp.struct
+class Weights:
+    w: wp.array(dtype=float)
+    scale: float
+
+
+@wp.kernel
+def weighted(p: Weights, x: wp.indexedarray(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = p.scale * p.w[i] * x[i]
+
+
+def test_structs_holding_device_arrays_and_indexed_arrays():
+    """Structs carry device arrays into GPU launches (a launch elsewhere names the field); indexed arrays
+    of device memory launch, read back and assign."""
+    data = wp.array(np.arange(10, dtype=np.float32), device=GPU)
+    x = wp.indexedarray(data, [wp.array(np.array([9, 0, 4], np.int32), device=GPU)])
+    p = Weights(w=wp.array(np.array([1.0, 2.0, 3.0], np.float32), device=GPU), scale=2.0)
+    out = wp.zeros(3, dtype=float, device=GPU)
+    wp.launch(weighted, 3, inputs=[p, x, out], device=GPU)
+    assert out.numpy().tolist() == [18.0, 0.0, 24.0]
+    assert x.numpy().tolist() == [9.0, 0.0, 4.0] and x.contiguous().device == GPU
+    x.assign([1.0, 2.0, 3.0])
+    assert data.numpy().tolist() == [2.0, 1, 2, 3, 3.0, 5, 6, 7, 8, 1.0]
+    with pytest.raises(wp.DeviceError, match="argument 'p': field 'w' is an array on cuda:0, launch is on cpu"):
+        wp.launch(weighted, 3, inputs=[p, wp.indexedarray(wp.zeros(3, device="cpu")), wp.zeros(3, device="cpu")],
+                  device="cpu")
+
+
 def test_saxpy_matches_numpy_at_scale():
     n = 1 << 22
     rng = np.random.default_rng(1)
