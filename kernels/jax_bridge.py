@@ -432,6 +432,7 @@ class JaxKernel(_Signature):
         if lm.debug and not dev.backend.host_accessible:  # alive as long as this jax_kernel (compiled calls use it)
             fault, record = dev.backend.allocate(ctypes.sizeof(ErrorRecord), zero=True)
             self._fault_records.append(record)
+            dev.backend.synchronize()  # allocated and zeroed before XLA's stream reads it
         blob = plan.struct.pack(*launcher.header(size, dims, fault), *values)
         debug = dict(kernel=self.kernel.label + (" (in its adjoint)" if adjoint else ""), fault_offset=-1, sites="")
         if lm.debug:
