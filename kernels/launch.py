@@ -518,15 +518,13 @@ def _brief(v: Any) -> str:
 
 
 def _verify_fp(kernel: Kernel, plan: LaunchPlan, params: list, which: frozenset, when: str) -> None:
-    """wp.config.verify_fp: every float in the arrays `which` (positions) must be finite; arrays the host
-    cannot read, and arrays of structs, are not checked."""
+    """wp.config.verify_fp: every float in the arrays `which` (positions) must be finite (device memory is
+    read back, waiting for the launch); arrays of structs are not checked."""
     for i in sorted(which):
         t, v = plan.types[i], params[i]
         if not (isinstance(t, ArrayType) and _float_valued(t.dtype)) or v is None:
             continue
         if isinstance(v, array | indexedarray):
-            if not v.device.backend.host_accessible:
-                continue
             values = v.numpy()
         else:
             values = np.asarray(v)

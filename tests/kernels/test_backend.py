@@ -290,6 +290,12 @@ def test_host_access_is_asked_of_the_backend(register):
     assert array_sum(a, out=out) is out and out.numpy()[0] == 6.0
     wp.utils.radix_sort_pairs(keys, vals, 4)
     assert keys.numpy().tolist() == [0, 1, 2, 3] and vals.numpy().tolist() == [3, 1, 2, 0]
+    wp.config.verify_fp = True  # checked through a read-back of the device memory
+    try:
+        with pytest.raises(wp.KernelRuntimeError, match="array 'x' holds a NaN or an infinity before the launch"):
+            wp.launch(scale, dim=4, inputs=[wp.array(np.full(4, np.nan, np.float32), device=dev), 2.0], device=dev)
+    finally:
+        wp.config.verify_fp = False
     h = Holder(values=a)  # structs hold device arrays; a launch elsewhere names the field
     with pytest.raises(wp.DeviceError, match=f"argument 'h': field 'values' is an array on {dev}, launch is on cpu"):
         wp.launch(first_of, dim=1, inputs=[h, wp.zeros(1, dtype=float, device="cpu")], device="cpu")
