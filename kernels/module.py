@@ -18,7 +18,7 @@ import threading
 import time
 import typing
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import (  # noqa: F401 (call forms register themselves)
@@ -449,6 +449,9 @@ class LoadedModule:
     adjoints: dict[str, Launcher] | None = None
     adj_program: Program | None = None
     failed: dict[str, KernelError] = field(default_factory=dict)  # kernels the front end rejected, by key
+    # a build of only the kernels added since `base` was loaded: `base` keeps running (and differentiating) its own
+    base: LoadedModule | None = None
+    own: frozenset = frozenset()  # the keys of the kernels this build compiled (its adjoint program's)
 
     def kernel(self, key: str) -> LoadedKernel:
         """The loaded kernel `key`; a kernel the front end rejected raises its error here, at its own
@@ -463,11 +466,13 @@ class LoadedModule:
         first use: most launches never need them, and they are most of a module's compile time."""
         if not self.kernels[key].has_backward:
             return None
+        if self.base is not None and key not in self.own:
+            return self.base.adjoint(key)
         if self.adjoints is None:
             self.adj_program = self.build_adjoint()
             self.adjoints = {k: self.adj_program.kernel(f"{lk.kernel.cname}_adj", lk.serial_threshold,
                                                         *((lk.lanes,) if lk.lanes else ()))
-                             for k, lk in self.kernels.items() if lk.has_backward}
+                             for k, lk in self.kernels.items() if lk.has_backward and k in self.own}
         return self.adjoints[key]
 
 
@@ -523,6 +528,11 @@ class Module:
         self.options.update(options)
         self.version += 1
 
+    def _holds(self, lm: LoadedModule) -> bool:
+        """Whether every kernel `lm` built is still this module's, unchanged (then only new ones need a build)."""
+        return all(self.kernels.get(k) is lk.kernel for k, lk in lm.kernels.items()) and all(
+            k in self.kernels for k in lm.failed)
+
     def options_key(self) -> tuple:
         """The options a build depends on: the module's own four first, then the other build settings."""
         return (self.option("mode") == "debug", bool(self.option("fast_math")), bool(self.option("enable_backward")),
@@ -549,15 +559,21 @@ class Module:
         lm = self.loaded.get(key)
         if lm is not None and lm.version == version:
             return lm
+        # kernels added since the last build (as in a program that makes kernels as it goes): build those alone
+        base = lm if lm is not None and lm.version[1] == version[1] and self._holds(lm) else None
         backend = device.backend
         t0 = time.perf_counter()
         debug, fast_math, _, max_unroll = self.options_key()[:4]
         ctx = BuildContext(debug, max_unroll, lanes)
+        if base is not None:
+            ctx.sites.extend(base.sites)  # fault sites keep one numbering across the builds
         kernel_irs = []
         kernels = []
         failed: dict[str, KernelError] = {}  # a kernel the front end rejects fails its own launches only
         for k in self.kernels.values():
             if k.is_generic:  # generic kernels build per overload
+                continue
+            if base is not None and (k.key in base.kernels or k.key in base.failed):
                 continue
             try:
                 builder = Builder(Source(k.func), k.key, k.cname, dict(zip(*k.signature(), strict=True)),
@@ -570,6 +586,11 @@ class Module:
                 print(fn.dump(), file=sys.stderr)
             kernels.append(k)
             kernel_irs.append(fn)
+        if base is not None and not kernels:
+            lm = replace(base, version=version, failed={**base.failed, **failed}, base=base,
+                                     own=frozenset(), adjoints=None, adj_program=None)
+            self.loaded[key] = lm
+            return lm
         if failed and not kernels:
             raise next(iter(failed.values()))
         # wp.grad(f) calls f's adjoint from forward code: the functions' adjoints then join the forward source
@@ -639,7 +660,12 @@ class Module:
                                     config.cache_kernels)
             return backend.load(backend.compile(src, f"{name}-adj", opts, f"the adjoints of {what}"))
 
-        lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint, failed=failed)
+        if base is not None:
+            lm = LoadedModule(program, {**base.kernels, **loaded}, ctx.sites, debug, artifact, version, build_adjoint,
+                              failed={**base.failed, **failed}, base=base, own=frozenset(loaded))
+        else:
+            lm = LoadedModule(program, loaded, ctx.sites, debug, artifact, version, build_adjoint, failed=failed,
+                              own=frozenset(loaded))
         self.loaded[key] = lm
         if verbose:
             print(f"loomwork: module '{self.name}' ready in {(time.perf_counter() - t0) * 1e3:.1f} ms "

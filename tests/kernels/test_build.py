@@ -126,6 +126,40 @@ def test_decoration_is_lazy_and_redefinition_rebuilds():
     assert a.numpy()[0] == 1.0
 
 
+def test_kernels_added_after_a_build_compile_alone():
+    """A kernel made after its module was built compiles by itself (programs that make kernels as they go pay
+    for each once, not for the whole module again): the earlier kernels keep running and differentiating, and
+    a debug build's out-of-bounds report names the new kernel's own source line."""
+    mod = f"test_build_incremental_{os.getpid()}"
+
+    def double(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = 2.0 * x[i]
+
+    k1 = wp.kernel(double, module=mod, module_options={"mode": "debug"})
+    x = wp.array(np.arange(4, dtype=np.float32), requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    wp.launch(k1, 4, inputs=[x, y])
+    first = k1.module.load(wp.get_device("cpu"))
+
+    def shifted(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i + 1] * x[i + 1]
+
+    k2 = wp.kernel(shifted, module=mod)
+    with pytest.raises(wp.KernelRuntimeError, match="shifted' .*index 4 is out of bounds.*`x\\[i \\+ 1\\]`"):
+        wp.launch(k2, 4, inputs=[x, y])
+    second = k1.module.load(wp.get_device("cpu"))
+    assert second.base is first and second.own == {k2.key} and set(second.kernels) == {k1.key, k2.key}
+    z = wp.zeros(4, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(k2, 3, inputs=[x, y])
+        wp.launch(k1, 4, inputs=[y, z])
+    tape.backward(grads={z: np.ones(4, np.float32)})
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 4.0, 8.0, 12.0])  # d(2 x[i+1]^2) = 4 x[i+1]
+
+
 def test_kernels_from_a_factory_close_over_constants():
     """Kernels made by a Python factory capture their closure's constants, one kernel each."""
 
