@@ -71,7 +71,7 @@ _ATOMIC_SCALARS = {  # the scalar types each atomic takes (of scalars, or of vec
 def atomic(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     """atomic_op(array, i[, j, ...], [compare,] value): returns the previous value."""
     name = obj.name
-    bld.no_keywords(node, f"wp.{name}")
+    node = bld.by_position(name, node)
     nvalues = 2 if name == "atomic_cas" else 1
     if len(node.args) < 2 + nvalues:
         bld.error(node, KernelTypeError, f"wp.{name}(array, index..., {'compare, ' if nvalues == 2 else ''}value) "

@@ -28,6 +28,7 @@ from . import types as T
 from .annotations import annotations, arg_type, closure_values
 from .array import MAX_DIMS
 from .array import array as array_cls
+from .builtin_params import param_names
 from .errors import (
     KernelAttributeError,
     KernelError,
@@ -1594,7 +1595,7 @@ class Builder:
         """A call of a table builtin. Arguments in out positions name variables (or fields or elements) the
         call assigns; an in-out argument that is a variable is updated too, while any other value (an array
         element, an expression) passes a copy the call advances, as in Warp."""
-        self.no_keywords(node, bi.name)
+        node = self.by_position(bi.name, node)
         shape = next((ov for ov in bi.overloads if len(ov.params) == len(node.args) and ov.outputs), None)
         if shape is None:
             if any(len(ov.params) > len(node.args) and ov.outputs == tuple(range(len(node.args), len(ov.params)))
@@ -1686,6 +1687,26 @@ class Builder:
         """Input values with the out / in-out positions' entries put back in argument order."""
         it = iter(values)
         return [outs[i] if i in outs else next(it) for i in range(len(values) + len(outs))]
+
+    def by_position(self, name: str, node: ast.Call) -> ast.Call:
+        """A builtin call that passes arguments by keyword, as the same call with every argument in its place
+        (the keywords must name the parameters right after the positional arguments, in any order)."""
+        if not node.keywords:
+            return node
+        if any(k.arg is None for k in node.keywords):
+            self.error(node, KernelTypeError, f"{name}() takes no **keyword arguments in kernels")
+        given = {k.arg: k.value for k in node.keywords}
+        n = len(node.args)
+        arities = param_names(name)
+        for names in arities:
+            if set(names[n:n + len(given)]) == set(given):
+                call = ast.Call(func=node.func, args=[*node.args, *(given[p] for p in names[n:n + len(given)])],
+                                keywords=[])
+                return ast.copy_location(call, node)
+        takes = " or ".join(f"{name}({', '.join(names)})" for names in arities)
+        self.error(node, KernelTypeError, f"{name}() got keyword argument(s) {', '.join(given)} that do not name the "
+                   f"parameters after its {n} positional argument(s): " + (f"it takes {takes}" if takes else
+                                                                           "it takes no keyword arguments"))
 
     def no_keywords(self, node: ast.Call, name: str) -> None:
         if node.keywords:

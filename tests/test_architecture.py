@@ -42,7 +42,8 @@ def test_layers_import_downward_only(layer):
 
 # kernels/ from the bottom up: a module may import only modules listed before it (locally too)
 KERNEL_ORDER = [
-    "errors", "config", "logger", "types", "ir", "builtins", "extensions", "cache", "build", "backend", "cpu", "cuda",
+    "errors", "config", "logger", "types", "ir", "builtins", "builtin_params", "extensions", "cache", "build",
+    "backend", "cpu", "cuda",
     "memory", "device", "stream", "dlpack", "foreign", "array", "interop", "annotations", "utils", "functions",
     "structs", "mathlib", "codegen", "simd", "frontend", "callforms", "tiles", "tiles_block", "tiles_indexed",
     "tiles_fft",

@@ -744,3 +744,30 @@ def test_a_body_of_ellipsis_compiles():
     a = wp.ones(2)
     wp.launch(body_is_ellipsis, 2, inputs=[a])
     assert a.numpy().tolist() == [1.0, 1.0]
+
+
+@wp.kernel
+def keyword_calls(out: wp.array(dtype=float)):
+    out[0] = wp.pow(x=2.0, y=4.0) + wp.pow(2.0, y=3.0) + wp.pow(y=1.0, x=5.0)
+    m = wp.transform_compose(rotation=wp.quat_identity(), scale=wp.vec3(2.0, 3.0, 4.0),
+                             position=wp.vec3(1.0, 2.0, 3.0))
+    out[1] = m[1, 1] + m[2, 3]
+    wp.atomic_add(out, value=0.5, i=2)
+
+
+def test_builtins_take_arguments_by_keyword():
+    """Builtins take keyword arguments by their documented parameter names, in any order after the
+    positional ones; a keyword that repeats a positional argument or names no parameter is refused."""
+    out = wp.zeros(3)
+    wp.launch(keyword_calls, 1, inputs=[out])
+    assert out.numpy().tolist() == [16.0 + 8.0 + 5.0, 3.0 + 3.0, 0.5]
+
+    def repeats(out: wp.array(dtype=float)):
+        out[0] = wp.pow(2.0, x=4.0)
+
+    def unknown(out: wp.array(dtype=float)):
+        out[0] = wp.sin(angle=1.0)
+
+    for f, words in ((repeats, "keyword argument.s. x .*it takes pow.x, y."), (unknown, "angle .*it takes sin.x.")):
+        with pytest.raises(wp.KernelTypeError, match=words):
+            wp.launch(wp.kernel(f, module=f"test_language_keywords_{f.__name__}"), 1, inputs=[out])
