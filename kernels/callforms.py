@@ -496,7 +496,12 @@ def construct(bld: Builder, t: Any, node: ast.Call, args: list[Operand] | None =
         return bld.assign_temp(ir.Construct(t, ()), t)
     if len(args) == 1 and T.is_composite(args[0].type):
         if args[0].type._shape_ != t._shape_:
-            bld.error(node, KernelTypeError, f"cannot convert {T.type_name(args[0].type)} to {T.type_name(t)}")
+            src, dst = args[0].type, t  # then Warp's words, whose first size is the target's
+            words = (f"incompatible matrix of shape {dst._shape_} given when copy constructing a matrix of shape "
+                     f"{src._shape_}" if T.is_matrix(dst) and T.is_matrix(src) else
+                     f"incompatible vector of length {dst._length_} given when copy constructing a vector of length "
+                     f"{src._length_}")
+            bld.error(node, KernelTypeError, f"cannot convert {T.type_name(src)} to {T.type_name(dst)}: {words}")
         return args[0] if args[0].type == t else bld.assign_temp(ir.Construct(t, (args[0],)), t)
     if T.is_matrix(t) and len(args) == t._shape_[0] and all(T.is_vector(a.type) for a in args):
         bld.error(node, KernelTypeError, f"{T.type_name(t)}() takes {n} scalars (row-major), not row vectors")

@@ -1743,7 +1743,8 @@ class Builder:
             if len(set(ts)) > 1:
                 hint = ("\n  (operands of different scalar types: convert one explicitly, "
                         "e.g. float(i) or wp.float64(x))")
-            self.error(node, KernelTypeError, f"no overload of {name}() takes ({got}); these do:\n{cands}{hint}")
+            self.error(node, KernelTypeError, f"no overload of {name}() takes ({got}) (Couldn't find function "
+                       f"overload for '{name}' that matched inputs with types: [{got}]); these do:\n{cands}{hint}")
         ov, bindings = found
         return self.assign_temp(ir.Call(ov, tuple(args)), ov.ret(bindings))
 
