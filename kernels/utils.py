@@ -65,8 +65,8 @@ def _on_host(*written: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
                       if isinstance(v, array) and v.ptr is not None and not v.device.backend.host_accessible}
             if not remote:
                 return fn(*args, **kwargs)
-            for n, v in remote.items():
-                bound.arguments[n] = v.to("cpu")
+            for n, v in remote.items():  # read now, also while the CPU is being captured (not a CPU copy to record)
+                bound.arguments[n] = array(v.numpy(), dtype=v.dtype, device="cpu")
             result = fn(*bound.args, **bound.kwargs)
             for n in written:
                 if n in remote:

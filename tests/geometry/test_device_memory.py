@@ -184,3 +184,18 @@ def test_hash_grids_and_volumes_on_device_memory(dev):
         np.testing.assert_allclose(other, cpu, rtol=1e-5, atol=1e-5)  # a GPU fuses multiply-adds
     brute = (np.linalg.norm(pts[:, None] - pts[None], axis=-1) <= 0.5).sum(1)
     np.testing.assert_array_equal(answers[0][0], brute)
+
+
+def test_device_work_runs_now_while_the_cpu_is_captured(dev):
+    """A hash grid on device memory built while the CPU is being captured sorts its keys now: the host copies
+    the sort works on are not CPU work for the capture to record (they were, and the grid read garbage)."""
+    pts = np.random.default_rng(5).uniform(0, 4, (200, 3)).astype(np.float32)
+    p = wp.array(pts, dtype=wp.vec3, device=dev)
+    grid = wp.HashGrid(16, 16, 16, device=dev)
+    count = wp.zeros(200, dtype=int, device=dev)
+    wp.load_module(device="cpu")
+    with wp.ScopedCapture(device="cpu"):
+        grid.build(p, 0.5)
+        wp.launch(neighbour_counts, 200, inputs=[grid.id, p, 0.5, count], device=dev)
+    brute = (np.linalg.norm(pts[:, None] - pts[None], axis=-1) <= 0.5).sum(1)
+    np.testing.assert_array_equal(count.numpy(), brute)
