@@ -532,7 +532,8 @@ add("inverse_approx", (Mat("float", cols="R"),), lambda b: T.matrix((b["R"], b["
     group="Vector Math", doc="the inverse; the same computation as wp.inverse here", py=np.linalg.inv)
 add("lower_bound", (Arr("any", ndim=1), Scalar("any")), T.int32, group="Utility", differentiable=False,
     doc="lower_bound(arr, value) / lower_bound(arr, begin, end, value): in a sorted 1-D array (or its range "
-        "[begin, end)), the first index whose element is >= value (end when there is none)")
+        "[begin, end)), the first index whose element is >= value; the last index (end - 1) when there is none, "
+        "as in Warp, so the result indexes the range")
 add("lower_bound", (Arr("any", ndim=1), Exact(T.int32), Exact(T.int32), Scalar("any")), T.int32, group="Utility",
     differentiable=False, doc="")
 add("block_dim", (), T.int32, group="Utility", differentiable=False,

@@ -620,8 +620,10 @@ template <bool C, typename T> LW_FUNC T& atc(const array_t<T>& a, int64_t i, int
     return C ? ((T*)((char*)a.data + i * a.strides[0] + j * a.strides[1] + k * a.strides[2]))[l] : at(a, i, j, k, l);
 }
 
-// in a sorted 1-D array, the first index of [lo, hi) whose element is not less than v (hi if none)
+// in a sorted 1-D array, the first index of [lo, hi) whose element is not less than v; as Warp's, the last index
+// (hi - 1) when every element is less, so the result indexes the range (lo for an empty range)
 template <typename T> LW_FUNC int32_t lower_bound(const array_t<T>& a, int32_t lo, int32_t hi, T v) {
+    hi = hi > lo ? hi - 1 : lo;
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
         if (at(a, mid) < v) lo = mid + 1;

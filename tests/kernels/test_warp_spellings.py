@@ -297,7 +297,7 @@ def test_warp_builtin_forms():
         wp.launch(warp_forms, 1, inputs=[a, ints, out, iout, mout])
     m = np.array([[1.0, 2.0], [3.0, 4.0]])
     np.testing.assert_allclose(mout.numpy(), [m * m, m / 2, m * 0.75])
-    assert iout.numpy().tolist() == [8, 3, 2, 2, 5, 24, 6, 3210]
+    assert iout.numpy().tolist() == [8, 3, 2, 1, 4, 24, 6, 3210]  # none >= the value: the last index, as Warp's
     np.testing.assert_array_equal(out.numpy(), [-0.25, 0.0, 1.0])
     tape.backward(grads={out: wp.array([1.0, 0.0, 0.0])})
     assert a.grad.numpy()[0] == -1.0  # d copysign(x, -0) / dx
