@@ -25,7 +25,7 @@ import numpy as np
 from . import dlpack, foreign
 from . import types as T
 from .device import Device, get_device
-from .errors import DeviceError, ShapeError
+from .errors import CopyError, DeviceError, ShapeError
 from .extensions import registry
 from .foreign import MAX_DIMS, contiguous_strides
 from .memory import tracker
@@ -1119,6 +1119,11 @@ class indexedarray:  # noqa: N801 - Warp's public name
     def __len__(self) -> int:
         return self.shape[0]
 
+    @property
+    def is_contiguous(self) -> bool:
+        """Always False: the selected elements are gathered through the index arrays."""
+        return False
+
     def __repr__(self) -> str:
         return f"indexedarray(shape={self.shape}, dtype={T.type_name(self.dtype)})"
 
@@ -1283,11 +1288,13 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
     if not isinstance(dest, array) or not isinstance(src, array):
         raise TypeError(f"wp.copy takes two arrays, got {type(dest).__name__} and {type(src).__name__}")
     if T.type_size(dest.dtype) != T.type_size(src.dtype):
-        raise TypeError(f"wp.copy: element sizes differ ({T.type_name(src.dtype)} -> {T.type_name(dest.dtype)})")
+        raise CopyError(f"wp.copy: element sizes differ (destination dtype={T.type_name(dest.dtype)}, source "
+                        f"dtype={T.type_name(src.dtype)})")
+    _check_copy_range(dest, src, dest_offset, src_offset, count)
     dest._check_writable("wp.copy")
     count = count or src.size - src_offset
-    if src_offset + count > src.size or dest_offset + count > dest.size or min(count, src_offset, dest_offset) < 0:
-        raise ValueError(
+    if src_offset + count > src.size or dest_offset + count > dest.size:
+        raise CopyError(
             f"wp.copy: {count} elements from offset {src_offset} of {src.size} to offset {dest_offset} of {dest.size}"
             " is out of range"
         )
@@ -1310,6 +1317,20 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
                TIMING_MEMCPY)
     dest._storage.bump("wp.copy()")
     _record_copy(dest, src, dest_offset, src_offset, count)
+
+
+def _check_copy_range(dest: array, src: array, dest_offset: Any, src_offset: Any, count: Any) -> None:
+    """wp.copy's offsets and count: non-negative integers; arrays neither of which is contiguous, copied whole,
+    have the same shape (the elements pair up by index, not by their order in memory)."""
+    for name, v in (("Source offset", src_offset), ("Destination offset", dest_offset), ("count", count)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer):
+            raise CopyError(f"wp.copy: offsets and count must be integers, got {name} = {v!r}")
+        if v < 0:
+            raise CopyError(f"wp.copy: {name} must be non-negative, got {v}")
+    if (not count and not src_offset and not dest_offset and not src.is_contiguous and not dest.is_contiguous
+            and dest.shape != src.shape):
+        raise CopyError(f"wp.copy: arrays that are not contiguous must have the same shape (destination shape="
+                        f"{dest.shape}, source shape={src.shape})")
 
 
 def _copy_indexed(dest: array | indexedarray, src: array | indexedarray, dest_offset: int, src_offset: int,

@@ -93,3 +93,8 @@ WarpCodegenKeyError = KernelKeyError
 class ShapeError(LoomworkError, ValueError, RuntimeError):
     """An array shape that cannot be used (a negative extent, a reshape to another size): a ValueError, and a
     RuntimeError where Warp raises one."""
+
+
+class CopyError(LoomworkError, ValueError, TypeError, RuntimeError):
+    """Arguments `wp.copy` cannot use (offsets or a count out of range, element sizes or shapes that differ):
+    a ValueError or TypeError, and a RuntimeError where Warp raises one."""

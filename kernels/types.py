@@ -180,6 +180,8 @@ def _scalar(name: str, cname: str, np_dtype: Any, ctype: Any, kind: str, value_d
         "size": dt.itemsize,
         "__module__": "loomwork",
     }
+    if value_dtype is None:  # np.dtype(wp.float32) and np.zeros(n, dtype=wp.float32) mean float32 (NumPy 2.4+)
+        attrs["__numpy_dtype__"] = dt
     return type(name, (ScalarType,), attrs)
 
 
@@ -414,6 +416,8 @@ def _to_ctype_value(t: type[ScalarType], x: Any) -> Any:
 class VectorType(_CompositeMixin):
     """Marker base of every vector class."""
 
+    _wp_generic_type_str_ = "vec_t"  # Warp's name of the kind (the C++ template)
+
     def __mul__(self, o):
         if isinstance(o, MatrixType):  # the row vector times the matrix: MatrixType.__rmul__
             return NotImplemented
@@ -478,6 +482,8 @@ class VectorType(_CompositeMixin):
 
 class MatrixType(_CompositeMixin):
     """Marker base of every matrix class; `m[i, j]` is an element, `m[i]` a row vector."""
+
+    _wp_generic_type_str_ = "mat_t"  # Warp's name of the kind (the C++ template)
 
     def _check_key(self, key: Any) -> bool:
         """Whether `key` takes slices (answered by NumPy); an int, a pair of ints, or else KeyError."""
@@ -600,6 +606,8 @@ def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
 class QuaternionType(VectorType):
     """Marker base of quaternion classes: (x, y, z, w), w the real part; `*` is the Hamilton product."""
 
+    _wp_generic_type_str_ = "quat_t"
+
     def __mul__(self, o):
         if isinstance(o, QuaternionType):
             return type(self)(_hamilton(self.numpy_value().astype(np.float64), o.numpy_value().astype(np.float64)))
@@ -608,6 +616,8 @@ class QuaternionType(VectorType):
 
 class TransformType(VectorType):
     """Marker base of rigid transforms: a translation p (vec3) then a rotation q (quat); `*` composes."""
+
+    _wp_generic_type_str_ = "transform_t"  # Warp's name of the kind (the C++ template)
 
     def __init__(self, *args, **parts):
         """`transform()` (identity), `transform(p, q)`, `transform(p=..., q=...)` (p defaults to zero, q to the

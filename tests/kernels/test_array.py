@@ -319,3 +319,22 @@ def test_arrays_over_foreign_memory_call_their_deleter_once_all_views_are_gone()
     assert calls == [(buf.ctypes.data, 32)]
     with pytest.raises(TypeError, match="applies to arrays over ptr"):
         wp.array(np.zeros(3), deleter=print)
+
+
+def test_copy_names_what_it_cannot_use():
+    """wp.copy refuses negative or non-integer offsets and counts, element sizes that differ, and arrays
+    that are both strided with different shapes, naming the values (RuntimeErrors, as Warp raises)."""
+    src, dest = wp.array([1, 2, 3, 4], dtype=wp.int32), wp.zeros(4, dtype=wp.int32)
+    for kwargs, words in (({"src_offset": -1}, "Source offset must be non-negative, got -1"),
+                          ({"dest_offset": -2}, "Destination offset must be non-negative"),
+                          ({"count": -1}, "count must be non-negative"), ({"count": 2.0}, "must be integers")):
+        with pytest.raises(RuntimeError, match=words):
+            wp.copy(dest, src, **kwargs)
+    with pytest.raises(TypeError, match="destination dtype=float64, source dtype=float32"):
+        wp.copy(wp.zeros(4, dtype=wp.float64), wp.zeros(4, dtype=wp.float32))
+    strided = wp.array(np.arange(18, dtype=np.float32).reshape(6, 3))[::3, :]
+    with pytest.raises(ValueError, match=r"destination shape=\(3, 2\), source shape=\(2, 3\)"):
+        wp.copy(wp.zeros((6, 2), dtype=float)[::2, :], strided)
+    wp.copy(dest, src, dest_offset=1, src_offset=2, count=2)
+    assert dest.numpy().tolist() == [0, 3, 4, 0]
+    assert not wp.indexedarray(src, [wp.array([0, 2], dtype=wp.int32)]).is_contiguous

@@ -259,3 +259,15 @@ def test_missing_vector_components_and_swizzles_are_attribute_errors():
             setattr(v3, name, 9.0)
     v3.foo = 9
     assert v3.foo == 9 and list(v3) == [1.0, 2.0, 3.0] and not hasattr(v2, "w")
+
+
+def test_scalar_types_are_numpy_dtypes_and_composites_name_their_kind():
+    """np.dtype(wp.float32) is float32 (also for a value and a subclass), so NumPy arrays can be made with Warp
+    dtypes; vector, matrix, quaternion and transform types carry Warp's name of their kind."""
+    class Sub(wp.float32):
+        pass
+
+    assert np.dtype(wp.float32) == np.float32 and np.dtype(wp.int8(3)) == np.int8 and np.dtype(Sub) == np.float32
+    assert np.zeros(2, dtype=wp.uint16).dtype == np.uint16 and np.dtype(wp.float16) == np.float16
+    kinds = [t._wp_generic_type_str_ for t in (wp.vec2l, wp.mat22d, wp.quatf, wp.transformd, wp.spatial_vector)]
+    assert kinds == ["vec_t", "mat_t", "quat_t", "transform_t", "vec_t"]
