@@ -65,6 +65,44 @@ def _has_generic_parameters(pyf: Any) -> bool:
     return False
 
 
+_PLAIN = (int, float, complex, bool, str, bytes, type(None))
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two closure or default values are the same for a kernel's build: the same object, or equal
+    plain values (numbers, strings, tuples of them)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
+    return isinstance(a, _PLAIN) and a == b
+
+
+def _cells(f: Any) -> tuple | None:
+    try:
+        return tuple(c.cell_contents for c in f.__closure__ or ())
+    except ValueError:  # an empty cell (a closure variable not assigned yet)
+        return None
+
+
+def _same_definition(f: Any, g: Any) -> bool:
+    """Whether two Python functions define the same kernel: one code object and globals, equal closure values,
+    defaults and annotations (a kernel redefined in a loop or a factory with the same values)."""
+    if f.__code__ is not g.__code__ or f.__globals__ is not g.__globals__:
+        return False
+    cf, cg = _cells(f), _cells(g)
+    if cf is None or cg is None or not _same_value(cf, cg) or not _same_value(f.__defaults__, g.__defaults__):
+        return False
+    fa, ga = f.__annotations__, g.__annotations__
+    try:
+        return f.__kwdefaults__ == g.__kwdefaults__ and fa.keys() == ga.keys() and all(
+            fa[n] is ga[n] or fa[n] == ga[n] or arg_type(fa[n]) == arg_type(ga[n]) for n in fa)
+    except Exception:  # annotations that cannot be compared (or are no types)
+        return False
+
+
 @dataclass
 class FuncInstance:
     """One overload of a Function compiled for concrete argument types."""
@@ -394,14 +432,26 @@ def kernel(f: Any = None, *, name: str | None = None, enable_backward: bool | No
         raise ValueError(f"kernel name must be a valid C++ identifier, got {name!r}")
     _check_launch_attributes(launch_bounds, cuda_max_registers, cluster_dim, entry_point_abi, enable_backward)
 
+    attributes = {"launch_bounds": launch_bounds, "cuda_max_registers": cuda_max_registers,
+                  "enable_cuda_smem_spilling": enable_cuda_smem_spilling, "cluster_dim": cluster_dim,
+                  "entry_point_abi": entry_point_abi or "warp", "grid_stride": grid_stride}
+
     def wrap(func: Any) -> Kernel:
         mod = module
         if module == "unique":
+            for k in _unique_kernels.get(func.__code__, ()):  # the same definition again: the same kernel
+                if (k.key == (name or func.__qualname__) and k.enable_backward == enable_backward
+                        and k.module.options == (module_options or {}) and k.launch_attributes == attributes
+                        and _same_definition(k.func, func)):
+                    return k
             mod = f"{func.__module__}.{name or func.__qualname__}.unique{next(_unique_modules)}"
         k = Kernel(func, key=name, enable_backward=enable_backward, module=get_module(mod) if mod else None)
-        k.launch_attributes = {"launch_bounds": launch_bounds, "cuda_max_registers": cuda_max_registers,
-                               "enable_cuda_smem_spilling": enable_cuda_smem_spilling, "cluster_dim": cluster_dim,
-                               "entry_point_abi": entry_point_abi or "warp", "grid_stride": grid_stride}
+        k.launch_attributes = dict(attributes)
+        same = k.module.kernels.get(k.key)
+        if same is not k and same is not None and same.launch_attributes == k.launch_attributes:
+            return same  # the same definition as a kernel the module has: that kernel
+        if module == "unique":
+            _unique_kernels.setdefault(func.__code__, []).append(k)
         if module_options:
             k.module.set_options(module_options)
         return k
@@ -410,6 +460,7 @@ def kernel(f: Any = None, *, name: str | None = None, enable_backward: bool | No
 
 
 _unique_modules = itertools.count()
+_unique_kernels: dict[Any, list[Kernel]] = {}  # by code object: the kernels given a module of their own
 
 
 @dataclass
@@ -508,6 +559,10 @@ class Module:
         never clash."""
         base, n = key, 1
         while key in self.kernels:
+            same = self.kernels[key]
+            if (same.enable_backward == k.enable_backward and not _has_generic_parameters(k.func)
+                    and _same_definition(same.func, k.func)):
+                return key, same.cname  # the same definition again: it shares that kernel's build
             key = f"{base}_{n}"
             n += 1
         self.kernels[key] = k

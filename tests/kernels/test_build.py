@@ -160,6 +160,30 @@ def test_kernels_added_after_a_build_compile_alone():
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, 4.0, 8.0, 12.0])  # d(2 x[i+1]^2) = 4 x[i+1]
 
 
+def test_the_same_definition_again_is_the_same_kernel():
+    """A kernel defined again with the same code and the same closure values (in a loop, a factory, or
+    wp.Kernel(func, key) per call, as Warp's gradient checks do) is the kernel already built: no new build;
+    other values make another kernel, with a module of its own too (module="unique")."""
+    mod = f"test_build_same_{os.getpid()}"
+
+    def make(c, module=mod):
+        def add_c(a: wp.array(dtype=float)):
+            a[0] = a[0] + wp.static(c * 2.0)
+
+        return wp.kernel(add_c, module=module)
+
+    k1, k2 = make(1.0), make(2.0)
+    assert make(1.0) is k1 and k2 is not k1 and make(1.0, "unique") is make(1.0, "unique")
+    a = wp.zeros(1, dtype=float)
+    for k in (k1, k2, make(1.0, "unique")):
+        wp.launch(k, 1, inputs=[a])
+    assert a.numpy()[0] == 2.0 + 4.0 + 2.0
+    built = k1.module.load(wp.get_device("cpu"))
+    again = wp.Kernel(func=k1.func, key=k1.key)  # Warp's spelling makes a new object that shares the build
+    wp.launch(again, 1, inputs=[a])
+    assert again.key == k1.key and k1.module.load(wp.get_device("cpu")) is built and a.numpy()[0] == 10.0
+
+
 def test_kernels_from_a_factory_close_over_constants():
     """Kernels made by a Python factory capture their closure's constants, one kernel each."""
 
