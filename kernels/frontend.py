@@ -851,7 +851,9 @@ class Builder:
         name = node.target.id
         if all(isinstance(a, Const) for a in (start, stop, step)) and self.unrollable(node):
             values = range(start.value, stop.value, step.value)
-            if 0 < len(values) * self.scope.unroll_factor <= self.ctx.max_unroll:
+            # a body whose wp.static() reads the loop variable needs its values: unrolled whatever max_unroll says
+            if 0 < len(values) and (len(values) * self.scope.unroll_factor <= self.ctx.max_unroll
+                                    or self.static_reads(node.body, name)):
                 self.scope.unroll_factor *= len(values)
                 self.unrolled_for(node, [t(v) for v in values])  # typed like the loop variable would be
                 self.scope.unroll_factor //= len(values)
@@ -869,6 +871,12 @@ class Builder:
             len(range(start.value, stop.value, step.value)) > 0
         body = self.loop_body(node.body, runs_once)
         self.emit(ir.For(var, start, stop, step, body, line=self.src.line(node)))
+
+    def static_reads(self, body: list[ast.stmt], name: str) -> bool:
+        """Whether a wp.static() expression in `body` reads the variable `name`."""
+        return any(isinstance(n, ast.Call) and self.is_special(n.func, "static")
+                   and any(isinstance(m, ast.Name) and m.id == name for a in n.args for m in ast.walk(a))
+                   for stmt in body for n in ast.walk(stmt))
 
     def calls(self, node: ast.expr, fn: Any) -> bool:
         """Whether `node` is a call of the Python object `fn` (range, reversed...)."""
@@ -1810,8 +1818,9 @@ class Builder:
                 **self.scope.constants, **self.scope.static_locals}
             return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
-            self.error(node, KernelTypeError, f"{what} could not evaluate this expression (Error evaluating static "
-                       f"expression: {e}; {type(e).__name__}; it may use only globals, closure values and constants)")
+            self.error(node, KernelTypeError, f"{what} could not evaluate this expression, which may use only "
+                       f"globals, closure values and constants ({type(e).__name__}). Error evaluating static "
+                       f"expression: {e}. Make sure all variables used in the static expression are constant.")
 
     def materialize(self, v: Operand) -> Operand:
         """A weak literal gets its default type (int32 / float32) when stored to a variable."""

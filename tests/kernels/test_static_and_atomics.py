@@ -219,3 +219,18 @@ def test_static_reads_the_current_value_of_nested_unrolled_loops():
     results = wp.zeros(7, dtype=int)
     wp.launch(nested_unrolled_static, 1, inputs=[results])
     assert results.numpy().tolist() == [0, 1, 2, 10, 11, 12, 12]
+
+
+@wp.kernel(module="unique", module_options={"max_unroll": 3})
+def static_reads_the_loop_variable(out: wp.array(dtype=int)):
+    s = 0
+    for i in range(0, 8):
+        s += wp.static(i * i)
+    out[0] = s
+
+
+def test_a_loop_whose_static_reads_its_variable_is_unrolled_past_max_unroll():
+    """wp.static(i) inside `for i in range(8)` needs i's values, so the loop unrolls whatever max_unroll says."""
+    out = wp.zeros(1, dtype=int)
+    wp.launch(static_reads_the_loop_variable, 1, inputs=[out])
+    assert out.numpy()[0] == sum(i * i for i in range(8))
