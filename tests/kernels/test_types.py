@@ -271,3 +271,10 @@ def test_scalar_types_are_numpy_dtypes_and_composites_name_their_kind():
     assert np.zeros(2, dtype=wp.uint16).dtype == np.uint16 and np.dtype(wp.float16) == np.float16
     kinds = [t._wp_generic_type_str_ for t in (wp.vec2l, wp.mat22d, wp.quatf, wp.transformd, wp.spatial_vector)]
     assert kinds == ["vec_t", "mat_t", "quat_t", "transform_t", "vec_t"]
+
+
+def test_empty_slices_of_composites_compare_equal():
+    """In Python scope, as in kernels, slices with no elements are equal whatever their shapes."""
+    m = wp.mat44(*range(16))
+    assert m[123:] == wp.types.matrix((0, 0), float)() and m[:, 9:] == m[5:]
+    assert not m[1:] == m[:3] and m[:2] == wp.matrix_from_rows(wp.vec4(0, 1, 2, 3), wp.vec4(4, 5, 6, 7))
