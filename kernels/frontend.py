@@ -38,6 +38,7 @@ from .errors import (
     KernelTypeError,
     KernelValueError,
 )
+from .functions import Function as UserFunction
 from .functions import GradWrapper
 from .ir import ArrayType, Const, Operand, Var
 from .structs import is_struct, is_tuple, tuple_type
@@ -1393,7 +1394,24 @@ class Builder:
                 return folded
         if op == "pow" and T.is_float(getattr(a, "type", None)) and isinstance(b, Const) and b.weak:
             b = Const(float(b.value), a.type)
-        return self.call_builtin(op, [a, b], node)
+        user = self.user_operator(op, [a, b], node)
+        return user if user is not None else self.call_builtin(op, [a, b], node)
+
+    def user_operator(self, op: str, args: list[Operand], node: ast.AST) -> Operand | None:
+        """An operator on values a @wp.func named after it takes (`add` for +, `mul` for *...), found where the
+        kernel's names are: Warp's operator overloading, for structs say. None: no such function takes them."""
+        fn = self.scope.closure.get(op, self.src.func.__globals__.get(op))
+        if not isinstance(fn, UserFunction):
+            return None
+        inst, _ = self.ctx.instantiate(fn, args, {})
+        if inst is None:
+            return None
+        ordered = [self.convert(a, p.type, node) for a, p in zip(inst.bind_args(args, {}), inst.ir.params,
+                                                                  strict=True)]
+        call = ir.Call(inst, tuple(ordered))
+        if inst.ir.ret is None:
+            self.error(node, KernelTypeError, f"the @wp.func '{op}' that overloads this operator returns nothing")
+        return self.assign_temp(call, inst.ir.ret)
 
     def fold(self, op: str, a: Any, b: Any, node: ast.AST) -> Const | None:
         """Two literals combined at compile time, as Python would (None: left to the kernel)."""

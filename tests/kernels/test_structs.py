@@ -260,3 +260,37 @@ def test_struct_arrays_show_array_fields_as_records_in_numpy():
     n = arr.numpy()
     assert n["x"]["data"].tolist() == [h.x.ptr, 0] and n["x"]["shape"][0].tolist()[0] == 2
     assert n["x"]["grad"].tolist() == [0, 0] and n["s"].tolist() == [3.0, 0.0]
+
+
+@wp.struct
+class Complex:
+    re: float
+    im: float
+
+
+@wp.func
+def add(a: Complex, b: Complex) -> Complex:
+    return Complex(a.re + b.re, a.im + b.im)
+
+
+@wp.func
+def mul(a: Complex, b: Complex) -> Complex:
+    return Complex(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re)
+
+
+@wp.kernel
+def complex_ops(out: wp.array(dtype=float)):
+    a, b = Complex(1.0, 2.0), Complex(3.0, 4.0)
+    c = a + b * a
+    c += b
+    out[0] = c.re
+    out[1] = c.im
+    out[2] = 2.0 + 3.0 * out[1]  # numbers keep the builtin operators
+
+
+def test_operators_call_the_functions_named_after_them():
+    """`a + b` and `a * b` on values a @wp.func named `add` / `mul` in the kernel's module takes call it
+    (Warp's operator overloading, here for a struct); other operands keep the builtins."""
+    out = wp.zeros(3)
+    wp.launch(complex_ops, 1, inputs=[out])
+    assert out.numpy().tolist() == [1.0 - 5.0 + 3.0, 2.0 + 10.0 + 4.0, 2.0 + 3.0 * 16.0]
