@@ -395,7 +395,9 @@ def _zero_value(t: Any) -> Any:
     """A parameter's starting value in a Launch made directly: zero of a scalar, vector, matrix or struct."""
     if T.is_scalar(t):
         return t(0)
-    if T.is_composite(t) or T.is_struct_type(t):
+    if T.is_composite(t):
+        return t.from_buffer_copy(bytes(ctypes.sizeof(t)))  # zeros, also for quaternions and transforms
+    if T.is_struct_type(t):
         return t()
     return None
 

@@ -379,3 +379,19 @@ def test_launch_made_directly_starts_at_zero():
 def scaled_range_adjoint_source(x: wp.array(dtype=float), y: wp.array(dtype=float)):
     i = wp.tid()
     y[i] = x[i] * x[i]
+
+
+@wp.kernel
+def _write_rotation_parts(q: wp.quat, t: wp.transform, out: wp.array(dtype=float)):
+    out[0] = q[3]
+    out[1] = t[6]
+
+
+def test_quaternion_and_transform_parameters_of_a_launch_made_directly_start_at_zero():
+    """A Launch's quaternion and transform parameters start at zero, as its other parameters (not identity)."""
+    out = wp.full(2, -1.0)
+    cmd = wp.Launch(_write_rotation_parts, "cpu")
+    cmd.set_param_by_name("out", out)
+    cmd.set_dim(1)
+    cmd.launch()
+    assert out.numpy().tolist() == [0.0, 0.0]
