@@ -288,7 +288,7 @@ class array:  # noqa: N801 - Warp's public name
                 self.deleter = deleter
                 weakref.finalize(self, deleter, self.ptr, self.capacity)
         elif shape is not None:
-            self._init_new(_normalize_shape(shape), zero=True)
+            self._init_new(_normalize_shape(shape), zero=True, strides=_allocation_strides(strides))
         else:  # an annotation, or an empty array
             self.ptr = None
             self.ndim = ndim or 1
@@ -311,13 +311,22 @@ class array:  # noqa: N801 - Warp's public name
         if not self.device.backend.host_accessible:
             raise DeviceError(f"{what} on device {self.device} is not supported yet")
 
-    def _init_new(self, shape: tuple[int, ...], zero: bool) -> None:
-        nbytes = max(int(np.prod(shape)) * T.type_size(self.dtype), 1)
-        ptr, owner = self.device.allocate(nbytes, zero=zero)
+    def _init_new(self, shape: tuple[int, ...], zero: bool, strides: Any = None) -> None:
+        """New memory for `shape`: contiguous, or laid out with `strides` (in bytes; negative ones too, the
+        memory then starting below `ptr`)."""
+        itemsize = T.type_size(self.dtype)
+        if strides is None:
+            lo, nbytes = 0, int(np.prod(shape)) * itemsize
+        else:
+            strides = tuple(int(s) for s in strides)
+            if len(strides) != len(shape):
+                raise ValueError(f"Invalid number of strides, expected {len(shape)} strides, got {len(strides)}")
+            lo, nbytes = byte_span(shape, strides, itemsize)
+        ptr, owner = self.device.allocate(max(nbytes, 1), zero=zero)
         if tracker.enabled:
-            tracker.allocated(owner, nbytes, self.device)
-        self._init_view(ptr, shape, None, owner)
-        self.capacity = nbytes
+            tracker.allocated(owner, max(nbytes, 1), self.device)
+        self._init_view(ptr - lo, shape, strides, owner)
+        self.capacity = nbytes if strides is not None else max(nbytes, 1)
 
     def _init_view(self, ptr: int, shape: tuple[int, ...], strides: Any, owner: Any) -> None:
         itemsize = T.type_size(self.dtype)
@@ -451,8 +460,9 @@ class array:  # noqa: N801 - Warp's public name
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
         value = bool(value)
-        if value and self._grad is None and self.ptr is not None:
-            self._grad = zeros_like(self, requires_grad=False)
+        if value and self._grad is None and self.ptr is not None:  # laid out as the data: kernels reach both alike
+            self._grad = array(dtype=self.dtype, device=self.device)
+            self._grad._init_new(self.shape, zero=True, strides=None if self.is_contiguous else self.strides)
         elif not value:
             self._grad = None
             self._retain_grad = False
@@ -1174,22 +1184,29 @@ class array4d(array):  # noqa: N801
 # creation functions
 
 
+def _allocation_strides(strides: Any) -> tuple[int, ...] | None:
+    """The strides (bytes) a new array is laid out with: none (contiguous), or non-negative ones, as Warp."""
+    if strides is not None and any(int(s) < 0 for s in strides):
+        raise NotImplementedError(f"Negative strides are not supported when allocating an array, got {tuple(strides)}")
+    return strides
+
+
 def empty(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
-          pinned: bool = False, retain_grad: bool = False, *, n: int | None = None) -> array:
+          pinned: bool = False, retain_grad: bool = False, *, n: int | None = None, strides: Any = None) -> array:
     """A new array whose contents are unspecified (`n=length`: Warp's older spelling of a 1-D shape;
-    `retain_grad`: see array.retain_grad)."""
+    `strides`: its layout in bytes, default contiguous; `retain_grad`: see array.retain_grad)."""
     a = array(dtype=dtype, device=device, pinned=pinned)
-    a._init_new(_normalize_shape(shape if n is None else (n,)), zero=False)
+    a._init_new(_normalize_shape(shape if n is None else (n,)), zero=False, strides=_allocation_strides(strides))
     a.requires_grad = requires_grad
     a.retain_grad = retain_grad
     return a
 
 
 def zeros(shape: Any = 0, dtype: Any = float, device: Any = None, requires_grad: bool = False,
-          pinned: bool = False, retain_grad: bool = False, *, n: int | None = None) -> array:
-    """A new array filled with zeros (`n=length`: a 1-D shape, as `empty`)."""
-    return array(dtype=dtype, shape=shape if n is None else (n,), device=device, requires_grad=requires_grad,
-                 pinned=pinned, retain_grad=retain_grad)
+          pinned: bool = False, retain_grad: bool = False, *, n: int | None = None, strides: Any = None) -> array:
+    """A new array filled with zeros (`n=length`, `strides`: as `empty`)."""
+    return array(dtype=dtype, shape=shape if n is None else (n,), strides=strides, device=device,
+                 requires_grad=requires_grad, pinned=pinned, retain_grad=retain_grad)
 
 
 def full(shape: Any = 0, value: Any = 0, dtype: Any = Any, device: Any = None, requires_grad: bool = False,

@@ -338,3 +338,32 @@ def test_copy_names_what_it_cannot_use():
     wp.copy(dest, src, dest_offset=1, src_offset=2, count=2)
     assert dest.numpy().tolist() == [0, 3, 4, 0]
     assert not wp.indexedarray(src, [wp.array([0, 2], dtype=wp.int32)]).is_contiguous
+
+
+@wp.kernel
+def _squares_2d(x: wp.array2d(dtype=float), y: wp.array2d(dtype=float)):
+    i, j = wp.tid()
+    y[i, j] = x[i, j] * x[i, j]
+
+
+def test_strided_allocation_and_gradients_laid_out_as_their_arrays():
+    """Arrays are allocated with given strides (the memory they span, no more); a gradient made for a
+    non-contiguous view (requires_grad on a transpose) has the view's layout, so what kernels write into it
+    is what .grad shows (it was laid out contiguously and came back transposed)."""
+    a = wp.empty((2, 3, 4), dtype=wp.int32, strides=(40, 16, 4))
+    assert a.capacity == 4 + 40 + 2 * 16 + 3 * 4 and a.strides == (40, 16, 4)
+    assert wp.zeros((3, 5), dtype=float, strides=(4, 12)).numpy().tolist() == [[0.0] * 5] * 3
+    assert wp.empty((0, 3), dtype=wp.int32, strides=(4, 16)).capacity == 0
+    with pytest.raises(ValueError, match="expected 2 strides, got 1"):
+        wp.empty((3, 3), dtype=wp.int32, strides=(4,))
+    with pytest.raises(NotImplementedError, match="Negative strides"):
+        wp.empty((3, 3), dtype=wp.int32, strides=(16, -4))
+    t = wp.array(np.arange(12, dtype=np.float32).reshape(3, 4)).transpose()
+    t.requires_grad = True
+    assert t.grad.strides == t.strides
+    y = wp.zeros((4, 3), requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(_squares_2d, (4, 3), inputs=[t, y])
+    tape.backward(grads={y: np.ones((4, 3), np.float32)})
+    np.testing.assert_array_equal(t.grad.numpy(), 2.0 * t.numpy())
