@@ -301,6 +301,11 @@ class Kernel:
             self._generic = any(T.is_generic(t) for t in self.signature()[1])
         return self._generic
 
+    @property
+    def overloads(self) -> list[Kernel]:
+        """The concrete kernels made from this generic one so far (wp.overload, or launches with new types)."""
+        return list(self._overloads.values())
+
     def overload(self, arg_types: Any) -> Kernel:
         """The concrete kernel for these argument types (a list in parameter order, or a dict by name)."""
         names, types = self.signature()
@@ -772,7 +777,15 @@ def overload(kernel: Any, arg_types: Any = None) -> Kernel:
     function's annotations are the types."""
     if callable(kernel) and not isinstance(kernel, Kernel):
         stub = kernel
-        found = get_module(stub.__module__).kernels.get(stub.__qualname__)
+        kernels = get_module(stub.__module__).kernels
+        found = kernels.get(stub.__qualname__)
+        if found is None:  # a kernel given another name (@wp.kernel(name=...)): by its Python function's name
+            named = {id(k): k for k in kernels.values() if k.func.__qualname__ == stub.__qualname__ and k.is_generic}
+            if len(named) > 1:
+                raise KernelTypeError(f"wp.overload: Ambiguous kernel lookup for '{stub.__qualname__}': kernels "
+                                      f"{', '.join(sorted(k.key for k in named.values()))} share that function; "
+                                      "overload one with wp.overload(kernel, types)")
+            found = next(iter(named.values()), None)
         if found is None:
             raise KernelTypeError(f"wp.overload: no kernel named '{stub.__qualname__}' in module {stub.__module__}")
         body = _function_body(stub)
@@ -786,7 +799,8 @@ def overload(kernel: Any, arg_types: Any = None) -> Kernel:
             raise KernelTypeError(f"wp.overload of '{stub.__qualname__}': annotate every parameter (missing: "
                                   f"{', '.join(missing)})")
         if hints.get("return") not in (None, type(None)):
-            raise TypeError(f"wp.overload of '{stub.__qualname__}': overload stubs take no return annotation")
+            raise TypeError(f"wp.overload of '{stub.__qualname__}': Return annotations are not allowed on "
+                            "@wp.overload stubs")
         found.overload([hints[n] for n in inspect.signature(stub).parameters])
         return found  # the decorated name stays the generic kernel, as in Warp
     if not isinstance(kernel, Kernel):

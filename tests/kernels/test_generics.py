@@ -150,3 +150,28 @@ def test_type_attributes_in_generic_kernels():
     for arr, x, want in cases:
         wp.launch(type_attributes, 1, inputs=[arr, wp.float64(x) if arr.dtype is wp.mat22d else x, out])
         assert out.numpy().tolist() == want
+
+
+def test_overload_stubs_find_kernels_given_another_name():
+    """@wp.overload on a stub finds a generic kernel made with @wp.kernel(name=...) by its function's name;
+    two kernels from one function are ambiguous; `kernel.overloads` lists the concrete kernels."""
+    @wp.kernel(name="renamed_generic")
+    def generic_stub_target(x: Any, out: wp.array(dtype=float)):
+        out[0] = float(x) * 2.0
+
+    @wp.overload
+    def generic_stub_target(x: float, out: wp.array(dtype=float)): ...  # noqa: F811
+
+    assert generic_stub_target.key == "renamed_generic" and len(generic_stub_target.overloads) == 1
+    out = wp.zeros(1)
+    wp.launch(generic_stub_target, 1, inputs=[1.5, out])
+    assert out.numpy()[0] == 3.0
+
+    def shared(x: Any):
+        return
+
+    wp.kernel(name="shared_a")(shared)
+    wp.kernel(name="shared_b")(shared)
+    with pytest.raises(wp.KernelTypeError, match="Ambiguous kernel lookup"):
+        @wp.overload
+        def shared(x: int): ...  # noqa: F811
