@@ -8,6 +8,7 @@ A function is compiled per call site's argument types when a module that uses it
 from __future__ import annotations
 
 import inspect
+import itertools
 from typing import Any
 
 import numpy as np
@@ -120,16 +121,32 @@ def grad(func: Any) -> GradWrapper:
     return GradWrapper(func)
 
 
-def func(f: Any) -> Function:
-    """Decorator: make `f` a function kernels can call. Redefining a name with other argument
-    types adds an overload; with the same types, replaces it."""
-    key = (f.__module__, f.__qualname__)
-    fn = _functions.get(key)
-    if fn is None:
-        fn = _functions[key] = Function(f)
-    else:
-        fn.add_overload(f)
-    return fn
+def func(f: Any = None, *, name: str | None = None, module: Any = None, inline: bool | None = None) -> Any:
+    """Decorator: make `f` a function kernels can call. Redefining a name with other argument types adds an
+    overload; with the same types, replaces it. `name` and `module` (a name, or "unique" for a function
+    of its own) choose where it registers, so which definitions are overloads of one function;
+    `inline` is Warp's hint to inline it (or not), left to the C++ compiler here."""
+    if name is not None and not (isinstance(name, str) and name.isidentifier()):
+        raise ValueError(f"wp.func name must be a valid identifier, got {name!r}")
+    if inline not in (None, True, False):
+        raise TypeError(f"wp.func inline must be None, True or False, got {inline!r}")
+
+    def wrap(f: Any) -> Function:
+        where = f.__module__ if module is None else f"{f.__module__}.unique{next(_unique_functions)}" if (
+            module == "unique") else getattr(module, "name", module)
+        key = (where, name or f.__qualname__)
+        fn = _functions.get(key)
+        if fn is None:
+            fn = _functions[key] = Function(f)
+            fn.key = name or fn.key
+        else:
+            fn.add_overload(f)
+        return fn
+
+    return wrap(f) if f is not None else wrap
+
+
+_unique_functions = itertools.count()
 
 
 def func_native(snippet: str, adj_snippet: str | None = None, replay_snippet: str | None = None) -> Any:

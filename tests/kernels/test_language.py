@@ -771,3 +771,25 @@ def test_builtins_take_arguments_by_keyword():
     for f, words in ((repeats, "keyword argument.s. x .*it takes pow.x, y."), (unknown, "angle .*it takes sin.x.")):
         with pytest.raises(wp.KernelTypeError, match=words):
             wp.launch(wp.kernel(f, module=f"test_language_keywords_{f.__name__}"), 1, inputs=[out])
+
+
+def test_func_decorator_takes_name_module_and_inline():
+    """@wp.func(name=..., module=..., inline=...) as Warp's: a unique module keeps a definition apart from the
+    same name's overloads; the function is called from kernels and Python as any other."""
+    @wp.func(module="unique", inline=True)
+    def twice(x: float) -> float:
+        return 2.0 * x
+
+    @wp.func(name="thrice_fn")
+    def thrice(x: float) -> float:
+        return 3.0 * x
+
+    @wp.kernel(module="unique")
+    def use(out: wp.array(dtype=float)):
+        out[0] = twice(1.5) + thrice(1.0)
+
+    out = wp.zeros(1)
+    wp.launch(use, 1, inputs=[out])
+    assert out.numpy()[0] == 6.0 and twice(2.0) == 4.0 and thrice.key == "thrice_fn"
+    with pytest.raises(TypeError, match="inline must be"):
+        wp.func(inline="yes")
