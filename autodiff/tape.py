@@ -145,6 +145,8 @@ class Tape:
     # Warp's scope markers: (launch count, name, metadata) where a scope opens, (launch count, None, None)
     # where one closes; a scope that recorded nothing leaves no markers
     scopes: list = field(default_factory=list)
+    # the gradients of the launches reset() forgot: still tape.gradients[a] (zeroed), as in Warp
+    _kept: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.check_overwrites not in ("error", "warn", "off"):
@@ -285,7 +287,8 @@ class Tape:
     def gradients(self) -> dict:
         """{array: its gradient array} for every array the recorded launches touched that has one
         (Warp's `tape.gradients[a]`)."""
-        grads: dict = {a: a.grad for a in self.arrays() if a.grad is not None}
+        grads: dict = dict(self._kept)
+        grads.update((a, a.grad) for a in self.arrays() if a.grad is not None)
         for e in self.launches:
             for p in getattr(e, "params", ()):
                 if is_struct(type(p)):
@@ -301,10 +304,14 @@ class Tape:
         for a in self.arrays():
             if a.grad is not None:
                 a.grad.zero_()
+        for g in self._kept.values():
+            for a in _arrays_in(g):
+                a.zero_()
 
     def reset(self) -> None:
-        """Forget every recorded launch and zero the gradients."""
+        """Forget every recorded launch and zero the gradients (`gradients` keeps naming them)."""
         self.zero()
+        self._kept = self.gradients
         self.launches.clear()
         self._scope.clear()
         self.scopes.clear()

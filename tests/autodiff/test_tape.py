@@ -210,8 +210,9 @@ def test_zero_reset_and_record_func():
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
     tape.zero()
     assert not x.grad.numpy().any() and not y.grad.numpy().any()
+    tape.backward(loss=l)
     tape.reset()
-    assert tape.launches == []
+    assert tape.launches == [] and tape.gradients[x] is x.grad and not x.grad.numpy().any()  # kept, zeroed
 
 
 def test_scopes_name_the_launches_inside():
