@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar, overload
 
 import numpy as np
 
@@ -119,6 +120,19 @@ def grad(func: Any) -> GradWrapper:
     if not isinstance(func, Function | Builtin):
         raise TypeError(f"wp.grad() takes a @wp.func function or a builtin, got {type(func).__name__}")
     return GradWrapper(func)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+@overload
+def func(f: Callable[_P, _R]) -> Callable[_P, _R]: ...
+
+
+@overload
+def func(f: None = None, *, name: str | None = None, module: Any = None,
+         inline: bool | None = None) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
 
 
 def func(f: Any = None, *, name: str | None = None, module: Any = None, inline: bool | None = None) -> Any:

@@ -315,7 +315,14 @@ class _CompositeMixin:
     def __hash__(self) -> int:
         return hash((type(self), tuple(self._flat())))
 
+    def _same_scalars(self, other: Any, name: str) -> None:
+        """Operators on two composite values need one scalar type (kernels have no such overload either)."""
+        if isinstance(other, _CompositeMixin) and other._wp_scalar_type_ is not self._wp_scalar_type_:
+            raise RuntimeError(f"Couldn't find a function '{name}' compatible with the arguments "
+                               f"'{type(self).__name__}, {type(other).__name__}'")
+
     def _binary(self, other: Any, op: Any, reverse: bool = False) -> Any:
+        self._same_scalars(other, _OP_NAMES.get(op, "mod"))
         a = self.numpy_value()
         b = np.asarray(other.numpy_value() if isinstance(other, _CompositeMixin) else other)
         r = op(b, a) if reverse else op(a, b)
@@ -569,6 +576,7 @@ class MatrixType(_CompositeMixin):
     def __mul__(self, o):
         """A matrix times a vector or matrix is their product; times a scalar, componentwise."""
         if isinstance(o, VectorType | MatrixType):
+            self._same_scalars(o, "mul")
             return self @ o
         return _CompositeMixin.__mul__(self, o)
 
@@ -587,6 +595,9 @@ class MatrixType(_CompositeMixin):
         return (matrix(r.shape, self._wp_scalar_type_) if r.ndim == 2 else vector(r.shape[0], self._wp_scalar_type_))(
             r
         )
+
+
+_OP_NAMES = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.divide: "div"}
 
 
 def _check_range(i: int, n: int, obj: Any) -> None:

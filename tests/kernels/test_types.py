@@ -278,3 +278,13 @@ def test_empty_slices_of_composites_compare_equal():
     m = wp.mat44(*range(16))
     assert m[123:] == wp.types.matrix((0, 0), float)() and m[:, 9:] == m[5:]
     assert not m[1:] == m[:3] and m[:2] == wp.matrix_from_rows(wp.vec4(0, 1, 2, 3), wp.vec4(4, 5, 6, 7))
+
+
+def test_python_scope_operators_need_one_scalar_type():
+    """Two composite values of different scalar types have no operator in Python scope, as in kernels: the
+    error names the operation and both types (numbers mix freely)."""
+    with pytest.raises(RuntimeError, match="function 'mul' compatible with the arguments 'mat22f, mat22d'"):
+        wp.mat22f(1.0, 2.0, 3.0, 4.0) * wp.mat22d(1.0, 2.0, 3.0, 4.0)
+    with pytest.raises(RuntimeError, match="'add' compatible with the arguments 'vec3f, vec3d'"):
+        wp.vec3(1.0, 2.0, 3.0) + wp.vec3d(1.0, 2.0, 3.0)
+    assert wp.vec3(1.0, 2.0, 3.0) * 2 == wp.vec3(2.0, 4.0, 6.0)
