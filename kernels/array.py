@@ -1337,15 +1337,15 @@ def copy(dest: array, src: array, dest_offset: int = 0, src_offset: int = 0, cou
 
 
 def _check_copy_range(dest: array, src: array, dest_offset: Any, src_offset: Any, count: Any) -> None:
-    """wp.copy's offsets and count: non-negative integers; arrays neither of which is contiguous, copied whole,
-    have the same shape (the elements pair up by index, not by their order in memory)."""
+    """wp.copy's offsets and count: non-negative integers; multidimensional arrays neither of which is
+    contiguous, copied whole, have the same shape (the elements pair up by index, not by memory order)."""
     for name, v in (("Source offset", src_offset), ("Destination offset", dest_offset), ("count", count)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer):
             raise CopyError(f"wp.copy: offsets and count must be integers, got {name} = {v!r}")
         if v < 0:
             raise CopyError(f"wp.copy: {name} must be non-negative, got {v}")
     if (not count and not src_offset and not dest_offset and not src.is_contiguous and not dest.is_contiguous
-            and dest.shape != src.shape):
+            and max(src.ndim, dest.ndim) > 1 and dest.shape != src.shape):
         raise CopyError(f"wp.copy: arrays that are not contiguous must have the same shape (destination shape="
                         f"{dest.shape}, source shape={src.shape})")
 

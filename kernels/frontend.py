@@ -243,7 +243,8 @@ class Builder:
     expressions have one handler per AST node type; calls of special forms go through `CALL_FORMS`."""
 
     def __init__(self, source: Source, qualname: str, cname: str, arg_types: dict[str, Any],
-                 is_kernel: bool, ctx: BuildContext, adjoints: dict[str, Var] | None = None) -> None:
+                 is_kernel: bool, ctx: BuildContext, adjoints: dict[str, Var] | None = None,
+                 closure: dict | None = None) -> None:
         self.src = source
         self.qualname = qualname
         self.cname = cname
@@ -251,7 +252,8 @@ class Builder:
         self.callee: ast.expr | None = None  # the callee expression of the call being built
         self.ctx = ctx
         self.cur_line = source.first_line
-        self.scope = Scope(arg_types, closure_values(source.func), adjoints)
+        # `closure`: values the function closed over when it was defined, over those its cells hold now
+        self.scope = Scope(arg_types, {**closure_values(source.func), **(closure or {})}, adjoints)
         if not is_kernel:
             self.declare_return()
         elif annotations(source.func).get("return", None) not in (None, type(None)):

@@ -36,7 +36,7 @@ from . import (  # noqa: F401 (call forms register themselves)
     tiles_lanes,
 )
 from . import types as T
-from .annotations import annotations, arg_type
+from .annotations import annotations, arg_type, closure_values
 from .backend import BuildOptions, Launcher, Program
 from .errors import KernelError, KernelTypeError
 from .extensions import registry
@@ -87,12 +87,14 @@ def _cells(f: Any) -> tuple | None:
         return None
 
 
-def _same_definition(f: Any, g: Any) -> bool:
-    """Whether two Python functions define the same kernel: one code object and globals, equal closure values,
-    defaults and annotations (a kernel redefined in a loop or a factory with the same values)."""
+def _same_definition(k: Kernel, g: Any) -> bool:
+    """Whether the Python function `g` defines kernel `k` again: one code object and globals, closure values
+    equal to those `k` was defined with (a loop variable's cell changes after), equal defaults and
+    annotations (a kernel redefined in a loop or a factory with the same values)."""
+    f = k.func
     if f.__code__ is not g.__code__ or f.__globals__ is not g.__globals__:
         return False
-    cf, cg = _cells(f), _cells(g)
+    cf, cg = k.defined_cells, _cells(g)
     if cf is None or cg is None or not _same_value(cf, cg) or not _same_value(f.__defaults__, g.__defaults__):
         return False
     fa, ga = f.__annotations__, g.__annotations__
@@ -282,6 +284,9 @@ class Kernel:
                              f"{sorted(unknown)}; build options belong to the module (module_options=, "
                              "wp.set_module_options)")
         self.func = func
+        # the closure's values now: a loop that defines kernels changes the cell they share afterwards
+        self.defined_cells = _cells(func)
+        self.defined_closure = closure_values(func)
         self.enable_backward = (options or {}).get("enable_backward", enable_backward)
         self.__name__ = func.__name__
         self.__qualname__ = func.__qualname__
@@ -447,7 +452,7 @@ def kernel(f: Any = None, *, name: str | None = None, enable_backward: bool | No
             for k in _unique_kernels.get(func.__code__, ()):  # the same definition again: the same kernel
                 if (k.key == (name or func.__qualname__) and k.enable_backward == enable_backward
                         and k.module.options == (module_options or {}) and k.launch_attributes == attributes
-                        and _same_definition(k.func, func)):
+                        and _same_definition(k, func)):
                     return k
             mod = f"{func.__module__}.{name or func.__qualname__}.unique{next(_unique_modules)}"
         k = Kernel(func, key=name, enable_backward=enable_backward, module=get_module(mod) if mod else None)
@@ -566,7 +571,7 @@ class Module:
         while key in self.kernels:
             same = self.kernels[key]
             if (same.enable_backward == k.enable_backward and not _has_generic_parameters(k.func)
-                    and _same_definition(same.func, k.func)):
+                    and _same_definition(same, k.func)):
                 return key, same.cname  # the same definition again: it shares that kernel's build
             key = f"{base}_{n}"
             n += 1
@@ -637,7 +642,7 @@ class Module:
                 continue
             try:
                 builder = Builder(Source(k.func), k.key, k.cname, dict(zip(*k.signature(), strict=True)),
-                                  is_kernel=True, ctx=ctx)
+                                  is_kernel=True, ctx=ctx, closure=k.defined_closure)
                 fn = builder.build()
             except KernelError as e:
                 failed[k.key] = e

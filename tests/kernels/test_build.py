@@ -184,6 +184,34 @@ def test_the_same_definition_again_is_the_same_kernel():
     assert again.key == k1.key and k1.module.load(wp.get_device("cpu")) is built and a.numpy()[0] == 10.0
 
 
+@wp.func
+def _plus(a: float, b: float):
+    return a + b
+
+
+@wp.func
+def _minus(a: float, b: float):
+    return a - b
+
+
+def test_kernels_defined_in_a_loop_keep_the_values_they_were_defined_with():
+    """Kernels defined in a loop share the loop variable's cell; each is built with the value it had when
+    the kernel was defined (as Warp evaluates wp.static there), also when built after the loop moved on."""
+    kernels = []
+    for op in (_plus, _minus):
+        @wp.kernel(module="unique")
+        def apply(out: wp.array(dtype=float)):
+            out[0] = wp.static(op)(3.0, 2.0)  # noqa: B023 - the value at definition is the point
+
+        kernels.append(apply)
+    out = wp.zeros(1)
+    results = []
+    for k in kernels:
+        wp.launch(k, 1, inputs=[out])
+        results.append(float(out.numpy()[0]))
+    assert results == [5.0, 1.0] and kernels[0] is not kernels[1]
+
+
 def test_kernels_from_a_factory_close_over_constants():
     """Kernels made by a Python factory capture their closure's constants, one kernel each."""
 
