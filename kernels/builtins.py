@@ -505,17 +505,47 @@ add("smooth_normalize", (VF,), vec_ret, group="Vector Math",
     doc="v / norm_pseudo_huber(v, delta): a normalization that is smooth at 0 (delta default 1)",
     py=lambda v, d=1.0: np.asarray(v) / (d * np.sqrt(1.0 + np.dot(v, v) / (d * d))))
 add("smooth_normalize", (VF, F), vec_ret, group="Vector Math", doc="")
+def _decomposition(kind: str) -> Callable:
+    """Python scope: `U, sigma, V = wp.svd3(A)` (svd2, qr3, eig3 alike), computed with NumPy in double and
+    given the kernel builtin's conventions (rotations, sigma decreasing, eigenvalues ascending) and A's type."""
+    def run(a: Any) -> tuple:
+        if not isinstance(a, T.MatrixType) or a._shape_[0] != a._shape_[1]:
+            raise TypeError(f"wp.{kind}() takes a square matrix, got {type(a).__name__}")
+        m, n = np.asarray(a.numpy_value(), dtype=np.float64), a._shape_[0]
+        mat, vec = T.matrix((n, n), a._wp_scalar_type_), T.vector(n, a._wp_scalar_type_)
+        if kind == "eig3":
+            d, q = np.linalg.eigh(0.5 * (m + m.T))
+            return mat(q), vec(d)
+        if kind == "qr3":
+            q, r = np.linalg.qr(m)
+            if np.linalg.det(q) < 0:  # a rotation: flip Q's last column and R's last row together
+                q[:, -1], r[-1] = -q[:, -1], -r[-1]
+            return mat(q), mat(r)
+        u, s, vt = np.linalg.svd(m)
+        v = vt.T
+        for w in (u, v):  # rotations: a reflection moves into the last singular value
+            if np.linalg.det(w) < 0:
+                w[:, -1] *= -1.0
+                s[-1] = -s[-1]
+        return mat(u), vec(s), mat(v)
+    return run
+
+
 # decompositions into the caller's variables: wp.svd3(A, U, sigma, V) (16-bit floats compute in float32)
 for _st in (T.float16, T.bfloat16, T.float32, T.float64):
     for _n in (2, 3):
         _m, _v = T.matrix((_n, _n), _st), T.vector(_n, _st)
         add(f"svd{_n}", (Exact(_m), Out(_m), Out(_v), Out(_m)), None, "lw::svd_of", group="Vector Math",
+            py=_decomposition(f"svd{_n}"), raw_py=True,
             doc="svd3(A, U, sigma, V): A = U diag(sigma) V^T, U and V rotations, sigma decreasing (the last "
-                "negative when det(A) < 0)" if _n == 3 else "svd2(A, U, sigma, V): the 2x2 version of svd3")
+                "negative when det(A) < 0); `U, sigma, V = wp.svd3(A)` returns them" if _n == 3 else
+                "svd2(A, U, sigma, V): the 2x2 version of svd3")
     _m, _v = T.matrix((3, 3), _st), T.vector(3, _st)
     add("qr3", (Exact(_m), Out(_m), Out(_m)), None, "lw::qr_givens", group="Vector Math",
-        doc="qr3(A, Q, R): A = Q R, Q a rotation, R upper triangular")
+        py=_decomposition("qr3"), raw_py=True,
+        doc="qr3(A, Q, R): A = Q R, Q a rotation, R upper triangular (`Q, R = wp.qr3(A)` returns them)")
     add("eig3", (Exact(_m), Out(_m), Out(_v)), None, "lw::sym_eig_of", group="Vector Math",
+        py=_decomposition("eig3"), raw_py=True,
         doc="eig3(A, Q, d): the symmetric part of A is Q diag(d) Q^T, eigenvectors in Q's columns, d ascending")
 BOOL = Exact(T.bool_)
 add("select", (BOOL, Value(), Value()), "V", group="Utility",

@@ -622,3 +622,32 @@ def test_slerp_depends_on_the_direction_of_q1_only():
               wp.array(t, dtype=wp.float64, requires_grad=True)]
     gradcheck(slerp_sum, 6, arrays, [wp.zeros(6, dtype=wp.quatd, requires_grad=True)], eps=1e-6, atol=1e-6,
               rtol=1e-5)
+
+
+@wp.kernel
+def _decompose(a: wp.array(dtype=wp.mat33), sig: wp.array(dtype=wp.vec3), d: wp.array(dtype=wp.vec3)):
+    U, sigma, V = wp.svd3(a[0])
+    Q, dd = wp.eig3(a[0])
+    sig[0] = sigma
+    d[0] = dd
+
+
+def test_decompositions_in_python_scope_match_the_kernel_builtins():
+    """`U, sigma, V = wp.svd3(A)` (and svd2, qr3, eig3) in Python: the kernel's values and conventions
+    (rotations, sigma decreasing with the last negative for det(A) < 0, eigenvalues ascending), A's type."""
+    A = wp.mat33(2.0, 1.0, 0.5, -1.0, 3.0, 0.2, 0.3, 0.1, -1.5)
+    m = np.array(A.numpy_value())
+    U, sigma, V = wp.svd3(A)
+    u, v = np.array(U.numpy_value()), np.array(V.numpy_value())
+    np.testing.assert_allclose(u @ np.diag(sigma.numpy_value()) @ v.T, m, atol=1e-5)
+    assert type(U) is wp.mat33 and np.linalg.det(u) > 0 and np.linalg.det(v) > 0
+    Q, R = wp.qr3(A)
+    np.testing.assert_allclose(np.array(Q.numpy_value()) @ np.array(R.numpy_value()), m, atol=1e-5)
+    assert np.allclose(np.tril(np.array(R.numpy_value()), -1), 0.0) and np.linalg.det(Q.numpy_value()) > 0
+    _, d = wp.eig3(A)
+    sig, dk = wp.zeros(1, dtype=wp.vec3), wp.zeros(1, dtype=wp.vec3)
+    wp.launch(_decompose, 1, inputs=[wp.array([A], dtype=wp.mat33), sig, dk])
+    np.testing.assert_allclose(sigma.numpy_value(), sig.numpy()[0], rtol=1e-4)
+    np.testing.assert_allclose(d.numpy_value(), dk.numpy()[0], rtol=1e-4)
+    U2, s2, V2 = wp.svd2(wp.mat22d(1.0, 2.0, 3.0, 4.0))
+    assert type(U2) is wp.mat22d and s2[0] > abs(s2[1])
