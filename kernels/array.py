@@ -638,7 +638,7 @@ class array:  # noqa: N801 - Warp's public name
         """The elements as a Python list (vectors, matrices and structs as their types)."""
         self._storage.check_host_access("list()")
         if T.is_struct_type(self.dtype):
-            return [self.dtype.from_bytes(r.tobytes()) for r in self._host().reshape(-1)]
+            return [self.dtype.from_bytes(r.tobytes(), self.device) for r in self._host().reshape(-1)]
         flat = T.from_storage(T.elem_scalar(self.dtype), self._host()).reshape(
             (self.size,) + (self.dtype._shape_ if T.is_composite(self.dtype) else ()))
         if T.is_composite(self.dtype):
@@ -677,7 +677,7 @@ class array:  # noqa: N801 - Warp's public name
         if all(isinstance(k, int | np.integer) for k in key) and len(key) == self.ndim:
             self._storage.check_host_access("element access")
             if T.is_struct_type(self.dtype):
-                return self.dtype.from_bytes(self._host()[key].tobytes())
+                return self.dtype.from_bytes(self._host()[key].tobytes(), self.device)
             v = T.from_storage(T.elem_scalar(self.dtype), self._host()[key])
             return self.dtype(v) if T.is_composite(self.dtype) else v.item()
         ptr, shape, strides = self.ptr or 0, [], []

@@ -89,17 +89,21 @@ class StructType(T.RecordType):
                 "offsets": [getattr(cls._ctype, n).offset for n in names], "itemsize": ctypes.sizeof(cls._ctype)}
 
     @classmethod
-    def from_bytes(cls, raw: bytes) -> StructType:
-        """A struct value from its native bytes (an array element); array fields stay None, since a
-        descriptor does not say which array owns the memory."""
+    def from_bytes(cls, raw: bytes, device: Any = None) -> StructType:
+        """A struct value from its native bytes (an array element of `device`). An array field becomes a view
+        of the memory its descriptor names, which it does not keep alive (as Warp's); indexed arrays and null
+        descriptors stay None."""
         c = cls._ctype.from_buffer_copy(raw)
         inst = cls()
         for name, t in cls.fields.items():
             v = getattr(c, name)
             if isinstance(t, ArrayType):
+                if not t.indexed and v.data:
+                    inst._values[name] = array(ptr=v.data, dtype=t.dtype, shape=tuple(v.shape[:t.ndim]),
+                                               strides=tuple(v.strides[:t.ndim]), device=device)
                 continue
             if is_struct(t):
-                inst._values[name] = t.from_bytes(bytes(v))
+                inst._values[name] = t.from_bytes(bytes(v), device)
             elif T.is_composite(t):
                 inst._values[name] = t.from_buffer_copy(bytes(v))
             elif t in (T.float16, T.bfloat16):  # stored as their 16 bits

@@ -294,3 +294,21 @@ def test_operators_call_the_functions_named_after_them():
     out = wp.zeros(3)
     wp.launch(complex_ops, 1, inputs=[out])
     assert out.numpy().tolist() == [1.0 - 5.0 + 3.0, 2.0 + 10.0 + 4.0, 2.0 + 3.0 * 16.0]
+
+
+@wp.struct
+class WithArrays:
+    x: float
+    a: wp.array(dtype=int)
+    b: wp.array2d(dtype=float)
+
+
+def test_struct_elements_read_back_view_their_arrays():
+    """Reading struct elements of an array (`list()`, indexing) gives array fields as views of the memory
+    their descriptors name (shape, strides and dtype kept), as Warp's; a null array field stays None."""
+    s = WithArrays(x=2.0, a=wp.array([1, 2, 3], dtype=int), b=wp.zeros((2, 3)))
+    arr = wp.full(4, s, dtype=WithArrays)
+    got = arr.list()
+    assert got[1].x == 2.0 and got[2].a.numpy().tolist() == [1, 2, 3] and got[3].b.shape == (2, 3)
+    assert arr[0].a.dtype == wp.int32 and arr[0].a.ptr == s.a.ptr
+    assert wp.full(1, WithArrays(x=1.0), dtype=WithArrays).list()[0].a is None
