@@ -452,6 +452,11 @@ class array:  # noqa: N801 - Warp's public name
         return self.strides == contiguous_strides(self.shape, T.type_size(self.dtype))
 
     @property
+    def _ref(self) -> Any:
+        """Warp's name for the object whose memory this array views (a NumPy array it aliases, say)."""
+        return self._owner
+
+    @property
     def requires_grad(self) -> bool:
         """Whether launches on a Tape compute this array's gradient; setting it True gives the array a zeroed
         gradient buffer (when it has none), False drops it."""

@@ -321,6 +321,13 @@ def test_arrays_over_foreign_memory_call_their_deleter_once_all_views_are_gone()
         wp.array(np.zeros(3), deleter=print)
 
 
+def test_an_array_over_numpy_memory_keeps_the_numpy_array():
+    """wp.array(a, copy=False) views a NumPy array's memory and keeps it alive (`_ref` in Warp's words)."""
+    a = np.ones(8, dtype=np.int32)
+    w = wp.array(a, dtype=int, copy=False)
+    assert w._ref is a and w.ptr == a.ctypes.data
+
+
 def test_copy_names_what_it_cannot_use():
     """wp.copy refuses negative or non-integer offsets and counts, element sizes that differ, and arrays
     that are both strided with different shapes, naming the values (RuntimeErrors, as Warp raises)."""
