@@ -451,6 +451,15 @@ class array:  # noqa: N801 - Warp's public name
     def is_contiguous(self) -> bool:
         return self.strides == contiguous_strides(self.shape, T.type_size(self.dtype))
 
+    def cptr(self) -> Any:
+        """A ctypes pointer to the first element, typed as the elements (structs as their ctypes records):
+        for host memory only, as Warp's."""
+        if self.ptr is None or not self.device.backend.host_accessible:
+            raise DeviceError(f"array.cptr() needs an array in host memory, got one on {self.device}")
+        t = self.dtype
+        ctype = t._ctype if T.is_struct_type(t) or T.is_scalar(t) else t  # composites are ctypes arrays
+        return ctypes.cast(self.ptr, ctypes.POINTER(ctype))
+
     @property
     def _ref(self) -> Any:
         """Warp's name for the object whose memory this array views (a NumPy array it aliases, say)."""

@@ -328,6 +328,14 @@ def test_an_array_over_numpy_memory_keeps_the_numpy_array():
     assert w._ref is a and w.ptr == a.ctypes.data
 
 
+def test_cptr_types_host_memory_as_the_elements():
+    """array.cptr() is a ctypes pointer typed as the elements (scalars, vectors, struct records)."""
+    assert wp.array([1.0, 2.0], dtype=float).cptr()[1] == 2.0
+    assert wp.array([wp.vec2(1.0, 2.0)], dtype=wp.vec2).cptr()[0] == wp.vec2(1.0, 2.0)
+    with pytest.raises(wp.DeviceError, match="host memory"):
+        wp.array(dtype=float).cptr()
+
+
 def test_copy_names_what_it_cannot_use():
     """wp.copy refuses negative or non-integer offsets and counts, element sizes that differ, and arrays
     that are both strided with different shapes, naming the values (RuntimeErrors, as Warp raises)."""
