@@ -312,7 +312,7 @@ class AdjointEmitter(Emitter):
             self.out(f"if (lw::has_grad({a})) {{ {' '.join(steps)} }}")
 
     def rev_Eval(self, s: ir.Eval, n: int) -> None:
-        self.reverse_call(s.expr, None)
+        self.reverse_call(s.expr, None, id(s) in self.consumed)
 
     def rev_If(self, s: ir.If, n: int) -> None:
         self.out(f"if (lw_c{n}) {{")
@@ -462,9 +462,12 @@ class AdjointEmitter(Emitter):
                 if isinstance(a, Var) and differentiable(a.type):
                     self.out(f"lw::acc({self.adj(a)}, {g}.c[{i}]);")
 
-    def reverse_call(self, e: ir.Call, g: str | None) -> None:
+    def reverse_call(self, e: ir.Call, g: str | None, consumed: bool = False) -> None:
+        """The adjoint of a call; `consumed`: a store (tile_store) into an array the kernel read before, whose
+        gradient over the stored region it takes whatever retain_grad says (as rev_Store does)."""
         target = e.target
-        args = [self.op(a) for a in e.args]
+        args = [f"lw::taking_grad({self.op(a)})" if consumed and isinstance(a.type, ArrayType) else self.op(a)
+                for a in e.args]
         adjs = [self.adj(a) for a in e.args if not isinstance(a.type, ArrayType)]  # arrays: gradients by pointer
         if isinstance(target, Overload):
             if not target.differentiable or not (target.reads_state or any(

@@ -661,6 +661,13 @@ def array_events(fn: Function, callee_effects: dict) -> list[ArrayEvent]:
                     params = frozenset().union(*(of(arg) for i, arg in enumerate(call.args) if i in used))
                     if params:
                         events.append(ArrayEvent(mode, params, s.line, loops, s, False))
+            elif call is not None and hasattr(call.target, "writes"):  # a builtin given arrays (tile_load, ...):
+                # it reads them, or writes them (tile_store; tile_atomic_add accumulates)
+                mode = Mode.READ if not call.target.writes else Mode.ADD if "atomic" in call.target.name \
+                    else Mode.WRITE
+                params = frozenset().union(*(of(arg) for arg in call.args if isinstance(arg.type, ArrayType)))
+                if params:
+                    events.append(ArrayEvent(mode, params, s.line, loops, s, True))
             inner = (*loops, id(s)) if isinstance(s, For | While) else loops
             for b in s.blocks():
                 visit(b, inner)

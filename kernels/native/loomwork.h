@@ -643,6 +643,13 @@ template <typename T> LW_FUNC T* grad_ptr(const array_t<T>& a) {
 template <typename T> LW_FUNC bool retains_grad(const array_t<T>& a) {
     return ((unsigned long long)a.grad & RETAIN_GRAD_BIT) != 0;
 }
+// `a` with its gradient taken by stores whatever retain_grad says: a kernel that read the array before storing
+// into it (an in-place update) must not pass the replaced values' gradient on to the values it read
+template <typename T> LW_FUNC array_t<T> taking_grad(const array_t<T>& a) {
+    array_t<T> r = a;
+    r.grad = grad_ptr(a);
+    return r;
+}
 
 // an indexedarray: element i of dimension d is data[indices[d][i]] (a null index array: identity)
 template <typename T> struct indexedarray_t {

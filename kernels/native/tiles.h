@@ -284,26 +284,37 @@ template <int N, typename T, typename Tl, typename... O> LW_FUNC void tile_regio
         if (tile_in<N>(a, x)) acc(adj_t.c[i], tile_grad_at<N>(a, x));
     });
 }
+// the adjoint of a store: the tile takes the region's gradient, which is then zeroed, as an element store's is:
+// the values the store replaced did not reach the output through the region (kept for retain_grad arrays)
+template <int N, typename T, typename Tl, typename... O> LW_FUNC void tile_region_take_grad(const array_t<T>& a,
+                                                                                            Tl& adj_t, O... off) {
+    tile_region_grad<N>(a, adj_t, off...);
+    if (!a.grad || retains_grad(a)) return;
+    const int64_t o[4] = {(int64_t)off...};
+    tile_visit<Tl, N>(o, [&](int i, const int64_t* x) {
+        if (tile_in<N>(a, x)) tile_grad_at<N>(a, x) = T{};
+    });
+}
 template <int N, typename T, typename Tl> LW_FUNC void adj_tile_store(const array_t<T>& a, const Tl& t, Tl& adj_t) {
-    tile_region_grad<N>(a, adj_t);
+    tile_region_take_grad<N>(a, adj_t);
 }
 template <int N, typename T, typename Tl> LW_FUNC void adj_tile_store(const array_t<T>& a, const Tl& t, int32_t o0,
                                                                        Tl& adj_t, int32_t&) {
-    tile_region_grad<N>(a, adj_t, o0);
+    tile_region_take_grad<N>(a, adj_t, o0);
 }
 template <int N, typename T, typename Tl> LW_FUNC void adj_tile_store(const array_t<T>& a, const Tl& t, int32_t o0,
                                                                        int32_t o1, Tl& adj_t, int32_t&, int32_t&) {
-    tile_region_grad<N>(a, adj_t, o0, o1);
+    tile_region_take_grad<N>(a, adj_t, o0, o1);
 }
 template <int N, typename T, typename Tl> LW_FUNC void adj_tile_store(const array_t<T>& a, const Tl& t, int32_t o0,
                                                                        int32_t o1, int32_t o2, Tl& adj_t, int32_t&,
                                                                        int32_t&, int32_t&) {
-    tile_region_grad<N>(a, adj_t, o0, o1, o2);
+    tile_region_take_grad<N>(a, adj_t, o0, o1, o2);
 }
 template <int N, typename T, typename Tl> LW_FUNC void adj_tile_store(const array_t<T>& a, const Tl& t, int32_t o0,
                                                                        int32_t o1, int32_t o2, int32_t o3, Tl& adj_t,
                                                                        int32_t&, int32_t&, int32_t&, int32_t&) {
-    tile_region_grad<N>(a, adj_t, o0, o1, o2, o3);
+    tile_region_take_grad<N>(a, adj_t, o0, o1, o2, o3);
 }
 
 // atomic add of a tile into an array region: returns the previous values

@@ -262,3 +262,31 @@ def test_tile_slice_indexed_is_the_call_form_of_index_tiles():
                                                     cols], block_dim=1)
     np.testing.assert_array_equal(rows.numpy(), A[[3, 0, -1]])
     np.testing.assert_array_equal(cols.numpy(), A[:, [3, 0, -1]])
+
+
+@wp.kernel
+def _square_tile_in_place(a: wp.array(dtype=float)):
+    t = wp.tile_load(a, shape=4)
+    wp.tile_store(a, t * t)
+
+
+@wp.kernel
+def _weighted_sum(a: wp.array(dtype=float), w: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, a[i] * w[i])
+
+
+def test_tile_loads_and_stores_are_array_effects_the_tape_follows():
+    """A Tape sees what tile_load reads and tile_store writes: an in-place tile update is differentiated from the
+    values it read (the stored region's gradient not passed on to them), as element stores are."""
+    lk = _square_tile_in_place.module.load(wp.get_device("cpu")).kernel(_square_tile_in_place.key)
+    assert lk.reads == {0} and lk.writes == {0}
+    a0 = np.array([0.5, 1.0, 1.5, 2.0], np.float32)
+    w = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    a, loss = wp.array(a0, requires_grad=True), wp.zeros(1, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch_tiled(_square_tile_in_place, dim=1, inputs=[a], block_dim=4)
+        wp.launch(_weighted_sum, 4, inputs=[a, wp.array(w), loss])
+    tape.backward(loss=loss)
+    np.testing.assert_allclose(a.grad.numpy(), 2.0 * a0 * w)

@@ -252,3 +252,23 @@ def test_a_kernel_alike_in_every_lane_keeps_one_lane_a_block(cpu_blocks):
     out = wp.zeros((3, B), dtype=float)
     wp.launch_tiled(scale_rows, dim=[3], inputs=[a, out], block_dim=B)
     np.testing.assert_array_equal(out.numpy(), a.numpy() * a.numpy().sum(axis=1, keepdims=True))
+
+
+@wp.kernel
+def rewrites_what_its_block_loads(x: wp.array[float], buf: wp.array[float], y: wp.array[float]):
+    i = wp.tid()
+    v = x[i]
+    for _k in range(3):
+        buf[i] = v * v
+        s = wp.tile_sum(wp.tile_load(buf, shape=B, offset=(i // B) * B))
+        v = v + s[0] * 0.1 * v
+    y[i] = v
+
+
+def test_a_tile_load_of_an_array_the_lanes_rewrite_in_a_loop_is_refused_under_a_tape(cpu_blocks):
+    """Each lane overwrites its element of an array a block load then reads, in a loop: the adjoint cannot
+    replay those reads, so a Tape refuses the launch (it gave wrong gradients silently)."""
+    x = wp.array(np.linspace(0.3, 0.9, 2 * B).astype(np.float32), requires_grad=True)
+    buf, y = wp.zeros(2 * B, requires_grad=True), wp.zeros(2 * B, requires_grad=True)
+    with pytest.raises(wp.OverwriteError, match="reads array 'buf'"), wp.Tape():
+        wp.launch(rewrites_what_its_block_loads, dim=2 * B, inputs=[x, buf, y], block_dim=B)
