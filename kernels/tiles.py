@@ -674,9 +674,13 @@ def tile_squeeze(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     shape = t.type.shape
     if "axis" in a:
         ax = bld.eval_static(a["axis"], "the axis of wp.tile_squeeze()")
-        axes = (ax,) if isinstance(ax, int) else tuple(ax)
-        axes = tuple(x + len(shape) if x < 0 else x for x in axes)
-        if any(not 0 <= x < len(shape) or shape[x] != 1 for x in axes):
+        given = (ax,) if isinstance(ax, int) else tuple(ax)
+        for x in given:
+            if not -len(shape) <= x < len(shape):
+                bld.error(node, KernelValueError, f"wp.tile_squeeze(): tile_squeeze() axis {x} is out of bounds for "
+                          f"tile with {len(shape)} dimensions (shape {shape})")
+        axes = tuple(x + len(shape) if x < 0 else x for x in given)
+        if any(shape[x] != 1 for x in axes):
             bld.error(node, KernelValueError, f"wp.tile_squeeze(): axis {ax} is not an axis of length 1 of {shape}")
         new = tuple(d for i, d in enumerate(shape) if i not in axes)
     else:

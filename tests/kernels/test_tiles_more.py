@@ -159,3 +159,20 @@ def test_random_tiles_and_tile_from_thread():
     again = wp.zeros((3, 64), dtype=float)
     wp.launch_tiled(k_lanes, dim=3, inputs=[7, outs[0], again, outs[2]], block_dim=1)
     np.testing.assert_array_equal(again.numpy(), y)
+
+
+def test_tile_squeeze_names_an_axis_out_of_range():
+    """tile_squeeze(t, axis) with an axis outside the tile's dimensions says so (Warp's words), apart from an
+    axis whose length is not 1."""
+    def squeeze_axis_3():
+        a = wp.tile_zeros(shape=(1, 2, 1), dtype=float)
+        wp.tile_squeeze(a, axis=(3,))
+
+    def squeeze_axis_1():
+        a = wp.tile_zeros(shape=(1, 2, 1), dtype=float)
+        wp.tile_squeeze(a, axis=(1,))
+
+    for f, words in ((squeeze_axis_3, "axis 3 is out of bounds for tile with 3 dimensions"),
+                     (squeeze_axis_1, r"axis \(1,\) is not an axis of length 1")):
+        with pytest.raises(wp.KernelValueError, match=words):
+            wp.launch_tiled(wp.kernel(f, module=f"test_tiles_more_{f.__name__}"), dim=1, inputs=[], block_dim=1)
