@@ -376,9 +376,13 @@ class array:  # noqa: N801 - Warp's public name
                 not isinstance(data, list | tuple | T._CompositeMixin) and foreign.is_foreign_array(data)):
             buf = foreign.describe(data, self.device)
             backend = buf.device.backend
-            if not copy or backend.cuda_array_interface or not backend.host_accessible:  # device memory is viewed
-                self._init_alias(buf, shape, device)  # in place, as in Warp
+            device_memory = backend.cuda_array_interface or not backend.host_accessible
+            st = T.elem_scalar(self.dtype) if self.dtype is not None else buf.scalar
+            other_type = buf.scalar is not st and not (st is T.bfloat16 and buf.scalar is T.uint16)
+            if device_memory or (not copy and not other_type):  # viewed in place, as in Warp
+                self._init_alias(buf, shape, device)
                 return
+            # (host data of another scalar type, even with copy=False: a converted copy, as Warp makes)
             src = np.asarray(_Interface(_interface_dict(buf.ptr, buf.shape, buf.strides, buf.scalar.np_dtype.str,
                                                         buf.readonly), buf.owner))
         else:

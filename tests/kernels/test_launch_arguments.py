@@ -162,11 +162,12 @@ def test_a_single_value_for_a_vector_parameter_is_refused():
     np.testing.assert_array_equal(out.numpy(), [[1.0, 2.0, 3.0]])
 
 
-def test_copy_false_never_copies_silently():
-    """wp.array(data, copy=False) views the data or raises: another dtype, non-contiguous components or
-    another device are errors, not quiet copies."""
-    with pytest.raises(TypeError, match="expects float32 data, got a NumPy array of float64"):
-        wp.array(np.zeros(4), dtype=float, copy=False)
+def test_copy_false_views_what_it_can():
+    """wp.array(data, copy=False) views the data where it can; host data of another scalar type becomes a
+    converted copy (as Warp does: each its own); components that are not contiguous are an error."""
+    src = np.ones(4)
+    a, b = wp.array(src, dtype=float, copy=False), wp.array(src * 2, dtype=float, copy=False)
+    assert a.ptr != src.ctypes.data and a.ptr != b.ptr and a.numpy().tolist() == [1.0] * 4
     with pytest.raises(ValueError, match="components of the NumPy array are not contiguous"):
         wp.array(np.zeros((3, 4), np.float32).T, dtype=wp.vec3, copy=False)
     view = wp.array(np.zeros((4, 3), np.float32), dtype=wp.vec3, copy=False)
