@@ -1,9 +1,12 @@
 """Shared test setup: every module built by a test is also compiled by NVRTC, and a `device` fixture.
 
 `LOOMWORK_TEST_DEVICE=cuda:0 pytest ...` makes that device the default one for the whole run, so tests that
-name no device run there (a way to see which parts of the suite work on a GPU; CI runs on the CPU)."""
+name no device run there (a way to see which parts of the suite work on a GPU; CI runs on the CPU). On a GPU
+machine each test's device work is waited for, so a kernel fault names its test (run with pytest-xdist, which
+restarts the worker that lost its CUDA context)."""
 
 import os
+import sys
 
 import pytest
 
@@ -27,3 +30,23 @@ def _devices() -> list:
 def device(request) -> str:
     """Runs a test on the CPU always, and on CUDA when a GPU is present."""
     return request.param
+
+
+if wp.is_cuda_available():
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(item):
+        """On a GPU machine: wait for each test's device work, and when a kernel faulted (the CUDA context is
+        lost for the process) say which test did it and end this worker, so pytest-xdist starts a fresh one
+        and the tests after it are not failed by the lost context."""
+        yield
+        import ctypes
+
+        from loomwork.kernels import cuda
+        lib = cuda.driver()
+        ctx = ctypes.c_void_p()
+        if lib is None or lib.cuCtxGetCurrent(ctypes.byref(ctx)) != 0 or not ctx.value:
+            return
+        err = lib.cuCtxSynchronize()
+        if err != 0:
+            print(f"\nCUDA fault after {item.nodeid}: {cuda.error_text(err)}", file=sys.stderr, flush=True)
+            os._exit(3)
