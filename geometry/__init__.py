@@ -1,7 +1,8 @@
 """loomwork.geometry: geometry types of the kernel layer, added through its extension registry (native
 headers, value types, handle types and builtins registered from this package's own files)."""
 
-from . import (  # noqa: F401 - register closest_point_edge_edge / intersect_tri_tri and the block queries
+from . import (  # noqa: F401 - register closest_point_edge_edge / intersect_tri_tri, the block queries and names
+    param_names,
     primitives,
     tile_queries,
 )

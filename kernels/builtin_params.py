@@ -1,8 +1,7 @@
 """The parameter names of the kernel builtins, for calls that pass arguments by keyword
 (`wp.pow(x=2.0, y=4.0)`, `wp.transform_compose(position=p, rotation=q, scale=s)`): per builtin, the
-names of each arity it takes ("|" between arities), as Warp documents them."""
-
-from functools import cache
+names of each arity it takes ("|" between arities), as Warp documents them. Packages that add builtins
+register theirs with `register_param_names`."""
 
 _NAMES: dict[str, str] = {
     "abs": "x",
@@ -26,20 +25,10 @@ _NAMES: dict[str, str] = {
     "bit_count": "x",
     "bit_or": "a b",
     "bit_xor": "a b",
-    "bvh_get_group_root": "id group",
-    "bvh_query_aabb": "id low high root",
-    "bvh_query_aabb_tiled": "id low high",
-    "bvh_query_capsule": "id start dir radius root",
-    "bvh_query_next": "query index max_dist",
-    "bvh_query_next_tiled": "query",
-    "bvh_query_ray": "id start dir root",
-    "bvh_query_ray_tiled": "id start dir",
-    "bvh_query_sphere": "id center radius root",
     "cast": "a dtype",
     "cbrt": "x",
     "ceil": "x",
     "clamp": "x low high",
-    "closest_point_edge_edge": "p1 q1 p2 q2 epsilon",
     "copysign": "x y",
     "cos": "x",
     "cosh": "x",
@@ -69,10 +58,6 @@ _NAMES: dict[str, str] = {
     "floor": "x",
     "floordiv": "a b",
     "frac": "x",
-    "hash_grid_point_id": "id index",
-    "hash_grid_query": "id point max_dist | id point max_dist group",
-    "hash_grid_query_next": "query index",
-    "intersect_tri_tri": "v0 v1 v2 u0 u1 u2",
     "inverse": "a",
     "inverse_approx": "a",
     "invert": "a",
@@ -90,35 +75,6 @@ _NAMES: dict[str, str] = {
     "matrix_from_cols": "*args",
     "matrix_from_rows": "*args",
     "max": "a | a b",
-    "mesh_eval_face_normal": "id face",
-    "mesh_eval_position": "id face bary_u bary_v",
-    "mesh_eval_velocity": "id face bary_u bary_v",
-    "mesh_get": "id",
-    "mesh_get_bvh": "id",
-    "mesh_get_group_root": "id group",
-    "mesh_get_index": "id index",
-    "mesh_get_point": "id index",
-    "mesh_get_velocity": "id index",
-    "mesh_query_aabb": "id low high",
-    "mesh_query_aabb_next": "query index",
-    "mesh_query_aabb_next_tiled": "query",
-    "mesh_query_aabb_tiled": "id low high",
-    "mesh_query_furthest_point_no_sign": "id point min_dist | id point min_dist face bary_u bary_v",
-    "mesh_query_next": "query index",
-    "mesh_query_point": "id point max_dist | id point max_dist inside face bary_u bary_v",
-    "mesh_query_point_no_sign": "id point max_dist | id point max_dist face bary_u bary_v",
-    "mesh_query_point_sign_normal": "id point max_dist epsilon | id point max_dist inside face bary_u bary_v epsilon",
-    "mesh_query_point_sign_parity": (
-        "id point max_dist n_sample perturbation_scale | id point max_dist inside face bary_u bary_v n_sample "
-        "perturbation_scale"
-    ),
-    "mesh_query_point_sign_winding_number": (
-        "id point max_dist accuracy threshold | id point max_dist inside face bary_u bary_v accuracy threshold"
-    ),
-    "mesh_query_ray": "id start dir max_t root | id start dir max_t t bary_u bary_v sign normal face root",
-    "mesh_query_ray_anyhit": "id start dir max_t root",
-    "mesh_query_ray_count_intersections": "id start dir root",
-    "mesh_query_sphere": "id center radius",
     "min": "a | a b",
     "mod": "a b",
     "mul": "a b",
@@ -196,9 +152,6 @@ _NAMES: dict[str, str] = {
     "tile_atomic_add_indexed": "a indices t offset axis",
     "tile_axpy": "alpha src dest",
     "tile_broadcast": "a shape",
-    "tile_bvh_query_aabb": "id low high",
-    "tile_bvh_query_next": "query",
-    "tile_bvh_query_ray": "id start dir",
     "tile_cholesky": "A fill_mode",
     "tile_cholesky_inplace": "A fill_mode",
     "tile_cholesky_solve": "L y fill_mode",
@@ -218,11 +171,8 @@ _NAMES: dict[str, str] = {
     "tile_map": "op a | op a *args | op a b",
     "tile_matmul": "a b alpha precision | a b out alpha beta precision",
     "tile_max": "a",
-    "tile_mesh_query_aabb": "id low high",
-    "tile_mesh_query_aabb_next": "query",
     "tile_min": "a",
     "tile_ones": "shape dtype storage",
-    "tile_query_valid": "query",
     "tile_randf": "shape rng storage | shape rng min max storage",
     "tile_randi": "shape rng storage | shape rng min max storage",
     "tile_reduce": "op a | op a axis",
@@ -268,34 +218,21 @@ _NAMES: dict[str, str] = {
     "trunc": "x",
     "unot": "a",
     "untile": "a",
-    "volume_index_to_world": "id uvw",
-    "volume_index_to_world_dir": "id uvw",
-    "volume_lookup": "id i j k dtype",
-    "volume_lookup_f": "id i j k",
-    "volume_lookup_i": "id i j k",
-    "volume_lookup_index": "id i j k",
-    "volume_lookup_v": "id i j k",
-    "volume_sample": "id uvw sampling_mode dtype",
-    "volume_sample_f": "id uvw sampling_mode",
-    "volume_sample_grad": "id uvw sampling_mode grad dtype",
-    "volume_sample_grad_f": "id uvw sampling_mode grad",
-    "volume_sample_grad_index": "id uvw sampling_mode voxel_data background grad",
-    "volume_sample_i": "id uvw",
-    "volume_sample_index": "id uvw sampling_mode voxel_data background",
-    "volume_sample_v": "id uvw sampling_mode",
-    "volume_store": "id i j k value",
-    "volume_store_f": "id i j k value",
-    "volume_store_i": "id i j k value",
-    "volume_store_v": "id i j k value",
-    "volume_voxel_count": "id",
-    "volume_world_to_index": "id xyz",
-    "volume_world_to_index_dir": "id xyz",
     "where": "arr value_if_true value_if_false | cond value_if_true value_if_false",
 }
+_parsed: dict[str, tuple[tuple[str, ...], ...]] = {}
 
 
-@cache
+def register_param_names(names: dict[str, str]) -> None:
+    """Add the parameter names of builtins an extension defines (same form as the table above)."""
+    _NAMES.update(names)
+    _parsed.clear()
+
+
 def param_names(builtin: str) -> tuple[tuple[str, ...], ...]:
     """The parameter names of each arity `builtin` takes, fewest parameters first (none: it takes no keywords)."""
-    text = _NAMES.get(builtin)
-    return tuple(tuple(s.split()) for s in text.split("|")) if text else ()
+    found = _parsed.get(builtin)
+    if found is None:
+        text = _NAMES.get(builtin)
+        found = _parsed[builtin] = tuple(tuple(s.split()) for s in text.split("|")) if text else ()
+    return found
