@@ -1408,12 +1408,9 @@ class Builder:
         inst, _ = self.ctx.instantiate(fn, args, {})
         if inst is None:
             return None
-        ordered = [self.convert(a, p.type, node) for a, p in zip(inst.bind_args(args, {}), inst.ir.params,
-                                                                  strict=True)]
-        call = ir.Call(inst, tuple(ordered))
         if inst.ir.ret is None:
             self.error(node, KernelTypeError, f"the @wp.func '{op}' that overloads this operator returns nothing")
-        return self.assign_temp(call, inst.ir.ret)
+        return self.call_instance(inst, args, {}, node)
 
     def fold(self, op: str, a: Any, b: Any, node: ast.AST) -> Const | None:
         """Two literals combined at compile time, as Python would (None: left to the kernel)."""
@@ -1810,6 +1807,10 @@ class Builder:
         inst, err = self.ctx.instantiate(fn, args, kwargs)
         if inst is None:
             self.error(node, KernelTypeError, err)
+        return self.call_instance(inst, args, kwargs, node)
+
+    def call_instance(self, inst: Any, args: list[Operand], kwargs: dict, node: ast.AST) -> Any:
+        """A call of one instance of a @wp.func: its result, or None (the call is a statement)."""
         ordered = inst.bind_args(args, kwargs)
         ordered = [self.convert(a, p.type, node) for a, p in zip(ordered, inst.ir.params, strict=True)]
         call = ir.Call(inst, tuple(ordered))

@@ -80,13 +80,6 @@ def _same_value(a: Any, b: Any) -> bool:
     return isinstance(a, _PLAIN) and a == b
 
 
-def _cells(f: Any) -> tuple | None:
-    try:
-        return tuple(c.cell_contents for c in f.__closure__ or ())
-    except ValueError:  # an empty cell (a closure variable not assigned yet)
-        return None
-
-
 def _same_definition(k: Kernel, g: Any) -> bool:
     """Whether the Python function `g` defines kernel `k` again: one code object and globals, closure values
     equal to those `k` was defined with (a loop variable's cell changes after), equal defaults and
@@ -94,8 +87,10 @@ def _same_definition(k: Kernel, g: Any) -> bool:
     f = k.func
     if f.__code__ is not g.__code__ or f.__globals__ is not g.__globals__:
         return False
-    cf, cg = k.defined_cells, _cells(g)
-    if cf is None or cg is None or not _same_value(cf, cg) or not _same_value(f.__defaults__, g.__defaults__):
+    cf, cg = k.defined_closure, closure_values(g)
+    if (len(cf) != len(f.__code__.co_freevars) or cf.keys() != cg.keys()  # an empty cell: not comparable
+            or not _same_value(tuple(cf.values()), tuple(cg.values()))
+            or not _same_value(f.__defaults__, g.__defaults__)):
         return False
     fa, ga = f.__annotations__, g.__annotations__
     try:
@@ -285,7 +280,6 @@ class Kernel:
                              "wp.set_module_options)")
         self.func = func
         # the closure's values now: a loop that defines kernels changes the cell they share afterwards
-        self.defined_cells = _cells(func)
         self.defined_closure = closure_values(func)
         self.enable_backward = (options or {}).get("enable_backward", enable_backward)
         self.__name__ = func.__name__
@@ -652,8 +646,8 @@ class Module:
             kernels.append(k)
             kernel_irs.append(fn)
         if base is not None and not kernels:
-            lm = replace(base, version=version, failed={**base.failed, **failed}, base=base,
-                                     own=frozenset(), adjoints=None, adj_program=None)
+            lm = replace(base, version=version, failed={**base.failed, **failed}, base=base, own=frozenset(),
+                         adjoints=None, adj_program=None)
             self.loaded[key] = lm
             return lm
         if failed and not kernels:
