@@ -142,6 +142,10 @@ class _NoInterface(DeviceError, AttributeError):
     """An array protocol this array's device does not offer (so `hasattr` answers False)."""
 
 
+_EMPTY_BYTE = ctypes.create_string_buffer(1)
+_EMPTY_ADDRESS = ctypes.addressof(_EMPTY_BYTE)  # what arrays of no elements show NumPy (it is never read)
+
+
 class _Interface:
     """Holds an `__array_interface__` dict (and the memory's owner) for NumPy to view."""
 
@@ -322,11 +326,15 @@ class array:  # noqa: N801 - Warp's public name
             if len(strides) != len(shape):
                 raise ValueError(f"Invalid number of strides, expected {len(shape)} strides, got {len(strides)}")
             lo, nbytes = byte_span(shape, strides, itemsize)
-        ptr, owner = self.device.allocate(max(nbytes, 1), zero=zero)
+        if not nbytes:  # no elements: no memory, as in Warp (`ptr` None)
+            self._init_view(0, shape, strides, None)
+            self.ptr = None
+            return
+        ptr, owner = self.device.allocate(nbytes, zero=zero)
         if tracker.enabled:
-            tracker.allocated(owner, max(nbytes, 1), self.device)
+            tracker.allocated(owner, nbytes, self.device)
         self._init_view(ptr - lo, shape, strides, owner)
-        self.capacity = nbytes if strides is not None else max(nbytes, 1)
+        self.capacity = nbytes
 
     def _init_view(self, ptr: int, shape: tuple[int, ...], strides: Any, owner: Any) -> None:
         itemsize = T.type_size(self.dtype)
@@ -478,7 +486,7 @@ class array:  # noqa: N801 - Warp's public name
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
         value = bool(value)
-        if value and self._grad is None and self.ptr is not None:  # laid out as the data: kernels reach both alike
+        if value and self._grad is None and (self.ptr is not None or not self.size):  # laid out as the data
             self._grad = array(dtype=self.dtype, device=self.device)
             self._grad._init_new(self.shape, zero=True, strides=None if self.is_contiguous else self.strides)
         elif not value:
@@ -539,7 +547,7 @@ class array:  # noqa: N801 - Warp's public name
     def _interface(self, protocol: str, ptr: int | None = None) -> dict:
         """The dict of `__array_interface__` / `__cuda_array_interface__` (vectors add trailing dimensions), for
         this array's memory or, with `ptr`, a copy of it laid out the same way at `ptr`."""
-        ptr = (self.ptr or 0) if ptr is None else ptr
+        ptr = (self.ptr or _EMPTY_ADDRESS) if ptr is None else ptr  # NumPy wants an address even for no elements
         if T.is_struct_type(self.dtype):  # raw records; `_host` views them with the struct's field layout
             return _interface_dict(ptr, self.shape, self.strides, f"|V{T.type_size(self.dtype)}", self.readonly)
         st = T.elem_scalar(self.dtype)
@@ -681,7 +689,9 @@ class array:  # noqa: N801 - Warp's public name
 
     def __str__(self) -> str:
         self._storage.check_host_access("str()")
-        return str(T.from_storage(T.elem_scalar(self.dtype), self._host())) if self.ptr is not None else repr(self)
+        if self.ptr is None and self.size:
+            return repr(self)
+        return str(T.from_storage(T.elem_scalar(self.dtype), self._host()))
 
     # -- views ----------------------------------------------------------------------------
 
@@ -798,8 +808,13 @@ class array:  # noqa: N801 - Warp's public name
                                  f"those of contiguous {T.type_name(dt)} values")
             shape, strides = self.shape[:self.ndim - k] or (1,), self.strides[:self.ndim - k] or (size,)
         else:
-            raise TypeError(f"view: {T.type_name(dt)} ({size} bytes) and {T.type_name(src)} "
-                            f"({T.type_size(src)} bytes) differ in size")
+            def sized(role: str, t: Any) -> str:  # a composite on one side is compared by its scalar
+                if T.is_composite(t) and T.is_scalar(dt if t is src else src):
+                    e = T.elem_scalar(t)
+                    return f"{role} scalar dtype {T.type_name(e)} has size {T.type_size(e)}"
+                return f"{role} dtype has size {T.type_size(t)}"
+            raise TypeError(f"cannot create an array view with dtype {T.type_name(dt)} from source dtype "
+                            f"{T.type_name(src)}: {sized('source', src)} bytes, but {sized('target', dt)} bytes")
         v = array(ptr=self.ptr or 0, dtype=dt, shape=shape, strides=strides, device=self.device, owner=self)
         if self._grad is not None:
             v._grad, v._requires_grad = self._grad.view(dt), self._requires_grad
@@ -1011,9 +1026,13 @@ def _strip_inner(src: np.ndarray, inner: tuple[int, ...], dtype: Any) -> np.ndar
     if src.shape[src.ndim - k:] == inner:
         return src
     n = int(np.prod(inner))
-    if src.size % n == 0 and (src.size or src.ndim == 1):  # [] is no values: an empty array of any dtype
-        return src.reshape((-1,) + inner)
-    raise ValueError(f"data of shape {src.shape} does not hold whole values of {T.type_name(dtype)}")
+    if src.ndim and src.shape[-1] % n == 0:  # the last dimension holds whole values, as Warp reads it
+        m = src.shape[-1] // n
+        return src.reshape(src.shape[:-1] + ((m,) if m != 1 else ()) + inner)
+    if src.ndim == 0 and n == 1:
+        return src.reshape(inner)
+    raise ValueError(f"data of shape {src.shape} does not hold whole values of {T.type_name(dtype)}: its last "
+                     f"dimension must be a multiple of {n}")
 
 
 class IndexedDesc(ctypes.Structure):

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import types as T
+from .errors import no_overload
 from .ir import ArrayType
 
 # -- parameter patterns ---------------------------------------------------------------------
@@ -289,7 +290,7 @@ def _bit_count(x: Any) -> int:
     elif isinstance(x, int) and not isinstance(x, bool):
         width, v = (32 if -(2**31) <= x < 2**31 else 64), x
     else:
-        raise TypeError(f"wp.bit_count() takes an integer scalar, got {type(x).__name__}")
+        raise no_overload("bit_count", (x,))
     return bin(v & ((1 << width) - 1)).count("1")
 
 

@@ -98,3 +98,14 @@ class ShapeError(LoomworkError, ValueError, RuntimeError):
 class CopyError(LoomworkError, ValueError, TypeError, RuntimeError):
     """Arguments `wp.copy` cannot use (offsets or a count out of range, element sizes or shapes that differ):
     a ValueError or TypeError, and a RuntimeError where Warp raises one."""
+
+
+class OverloadError(LoomworkError, TypeError, RuntimeError):
+    """A builtin called from Python with arguments none of its overloads takes: a TypeError, and the
+    RuntimeError Warp raises for it."""
+
+
+def no_overload(name: str, args: tuple) -> OverloadError:
+    """The error for `name(*args)` in Python scope when no overload takes those argument types."""
+    kinds = ", ".join(type(a).__name__ for a in args)
+    return OverloadError(f"Couldn't find a function '{name}' compatible with the arguments '{kinds}'")

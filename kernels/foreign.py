@@ -65,11 +65,11 @@ def buffer(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], scalar: t
 
 
 def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """Row-major byte strides of `shape`."""
+    """Row-major byte strides of `shape` (Warp's: a zero extent makes the strides before it zero)."""
     strides, acc = [], itemsize
     for s in reversed(shape):
         strides.append(acc)
-        acc *= max(s, 1)
+        acc *= s
     return tuple(reversed(strides))
 
 
@@ -199,7 +199,10 @@ def read_array_method(obj: Any, device: Device | None) -> Buffer:
 
 
 def _read_any(obj: Any, device: Device | None) -> Buffer:
-    """Whichever protocol the object answers (properties may refuse at run time, so each is tried)."""
+    """Whichever protocol the object answers (properties may refuse at run time, so each is tried); an
+    object that offers both interfaces is read through the one of the device asked for."""
+    if device is not None and device.is_cpu and getattr(obj, "__array_interface__", None) is not None:
+        return read_array_interface(obj, device)
     if getattr(obj, "__cuda_array_interface__", None) is not None:
         return read_cuda_array_interface(obj, device)
     if getattr(obj, "__array_interface__", None) is not None:

@@ -1309,7 +1309,7 @@ class Builder:
             if isinstance(e, ast.Slice):
                 step = bound(e.step)
                 if isinstance(step, Const) and step.value == 0:
-                    self.error(e, KernelValueError, "slice step cannot be zero")
+                    self.error(e, KernelValueError, "Slice step cannot be zero")
                 bounds.append((bound(e.lower), bound(e.upper), step))
                 sliced.append(True)
             else:

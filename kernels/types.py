@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import no_overload
+
 # --------------------------------------------------------------------------------------------
 # scalars
 
@@ -318,8 +320,7 @@ class _CompositeMixin:
     def _same_scalars(self, other: Any, name: str) -> None:
         """Operators on two composite values need one scalar type (kernels have no such overload either)."""
         if isinstance(other, _CompositeMixin) and other._wp_scalar_type_ is not self._wp_scalar_type_:
-            raise RuntimeError(f"Couldn't find a function '{name}' compatible with the arguments "
-                               f"'{type(self).__name__}, {type(other).__name__}'")
+            raise no_overload(name, (self, other))
 
     def _binary(self, other: Any, op: Any, reverse: bool = False) -> Any:
         self._same_scalars(other, _OP_NAMES.get(op, "mod"))

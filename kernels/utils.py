@@ -109,7 +109,7 @@ def _reduce(kind: str, arrays: list, dtype: Any, out: Any, axis: Any, what: str,
         a0 = arrays[0]
         ax = operator.index(axis)
         if not -a0.ndim <= ax < a0.ndim:
-            raise IndexError(f"{what}: axis {axis} is out of range for an array of {a0.ndim} dimensions")
+            raise IndexError(f"{what}() axis {axis} is out of bounds for an array of {a0.ndim} dimensions")
         ax %= a0.ndim
         n = a0.shape[ax] if count is None else count
         if not 0 <= n <= a0.shape[ax]:

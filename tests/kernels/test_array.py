@@ -198,7 +198,7 @@ def test_transpose_view_and_from_ptr():
     assert a.numpy()[1, 2] == 99.0
     v = wp.zeros(4, dtype=wp.vec3).view(wp.vec3i)
     assert v.dtype is wp.vec3i and v.shape == (4,)
-    with pytest.raises(TypeError, match="differ in size"):
+    with pytest.raises(TypeError, match="cannot create an array view"):
         wp.zeros(4, dtype=wp.vec3).view(wp.vec4)
     src = np.arange(5, dtype=np.float64)
     w = wp.from_ptr(src.ctypes.data, 5, dtype=wp.float64)
@@ -297,7 +297,7 @@ def test_views_between_vectors_and_scalars():
         wp.zeros((3, 5), dtype=float).view(wp.vec4)
     with pytest.raises(ValueError, match="inner strides"):
         wp.zeros((3, 6), dtype=float)[:, ::2].view(wp.vec3)
-    with pytest.raises(TypeError, match="differ in size"):
+    with pytest.raises(TypeError, match="cannot create an array view"):
         wp.zeros(3, dtype=wp.float64).view(wp.vec3)
 
 
@@ -382,3 +382,67 @@ def test_strided_allocation_and_gradients_laid_out_as_their_arrays():
         wp.launch(_squares_2d, (4, 3), inputs=[t, y])
     tape.backward(grads={y: np.ones((4, 3), np.float32)})
     np.testing.assert_array_equal(t.grad.numpy(), 2.0 * t.numpy())
+
+
+def test_arrays_of_no_elements_own_no_memory():
+    """An array of no elements has no memory (`ptr` None, as in Warp), nor has its gradient; NumPy still sees
+    it (with an address it never reads), its strides are Warp's (a zero extent zeroes the strides before it),
+    and copies, fills, launches and a Tape over it do nothing, without error."""
+    a = wp.zeros((1, 0), dtype=wp.vec2f)
+    assert a.ptr is None and a.size == 0 and a.strides == (0, 8)
+    assert a.__array_interface__["data"][0] != 0
+    view = np.asarray(a)
+    assert view.shape == (1, 0, 2) and view.strides == (0, 8, 4)
+    b = wp.empty(0, dtype=float, requires_grad=True)
+    assert b.grad is not None and b.grad.ptr is None and b.grad.shape == (0,)
+    assert str(b) == "[]" and b.list() == [] and b.clone().ptr is None
+    b.zero_()
+    b.fill_(2.0)
+    wp.copy(b, wp.zeros(0))
+    tape = wp.Tape()
+    with tape:
+        wp.launch(_fill_ones, dim=0, inputs=[b])
+    tape.backward(grads={b: wp.zeros(0)})
+    assert wp.array(np.zeros((0, 3), dtype=np.float32), dtype=wp.vec3).ptr is None
+
+
+@wp.kernel
+def _fill_ones(x: wp.array(dtype=float)):
+    x[wp.tid()] = 1.0
+
+
+def test_vectors_from_data_whose_last_dimension_holds_several():
+    """Vector and matrix arrays made from scalar data read its last dimension as whole values, as Warp does:
+    (4, 6) floats are (4, 2) vec3s, (2, 3, 4) floats (2, 3) mat22s, a strided source too; a last dimension that
+    holds no whole number of values is refused."""
+    data = np.arange(24, dtype=np.float32)
+    assert wp.array(data.reshape(4, 6), dtype=wp.vec3).shape == (4, 2)
+    assert wp.array(data.reshape(2, 3, 4), dtype=wp.mat22).shape == (2, 3)
+    assert wp.array(data.reshape(4, 2, 3), dtype=wp.vec3).shape == (4, 2)
+    assert wp.array(data, dtype=wp.vec3).shape == (8,)
+    src = wp.array(np.arange(14, dtype=np.float32).reshape(2, 7))[:, 1:]
+    dst = wp.array(src, dtype=wp.vec3)
+    np.testing.assert_array_equal(dst.numpy(), [[[1, 2, 3], [4, 5, 6]], [[8, 9, 10], [11, 12, 13]]])
+    with pytest.raises(ValueError, match="multiple of 3"):
+        wp.array(data.reshape(4, 3, 2), dtype=wp.vec3)
+
+
+def test_an_object_with_both_interfaces_is_read_through_the_host_one_for_the_cpu():
+    """An object offering `__array_interface__` and `__cuda_array_interface__` becomes a CPU array through the
+    host interface (it used to ask for a CUDA device)."""
+    class Both:
+        def __init__(self, values: np.ndarray) -> None:
+            self.data = values
+            self.__array_interface__ = values.__array_interface__
+            self.__cuda_array_interface__ = values.__array_interface__
+
+    a = wp.array(Both(np.arange(4, dtype=np.float32).reshape(2, 2)), dtype=wp.mat22, device="cpu")
+    assert a.shape == (1,) and a.numpy()[0, 1, 1] == 3.0
+
+
+def test_reduction_axis_out_of_bounds_is_an_index_error_naming_it():
+    """An axis outside the array's dimensions is an IndexError in Warp's words."""
+    a = wp.zeros((2, 3))
+    for axis in (2, -3):
+        with pytest.raises(IndexError, match=rf"array_sum\(\) axis {axis} is out of bounds"):
+            wp.utils.array_sum(a, axis=axis)

@@ -238,12 +238,15 @@ def test_empty_list_makes_an_empty_array_of_any_dtype():
 
 def test_bit_count_in_python_scope_uses_the_value_width():
     """wp.bit_count in Python scope counts bits in the value's own width: int8(-1) has 8, a Python int is an
-    int32 when it fits (-1 has 32), a float is refused."""
+    int32 when it fits (-1 has 32), a float or vector is refused with Warp's no-overload error (a TypeError and
+    a RuntimeError)."""
     assert wp.bit_count(wp.int8(-1)) == 8 and wp.bit_count(wp.uint16(0xFFFF)) == 16
     assert wp.bit_count(wp.int64(-2)) == 63 and wp.bit_count(-1) == 32 and wp.bit_count(45) == 4
     assert wp.bit_count(np.int16(-1)) == 16
-    with pytest.raises(TypeError, match="integer"):
-        wp.bit_count(wp.float32(1.0))
+    for bad in (wp.float32(1.0), wp.bool(True), wp.vec2i(1, 2)):
+        with pytest.raises(TypeError, match="Couldn't find a function 'bit_count'") as e:
+            wp.bit_count(bad)
+        assert isinstance(e.value, RuntimeError)
 
 
 @wp.kernel
