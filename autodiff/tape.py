@@ -103,6 +103,7 @@ class _Func:
     backward_fn: Callable[[], Any]
     array_list: list
     scope: tuple = ()
+    writes: tuple = ()  # the arrays the forward step wrote
 
     def arrays(self) -> list[array]:
         return [a for a in self.array_list if isinstance(a, array)]
@@ -226,11 +227,13 @@ class Tape:
         if graph is not None:  # replays of the graph re-run the launch: they refresh what it read
             graph.watch(entry)
 
-    def record_func(self, backward: Callable[[], Any], arrays: list) -> None:
-        """Record a Python function's backward step (it reads and writes the `.grad` of `arrays`)."""
+    def record_func(self, backward: Callable[[], Any], arrays: list, *, writes: tuple = ()) -> None:
+        """Record a Python function's backward step (it reads and writes the `.grad` of `arrays`). `writes`
+        (loomwork's addition): those of the arrays the forward step wrote, whose gradients each backward then
+        computes afresh, as for a launch's outputs; the others accumulate, as in Warp."""
         if not callable(backward):
             raise TypeError("Tape.record_func takes a callable backward function")
-        self.launches.append(_Func(backward, list(arrays), tuple(self._scope)))
+        self.launches.append(_Func(backward, list(arrays), tuple(self._scope), tuple(writes)))
 
     def record_scope_begin(self, name: str, metadata: dict | None = None) -> None:
         """Open a named scope: launches recorded until the matching end carry the name (and `scopes` gets
@@ -388,14 +391,15 @@ class Tape:
 
 
 def written_memory(entries: list) -> set:
-    """The memory (see _memory) of the arrays recorded entries write: every launch's writes, and every
-    array a recorded Python function touches. Gradients of arrays outside it accumulate (Tape.backward)."""
+    """The memory (see _memory) of the arrays the recorded entries write: each launch's writes, a recorded
+    Python function's declared `writes`. Gradients of arrays outside it accumulate (Tape.backward), those of
+    a function's other arrays too: Warp accumulates into them (a custom adjoint adds to its inputs' `.grad`)."""
     written: set = set()
     for e in entries:
         if isinstance(e, _Launch):
             written |= e.writes
         else:
-            written.update(_memory(a) for a in e.arrays())
+            written.update(_memory(a) for a in e.writes)
     return written
 
 

@@ -1430,7 +1430,7 @@ def _record_copy(dest: array, src: array, dest_offset: int, src_offset: int, cou
                 dest.grad._storage.bump("Tape.backward")
 
     for tape in registry.local.recorders:
-        tape.record_func(backward, [dest, src])
+        tape.record_func(backward, [dest, src], writes=(dest,))
 
 
 def _copy_elements(dest: array, src: array, dest_offset: int, src_offset: int, count: int) -> None:

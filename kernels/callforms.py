@@ -484,7 +484,7 @@ def construct(bld: Builder, t: Any, node: ast.Call, args: list[Operand] | None =
     n = t._length_
     if args is None:
         args = [bld.value(a) for a in node.args]
-    if T.is_transform(t) and len(args) == 2:  # wp.transform(p, q)
+    if T.is_transform(t) and len(args) == 2 and not all(T.is_scalar(a.type) for a in args):  # wp.transform(p, q)
         return bld.call_builtin("_make_transform", args, node)
     if T.is_vector(t) and n == 6 and len(args) == 2 and all(T.is_vector(a.type) for a in args):
         return bld.call_builtin("_make_spatial", args, node)  # wp.spatial_vector(w, v)
@@ -508,9 +508,10 @@ def construct(bld: Builder, t: Any, node: ast.Call, args: list[Operand] | None =
     kind = ("quaternion" if T.is_quat(t) else "transform" if T.is_transform(t) else "matrix" if T.is_matrix(t)
             else "vector")
     if len(args) not in (1, n):
+        given = f"incompatible number of values given ({len(args)}) when constructing a {kind}"
         size = f"shape {t._shape_}" if T.is_matrix(t) else f"length {n}"
-        bld.error(node, KernelTypeError, f"{T.type_name(t)}() takes 0, 1 or {n} scalar arguments: incompatible number "
-                  f"of values given ({len(args)}) when constructing a {kind} of {size}")
+        words = f"{given}; expected 0, 1, or {n}" if kind == "transform" else f"{given} of {size}"  # Warp's
+        bld.error(node, KernelTypeError, f"{T.type_name(t)}() takes 0, 1 or {n} scalar arguments: {words}")
     what = (f"the value used to fill this {kind} is" if len(args) == 1 else
             f"all values used to initialize this {kind} are")
     return bld.assign_temp(ir.Construct(t, tuple(component(bld, a, t, node, what) for a in args)), t)

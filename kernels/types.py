@@ -60,8 +60,14 @@ class ScalarType:
         return bool(self.value)
 
     def __eq__(self, other: object) -> bool:
-        other_value = other.value if isinstance(other, ScalarType) else other
-        return self.value == other_value
+        return self.value == self._compared(other)
+
+    def _compared(self, o: Any) -> Any:
+        """The other side of a comparison: a Python int beside a float scalar is taken as a float, as in
+        Warp, so one beyond the float range raises OverflowError instead of comparing exactly."""
+        if isinstance(o, ScalarType):
+            return o.value
+        return float(o) if self.is_float and isinstance(o, int) else o
 
     def __hash__(self) -> int:
         return hash(self.value)
@@ -144,16 +150,16 @@ class ScalarType:
         return type(self)(abs(self.value))
 
     def __lt__(self, o: Any) -> bool:
-        return self.value < (o.value if isinstance(o, ScalarType) else o)
+        return self.value < self._compared(o)
 
     def __le__(self, o: Any) -> bool:
-        return self.value <= (o.value if isinstance(o, ScalarType) else o)
+        return self.value <= self._compared(o)
 
     def __gt__(self, o: Any) -> bool:
-        return self.value > (o.value if isinstance(o, ScalarType) else o)
+        return self.value > self._compared(o)
 
     def __ge__(self, o: Any) -> bool:
-        return self.value >= (o.value if isinstance(o, ScalarType) else o)
+        return self.value >= self._compared(o)
 
 
 def _py_value(t: type[ScalarType], x: Any) -> Any:
@@ -406,6 +412,11 @@ def _assigned_row(t: type[ScalarType], values: Any, n: int) -> list:
     return [_to_ctype_value(t, x) for x in values]
 
 
+def _is_sequence(x: Any) -> bool:
+    """A value that holds components: a vector or matrix, a list or tuple, or anything NumPy reads as an array."""
+    return isinstance(x, _CompositeMixin | list | tuple | np.ndarray) or hasattr(x, "__array__")
+
+
 def _is_number(x: Any) -> bool:
     return isinstance(x, int | float | np.number | np.bool_ | ScalarType) and not isinstance(
         x, _CompositeMixin
@@ -634,23 +645,32 @@ class TransformType(VectorType):
 
     def __init__(self, *args, **parts):
         """`transform()` (identity), `transform(p, q)`, `transform(p=..., q=...)` (p defaults to zero, q to the
-        identity rotation), `transform(p)`, or the 7 components, flat or as one sequence."""
-        if parts or (len(args) == 1 and not _is_number(args[0]) and np.size(_plain(args[0])) == 3):
+        identity rotation), `transform(p)`, one scalar for every component, or the 7 components, flat or as one
+        sequence. Arguments that fit none of these raise TypeError naming the one at fault, in Warp's words."""
+        for k in parts:
+            if k not in ("p", "q"):
+                raise TypeError(f"got an unexpected keyword argument '{k}'")
+        if parts and len(args) > 2:  # the components, and p or q again
+            raise TypeError(f"multiple values for argument '{next(iter(parts))}'")
+        one = args[0] if len(args) == 1 else None
+        if parts or len(args) == 2 or (one is not None and _is_sequence(one) and np.size(_plain(one)) == 3):
             given = dict(zip(("p", "q"), args, strict=False))
             for k, v in parts.items():
-                if k not in ("p", "q") or k in given:
-                    raise TypeError(f"{type(self).__name__}() got an unexpected or repeated argument {k!r} "
-                                    "(it takes p and q)")
+                if k in given:
+                    raise TypeError(f"multiple values for argument '{k}'")
                 given[k] = v
-            if len(args) > 2:
-                raise TypeError(f"{type(self).__name__}() takes p and q with keywords, not {len(args)} components")
-            args = (given.get("p", (0.0, 0.0, 0.0)), given.get("q", (0.0, 0.0, 0.0, 1.0)))
-        if not args:
+            for k in ("p", "q"):
+                if k in given and not _is_sequence(given[k]):
+                    raise TypeError(f"Invalid argument '{k}' in transformation constructor: expected a sequence, "
+                                    f"got {type(given[k]).__name__}")
+            args = (np.concatenate([np.asarray(_plain(given.get("p", (0.0, 0.0, 0.0))), dtype=np.float64).reshape(-1),
+                                    np.asarray(_plain(given.get("q", (0.0, 0.0, 0.0, 1.0))),
+                                               dtype=np.float64).reshape(-1)]),)
+        elif not args:
             args = ((0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0),)
-        elif len(args) == 2 and all(isinstance(a, _CompositeMixin | list | tuple | np.ndarray)
-                                    or hasattr(a, "__array__") for a in args):  # (p, q), e.g. CPU tensors too
-            args = (np.concatenate([np.asarray(args[0], dtype=np.float64).reshape(-1),
-                                    np.asarray(args[1], dtype=np.float64).reshape(-1)]),)
+        elif one is not None and not _is_number(one) and not _is_sequence(one):
+            raise TypeError(f"Invalid argument in transformation constructor: expected a scalar value, got "
+                            f"{type(one).__name__}")
         self._init_from(args)
 
     @property
@@ -997,6 +1017,10 @@ spatial_vectorh, spatial_vectorf, spatial_vectord = (vector(6, t) for t in _SUFF
 spatial_vector = spatial_vectorf
 spatial_matrixh, spatial_matrixf, spatial_matrixd = (matrix((6, 6), t) for t in _SUFFIXED_FLOATS)
 spatial_matrix = spatial_matrixf
+for _t, _name in zip((spatial_vectorh, spatial_vectorf, spatial_vectord, spatial_matrixh, spatial_matrixf,
+                      spatial_matrixd), ("spatial_vectorh", "spatial_vectorf", "spatial_vectord", "spatial_matrixh",
+                                         "spatial_matrixf", "spatial_matrixd"), strict=True):
+    _t.__name__ = _t.__qualname__ = _name  # Warp's names (length-6 vectors and 6x6 matrices are these types)
 
 #: every type name `import loomwork as wp` exports (scalars, and vectors/matrices in every suffix)
 PUBLIC_TYPES = sorted(

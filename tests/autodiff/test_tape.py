@@ -822,3 +822,28 @@ def test_visualize_writes_graphviz_source(tmp_path):
     unsimplified = tape.visualize(simplify_graph=False)
     assert unsimplified.count("shape=box") == 17
     assert 'label="x"' not in tape.visualize(hide_readonly_arrays=True)
+
+
+def test_a_recorded_functions_inputs_accumulate_across_backward_passes():
+    """The arrays a recorded Python function names keep accumulating into their gradients over backward
+    passes, as in Warp (a custom adjoint adds into its inputs' .grad; the Tape cannot tell which are inputs),
+    unless declared as the function's writes."""
+    x = wp.array(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    y = wp.zeros(2, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        y.assign(2.0 * x.numpy())  # a forward step outside any kernel, with its own backward
+        tape.record_func(lambda: x.grad.assign(x.grad.numpy() + 2.0 * y.grad.numpy()), [x, y])
+    seed = wp.array(np.ones(2, dtype=np.float32))
+    tape.backward(grads={y: seed})
+    tape.backward(grads={y: seed})
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0])
+    x.grad.zero_()
+    tape = wp.Tape()
+    with tape:
+        tape.record_func(lambda: y.grad.assign(y.grad.numpy() + 1.0), [x, y], writes=(y,))
+        wp.launch(scale, 2, inputs=[y, 1.0, x])
+    x.grad.fill_(1.0)
+    y.grad.fill_(7.0)
+    tape.backward(grads={x: seed})
+    np.testing.assert_array_equal(y.grad.numpy(), [2.0, 2.0])  # zeroed first, then the launch's 1 and the function's 1
