@@ -332,3 +332,37 @@ def test_python_calls_pick_the_overload_by_argument_type():
 def test_matrices_print_row_by_row():
     """str() of a matrix is Warp's: one row a line."""
     assert str(wp.mat22(1.0, 2.0, 3.0, 4.0)) == "[[1.0, 2.0],\n [3.0, 4.0]]"
+
+
+def test_float_scalars_compare_with_python_ints_as_floats():
+    """A float scalar compared with a Python int takes it as a float, as Warp does: one beyond the float range
+    raises OverflowError rather than comparing exactly; ints and in-range values compare as before."""
+    for t in (wp.float16, wp.float32, wp.float64):
+        with pytest.raises(OverflowError):
+            _ = t(1.0) < 2**1024
+        with pytest.raises(OverflowError):
+            _ = t(1.0) == 2**1024
+        assert t(2.0) > 1 and t(1.0) == 1 and t(1.0) != 2
+    assert wp.int8(1) < 2**80
+
+
+def test_spatial_types_and_transform_constructor_forms():
+    """The spatial types carry Warp's names; a transform is built from p and q (positional or keywords), one
+    scalar, or 7 components, and anything else is a TypeError naming the argument, in Python and in kernels."""
+    assert wp.spatial_vectorf.__name__ == "spatial_vectorf" and wp.spatial_matrixd.__name__ == "spatial_matrixd"
+    assert list(wp.transformf((1.0, 2.0, 3.0))) == [1, 2, 3, 0, 0, 0, 1]
+    assert list(wp.transformd(p=(1.0, 2.0, 3.0), q=(0.0, 0.0, 0.0, 1.0))) == [1, 2, 3, 0, 0, 0, 1]
+    assert list(wp.transformh(True)) == [1.0] * 7
+    for args, kw, words in (((1.5, 2.5), {}, "argument 'p'"), (((1.0, 2.0, 3.0), 1.0), {}, "argument 'q'"),
+                            ((), {"q": 1.0}, "argument 'q'"), ((object(),), {}, "expected a scalar value"),
+                            ((*range(7),), {"q": (0, 0, 0, 1)}, "multiple values for argument 'q'"),
+                            ((*range(7),), {"pos": (0, 0, 0)}, "unexpected keyword argument 'pos'")):
+        with pytest.raises(TypeError, match=words):
+            wp.transformf(*args, **kw)
+    with pytest.raises(wp.WarpCodegenError, match=r"given \(2\) when constructing a transform; expected 0, 1, or 7"):
+        wp.launch(_two_scalar_transform, dim=1)
+
+
+@wp.kernel
+def _two_scalar_transform():
+    wp.transform(1.0, 2.0)
