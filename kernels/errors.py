@@ -26,8 +26,12 @@ class KernelTypeError(KernelError, TypeError):
     """Operands or arguments of the wrong type inside a kernel."""
 
 
-class KernelNameError(KernelError, NameError):
-    """A name a kernel reads that is neither a local, an argument nor a known global."""
+class KernelNameError(KernelError, NameError, KeyError):
+    """A name a kernel reads that is neither a local, an argument nor a known global (a KeyError too, which
+    is what Warp raises for it)."""
+
+    def __str__(self) -> str:  # KeyError's own __str__ would quote the whole message
+        return str(self.args[0]) if self.args else ""
 
 
 class KernelAttributeError(KernelError, AttributeError):

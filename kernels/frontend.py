@@ -747,20 +747,23 @@ class Builder:
             p = self.field_place(base, target) if isinstance(base, Place) else self.place(target)
         else:
             p = self.place(target)
+        rhs = self.value(node.value)
         if p.indices is not None and op in ("add", "sub") and (not p.path or T.is_composite(p.type) or (
-                T.is_scalar(p.type) and p.type is not T.bool_)):
-            # a[i] += v, a[i].y -= v: an atomic update of the element or of its part, as in Warp
-            value = self.convert(self.value(node.value), p.type, node.value, what="array element")
+                T.is_scalar(p.type) and p.type is not T.bool_)) and self.operator_instance(
+                op, [ir.Var("slot", p.type), rhs]) is None:
+            # a[i] += v, a[i].y -= v: an atomic update of the element or of its part, as in Warp (unless a
+            # @wp.func overloads the operator for these types: then a read, the call and a store)
+            value = self.convert(rhs, p.type, node.value, what="array element")
             self.emit(ir.Atomic(op, p.root, p.indices, value, None, p.site, path=p.path, line=self.cur_line))
             return
         if p.indices is not None and op in _ATOMIC_BITS and (T.is_scalar(p.type) or T.is_vector(p.type) or T.is_matrix(
                 p.type)) and T.elem_scalar(p.type) in (T.int32, T.uint32, T.int64, T.uint64):
             # a[i] &= v, a[i] |= v, a[i] ^= v on 32/64-bit integers: atomic too, as in Warp
-            value = self.convert(self.value(node.value), p.type, node.value, what="array element")
+            value = self.convert(rhs, p.type, node.value, what="array element")
             self.emit(ir.Atomic(_ATOMIC_BITS[op], p.root, p.indices, value, None, p.site, path=p.path,
                                 line=self.cur_line))
             return
-        result = self.binop(op, self.place_value(p), self.value(node.value), node)
+        result = self.binop(op, self.place_value(p), rhs, node)
         self.store(p, result, target)
 
     def _stmt_If(self, node: ast.If) -> None:
@@ -1104,7 +1107,7 @@ class Builder:
         named = getattr(T, node.id, None) if not node.id.startswith("_") else None
         if isinstance(named, type) and T.is_composite(named):  # `mat22(...)`: Warp's constructors are builtins too
             return PyObj(named)
-        self.error(node, KernelNameError, f"name '{node.id}' is not defined")
+        self.error(node, KernelNameError, f"name '{node.id}' is not defined (Referencing undefined symbol: {node.id})")
 
     def from_python(self, obj: Any, node: ast.AST) -> Any:
         if isinstance(obj, int) and not isinstance(obj, bool):
@@ -1402,15 +1405,19 @@ class Builder:
     def user_operator(self, op: str, args: list[Operand], node: ast.AST) -> Operand | None:
         """An operator on values a @wp.func named after it takes (`add` for +, `mul` for *...), found where the
         kernel's names are: Warp's operator overloading, for structs say. None: no such function takes them."""
-        fn = self.scope.closure.get(op, self.src.func.__globals__.get(op))
-        if not isinstance(fn, UserFunction):
-            return None
-        inst, _ = self.ctx.instantiate(fn, args, {})
+        inst = self.operator_instance(op, args)
         if inst is None:
             return None
         if inst.ir.ret is None:
             self.error(node, KernelTypeError, f"the @wp.func '{op}' that overloads this operator returns nothing")
         return self.call_instance(inst, args, {}, node)
+
+    def operator_instance(self, op: str, args: list[Operand]) -> Any:
+        """The instance of the @wp.func overloading operator `op` that takes `args` (by their types), or None."""
+        fn = self.scope.closure.get(op, self.src.func.__globals__.get(op))
+        if not isinstance(fn, UserFunction):
+            return None
+        return self.ctx.instantiate(fn, args, {})[0]
 
     def fold(self, op: str, a: Any, b: Any, node: ast.AST) -> Const | None:
         """Two literals combined at compile time, as Python would (None: left to the kernel)."""

@@ -69,7 +69,8 @@ def test_syntax_errors_are_python_syntax_errors():
 
 
 def test_unknown_name_is_a_name_error():
-    """An undefined name raises NameError with the name and the caret under it."""
+    """An undefined name raises NameError with the name and the caret under it (a KeyError too, with Warp's
+    words, which is what Warp raises)."""
 
     def unknown(a: wp.array(dtype=float)):
         a[0] = undefined_thing  # noqa: F821
@@ -77,6 +78,7 @@ def test_unknown_name_is_a_name_error():
     msg = build_error(unknown, NameError)
     assert "name 'undefined_thing' is not defined" in msg
     assert "^^^^^^^^^^^^^^^" in msg
+    assert "Referencing undefined symbol: undefined_thing" in build_error(unknown, KeyError)
 
 
 def test_type_mismatch_lists_the_overloads():

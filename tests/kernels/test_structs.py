@@ -296,6 +296,19 @@ def test_operators_call_the_functions_named_after_them():
     assert out.numpy().tolist() == [1.0 - 5.0 + 3.0, 2.0 + 10.0 + 4.0, 2.0 + 3.0 * 16.0]
 
 
+@wp.kernel
+def complex_accumulate(values: wp.array(dtype=Complex)):
+    values[0] += Complex(1.0, 1.0)
+
+
+def test_augmented_assignment_to_an_array_element_calls_the_overloading_function():
+    """`a[i] += v` where a @wp.func named `add` takes the element's type reads the element, calls it and
+    stores the result (Warp's form; without such a function it is an atomic add)."""
+    values = wp.array([Complex(re=2.0, im=3.0)], dtype=Complex)
+    wp.launch(complex_accumulate, 1, inputs=[values])
+    assert (values.list()[0].re, values.list()[0].im) == (3.0, 4.0)
+
+
 @wp.struct
 class WithArrays:
     x: float
