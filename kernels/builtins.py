@@ -156,6 +156,19 @@ class Arr(Pattern):
 
 
 @dataclass(frozen=True)
+class ArrayValue(Pattern):
+    """A (not indexed) array, its whole type bound to `var` (for a result of the argument's own type)."""
+
+    var: str = "A"
+
+    def match(self, t: Any, b: dict) -> bool:
+        return isinstance(t, ArrayType) and not t.indexed and self.bind(b, self.var, t)
+
+    def __str__(self) -> str:
+        return "array"
+
+
+@dataclass(frozen=True)
 class Out(Pattern):
     """An output parameter: the argument names a variable (or a field or element) that the call assigns.
     `type` is what it receives: a type, a type-variable name or a rule on the bindings (like a return
@@ -557,6 +570,8 @@ add("where", (BOOL, Value(), Value()), "V", group="Utility", doc="where(cond, a,
 add("unot", (Scalar("any"),), T.bool_, group="Operators", doc="not a: true for False and zero",
     differentiable=False, py=lambda a: not a)
 add("unot", (Arr(),), T.bool_, group="Operators", doc="true for an empty (null) array", differentiable=False)
+add("_grad_of", (ArrayValue(),), "A", "lw::grad_of", group="Utility", differentiable=False,
+    doc="an array's gradient, addressed as the array (`wp.adjoint[a]` for an array parameter a in a @wp.func_grad)")
 add("div_approx", (F, F), "T", group="Operators",
     doc="a / b, with the fast approximate float32 division on GPUs (exact on the CPU)", py=lambda a, b: a / b)
 add("inverse_approx", (Mat("float", cols="R"),), lambda b: T.matrix((b["R"], b["R"]), b["T"]), "lw::inverse",

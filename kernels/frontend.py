@@ -233,7 +233,7 @@ class Scope:
         self.tid_count = 0
         self.ntemps = 0
         self.closure = closure
-        self.adjoints = adjoints or {}  # in a @wp.func_grad, wp.adjoint[x] is the adjoint of parameter x
+        self.adjoints = adjoints  # in a @wp.func_grad, wp.adjoint[x] is the adjoint of parameter x (else None)
         self.static_locals: dict[str, Any] = {}  # loop variables of wp.static-unrolled loops: constants
         self.constants: dict[str, Any] = {}  # locals holding a literal, assigned outside any branch or loop
 
@@ -1214,7 +1214,7 @@ class Builder:
     def adjoint_place(self, node: ast.Subscript) -> Place:
         """`wp.adjoint[x]`, `wp.adjoint[s.vec]`, `wp.adjoint[v[0]]`: the adjoint of a differentiable parameter
         of a @wp.func_grad function, or of a field or component of one."""
-        if not self.scope.adjoints:
+        if self.scope.adjoints is None:
             self.error(node, KernelSyntaxError, "wp.adjoint[...] can only be used in a @wp.func_grad function")
         chain, root = [], node.slice
         while isinstance(root, ast.Attribute | ast.Subscript):
@@ -1225,6 +1225,11 @@ class Builder:
                        f"of the function (or a field or component of one): one of "
                        f"{', '.join(sorted(self.scope.adjoints))}")
         var = self.scope.adjoints[root.id]
+        if var is None:  # an array parameter: its gradient, seen as an array
+            if chain:
+                self.error(node.slice, KernelSyntaxError, f"wp.adjoint[...] of the array '{root.id}' is the whole "
+                           f"gradient array: index it outside (wp.adjoint[{root.id}][i])")
+            var = self.call_builtin("_grad_of", [self.value(root)], node)
         p = Place(var, None, 0, (), var.type)
         for part in reversed(chain):
             p = self.field_place(p, part) if isinstance(part, ast.Attribute) else self.index_place(p, part)

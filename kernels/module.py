@@ -164,7 +164,8 @@ class BuildContext:
                 raise KernelTypeError(f"@wp.func_grad of '{fn.key}' must take ({', '.join(expect)}), "
                                       f"got ({', '.join(names)})")
             grad_types = dict(types) | dict(zip(names[len(types):], rets, strict=True))
-            adjoints = {n: ir.Var(f"adjref_v_{n}", t) for n, t in types.items() if not isinstance(t, ArrayType)}
+            # (an array parameter's adjoint is its gradient array: None here, the array's `_grad_of` when used)
+            adjoints = {n: None if isinstance(t, ArrayType) else ir.Var(f"adjref_v_{n}", t) for n, t in types.items()}
             grad_ir = Builder(Source(grad), f"{fn.key} (custom gradient)", f"adj_{cname}", grad_types,
                               is_kernel=False, ctx=self, adjoints=adjoints).build()
         replay = self.custom_for(fn.custom_replay, types)

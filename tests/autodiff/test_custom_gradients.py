@@ -126,3 +126,30 @@ def test_func_replay_supplies_the_forward_value():
     seed = np.arange(n, dtype=np.float32)  # a different adjoint per slot
     tape.backward(grads={out: seed})
     np.testing.assert_allclose(x.grad.numpy(), 2 * x.numpy() * seed[saved.numpy()], rtol=1e-6)
+
+
+@wp.func
+def _halve_into(i: int, xs: wp.array(dtype=float), ys: wp.array(dtype=float)):
+    ys[i] = 0.5 * xs[i] * xs[i]
+
+
+@wp.func_grad(_halve_into)
+def _adj_halve_into(i: int, xs: wp.array(dtype=float), ys: wp.array(dtype=float)):
+    wp.adjoint[xs][i] += 3.0 * wp.adjoint[ys][i]  # deliberately not the true derivative: shows this one ran
+
+
+@wp.kernel
+def _halve_kernel(xs: wp.array(dtype=float), ys: wp.array(dtype=float)):
+    _halve_into(wp.tid(), xs, ys)
+
+
+def test_custom_gradient_of_a_function_writing_arrays_uses_their_gradient_arrays():
+    """In a @wp.func_grad, `wp.adjoint[a]` of an array parameter is its gradient array, indexed like the
+    array (Warp's form for functions that write arrays and return nothing)."""
+    xs = wp.array(np.arange(4, dtype=np.float32), requires_grad=True)
+    ys = wp.zeros(4, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(_halve_kernel, 4, inputs=[xs, ys])
+    tape.backward(grads={ys: wp.array(np.full(4, 2.0, np.float32))})
+    np.testing.assert_allclose(xs.grad.numpy(), np.full(4, 6.0))
