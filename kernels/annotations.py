@@ -3,7 +3,9 @@ annotations and closure values of a Python function (string annotations resolve 
 
 from __future__ import annotations
 
+import linecache
 import typing
+import weakref
 from typing import Any
 
 from . import types as T
@@ -43,6 +45,24 @@ def arg_type(ann: Any) -> Any:
         return T.scalar_type(ann)
     except TypeError:
         raise TypeError(f"{ann!r} is not a type kernels understand") from None
+
+
+_SOURCE_LINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def remember_source(func: Any) -> None:
+    """Keep the lines of the file `func` is defined in, as they were at its definition: kernels and functions
+    still compile after that file is removed (code written to a temporary file and imported, as generators
+    of kernels do). linecache holds the same list already, so this costs a reference."""
+    filename = getattr(getattr(func, "__code__", None), "co_filename", None)
+    lines = linecache.getlines(filename) if filename else None
+    if lines:
+        _SOURCE_LINES[func] = lines
+
+
+def remembered_source(func: Any) -> list[str] | None:
+    """The file lines `remember_source` kept for `func` (None: none)."""
+    return _SOURCE_LINES.get(func)
 
 
 def closure_values(func: Any) -> dict:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from . import builtins as B
 from . import ir
 from . import types as T
-from .annotations import annotations, arg_type, closure_values
+from .annotations import annotations, arg_type, closure_values, remembered_source
 from .array import MAX_DIMS
 from .array import array as array_cls
 from .builtin_params import param_names
@@ -172,14 +172,20 @@ class Source:
 
     def __init__(self, func: Any) -> None:
         self.func = func
+        self.file_lines: list[str] | None = None  # the file as at the definition, when it is gone now
         try:
             self.filename = inspect.getsourcefile(func) or "<unknown>"
             lines, first = inspect.getsourcelines(func)
         except (OSError, TypeError):
-            raise KernelError(
-                f"cannot read the source of '{func.__qualname__}': kernels and functions are compiled from "
-                "their Python source, so define them in a file (not in `python -c`, exec() or a REPL line)"
-            ) from None
+            kept = remembered_source(func)
+            if kept is None:
+                raise KernelError(
+                    f"cannot read the source of '{func.__qualname__}': kernels and functions are compiled from "
+                    "their Python source, so define them in a file (not in `python -c`, exec() or a REPL line)"
+                ) from None
+            self.filename, self.file_lines = func.__code__.co_filename, kept
+            first = func.__code__.co_firstlineno
+            lines = inspect.getblock(kept[first - 1:])
         text = "".join(lines)
         dedented = textwrap.dedent(text)
         self.indent = _indent_removed(text, dedented)
@@ -189,7 +195,10 @@ class Source:
 
     def location(self, node: ast.AST) -> tuple[int, str]:
         line = getattr(node, "lineno", 1) + self.first_line - 1
-        text = linecache.getline(self.filename, line).rstrip("\n")
+        if self.file_lines is not None:
+            text = self.file_lines[line - 1].rstrip("\n") if 0 < line <= len(self.file_lines) else ""
+        else:
+            text = linecache.getline(self.filename, line).rstrip("\n")
         col = getattr(node, "col_offset", 0) + self.indent
         end_line = getattr(node, "end_lineno", None)
         end = getattr(node, "end_col_offset", None)

@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 import numpy as np
 
 from . import types as T
-from .annotations import annotations
+from .annotations import annotations, remember_source
 from .builtins import Builtin
 
 GENERATION = [0]  # bumped whenever any @wp.func changes, so dependent modules rebuild
@@ -37,6 +37,7 @@ class Function:
         self.add_overload(func)
 
     def add_overload(self, func: Any) -> None:
+        remember_source(func)
         sig = _annotation_key(func)
         self.overloads = [f for f in self.overloads if _annotation_key(f) != sig] + [func]
         GENERATION[0] += 1

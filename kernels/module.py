@@ -8,6 +8,7 @@ front end for every kernel, one C++ source, one shared library, cached on disk b
 from __future__ import annotations
 
 import ast
+import hashlib
 import inspect
 import itertools
 import os
@@ -36,7 +37,7 @@ from . import (  # noqa: F401 (call forms register themselves)
     tiles_lanes,
 )
 from . import types as T
-from .annotations import annotations, arg_type, closure_values
+from .annotations import annotations, arg_type, closure_values, remember_source
 from .backend import BuildOptions, Launcher, Program
 from .errors import KernelError, KernelTypeError
 from .extensions import registry
@@ -280,6 +281,7 @@ class Kernel:
                              f"{sorted(unknown)}; build options belong to the module (module_options=, "
                              "wp.set_module_options)")
         self.func = func
+        remember_source(func)
         # the closure's values now: a loop that defines kernels changes the cell they share afterwards
         self.defined_closure = closure_values(func)
         self.enable_backward = (options or {}).get("enable_backward", enable_backward)
@@ -598,6 +600,25 @@ class Module:
         return (self.option("mode") == "debug", bool(self.option("fast_math")), bool(self.option("enable_backward")),
                 int(self.option("max_unroll")), *(getattr(config, n) for n in _OTHER_BUILD_SETTINGS),
                 bool(self.option("cpu_simd")))
+
+    def hash_module(self) -> str:
+        """A digest of what a build of this module would compile: the typed IR of its kernels and of the
+        functions they call (so the values `wp.static` folded in), and its build options (Warp's
+        `Module.hash_module`). Building nothing, it tells whether two definitions would compile alike."""
+        digest = hashlib.sha256(repr(self.options_key()).encode())
+        ctx = BuildContext(self.options_key()[0], self.options_key()[3], 0)
+        for k in self.kernels.values():
+            if k.is_generic:
+                continue
+            try:
+                fn = Builder(Source(k.func), k.key, k.cname, dict(zip(*k.signature(), strict=True)),
+                             is_kernel=True, ctx=ctx, closure=k.defined_closure).build()
+                digest.update(fn.dump().encode())
+            except KernelError as e:
+                digest.update(str(e).encode())
+        for f in ctx.order:
+            digest.update(f.dump().encode())
+        return digest.hexdigest()
 
     def load(self, device: Any, lanes: int = 0) -> LoadedModule:
         """Build (or find in the cache) and load this module for `device`; cached per options. `lanes` > 1:

@@ -30,6 +30,7 @@ class ScalarType:
     """
 
     cname: str = ""
+    _length_ = 1  # one component, as Warp's scalar types say
     np_dtype: np.dtype  # how arrays store it
     value_dtype: np.dtype  # how NumPy holds its values (they differ for bfloat16 only)
     _ctype: Any = None

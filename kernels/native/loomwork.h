@@ -1632,9 +1632,24 @@ template <int N, typename T> LW_FUNC mat_t<N, N, T> cofactor(const mat_t<N, N, T
     return c;
 }
 template <typename T> LW_FUNC mat_t<1, 1, T> cofactor(const mat_t<1, 1, T>& m) { return make<mat_t<1, 1, T>>(T(1)); }
-template <int N, typename T> LW_FUNC T determinant(mat_t<N, N, T> m) { return det_of(m); }
+// float32 determinants (and their cofactors) are summed in double: the expansion's terms cancel, and in
+// float32 a 4x4's rounding shows in finite differences of it
+template <typename T> struct det_precision { using type = T; };
+template <> struct det_precision<float> { using type = double; };
+template <int N, typename W, typename T> LW_FUNC mat_t<N, N, W> widened(const mat_t<N, N, T>& m) {
+    mat_t<N, N, W> r;
+    for (int i = 0; i < N * N; ++i) r.c[i] = W(m.c[i]);
+    return r;
+}
+template <int N, typename T> LW_FUNC T determinant(mat_t<N, N, T> m) {
+    return T(det_of(widened<N, typename det_precision<T>::type>(m)));
+}
 template <int N, typename T> LW_FUNC void adj_determinant(mat_t<N, N, T> m, mat_t<N, N, T>& adj_m, T adj) {
-    acc(adj_m, mul(cofactor(m), adj));
+    using W = typename det_precision<T>::type;
+    mat_t<N, N, W> c = cofactor(widened<N, W>(m));
+    mat_t<N, N, T> r;
+    for (int i = 0; i < N * N; ++i) r.c[i] = mul(T(c.c[i]), adj);
+    acc(adj_m, r);
 }
 template <int N, typename T> LW_FUNC mat_t<N, N, T> inverse(mat_t<N, N, T> m) {
     T d = det_of(m);

@@ -416,3 +416,42 @@ def test_module_options_use_the_config_checks():
     with pytest.raises(ValueError, match='module option \'mode\' takes "release" or "debug", got \'Debug\''):
         wp.set_module_options({"fast_math": True, "mode": "Debug"}, module=mod)
     assert wp.get_module_options(mod)["fast_math"] is False
+
+
+_GENERATED = '''
+import loomwork as wp
+
+C = {value}
+
+
+@wp.kernel
+def k(out: wp.array(dtype=float)):
+    out[0] = float(wp.static(C))
+'''
+
+
+def _import_generated(tmp_path, name: str, value: str):
+    """Write a kernel module to a file, import it, then remove the file (as kernel generators do)."""
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(_GENERATED.format(value=value))
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    path.unlink()
+    return mod
+
+
+def test_kernels_from_a_removed_file_compile_and_hash_module_tells_builds_apart(tmp_path):
+    """A kernel whose file was removed after import still compiles (its source is kept at definition), and
+    Module.hash_module() digests what a build would compile: equal for equal definitions, different when a
+    wp.static value differs."""
+    a = _import_generated(tmp_path, "lw_gen_hash_a", "17")
+    b = _import_generated(tmp_path, "lw_gen_hash_b", "42")
+    c = _import_generated(tmp_path, "lw_gen_hash_c", "17")
+    ha, hb, hc = (wp.get_module(m.__name__).hash_module() for m in (a, b, c))
+    assert ha == hc and ha != hb
+    out = wp.zeros(1)
+    wp.launch(b.k, 1, inputs=[out])
+    assert out.numpy()[0] == 42.0

@@ -651,3 +651,20 @@ def test_decompositions_in_python_scope_match_the_kernel_builtins():
     np.testing.assert_allclose(d.numpy_value(), dk.numpy()[0], rtol=1e-4)
     U2, s2, V2 = wp.svd2(wp.mat22d(1.0, 2.0, 3.0, 4.0))
     assert type(U2) is wp.mat22d and s2[0] > abs(s2[1])
+
+
+@wp.kernel
+def _determinants(m: wp.array(dtype=wp.mat44), out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = wp.determinant(m[i])
+
+
+def test_float32_determinants_are_summed_in_double():
+    """A float32 4x4 determinant is the float64 determinant of the same float32 entries, rounded once: its
+    cofactor expansion cancels, and summed in float32 the rounding showed in finite differences."""
+    rng = np.random.default_rng(5)
+    m = rng.standard_normal((200, 4, 4)).astype(np.float32)
+    out = wp.zeros(200)
+    wp.launch(_determinants, 200, inputs=[wp.array(m, dtype=wp.mat44), out])
+    exact = np.linalg.det(m.astype(np.float64))
+    np.testing.assert_allclose(out.numpy(), exact, rtol=2e-7, atol=1e-7)

@@ -228,8 +228,9 @@ def test_transform_parts_by_keyword_and_assignment():
     t.q = (0.0, 1.0, 0.0, 0.0)
     np.testing.assert_array_equal(t, [9, 8, 7, 0, 1, 0, 0])
     assert list(t.p) == [9, 8, 7] and list(t.q) == [0, 1, 0, 0]
-    for args, kwargs in (((), {"r": (0, 0, 0, 1)}), (((1.0, 2.0, 3.0),), {"p": (1.0, 2.0, 3.0)})):
-        with pytest.raises(TypeError, match="transformf"):
+    for args, kwargs, words in (((), {"r": (0, 0, 0, 1)}, "unexpected keyword argument 'r'"),
+                                (((1.0, 2.0, 3.0),), {"p": (1.0, 2.0, 3.0)}, "multiple values for argument 'p'")):
+        with pytest.raises(TypeError, match=words):  # Warp's words
             wp.transform(*args, **kwargs)
 
 
