@@ -639,6 +639,13 @@ def local_array(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     """wp.zeros(shape, dtype) inside a kernel: a fixed-size local array, zeroed. It is a local
     vector (1-D) or matrix (2-D, or 1-D of vectors) value: indexed, assigned and differentiated
     like one, private to the thread."""
+    shape_node = next((k.value for k in node.keywords if k.arg == "shape"), node.args[0] if node.args else None)
+    if shape_node is not None:
+        try:
+            bld.eval_static(shape_node, "wp.zeros(shape=...)")
+        except KernelError:
+            bld.error(shape_node, KernelTypeError, "wp.zeros() in a kernel makes a fixed-size local array: the "
+                      "`shape` argument must be specified as a constant when zero-initializing an array")
     kw = static_keywords(bld, node, ("shape", "dtype"), "wp.zeros")
     for name, a in zip(("shape", "dtype"), node.args, strict=False):
         kw[name] = bld.eval_static(a, f"wp.zeros({name})")

@@ -1858,7 +1858,8 @@ class Builder:
                 if T.is_composite(var.type) or is_tuple(var.type)
                 or isinstance(getattr(var.type, "shape", None), tuple)},
                 **self.scope.constants, **self.scope.static_locals}
-            return eval(compile(expr, self.src.filename, "eval"), self.src.func.__globals__, scope)  # noqa: S307
+            code = compile(expr, f"<static expression at {self.src.filename}:{self.src.line(node)}>", "eval")
+            return eval(code, self.src.func.__globals__, scope)  # noqa: S307
         except Exception as e:  # the user's expression failed: report it at its source line
             self.error(node, KernelTypeError, f"{what} could not evaluate this expression, which may use only "
                        f"globals, closure values and constants ({type(e).__name__}). Error evaluating static "

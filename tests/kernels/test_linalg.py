@@ -668,3 +668,15 @@ def test_float32_determinants_are_summed_in_double():
     wp.launch(_determinants, 200, inputs=[wp.array(m, dtype=wp.mat44), out])
     exact = np.linalg.det(m.astype(np.float64))
     np.testing.assert_allclose(out.numpy(), exact, rtol=2e-7, atol=1e-7)
+
+
+def test_a_local_array_shape_must_be_constant():
+    """wp.zeros(shape=...) in a kernel with a shape known only at run time is refused in Warp's words."""
+
+    @wp.kernel(module="unique")
+    def runtime_shape():
+        tid = wp.tid()
+        wp.zeros(shape=(tid,), dtype=int)
+
+    with pytest.raises(wp.WarpCodegenError, match="the `shape` argument must be specified as a constant"):
+        wp.launch(runtime_shape, 1)
