@@ -81,7 +81,8 @@ def _check_param(owner: str, i: int, p: Any) -> None:
 
 def _check_grads(owner: str, params: list, grads: Any) -> list:
     if params is None:
-        raise RuntimeError(f"{owner}: set the parameters (params= or set_params) before calling step()")
+        raise RuntimeError(f"{owner} parameters must be set before calling step(), got None (pass params= or "
+                           "call set_params)")
     grads = list(grads) if isinstance(grads, Sequence) else None
     if grads is None or len(grads) != len(params):
         raise ValueError(f"{owner}.step takes a list of {len(params)} gradient array(s), one per parameter array")
@@ -89,10 +90,11 @@ def _check_grads(owner: str, params: list, grads: Any) -> list:
         if not isinstance(g, array):
             raise TypeError(f"{owner}.step: grad[{i}] must be a wp.array, got {type(g).__name__}")
         if g.dtype != p.dtype:
-            raise TypeError(f"{owner}.step: grad[{i}] has dtype {T.type_name(g.dtype)}, its parameter "
-                            f"{T.type_name(p.dtype)}")
+            raise TypeError(f"{owner} gradient dtype must match parameter dtype {T.type_name(p.dtype)}, got "
+                            f"{T.type_name(g.dtype)} (grad[{i}])")
         if g.shape != p.shape:
-            raise ValueError(f"{owner}.step: grad[{i}] has shape {g.shape}, its parameter {p.shape}")
+            raise ValueError(f"{owner} gradient shape must match parameter shape {p.shape}, got {g.shape} "
+                             f"(grad[{i}])")
         if g.device != p.device:
             raise ValueError(f"{owner}.step: grad[{i}] is on {g.device}, its parameter on {p.device}")
     return grads

@@ -210,6 +210,15 @@ class Source:
         return getattr(node, "lineno", 1) + self.first_line - 1
 
 
+_ENTRY_TEST_NODES = (ast.Expression, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.Constant, ast.Name,
+                     ast.Load, ast.cmpop, ast.boolop, ast.unaryop, ast.operator)
+
+
+def _assigned_names(stmts: list[ast.stmt]) -> set[str]:
+    """The names statements (and the blocks inside them) assign."""
+    return {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
 def _has_slice(node: ast.Subscript) -> bool:
     return any(isinstance(e, ast.Slice) for e in (node.slice.elts if isinstance(node.slice, ast.Tuple)
                                                    else [node.slice]))
@@ -245,6 +254,7 @@ class Scope:
         self.adjoints = adjoints  # in a @wp.func_grad, wp.adjoint[x] is the adjoint of parameter x (else None)
         self.static_locals: dict[str, Any] = {}  # loop variables of wp.static-unrolled loops: constants
         self.constants: dict[str, Any] = {}  # locals holding a literal, assigned outside any branch or loop
+        self.known: dict[str, Any] = {}  # locals whose literal value is known at this point of the code
 
 
 class Builder:
@@ -328,9 +338,11 @@ class Builder:
         return v
 
     def sub_block(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
+        known = dict(self.scope.known)  # each branch or body starts from the values known before it
         self.scope.blocks.append([])
         for s in stmts:
             self.stmt(s)
+        self.scope.known = known
         return tuple(self.scope.blocks.pop())
 
     # -- statements ------------------------------------------------------------------------
@@ -341,6 +353,9 @@ class Builder:
         if handler is None:
             self.unsupported(node)
         handler(node)
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            for name in _assigned_names([node]):  # (a plain `x = ...` records what x now holds itself)
+                self.scope.known.pop(name, None)
 
     def unsupported(self, node: ast.AST) -> None:
         if type(node).__name__ in _UNSUPPORTED_ADVICE:
@@ -485,6 +500,10 @@ class Builder:
                 self.scope.constants[name] = value.value  # wp.static() may read it (as Warp's constant locals)
             else:
                 self.scope.constants.pop(name, None)
+            if isinstance(value, Const) and T.is_scalar(value.type):
+                self.scope.known[name] = value.value
+            else:
+                self.scope.known.pop(name, None)
             return
         kind = self.subscript_root_kind(target)
         if kind is not None:
@@ -811,6 +830,8 @@ class Builder:
         self.scope.breaks.append([])
         self.scope.continues.append([])
         self.scope.loop_depth += 1
+        for name in _assigned_names(stmts):  # from the second iteration on they hold other values
+            self.scope.known.pop(name, None)
         body = self.sub_block(stmts)
         self.scope.loop_depth -= 1
         exits = self.scope.breaks.pop()
@@ -978,8 +999,23 @@ class Builder:
         cond = self.condition(node.test)
         cond_body = tuple(self.scope.blocks.pop())
         always = isinstance(cond, Const) and bool(cond.value)  # `while True`: left only by break (or return)
-        body = self.loop_body(node.body, runs_once=always, exits_normally=not always)
+        # a condition true with the values its names hold on entry (`l = 0.0` then `while l < eps:`, the
+        # do-while idiom) runs the body at least once
+        body = self.loop_body(node.body, runs_once=always or self.true_on_entry(node.test),
+                              exits_normally=not always)
         self.emit(ir.While(cond_body, cond, body, line=self.src.line(node)))
+
+    def true_on_entry(self, test: ast.expr) -> bool:
+        """Whether `test`, made of literals, comparisons and arithmetic on locals whose literal values are
+        known here (straight-line assignments), is true with those values."""
+        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+        if not names <= set(self.scope.known) or not all(isinstance(n, _ENTRY_TEST_NODES) for n in ast.walk(test)):
+            return False
+        try:
+            return bool(eval(compile(ast.Expression(test), "<entry test>", "eval"), {"__builtins__": {}},  # noqa: S307
+                             dict(self.scope.known)))
+        except Exception:
+            return False
 
     def _stmt_Break(self, node: ast.Break) -> None:
         if not self.scope.loop_depth:

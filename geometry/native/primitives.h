@@ -37,6 +37,42 @@ LW_FUNC vec_t<3, float> closest_point_edge_edge(vec_t<3, float> p1, vec_t<3, flo
     return make<vec_t<3, float>>(s, t, length(gap));
 }
 
+// Its adjoint. The distance's gradient needs no derivative of s and t: each is either clamped (constant nearby)
+// or stationary (the distance's derivative along it is zero), so it is the unit gap spread over the segments'
+// ends by the weights (bounded by 1 whatever the angle). A parameter that is stationary (not clamped) is
+// defined by d1.gap = 0 (s) or d2.gap = 0 (t): implicit differentiation of those conditions gives their
+// adjoints, through the 2x2 system when both are free (which is singular for parallel segments: there, none).
+LW_FUNC void adj_closest_point_edge_edge(vec_t<3, float> p1, vec_t<3, float> q1, vec_t<3, float> p2,
+                                         vec_t<3, float> q2, float eps, vec_t<3, float>& adj_p1,
+                                         vec_t<3, float>& adj_q1, vec_t<3, float>& adj_p2, vec_t<3, float>& adj_q2,
+                                         float& adj_eps, vec_t<3, float> adj_ret) {
+    vec_t<3, float> out = closest_point_edge_edge(p1, q1, p2, q2, eps);
+    float s = out.c[0], t = out.c[1], dist = out.c[2];
+    vec_t<3, float> d1 = sub(q1, p1), d2 = sub(q2, p2);
+    vec_t<3, float> gap = sub(add(p1, mul(d1, s)), add(p2, mul(d2, t)));
+    vec_t<3, float> n = dist > 0.0f ? mul(gap, adj_ret.c[2] / dist) : zero<vec_t<3, float>>();
+    // the condition of s: d1.gap = 0, its gradients by p1, q1, p2, q2; the condition of t: d2.gap = 0
+    vec_t<3, float> g1[4] = {add(neg(gap), mul(d1, 1.0f - s)), add(gap, mul(d1, s)), mul(d1, t - 1.0f), mul(d1, -t)};
+    vec_t<3, float> g2[4] = {mul(d2, 1.0f - s), mul(d2, s), sub(mul(d2, t - 1.0f), gap), sub(gap, mul(d2, t))};
+    float a = dot(d1, d1), e = dot(d2, d2), b = dot(d1, d2);
+    bool s_free = a > eps && s > 0.0f && s < 1.0f, t_free = e > eps && t > 0.0f && t < 1.0f;
+    float l1 = 0.0f, l2 = 0.0f;  // the multipliers of the two conditions
+    if (s_free && t_free) {
+        float det = b * b - a * e;  // of the conditions' Jacobian by (s, t)
+        if (det != 0.0f) {
+            l1 = (-e * adj_ret.c[0] - b * adj_ret.c[1]) / det;
+            l2 = (a * adj_ret.c[1] + b * adj_ret.c[0]) / det;
+        }
+    } else if (s_free) {
+        l1 = adj_ret.c[0] / a;
+    } else if (t_free) {
+        l2 = -adj_ret.c[1] / e;
+    }
+    vec_t<3, float>* adj[4] = {&adj_p1, &adj_q1, &adj_p2, &adj_q2};
+    float w[4] = {1.0f - s, s, t - 1.0f, -t};
+    for (int k = 0; k < 4; ++k) *adj[k] = sub(add(*adj[k], mul(n, w[k])), add(mul(g1[k], l1), mul(g2[k], l2)));
+}
+
 // the sign of the volume of (a, b, c, d): which side of the plane (a, b, c) d lies on
 template <typename T> LW_FUNC int tri_orient(const vec_t<3, T>& a, const vec_t<3, T>& b, const vec_t<3, T>& c,
                                              const vec_t<3, T>& d) {

@@ -395,6 +395,29 @@ def test_local_assigned_on_some_paths_only():
     wp.launch(k, 1, inputs=[a])
     assert a.numpy()[0] == 1.0 + 1.0 + 0.0 + 2.0 + 0.0 + 99.0
 
+    def do_while(a: wp.array(dtype=float)):
+        for _k in range(2):
+            s = 0.0
+            while s < 1.5:  # true for the value s holds on entry: the body runs, so p is assigned
+                s = s + a[0]
+                p = s * 2.0
+            a[1] = p
+
+    k = fresh_kernel(do_while)
+    a = wp.array(np.array([1.0, 0.0], dtype=np.float32))
+    wp.launch(k, 1, inputs=[a])
+    assert a.numpy()[1] == 4.0
+
+    def changed_before_loop(a: wp.array(dtype=float)):
+        s = 0.0
+        s = a[0]  # no longer known: the loop may not run
+        while s < 1.5:
+            s = s + 1.0
+            p = s
+        a[1] = p
+
+    assert "local variable 'p' may be read here" in build_error(changed_before_loop, NameError)
+
 
 # -- launch-time errors ----------------------------------------------------------------------------
 
