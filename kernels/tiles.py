@@ -189,7 +189,7 @@ def _static_shape(bld: Builder, n: ast.expr, name: str) -> tuple[int, ...]:
 def _static_dtype(bld: Builder, n: ast.expr | None, name: str, default: Any = T.float32) -> Any:
     if n is None:
         return default
-    v = bld.eval_static(n, f"the dtype of wp.{name}()")
+    v = bld.compile_time(n, f"the dtype of wp.{name}()")
     try:
         return T.normalize_dtype(v)
     except (TypeError, ValueError):
