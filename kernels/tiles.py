@@ -664,7 +664,32 @@ def tile_reshape(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     if shape.count(-1) == 1:
         rest = math.prod(d for d in shape if d != -1)
         shape[shape.index(-1)] = t.type.size // rest if rest else 0
+    strides = _strides_in_storage(bld, t)
+    if any(n > 1 and s != d for n, s, d in zip(t.type.shape, strides, _dense_strides(t.type.shape), strict=True)):
+        bld.error(node, KernelValueError, f"wp.tile_reshape() requires a contiguous tile: its argument is a view of "
+                  f"shape {t.type.shape} whose elements lie {strides} apart in the tile it views (a stepped, "
+                  "reversed or partial slice); copy it into a tile of its own first (wp.tile_assign() into a "
+                  "wp.tile_zeros())")
     return _reshaped(bld, node, "tile_reshape", t, tuple(shape))
+
+
+def _dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major element strides of a tile of `shape`."""
+    return tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
+
+
+def _strides_in_storage(bld: Builder, t: Operand) -> tuple[int, ...]:
+    """The element strides of tile `t` in the storage it shares: the tile it views (through any chain of
+    views), or its own when it views none."""
+    views = _views(bld)
+    chain, seen = [], {t}
+    while (v := bld.tile_pending.get(t) or views.get(t)) is not None and v.parent not in seen:
+        chain.append(v)
+        t = seen.add(v.parent) or v.parent
+    strides = _dense_strides(t.type.shape)
+    for v in reversed(chain):
+        strides = tuple(s * step for s, step in zip(strides, v.steps, strict=True) if step != 0)
+    return strides
 
 
 @call_form("tile_squeeze")
