@@ -373,12 +373,13 @@ def lane_write(bld: Builder, node: ast.AST, name: str, native: str, args: list[O
                adjoint: str | None = None) -> Operand:
     """A tile that every lane of the block fills in part (wp.tile, tile_from_thread, tile_randi/f). With one
     lane: `native(args)`. With lanes: the tile variable d takes `native_lane(d, args)`, d with this lane's
-    part replaced, lane after lane (kernels/codegen.py puts barriers around it)."""
+    part replaced, lane after lane (kernels/codegen.py puts barriers around it); in a @wp.func, whose tiles
+    each lane holds a copy of, `native_func(args)` gathers the lanes' parts and gives each lane the tile."""
     if lanes(bld) == 1:
         return emit(bld, name, native, args, t, adjoint=adjoint)
     if not bld.is_kernel:
-        bld.error(node, KernelTypeError, f"wp.{name}() fills a tile from every lane of the block: with "
-                  "wp.config.enable_cpu_blocks it must be called in the kernel itself, not in a @wp.func")
+        return emit(bld, name, native.replace("<", "_func<", 1), args, t,
+                    adjoint=adjoint.replace("<", "_func<", 1) if adjoint is not None else None)
     d = bld.temp(t)
     lane_native = native.replace("<", "_lane<", 1)
     lane_adjoint = adjoint.replace("<", "_lane<", 1) if adjoint is not None else None
