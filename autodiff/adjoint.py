@@ -25,11 +25,14 @@ from loomwork.kernels.codegen import (
     block_frame,
     ctype,
     entry_points,
+    fills_lanes,
     is_block_value,
+    lane_call,
     lane_roles,
     lanes_entry,
     number_lines,
     privatize,
+    runs_lanes,
     unique_slots,
 )
 from loomwork.kernels.ir import ArrayType, Use, Var
@@ -394,6 +397,15 @@ class AdjointEmitter(Emitter):
                 self.reverse_call(e, None)  # side effects inside a user function still differentiate
             return
         ad = self.adj(d)
+        if self.roles is not None and is_block_value(d.type) and lane_call(s):
+            # every lane runs the call (it fills a tile from every lane, meeting at barriers inside): each takes
+            # its own copy of the result's adjoint before the leader clears it
+            g = f"lw_gl{n}"
+            self.out(f"{{ {ctype(d.type)} {g} = {ad};")
+            self.out(f"if (lw::blk_enter()) {ad} = {{}};")
+            self.reverse_call(e, g)
+            self.out("}")
+            return
         g = self.decl(f"lw_g{n}", d.type)
         self.out(f"{g} = {ad}; {ad} = {{}};")
         getattr(self, f"rev_{type(e).__name__}")(s, g)
@@ -479,6 +491,12 @@ class AdjointEmitter(Emitter):
                 self.out(f"{target.adjoint}({', '.join(args + adjs + [g])});")
             return
         ret = target.ir.ret
+        if self.roles is not None and fills_lanes(target.ir):
+            # every lane runs it, each computing the same adjoints of its tile arguments: the leader's reach them,
+            # the other lanes' go to a scratch tile
+            values = [a for a in e.args if not isinstance(a.type, ArrayType)]
+            adjs = [f"(lw::blk_leads() ? {adj} : {self.decl(f'lw_lane_adj{self.site(e)}_{i}', a.type)})"
+                    if is_block_value(a.type) else adj for i, (a, adj) in enumerate(zip(values, adjs, strict=True))]
         tail = [g] if g is not None else ([self.decl(f"lw_dummy_r{self.site(e)}", ret)] if ret is not None else [])
         self.out(f"adj_{target.native}({self.args(args + adjs + tail)});")
 
@@ -577,7 +595,7 @@ def kernel_adjoint(fn: ir.Function, debug: bool, effects: dict, lanes: int = 0) 
     k = fn.name
     zeroable = ir.zeroable_gradients(fn)  # as the kernel layer computes it for the Tape, on the same IR
     fn = normalize(fn)
-    lanes = lanes if any(is_block_value(v.type) for v in fn.locals) else 0
+    lanes = lanes if runs_lanes(fn) else 0
     em = AdjointEmitter(fn, debug, lanes)
     if lanes:
         em.roles = lane_roles(fn)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from loomwork.kernels import types as T
+from loomwork.kernels.array import ArrayDesc
 from loomwork.kernels.builtins import Exact, InOut, Out
 from loomwork.kernels.extensions import (
     add_builtin,
@@ -233,7 +234,7 @@ mesh_query_ray_t = register_value_type(
      ("v", T.float32), ("normal", T.vec3f)],
     header=HEADER, readable=("result", "sign", "face", "t", "u", "v", "normal"))
 mesh_query_aabb_t = query_type("mesh_query_aabb_t", "lw::mesh_query_aabb_t", "mesh_query_next")
-_ARRAY = T.vector(8, T.uint64)  # the 64 bytes of an array descriptor, for the ctypes layout
+_ARRAY = T.vector(ctypes.sizeof(ArrayDesc) // 8, T.uint64)  # the bytes of an array descriptor, for the layout
 mesh_arrays_t = register_value_type(
     "mesh_arrays_t", "lw::mesh_arrays_t",
     [("points", _ARRAY), ("velocities", _ARRAY), ("indices", _ARRAY), ("num_points", T.int32),

@@ -33,13 +33,15 @@ from .stream import TIMING_MEMCPY, TIMING_MEMSET, capturing_graph, submit
 
 
 class ArrayDesc(ctypes.Structure):
-    """What a kernel receives for an array argument; mirrors `lw::array_t<T>` in the native header."""
+    """What a kernel receives for an array argument; mirrors `lw::array_t<T>` in the native header. Its
+    dimension count `ndim` is 0 in a null descriptor (None for an array argument, a zeroed struct field)."""
 
     _fields_ = [
         ("data", ctypes.c_uint64),
         ("grad", ctypes.c_uint64),
         ("shape", ctypes.c_int32 * MAX_DIMS),
         ("strides", ctypes.c_int64 * MAX_DIMS),
+        ("ndim", ctypes.c_int32),
     ]
 
 
@@ -994,14 +996,15 @@ def _interface_dict(ptr: int, shape: tuple, strides: tuple, typestr: str, readon
 
 
 RETAIN_GRAD_BIT = 1 << 63  # set in a descriptor's gradient pointer: a store's adjoint keeps the gradient
-DESC = struct.Struct("<QQ4i4q")  # the bytes of an ArrayDesc: data, grad, shape[4], strides[4]
-#: DESC_PACK[n](data, grad, *shape, *strides): the bytes of an ArrayDesc of n dimensions (zeros in the rest)
-DESC_PACK = [None] + [struct.Struct(f"<QQ{n}i{4 * (4 - n)}x{n}q{8 * (4 - n)}x").pack for n in range(1, MAX_DIMS + 1)]
+DESC = struct.Struct("<QQ4i4qi4x")  # the bytes of an ArrayDesc: data, grad, shape[4], strides[4], ndim
+#: DESC_PACK[n](data, grad, *shape, *strides, n): the bytes of an ArrayDesc of n dimensions (zeros in the rest)
+DESC_PACK = [None] + [struct.Struct(f"<QQ{n}i{4 * (4 - n)}x{n}q{8 * (4 - n)}xi4x").pack
+                      for n in range(1, MAX_DIMS + 1)]
 
 
 def pack_desc(data: int, grad: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> bytes:
     """The bytes of an `ArrayDesc` (the native `lw::array_t`)."""
-    return DESC_PACK[len(shape)](data, grad, *shape, *strides)
+    return DESC_PACK[len(shape)](data, grad, *shape, *strides, len(shape))
 
 
 def over_buffer(buf: foreign.Buffer, dtype: Any, what: str) -> array:

@@ -19,7 +19,7 @@ from .annotations import arg_type
 from .array import array as array_class
 from .array import zeros as array_zeros
 from .codegen import printf_directive
-from .errors import KernelError, KernelSyntaxError, KernelTypeError
+from .errors import KernelSyntaxError, KernelTypeError
 from .frontend import Builder, PyObj, _coerce, _describe, call_form, call_kind
 from .functions import Function, GradWrapper, grad
 from .ir import ArrayType, Const, Operand, ctype
@@ -533,14 +533,7 @@ def static_keywords(bld: Builder, node: ast.Call, allowed: tuple[str, ...], what
     for k in node.keywords:
         if k.arg not in allowed:
             bld.error(node, KernelTypeError, f"{what}() takes the keywords {', '.join(allowed)}, not {k.arg}")
-        try:
-            out[k.arg] = bld.eval_static(k.value, f"{what}({k.arg}=...)")
-        except KernelError:
-            # a compile-time object the kernel itself names: type(x), v.dtype, v.length of a generic argument
-            found = bld.expr_or_none(k.value)
-            if not (isinstance(found, PyObj) or (isinstance(found, Const) and not T.is_composite(found.type))):
-                raise
-            out[k.arg] = found.value
+        out[k.arg] = bld.compile_time(k.value, f"{what}({k.arg}=...)")  # type(x), v.dtype, a.length too
     return out
 
 

@@ -84,9 +84,32 @@ LANE_WRITES = frozenset({"tile_set", "tile_assign", "tile_scatter_add", "tile_sc
 LANE_FILLS = frozenset({"tile", "tile_from_thread", "tile_randi", "tile_randf"})
 
 
+def fills_lanes(fn: ir.Function, seen: frozenset = frozenset()) -> bool:
+    """Whether a function (or one it calls) fills a tile from every lane of the block (LANE_FILLS): every
+    lane must then run its calls, which meet at the fill's barriers."""
+    for s in ir.walk(fn.body):
+        call = s.call()
+        if call is None:
+            continue
+        t = call.target
+        if isinstance(t, Overload):
+            if t.name in LANE_FILLS:
+                return True
+        elif getattr(t, "ir", None) is not None and id(t.ir) not in seen and fills_lanes(t.ir, seen | {id(fn)}):
+            return True
+    return False
+
+
+def lane_call(s: ir.Stmt) -> bool:
+    """Whether statement `s` calls a user function that fills a tile from every lane (fills_lanes)."""
+    call = s.call()
+    return call is not None and not isinstance(call.target, Overload) and \
+        getattr(call.target, "ir", None) is not None and fills_lanes(call.target.ir)
+
+
 def lane_roles(fn: ir.Function) -> dict[int, str]:
     """`{id(statement): "block" | "fill"}` for the statements of a kernel run with lanes that are not plain
-    per-lane code (see LANE_WRITES)."""
+    per-lane code (see LANE_WRITES); a call of a function that fills a tile from every lane is a fill."""
     def name(s: ir.Stmt) -> str:
         call = s.call()
         return getattr(call.target, "name", "") if call is not None and isinstance(call.target, Overload) else ""
@@ -95,7 +118,7 @@ def lane_roles(fn: ir.Function) -> dict[int, str]:
     roles = {}
     for s in ir.walk(fn.body):
         if isinstance(s, ir.Assign) and is_block_value(s.dest.type):
-            if name(s) in LANE_FILLS:
+            if name(s) in LANE_FILLS or lane_call(s):
                 roles[id(s)] = "fill"
             elif not (name(s) in LANE_WRITES or isinstance(s.expr, ir.Copy) and s.expr.value in written):
                 roles[id(s)] = "block"
@@ -103,6 +126,12 @@ def lane_roles(fn: ir.Function) -> dict[int, str]:
                 (isinstance(s, ir.Print) or isinstance(s.expr.target, Overload)) and name(s) not in LANE_WRITES:
             roles[id(s)] = "block"
     return roles
+
+
+def runs_lanes(fn: ir.Function) -> bool:
+    """Whether a kernel built with lanes runs its blocks' lanes together: it has block values, or calls a
+    function that fills a tile from every lane."""
+    return any(is_block_value(v.type) for v in fn.locals) or fills_lanes(fn)
 
 
 def lane_free(fn: ir.Function) -> bool:
@@ -290,7 +319,7 @@ class Emitter:
         self.out(args_record(fn))
         self.private = {} if self.debug else privatize(fn, "atomic", gradient=False)
         slots = unique_slots(self.private)
-        lanes = self.lanes if any(is_block_value(v.type) for v in fn.locals) else 0
+        lanes = self.lanes if runs_lanes(fn) else 0
         if lanes:
             self.roles = lane_roles(fn)
             self.lines += block_frame(f"{k}_frame", [(v.name, v.type) for v in fn.locals

@@ -1901,6 +1901,16 @@ class Builder:
                        f"globals, closure values and constants ({type(e).__name__}). Error evaluating static "
                        f"expression: {e}. Make sure all variables used in the static expression are constant.")
 
+    def compile_time(self, node: ast.expr, what: str) -> Any:
+        """A compile-time argument (a dtype, a shape): a Python expression of globals, closure values and
+        constants, or one that names kernel variables for what their types fix (`a.dtype` of an array argument),
+        which then take precedence over globals of the same name."""
+        if any(isinstance(x, ast.Name) and x.id in self.scope.vars for x in ast.walk(node)):
+            found = self.expr_or_none(node)
+            if isinstance(found, PyObj) or (isinstance(found, Const) and not T.is_composite(found.type)):
+                return found.value
+        return self.eval_static(node, what)
+
     def materialize(self, v: Operand) -> Operand:
         """A weak literal gets its default type (int32 / float32) when stored to a variable."""
         if isinstance(v, Const) and v.weak:

@@ -124,7 +124,7 @@ def is_struct(t: Any) -> bool:
 def _numpy_format(t: Any) -> Any:
     """The NumPy format of one struct field: its scalar type (float16 as float16), (scalar, shape) for
     vectors and matrices, a nested record for structs and for array descriptors (data, grad, shape,
-    strides)."""
+    strides, ndim)."""
     if isinstance(t, ArrayType):
         return np.dtype(field_ctype(t))
     if is_struct(t):

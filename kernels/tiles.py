@@ -189,7 +189,7 @@ def _static_shape(bld: Builder, n: ast.expr, name: str) -> tuple[int, ...]:
 def _static_dtype(bld: Builder, n: ast.expr | None, name: str, default: Any = T.float32) -> Any:
     if n is None:
         return default
-    v = bld.eval_static(n, f"the dtype of wp.{name}()")
+    v = bld.compile_time(n, f"the dtype of wp.{name}()")
     try:
         return T.normalize_dtype(v)
     except (TypeError, ValueError):
@@ -373,12 +373,13 @@ def lane_write(bld: Builder, node: ast.AST, name: str, native: str, args: list[O
                adjoint: str | None = None) -> Operand:
     """A tile that every lane of the block fills in part (wp.tile, tile_from_thread, tile_randi/f). With one
     lane: `native(args)`. With lanes: the tile variable d takes `native_lane(d, args)`, d with this lane's
-    part replaced, lane after lane (kernels/codegen.py puts barriers around it)."""
+    part replaced, lane after lane (kernels/codegen.py puts barriers around it); in a @wp.func, whose tiles
+    each lane holds a copy of, `native_func(args)` gathers the lanes' parts and gives each lane the tile."""
     if lanes(bld) == 1:
         return emit(bld, name, native, args, t, adjoint=adjoint)
     if not bld.is_kernel:
-        bld.error(node, KernelTypeError, f"wp.{name}() fills a tile from every lane of the block: with "
-                  "wp.config.enable_cpu_blocks it must be called in the kernel itself, not in a @wp.func")
+        return emit(bld, name, native.replace("<", "_func<", 1), args, t,
+                    adjoint=adjoint.replace("<", "_func<", 1) if adjoint is not None else None)
     d = bld.temp(t)
     lane_native = native.replace("<", "_lane<", 1)
     lane_adjoint = adjoint.replace("<", "_lane<", 1) if adjoint is not None else None
@@ -664,7 +665,32 @@ def tile_reshape(bld: Builder, node: ast.Call, obj: Any) -> Operand:
     if shape.count(-1) == 1:
         rest = math.prod(d for d in shape if d != -1)
         shape[shape.index(-1)] = t.type.size // rest if rest else 0
+    strides = _strides_in_storage(bld, t)
+    if any(n > 1 and s != d for n, s, d in zip(t.type.shape, strides, _dense_strides(t.type.shape), strict=True)):
+        bld.error(node, KernelValueError, f"wp.tile_reshape() requires a contiguous tile: its argument is a view of "
+                  f"shape {t.type.shape} whose elements lie {strides} apart in the tile it views (a stepped, "
+                  "reversed or partial slice); copy it into a tile of its own first (wp.tile_assign() into a "
+                  "wp.tile_zeros())")
     return _reshaped(bld, node, "tile_reshape", t, tuple(shape))
+
+
+def _dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major element strides of a tile of `shape`."""
+    return tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
+
+
+def _strides_in_storage(bld: Builder, t: Operand) -> tuple[int, ...]:
+    """The element strides of tile `t` in the storage it shares: the tile it views (through any chain of
+    views), or its own when it views none."""
+    views = _views(bld)
+    chain, seen = [], {t}
+    while (v := bld.tile_pending.get(t) or views.get(t)) is not None and v.parent not in seen:
+        chain.append(v)
+        t = seen.add(v.parent) or v.parent
+    strides = _dense_strides(t.type.shape)
+    for v in reversed(chain):
+        strides = tuple(s * step for s, step in zip(strides, v.steps, strict=True) if step != 0)
+    return strides
 
 
 @call_form("tile_squeeze")

@@ -201,7 +201,7 @@ def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, gra
         if layout is not None and not t.is_neg():
             pack, shape, strides, dt, n, dev, span = layout
             if return_ctype:
-                return _new_tuple(ArrayDescRef, (pack(t.data_ptr(), 0, *shape, *strides), dt, n, dev, (t,)))
+                return _new_tuple(ArrayDescRef, (pack(t.data_ptr(), 0, *shape, *strides, n), dt, n, dev, (t,)))
             return array._wrap(t.data_ptr(), dt, shape, strides, dev, t, False, span)
     buf = _as_asked(read_tensor(t), dtype)
     ptr, shape, strides, dt, dev, _, _, _, _, rg, _ = buf
@@ -213,7 +213,7 @@ def from_torch(t: Any, dtype: Any = None, requires_grad: bool | None = None, gra
     if grad is None and not rg:
         if return_ctype:
             n = len(shape)
-            return _new_tuple(ArrayDescRef, (DESC_PACK[n](ptr, 0, *shape, *strides), dt, n, dev, (t,)))
+            return _new_tuple(ArrayDescRef, (DESC_PACK[n](ptr, 0, *shape, *strides, n), dt, n, dev, (t,)))
         return array._wrap(ptr, dt, tuple(shape), strides, dev, t, False)
     g, external = _gradient(t, dt, strides, grad)
     if return_ctype:

@@ -942,6 +942,7 @@ template <typename T> LW_FUNC array_t<T> mesh_array(uint64_t data, uint64_t grad
     a.grad = (T*)grad;
     a.shape[0] = data ? n : 0;
     a.strides[0] = sizeof(T);
+    a.ndim = data ? 1 : 0;
     return a;
 }
 

@@ -163,5 +163,14 @@ LW_FUNC bool blk_enter() {
     return true;
 #endif
 }
+// whether this lane is the leader (no barrier): where every lane computes the same block-wide adjoint, the
+// leader's is the one kept
+LW_FUNC bool blk_leads() {
+#if LW_LANES
+    return blk_cur == nullptr || blk_cur->lane == blk_cur->leader;
+#else
+    return true;
+#endif
+}
 // whether element i of a tile belongs to a lane that does not exist (Warp's register layout: lane i % dim)
 LW_FUNC bool blk_absent(const blk_t* b, int i) { return b != nullptr && i % b->dim >= b->active; }

@@ -574,6 +574,7 @@ template <typename T> struct array_t {
     T* grad;
     int32_t shape[4];
     int64_t strides[4];
+    int32_t ndim;  // 0 in a null descriptor; kernels take the dimension count from the argument's type
     // element access for wp.func_native snippets (generated code indexes through lw::at)
     LW_FUNC T& operator[](int64_t i) const { return *(T*)((char*)data + i * strides[0]); }
 };
@@ -582,6 +583,7 @@ template <typename T> struct array_t {
 template <typename T, typename... S> LW_FUNC array_t<T> array_at_address(uint64_t ptr, S... extents) {
     array_t<T> a = {};
     a.data = reinterpret_cast<T*>(ptr);
+    a.ndim = int32_t(sizeof...(S));
     const int32_t n[] = {int32_t(extents)...};
     int64_t stride = sizeof(T);
     for (int d = int(sizeof...(S)) - 1; d >= 0; --d) {
@@ -706,6 +708,7 @@ template <typename T> LW_FUNC array_t<T> subview(const array_t<T>& a, int n, int
         r.shape[d] = d + n < 4 ? a.shape[d + n] : 0;
         r.strides[d] = d + n < 4 ? a.strides[d + n] : 0;
     }
+    r.ndim = a.ndim > n ? a.ndim - n : 0;
     return r;
 }
 
@@ -726,6 +729,7 @@ template <typename T> LW_FUNC indexedarray_t<T> subview(const indexedarray_t<T>&
         r.indices[d] = kept ? a.indices[d + n] : 0;
         r.shape[d] = kept ? a.shape[d + n] : 0;
     }
+    r.arr.ndim = a.arr.ndim > n ? a.arr.ndim - n : 0;
     return r;
 }
 
@@ -782,6 +786,9 @@ template <int... S, typename T> LW_FUNC array_t<T> array_slice(const array_t<T>&
         r.shape[d] = d < kept ? shape[d] : 0;
         r.strides[d] = d < kept ? strides[d] : 0;
     }
+    int dropped = 0;
+    for (int d = 0; d < N; ++d) dropped += sliced[d] ? 0 : 1;
+    r.ndim = a.ndim > dropped ? a.ndim - dropped : 0;
     return r;
 }
 

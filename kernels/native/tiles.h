@@ -1432,6 +1432,39 @@ template <typename Tl> LW_FUNC Tl tile_from_thread_lane(const Tl& d, typename Tl
     return blk_lane() == lane ? tile_full<Tl>(v) : d;
 }
 
+// the fills in a @wp.func (tile_of_func, ...), where each lane has a tile of its own: the lanes write their
+// parts in turn into a staging tile of the thread that runs the block (zeroed by the leader first, as a
+// kernel's frame is), then each lane takes a copy. Every lane of the block calls the function, as in Warp.
+template <typename Tl, typename F> LW_FUNC Tl blk_fill(F part) {
+#if LW_LANES
+    if (blk_cur != nullptr) {
+        static thread_local Tl stage;
+        if (blk_enter()) stage = Tl{};
+        blk_sync();
+        stage = part(stage);
+        blk_sync();
+        return stage;
+    }
+#endif
+    return part(Tl{});
+}
+template <typename Tl, typename X> LW_FUNC Tl tile_of_func(X x) {
+    return blk_fill<Tl>([&](const Tl& d) { return tile_of_lane(d, x); });
+}
+// each lane holds the whole adjoint of the tile (every lane ran what followed): its element is its value's
+template <typename Tl, typename X> LW_FUNC void adj_tile_of_func(X x, X& adj_x, const Tl& adj) {
+    acc(adj_x, tile_get_lane<X>(adj, blk_lane()));
+}
+template <typename Tl, typename... A> LW_FUNC Tl tile_randi_func(uint32_t rng, A... bounds) {
+    return blk_fill<Tl>([&](const Tl& d) { return tile_randi_lane(d, rng, bounds...); });
+}
+template <typename Tl, typename... A> LW_FUNC Tl tile_randf_func(uint32_t rng, A... bounds) {
+    return blk_fill<Tl>([&](const Tl& d) { return tile_randf_lane(d, rng, bounds...); });
+}
+template <typename Tl> LW_FUNC Tl tile_from_thread_func(typename Tl::value_type v, int32_t lane) {
+    return blk_fill<Tl>([&](const Tl& d) { return tile_from_thread_lane(d, v, lane); });
+}
+
 // -- block-shared state written by the block's threads (in turn, when its lanes run together) ------------
 
 // a stack of up to Cap elements (wp.tile_stack); the builtins update it through a reference

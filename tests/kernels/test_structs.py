@@ -246,7 +246,7 @@ def test_struct_arrays_from_instances_and_element_access():
 
 def test_struct_arrays_show_array_fields_as_records_in_numpy():
     """In `.numpy()` of an array of structs, an array field is a record of its descriptor (data, grad,
-    shape, strides), as Warp shows it, so its pointers can be read."""
+    shape, strides, ndim), as Warp shows it, so its pointers can be read."""
 
     @wp.struct
     class Holder:
@@ -260,6 +260,35 @@ def test_struct_arrays_show_array_fields_as_records_in_numpy():
     n = arr.numpy()
     assert n["x"]["data"].tolist() == [h.x.ptr, 0] and n["x"]["shape"][0].tolist()[0] == 2
     assert n["x"]["grad"].tolist() == [0, 0] and n["s"].tolist() == [3.0, 0.0]
+    assert n["x"]["ndim"].tolist() == [1, 0]  # a null descriptor has no dimensions
+
+
+@wp.struct
+class Grid:
+    a: wp.array2d(dtype=float)
+
+
+@wp.kernel
+def store_views(src: wp.array3d(dtype=float), out: wp.array(dtype=Grid)):
+    g = Grid()
+    g.a = src[1]
+    out[0] = g
+    g.a = src[0, 0:2, 1:3][:, :]  # sliced views keep the dimensions they slice
+    out[1] = g
+    g.a = wp.array(ptr=src.ptr, shape=(3, 4), dtype=float)
+    out[2] = g
+
+
+def test_array_descriptors_record_their_dimension_count():
+    """An array field's descriptor records its dimension count (`ndim`, as Warp's array_t) whether the host
+    packed it or a kernel made it (a view, a slice, wp.array(ptr=...)); a zeroed struct's is 0."""
+    src = wp.array(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    out = wp.zeros(4, dtype=Grid)
+    wp.launch(store_views, 1, inputs=[src, out])
+    n = out.numpy()["a"]
+    assert n["ndim"].tolist() == [2, 2, 2, 0]
+    assert n["shape"][:, :2].tolist() == [[3, 4], [2, 2], [3, 4], [0, 0]]
+    assert wp.array([Grid()], dtype=Grid).numpy()["a"]["ndim"].tolist() == [0]
 
 
 @wp.struct

@@ -2,6 +2,8 @@
 factorizations and solves, NaN in running extrema, partial tiles, extrema of structs, len() of tiles; with
 finite-difference checks of the differentiable ones."""
 
+from typing import Any
+
 import numpy as np
 
 import loomwork as wp
@@ -290,3 +292,29 @@ def test_tile_loads_and_stores_are_array_effects_the_tape_follows():
         wp.launch(_weighted_sum, 4, inputs=[a, wp.array(w), loss])
     tape.backward(loss=loss)
     np.testing.assert_allclose(a.grad.numpy(), 2.0 * a0 * w)
+
+
+out = 0.5  # a global of the same name as the kernel's argument below, which must not stand in for it
+
+
+@wp.kernel(module="unique")
+def k_zeros_like_out(src: wp.array2d(dtype=Any), out: wp.array2d(dtype=Any)):
+    row = wp.tile_load(src, shape=(1, 3))
+    dest = wp.tile_zeros(shape=(2, 3), dtype=out.dtype)
+    wp.tile_assign(dest, wp.tile_broadcast(row, shape=(2, 3)))
+    wp.tile_store(out, dest)
+
+
+def test_tile_dtype_from_an_argument_converts_values_and_adjoints():
+    """dtype=out.dtype names the argument's element type (not a global of that name); assigning a tile of
+    another float type converts the values and, backward, the adjoints (summed over the broadcast rows)."""
+    for src_t, out_t in ((np.float64, np.float32), (np.float32, np.float64)):
+        src_np = np.array([[1.1, 2.2, -3.3]], dtype=src_t)
+        src = wp.array(src_np, requires_grad=True)
+        dst = wp.zeros((2, 3), dtype=wp.dtype_from_numpy(out_t), requires_grad=True)
+        with wp.Tape() as tape:
+            wp.launch_tiled(k_zeros_like_out, dim=1, inputs=[src, dst], block_dim=4)
+        np.testing.assert_array_equal(dst.numpy(), np.broadcast_to(src_np.astype(out_t), (2, 3)))
+        dst.grad = wp.array(np.array([[0.25, 0.5, 1.0], [1.25, 2.5, 4.0]], dtype=out_t))
+        tape.backward()
+        np.testing.assert_array_equal(src.grad.numpy(), np.array([[1.5, 3.0, 5.0]], dtype=src_t))

@@ -4,6 +4,7 @@ tile operations, partial blocks, per-lane random streams and the adjoints of all
 were checked against Warp 1.19 on the CPU with enable_cpu_blocks (the random draws are Warp's)."""
 
 import platform
+from typing import Any
 
 import numpy as np
 import pytest
@@ -272,3 +273,83 @@ def test_a_tile_load_of_an_array_the_lanes_rewrite_in_a_loop_is_refused_under_a_
     buf, y = wp.zeros(2 * B, requires_grad=True), wp.zeros(2 * B, requires_grad=True)
     with pytest.raises(wp.OverwriteError, match="reads array 'buf'"), wp.Tape():
         wp.launch(rewrites_what_its_block_loads, dim=2 * B, inputs=[x, buf, y], block_dim=B)
+
+
+@wp.func
+def gathered_sum(x: float) -> float:
+    return wp.tile_sum(wp.tile(x))[0]  # a fill in a function whose result is a lane's own value
+
+
+@wp.func
+def lanes_tile(x: float):
+    return wp.tile(x)
+
+
+@wp.func
+def second_lanes(x: float):
+    return wp.tile_from_thread(shape=(3,), value=x, thread_idx=1)
+
+
+@wp.func
+def random_ints(rng: wp.uint32):
+    return wp.tile_randi(shape=(2, 6), rng=rng)
+
+
+@wp.func
+def random_floats(rng: wp.uint32):
+    return wp.tile_randf(shape=(2, 6), rng=rng, min=-1.0, max=1.0)
+
+
+@wp.kernel
+def fills_in_functions(x: wp.array[float], sums: wp.array[float], own: wp.array[float], bcast: wp.array[float],
+                       ri: wp.array2d[int], rf: wp.array2d[float]):
+    i = wp.tid()
+    sums[i] = gathered_sum(x[i])
+    rng = wp.rand_init(7, i // 4)  # as the kernel `rand` seeds each block
+    own[i] = wp.untile(lanes_tile(x[i]))
+    wp.tile_store(bcast, second_lanes(x[i]), offset=(i // 4) * 3)
+    wp.tile_store(ri, random_ints(rng), offset=((i // 4) * 2, 0))
+    wp.tile_store(rf, random_floats(rng), offset=((i // 4) * 2, 0))
+
+
+def test_fills_in_functions_gather_every_lane(cpu_blocks):
+    """wp.tile, tile_from_thread and tile_randi/f in a @wp.func give what they give in the kernel (the random
+    draws as the kernel `rand` above); a partial block (six threads in blocks of four) gathers only its lanes."""
+    x = wp.array(np.arange(6, dtype=np.float32) + 1.0)
+    sums, own, bcast = wp.zeros(6, dtype=float), wp.zeros(6, dtype=float), wp.zeros(6, dtype=float)
+    ri, rf = wp.zeros((4, 6), dtype=int), wp.zeros((4, 6), dtype=float)
+    wp.launch(fills_in_functions, dim=6, inputs=[x, sums, own, bcast, ri, rf], block_dim=4)
+    np.testing.assert_array_equal(sums.numpy(), [10.0] * 4 + [11.0] * 2)
+    np.testing.assert_array_equal(own.numpy(), x.numpy())
+    np.testing.assert_array_equal(bcast.numpy(), [2.0] * 3 + [6.0] * 3)
+    x2, y2 = wp.zeros((4, 6), dtype=int), wp.zeros((4, 6), dtype=float)
+    wp.launch_tiled(rand, dim=[2], inputs=[7, x2, y2], block_dim=4)
+    np.testing.assert_array_equal(ri.numpy()[:2], x2.numpy()[:2])
+    np.testing.assert_array_equal(rf.numpy()[:2], y2.numpy()[:2])
+
+
+@wp.func
+def scaled(x: float, t: Any):
+    return t * wp.tile_sum(wp.tile(x * x))[0]
+
+
+@wp.kernel
+def scaled_in_function(x: wp.array[float], w: wp.array[float], out: wp.array[float]):
+    i = wp.tid()
+    wp.tile_store(out, scaled(x[i], wp.tile_load(w, shape=B)))
+
+
+def test_adjoints_of_fills_in_functions(cpu_blocks):
+    """Through a function that fills a tile: each lane's value gets its element's adjoint, and a tile argument
+    gets the adjoint once (every lane runs the function; the leader's is kept)."""
+    xn, wn, gn = np.arange(1, B + 1, dtype=np.float32), np.linspace(0.5, 2.0, B, dtype=np.float32), \
+        np.arange(B, dtype=np.float32) + 1.0
+    x, w = wp.array(xn, requires_grad=True), wp.array(wn, requires_grad=True)
+    out = wp.zeros(B, dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        wp.launch(scaled_in_function, dim=B, inputs=[x, w, out], block_dim=B)
+    tape.backward(grads={out: wp.array(gn)})
+    s = float(np.sum(xn * xn))
+    np.testing.assert_allclose(out.numpy(), wn * s, rtol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), gn * s, rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 * xn * np.sum(wn * gn), rtol=1e-6)

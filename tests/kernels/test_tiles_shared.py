@@ -2,6 +2,7 @@
 tile_dot / tile_axpy / tile_diag_add, tile_sort, with finite-difference checks of the adjoints."""
 
 import numpy as np
+import pytest
 
 import loomwork as wp
 
@@ -184,3 +185,44 @@ def test_sort_dot_axpy_diag_add():
     np.testing.assert_allclose(r, want, rtol=1e-6)
     np.testing.assert_allclose(loss, (want * want).sum(), rtol=1e-5)
     np.testing.assert_allclose(run(M0, grad=True), 6.0 * want, rtol=1e-5)
+
+
+@wp.kernel
+def k_reshape_rows(a: wp.array2d(dtype=float), out: wp.array(dtype=float)):
+    t = wp.tile_load(a, shape=(M, N))
+    row = t[1]
+    wp.tile_store(out, wp.tile_transpose(wp.tile_reshape(row, shape=(2, 3)))[0])  # a row of a tile is contiguous
+    wp.tile_store(out, wp.tile_reshape(t[1:3, :], shape=2 * N), offset=2)  # so are whole rows
+    wp.tile_store(out, wp.tile_reshape(t[::2, ::3] * 1.0, shape=4), offset=2 + 2 * N)  # a new tile
+
+
+def test_tile_reshape_takes_contiguous_tiles_and_refuses_strided_views():
+    """tile_reshape accepts tiles and views whose elements are contiguous in the tile they view; a stepped,
+    partial-width or reversed view (directly, through a variable or a view of a view) is a ValueError."""
+    an = np.arange(M * N, dtype=np.float32).reshape(M, N)
+    out = wp.zeros(2 + 2 * N + 4, dtype=float)
+    wp.launch_tiled(k_reshape_rows, dim=1, inputs=[wp.array(an), out], block_dim=4)
+    np.testing.assert_array_equal(out.numpy(), np.concatenate([an[1].reshape(2, 3).T[0], an[1:3].ravel(),
+                                                               an[::2, ::3].ravel()]))
+
+    @wp.kernel(module="unique", enable_backward=False)
+    def stepped(a: wp.array2d(dtype=float)):
+        t = wp.tile_load(a, shape=(M, N))
+        wp.tile_reshape(t[::2, ::2], shape=6)
+
+    @wp.kernel(module="unique", enable_backward=False)
+    def partial(a: wp.array2d(dtype=float)):
+        t = wp.tile_load(a, shape=(M, N))
+        v = wp.tile_view(t, offset=(0, 0), shape=(M, 3))
+        w = v
+        wp.tile_reshape(w, shape=M * 3)
+
+    @wp.kernel(module="unique", enable_backward=False)
+    def reversed_row(a: wp.array2d(dtype=float)):
+        t = wp.tile_load(a, shape=(M, N))
+        rows = t[1:3, :]
+        wp.tile_reshape(rows[0, ::-1], shape=(2, 3))
+
+    for k in (stepped, partial, reversed_row):
+        with pytest.raises(ValueError, match=r"tile_reshape\(\) requires a contiguous tile"):
+            wp.launch_tiled(k, dim=1, inputs=[wp.array(an)], block_dim=4)
