@@ -368,10 +368,12 @@ def test_angular_drive_reaches_its_target(kind):
     assert np.abs(qd).max() < 1e-2
 
 
-@pytest.mark.parametrize("kind,steps", [("d6", 20), ("ball", 14)])
+@pytest.mark.parametrize("kind,steps", [("d6", 20), ("ball", 14), ("ball", 40)])
 def test_gradient_of_an_angular_drive_target_matches_finite_differences(kind, steps):
     """d(final y of the body)/d(drive target entry 2) of a D6 (Euler angle about z) or BALL (quaternion z) joint
-    through a Tape agrees with central differences."""
+    through a Tape agrees with central differences. Over longer rollouts the slope itself wobbles by 1-2% over
+    target changes of ~0.02 (the swing's phase at the end moves with the target; the Tape follows it to 0.03% at
+    40 steps), so the difference step must stay well below that: 1e-3."""
     m = finalize(swing_builder(kind, gravity=0.0, target_ke=40.0, target_kd=2.0), requires_grad=True)
     solver = newton.solvers.SolverXPBD(m, iterations=2)
     dt = 1.0 / 120
