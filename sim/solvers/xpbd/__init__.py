@@ -21,10 +21,10 @@ from ..forces import MAX_NEIGHBORS, particle_neighbors
 from ..solver import SolverBase
 from .joints import (
     copy_wrenches_kernel,
-    drive_count_kernel,
     joint_angular_kernel,
     joint_force_kernel,
     joint_linear_kernel,
+    whole_count_kernel,
 )
 
 
@@ -259,29 +259,42 @@ def rigid_contact_constraints_kernel(body_q: wp.array(dtype=wp.transform),
         wp.atomic_add(count, b0, 1.0)
 
 
+@wp.func
+def impulse_pose(tf: wp.transform, com: wp.vec3, inv_mass: float, inv_inertia: wp.mat33, imp: wp.spatial_vector):
+    """The pose ``tf`` moved by the impulse ``imp`` (linear, angular about the center of mass; world frame) as a
+    position change."""
+    p = wp.transform_get_translation(tf)
+    r = wp.transform_get_rotation(tf)
+    x_com = p + wp.quat_rotate(r, com)
+    dx = wp.spatial_top(imp) * inv_mass
+    dw = wp.quat_rotate(r, inv_inertia * wp.quat_rotate_inv(r, wp.spatial_bottom(imp)))
+    r1 = wp.normalize(r + wp.quat(dw, 0.0) * r * 0.5)
+    return wp.transform(x_com + dx - wp.quat_rotate(r1, com), r1)
+
+
 @wp.kernel
 def apply_body_deltas_kernel(q: wp.array(dtype=wp.transform), com: wp.array(dtype=wp.vec3),
                              inv_mass: wp.array(dtype=float), inv_inertia: wp.array(dtype=wp.mat33),
                              delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float), relaxation: float,
-                             whole: wp.array(dtype=wp.spatial_vector), q_out: wp.array(dtype=wp.transform)):
-    """Apply the averaged impulses ``delta`` (over ``count`` constraints, times ``relaxation``) plus the impulses
-    ``whole`` taken as they are (joint drives)."""
+                             q_out: wp.array(dtype=wp.transform)):
+    """Apply the impulses ``delta`` averaged over their ``count`` constraints, times ``relaxation``."""
     i = wp.tid()
-    tf = q[i]
-    if inv_mass[i] == 0.0 or (count[i] == 0.0 and wp.length_sq(whole[i]) == 0.0):
-        q_out[i] = tf
+    if inv_mass[i] == 0.0 or count[i] == 0.0:
+        q_out[i] = q[i]
         return
-    s = 0.0
-    if count[i] > 0.0:
-        s = relaxation / count[i]
-    imp = delta[i] * s + whole[i]
-    p = wp.transform_get_translation(tf)
-    r = wp.transform_get_rotation(tf)
-    x_com = p + wp.quat_rotate(r, com[i])
-    dx = wp.spatial_top(imp) * inv_mass[i]
-    dw = wp.quat_rotate(r, inv_inertia[i] * wp.quat_rotate_inv(r, wp.spatial_bottom(imp)))
-    r1 = wp.normalize(r + wp.quat(dw, 0.0) * r * 0.5)
-    q_out[i] = wp.transform(x_com + dx - wp.quat_rotate(r1, com[i]), r1)
+    q_out[i] = impulse_pose(q[i], com[i], inv_mass[i], inv_inertia[i], delta[i] * (relaxation / count[i]))
+
+
+@wp.kernel
+def apply_body_impulses_kernel(q: wp.array(dtype=wp.transform), com: wp.array(dtype=wp.vec3),
+                               inv_mass: wp.array(dtype=float), inv_inertia: wp.array(dtype=wp.mat33),
+                               impulse: wp.array(dtype=wp.spatial_vector), q_out: wp.array(dtype=wp.transform)):
+    """Apply the impulses ``impulse`` whole (joints, with mass splitting)."""
+    i = wp.tid()
+    if inv_mass[i] == 0.0 or wp.length_sq(impulse[i]) == 0.0:
+        q_out[i] = q[i]
+        return
+    q_out[i] = impulse_pose(q[i], com[i], inv_mass[i], inv_inertia[i], impulse[i])
 
 
 @wp.kernel
@@ -380,27 +393,30 @@ def body_velocity_kernel(q: wp.array(dtype=wp.transform), q_start: wp.array(dtyp
 class SolverXPBD(SolverBase):
     """Position-based solver for particles, springs, and rigid bodies in contact and joined by joints.
 
-    ``iterations`` constraint sweeps per step; ``soft_body_relaxation``, ``soft_contact_relaxation``,
-    ``rigid_contact_relaxation``, ``joint_linear_relaxation`` and ``joint_angular_relaxation`` scale the averaged
-    corrections. Joints (PRISMATIC, REVOLUTE, BALL, FIXED, FREE, DISTANCE, D6) hold their locked directions with
-    compliance ``joint_linear_compliance`` [m/N] and ``joint_angular_compliance`` [rad/(N m)] (0: rigid), keep their
-    coordinates inside their limits as hard constraints, and drive them toward
-    ``control.joint_target_q``/``joint_target_qd`` with gains ``Model.joint_target_ke``/``kd`` as compliant
-    constraints (compliance 1/ke, each drive's impulse accumulated over the sweeps of a step, so the drive's
-    stiffness does not depend on ``iterations``; drive impulses are applied whole, neither relaxed nor averaged,
-    each solve splitting a body's mass among the drives on it, so a lone drive converges in one sweep). The angular
-    coordinates of a D6 joint with two or three angular axes are intrinsic Euler angles about its axes (as
-    ``eval_fk``), those of a BALL joint the components of its rotation vector in the parent joint frame (so its
-    limits bound them axis by axis, and its drive target, a quaternion in its ``joint_target_q`` entries as in
-    ``joint_q``, is taken as a rotation vector); each is corrected along its own covector; ``control.joint_f`` and
-    the passive damping ``Model.joint_damping`` act as forces in the prediction. ``State.joint_q``/ ``joint_qd`` are
-    not updated (call ``eval_ik``). With ``enable_restitution``, a rigid contact that touched during the step leaves
-    at its restitution (the mean of its shapes' ``restitution``) times its normal approach speed before the solve,
-    by a velocity pass after it (Mueller et al. 2020; none below an approach speed of 2 |g| dt, so resting contacts
-    stay at rest); a particle-shape contact likewise at ``Model.soft_contact_restitution`` (relative to the shape's
-    surface velocity; several contacts of one particle are averaged), as Newton's XPBD; particle-particle contacts
-    have no restitution (nor in Newton). Triangle FEM and bending are not simulated by this solver; a model that has
-    them is refused."""
+    ``iterations`` constraint sweeps per step; ``soft_body_relaxation``, ``soft_contact_relaxation`` and
+    ``rigid_contact_relaxation`` scale the averaged corrections, ``joint_linear_relaxation`` and
+    ``joint_angular_relaxation`` the rigid joint constraints' impulses. Joints (PRISMATIC, REVOLUTE, BALL, FIXED,
+    FREE, DISTANCE, D6) hold their locked directions with compliance ``joint_linear_compliance`` [m/N] and
+    ``joint_angular_compliance`` [rad/(N m)] (0: rigid), keep their coordinates inside their limits (with the same
+    compliance), and drive them toward ``control.joint_target_q``/``joint_target_qd`` with gains
+    ``Model.joint_target_ke``/``kd`` as compliant constraints (compliance 1/ke). Every compliant constraint (drives,
+    and locked directions and limits when their compliance is > 0) accumulates its impulse over the sweeps of a step
+    (XPBD's Lagrange multiplier), so its stiffness does not depend on ``iterations``; rigid ones are re-solved each
+    sweep. A joint's impulse is applied whole and opposite to its two bodies, each solve splitting a body's mass
+    among the joints on it (so the joints conserve a free chain's momentum at any sweep count, and a lone drive
+    converges in one sweep); at few sweeps a chain's rigid joints are left apart by the unconverged error, which
+    also costs energy, as in Newton's XPBD. The angular coordinates of a D6 joint with two or three angular axes are
+    intrinsic Euler angles about its axes (as ``eval_fk``), those of a BALL joint the components of its rotation
+    vector in the parent joint frame (so its limits bound them axis by axis, and its drive target, a quaternion in
+    its ``joint_target_q`` entries as in ``joint_q``, is taken as a rotation vector); each is corrected along its
+    own covector; ``control.joint_f`` and the passive damping ``Model.joint_damping`` act as forces in the
+    prediction. ``State.joint_q``/ ``joint_qd`` are not updated (call ``eval_ik``). With ``enable_restitution``, a
+    rigid contact that touched during the step leaves at its restitution (the mean of its shapes' ``restitution``)
+    times its normal approach speed before the solve, by a velocity pass after it (Mueller et al. 2020; none below
+    an approach speed of 2 |g| dt, so resting contacts stay at rest); a particle-shape contact likewise at
+    ``Model.soft_contact_restitution`` (relative to the shape's surface velocity; several contacts of one particle
+    are averaged), as Newton's XPBD; particle-particle contacts have no restitution (nor in Newton). Triangle FEM
+    and bending are not simulated by this solver; a model that has them is refused."""
 
     def __init__(self, model: Model, *, iterations: int = 2, soft_body_relaxation: float = 0.9,
                  soft_contact_relaxation: float = 0.9, joint_linear_relaxation: float = 0.7,
@@ -461,21 +477,24 @@ class SolverXPBD(SolverBase):
         active = wp.zeros(contacts.rigid_contact_max, dtype=wp.int32, device=d) if rigid else None
         soft = m.particle_count and contacts is not None and contacts.soft_contact_max
         soft_active = wp.zeros(contacts.soft_contact_max, dtype=wp.int32, device=d) if soft else None
-        # The impulses the joint drives applied in this step's sweeps so far (linear pass, angular pass; per dof).
-        drive_impulses = [wp.zeros(m.joint_dof_count, dtype=float, requires_grad=grad, device=d) for _ in range(2)]
-        drive_counts = [wp.zeros(m.body_count, dtype=float, device=d) for _ in range(2)]
+        # The impulses the joints' compliant constraints applied in this step's sweeps so far, per pass (linear,
+        # angular): the drives' and the limits' per dof, the locked directions' per joint.
+        joint_impulses = [[wp.zeros(m.joint_dof_count, dtype=float, requires_grad=grad, device=d),
+                           wp.zeros(m.joint_dof_count, dtype=float, requires_grad=grad, device=d),
+                           wp.zeros(m.joint_count, dtype=wp.vec3, requires_grad=grad, device=d)] for _ in range(2)]
+        whole_counts = [wp.zeros(m.body_count, dtype=float, device=d) for _ in range(2)]
         if self._constrained_joints:
-            wp.launch(drive_count_kernel, dim=m.joint_count,
-                      inputs=[m.joint_type, m.joint_enabled, m.joint_parent, m.joint_child, m.joint_qd_start,
-                              m.joint_dof_dim, m.joint_target_ke, m.joint_target_kd], outputs=drive_counts, device=d)
+            wp.launch(whole_count_kernel, dim=m.joint_count,
+                      inputs=[m.joint_type, m.joint_enabled, m.joint_parent, m.joint_child], outputs=whole_counts,
+                      device=d)
         for _ in range(self.iterations):
             if m.particle_count:
                 x = self._project_particles(x, state_in, q, contacts, soft_active, dt, grad)
             if rigid:
                 q = self._project_bodies(q, state_in.body_q, contacts, active, grad)
             if self._constrained_joints:
-                q, drive_impulses = self._project_joints(q, state_in.body_q, control, dt, grad, drive_impulses,
-                                                         drive_counts)
+                q, joint_impulses = self._project_joints(q, state_in.body_q, control, dt, grad, joint_impulses,
+                                                         whole_counts)
         bounce_particles = soft and self.enable_restitution and m.soft_contact_restitution > 0.0
         particle_qd = state_out.particle_qd
         if bounce_particles:
@@ -592,9 +611,9 @@ class SolverXPBD(SolverBase):
         return f
 
     def _project_joints(self, q: Any, q_start: Any, control: Control | None, dt: float, grad: bool,
-                        drive_impulses: list, drive_counts: list) -> tuple[Any, list]:
-        """One sweep of the joints' linear then angular constraints, each applied with its relaxation; returns
-        the new body poses and the drives' impulses so far (fresh arrays, so a Tape sees every sweep)."""
+                        joint_impulses: list, whole_counts: list) -> tuple[Any, list]:
+        """One sweep of the joints' linear then angular constraints (rigid ones relaxed); returns the new body
+        poses and the compliant constraints' impulses so far (fresh arrays, so a Tape sees every sweep)."""
         m = self.model
         d = m.device
         target_q = self._control_array(control, "joint_target_q")
@@ -602,24 +621,21 @@ class SolverXPBD(SolverBase):
         passes = ((joint_linear_kernel, [m.body_com], self.joint_linear_compliance, self.joint_linear_relaxation),
                   (joint_angular_kernel, [], self.joint_angular_compliance, self.joint_angular_relaxation))
         impulses = []
-        for (kernel, extra, compliance, relaxation), lam, drive_count in zip(passes, drive_impulses, drive_counts,
+        for (kernel, extra, compliance, relaxation), lam, whole_count in zip(passes, joint_impulses, whole_counts,
                                                                               strict=True):
-            delta = wp.zeros(m.body_count, dtype=wp.spatial_vector, requires_grad=grad, device=d)
-            count = wp.zeros(m.body_count, dtype=float, device=d)
-            drive = wp.zeros(m.body_count, dtype=wp.spatial_vector, requires_grad=grad, device=d)
-            lam_out = wp.zeros_like(lam, requires_grad=grad)
+            whole = wp.zeros(m.body_count, dtype=wp.spatial_vector, requires_grad=grad, device=d)
+            lam_out = [wp.zeros_like(a, requires_grad=grad) for a in lam]
             wp.launch(kernel, dim=m.joint_count,
                       inputs=[q, q_start, *extra, m.body_inv_mass, m.body_inv_inertia, m.joint_type, m.joint_enabled,
                               m.joint_parent, m.joint_child, m.joint_q_start, m.joint_qd_start, m.joint_dof_dim,
                               m.joint_X_p, m.joint_X_c, m.joint_axis, m.joint_limit_lower, m.joint_limit_upper,
-                              m.joint_target_ke, m.joint_target_kd, target_q, target_qd, compliance / (dt * dt), dt,
-                              lam, drive_count],
-                      outputs=[delta, count, drive, lam_out], device=d)
+                              m.joint_target_ke, m.joint_target_kd, target_q, target_qd, compliance / (dt * dt),
+                              relaxation, dt, *lam, whole_count],
+                      outputs=[whole, *lam_out], device=d)
             impulses.append(lam_out)
             out = wp.empty_like(q, requires_grad=grad)
-            wp.launch(apply_body_deltas_kernel, dim=m.body_count,
-                      inputs=[q, m.body_com, m.body_inv_mass, m.body_inv_inertia, delta, count, relaxation, drive],
-                      outputs=[out], device=d)
+            wp.launch(apply_body_impulses_kernel, dim=m.body_count,
+                      inputs=[q, m.body_com, m.body_inv_mass, m.body_inv_inertia, whole], outputs=[out], device=d)
             q = out
         return q, impulses
 
@@ -637,5 +653,5 @@ class SolverXPBD(SolverBase):
         out = wp.empty_like(q, requires_grad=grad)
         wp.launch(apply_body_deltas_kernel, dim=m.body_count,
                   inputs=[q, m.body_com, m.body_inv_mass, m.body_inv_inertia, delta, count,
-                          self.rigid_contact_relaxation, wp.zeros_like(delta)], outputs=[out], device=d)
+                          self.rigid_contact_relaxation], outputs=[out], device=d)
         return out

@@ -10,17 +10,22 @@ row of the map from relative angular velocity to its rate. Along free directions
 limits is pushed back as a hard inequality constraint, and inside them the drive (``joint_target_ke``/``kd``
 toward ``joint_target_q``/``qd``) acts as a compliant constraint, solved implicitly over the step: each sweep
 takes the impulse it applied in the earlier sweeps (``lam_in``, per dof) and adds its change (``lam_out``),
-so the converged impulse is backward Euler's for any number of sweeps. Drive impulses go to their own array
-(``drive``) and are applied whole, neither relaxed nor averaged; for stability each solve splits a body's mass
-among the drives acting on it (its inverse mass times their count, :func:`drive_count_kernel`), so one sweep
-solves a lone drive exactly.
+so the converged impulse is backward Euler's for any number of sweeps. With a compliance > 0 (``alpha``) the
+locked directions and the limits are XPBD's compliant constraints too (Macklin et al. 2016): each carries the
+impulse it applied in the step's earlier sweeps (``lock_in``/``lock_out`` per joint, a vector along the locked
+directions; ``limit_in``/``limit_out`` per dof, one-sided) and takes ``dlam = -(C + alpha lam) / (w + alpha)``,
+so a compliant joint's stiffness does not depend on the number of sweeps; rigid ones (``alpha`` = 0) are
+re-solved each sweep and scaled by the pass's relaxation.
 ``control.joint_f`` and the passive damping ``joint_damping`` enter the prediction as forces
 (:func:`joint_force_kernel`).
 
-The kernels write corrections as impulses per body (linear impulse, angular impulse about the center of
-mass; world frame) into fresh ``delta``/``count`` arrays, which the solver averages and applies, so a
-``wp.Tape`` differentiates every sweep. Linear and angular constraints run as separate passes so each
-takes its own relaxation.
+The sweeps are Jacobi sweeps with mass splitting: each joint's solve takes a body's inverse mass times the
+number of joints on it (:func:`whole_count_kernel`) and applies its impulse whole and opposite to its two bodies
+(linear impulse, angular impulse about the center of mass; world frame; summed into a fresh ``whole`` array, so
+a ``wp.Tape`` differentiates every sweep). Averaging the impulses per body instead would give a joint's two
+bodies unequal shares of its impulse wherever they carry different numbers of joints (a chain's end link and
+its inner ones), so the joints would push the chain as a whole and change its energy at any sweep count. Linear
+and angular constraints run as separate passes so each takes its own relaxation.
 """
 
 from __future__ import annotations
@@ -63,27 +68,74 @@ def compliant_step(c: float, dc: float, w: float, ke: float, kd: float, dt: floa
 
 
 @wp.func
-def hard_step(c: float, w: float, alpha: float):
-    """Impulse of a constraint ``c = 0`` with compliance ``alpha`` (already divided by dt^2)."""
-    if w + alpha <= 0.0:
+def hard_step(c: float, w: float):
+    """Impulse of a rigid constraint ``c = 0`` for the generalized inverse mass ``w``."""
+    if w <= 0.0:
         return 0.0
-    return -c / (w + alpha)
+    return -c / w
 
 
 @wp.func
-def dof_step(q: float, q_start: float, w: float, w_drive: float, lower: float, upper: float, target_q: float,
-             target_qd: float, ke: float, kd: float, alpha: float, dt: float, lam: float):
+def lock_step(c: float, w: float, alpha: float, lam: float):
+    """Change of the impulse of a constraint ``c = 0`` with compliance ``alpha`` > 0 (divided by dt^2) that has
+    applied ``lam`` in this step's earlier sweeps (XPBD: ``-(c + alpha lam) / (w + alpha)``)."""
+    return -(c + alpha * lam) / (w + alpha)
+
+
+@wp.func
+def limit_step(q: float, lower: float, upper: float, w: float, alpha: float, lam: float):
+    """Change of the impulse ``lam`` (applied in this step's earlier sweeps) of the compliant limits [lower,
+    upper] on ``q``: a bound acts while ``q`` is beyond it or it still pushes, and never pulls (the upper one's
+    impulse stays <= 0, the lower one's >= 0)."""
+    if q > upper or lam < 0.0:
+        return wp.min(lam + lock_step(q - upper, w, alpha, lam), 0.0) - lam
+    if q < lower or lam > 0.0:
+        return wp.max(lam + lock_step(q - lower, w, alpha, lam), 0.0) - lam
+    return 0.0
+
+
+@wp.func
+def dof_step(q: float, q_start: float, w: float, lower: float, upper: float, target_q: float, target_qd: float,
+             ke: float, kd: float, alpha: float, dt: float, lam: float, lam_limit: float):
     """Impulses along one free dof at coordinate ``q`` (``q_start`` at the step's start; generalized inverse
-    mass ``w``, ``w_drive`` with each body's share split among its drives): a hard push back into [lower,
-    upper] outside the limits (first), else the drive's change (second), which has applied ``lam`` in this
-    step's earlier sweeps."""
-    if q < lower:
-        return hard_step(q - lower, w, alpha), 0.0
-    if q > upper:
-        return hard_step(q - upper, w, alpha), 0.0
+    mass ``w``, each body's share split among the joints on it): the rigid limits' push back into [lower,
+    upper] (first; ``alpha`` = 0), else the change of the compliant limits' impulse (second; ``alpha`` > 0,
+    which applied ``lam_limit`` in this step's earlier sweeps), else, inside the limits, the change of the
+    drive's (third), which has applied ``lam``."""
+    if alpha > 0.0:
+        dl = limit_step(q, lower, upper, w, alpha, lam_limit)
+        if lam_limit + dl != 0.0 or dl != 0.0:
+            return 0.0, dl, 0.0
+    elif q < lower:
+        return hard_step(q - lower, w), 0.0, 0.0
+    elif q > upper:
+        return hard_step(q - upper, w), 0.0, 0.0
     if ke == 0.0 and kd == 0.0:
-        return 0.0, 0.0
-    return 0.0, compliant_step(q - target_q, q - q_start - target_qd * dt, w_drive, ke, kd, dt, lam)
+        return 0.0, 0.0, 0.0
+    return 0.0, 0.0, compliant_step(q - target_q, q - q_start - target_qd * dt, w, ke, kd, dt, lam)
+
+
+@wp.func
+def split_weight(angular: int, n_p: float, m_p: float, I_p: wp.mat33, a_p: wp.vec3, n_c: float, m_c: float,
+                 I_c: wp.mat33, a_c: wp.vec3, n: wp.vec3):
+    """Generalized inverse mass of a joint along unit ``n`` (an angular direction when ``angular``, else a
+    linear one at lever arms ``a_p``/``a_c``), each body's share times its count ``n_p``/``n_c`` of joints."""
+    if angular == 1:
+        return n_p * wp.dot(n, I_p * n) + n_c * wp.dot(n, I_c * n)
+    return n_p * linear_weight(m_p, I_p, a_p, n) + n_c * linear_weight(m_c, I_c, a_c, n)
+
+
+@wp.func
+def lock_vector_step(angular: int, c: wp.vec3, lam: wp.vec3, alpha: float, n_p: float, m_p: float, I_p: wp.mat33,
+                     a_p: wp.vec3, n_c: float, m_c: float, I_c: wp.mat33, a_c: wp.vec3):
+    """Change of the impulse ``lam`` (applied in this step's earlier sweeps) of a compliant vector constraint
+    ``c = 0`` (``alpha`` > 0): :func:`lock_step` along the residual ``c + alpha lam``."""
+    r = c + lam * alpha
+    cr = wp.length(r)
+    if cr <= 1.0e-12:
+        return wp.vec3(0.0)
+    n = r / cr
+    return n * lock_step(cr, split_weight(angular, n_p, m_p, I_p, a_p, n_c, m_c, I_c, a_c, n), alpha, 0.0)
 
 
 @wp.func
@@ -103,60 +155,34 @@ def joint_frames(body_q: wp.array(dtype=wp.transform), parent: int, child: int, 
 
 
 @wp.func
-def add_impulse(delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float), body: int,
-                inv_mass: wp.array(dtype=float), p: wp.vec3, l: wp.vec3):
-    """Record the impulse (linear ``p``, angular ``l`` about the center) on ``body`` if it is dynamic."""
-    if body >= 0:
-        if inv_mass[body] > 0.0:
-            wp.atomic_add(delta, body, wp.spatial_vector(p, l))
-            wp.atomic_add(count, body, 1.0)
-
-
-@wp.func
-def add_whole_impulse(drive: wp.array(dtype=wp.spatial_vector), body: int, inv_mass: wp.array(dtype=float),
+def add_whole_impulse(whole: wp.array(dtype=wp.spatial_vector), body: int, inv_mass: wp.array(dtype=float),
                       p: wp.vec3, l: wp.vec3):
-    """Record a drive's impulse on ``body`` if it is dynamic; drives' impulses are applied whole, not averaged."""
+    """Record a joint's impulse on ``body`` if it is dynamic (applied whole, not averaged)."""
     if body >= 0:
         if inv_mass[body] > 0.0:
-            wp.atomic_add(drive, body, wp.spatial_vector(p, l))
-
-
-@wp.func
-def has_drive(target_ke: wp.array(dtype=float), target_kd: wp.array(dtype=float), start: int, n: int):
-    """Whether any of the ``n`` dofs from ``start`` has a drive gain."""
-    found = 0
-    for k in range(n):
-        if target_ke[start + k] != 0.0 or target_kd[start + k] != 0.0:
-            found = 1
-    return found
+            wp.atomic_add(whole, body, wp.spatial_vector(p, l))
 
 
 @wp.kernel
-def drive_count_kernel(joint_type: wp.array(dtype=wp.int32), joint_enabled: wp.array(dtype=wp.int32),
+def whole_count_kernel(joint_type: wp.array(dtype=wp.int32), joint_enabled: wp.array(dtype=wp.int32),
                        joint_parent: wp.array(dtype=wp.int32), joint_child: wp.array(dtype=wp.int32),
-                       joint_qd_start: wp.array(dtype=wp.int32), joint_dof_dim: wp.array2d(dtype=wp.int32),
-                       target_ke: wp.array(dtype=float), target_kd: wp.array(dtype=float),
                        linear: wp.array(dtype=float), angular: wp.array(dtype=float)):
-    """Per body, the number of joints whose drives act on it in the linear and in the angular pass (the mass
-    splitting that lets the Jacobi sweeps apply drive impulses whole)."""
+    """Per body, the number of joints that act on it in the linear and in the angular pass: the mass splitting
+    that lets the Jacobi sweeps apply every joint's impulse whole to both its bodies."""
     j = wp.tid()
     jt = joint_type[j]
-    if joint_enabled[j] == 0 or jt == _FREE or jt == _DISTANCE or jt == _FIXED:
+    if joint_enabled[j] == 0 or jt == _FREE:
         return
-    ds = joint_qd_start[j]
-    nl = joint_dof_dim[j, 0]
-    lin = has_drive(target_ke, target_kd, ds, nl)
-    ang = has_drive(target_ke, target_kd, ds + nl, joint_dof_dim[j, 1])
+    ang = 1.0
+    if jt == _DISTANCE:
+        ang = 0.0
     parent = joint_parent[j]
     child = joint_child[j]
-    if lin == 1:
-        wp.atomic_add(linear, child, 1.0)
-        if parent >= 0:
-            wp.atomic_add(linear, parent, 1.0)
-    if ang == 1:
-        wp.atomic_add(angular, child, 1.0)
-        if parent >= 0:
-            wp.atomic_add(angular, parent, 1.0)
+    wp.atomic_add(linear, child, 1.0)
+    wp.atomic_add(angular, child, ang)
+    if parent >= 0:
+        wp.atomic_add(linear, parent, 1.0)
+        wp.atomic_add(angular, parent, ang)
 
 
 @wp.kernel
@@ -171,9 +197,11 @@ def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.a
                         limit_lower: wp.array(dtype=float), limit_upper: wp.array(dtype=float),
                         target_ke: wp.array(dtype=float), target_kd: wp.array(dtype=float),
                         target_q: wp.array(dtype=float), target_qd: wp.array(dtype=float), alpha: float,
-                        dt: float, lam_in: wp.array(dtype=float), drive_count: wp.array(dtype=float),
-                        delta: wp.array(dtype=wp.spatial_vector), count: wp.array(dtype=float),
-                        drive: wp.array(dtype=wp.spatial_vector), lam_out: wp.array(dtype=float)):
+                        relaxation: float, dt: float, lam_in: wp.array(dtype=float),
+                        limit_in: wp.array(dtype=float), lock_in: wp.array(dtype=wp.vec3),
+                        whole_count: wp.array(dtype=float), whole: wp.array(dtype=wp.spatial_vector),
+                        lam_out: wp.array(dtype=float),
+                        limit_out: wp.array(dtype=float), lock_out: wp.array(dtype=wp.vec3)):
     j = wp.tid()
     jt = joint_type[j]
     if joint_enabled[j] == 0 or jt == _FREE:
@@ -188,71 +216,79 @@ def joint_linear_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.a
     m_p = 0.0
     I_p = wp.mat33(0.0)
     a_p = wp.vec3(0.0)
+    n_p = 0.0
     if parent >= 0:
         m_p = inv_mass[parent]
         I_p = world_inv_inertia(body_q[parent], inv_inertia[parent])
         a_p = x_p - wp.transform_point(body_q[parent], body_com[parent])
+        n_p = whole_count[parent]
     m_c = inv_mass[child]
     I_c = world_inv_inertia(body_q[child], inv_inertia[child])
     a_c = x_c - wp.transform_point(body_q[child], body_com[child])
+    n_c = whole_count[child]
     d = x_c - x_p
     p_total = wp.vec3(0.0)
-    p_drive = wp.vec3(0.0)
-    n_p = 0.0
-    if parent >= 0:
-        n_p = drive_count[parent]
-    n_c = drive_count[child]
+    p_whole = wp.vec3(0.0)
     locked = d
-    nl = 0
+    lock = lock_in[j]
     if jt == _DISTANCE:
         # Only the distance between the frames' origins is held, inside [lower, upper] (a negative bound: none).
         locked = wp.vec3(0.0)
         ds = joint_qd_start[j]
         lower = limit_lower[ds]
         upper = limit_upper[ds]
+        if lower < 0.0:
+            lower = -1.0
+        if upper < 0.0:
+            upper = 1.0e30
         l = wp.length(d)
-        err = 0.0
-        if lower >= 0.0 and l < lower:
-            err = l - lower
-        elif upper >= 0.0 and l > upper:
-            err = l - upper
-        if err != 0.0 and l > 1.0e-9:
+        if l > 1.0e-9:
             n = d / l
-            w = linear_weight(m_p, I_p, a_p, n) + linear_weight(m_c, I_c, a_c, n)
-            p_total = n * hard_step(err, w, alpha)
+            if alpha > 0.0:
+                dl = limit_step(l, lower, upper, split_weight(0, n_p, m_p, I_p, a_p, n_c, m_c, I_c, a_c, n), alpha,
+                                lock[0])
+                lock = wp.vec3(lock[0] + dl, 0.0, 0.0)
+                p_whole = n * dl
+            elif l < lower:
+                p_total = n * hard_step(l - lower, split_weight(0, n_p, m_p, I_p, a_p, n_c, m_c, I_c, a_c, n))
+            elif l > upper:
+                p_total = n * hard_step(l - upper, split_weight(0, n_p, m_p, I_p, a_p, n_c, m_c, I_c, a_c, n))
     if jt == _PRISMATIC or jt == _D6:
-        nl = joint_dof_dim[j, 0]
         X_wp0, X_wc0 = joint_frames(body_q_start, parent, child, joint_X_p[j], joint_X_c[j])
         d0 = wp.transform_get_translation(X_wc0) - wp.transform_get_translation(X_wp0)
         r_p0 = wp.transform_get_rotation(X_wp0)
         ds = joint_qd_start[j]
         qs = joint_q_start[j]
-        for k in range(nl):
+        for k in range(joint_dof_dim[j, 0]):
             ax = joint_axis[ds + k]
             a = wp.quat_rotate(r_p, ax)
             q = wp.dot(d, a)
             locked = locked - a * q
-            w_p = linear_weight(m_p, I_p, a_p, a)
-            w_c = linear_weight(m_c, I_c, a_c, a)
+            lock = lock - a * wp.dot(lock, a)  # the locked impulse has no part along a free axis
             q0 = wp.dot(d0, wp.quat_rotate(r_p0, ax))
-            dl, dlam = dof_step(q, q0, w_p + w_c, n_p * w_p + n_c * w_c, limit_lower[ds + k], limit_upper[ds + k],
-                                target_q[qs + k], target_qd[ds + k], target_ke[ds + k], target_kd[ds + k], alpha, dt,
-                                lam_in[ds + k])
+            dl, dlim, dlam = dof_step(q, q0, split_weight(0, n_p, m_p, I_p, a_p, n_c, m_c, I_c, a_c, a),
+                                      limit_lower[ds + k], limit_upper[ds + k], target_q[qs + k], target_qd[ds + k],
+                                      target_ke[ds + k], target_kd[ds + k], alpha, dt, lam_in[ds + k],
+                                      limit_in[ds + k])
             lam_out[ds + k] = lam_in[ds + k] + dlam
+            limit_out[ds + k] = limit_in[ds + k] + dlim
             p_total = p_total + a * dl
-            p_drive = p_drive + a * dlam
-    c = wp.length(locked)
-    if c > 1.0e-9:
-        n = locked / c
-        w = linear_weight(m_p, I_p, a_p, n) + linear_weight(m_c, I_c, a_c, n)
-        p_total = p_total + n * hard_step(c, w, alpha)
-    if wp.length(p_drive) > 0.0:
-        add_whole_impulse(drive, child, inv_mass, p_drive, wp.cross(a_c, p_drive))
-        add_whole_impulse(drive, parent, inv_mass, -p_drive, -wp.cross(a_p, p_drive))
-    if wp.length(p_total) == 0.0:
-        return
-    add_impulse(delta, count, child, inv_mass, p_total, wp.cross(a_c, p_total))
-    add_impulse(delta, count, parent, inv_mass, -p_total, -wp.cross(a_p, p_total))
+            p_whole = p_whole + a * (dlim + dlam)
+    if jt != _DISTANCE:
+        if alpha > 0.0:
+            dlock = lock_vector_step(0, locked, lock, alpha, n_p, m_p, I_p, a_p, n_c, m_c, I_c, a_c)
+            lock = lock + dlock
+            p_whole = p_whole + dlock
+        else:
+            c = wp.length(locked)
+            if c > 1.0e-9:
+                n = locked / c
+                p_total = p_total + n * hard_step(c, split_weight(0, n_p, m_p, I_p, a_p, n_c, m_c, I_c, a_c, n))
+    lock_out[j] = lock
+    p_whole = p_whole + p_total * relaxation
+    if wp.length(p_whole) > 0.0:
+        add_whole_impulse(whole, child, inv_mass, p_whole, wp.cross(a_c, p_whole))
+        add_whole_impulse(whole, parent, inv_mass, -p_whole, -wp.cross(a_p, p_whole))
 
 
 @wp.kernel
@@ -266,10 +302,12 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
                          limit_lower: wp.array(dtype=float),
                          limit_upper: wp.array(dtype=float), target_ke: wp.array(dtype=float),
                          target_kd: wp.array(dtype=float), target_q: wp.array(dtype=float),
-                         target_qd: wp.array(dtype=float), alpha: float, dt: float, lam_in: wp.array(dtype=float),
-                         drive_count: wp.array(dtype=float), delta: wp.array(dtype=wp.spatial_vector),
-                         count: wp.array(dtype=float), drive: wp.array(dtype=wp.spatial_vector),
-                         lam_out: wp.array(dtype=float)):
+                         target_qd: wp.array(dtype=float), alpha: float, relaxation: float, dt: float,
+                         lam_in: wp.array(dtype=float), limit_in: wp.array(dtype=float),
+                         lock_in: wp.array(dtype=wp.vec3), whole_count: wp.array(dtype=float),
+                         whole: wp.array(dtype=wp.spatial_vector),
+                         lam_out: wp.array(dtype=float), limit_out: wp.array(dtype=float),
+                         lock_out: wp.array(dtype=wp.vec3)):
     j = wp.tid()
     jt = joint_type[j]
     if joint_enabled[j] == 0 or jt == _FREE or jt == _DISTANCE:
@@ -281,16 +319,18 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
     r_p = wp.transform_get_rotation(X_wp)
     r_c = wp.transform_get_rotation(X_wc)
     I_p = wp.mat33(0.0)
-    if parent >= 0:
-        I_p = world_inv_inertia(body_q[parent], inv_inertia[parent])
-    I_c = world_inv_inertia(body_q[child], inv_inertia[child])
-    r_err = wp.quat_inverse(r_p) * r_c
-    l_total = wp.vec3(0.0)
-    l_drive = wp.vec3(0.0)
     n_p = 0.0
     if parent >= 0:
-        n_p = drive_count[parent]
-    n_c = drive_count[child]
+        I_p = world_inv_inertia(body_q[parent], inv_inertia[parent])
+        n_p = whole_count[parent]
+    I_c = world_inv_inertia(body_q[child], inv_inertia[child])
+    n_c = whole_count[child]
+    r_err = wp.quat_inverse(r_p) * r_c
+    l_total = wp.vec3(0.0)
+    l_whole = wp.vec3(0.0)
+    lock = lock_in[j]
+    zero = wp.vec3(0.0)
+    locked = wp.vec3(0.0)  # the rotation (world frame) the locked directions undo: none for BALL and D6 (na > 1)
     if jt == _REVOLUTE or (jt == _D6 and na == 1):
         ds = joint_qd_start[j]
         nl = joint_dof_dim[j, 0]
@@ -300,24 +340,23 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
         e = wp.cross(a, wp.quat_rotate(r_c, ax))
         c = wp.length(e)
         if c > 1.0e-9:
-            n = e / c
-            w = wp.dot(n, I_p * n) + wp.dot(n, I_c * n)
-            l_total = n * hard_step(wp.asin(wp.min(c, 1.0)), w, alpha)
+            locked = e * (wp.asin(wp.min(c, 1.0)) / c)
+        lock = lock - a * wp.dot(lock, a)
         X_wp0, X_wc0 = joint_frames(body_q_start, parent, child, joint_X_p[j], joint_X_c[j])
         q = twist_angle(r_err, ax)
         q0 = twist_angle(wp.quat_inverse(wp.transform_get_rotation(X_wp0)) * wp.transform_get_rotation(X_wc0), ax)
-        w_p = wp.dot(a, I_p * a)
-        w_c = wp.dot(a, I_c * a)
         d = ds + nl
-        dl, dlam = dof_step(q, q - wrap_angle(q - q0), w_p + w_c, n_p * w_p + n_c * w_c, limit_lower[d],
-                            limit_upper[d], target_q[joint_q_start[j] + nl], target_qd[d], target_ke[d],
-                            target_kd[d], alpha, dt, lam_in[d])
+        w = split_weight(1, n_p, 0.0, I_p, zero, n_c, 0.0, I_c, zero, a)
+        dl, dlim, dlam = dof_step(q, q - wrap_angle(q - q0), w, limit_lower[d], limit_upper[d],
+                                  target_q[joint_q_start[j] + nl], target_qd[d], target_ke[d], target_kd[d], alpha, dt,
+                                  lam_in[d], limit_in[d])
         lam_out[d] = lam_in[d] + dlam
+        limit_out[d] = limit_in[d] + dlim
         l_total = l_total + a * dl
-        l_drive = l_drive + a * dlam
+        l_whole = l_whole + a * (dlim + dlam)
     elif jt == _BALL or (jt == _D6 and na > 1):
         # Three angular coordinates, each limited and driven along its own direction (its covector); the middle
-        # one of a D6 joint with two angular axes is locked at 0.
+        # one of a D6 joint with two angular axes is locked at 0 (its impulse in the first entry of ``lock``).
         ds = joint_qd_start[j]
         start = ds + joint_dof_dim[j, 0]
         if jt == _BALL:
@@ -330,35 +369,43 @@ def joint_angular_kernel(body_q: wp.array(dtype=wp.transform), body_q_start: wp.
         tgt = angular_targets(jt, target_q, joint_q_start[j] + start - ds, na)
         if na == 2:
             g = wp.quat_rotate(r_p, wp.vec3(C[1, 0], C[1, 1], C[1, 2]))
-            w = wp.dot(g, I_p * g) + wp.dot(g, I_c * g)
-            l_total = g * hard_step(t[1], w, alpha)
+            w = split_weight(1, n_p, 0.0, I_p, zero, n_c, 0.0, I_c, zero, g)
+            if alpha > 0.0:
+                dm = lock_step(t[1], w, alpha, lock[0])
+                lock = wp.vec3(lock[0] + dm, 0.0, 0.0)
+                l_whole = g * dm
+            else:
+                l_total = g * hard_step(t[1], w)
         for k in range(na):
             i = angular_coordinate_of_dof(na, k)
             g = wp.quat_rotate(r_p, wp.vec3(C[i, 0], C[i, 1], C[i, 2]))
-            w_p = wp.dot(g, I_p * g)
-            w_c = wp.dot(g, I_c * g)
             d = start + k
-            dl, dlam = dof_step(t[i], t[i] - wrap_angle(t[i] - t0[i]), w_p + w_c, n_p * w_p + n_c * w_c,
-                                limit_lower[d], limit_upper[d], tgt[k], target_qd[d], target_ke[d], target_kd[d],
-                                alpha, dt, lam_in[d])
+            dl, dlim, dlam = dof_step(t[i], t[i] - wrap_angle(t[i] - t0[i]),
+                                      split_weight(1, n_p, 0.0, I_p, zero, n_c, 0.0, I_c, zero, g), limit_lower[d],
+                                      limit_upper[d], tgt[k], target_qd[d], target_ke[d], target_kd[d], alpha, dt,
+                                      lam_in[d], limit_in[d])
             lam_out[d] = lam_in[d] + dlam
+            limit_out[d] = limit_in[d] + dlim
             l_total = l_total + g * dl
-            l_drive = l_drive + g * dlam
+            l_whole = l_whole + g * (dlim + dlam)
     else:
         # FIXED, PRISMATIC and D6 without angular dofs: the child frame's rotation relative to the parent's.
-        e = wp.quat_rotate(r_p, rotation_vector(r_err))
-        c = wp.length(e)
+        locked = wp.quat_rotate(r_p, rotation_vector(r_err))
+    if jt == _BALL or (jt == _D6 and na > 1):
+        lock_out[j] = lock
+    elif alpha > 0.0:
+        dlock = lock_vector_step(1, locked, lock, alpha, n_p, 0.0, I_p, zero, n_c, 0.0, I_c, zero)
+        lock_out[j] = lock + dlock
+        l_whole = l_whole + dlock
+    else:
+        c = wp.length(locked)
         if c > 1.0e-9:
-            n = e / c
-            w = wp.dot(n, I_p * n) + wp.dot(n, I_c * n)
-            l_total = n * hard_step(c, w, alpha)
-    if wp.length(l_drive) > 0.0:
-        add_whole_impulse(drive, child, inv_mass, wp.vec3(0.0), l_drive)
-        add_whole_impulse(drive, parent, inv_mass, wp.vec3(0.0), -l_drive)
-    if wp.length(l_total) == 0.0:
-        return
-    add_impulse(delta, count, child, inv_mass, wp.vec3(0.0), l_total)
-    add_impulse(delta, count, parent, inv_mass, wp.vec3(0.0), -l_total)
+            n = locked / c
+            l_total = l_total + n * hard_step(c, split_weight(1, n_p, 0.0, I_p, zero, n_c, 0.0, I_c, zero, n))
+    l_whole = l_whole + l_total * relaxation
+    if wp.length(l_whole) > 0.0:
+        add_whole_impulse(whole, child, inv_mass, zero, l_whole)
+        add_whole_impulse(whole, parent, inv_mass, zero, -l_whole)
 
 
 @wp.kernel
