@@ -19,7 +19,7 @@ from .annotations import arg_type
 from .array import array as array_class
 from .array import zeros as array_zeros
 from .codegen import printf_directive
-from .errors import KernelSyntaxError, KernelTypeError
+from .errors import KernelError, KernelSyntaxError, KernelTypeError
 from .frontend import Builder, PyObj, _coerce, _describe, call_form, call_kind
 from .functions import Function, GradWrapper, grad
 from .ir import ArrayType, Const, Operand, ctype

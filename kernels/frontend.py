@@ -18,6 +18,7 @@ import math
 import textwrap
 import types as pytypes
 import typing
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -210,6 +211,65 @@ class Source:
         return getattr(node, "lineno", 1) + self.first_line - 1
 
 
+_DECLARED_STATICS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def declare_statics(func: Any) -> None:
+    """Evaluate `func`'s `wp.static(...)` expressions now, at its definition, as Warp does: the values of the
+    globals and closure cells it reads then are the ones built in (a global rebound later, or `wp.static`'s own
+    name rebound, changes nothing), and each is evaluated once. Expressions that read the function's own
+    variables (a static loop's variable, a local's length) or that fail now are evaluated when it is built.
+    Nested statics are part of the outer one's value."""
+    code = func.__code__
+    names = set(code.co_names) | set(code.co_freevars)
+    scope = {**func.__globals__, **closure_values(func)}
+    if not any(n == "static" or _is_static(scope.get(n)) for n in names):
+        return  # (the cheap test: a function that never names wp.static or an alias of it)
+    try:
+        src = Source(func)
+    except KernelError:
+        return
+    local = _assigned_names(src.node.body) | {a.arg for a in ast.walk(src.node.args) if isinstance(a, ast.arg)}
+    found: dict[tuple, Any] = {}
+    pending = list(reversed(list(ast.iter_child_nodes(src.node))))  # in source order: side effects as written
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and _is_static(
+                _lookup(node.func, scope)):
+            arg = node.args[0]
+            if not {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)} & local:
+                try:
+                    code_ = compile(ast.Expression(arg), f"<static expression at {src.filename}:{src.line(node)}>",
+                                    "eval")
+                    found[_node_key(node)] = eval(code_, func.__globals__, closure_values(func))  # noqa: S307
+                except Exception:  # left to the build, which reports it at its line
+                    pass
+                continue
+        pending.extend(reversed(list(ast.iter_child_nodes(node))))
+    if found:
+        _DECLARED_STATICS[func] = found
+
+
+def _node_key(node: ast.AST) -> tuple:
+    """Where a node is in its function's source: the same in every parse of it (a call and the call of its
+    result start at one place, so the end counts too)."""
+    return node.lineno, node.col_offset, node.end_lineno, node.end_col_offset
+
+
+def _is_static(obj: Any) -> bool:
+    return isinstance(obj, B.Builtin) and obj.name == "static"
+
+
+def _lookup(node: ast.expr, scope: dict) -> Any:
+    """What a name or an attribute chain (`wp.static`) names in `scope`, without calling anything (None)."""
+    if isinstance(node, ast.Name):
+        return scope.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _lookup(node.value, scope)
+        return getattr(base, node.attr, None) if isinstance(base, pytypes.ModuleType) else None
+    return None
+
+
 _ENTRY_TEST_NODES = (ast.Expression, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.Constant, ast.Name,
                      ast.Load, ast.cmpop, ast.boolop, ast.unaryop, ast.operator)
 
@@ -273,6 +333,7 @@ class Builder:
         self.cur_line = source.first_line
         # `closure`: values the function closed over when it was defined, over those its cells hold now
         self.scope = Scope(arg_types, {**closure_values(source.func), **(closure or {})}, adjoints)
+        self.declared_statics = _DECLARED_STATICS.get(source.func, {})
         if not is_kernel:
             self.declare_return()
         elif annotations(source.func).get("return", None) not in (None, type(None)):
@@ -1654,6 +1715,8 @@ class Builder:
         return isinstance(f, PyObj) and isinstance(f.value, B.Builtin) and f.value.name == name
 
     def _expr_Call(self, node: ast.Call) -> Any:
+        if _node_key(node) in self.declared_statics:  # whatever the name of wp.static names now
+            return self.from_python(self.static_value(node), node)
         if any(isinstance(a, ast.Starred) for a in node.args):
             node = self.expand_starred(node)
         self.callee = node.func  # an attribute missing from a module here names a function (wp.nonexistent())
@@ -1877,7 +1940,11 @@ class Builder:
         return self.assign_temp(call, inst.ir.ret)
 
     def static_value(self, node: ast.Call) -> Any:
-        """Evaluate `wp.static(expr)`'s argument in Python, in the function's global and closure scope."""
+        """`wp.static(expr)`'s value: the one found when the function was defined (declare_statics), else its
+        argument evaluated now in Python, in the function's global and closure scope."""
+        key = _node_key(node)
+        if key in self.declared_statics:
+            return self.declared_statics[key]
         if len(node.args) != 1 or node.keywords:
             self.error(node, KernelTypeError, "wp.static() takes one expression")
         return self.eval_static(node.args[0], "wp.static()")

@@ -37,7 +37,10 @@ class Function:
         self.add_overload(func)
 
     def add_overload(self, func: Any) -> None:
+        from .frontend import declare_statics  # noqa: PLC0415 - the front end imports this module
+
         remember_source(func)
+        declare_statics(func)
         sig = _annotation_key(func)
         self.overloads = [f for f in self.overloads if _annotation_key(f) != sig] + [func]
         GENERATION[0] += 1

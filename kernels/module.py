@@ -41,7 +41,7 @@ from .annotations import annotations, arg_type, closure_values, remember_source
 from .backend import BuildOptions, Launcher, Program
 from .errors import KernelError, KernelTypeError
 from .extensions import registry
-from .frontend import Builder, Source, call_kind
+from .frontend import Builder, Source, call_kind, declare_statics
 from .functions import Function
 from .ir import ArrayType, Const
 from .structs import is_struct, is_tuple
@@ -282,6 +282,7 @@ class Kernel:
                              "wp.set_module_options)")
         self.func = func
         remember_source(func)
+        declare_statics(func)
         # the closure's values now: a loop that defines kernels changes the cell they share afterwards
         self.defined_closure = closure_values(func)
         self.enable_backward = (options or {}).get("enable_backward", enable_backward)

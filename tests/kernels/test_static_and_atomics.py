@@ -234,3 +234,38 @@ def test_a_loop_whose_static_reads_its_variable_is_unrolled_past_max_unroll():
     out = wp.zeros(1, dtype=int)
     wp.launch(static_reads_the_loop_variable, 1, inputs=[out])
     assert out.numpy()[0] == sum(i * i for i in range(8))
+
+
+_STATIC_SCALE = 3.0
+
+
+def test_static_expressions_are_evaluated_when_the_kernel_is_defined():
+    """A `wp.static` expression that reads only globals and closure values is evaluated once, in source order,
+    when the kernel is defined (as in Warp): rebinding the global, or the name that aliases wp.static,
+    afterwards changes nothing; one that reads the kernel's own variables is evaluated at the build."""
+    global _STATIC_SCALE, _static_alias
+    calls = []
+
+    def bump() -> float:
+        calls.append(len(calls))
+        return float(len(calls))
+
+    _static_alias = wp.static
+
+    @wp.kernel(module="unique")
+    def k(out: wp.array(dtype=float)):
+        for i in wp.static(range(2)):
+            out[i] = wp.static(_STATIC_SCALE) * wp.static(bump()) + float(wp.static(i))
+        out[2] = _static_alias(bump())  # noqa: F821 - a global this test sets
+
+    assert calls == [0, 1]
+    try:
+        _STATIC_SCALE = 100.0
+        _static_alias = abs
+        out = wp.zeros(3)
+        wp.launch(k, 1, inputs=[out])
+    finally:
+        _STATIC_SCALE = 3.0
+        del _static_alias
+    np.testing.assert_array_equal(out.numpy(), [3.0, 4.0, 2.0])
+    assert calls == [0, 1]
