@@ -547,8 +547,10 @@ class ImportBuilder:
         """Add the USD Physics scene ``source`` (a file, ``#usda`` text or a ``Usd.Stage``; needs usd-core):
         a link per prim with ``RigidBodyAPI`` (mass, center of mass and principal inertia from ``MassAPI``,
         else from its colliders' density), colliders with ``CollisionAPI`` (cube, sphere, capsule, cylinder,
-        plane, mesh; static when no rigid body holds them), and revolute, prismatic, spherical and fixed
-        joints with limits (degrees for revolute joints) and ``DriveAPI`` gains and targets. Each tree of
+        plane, mesh; static when no rigid body holds them), and revolute, prismatic, spherical, fixed and
+        distance joints and generic ``PhysicsJoint`` prims (D6 joints: an axis is free unless its ``LimitAPI``
+        bounds it, or locks it with low > high), with limits (degrees for angles) and ``DriveAPI`` gains and
+        targets. Each tree of
         bodies is one articulation; a root without a joint to the world is free. Lengths follow the
         stage's meters per unit and its up axis is turned onto the builder's."""
         _usd_add(self, source, xform=xform, floating=floating, base_joint=base_joint, root_path=root_path,
@@ -1239,26 +1241,50 @@ def _usd_joint(self: ImportBuilder, u: _UsdImport, prim: Any, swapped: bool, par
         return self.add_joint_fixed(parent, child, **common)
     if prim.IsA(P.SphericalJoint):
         return self.add_joint_ball(parent, child, **common)
-    for schema, kind, drive in ((P.RevoluteJoint, "revolute", "angular"), (P.PrismaticJoint, "prismatic", "linear")):
-        if not prim.IsA(schema):
-            continue
-        typed = schema(prim)
-        axis = str(_usd_get(typed.GetAxisAttr(), "X"))
-        unit = math.pi / 180.0 if kind == "revolute" else u.meters
+    if prim.IsA(P.DistanceJoint):
+        dj = P.DistanceJoint(prim)
+        bounds = [_usd_get(attr, -1.0) for attr in (dj.GetMinDistanceAttr(), dj.GetMaxDistanceAttr())]
+        lo, hi = (float(b) * u.meters if b is not None and np.isfinite(b) and b >= 0.0 else -1.0 for b in bounds)
+        return self.add_joint_distance(parent, child, min_distance=lo, max_distance=hi, **common)
+
+    def dof(limit: tuple[float, float] | None, drive: str, kind: str, axis: str) -> JointDofConfig:
+        """A dof along `axis` with the prim's limits (degrees for angles) and the DriveAPI instance `drive`."""
+        unit = math.pi / 180.0 if kind == "angular" else u.meters
         values: dict[str, float] = {}
-        lo, hi = _usd_get(typed.GetLowerLimitAttr()), _usd_get(typed.GetUpperLimitAttr())
-        if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi) and lo <= hi:
-            values.update(limit_lower=float(lo) * unit, limit_upper=float(hi) * unit)
+        if limit is not None:
+            values.update(limit_lower=limit[0] * unit, limit_upper=limit[1] * unit)
         if prim.HasAPI(P.DriveAPI, drive):
             d = P.DriveAPI(prim, drive)
-            # USD angular gains are per degree; ours per radian.
-            per = 180.0 / math.pi if kind == "revolute" else 1.0
+            per = 180.0 / math.pi if kind == "angular" else 1.0  # USD angular gains are per degree; ours per radian
             values["target_ke"] = float(_usd_get(d.GetStiffnessAttr(), 0.0)) * per * gains
             values["target_kd"] = float(_usd_get(d.GetDampingAttr(), 0.0)) * per * gains
             values["target_q"] = float(_usd_get(d.GetTargetPositionAttr(), 0.0)) * unit
-        cfg = self._dof_cfg(_USD_AXES[axis], values)
-        if kind == "revolute":
-            return self.add_joint_revolute(parent, child, axis=cfg, **common)
-        return self.add_joint_prismatic(parent, child, axis=cfg, **common)
+        return self._dof_cfg(_USD_AXES[axis], values)
+
+    def finite(lo: Any, hi: Any) -> tuple[float, float] | None:
+        ok = lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi) and lo <= hi
+        return (float(lo), float(hi)) if ok else None
+
+    for schema, kind, drive in ((P.RevoluteJoint, "angular", "angular"), (P.PrismaticJoint, "linear", "linear")):
+        if prim.IsA(schema):
+            typed = schema(prim)
+            cfg = dof(finite(_usd_get(typed.GetLowerLimitAttr()), _usd_get(typed.GetUpperLimitAttr())), drive, kind,
+                      str(_usd_get(typed.GetAxisAttr(), "X")))
+            if kind == "angular":
+                return self.add_joint_revolute(parent, child, axis=cfg, **common)
+            return self.add_joint_prismatic(parent, child, axis=cfg, **common)
+    if prim.GetTypeName() == "PhysicsJoint":  # the generic (D6) joint: each axis free unless its LimitAPI says
+        axes: dict[str, list] = {"linear": [], "angular": []}
+        for name, kind, axis in (("transX", "linear", "X"), ("transY", "linear", "Y"), ("transZ", "linear", "Z"),
+                                 ("rotX", "angular", "X"), ("rotY", "angular", "Y"), ("rotZ", "angular", "Z")):
+            limit = None
+            if prim.HasAPI(P.LimitAPI, name):
+                api = P.LimitAPI(prim, name)
+                lo, hi = _usd_get(api.GetLowAttr()), _usd_get(api.GetHighAttr())
+                if lo is not None and hi is not None and lo > hi:  # USD's way of locking the axis
+                    continue
+                limit = finite(lo, hi)
+            axes[kind].append(dof(limit, name, kind, axis))
+        return self.add_joint_d6(parent, child, linear_axes=axes["linear"], angular_axes=axes["angular"], **common)
     raise ValueError(f"{where}: unsupported joint type {prim.GetTypeName()!r} (expected revolute, prismatic, "
-                     f"spherical or fixed)")
+                     f"spherical, fixed, distance or a generic PhysicsJoint)")

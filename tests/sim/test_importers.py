@@ -169,6 +169,55 @@ NEWTON_REFERENCE = {
 }
 
 
+def test_usd_generic_and_distance_joints():
+    """A generic PhysicsJoint becomes a D6 joint whose axes are free unless a LimitAPI bounds them (degrees for
+    angles) or locks them (low > high), with per-axis DriveAPI gains; a PhysicsDistanceJoint keeps its bounds."""
+    pytest.importorskip("pxr", reason="usd-core is not installed")
+    d6 = """    def PhysicsJoint "hinge" (prepend apiSchemas = ["PhysicsLimitAPI:transX", "PhysicsLimitAPI:transY",
+            "PhysicsLimitAPI:transZ", "PhysicsLimitAPI:rotX", "PhysicsLimitAPI:rotY", "PhysicsDriveAPI:rotZ"])
+    {
+        rel physics:body0 = </arm/base>
+        rel physics:body1 = </arm/link>
+        point3f physics:localPos0 = (0, 0, 0.5)
+        float limit:transX:physics:low = 1
+        float limit:transX:physics:high = -1
+        float limit:transY:physics:low = 1
+        float limit:transY:physics:high = -1
+        float limit:transZ:physics:low = -0.1
+        float limit:transZ:physics:high = 0.2
+        float limit:rotX:physics:low = 1
+        float limit:rotX:physics:high = -1
+        float limit:rotY:physics:low = -30
+        float limit:rotY:physics:high = 60
+        float drive:rotZ:physics:stiffness = 2
+        float drive:rotZ:physics:targetPosition = 90
+    }
+"""
+    start = ARM_USDA.index('    def PhysicsRevoluteJoint "hinge"')
+    end = ARM_USDA.index("}\ndef Cube", start)
+    b = newton.ModelBuilder()
+    b.add_usd(ARM_USDA[:start] + d6 + ARM_USDA[end:])
+    assert b.joint_type[1] == JointType.D6 and b.joint_dof_dim[1] == (1, 2)
+    np.testing.assert_allclose(b.joint_axis[0:3], [(0, 0, 1), (0, 1, 0), (0, 0, 1)])  # (the anchor has no dofs)
+    np.testing.assert_allclose(b.joint_limit_lower[0:2], (-0.1, -math.pi / 6), rtol=1e-6)
+    np.testing.assert_allclose(b.joint_limit_upper[0:2], (0.2, math.pi / 3), rtol=1e-6)
+    assert b.joint_target_ke[2] == pytest.approx(2 * 180 / math.pi)
+    assert b.joint_target_q[2] == pytest.approx(math.pi / 2)
+    b.finalize()
+    rope = """    def PhysicsDistanceJoint "hinge"
+    {
+        rel physics:body0 = </arm/base>
+        rel physics:body1 = </arm/link>
+        float physics:minDistance = 0.25
+        float physics:maxDistance = 0.75
+    }
+"""
+    b = newton.ModelBuilder()
+    b.add_usd(ARM_USDA[:start] + rope + ARM_USDA[end:])
+    assert b.joint_type[1] == JointType.DISTANCE
+    assert (b.joint_limit_lower[0], b.joint_limit_upper[0]) == pytest.approx((0.25, 0.75))
+
+
 @pytest.mark.skipif(ASSETS is None, reason="Newton's example assets are not installed in /tmp/newtonvenv")
 @pytest.mark.parametrize("name", sorted(NEWTON_REFERENCE))
 def test_newton_example_assets_import_as_newton_imports_them(name):
