@@ -201,7 +201,8 @@ def read_array_method(obj: Any, device: Device | None) -> Buffer:
 def _read_any(obj: Any, device: Device | None) -> Buffer:
     """Whichever protocol the object answers (properties may refuse at run time, so each is tried); an
     object that offers both interfaces is read through the one of the device asked for."""
-    if device is not None and device.is_cpu and getattr(obj, "__array_interface__", None) is not None:
+    if device is not None and device.backend.host_accessible and not device.backend.cuda_array_interface and \
+            getattr(obj, "__array_interface__", None) is not None:
         return read_array_interface(obj, device)
     if getattr(obj, "__cuda_array_interface__", None) is not None:
         return read_cuda_array_interface(obj, device)

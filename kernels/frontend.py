@@ -39,8 +39,8 @@ from .errors import (
     KernelTypeError,
     KernelValueError,
 )
+from .functions import DEFINITION_HOOKS, GradWrapper
 from .functions import Function as UserFunction
-from .functions import GradWrapper
 from .ir import ArrayType, Const, Operand, Var
 from .structs import is_struct, is_tuple, tuple_type
 
@@ -248,6 +248,9 @@ def declare_statics(func: Any) -> None:
         pending.extend(reversed(list(ast.iter_child_nodes(node))))
     if found:
         _DECLARED_STATICS[func] = found
+
+
+DEFINITION_HOOKS.append(declare_statics)
 
 
 def _node_key(node: ast.AST) -> tuple:

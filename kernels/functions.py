@@ -19,6 +19,8 @@ from .annotations import annotations, remember_source
 from .builtins import Builtin
 
 GENERATION = [0]  # bumped whenever any @wp.func changes, so dependent modules rebuild
+#: called with each function (overload) as it is defined: the front end evaluates its wp.static expressions
+DEFINITION_HOOKS: list[Callable[[Any], None]] = []
 
 
 class Function:
@@ -37,10 +39,9 @@ class Function:
         self.add_overload(func)
 
     def add_overload(self, func: Any) -> None:
-        from .frontend import declare_statics  # noqa: PLC0415 - the front end imports this module
-
         remember_source(func)
-        declare_statics(func)
+        for hook in DEFINITION_HOOKS:
+            hook(func)
         sig = _annotation_key(func)
         self.overloads = [f for f in self.overloads if _annotation_key(f) != sig] + [func]
         GENERATION[0] += 1
