@@ -1,4 +1,5 @@
-"""Kernel functions on collision shapes: signed distance, normal and probe points, in the shape's frame."""
+"""Kernel functions on collision shapes: signed distance, normal, probe points and probe edges, in the
+shape's frame."""
 
 from __future__ import annotations
 
@@ -162,3 +163,83 @@ def probe_point(geo: int, scale: wp.vec3, source: wp.uint64, k: int) -> wp.vec4:
             z = -scale[1]
         return wp.vec4(scale[0] * wp.cos(a), scale[0] * wp.sin(a), z, 0.0)
     return wp.vec4(0.0, 0.0, 0.0, 0.0)
+
+
+@wp.struct
+class EdgeProbe:
+    """A probe edge of a shape: the segment from ``a`` to ``b`` (local) with the radius its surface lies around
+    it; ``valid`` 0 for an edge another probe covers (a mesh edge is probed from one of its two triangles)."""
+
+    a: wp.vec3
+    b: wp.vec3
+    radius: float
+    valid: int
+
+
+@wp.func
+def edge_probe(geo: int, scale: wp.vec3, source: wp.uint64, k: int) -> EdgeProbe:
+    """Probe edge k of the shape: a capsule's axis (its one edge), a box's 12 edges (4 along each axis), a
+    mesh's triangle edges (k = 3 * triangle + corner; valid from the triangle that lists it in increasing
+    vertex order, so a closed mesh probes each edge once)."""
+    e = EdgeProbe()
+    e.valid = 0
+    if geo == CAPSULE:
+        e.a = wp.vec3(0.0, 0.0, scale[1])
+        e.b = wp.vec3(0.0, 0.0, -scale[1])
+        e.radius = scale[0]
+        e.valid = 1
+    elif geo == BOX:
+        axis = k // 4
+        s1 = 1.0
+        s2 = 1.0
+        if (k & 1) != 0:
+            s1 = -1.0
+        if (k & 2) != 0:
+            s2 = -1.0
+        if axis == 0:
+            e.a = wp.vec3(-scale[0], s1 * scale[1], s2 * scale[2])
+            e.b = wp.vec3(scale[0], s1 * scale[1], s2 * scale[2])
+        elif axis == 1:
+            e.a = wp.vec3(s1 * scale[0], -scale[1], s2 * scale[2])
+            e.b = wp.vec3(s1 * scale[0], scale[1], s2 * scale[2])
+        else:
+            e.a = wp.vec3(s1 * scale[0], s2 * scale[1], -scale[2])
+            e.b = wp.vec3(s1 * scale[0], s2 * scale[1], scale[2])
+        e.radius = 0.0
+        e.valid = 1
+    elif geo == MESH:
+        m = wp.mesh_get(source)
+        tri = k // 3
+        c = k - 3 * tri
+        i = m.indices[3 * tri + c]
+        j = m.indices[3 * tri + (c + 1) % 3]
+        if i < j:
+            e.a = wp.cw_mul(m.points[i], scale)
+            e.b = wp.cw_mul(m.points[j], scale)
+            e.radius = 0.0
+            e.valid = 1
+    return e
+
+
+@wp.func
+def deepest_on_segment(geo: int, scale: wp.vec3, source: wp.uint64, a: wp.vec3, b: wp.vec3,
+                       max_dist: float) -> float:
+    """The parameter in [0, 1] of the point of segment ab (in the shape's frame) deepest in the shape (least
+    signed distance): a golden-section search, exact for convex shapes (the distance is convex along a line)
+    to 1e-4 of the segment's length. Where the distance is flat (an edge lying on a face) it narrows to the
+    middle of the flat part, away from the faces beside it."""
+    lo = 0.0
+    hi = 1.0
+    for _i in range(20):
+        m1 = hi - 0.618034 * (hi - lo)
+        m2 = lo + 0.618034 * (hi - lo)
+        d1 = shape_distance(geo, scale, source, a + (b - a) * m1, max_dist)[0]
+        d2 = shape_distance(geo, scale, source, a + (b - a) * m2, max_dist)[0]
+        if d1 < d2 - 1.0e-7:
+            hi = m2
+        elif d2 < d1 - 1.0e-7:
+            lo = m1
+        else:
+            lo = m1
+            hi = m2
+    return 0.5 * (lo + hi)

@@ -277,3 +277,41 @@ def test_gradient_through_a_particle_bounce_matches_finite_differences():
 @wp.kernel
 def _particle_z(q: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
     loss[0] = q[0][2]
+
+
+def test_edges_touch_where_no_probe_point_does():
+    """Crossed capsules and a box lying edge-down across a wider box touch only along edges (every probe point
+    is outside the other shape): the probe edges find the contact at the deepest point, and under XPBD the
+    upper shape comes to rest on the lower one instead of falling through it."""
+    import math
+
+    def scene(kind: str) -> newton.ModelBuilder:
+        b = newton.ModelBuilder()
+        if kind == "capsules":
+            b.add_shape_capsule(-1, xform=wp.transform((0.0, 0.0, 0.0), wp.quat_from_axis_angle(
+                wp.vec3(0.0, 1.0, 0.0), math.pi / 2)), radius=0.1, half_height=1.0)
+            top = b.add_body(xform=wp.transform((0.0, 0.0, 0.19), wp.quat_from_axis_angle(
+                wp.vec3(1.0, 0.0, 0.0), math.pi / 2)))
+            b.add_shape_capsule(top, radius=0.1, half_height=1.0)
+        else:
+            b.add_shape_box(-1, hx=0.5, hy=0.5, hz=0.5)
+            top = b.add_body(xform=wp.transform((0.0, 0.0, 0.5 + 0.3 * math.sqrt(2.0) - 0.01),
+                                                wp.quat_from_axis_angle(wp.vec3(1.0, 0.0, 0.0), math.pi / 4)))
+            b.add_shape_box(top, hx=1.0, hy=0.3, hz=0.3)
+        return b
+
+    # (the box balanced on its edge tips onto a face: it ends 0.3 above the lower box's top, or 0.42 on its edge;
+    # without edge contacts it sank half a meter into the lower box before any corner met the other)
+    for kind, lowest in (("capsules", 0.18), ("boxes", 0.78)):
+        b = scene(kind)
+        b.body_qd[0] = (0.0, 0.0, -0.5, 0.0, 0.0, 0.0)  # moving down onto the lower shape
+        m = b.finalize()
+        pipeline = newton.CollisionPipeline(m)
+        contacts = pipeline.contacts()
+        pipeline.collide(m.state(), contacts)
+        n = int(contacts.rigid_contact_count.numpy()[0])
+        normals = contacts.rigid_contact_normal.numpy()[:n]
+        assert n >= 1 and np.any(np.abs(normals[:, 2]) > 0.99), kind  # the edge contact pushes up (or down)
+        s = run(m, newton.solvers.SolverXPBD(m, iterations=8), 600, 1.0 / 240, pipeline)[-1]
+        assert lowest < s.body_q.numpy()[0][2] < lowest + 0.2, kind
+        assert np.abs(s.body_qd.numpy()[0][:3]).max() < 0.1, kind
