@@ -132,6 +132,14 @@ def probe_count(geo: int) -> int:
 
 
 @wp.func
+def bit_sign(k: int, bit: int) -> float:
+    """-1 where `bit` is set in k, else 1: the signs of a box's corners and edges, numbered by their bits."""
+    if (k & bit) != 0:
+        return -1.0
+    return 1.0
+
+
+@wp.func
 def probe_point(geo: int, scale: wp.vec3, source: wp.uint64, k: int) -> wp.vec4:
     """Probe point k (xyz, local) of the shape and the radius (w) its surface lies around it (a mesh's probes
     are its scaled vertices)."""
@@ -146,16 +154,7 @@ def probe_point(geo: int, scale: wp.vec3, source: wp.uint64, k: int) -> wp.vec4:
             z = -scale[1]
         return wp.vec4(0.0, 0.0, z, scale[0])
     if geo == BOX:
-        sx = 1.0
-        sy = 1.0
-        sz = 1.0
-        if (k & 1) != 0:
-            sx = -1.0
-        if (k & 2) != 0:
-            sy = -1.0
-        if (k & 4) != 0:
-            sz = -1.0
-        return wp.vec4(sx * scale[0], sy * scale[1], sz * scale[2], 0.0)
+        return wp.vec4(bit_sign(k, 1) * scale[0], bit_sign(k, 2) * scale[1], bit_sign(k, 4) * scale[2], 0.0)
     if geo == CYLINDER:
         a = float(k % 8) * (2.0 * wp.pi / 8.0)
         z = scale[1]
@@ -190,12 +189,8 @@ def edge_probe(geo: int, scale: wp.vec3, source: wp.uint64, k: int) -> EdgeProbe
         e.valid = 1
     elif geo == BOX:
         axis = k // 4
-        s1 = 1.0
-        s2 = 1.0
-        if (k & 1) != 0:
-            s1 = -1.0
-        if (k & 2) != 0:
-            s2 = -1.0
+        s1 = bit_sign(k, 1)
+        s2 = bit_sign(k, 2)
         if axis == 0:
             e.a = wp.vec3(-scale[0], s1 * scale[1], s2 * scale[2])
             e.b = wp.vec3(scale[0], s1 * scale[1], s2 * scale[2])
