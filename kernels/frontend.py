@@ -222,7 +222,8 @@ def declare_statics(func: Any) -> None:
     Nested statics are part of the outer one's value."""
     code = func.__code__
     names = set(code.co_names) | set(code.co_freevars)
-    scope = {**func.__globals__, **closure_values(func)}
+    closure = closure_values(func)
+    scope = {**func.__globals__, **closure}
     if not any(n == "static" or _is_static(scope.get(n)) for n in names):
         return  # (the cheap test: a function that never names wp.static or an alias of it)
     try:
@@ -241,7 +242,7 @@ def declare_statics(func: Any) -> None:
                 try:
                     code_ = compile(ast.Expression(arg), f"<static expression at {src.filename}:{src.line(node)}>",
                                     "eval")
-                    found[_node_key(node)] = eval(code_, func.__globals__, closure_values(func))  # noqa: S307
+                    found[_node_key(node)] = eval(code_, func.__globals__, closure)  # noqa: S307
                 except Exception:  # left to the build, which reports it at its line
                     pass
                 continue

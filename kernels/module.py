@@ -606,8 +606,9 @@ class Module:
         """A digest of what a build of this module would compile: the typed IR of its kernels and of the
         functions they call (so the values `wp.static` folded in), and its build options (Warp's
         `Module.hash_module`). Building nothing, it tells whether two definitions would compile alike."""
-        digest = hashlib.sha256(repr(self.options_key()).encode())
-        ctx = BuildContext(self.options_key()[0], self.options_key()[3], 0)
+        options = self.options_key()
+        digest = hashlib.sha256(repr(options).encode())
+        ctx = BuildContext(options[0], options[3], 0)
         for k in self.kernels.values():
             if k.is_generic:
                 continue

@@ -664,9 +664,8 @@ class TransformType(VectorType):
                 if k in given and not _is_sequence(given[k]):
                     raise TypeError(f"Invalid argument '{k}' in transformation constructor: expected a sequence, "
                                     f"got {type(given[k]).__name__}")
-            args = (np.concatenate([np.asarray(_plain(given.get("p", (0.0, 0.0, 0.0))), dtype=np.float64).reshape(-1),
-                                    np.asarray(_plain(given.get("q", (0.0, 0.0, 0.0, 1.0))),
-                                               dtype=np.float64).reshape(-1)]),)
+            p, q = given.get("p", (0.0, 0.0, 0.0)), given.get("q", (0.0, 0.0, 0.0, 1.0))
+            args = (np.concatenate([np.asarray(_plain(v), dtype=np.float64).reshape(-1) for v in (p, q)]),)
         elif not args:
             args = ((0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0),)
         elif one is not None and not _is_number(one) and not _is_sequence(one):
@@ -1018,10 +1017,8 @@ spatial_vectorh, spatial_vectorf, spatial_vectord = (vector(6, t) for t in _SUFF
 spatial_vector = spatial_vectorf
 spatial_matrixh, spatial_matrixf, spatial_matrixd = (matrix((6, 6), t) for t in _SUFFIXED_FLOATS)
 spatial_matrix = spatial_matrixf
-for _t, _name in zip((spatial_vectorh, spatial_vectorf, spatial_vectord, spatial_matrixh, spatial_matrixf,
-                      spatial_matrixd), ("spatial_vectorh", "spatial_vectorf", "spatial_vectord", "spatial_matrixh",
-                                         "spatial_matrixf", "spatial_matrixd"), strict=True):
-    _t.__name__ = _t.__qualname__ = _name  # Warp's names (length-6 vectors and 6x6 matrices are these types)
+for _name in (f"{kind}{suffix}" for kind in ("spatial_vector", "spatial_matrix") for suffix in "hfd"):
+    globals()[_name].__name__ = globals()[_name].__qualname__ = _name  # Warp's names (the 6 and 6x6 types)
 
 #: every type name `import loomwork as wp` exports (scalars, and vectors/matrices in every suffix)
 PUBLIC_TYPES = sorted(
