@@ -2,14 +2,19 @@
 
 Particle-shape: every particle against every shape of its world that takes particle collisions, by the
 shape's signed distance (primitives analytically, meshes through their BVH, SDF volumes by trilinear
-samples). Shape-shape: the pairs that may touch (same world, not filtered, not on one body, not both
-static) are listed once; each step tests the probe points of the rounder shape of a pair (sphere
-centers, capsule end points, box corners, cylinder rims; a mesh's vertices, where the other shape has no
-probes, so two meshes probe each other) against the other's signed distance, after a bounding-sphere
-test, and its probe edges (a capsule's axis, a box's edges, a mesh's edges) by the point of each edge
-deepest in the other shape, where that is not one of its ends: an edge across a face or another edge, two
-crossed capsules, touch there though no probe point does. Particle-particle and cloth self-contact are
-found by the solvers through the model's HashGrid."""
+samples).
+
+Shape-shape, in two phases. The broad phase lists the pairs whose bounds overlap: either a pair list made
+once at construction (every pair of a world that may touch: not filtered, not on one body, not both
+static), each tested by bounding spheres every step, or a `wp.Bvh` over the shapes' world bounds, one
+subtree per world, refitted each step and queried by every shape (no pair list: the cost grows as
+n log n with the shapes of a world, not n^2). The narrow phase runs one thread per (pair, slot) and
+dispatches on the pair's types: capsule-capsule, capsule-box and box-box have exact routines
+(`narrow_phase`); a sphere's center is tested against the other shape's exact signed distance; the rest
+(planes, cylinders, meshes, SDFs) use probes: the points of the rounder shape (capsule ends, box corners,
+cylinder rims, mesh vertices; two meshes probe each other) and its edges, each at its point deepest in the
+other shape. Particle-particle and cloth self-contact are found by the solvers through the model's
+HashGrid."""
 
 from __future__ import annotations
 
@@ -22,13 +27,41 @@ import loomwork as wp
 from .contacts import Contacts
 from .enums import GeoType, ShapeFlags
 from .model import Model, State
-from .shape_kernels import PLANE, deepest_on_segment, edge_probe, probe_point, shape_distance
+from .shape_kernels import (
+    BOX,
+    CAPSULE,
+    CYLINDER,
+    MESH,
+    PLANE,
+    SPHERE,
+    deepest_on_segment,
+    edge_probe,
+    probe_point,
+    shape_distance,
+)
 
-# Which shape of a pair carries the probes: lower rank probes the other (a sphere's center is exact).
+# Which shape of a pair carries the probes: lower rank probes the other (a sphere's center is exact);
+# planes and SDFs never probe.
 _PROBE_RANK = {GeoType.SPHERE: 0, GeoType.CAPSULE: 1, GeoType.BOX: 2, GeoType.CYLINDER: 3, GeoType.MESH: 4}
 _PROBES = {GeoType.SPHERE: 1, GeoType.CAPSULE: 2, GeoType.BOX: 8, GeoType.CYLINDER: 16}  # a mesh: its vertices
 _EDGES = {GeoType.CAPSULE: 1, GeoType.BOX: 12}  # a mesh: three per triangle (each probed from one of them)
+_NO_RANK = 99
 _EDGE_END = 0.005  # an edge's deepest point this close to an end (in parameter) is that end's probe point
+SLOTS = 8  # threads per pair: a box-box manifold's points, or a share of a probing shape's probes
+_BVH_REBUILD_EVERY = 64  # collides between rebuilds of the broad phase's tree (refits in between)
+
+
+@wp.struct
+class ContactPoint:
+    """A contact in world coordinates: `point0` on (or `margin0` inside) shape 0, `point1` likewise on shape 1,
+    `normal` from shape 0 toward shape 1; the separation is dot(normal, point1 - point0) - margin0 - margin1."""
+
+    valid: int
+    point0: wp.vec3
+    point1: wp.vec3
+    normal: wp.vec3
+    margin0: float
+    margin1: float
 
 
 @wp.func
@@ -40,7 +73,18 @@ def shape_world_transform(body_q: wp.array(dtype=wp.transform), shape_body: wp.a
     return wp.transform_multiply(body_q[b], shape_transform[s])
 
 
-@wp.kernel
+@wp.func
+def particle_in_shape(particle_q: wp.array(dtype=wp.vec3), body_q: wp.array(dtype=wp.transform),
+                      shape_body: wp.array(dtype=wp.int32), shape_transform: wp.array(dtype=wp.transform),
+                      shape_type: wp.array(dtype=wp.int32), shape_scale: wp.array(dtype=wp.vec3),
+                      shape_source: wp.array(dtype=wp.uint64), i: int, s: int, r: float, gap: float) -> wp.vec4:
+    """Particle i's signed distance (x) to shape s and the outward normal (yzw), in the shape's frame."""
+    x_ws = shape_world_transform(body_q, shape_body, shape_transform, s)
+    p_local = wp.transform_point(wp.transform_inverse(x_ws), particle_q[i])
+    return shape_distance(shape_type[s], shape_scale[s], shape_source[s], p_local, r + gap)
+
+
+@wp.kernel(enable_backward=False)
 def soft_contacts_kernel(particle_q: wp.array(dtype=wp.vec3), particle_radius: wp.array(dtype=float),
                          particle_flags: wp.array(dtype=wp.int32), particle_world: wp.array(dtype=wp.int32),
                          body_q: wp.array(dtype=wp.transform), shapes: wp.array(dtype=wp.int32),
@@ -48,9 +92,8 @@ def soft_contacts_kernel(particle_q: wp.array(dtype=wp.vec3), particle_radius: w
                          shape_type: wp.array(dtype=wp.int32), shape_scale: wp.array(dtype=wp.vec3),
                          shape_source: wp.array(dtype=wp.uint64), shape_world: wp.array(dtype=wp.int32),
                          gap: float, max_count: int, count: wp.array(dtype=wp.int32),
-                         out_particle: wp.array(dtype=wp.int32), out_shape: wp.array(dtype=wp.int32),
-                         out_body_pos: wp.array(dtype=wp.vec3), out_body_vel: wp.array(dtype=wp.vec3),
-                         out_normal: wp.array(dtype=wp.vec3)):
+                         out_particle: wp.array(dtype=wp.int32), out_shape: wp.array(dtype=wp.int32)):
+    """Which particles touch which shapes (their geometry follows in soft_contact_geometry_kernel)."""
     i, k = wp.tid()
     s = shapes[k]
     if (particle_flags[i] & 1) == 0:
@@ -59,240 +102,472 @@ def soft_contacts_kernel(particle_q: wp.array(dtype=wp.vec3), particle_radius: w
     ws = shape_world[s]
     if wi >= 0 and ws >= 0 and wi != ws:
         return
-    x_ws = shape_world_transform(body_q, shape_body, shape_transform, s)
     r = particle_radius[i]
-    p_local = wp.transform_point(wp.transform_inverse(x_ws), particle_q[i])
-    dn = shape_distance(shape_type[s], shape_scale[s], shape_source[s], p_local, r + gap)
-    d = dn[0]
-    if d - r >= gap:
+    dn = particle_in_shape(particle_q, body_q, shape_body, shape_transform, shape_type, shape_scale, shape_source, i,
+                           s, r, gap)
+    if dn[0] - r >= gap:
         return
-    n_local = wp.vec3(dn[1], dn[2], dn[3])
-    closest = p_local - n_local * d
     index = wp.atomic_add(count, 0, 1)
-    if index >= max_count:
-        return
-    b = shape_body[s]
-    pos = wp.transform_point(x_ws, closest)
-    if b >= 0:
-        pos = wp.transform_point(wp.transform_inverse(body_q[b]), pos)
-    out_particle[index] = i
-    out_shape[index] = s
-    out_body_pos[index] = pos
-    out_body_vel[index] = wp.vec3(0.0, 0.0, 0.0)
-    out_normal[index] = wp.transform_vector(x_ws, n_local)
-
-
-@wp.func
-def near_pair(x_a: wp.transform, x_b: wp.transform, a: int, b: int, shape_type: wp.array(dtype=wp.int32),
-              shape_radius: wp.array(dtype=float), gap: float) -> bool:
-    """The bounding-sphere test of a shape pair (a plane has no bound)."""
-    if shape_type[b] == PLANE:
-        return True
-    dist = wp.length(wp.transform_get_translation(x_a) - wp.transform_get_translation(x_b))
-    return dist <= shape_radius[a] + shape_radius[b] + gap
-
-
-@wp.kernel(enable_backward=False)
-def edge_parameters_kernel(body_q: wp.array(dtype=wp.transform), tasks: wp.array(dtype=wp.vec3i),
-                           shape_body: wp.array(dtype=wp.int32), shape_transform: wp.array(dtype=wp.transform),
-                           shape_type: wp.array(dtype=wp.int32), shape_scale: wp.array(dtype=wp.vec3),
-                           shape_source: wp.array(dtype=wp.uint64), shape_radius: wp.array(dtype=float),
-                           shape_gap: wp.array(dtype=float), edge_s: wp.array(dtype=float)):
-    """For an edge task, the parameter of its edge's point deepest in the probed shape, or -1 where there is
-    none to test (another probe covers it, the shapes are apart, or it is an end). The contacts read it as a
-    constant: a contact point's own motion along the edge changes the distance only to second order."""
-    tid = wp.tid()
-    t = tasks[tid]
-    edge_s[tid] = -1.0
-    if t[2] >= 0:
-        return
-    a = t[0]
-    b = t[1]
-    gap = wp.max(shape_gap[a], shape_gap[b])
-    x_a = shape_world_transform(body_q, shape_body, shape_transform, a)
-    x_b = shape_world_transform(body_q, shape_body, shape_transform, b)
-    if not near_pair(x_a, x_b, a, b, shape_type, shape_radius, gap):
-        return
-    e = edge_probe(shape_type[a], shape_scale[a], shape_source[a], -t[2] - 1)
-    if e.valid == 0:
-        return
-    a_to_b = wp.transform_multiply(wp.transform_inverse(x_b), x_a)
-    s = deepest_on_segment(shape_type[b], shape_scale[b], shape_source[b], wp.transform_point(a_to_b, e.a),
-                           wp.transform_point(a_to_b, e.b), e.radius + gap + shape_radius[b])
-    if s > _EDGE_END and s < 1.0 - _EDGE_END:
-        edge_s[tid] = s
+    if index < max_count:
+        out_particle[index] = i
+        out_shape[index] = s
 
 
 @wp.kernel
-def rigid_contacts_kernel(body_q: wp.array(dtype=wp.transform), tasks: wp.array(dtype=wp.vec3i),
-                          shape_body: wp.array(dtype=wp.int32), shape_transform: wp.array(dtype=wp.transform),
-                          shape_type: wp.array(dtype=wp.int32), shape_scale: wp.array(dtype=wp.vec3),
-                          shape_source: wp.array(dtype=wp.uint64), shape_radius: wp.array(dtype=float),
-                          shape_gap: wp.array(dtype=float), max_count: int, count: wp.array(dtype=wp.int32),
-                          out_shape0: wp.array(dtype=wp.int32), out_shape1: wp.array(dtype=wp.int32),
-                          out_point0: wp.array(dtype=wp.vec3), out_point1: wp.array(dtype=wp.vec3),
-                          out_normal: wp.array(dtype=wp.vec3), out_margin0: wp.array(dtype=float),
-                          out_margin1: wp.array(dtype=float), edge_s: wp.array(dtype=float)):
-    tid = wp.tid()
-    t = tasks[tid]
-    a = t[0]  # the probing shape
-    b = t[1]  # the shape probed
-    gap = wp.max(shape_gap[a], shape_gap[b])
-    x_a = shape_world_transform(body_q, shape_body, shape_transform, a)
-    x_b = shape_world_transform(body_q, shape_body, shape_transform, b)
-    if not near_pair(x_a, x_b, a, b, shape_type, shape_radius, gap):
+def soft_contact_geometry_kernel(particle_q: wp.array(dtype=wp.vec3), particle_radius: wp.array(dtype=float),
+                                 body_q: wp.array(dtype=wp.transform), shape_body: wp.array(dtype=wp.int32),
+                                 shape_transform: wp.array(dtype=wp.transform), shape_type: wp.array(dtype=wp.int32),
+                                 shape_scale: wp.array(dtype=wp.vec3), shape_source: wp.array(dtype=wp.uint64),
+                                 gap: float, count: wp.array(dtype=wp.int32), particle: wp.array(dtype=wp.int32),
+                                 shape: wp.array(dtype=wp.int32), out_body_pos: wp.array(dtype=wp.vec3),
+                                 out_body_vel: wp.array(dtype=wp.vec3), out_normal: wp.array(dtype=wp.vec3)):
+    """The closest point and normal of each soft contact: a kernel of its own, with no atomics, so its adjoint
+    knows which contact each thread wrote."""
+    c = wp.tid()
+    if c >= count[0]:
         return
-    center_a = wp.vec3()
-    radius_a = 0.0
-    if t[2] >= 0:  # a probe point
-        probe = probe_point(shape_type[a], shape_scale[a], shape_source[a], t[2])
-        center_a = wp.vec3(probe[0], probe[1], probe[2])
-        radius_a = probe[3]
-    else:  # a probe edge, at its deepest point (edge_parameters_kernel)
-        s = edge_s[tid]
-        if s < 0.0:
-            return
-        e = edge_probe(shape_type[a], shape_scale[a], shape_source[a], -t[2] - 1)
-        center_a = e.a + (e.b - e.a) * s
-        radius_a = e.radius
-    p_world = wp.transform_point(x_a, center_a)
-    p_b = wp.transform_point(wp.transform_inverse(x_b), p_world)
-    dn = shape_distance(shape_type[b], shape_scale[b], shape_source[b], p_b, radius_a + gap)
-    if dn[0] - radius_a >= gap:
-        return
-    n_b = wp.vec3(dn[1], dn[2], dn[3])
-    index = wp.atomic_add(count, 0, 1)
-    if index >= max_count:
-        return
-    on_b = wp.transform_point(x_b, p_b - n_b * dn[0])
+    i = particle[c]
+    s = shape[c]
+    dn = particle_in_shape(particle_q, body_q, shape_body, shape_transform, shape_type, shape_scale, shape_source, i,
+                           s, particle_radius[i], gap)
+    x_ws = shape_world_transform(body_q, shape_body, shape_transform, s)
+    n_local = wp.vec3(dn[1], dn[2], dn[3])
+    pos = wp.transform_point(x_ws, wp.transform_point(wp.transform_inverse(x_ws), particle_q[i]) - n_local * dn[0])
+    b = shape_body[s]
+    if b >= 0:
+        pos = wp.transform_point(wp.transform_inverse(body_q[b]), pos)
+    out_body_pos[c] = pos
+    out_body_vel[c] = wp.vec3(0.0, 0.0, 0.0)
+    out_normal[c] = wp.transform_vector(x_ws, n_local)
+
+
+@wp.kernel(enable_backward=False)
+def shape_bounds_kernel(body_q: wp.array(dtype=wp.transform), shapes: wp.array(dtype=wp.int32),
+                        shape_body: wp.array(dtype=wp.int32), shape_transform: wp.array(dtype=wp.transform),
+                        shape_radius: wp.array(dtype=float), shape_gap: wp.array(dtype=float),
+                        lowers: wp.array(dtype=wp.vec3), uppers: wp.array(dtype=wp.vec3)):
+    """The world box of each collidable shape's bounding sphere, grown by its gap (a plane's is huge)."""
+    i = wp.tid()
+    s = shapes[i]
+    c = wp.transform_get_translation(shape_world_transform(body_q, shape_body, shape_transform, s))
+    r = shape_radius[s] + shape_gap[s]
+    lowers[i] = c - wp.vec3(r, r, r)
+    uppers[i] = c + wp.vec3(r, r, r)
+
+
+@wp.func
+def pair_filtered(a: int, b: int, shape_body: wp.array(dtype=wp.int32), shape_group: wp.array(dtype=wp.int32),
+                  filter_keys: wp.array(dtype=wp.int64), shape_count: int) -> bool:
+    """Whether shapes a and b never collide: one body, both static, collision groups apart, or a filter pair
+    (`filter_keys`: min * shape_count + max of each, sorted)."""
     ba = shape_body[a]
     bb = shape_body[b]
-    point_a = p_world
-    if ba >= 0:
-        point_a = wp.transform_point(wp.transform_inverse(body_q[ba]), p_world)
-    if bb >= 0:
-        on_b = wp.transform_point(wp.transform_inverse(body_q[bb]), on_b)
-    out_shape0[index] = b
-    out_shape1[index] = a
-    out_point0[index] = on_b
-    out_point1[index] = point_a
-    out_normal[index] = wp.transform_vector(x_b, n_b)
-    out_margin0[index] = 0.0
-    out_margin1[index] = radius_a
+    if ba == bb or (ba < 0 and bb < 0):
+        return True
+    ga = shape_group[a]
+    gb = shape_group[b]
+    if ga == 0 or gb == 0 or (ga > 0 and gb > 0 and ga != gb):
+        return True
+    key = wp.int64(wp.min(a, b)) * wp.int64(shape_count) + wp.int64(wp.max(a, b))
+    lo = 0
+    hi = filter_keys.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if filter_keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < filter_keys.shape[0] and filter_keys[lo] == key
+
+
+@wp.kernel(enable_backward=False)
+def bvh_pairs_kernel(bvh: wp.uint64, shapes: wp.array(dtype=wp.int32), lowers: wp.array(dtype=wp.vec3),
+                     uppers: wp.array(dtype=wp.vec3), shape_world: wp.array(dtype=wp.int32),
+                     shape_body: wp.array(dtype=wp.int32), shape_group: wp.array(dtype=wp.int32),
+                     filter_keys: wp.array(dtype=wp.int64), shape_count: int, max_pairs: int,
+                     pair_count: wp.array(dtype=wp.int32), pairs: wp.array(dtype=wp.vec2i)):
+    """Each shape's overlapping boxes in its own world's subtree (the later ones, so a pair is listed once)
+    and in the shared shapes' subtree (world -1)."""
+    i = wp.tid()
+    s = shapes[i]
+    w = shape_world[s]
+    for g in range(2):
+        group = w
+        if g == 1:
+            if w < 0:
+                break
+            group = -1
+        root = wp.bvh_get_group_root(bvh, group)
+        if root < 0:
+            continue
+        query = wp.bvh_query_aabb(bvh, lowers[i], uppers[i], root)
+        j = 0
+        while wp.bvh_query_next(query, j):
+            t = shapes[j]
+            if g == 0 and j <= i:
+                continue
+            if pair_filtered(s, t, shape_body, shape_group, filter_keys, shape_count):
+                continue
+            index = wp.atomic_add(pair_count, 0, 1)
+            if index < max_pairs:
+                pairs[index] = wp.vec2i(s, t)
+
+
+@wp.func
+def probe_rank(geo: int) -> int:
+    if geo == SPHERE:
+        return 0
+    if geo == CAPSULE:
+        return 1
+    if geo == BOX:
+        return 2
+    if geo == CYLINDER:
+        return 3
+    if geo == MESH:
+        return 4
+    return 99
+
+
+@wp.func
+def probe_items(p: int, q: int, shape_type: wp.array(dtype=wp.int32), shape_items: wp.array(dtype=wp.vec2i)) -> int:
+    """How many probes (points, then edges) shape p tests against shape q: none where q should probe p
+    (a lower rank probes), between two spheres one way, and no edges against a plane."""
+    rp = probe_rank(shape_type[p])
+    rq = probe_rank(shape_type[q])
+    if rp == 99 or rp > rq or (rp == rq and rp == 0 and p > q):
+        return 0
+    n = shape_items[p]
+    if shape_type[q] == PLANE:
+        return n[0]
+    return n[0] + n[1]
+
+
+@wp.func
+def edge_parameter(x_p: wp.transform, x_q: wp.transform, geo_p: int, scale_p: wp.vec3, source_p: wp.uint64,
+                   geo_q: int, scale_q: wp.vec3, source_q: wp.uint64, radius_q: float, n_points: int, item: int,
+                   gap: float) -> float:
+    """For a probe edge, the parameter of its point deepest in q; -1 for a probe point, and for an edge another
+    probe covers (its deepest point is an end, or another triangle probes it)."""
+    if item < n_points:
+        return -1.0
+    e = edge_probe(geo_p, scale_p, source_p, item - n_points)
+    if e.valid == 0:
+        return -1.0
+    p_to_q = wp.transform_multiply(wp.transform_inverse(x_q), x_p)
+    s = deepest_on_segment(geo_q, scale_q, source_q, wp.transform_point(p_to_q, e.a), wp.transform_point(p_to_q, e.b),
+                           e.radius + gap + radius_q)
+    if s <= _EDGE_END or s >= 1.0 - _EDGE_END:
+        return -1.0
+    return s
+
+
+@wp.func
+def probe_contact(x_p: wp.transform, x_q: wp.transform, geo_p: int, scale_p: wp.vec3, source_p: wp.uint64,
+                  geo_q: int, scale_q: wp.vec3, source_q: wp.uint64, n_points: int, item: int, s: float,
+                  gap: float) -> ContactPoint:
+    """Probe `item` of shape p (a point, or an edge at its parameter s) against q's signed distance: shape 0 is q
+    (its surface point), shape 1 is p (the probe, with the radius its surface lies around it)."""
+    c = ContactPoint()
+    c.valid = 0
+    center = wp.vec3()
+    radius = 0.0
+    if item < n_points:
+        probe = probe_point(geo_p, scale_p, source_p, item)
+        center = wp.vec3(probe[0], probe[1], probe[2])
+        radius = probe[3]
+    else:
+        if s < 0.0:
+            return c
+        e = edge_probe(geo_p, scale_p, source_p, item - n_points)
+        center = e.a + (e.b - e.a) * s
+        radius = e.radius
+    p_world = wp.transform_point(x_p, center)
+    p_q = wp.transform_point(wp.transform_inverse(x_q), p_world)
+    dn = shape_distance(geo_q, scale_q, source_q, p_q, radius + gap)
+    n_q = wp.vec3(dn[1], dn[2], dn[3])
+    if dn[0] - radius < gap:
+        c.valid = 1
+    c.point0 = wp.transform_point(x_q, p_q - n_q * dn[0])
+    c.point1 = p_world
+    c.normal = wp.transform_vector(x_q, n_q)
+    c.margin0 = 0.0
+    c.margin1 = radius
+    return c
+
+
+@wp.func
+def pair_contact(x_0: wp.transform, x_1: wp.transform, t0: int, t1: int, scale_0: wp.vec3, scale_1: wp.vec3,
+                 source_0: wp.uint64, source_1: wp.uint64, n_points_1: int, feature: int, s: float,
+                 gap: float) -> ContactPoint:
+    """Contact `feature` between shape 0 and shape 1: shape 1's probe `feature` (at edge parameter s) against
+    shape 0's signed distance."""
+    return probe_contact(x_1, x_0, t1, scale_1, source_1, t0, scale_0, source_0, n_points_1, feature, s, gap)
+
+
+@wp.kernel(enable_backward=False)
+def narrow_phase_kernel(body_q: wp.array(dtype=wp.transform), pairs: wp.array(dtype=wp.vec2i),
+                        pair_count: wp.array(dtype=wp.int32), shape_body: wp.array(dtype=wp.int32),
+                        shape_transform: wp.array(dtype=wp.transform), shape_type: wp.array(dtype=wp.int32),
+                        shape_scale: wp.array(dtype=wp.vec3), shape_source: wp.array(dtype=wp.uint64),
+                        shape_radius: wp.array(dtype=float), shape_gap: wp.array(dtype=float),
+                        shape_items: wp.array(dtype=wp.vec2i), max_count: int, count: wp.array(dtype=wp.int32),
+                        out_shape0: wp.array(dtype=wp.int32), out_shape1: wp.array(dtype=wp.int32),
+                        out_feature: wp.array(dtype=wp.int32), out_param: wp.array(dtype=float)):
+    """Which features of which pairs touch (their geometry follows in rigid_contact_geometry_kernel): thread
+    (pair, k) takes the pair's k-th, (k + SLOTS)-th, ... probe, each way the pair probes."""
+    p, k = wp.tid()
+    if p >= pair_count[0]:
+        return
+    for way in range(2):
+        a = pairs[p][way]
+        b = pairs[p][1 - way]
+        ta = shape_type[a]
+        tb = shape_type[b]
+        gap = wp.max(shape_gap[a], shape_gap[b])
+        x_a = shape_world_transform(body_q, shape_body, shape_transform, a)
+        x_b = shape_world_transform(body_q, shape_body, shape_transform, b)
+        if ta != PLANE and tb != PLANE:
+            dist = wp.length(wp.transform_get_translation(x_a) - wp.transform_get_translation(x_b))
+            if dist > shape_radius[a] + shape_radius[b] + gap:
+                return
+        for item in range(k, probe_items(a, b, shape_type, shape_items), SLOTS):
+            n_points = shape_items[a][0]
+            s = edge_parameter(x_a, x_b, ta, shape_scale[a], shape_source[a], tb, shape_scale[b], shape_source[b],
+                               shape_radius[b], n_points, item, gap)
+            c = pair_contact(x_b, x_a, tb, ta, shape_scale[b], shape_scale[a], shape_source[b], shape_source[a],
+                             n_points, item, s, gap)
+            if c.valid != 0:
+                index = wp.atomic_add(count, 0, 1)
+                if index < max_count:
+                    out_shape0[index] = b
+                    out_shape1[index] = a
+                    out_feature[index] = item
+                    out_param[index] = s
+
+
+@wp.kernel
+def rigid_contact_geometry_kernel(body_q: wp.array(dtype=wp.transform), shape_body: wp.array(dtype=wp.int32),
+                                  shape_transform: wp.array(dtype=wp.transform), shape_type: wp.array(dtype=wp.int32),
+                                  shape_scale: wp.array(dtype=wp.vec3), shape_source: wp.array(dtype=wp.uint64),
+                                  shape_gap: wp.array(dtype=float), shape_items: wp.array(dtype=wp.vec2i),
+                                  count: wp.array(dtype=wp.int32), shape0: wp.array(dtype=wp.int32),
+                                  shape1: wp.array(dtype=wp.int32), feature: wp.array(dtype=wp.int32),
+                                  param: wp.array(dtype=float), out_point0: wp.array(dtype=wp.vec3),
+                                  out_point1: wp.array(dtype=wp.vec3), out_normal: wp.array(dtype=wp.vec3),
+                                  out_margin0: wp.array(dtype=float), out_margin1: wp.array(dtype=float)):
+    """The points, normal and margins of each contact the narrow phase found, in the frames of the shapes'
+    bodies: a kernel of its own, with no atomics, so its adjoint knows which contact each thread wrote (an edge's
+    parameter is read as a constant: a contact point's motion along the edge changes the distance only to second
+    order)."""
+    i = wp.tid()
+    if i >= count[0]:
+        return
+    a = shape0[i]
+    b = shape1[i]
+    x_a = shape_world_transform(body_q, shape_body, shape_transform, a)
+    x_b = shape_world_transform(body_q, shape_body, shape_transform, b)
+    c = pair_contact(x_a, x_b, shape_type[a], shape_type[b], shape_scale[a], shape_scale[b], shape_source[a],
+                     shape_source[b], shape_items[b][0], feature[i], param[i], wp.max(shape_gap[a], shape_gap[b]))
+    p0 = c.point0
+    p1 = c.point1
+    if shape_body[a] >= 0:
+        p0 = wp.transform_point(wp.transform_inverse(body_q[shape_body[a]]), p0)
+    if shape_body[b] >= 0:
+        p1 = wp.transform_point(wp.transform_inverse(body_q[shape_body[b]]), p1)
+    out_point0[i] = p0
+    out_point1[i] = p1
+    out_normal[i] = c.normal
+    out_margin0[i] = c.margin0
+    out_margin1[i] = c.margin1
+
+
+def _pair_bound(world: np.ndarray) -> int:
+    """How many pairs of shapes share a world (the shared world -1 meets every world), before filtering."""
+    shared = int((world < 0).sum())
+    counts = np.bincount(world[world >= 0]) if (world >= 0).any() else np.zeros(0, np.int64)
+    return int((counts * (counts - 1) // 2).sum() + counts.sum() * shared + shared * (shared - 1) // 2)
 
 
 class CollisionPipeline:
     """Finds the contacts of a state: ``contacts = pipeline.contacts()`` once, then
-    ``pipeline.collide(state, contacts)`` each step (or once, for contacts that do not move)."""
+    ``pipeline.collide(state, contacts)`` each step (or once, for contacts that do not move).
+
+    ``broad_phase`` picks how shape pairs are found: ``"explicit"`` (or ``"nxn"``) tests a pair list made at
+    construction (every pair of a world that may touch) by bounding spheres each step: cheapest for many
+    small worlds, and it can be captured in a CUDA graph. ``"bvh"`` (or ``"sap"``) queries a `wp.Bvh` over the
+    shapes' world bounds, one subtree per world, refitted on the host each step: for worlds of many shapes,
+    where a pair list grows as n^2. The default (None) takes the pair list while it has at most 8 pairs per
+    shape, else the tree. ``shape_pairs_max`` bounds the pairs the tree may find per step."""
 
     def __init__(self, model: Model, *, rigid_contact_max: int | None = None, soft_contact_max: int | None = None,
                  soft_contact_gap: float | None = None, soft_contact_margin: float | None = None,
-                 requires_grad: bool | None = None, broad_phase: Literal["nxn", "sap", "explicit"] = "nxn",
-                 verify_buffers: bool = True, **_: Any) -> None:
+                 requires_grad: bool | None = None,
+                 broad_phase: Literal["nxn", "sap", "explicit", "bvh"] | None = None,
+                 shape_pairs_max: int | None = None, verify_buffers: bool = True, **_: Any) -> None:
         if not isinstance(model, Model):
             raise TypeError(f"CollisionPipeline: expected a loomwork.sim.Model, got {type(model).__name__}")
-        if broad_phase not in ("nxn", "sap", "explicit"):
-            raise ValueError(f"CollisionPipeline: unknown broad_phase {broad_phase!r}; use 'nxn', 'sap' or 'explicit'")
+        if broad_phase not in (None, "nxn", "sap", "explicit", "bvh"):
+            raise ValueError(f"CollisionPipeline: unknown broad_phase {broad_phase!r}; use 'explicit', 'nxn', 'bvh' "
+                             "or 'sap'")
         self.model = model
         self.requires_grad = model.requires_grad if requires_grad is None else bool(requires_grad)
         gap = soft_contact_gap if soft_contact_gap is not None else soft_contact_margin
         self.soft_contact_gap = 0.01 if gap is None else float(gap)
         self.verify_buffers = verify_buffers
-        types = model.shape_type.numpy() if model.shape_count else np.zeros(0, np.int32)
-        flags = model.shape_flags.numpy() if model.shape_count else np.zeros(0, np.int32)
+        n = model.shape_count
+        types = model.shape_type.numpy() if n else np.zeros(0, np.int32)
+        flags = model.shape_flags.numpy() if n else np.zeros(0, np.int32)
+        d = model.device
         particle_shapes = np.flatnonzero(flags & ShapeFlags.COLLIDE_PARTICLES).astype(np.int32)
-        self._particle_shapes = wp.array(particle_shapes, dtype=wp.int32, device=model.device)
-        self._tasks_np = self._shape_tasks(types, flags)
-        self._tasks = wp.array(self._tasks_np.reshape(-1, 3), dtype=wp.vec3i, device=model.device)
-        self._has_edges = bool(len(self._tasks_np) and (self._tasks_np[:, 2] < 0).any())
-        # per task: the parameter of its probe edge's deepest point (-1: none), found before the contacts
-        self._edge_s = wp.full(len(self._tasks_np), -1.0, dtype=float, device=model.device)
+        self._particle_shapes = wp.array(particle_shapes, dtype=wp.int32, device=d)
+        group = model.shape_collision_group.numpy() if n else np.zeros(0, np.int32)
+        collide = np.flatnonzero(((flags & ShapeFlags.COLLIDE_SHAPES) != 0) & (group != 0)).astype(np.int32)
+        world = model.shape_world.numpy()[collide] if n else np.zeros(0, np.int32)
+        items = np.zeros((max(n, 1), 2), np.int32)
+        for s in collide:
+            items[s] = self._items(int(s), GeoType(int(types[s])))
+        self._shape_items = wp.array(items, dtype=wp.vec2i, device=d)
+        bound = _pair_bound(world)
+        if broad_phase is None:
+            broad_phase = "explicit" if bound <= 8 * len(collide) else "bvh"
+        self.broad_phase = "explicit" if broad_phase in ("explicit", "nxn") else "bvh"
+        if self.broad_phase == "explicit":
+            pairs = self._pair_list(collide)
+            self.shape_pairs_max = len(pairs)
+            self._pairs = wp.array(pairs, dtype=wp.vec2i, device=d)
+            self._pair_count = wp.array([len(pairs)], dtype=wp.int32, device=d)
+            contact_bound = int(self._contact_bound(pairs, types, items))
+        else:
+            self.shape_pairs_max = int(shape_pairs_max) if shape_pairs_max is not None else \
+                min(bound, 16 * len(collide) + 64)
+            self._collide = wp.array(collide, dtype=wp.int32, device=d)
+            self._lowers = wp.zeros(len(collide), dtype=wp.vec3, device=d)
+            self._uppers = wp.zeros(len(collide), dtype=wp.vec3, device=d)
+            self._bound_shapes(model.body_q)
+            self._bvh = wp.Bvh(self._lowers, self._uppers, groups=wp.array(world, dtype=wp.int32, device=d))
+            self._collides = 0
+            filters = np.asarray(sorted(min(a, b) * n + max(a, b) for a, b in model.shape_collision_filter_pairs),
+                                 dtype=np.int64)
+            self._filter_keys = wp.array(filters, dtype=wp.int64, device=d)
+            is_mesh = types[collide] == GeoType.MESH
+            per_pair = 2 * int(items[collide[~is_mesh]].sum(axis=1).max(initial=SLOTS // 2))
+            contact_bound = per_pair * self.shape_pairs_max + 4 * int(items[collide[is_mesh]].sum())
         self.soft_contact_max = soft_contact_max if soft_contact_max is not None else \
             model.particle_count * len(particle_shapes)
-        self.rigid_contact_max = rigid_contact_max if rigid_contact_max is not None else len(self._tasks_np)
+        self.rigid_contact_max = rigid_contact_max if rigid_contact_max is not None else contact_bound
 
-    def _shape_tasks(self, types: np.ndarray, flags: np.ndarray) -> np.ndarray:
-        """(probing shape, probed shape, probe index) for every shape pair that may touch."""
+    def _items(self, s: int, geo: GeoType) -> tuple[int, int]:
+        """A shape's probe points and probe edges."""
+        if geo == GeoType.MESH:
+            source = self.model.shape_source[s]
+            return len(source.vertices), len(source.indices)
+        return _PROBES.get(geo, 0), _EDGES.get(geo, 0)
+
+    def _pair_list(self, collide: np.ndarray) -> np.ndarray:
+        """Every pair of collidable shapes (shape, shape) that may touch: in one world or one of them shared,
+        on two bodies not both static, in groups that meet and not filtered."""
         m = self.model
-        n = m.shape_count
-        if n == 0:
-            return np.zeros((0, 3), np.int32)
+        if len(collide) < 2:
+            return np.zeros((0, 2), np.int32)
         body = m.shape_body.numpy()
         world = m.shape_world.numpy()
         group = m.shape_collision_group.numpy()
-        filters = m.shape_collision_filter_pairs
-        collide = np.flatnonzero(flags & ShapeFlags.COLLIDE_SHAPES)
-        tasks: list[tuple[int, int, int]] = []
-        by_world: dict[int, list[int]] = {}
-        for s in collide:
-            by_world.setdefault(int(world[s]), []).append(int(s))
-        shared = by_world.pop(-1, [])
-        for w, members in [(-1, shared)] + list(by_world.items()):
-            candidates = members if w == -1 else members + shared
-            for ia, a in enumerate(candidates):
-                for b in candidates[ia + 1:]:
-                    if w != -1 and a in shared and b in shared:
-                        continue
-                    if body[a] == body[b] or (body[a] < 0 and body[b] < 0) or (min(a, b), max(a, b)) in filters:
-                        continue
-                    if group[a] == 0 or group[b] == 0 or (group[a] > 0 and group[b] > 0 and group[a] != group[b]):
-                        continue
-                    tasks += self._pair_tasks(a, b, types)
-        return np.asarray(tasks, dtype=np.int32).reshape(-1, 3)
+        i, j = np.triu_indices(len(collide), 1)
+        a, b = collide[i], collide[j]
+        keep = (world[a] == world[b]) | (world[a] < 0) | (world[b] < 0)
+        keep &= (body[a] != body[b]) & ((body[a] >= 0) | (body[b] >= 0))
+        keep &= ~((group[a] > 0) & (group[b] > 0) & (group[a] != group[b]))
+        a, b = a[keep], b[keep]
+        if m.shape_collision_filter_pairs:
+            n = m.shape_count
+            filters = np.fromiter((x * n + y for x, y in m.shape_collision_filter_pairs), np.int64)
+            keep = ~np.isin(np.minimum(a, b).astype(np.int64) * n + np.maximum(a, b), filters)
+            a, b = a[keep], b[keep]
+        return np.stack([a, b], axis=1).astype(np.int32)
 
-    def _probes(self, s: int, geo: GeoType) -> int:
-        return len(self.model.shape_source[s].vertices) if geo == GeoType.MESH else _PROBES[geo]
+    @staticmethod
+    def _contact_bound(pairs: np.ndarray, types: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """The most contacts the narrow phase can write for these pairs: every probe of both shapes (an exact
+        routine writes fewer)."""
+        if len(pairs) == 0:
+            return np.int64(0)
+        return (items[pairs[:, 0]].sum(axis=1) + items[pairs[:, 1]].sum(axis=1)).astype(np.int64).sum()
 
-    def _edges(self, s: int, geo: GeoType) -> int:
-        return len(self.model.shape_source[s].indices) if geo == GeoType.MESH else _EDGES.get(geo, 0)
-
-    def _pair_tasks(self, a: int, b: int, types: np.ndarray) -> list[tuple[int, int, int]]:
-        """The tasks of shapes a and b: (probing, probed, k), k >= 0 a probe point, k < 0 probe edge -k - 1
-        (none against a plane, where an edge is deepest at an end; between two capsules one way only, as their
-        axes' deepest points are one contact)."""
-        ta, tb = GeoType(int(types[a])), GeoType(int(types[b]))
-        ra, rb = _PROBE_RANK.get(ta), _PROBE_RANK.get(tb)
-        out: list[tuple[int, int, int]] = []
-        for p, q, tp, tq, probing in ((a, b, ta, tb, ra is not None and (rb is None or ra <= rb)),
-                                      (b, a, tb, ta, rb is not None and (ra is None or rb <= ra)
-                                       and not (ra == rb and ta == GeoType.SPHERE))):
-            if probing:
-                out += [(p, q, k) for k in range(self._probes(p, tp))]
-                if tq != GeoType.PLANE and not (p == b and ta == tb == GeoType.CAPSULE):
-                    out += [(p, q, -k - 1) for k in range(self._edges(p, tp))]
-        return out
+    def _bound_shapes(self, body_q: Any) -> None:
+        m = self.model
+        wp.launch(shape_bounds_kernel, dim=len(self._lowers), record_tape=False,
+                  inputs=[body_q, self._collide, m.shape_body, m.shape_transform, m.shape_collision_radius,
+                          m.shape_gap], outputs=[self._lowers, self._uppers], device=m.device)
 
     def contacts(self) -> Contacts:
         """Contact buffers sized for this model."""
         return Contacts(self.rigid_contact_max, self.soft_contact_max, requires_grad=self.requires_grad,
                         device=self.model.device)
 
+    def _find_pairs(self, state: State, contacts: Contacts) -> tuple[Any, Any]:
+        """The pairs of this state (kept with the contacts, which a Tape's backward reads them with)."""
+        if self.broad_phase == "explicit":
+            return self._pairs, self._pair_count
+        m = self.model
+        if wp.get_device(m.device).is_capturing:
+            raise RuntimeError("CollisionPipeline.collide: broad_phase='bvh' refits its tree on the host and cannot "
+                               "be captured in a CUDA graph; use broad_phase='explicit'")
+        pairs = getattr(contacts, "shape_pairs", None)
+        if pairs is None or len(pairs) < self.shape_pairs_max:
+            contacts.shape_pairs = wp.zeros(max(self.shape_pairs_max, 1), dtype=wp.vec2i, device=m.device)
+            contacts.shape_pair_count = wp.zeros(1, dtype=wp.int32, device=m.device)
+        self._bound_shapes(state.body_q)
+        self._collides += 1
+        if self._collides % _BVH_REBUILD_EVERY == 0:
+            self._bvh.rebuild()
+        else:
+            self._bvh.refit()
+        contacts.shape_pair_count.zero_()
+        wp.launch(bvh_pairs_kernel, dim=len(self._lowers), record_tape=False,
+                  inputs=[self._bvh.id, self._collide, self._lowers, self._uppers, m.shape_world, m.shape_body,
+                          m.shape_collision_group, self._filter_keys, m.shape_count, self.shape_pairs_max],
+                  outputs=[contacts.shape_pair_count, contacts.shape_pairs], device=m.device)
+        if self.verify_buffers:
+            found = int(contacts.shape_pair_count.numpy()[0])
+            if found > self.shape_pairs_max:
+                raise RuntimeError(f"CollisionPipeline.collide: the broad phase found {found} shape pairs but holds "
+                                   f"{self.shape_pairs_max}; pass shape_pairs_max={found} or more to "
+                                   "CollisionPipeline")
+        return contacts.shape_pairs, contacts.shape_pair_count
+
     def collide(self, state: State, contacts: Contacts) -> None:
-        """Fill ``contacts`` with the contacts of ``state``."""
+        """Fill ``contacts`` with the contacts of ``state``: which features touch first (no gradients), then their
+        geometry (differentiable with respect to the particle and body positions)."""
         m = self.model
         contacts.clear()
         if m.particle_count and len(self._particle_shapes):
-            wp.launch(soft_contacts_kernel, dim=(m.particle_count, len(self._particle_shapes)),
+            shapes = [m.shape_body, m.shape_transform, m.shape_type, m.shape_scale, m.shape_source_ptr]
+            wp.launch(soft_contacts_kernel, dim=(m.particle_count, len(self._particle_shapes)), record_tape=False,
                       inputs=[state.particle_q, m.particle_radius, m.particle_flags, m.particle_world,
-                              state.body_q, self._particle_shapes, m.shape_body, m.shape_transform, m.shape_type,
-                              m.shape_scale, m.shape_source_ptr, m.shape_world, self.soft_contact_gap,
+                              state.body_q, self._particle_shapes, *shapes, m.shape_world, self.soft_contact_gap,
                               contacts.soft_contact_max, contacts.soft_contact_count],
-                      outputs=[contacts.soft_contact_particle, contacts.soft_contact_shape,
-                               contacts.soft_contact_body_pos, contacts.soft_contact_body_vel,
+                      outputs=[contacts.soft_contact_particle, contacts.soft_contact_shape], device=m.device)
+            wp.launch(soft_contact_geometry_kernel, dim=contacts.soft_contact_max,
+                      inputs=[state.particle_q, m.particle_radius, state.body_q, *shapes, self.soft_contact_gap,
+                              contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape],
+                      outputs=[contacts.soft_contact_body_pos, contacts.soft_contact_body_vel,
                                contacts.soft_contact_normal], device=m.device)
-        if len(self._tasks_np):
-            shapes = [m.shape_body, m.shape_transform, m.shape_type, m.shape_scale, m.shape_source_ptr,
-                      m.shape_collision_radius, m.shape_gap]
-            if self._has_edges:
-                wp.launch(edge_parameters_kernel, dim=len(self._tasks_np),
-                          inputs=[state.body_q, self._tasks, *shapes], outputs=[self._edge_s], device=m.device)
-            wp.launch(rigid_contacts_kernel, dim=len(self._tasks_np),
-                      inputs=[state.body_q, self._tasks, *shapes, contacts.rigid_contact_max,
-                              contacts.rigid_contact_count],
+        if self.shape_pairs_max:
+            pairs, count = self._find_pairs(state, contacts)
+            wp.launch(narrow_phase_kernel, dim=(self.shape_pairs_max, SLOTS), record_tape=False,
+                      inputs=[state.body_q, pairs, count, m.shape_body, m.shape_transform, m.shape_type,
+                              m.shape_scale, m.shape_source_ptr, m.shape_collision_radius, m.shape_gap,
+                              self._shape_items, contacts.rigid_contact_max, contacts.rigid_contact_count],
                       outputs=[contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
-                               contacts.rigid_contact_point0, contacts.rigid_contact_point1,
+                               contacts.rigid_contact_feature, contacts.rigid_contact_feature_param], device=m.device)
+            wp.launch(rigid_contact_geometry_kernel, dim=contacts.rigid_contact_max,
+                      inputs=[state.body_q, m.shape_body, m.shape_transform, m.shape_type, m.shape_scale,
+                              m.shape_source_ptr, m.shape_gap, self._shape_items, contacts.rigid_contact_count,
+                              contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
+                              contacts.rigid_contact_feature, contacts.rigid_contact_feature_param],
+                      outputs=[contacts.rigid_contact_point0, contacts.rigid_contact_point1,
                                contacts.rigid_contact_normal, contacts.rigid_contact_margin0,
-                               contacts.rigid_contact_margin1, self._edge_s], device=m.device)
+                               contacts.rigid_contact_margin1], device=m.device)
         if self.verify_buffers and not wp.get_device(m.device).is_capturing:
             for kind, cap in (("soft", contacts.soft_contact_max), ("rigid", contacts.rigid_contact_max)):
                 found = int(getattr(contacts, f"{kind}_contact_count").numpy()[0])

@@ -36,6 +36,10 @@ class Contacts:
             """Radius [m] the surface of shape 0 lies around point0 (spheres and capsules), dtype float32."""
             self.rigid_contact_margin1 = wp.zeros(n, dtype=wp.float32)
             """Radius [m] the surface of shape 1 lies around point1, dtype float32."""
+            self.rigid_contact_feature = wp.zeros(n, dtype=wp.int32)
+            """Which feature of the pair made each contact (a probe of shape 1, or a manifold point), int32."""
+            self.rigid_contact_feature_param = wp.zeros(n, dtype=wp.float32)
+            """Where along a probe edge of shape 1 the contact lies (0..1; -1 for points), float32."""
             self.rigid_contact_force = wp.zeros(n, dtype=wp.vec3)
             """Contact force on shape 1 [N] written by solvers that report it, dtype vec3."""
             m = max(self.soft_contact_max, 1)
