@@ -4,7 +4,9 @@
 
 Scenes: a 64x64 cloth over a sphere (SolverSemiImplicit, contacts found every 8 steps), a
 512-particle granular pile on the ground (particle-particle contacts through the HashGrid) and the
-64x64 cloth stiffer (1e4) under SolverVBD at 4 steps a frame, 10 iterations. Newton
+64x64 cloth stiffer (1e4) under SolverVBD at 4 steps a frame, 10 iterations, and 512 rigid spheres, boxes
+and capsules dropped in one world onto the ground (SolverXPBD, 4 iterations, contacts every step through the
+"sap" broad phase: Newton's sweep and prune, loomwork's Bvh). Newton
 runs in its own interpreter (a venv with ``newton==1.8.0``; by default /tmp/newtonvenv); without one
 its column says so. Last, loomwork's backward pass of a 100-step 32x32 cloth rollout (``wp.Tape``)
 against its forward pass (target: at most 4x).
@@ -61,14 +63,34 @@ SCENES = textwrap.dedent('''
         b.color()
         return b.finalize(device="cpu"), 1.0 / 60 / 4, 1
 
+    def rigid_pile(newton, wp):
+        b = newton.ModelBuilder()
+        for i in range(512):
+            x, y, z = i % 8, (i // 8) % 8, i // 64
+            body = b.add_body(xform=wp.transform((0.25 * x + 0.02 * (z % 2), 0.25 * y, 0.2 + 0.25 * z),
+                                                 wp.quat_rpy(0.3 * x, 0.2 * y, 0.1 * z)))
+            if i % 3 == 0:
+                b.add_shape_sphere(body, radius=0.1)
+            elif i % 3 == 1:
+                b.add_shape_box(body, hx=0.1, hy=0.08, hz=0.06)
+            else:
+                b.add_shape_capsule(body, radius=0.06, half_height=0.06)
+        b.add_ground_plane()
+        return b.finalize(device="cpu"), 1.0 / 120, 1
+
     def run(newton, wp, make, steps):
         model, dt, every = make(newton, wp)
+        broad_phase = "explicit"
         if make is cloth_vbd:
             solver = newton.solvers.SolverVBD(model, iterations=10)
             steps = max(steps // 4, 1)
+        elif make is rigid_pile:
+            solver = newton.solvers.SolverXPBD(model, iterations=4)
+            steps = max(steps // 4, 1)
+            broad_phase = "sap"  # loomwork's "sap" is its Bvh broad phase
         else:
             solver = newton.solvers.SolverSemiImplicit(model)
-        pipe = newton.CollisionPipeline(model, soft_contact_margin=0.05)
+        pipe = newton.CollisionPipeline(model, soft_contact_margin=0.05, broad_phase=broad_phase)
         contacts = pipe.contacts()
         s0, s1 = model.state(), model.state()
 
@@ -99,7 +121,8 @@ SCENES = textwrap.dedent('''
         else:
             import loomwork as wp
             import loomwork.sim as newton
-        scenes = (("cloth 64x64", cloth), ("pile 512", pile), ("cloth 64x64 VBD", cloth_vbd))
+        scenes = (("cloth 64x64", cloth), ("pile 512", pile), ("cloth 64x64 VBD", cloth_vbd),
+                  ("rigid pile 512", rigid_pile))
         out = {}
         for name, fn in scenes:
             try:

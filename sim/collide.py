@@ -27,6 +27,7 @@ import loomwork as wp
 from .contacts import Contacts
 from .enums import GeoType, ShapeFlags
 from .model import Model, State
+from .narrow_phase import ContactPoint, box_box_contact, capsule_box_contact, capsule_capsule_contact
 from .shape_kernels import (
     BOX,
     CAPSULE,
@@ -49,19 +50,6 @@ _NO_RANK = 99
 _EDGE_END = 0.005  # an edge's deepest point this close to an end (in parameter) is that end's probe point
 SLOTS = 8  # threads per pair: a box-box manifold's points, or a share of a probing shape's probes
 _BVH_REBUILD_EVERY = 64  # collides between rebuilds of the broad phase's tree (refits in between)
-
-
-@wp.struct
-class ContactPoint:
-    """A contact in world coordinates: `point0` on (or `margin0` inside) shape 0, `point1` likewise on shape 1,
-    `normal` from shape 0 toward shape 1; the separation is dot(normal, point1 - point0) - margin0 - margin1."""
-
-    valid: int
-    point0: wp.vec3
-    point1: wp.vec3
-    normal: wp.vec3
-    margin0: float
-    margin1: float
 
 
 @wp.func
@@ -296,11 +284,30 @@ def probe_contact(x_p: wp.transform, x_q: wp.transform, geo_p: int, scale_p: wp.
 
 
 @wp.func
+def exact_slots(t0: int, t1: int) -> int:
+    """How many contacts the exact routine of a pair of types (shape 0 first) can make; 0 where the pair is
+    probed instead (a box-capsule pair is listed capsule first)."""
+    if t0 == CAPSULE and t1 == CAPSULE:
+        return 2
+    if t0 == CAPSULE and t1 == BOX:
+        return 2
+    if t0 == BOX and t1 == BOX:
+        return 8
+    return 0
+
+
+@wp.func
 def pair_contact(x_0: wp.transform, x_1: wp.transform, t0: int, t1: int, scale_0: wp.vec3, scale_1: wp.vec3,
                  source_0: wp.uint64, source_1: wp.uint64, n_points_1: int, feature: int, s: float,
                  gap: float) -> ContactPoint:
-    """Contact `feature` between shape 0 and shape 1: shape 1's probe `feature` (at edge parameter s) against
-    shape 0's signed distance."""
+    """Contact `feature` between shape 0 and shape 1: slot `feature` of the pair's exact routine, or else shape
+    1's probe `feature` (an edge at parameter s) against shape 0's signed distance."""
+    if t0 == CAPSULE and t1 == CAPSULE:
+        return capsule_capsule_contact(x_0, scale_0[0], scale_0[1], x_1, scale_1[0], scale_1[1], feature, gap)
+    if t0 == CAPSULE and t1 == BOX:
+        return capsule_box_contact(x_0, scale_0[0], scale_0[1], x_1, scale_1, feature, gap)
+    if t0 == BOX and t1 == BOX:
+        return box_box_contact(x_0, scale_0, x_1, scale_1, feature, gap)
     return probe_contact(x_1, x_0, t1, scale_1, source_1, t0, scale_0, source_0, n_points_1, feature, s, gap)
 
 
@@ -314,9 +321,32 @@ def narrow_phase_kernel(body_q: wp.array(dtype=wp.transform), pairs: wp.array(dt
                         out_shape0: wp.array(dtype=wp.int32), out_shape1: wp.array(dtype=wp.int32),
                         out_feature: wp.array(dtype=wp.int32), out_param: wp.array(dtype=float)):
     """Which features of which pairs touch (their geometry follows in rigid_contact_geometry_kernel): thread
-    (pair, k) takes the pair's k-th, (k + SLOTS)-th, ... probe, each way the pair probes."""
+    (pair, k) takes slot k of the pair's exact routine, or its k-th, (k + SLOTS)-th, ... probe, each way the
+    pair probes."""
     p, k = wp.tid()
     if p >= pair_count[0]:
+        return
+    first = pairs[p][0]
+    second = pairs[p][1]
+    if shape_type[first] == BOX and shape_type[second] == CAPSULE:
+        first = pairs[p][1]
+        second = pairs[p][0]
+    t0 = shape_type[first]
+    t1 = shape_type[second]
+    if exact_slots(t0, t1) > 0:
+        if k < exact_slots(t0, t1):
+            gap = wp.max(shape_gap[first], shape_gap[second])
+            x_0 = shape_world_transform(body_q, shape_body, shape_transform, first)
+            x_1 = shape_world_transform(body_q, shape_body, shape_transform, second)
+            c = pair_contact(x_0, x_1, t0, t1, shape_scale[first], shape_scale[second], shape_source[first],
+                             shape_source[second], 0, k, -1.0, gap)
+            if c.valid != 0:
+                index = wp.atomic_add(count, 0, 1)
+                if index < max_count:
+                    out_shape0[index] = first
+                    out_shape1[index] = second
+                    out_feature[index] = k
+                    out_param[index] = -1.0
         return
     for way in range(2):
         a = pairs[p][way]
@@ -439,7 +469,7 @@ class CollisionPipeline:
             contact_bound = int(self._contact_bound(pairs, types, items))
         else:
             self.shape_pairs_max = int(shape_pairs_max) if shape_pairs_max is not None else \
-                min(bound, 16 * len(collide) + 64)
+                min(bound, 32 * len(collide) + 64)
             self._collide = wp.array(collide, dtype=wp.int32, device=d)
             self._lowers = wp.zeros(len(collide), dtype=wp.vec3, device=d)
             self._uppers = wp.zeros(len(collide), dtype=wp.vec3, device=d)
@@ -451,7 +481,7 @@ class CollisionPipeline:
             self._filter_keys = wp.array(filters, dtype=wp.int64, device=d)
             is_mesh = types[collide] == GeoType.MESH
             per_pair = 2 * int(items[collide[~is_mesh]].sum(axis=1).max(initial=SLOTS // 2))
-            contact_bound = per_pair * self.shape_pairs_max + 4 * int(items[collide[is_mesh]].sum())
+            contact_bound = min(per_pair, SLOTS) * self.shape_pairs_max + 4 * int(items[collide[is_mesh]].sum())
         self.soft_contact_max = soft_contact_max if soft_contact_max is not None else \
             model.particle_count * len(particle_shapes)
         self.rigid_contact_max = rigid_contact_max if rigid_contact_max is not None else contact_bound
