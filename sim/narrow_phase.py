@@ -214,7 +214,8 @@ def capsule_box_contact(x0: wp.transform, r: float, hh: float, x1: wp.transform,
     deepest in the box (or nearest to it) and the box's surface point nearest to it (inside the box: on the
     face of least penetration). Where that point's nearest box feature is a face the axis lies nearly
     parallel to, slots 0 and 1 are instead the ends of the axis clipped to that face's rectangle, each with
-    its projection onto the face; otherwise slot 1 is invalid. margin0 = r, margin1 = 0."""
+    its projection onto the face (unless an end lies deeper than r below that face and nearer another one);
+    otherwise slot 1 is invalid. margin0 = r, margin1 = 0."""
     cp = ContactPoint()
     cp.valid = 0
     cp.margin0 = r
@@ -223,7 +224,8 @@ def capsule_box_contact(x0: wp.transform, r: float, hh: float, x1: wp.transform,
     u = wp.transform_vector(xl, wp.vec3(0.0, 0.0, 1.0))
     a = wp.transform_get_translation(xl) - u * hh
     d = u * (2.0 * hh)
-    p = a + d * segment_deepest_in_box(h, a, d)
+    t_deep = segment_deepest_in_box(h, a, d)
+    p = a + d * t_deep
     nb = box_normal(h, p)
     # The face the deepest point lies against, where the axis lies along it.
     fi = 0
@@ -232,23 +234,30 @@ def capsule_box_contact(x0: wp.transform, r: float, hh: float, x1: wp.transform,
     if wp.abs(nb[2]) > wp.abs(nb[fi]):
         fi = 2
     face = wp.abs(nb[fi]) > 0.9999 and hh > 0.0 and wp.abs(u[fi]) < PARALLEL_SIN
+    n_face = axis_vec(fi) * wp.sign(nb[fi])
     lo_hi = wp.vec2(0.0, 1.0)
     if face:
         i1 = (fi + 1) % 3
         i2 = (fi + 2) % 3
         lo_hi = clip_to_slab(lo_hi, a[i1], d[i1], h[i1])
         lo_hi = clip_to_slab(lo_hi, a[i2], d[i2], h[i2])
-    if face and lo_hi[1] - lo_hi[0] > 1.0e-4:
-        t = lo_hi[0]
-        if k > 0:
-            t = lo_hi[1]
-        p = a + d * t
-        n_face = axis_vec(fi) * wp.sign(nb[fi])
-        q = p + n_face * (wp.dot(n_face, h) - wp.dot(n_face, p))
+        face = lo_hi[1] - lo_hi[0] > 1.0e-4
+        # The deepest point may lie just beside the face (its normal is a face's to 1e-4): keep it.
+        lo_hi = wp.vec2(wp.min(lo_hi[0], t_deep), wp.max(lo_hi[1], t_deep))
+        # Deep inside, an end may lie far nearer another face: then that face would overstate its depth.
+        for e in range(2):
+            end = a + d * lo_hi[e]
+            if wp.dot(n_face, end) - wp.dot(axis_vec(fi), h) < box_sdf(h, end) - r:
+                face = False
+    if face:
+        p = a + d * lo_hi[wp.min(k, 1)]
+        height = wp.dot(n_face, p) - wp.dot(axis_vec(fi), h)  # of p above that face
         cp.point0 = wp.transform_point(x1, p)
+        q = p - n_face * height  # on the face's plane; clamped onto the face where p lies just beside it
+        q = wp.vec3(wp.clamp(q[0], -h[0], h[0]), wp.clamp(q[1], -h[1], h[1]), wp.clamp(q[2], -h[2], h[2]))
         cp.point1 = wp.transform_point(x1, q)
         cp.normal = -wp.transform_vector(x1, n_face)
-        if wp.dot(n_face, p) - wp.dot(n_face, h) - r < gap:
+        if height - r < gap:
             cp.valid = 1
         return cp
     if k > 0:

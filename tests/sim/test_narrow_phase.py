@@ -94,8 +94,10 @@ CASES = {
     "capsule_across_box_edge": (CAPSULE_BOX, (1.0 + 0.099 / S2, 0, 0.5 + 0.099 / S2), quat((0, 1, 0), 0.75 * np.pi),
                                 (0.1, 0.5, 0), (0, 0, 0), ID, (1, 1, 0.5)),
     # Generic configurations for the gradient check (each away from feature switches).
-    "grad_box_box": (BOX_BOX, (0.02, -0.01, 0.0), quat((1, 2, 0.5), 0.05), (1, 1, 0.5), (0.9, 0.1, 0.59),
-                     quat((0, 0, 1), 0.4), (0.2, 0.3, 0.1)),
+    "grad_box_box": (BOX_BOX, (0.02, -0.01, 0.0), quat((1, 2, 0.5), 0.02), (1, 1, 0.5), (0.9, 0.1, 0.58),
+                     qmul(quat((0, 0, 1), 0.4), quat((1, 0, 0), 0.01)), (0.2, 0.3, 0.1)),
+    "grad_box_under": (BOX_BOX, (0.9, 0.1, 0.58), qmul(quat((0, 0, 1), 0.4), quat((1, 0, 0), 0.01)), (0.2, 0.3, 0.1),
+                       (0.02, -0.01, 0.0), quat((1, 2, 0.5), 0.02), (1, 1, 0.5)),
     "grad_edges": (BOX_BOX, (0, 0, 0), quat((1, 0.1, 0), np.pi / 4), (0.5, 0.2, 0.2), (0.03, 0.02, 0.55),
                    qmul(quat((0, 0, 1), 0.2), quat((0, 1, 0), np.pi / 4)), (0.2, 0.5, 0.2)),
     "grad_capsules": (CAPSULE_CAPSULE, (0, 0, 0), qmul(quat((0, 0, 1), 0.7), ALONG_X), (0.1, 0.5, 0),
@@ -106,7 +108,7 @@ CASES = {
 NAMES = list(CASES)
 
 
-def arrays(cases, requires_grad=False):
+def arrays(cases, requires_grad=False, gap=GAP):
     kind = wp.array([c[0] for c in cases], dtype=wp.int32)
     x0 = wp.array([[*c[1], *c[2]] for c in cases], dtype=wp.transform, requires_grad=requires_grad)
     x1 = wp.array([[*c[4], *c[5]] for c in cases], dtype=wp.transform, requires_grad=requires_grad)
@@ -116,7 +118,7 @@ def arrays(cases, requires_grad=False):
     out = (wp.zeros((n, SLOTS), dtype=wp.int32), wp.zeros((n, SLOTS), dtype=wp.vec3),
            wp.zeros((n, SLOTS), dtype=wp.vec3), wp.zeros((n, SLOTS), dtype=wp.vec3),
            wp.zeros((n, SLOTS), dtype=float, requires_grad=requires_grad))
-    return (kind, x0, x1, size0, size1, GAP, *out)
+    return (kind, x0, x1, size0, size1, gap, *out)
 
 
 def launch(args):
@@ -225,9 +227,12 @@ def test_capsule_axis_inside_a_box_is_pushed_out_by_its_deepest_point(found):
 
 
 def test_separation_gradient_matches_finite_differences():
-    """d(separation)/d(translation of either shape) through a Tape, against central differences, for one
-    contact of each kind of feature pair (face clipping, edge-edge, capsule axes, capsule on box)."""
-    names = ["grad_box_box", "grad_edges", "grad_capsules", "grad_capsule_box", "capsules_parallel"]
+    """d(separation)/d(either transform: translation and quaternion components) through a Tape, against
+    central differences, for every contact of configurations covering each kind of feature pair: clipped face
+    vertices of all three kinds (incident corners, reference corners, edge crossings), edge-edge, capsule axes
+    crossed and parallel, a capsule on a box."""
+    names = ["grad_box_box", "grad_box_under", "box_under_box", "grad_edges", "grad_capsules", "grad_capsule_box",
+             "capsules_parallel"]
     cases = [CASES[n] for n in names]
     args = arrays(cases, requires_grad=True)
     tape = wp.Tape()
@@ -242,11 +247,11 @@ def test_separation_gradient_matches_finite_differences():
             seed = np.zeros((len(names), SLOTS), dtype=np.float32)
             seed[i, k] = 1.0
             tape.backward(grads={args[10]: wp.array(seed, dtype=float)})
-            grads = (args[1].grad.numpy()[i, :3].copy(), args[2].grad.numpy()[i, :3].copy())
+            grads = (args[1].grad.numpy()[i].copy(), args[2].grad.numpy()[i].copy())
             tape.zero()
             for which, g in enumerate(grads):
-                fd = np.zeros(3)
-                for c in range(3):
+                fd = np.zeros(7)
+                for c in range(7):
                     values = []
                     for step in (1e-3, -1e-3):
                         moved = [x0.copy(), x1.copy()]
@@ -260,3 +265,156 @@ def test_separation_gradient_matches_finite_differences():
                 assert np.allclose(g, fd, atol=2e-3), f"{name} slot {k} shape {which}: tape {g}, differences {fd}"
         assert valid[i].any(), f"{name}: no contact to differentiate"
     assert sep.min() < 0.0
+
+
+def rotation(q):
+    x, y, z, w = q
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def box_sdf(h, p):
+    """Signed distance of local points p (n, 3) to a box of half-extents h."""
+    q = np.abs(p) - h
+    return np.linalg.norm(np.maximum(q, 0.0), axis=1) + np.minimum(q.max(axis=1), 0.0)
+
+
+def segment_distance(a, b, p):
+    """Distance of points p (n, 3) to segment ab."""
+    d = b - a
+    t = np.clip((p - a) @ d / max(d @ d, 1e-20), 0.0, 1.0)
+    return np.linalg.norm(p - (a + t[:, None] * d), axis=1)
+
+
+def box_separation(c0, q0, h0, c1, q1, h1):
+    """The largest separation of two boxes over the 15 axes of the separating-axis test."""
+    c0, c1, h0, h1 = (np.asarray(v, dtype=float) for v in (c0, c1, h0, h1))
+    r0, r1 = rotation(q0), rotation(q1)
+    axes = [*r0.T, *r1.T] + [np.cross(a, b) for a in r0.T for b in r1.T]
+    axes = [a / np.linalg.norm(a) for a in axes if np.linalg.norm(a) > 1e-3]
+    return max(along(a, c1 - c0, r0, h0, r1, h1) for a in axes)
+
+
+def along(a, d, r0, h0, r1, h1):
+    """Separation of two boxes (center offset d, rotations r0, r1, half-extents h0, h1) along unit axis a."""
+    return abs(a @ d) - np.abs(r0.T @ a) @ h0 - np.abs(r1.T @ a) @ h1
+
+
+def random_cases(seed=3, count=40):
+    """Random capsule-capsule, capsule-box and box-box configurations (a quarter more of the first two with
+    nearly parallel axes, lying on each other or on a face; the boxes at separations from -0.1 to 0.03), and
+    each box-box one again with its shapes swapped."""
+    rng = np.random.default_rng(seed)
+
+    def rot():
+        q = rng.normal(size=4)
+        return list(q / np.linalg.norm(q))
+
+    def tilt(q, angle):  # q turned by up to angle about a random axis
+        return qmul(q, quat(rng.normal(size=3), rng.uniform(-angle, angle)))
+
+    cases = []
+    for i in range(count + count // 4):
+        r0, r1 = rng.uniform(0.05, 0.2, 2)
+        hh0, hh1 = rng.uniform(0.0, 0.6, 2) * (rng.uniform(size=2) > 0.15)  # some spheres
+        q0, c1, q1 = rot(), rng.uniform(-0.6, 0.6, 3), rot()
+        if i >= count:  # one lying on the other
+            hh0, hh1, q1 = max(hh0, 0.1), max(hh1, 0.1), tilt(q0, 0.015)
+            axis = rotation(q0)[:, 2]
+            side = np.cross(axis, rng.normal(size=3))
+            c1 = axis * rng.uniform(-1, 1) + side / np.linalg.norm(side) * (r0 + r1 + rng.uniform(-0.02, 0.01))
+        cases.append((CAPSULE_CAPSULE, (0, 0, 0), q0, (r0, hh0, 0), c1, q1, (r1, hh1, 0)))
+    for i in range(count + count // 4):
+        h, r, hh, q1 = rng.uniform(0.1, 0.8, 3), rng.uniform(0.05, 0.2), rng.uniform(0.0, 0.6), rot()
+        c0, q0 = rng.uniform(-1, 1, 3) * (h + 0.3), rot()
+        if i >= count:  # lying on a face, maybe over its edge
+            j = int(rng.integers(3))
+            local = rng.uniform(-1, 1, 3) * h
+            local[j] = h[j] + r + rng.uniform(-0.02, 0.01)
+            c0 = rotation(q1) @ local
+            q0 = tilt(qmul(q1, [ALONG_X, ALONG_Y, ALONG_X][j]), 0.015)
+            hh = max(hh, 0.1)
+        cases.append((CAPSULE_BOX, c0, q0, (r, hh, 0), (0, 0, 0), q1, h))
+    boxes = []
+    for _ in range(count):
+        h0, h1, q0, q1 = rng.uniform(0.1, 0.6, 3), rng.uniform(0.1, 0.6, 3), rot(), rot()
+        direction = rng.normal(size=3)
+        direction /= np.linalg.norm(direction)
+        target, lo, hi = rng.uniform(-0.1, 0.03), 0.0, 3.0
+        for _ in range(40):  # the separation grows with the distance along a direction: bisect to the target
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if box_separation((0, 0, 0), q0, h0, direction * mid, q1, h1) < target else (lo, mid)
+        boxes.append((BOX_BOX, (0, 0, 0), q0, h0, direction * lo, q1, h1))
+    return cases + boxes + [(c[0], c[4], c[5], c[6], c[1], c[2], c[3]) for c in boxes]
+
+
+@pytest.fixture(scope="module")
+def random_found():
+    """The random cases and their results with the test's gap and with a gap that takes every slot computed."""
+    cases = random_cases()
+    results = []
+    for gap in (GAP, 10.0):
+        args = arrays(cases, gap=gap)
+        launch(args)
+        results.append([a.numpy() for a in args[6:]])
+    return cases, results
+
+
+def test_capsule_pairs_match_brute_force_distances(random_found):
+    """Against a fine sampling of the axis of shape 0: the nearer of the pair's slots is the exact distance less
+    the radii (two-contact slots, at the ends of nearly parallel axes or of a capsule along a box face, may
+    miss a little between them, and report depth along that face); every slot is valid exactly where its
+    separation is below the gap, and its box point lies on the box."""
+    cases, ((valid, *_), (both, p0, p1, n, sep)) = random_found
+    s = np.linspace(0.0, 1.0, 4001)[:, None]
+    for i, (kind, c0, q0, size0, c1, q1, size1) in enumerate(cases):
+        if kind == BOX_BOX:
+            continue
+        two = both[i, 1] == 1
+        assert both[i, 0] == 1 and not both[i, 2:].any()
+        assert (valid[i, :2] == (sep[i, :2] < GAP) * [1, two]).all(), (i, valid[i], sep[i])
+        u0 = rotation(q0)[:, 2] * size0[1]
+        axis0 = np.asarray(c0) - u0 + 2 * s * u0
+        nearest = sep[i, :1 + two].min()
+        if kind == CAPSULE_CAPSULE:
+            u1 = rotation(q1)[:, 2] * size1[1]
+            brute = segment_distance(np.asarray(c1) - u1, np.asarray(c1) + u1, axis0).min() - size0[0] - size1[0]
+            assert brute - 2e-4 <= nearest <= brute + (5e-3 if two else 1e-5), (i, nearest, brute)
+        else:
+            brute = box_sdf(np.asarray(size1), (axis0 - c1) @ rotation(q1)).min() - size0[0]
+            assert brute - (size0[0] if two else 2e-4) <= nearest <= brute + 1e-5, (i, nearest, brute)
+            on_box = (p1[i, :1 + two] - c1) @ rotation(q1)
+            assert np.abs(box_sdf(np.asarray(size1), on_box)).max() < 1e-5
+        assert np.allclose(np.linalg.norm(n[i, :1 + two], axis=1), 1.0, atol=1e-5)
+
+
+def test_random_boxes_touch_on_their_surfaces_and_agree_when_swapped(random_found):
+    """Each contact's points lie on the two boxes' faces, its normal points from box 0 to box 1, and its
+    separation is at least the boxes' separation along that normal; overlapping boxes get contacts, the
+    deepest as deep as the separating-axis test says; swapping the boxes gives the same separations."""
+    cases, ((valid, p0, p1, n, sep), _) = random_found
+    first = next(i for i, c in enumerate(cases) if c[0] == BOX_BOX)
+    count = (len(cases) - first) // 2
+    overlapping = 0
+    for i in range(first, len(cases)):
+        _, c0, q0, h0, c1, q1, h1 = cases[i]
+        c0, c1, h0, h1 = (np.asarray(v, dtype=float) for v in (c0, c1, h0, h1))
+        r0, r1 = rotation(q0), rotation(q1)
+        largest = box_separation(c0, q0, h0, c1, q1, h1)
+        v = valid[i] == 1
+        if largest > GAP + 1e-4:
+            assert not v.any()
+            continue
+        if largest < -1e-3:
+            overlapping += 1
+            assert v.any(), f"case {i}: overlapping boxes without contacts"
+            assert sep[i][v].min() <= largest + 2e-3, (i, sep[i][v], largest)
+        for k in np.flatnonzero(v):
+            assert abs(box_sdf(h0, ((p0[i, k] - c0) @ r0)[None])[0]) < 1e-4
+            assert abs(box_sdf(h1, ((p1[i, k] - c1) @ r1)[None])[0]) < 1e-4
+            assert n[i, k] @ (c1 - c0) >= 0.0 and np.isclose(np.linalg.norm(n[i, k]), 1.0, atol=1e-5)
+            assert sep[i, k] >= along(n[i, k], c1 - c0, r0, h0, r1, h1) - 1e-5
+        if i < first + count:
+            assert np.allclose(np.sort(sep[i][v]), np.sort(sep[i + count][valid[i + count] == 1]), atol=1e-5), i
+    assert overlapping >= count // 4
