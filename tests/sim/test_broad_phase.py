@@ -160,3 +160,22 @@ def test_gradients_flow_through_the_tree_broad_phase():
         grads.append(state.body_q.grad.numpy()[0].copy())
     np.testing.assert_allclose(grads[0][:3], (1.0, 1.0, 0.0), atol=1e-5)  # the point below follows the sphere
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)
+
+
+def test_the_narrow_phase_uses_each_pairs_exact_routine():
+    """A box resting face down on a wider box touches at its face's four corners, a capsule lying on it at its
+    two ends, and a capsule across another at one point, each with the normal of the touching faces."""
+    b = newton.ModelBuilder()
+    b.add_shape_box(-1, hx=1.0, hy=1.0, hz=0.5)
+    box = b.add_body(xform=wp.transform((0.3, 0.0, 0.699), wp.quat_rpy(0.0, 0.0, 0.4)))
+    b.add_shape_box(box, hx=0.2, hy=0.1, hz=0.2)
+    capsule = b.add_body(xform=wp.transform((-0.5, 0.5, 0.599), wp.quat_rpy(0.0, math.pi / 2, 0.0)))
+    b.add_shape_capsule(capsule, radius=0.1, half_height=0.3)
+    across = b.add_body(xform=wp.transform((-0.5, 0.5, 0.798), wp.quat_rpy(math.pi / 2, 0.0, 0.0)))
+    b.add_shape_capsule(across, radius=0.1, half_height=0.3)
+    m = b.finalize()
+    for mode in ("explicit", "bvh"):
+        _, rows = found(m, m.state(), mode)
+        pairs = [tuple(sorted(map(int, r[:2]))) for r in rows]
+        assert pairs.count((0, 1)) == 4 and pairs.count((0, 2)) == 2 and pairs.count((2, 3)) == 1, (mode, pairs)
+        assert np.allclose(np.abs(rows[:, 8:11]), (0.0, 0.0, 1.0), atol=1e-4)
