@@ -3,6 +3,7 @@ controller sets), with Newton 1.8's attribute names, layouts and units."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -301,6 +302,36 @@ class Model:
         c.joint_act = take(self.joint_act)
         c.tri_activations = take(self.tri_activations)
         return c
+
+    def contacts(self, collision_pipeline: Any = None) -> Any:
+        """Contact buffers from the model's default ``CollisionPipeline`` (made on first use, or the one given).
+
+        Deprecated as in Newton 1.8: make a ``CollisionPipeline`` and call its ``contacts()``."""
+        warnings.warn("Model.contacts() is deprecated; create a CollisionPipeline and call pipeline.contacts() "
+                      "instead.", DeprecationWarning, stacklevel=2)
+        return self._default_pipeline(collision_pipeline).contacts()
+
+    def collide(self, state: State, contacts: Any = None, *, collision_pipeline: Any = None) -> Any:
+        """The contacts of ``state`` through the model's default ``CollisionPipeline``, written into ``contacts``
+        (new buffers when None) and returned.
+
+        Deprecated as in Newton 1.8: make a ``CollisionPipeline`` and call its ``collide(state, contacts)``."""
+        warnings.warn("Model.collide() is deprecated; create a CollisionPipeline and call "
+                      "pipeline.collide(state, contacts) instead.", DeprecationWarning, stacklevel=2)
+        pipeline = self._default_pipeline(collision_pipeline)
+        if contacts is None:
+            contacts = pipeline.contacts()
+        pipeline.collide(state, contacts)
+        return contacts
+
+    def _default_pipeline(self, given: Any) -> Any:
+        if given is not None:
+            self._collision_pipeline = given
+        elif getattr(self, "_collision_pipeline", None) is None:
+            from .collide import CollisionPipeline  # collide imports this module
+
+            self._collision_pipeline = CollisionPipeline(self)
+        return self._collision_pipeline
 
     def set_gravity(self, gravity: Any, world: int | None = None) -> None:
         """Set gravity [m/s^2] of every world, or of one world when ``world`` is given."""

@@ -179,3 +179,14 @@ def test_the_narrow_phase_uses_each_pairs_exact_routine():
         pairs = [tuple(sorted(map(int, r[:2]))) for r in rows]
         assert pairs.count((0, 1)) == 4 and pairs.count((0, 2)) == 2 and pairs.count((2, 3)) == 1, (mode, pairs)
         assert np.allclose(np.abs(rows[:, 8:11]), (0.0, 0.0, 1.0), atol=1e-4)
+
+
+def test_models_deprecated_collide_uses_a_default_pipeline():
+    """Newton 1.8 programs that still call ``model.collide(state)`` get contacts, with a DeprecationWarning."""
+    m = jumble(count=6).finalize()
+    with pytest.warns(DeprecationWarning, match="CollisionPipeline"):
+        contacts = m.collide(m.state())
+    with pytest.warns(DeprecationWarning):
+        again = m.collide(m.state(), m.contacts())
+    n = int(contacts.rigid_contact_count.numpy()[0])
+    assert n > 0 and int(again.rigid_contact_count.numpy()[0]) == n
