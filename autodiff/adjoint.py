@@ -68,9 +68,30 @@ def _uses(s: ir.Stmt) -> tuple[tuple[Any, Use], ...]:
     return s.uses()
 
 
+def _upward_exposed(body: tuple[ir.Stmt, ...], defined: set[Var]) -> set[Var]:
+    """Variables `body` may read before assigning them, given those `defined` on entry; `defined` grows by what
+    the body assigns on every path (what a branch or a nested loop assigns counts only where certain)."""
+    exposed: set[Var] = set()
+    for s in body:
+        exposed |= {op for op, _ in s.uses() if isinstance(op, Var)} - defined
+        if isinstance(s, ir.If):
+            branches = [set(defined), set(defined)]
+            for block, seen in zip(s.blocks(), branches, strict=True):
+                exposed |= _upward_exposed(block, seen)
+            defined |= branches[0] & branches[1]
+        elif s.blocks():
+            inner = defined | set(s.targets())
+            for block in s.blocks():
+                exposed |= _upward_exposed(block, inner)
+        else:
+            defined |= set(s.targets())
+    return exposed
+
+
 def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
     """Variables a loop body assigns that outlive an iteration, and whether any of their *values*
-    is needed by the reverse pass (False: they only flow linearly, so iterations reverse in O(N))."""
+    is needed by the reverse pass (False: they only flow linearly, or each iteration assigns them before
+    reading them, so iterations reverse in O(N))."""
     stmts = [s for b in loop.blocks() for s in ir.walk(b)]
     assigned = {v for s in stmts for v in s.targets()}
     carried = sorted((v for v in assigned if not _is_temp(v) and v not in loop.targets()), key=lambda v: v.name)
@@ -87,7 +108,11 @@ def loop_carried(loop: ir.For | ir.While) -> tuple[list[Var], bool]:
                 if use is Use.VALUE or (use is Use.LINEAR and not linear.issuperset(s.targets())):
                     linear.discard(op)
                     changed = True
-    return carried, any(v not in linear for v in carried)
+    entering: set[Var] = set(loop.targets())
+    exposed: set[Var] = set()
+    for block in loop.blocks():  # a while loop's condition block, then its body, share one iteration
+        exposed |= _upward_exposed(block, entering)
+    return carried, any(v not in linear and v in exposed for v in carried)
 
 
 def _writes_arrays(call: ir.Call) -> bool:
