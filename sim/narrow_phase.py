@@ -23,6 +23,9 @@ PARALLEL_SIN = wp.constant(0.02)
 EDGE_BIAS_REL = wp.constant(0.05)
 EDGE_BIAS_ABS = wp.constant(1.0e-3)
 FACE_BIAS_ABS = wp.constant(1.0e-5)
+# An edge-edge axis within about 11 degrees of the best face axis is left to that face: its edges lie nearly in
+# the face's plane (a box resting slightly tilted), where one edge contact would let the box rock.
+EDGE_FACE_COS = wp.constant(0.98)
 # Box-box clipping tolerance, as a fraction of the reference face's size.
 CLIP_EPS = wp.constant(1.0e-4)
 
@@ -365,7 +368,8 @@ def face_clip_candidate(c: int, lc: wp.vec3, lu: wp.vec3, lv: wp.vec3, hu: float
 def box_box_contact(x0: wp.transform, h0: wp.vec3, x1: wp.transform, h1: wp.vec3, k: int,
                     gap: float) -> ContactPoint:
     """Slot k (0..7) of two boxes' contacts, by the separating-axis test over their 3 + 3 face normals and
-    9 edge-edge cross products (the axis of greatest separation, faces and box 0 preferred in near ties).
+    9 edge-edge cross products (the axis of greatest separation, faces and box 0 preferred in near ties, and
+    edge axes close to the best face's normal left to that face).
     Separated by more than gap: no contacts. A face axis: the other box's face most opposed to it is clipped
     to the reference face's rectangle, and slot k is the k-th clipped vertex (up to 8) whose height above the
     reference face is below gap, paired with its projection onto that face. An edge-edge axis: slot 0 only,
@@ -393,6 +397,7 @@ def box_box_contact(x0: wp.transform, h0: wp.vec3, x1: wp.transform, h1: wp.vec3
             best_n = n * wp.sign(wp.dot(d, n))
     largest = best
     face_best = best
+    face_n = best_n
     for e in range(9):
         n = box_edge_axis(x0, x1, e)
         ln = wp.length(n)
@@ -400,7 +405,8 @@ def box_box_contact(x0: wp.transform, h0: wp.vec3, x1: wp.transform, h1: wp.vec3
             n = n / ln
             s = box_axis_separation(x0, h0, x1, h1, n)
             largest = wp.max(largest, s)
-            if s > best and s > face_best + EDGE_BIAS_REL * wp.abs(face_best) + EDGE_BIAS_ABS * size:
+            if (s > best and s > face_best + EDGE_BIAS_REL * wp.abs(face_best) + EDGE_BIAS_ABS * size
+                    and wp.abs(wp.dot(n, face_n)) < EDGE_FACE_COS):
                 best = s
                 best_axis = 6 + e
                 best_n = n * wp.sign(wp.dot(d, n))
