@@ -237,10 +237,11 @@ def test_capsule_axis_inside_a_box_is_pushed_out_by_its_deepest_point(found):
 def test_separation_gradient_matches_finite_differences():
     """d(separation)/d(either transform: translation and quaternion components) through a Tape, against
     central differences, for every contact of configurations covering each kind of feature pair: clipped face
-    vertices of all three kinds (incident corners, reference corners, edge crossings), edge-edge, capsule axes
-    crossed and parallel, a capsule across a box (one contact) and along a face clipped at its edge (two)."""
+    vertices of all three kinds (incident corners, reference corners, edge crossings; aligned boxes, whose
+    edge cross products vanish, among them), edge-edge, capsule axes crossed and parallel, a capsule across a
+    box (one contact) and along a face clipped at its edge (two), two spheres (zero-length axes)."""
     names = ["grad_box_box", "grad_box_under", "box_under_box", "grad_edges", "grad_capsules", "grad_capsule_box",
-             "capsules_parallel", "capsule_over_box_edge"]
+             "capsules_parallel", "capsule_over_box_edge", "spheres"]
     cases = [CASES[n] for n in names]
     args = arrays(cases, requires_grad=True)
     tape = wp.Tape()
