@@ -23,6 +23,9 @@ PARALLEL_SIN = wp.constant(0.02)
 EDGE_BIAS_REL = wp.constant(0.05)
 EDGE_BIAS_ABS = wp.constant(1.0e-3)
 FACE_BIAS_ABS = wp.constant(1.0e-5)
+# An edge-edge axis within about 11 degrees of the best face axis is left to that face: its edges lie nearly in
+# the face's plane (a box resting slightly tilted), where one edge contact would let the box rock.
+EDGE_FACE_COS = wp.constant(0.98)
 # Box-box clipping tolerance, as a fraction of the reference face's size.
 CLIP_EPS = wp.constant(1.0e-4)
 
@@ -272,34 +275,24 @@ def capsule_box_contact(x0: wp.transform, r: float, hh: float, x1: wp.transform,
 
 
 @wp.func
-def box_extent(x: wp.transform, h: wp.vec3, n: wp.vec3) -> float:
-    """Half the width of box (frame x, half-extents h) along unit direction n."""
-    return (h[0] * wp.abs(wp.dot(wp.transform_vector(x, wp.vec3(1.0, 0.0, 0.0)), n))
-            + h[1] * wp.abs(wp.dot(wp.transform_vector(x, wp.vec3(0.0, 1.0, 0.0)), n))
-            + h[2] * wp.abs(wp.dot(wp.transform_vector(x, wp.vec3(0.0, 0.0, 1.0)), n)))
+def box_axes(x: wp.transform) -> wp.mat33:
+    """A box's world axes as the rows of a matrix."""
+    return wp.transpose(wp.quat_to_matrix(wp.transform_get_rotation(x)))
 
 
 @wp.func
-def box_axis_separation(x0: wp.transform, h0: wp.vec3, x1: wp.transform, h1: wp.vec3, n: wp.vec3) -> float:
-    """Separation of two boxes along unit axis n (negative: overlap of their projections)."""
-    d = wp.transform_get_translation(x1) - wp.transform_get_translation(x0)
-    return wp.abs(wp.dot(d, n)) - box_extent(x0, h0, n) - box_extent(x1, h1, n)
+def box_axis_separation(d: wp.vec3, ra0: wp.mat33, h0: wp.vec3, ra1: wp.mat33, h1: wp.vec3, n: wp.vec3) -> float:
+    """Separation along unit axis n of two boxes (center offset d, axes as rows ra0 and ra1, half-extents h0
+    and h1; negative: their projections overlap)."""
+    return wp.abs(wp.dot(d, n)) - wp.dot(wp.abs(ra0 * n), h0) - wp.dot(wp.abs(ra1 * n), h1)
 
 
 @wp.func
-def box_edge_axis(x0: wp.transform, x1: wp.transform, e: int) -> wp.vec3:
-    """The cross product of box 0's edge direction e // 3 and box 1's edge direction e % 3."""
-    return wp.cross(wp.transform_vector(x0, axis_vec(e // 3)), wp.transform_vector(x1, axis_vec(e % 3)))
-
-
-@wp.func
-def box_edge_center(x: wp.transform, h: wp.vec3, i: int, n: wp.vec3) -> wp.vec3:
-    """The middle of the box's edge along its axis i farthest along direction n."""
-    c = wp.transform_get_translation(x)
+def box_edge_center(c: wp.vec3, ra: wp.mat33, h: wp.vec3, i: int, n: wp.vec3) -> wp.vec3:
+    """The middle of the edge along axis i of the box (center c, axes as rows ra) farthest along direction n."""
     for m in range(3):
         if m != i:
-            am = wp.transform_vector(x, axis_vec(m))
-            c = c + am * (wp.dot(axis_vec(m), h) * wp.sign(wp.dot(am, n)))
+            c = c + ra[m] * (wp.dot(axis_vec(m), h) * wp.sign(wp.dot(ra[m], n)))
     return c
 
 
@@ -365,7 +358,8 @@ def face_clip_candidate(c: int, lc: wp.vec3, lu: wp.vec3, lv: wp.vec3, hu: float
 def box_box_contact(x0: wp.transform, h0: wp.vec3, x1: wp.transform, h1: wp.vec3, k: int,
                     gap: float) -> ContactPoint:
     """Slot k (0..7) of two boxes' contacts, by the separating-axis test over their 3 + 3 face normals and
-    9 edge-edge cross products (the axis of greatest separation, faces and box 0 preferred in near ties).
+    9 edge-edge cross products (the axis of greatest separation, faces and box 0 preferred in near ties, and
+    edge axes close to the best face's normal left to that face).
     Separated by more than gap: no contacts. A face axis: the other box's face most opposed to it is clipped
     to the reference face's rectangle, and slot k is the k-th clipped vertex (up to 8) whose height above the
     reference face is below gap, paired with its projection onto that face. An edge-edge axis: slot 0 only,
@@ -374,33 +368,38 @@ def box_box_contact(x0: wp.transform, h0: wp.vec3, x1: wp.transform, h1: wp.vec3
     cp.valid = 0
     cp.margin0 = 0.0
     cp.margin1 = 0.0
-    d = wp.transform_get_translation(x1) - wp.transform_get_translation(x0)
+    c0 = wp.transform_get_translation(x0)
+    c1 = wp.transform_get_translation(x1)
+    ra0 = box_axes(x0)
+    ra1 = box_axes(x1)
+    d = c1 - c0
     size = wp.max(wp.max(wp.max(h0[0], h0[1]), wp.max(h0[2], h1[0])), wp.max(h1[1], h1[2]))
     best = -1.0e30
     best_axis = -1
     best_n = wp.vec3(0.0, 0.0, 1.0)
     for i in range(6):
-        n = wp.transform_vector(x0, axis_vec(i))
-        if i >= 3:
-            n = wp.transform_vector(x1, axis_vec(i - 3))
-        s = box_axis_separation(x0, h0, x1, h1, n)
+        n = ra0[i % 3]
         bias = 0.0
         if i >= 3:
+            n = ra1[i - 3]
             bias = FACE_BIAS_ABS * size
+        s = box_axis_separation(d, ra0, h0, ra1, h1, n)
         if s > best + bias:
             best = s
             best_axis = i
             best_n = n * wp.sign(wp.dot(d, n))
     largest = best
     face_best = best
+    face_n = best_n
     for e in range(9):
-        n = box_edge_axis(x0, x1, e)
+        n = wp.cross(ra0[e // 3], ra1[e % 3])
         ln = wp.length(n)
         if ln > 1.0e-3:
             n = n / ln
-            s = box_axis_separation(x0, h0, x1, h1, n)
+            s = box_axis_separation(d, ra0, h0, ra1, h1, n)
             largest = wp.max(largest, s)
-            if s > best and s > face_best + EDGE_BIAS_REL * wp.abs(face_best) + EDGE_BIAS_ABS * size:
+            if (s > best and s > face_best + EDGE_BIAS_REL * wp.abs(face_best) + EDGE_BIAS_ABS * size
+                    and wp.abs(wp.dot(n, face_n)) < EDGE_FACE_COS):
                 best = s
                 best_axis = 6 + e
                 best_n = n * wp.sign(wp.dot(d, n))
@@ -410,13 +409,12 @@ def box_box_contact(x0: wp.transform, h0: wp.vec3, x1: wp.transform, h1: wp.vec3
     if best_axis >= 6:
         if k > 0:
             return cp
-        e = best_axis - 6
-        i0 = e // 3
-        i1 = e % 3
-        u0 = wp.transform_vector(x0, axis_vec(i0)) * wp.dot(axis_vec(i0), h0)
-        u1 = wp.transform_vector(x1, axis_vec(i1)) * wp.dot(axis_vec(i1), h1)
-        a0 = box_edge_center(x0, h0, i0, best_n) - u0
-        a1 = box_edge_center(x1, h1, i1, -best_n) - u1
+        i0 = (best_axis - 6) // 3
+        i1 = (best_axis - 6) % 3
+        u0 = ra0[i0] * wp.dot(axis_vec(i0), h0)
+        u1 = ra1[i1] * wp.dot(axis_vec(i1), h1)
+        a0 = box_edge_center(c0, ra0, h0, i0, best_n) - u0
+        a1 = box_edge_center(c1, ra1, h1, i1, -best_n) - u1
         st = segment_closest_params(a0, u0 * 2.0, a1, u1 * 2.0)
         cp.point0 = a0 + u0 * (2.0 * st[0])
         cp.point1 = a1 + u1 * (2.0 * st[1])
@@ -424,37 +422,42 @@ def box_box_contact(x0: wp.transform, h0: wp.vec3, x1: wp.transform, h1: wp.vec3
             cp.valid = 1
         return cp
     # Face axis: the reference box owns it, its face normal nr points toward the incident box.
-    xr = x0
+    cr = c0
+    rr = ra0
     hr = h0
-    xi = x1
+    ci = c1
+    ri = ra1
     hi = h1
     ir = best_axis
     nr = best_n
     if best_axis >= 3:
-        xr = x1
+        cr = c1
+        rr = ra1
         hr = h1
-        xi = x0
+        ci = c0
+        ri = ra0
         hi = h0
         ir = best_axis - 3
         nr = -best_n
-    eu = wp.transform_vector(xr, axis_vec((ir + 1) % 3))
-    ev = wp.transform_vector(xr, axis_vec((ir + 2) % 3))
+    eu = rr[(ir + 1) % 3]
+    ev = rr[(ir + 2) % 3]
     hu = wp.dot(axis_vec((ir + 1) % 3), hr)
     hv = wp.dot(axis_vec((ir + 2) % 3), hr)
-    fc = wp.transform_get_translation(xr) + nr * wp.dot(axis_vec(ir), hr)
+    fc = cr + nr * wp.dot(axis_vec(ir), hr)
     # Incident face: the face of the other box whose outward normal is most opposed to nr.
+    along = ri * nr
     m = 0
     for j in range(3):
-        if wp.abs(wp.dot(wp.transform_vector(xi, axis_vec(j)), nr)) > wp.abs(
-                wp.dot(wp.transform_vector(xi, axis_vec(m)), nr)):
+        if wp.abs(along[j]) > wp.abs(along[m]):
             m = j
-    bm = wp.transform_vector(xi, axis_vec(m))
-    ic = wp.transform_get_translation(xi) - bm * (wp.dot(axis_vec(m), hi) * wp.sign(wp.dot(bm, nr)))
-    wu = wp.transform_vector(xi, axis_vec((m + 1) % 3)) * wp.dot(axis_vec((m + 1) % 3), hi)
-    wv = wp.transform_vector(xi, axis_vec((m + 2) % 3)) * wp.dot(axis_vec((m + 2) % 3), hi)
-    lc = wp.vec3(wp.dot(ic - fc, eu), wp.dot(ic - fc, ev), wp.dot(ic - fc, nr))
-    lu = wp.vec3(wp.dot(wu, eu), wp.dot(wu, ev), wp.dot(wu, nr))
-    lv = wp.vec3(wp.dot(wv, eu), wp.dot(wv, ev), wp.dot(wv, nr))
+    ic = ci - ri[m] * (wp.dot(axis_vec(m), hi) * wp.sign(along[m]))
+    wu = ri[(m + 1) % 3] * wp.dot(axis_vec((m + 1) % 3), hi)
+    wv = ri[(m + 2) % 3] * wp.dot(axis_vec((m + 2) % 3), hi)
+    # The incident face in the reference face's frame (x along eu, y along ev, z out along nr).
+    frame = wp.mat33(eu[0], eu[1], eu[2], ev[0], ev[1], ev[2], nr[0], nr[1], nr[2])
+    lc = frame * (ic - fc)
+    lu = frame * wu
+    lv = frame * wv
     eps = CLIP_EPS * (hu + hv)
     kept = 0
     for c in range(24):

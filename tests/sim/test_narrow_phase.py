@@ -13,6 +13,7 @@ CAPSULE_BOX = 1
 BOX_BOX = 2
 SLOTS = 8
 GAP = 0.01
+RANDOM_COUNT = 40  # random configurations of each pair kind
 
 
 @wp.kernel
@@ -73,6 +74,8 @@ CASES = {
                       (0.2, 0.2, 0.2)),
     "corner_on_box": (BOX_BOX, (0.1, 0.2, 0.5 + 0.2 * S3 - 0.001), ON_CORNER, (0.2, 0.2, 0.2), (0, 0, 0), ID,
                       (1, 1, 0.5)),
+    "boxes_octagon": (BOX_BOX, (0, 0, 0), ID, (0.5, 0.5, 0.5), (0, 0, 0.999), quat((0, 0, 1), np.pi / 4),
+                      (0.5, 0.5, 0.5)),
     "boxes_edge_to_edge": (BOX_BOX, (0, 0, 0), quat((1, 0, 0), np.pi / 4), (0.5, 0.2, 0.2),
                            (0, 0, 0.4 * S2 - 0.001), quat((0, 1, 0), np.pi / 4), (0.2, 0.5, 0.2)),
     "boxes_apart": (BOX_BOX, (0, 0, 0), ID, (0.5, 0.5, 0.5), (1.2, 0.3, 0), quat((0, 0, 1), 0.3),
@@ -177,6 +180,11 @@ def test_box_resting_on_a_bigger_box_face_to_face(found):
 def test_box_over_an_edge_is_clipped_to_the_face(found):
     p0, p1 = check(found, "box_over_edge", 4, normal=(0, 0, 1))
     assert same_points(p1, [(x, y, 0.499) for x in (0.8, 1.0) for y in (-0.2, 0.2)])
+    # A cube turned 45 degrees on an equal one: the two squares overlap in an octagon.
+    p0, p1 = check(found, "boxes_octagon", 8, normal=(0, 0, 1))
+    t = np.sqrt(2.0) - 1.0  # the octagon's corners lie at (0.5, 0.5 t) and its mirror images
+    octagon = [(sx * a, sy * b, 0.5) for sx in (-1, 1) for sy in (-1, 1) for a, b in ((0.5, 0.5 * t), (0.5 * t, 0.5))]
+    assert same_points(p0, octagon)
 
 
 def test_box_standing_on_a_corner_touches_once(found):
@@ -229,10 +237,11 @@ def test_capsule_axis_inside_a_box_is_pushed_out_by_its_deepest_point(found):
 def test_separation_gradient_matches_finite_differences():
     """d(separation)/d(either transform: translation and quaternion components) through a Tape, against
     central differences, for every contact of configurations covering each kind of feature pair: clipped face
-    vertices of all three kinds (incident corners, reference corners, edge crossings), edge-edge, capsule axes
-    crossed and parallel, a capsule on a box."""
+    vertices of all three kinds (incident corners, reference corners, edge crossings; aligned boxes, whose
+    edge cross products vanish, among them), edge-edge, capsule axes crossed and parallel, a capsule across a
+    box (one contact) and along a face clipped at its edge (two), two spheres (zero-length axes)."""
     names = ["grad_box_box", "grad_box_under", "box_under_box", "grad_edges", "grad_capsules", "grad_capsule_box",
-             "capsules_parallel"]
+             "capsules_parallel", "capsule_over_box_edge", "spheres"]
     cases = [CASES[n] for n in names]
     args = arrays(cases, requires_grad=True)
     tape = wp.Tape()
@@ -301,10 +310,14 @@ def along(a, d, r0, h0, r1, h1):
     return abs(a @ d) - np.abs(r0.T @ a) @ h0 - np.abs(r1.T @ a) @ h1
 
 
-def random_cases(seed=3, count=40):
-    """Random capsule-capsule, capsule-box and box-box configurations (a quarter more of the first two with
-    nearly parallel axes, lying on each other or on a face; the boxes at separations from -0.1 to 0.03), and
-    each box-box one again with its shapes swapped."""
+def axis_unit(j):
+    return np.eye(3)[j]
+
+
+def random_cases(seed=3, count=RANDOM_COUNT):
+    """Random capsule-capsule, capsule-box and box-box configurations, each kind with a quarter more lying on
+    each other (nearly parallel capsules, a capsule along a box face, a box nearly flat on a box face); the
+    boxes at separations from -0.1 to 0.03, and each box-box one again with its shapes swapped."""
     rng = np.random.default_rng(seed)
 
     def rot():
@@ -337,9 +350,13 @@ def random_cases(seed=3, count=40):
             hh = max(hh, 0.1)
         cases.append((CAPSULE_BOX, c0, q0, (r, hh, 0), (0, 0, 0), q1, h))
     boxes = []
-    for _ in range(count):
+    for i in range(count + count // 4):
         h0, h1, q0, q1 = rng.uniform(0.1, 0.6, 3), rng.uniform(0.1, 0.6, 3), rot(), rot()
         direction = rng.normal(size=3)
+        if i >= count:  # one resting on the other's face, a little tilted, turned about the face normal
+            j = int(rng.integers(3))
+            q1 = tilt(qmul(q0, quat(axis_unit(j), rng.uniform(-np.pi, np.pi))), 0.02)
+            direction = rotation(q0)[:, j] + rng.normal(size=3) * 0.3 * h0.min()
         direction /= np.linalg.norm(direction)
         target, lo, hi = rng.uniform(-0.1, 0.03), 0.0, 3.0
         for _ in range(40):  # the separation grows with the distance along a direction: bisect to the target
@@ -392,10 +409,11 @@ def test_capsule_pairs_match_brute_force_distances(random_found):
 def test_random_boxes_touch_on_their_surfaces_and_agree_when_swapped(random_found):
     """Each contact's points lie on the two boxes' faces, its normal points from box 0 to box 1, and its
     separation is at least the boxes' separation along that normal; overlapping boxes get contacts, the
-    deepest as deep as the separating-axis test says; swapping the boxes gives the same separations."""
+    deepest as deep as the separating-axis test says, a polygon's worth where they lie flat on each other;
+    swapping the boxes gives the same separations."""
     cases, ((valid, p0, p1, n, sep), _) = random_found
     first = next(i for i, c in enumerate(cases) if c[0] == BOX_BOX)
-    count = (len(cases) - first) // 2
+    count = (len(cases) - first) // 2  # the second half swaps the first
     overlapping = 0
     for i in range(first, len(cases)):
         _, c0, q0, h0, c1, q1, h1 = cases[i]
@@ -415,6 +433,8 @@ def test_random_boxes_touch_on_their_surfaces_and_agree_when_swapped(random_foun
             assert abs(box_sdf(h1, ((p1[i, k] - c1) @ r1)[None])[0]) < 1e-4
             assert n[i, k] @ (c1 - c0) >= 0.0 and np.isclose(np.linalg.norm(n[i, k]), 1.0, atol=1e-5)
             assert sep[i, k] >= along(n[i, k], c1 - c0, r0, h0, r1, h1) - 1e-5
-        if i < first + count:
+        if largest < -0.03 and (i - first) % count >= RANDOM_COUNT:  # flat: a polygon
+            assert v.sum() >= 3, (i, sep[i], largest)
+        if i < first + RANDOM_COUNT:  # (nearly flat ones may take either face as reference)
             assert np.allclose(np.sort(sep[i][v]), np.sort(sep[i + count][valid[i + count] == 1]), atol=1e-5), i
     assert overlapping >= count // 4
