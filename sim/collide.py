@@ -168,7 +168,7 @@ def pair_filtered(a: int, b: int, shape_body: wp.array(dtype=wp.int32), shape_gr
     return lo < filter_keys.shape[0] and filter_keys[lo] == key
 
 
-@wp.kernel(enable_backward=False)
+@wp.kernel(enable_backward=False, module_options={"cpu_serial_threshold": 64})  # a tree query a thread
 def bvh_pairs_kernel(bvh: wp.uint64, shapes: wp.array(dtype=wp.int32), lowers: wp.array(dtype=wp.vec3),
                      uppers: wp.array(dtype=wp.vec3), shape_world: wp.array(dtype=wp.int32),
                      shape_body: wp.array(dtype=wp.int32), shape_group: wp.array(dtype=wp.int32),
@@ -334,18 +334,20 @@ def narrow_phase_kernel(body_q: wp.array(dtype=wp.transform), pairs: wp.array(dt
     t0 = shape_type[first]
     t1 = shape_type[second]
     if exact_slots(t0, t1) > 0:
-        if k < exact_slots(t0, t1):
+        if k == 0:  # one thread: an exact routine's valid slots come first, so the first invalid one ends them
             gap = wp.max(shape_gap[first], shape_gap[second])
             x_0 = shape_world_transform(body_q, shape_body, shape_transform, first)
             x_1 = shape_world_transform(body_q, shape_body, shape_transform, second)
-            c = pair_contact(x_0, x_1, t0, t1, shape_scale[first], shape_scale[second], shape_source[first],
-                             shape_source[second], 0, k, -1.0, gap)
-            if c.valid != 0:
+            for slot in range(exact_slots(t0, t1)):
+                c = pair_contact(x_0, x_1, t0, t1, shape_scale[first], shape_scale[second], shape_source[first],
+                                 shape_source[second], 0, slot, -1.0, gap)
+                if c.valid == 0:
+                    break
                 index = wp.atomic_add(count, 0, 1)
                 if index < max_count:
                     out_shape0[index] = first
                     out_shape1[index] = second
-                    out_feature[index] = k
+                    out_feature[index] = slot
                     out_param[index] = -1.0
         return
     for way in range(2):
