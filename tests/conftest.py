@@ -5,6 +5,8 @@ name no device run there (a way to see which parts of the suite work on a GPU; C
 machine each test's device work is waited for, so a kernel fault names its test (run with pytest-xdist, which
 restarts the worker that lost its CUDA context)."""
 
+import ctypes
+import itertools
 import os
 import sys
 
@@ -12,6 +14,8 @@ import pytest
 
 import loomwork as wp
 from loomwork.kernels import build
+from loomwork.kernels import device as device_module
+from loomwork.kernels.cpu import CpuBackend
 
 # Every CUDA source must compile with NVRTC in every test run, GPU or not.
 wp.config.verify_cuda = build.nvrtc_available()
@@ -30,6 +34,51 @@ def _devices() -> list:
 def device(request) -> str:
     """Runs a test on the CPU always, and on CUDA when a GPU is present."""
     return request.param
+
+
+class DeviceMemory(CpuBackend):
+    """CPU memory and kernels, reached only through allocate / copy / upload / download, as a GPU's."""
+
+    name = "devmem"
+    host_accessible = False
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int]] = []
+        self.uploaded = 0  # bytes
+
+    def allocate(self, nbytes, *, zero):
+        ptr, owner = super().allocate(nbytes, zero=zero)
+        self.ranges.append((ptr, ptr + nbytes))
+        return ptr, owner
+
+    def upload(self, dst, host, nbytes):
+        assert self.owns(dst, nbytes), "an upload outside device memory"
+        self.uploaded += nbytes
+        ctypes.memmove(dst, host, nbytes)
+
+    def download(self, host, src, nbytes):
+        assert self.owns(src, nbytes), "a download from outside device memory"
+        ctypes.memmove(host, src, nbytes)
+
+    def owns(self, ptr: int, nbytes: int = 1) -> bool:
+        return any(lo <= ptr and ptr + nbytes <= hi for lo, hi in self.ranges)
+
+
+_numbers = itertools.count()
+
+
+@pytest.fixture(params=["stand-in", pytest.param("cuda", marks=pytest.mark.skipif(
+    not wp.is_cuda_available(), reason="no CUDA device on this machine (CUDA code is still compiled by NVRTC)"))])
+def dev(request, monkeypatch):
+    """A device whose memory the host cannot read in place: a stand-in (CPU kernels on memory reached only
+    through copies, recording its allocations) in every run, and the GPU when there is one."""
+    if request.param == "cuda":
+        return wp.get_device("cuda:0")
+    monkeypatch.setattr(device_module, "_kinds", dict(device_module._kinds))
+    monkeypatch.setattr(device_module, "_devices", dict(device_module._devices))
+    kind = f"devmem{next(_numbers)}"
+    device_module.register_backend(kind, lambda ordinal: DeviceMemory(), lambda: 1)
+    return wp.get_device(kind)
 
 
 if wp.is_cuda_available():

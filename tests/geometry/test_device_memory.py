@@ -2,67 +2,19 @@
 the host and their descriptors and arrays copied to the device, so kernels there give what they give on
 the CPU. A stand-in device (host memory claiming otherwise, which records its allocations) runs this
 without a GPU and checks that every address a published descriptor holds is device memory; the same tests
-run on a real GPU when there is one."""
+run on a real GPU when there is one (the stand-in and the `dev` fixture are in tests/conftest.py)."""
 
 import ctypes
-import itertools
+from typing import Any
 
 import numpy as np
-import pytest
 
 import loomwork as wp
-from loomwork.kernels import device as device_module
-from loomwork.kernels.cpu import CpuBackend
 
 
-class DeviceMemory(CpuBackend):
-    """CPU memory and kernels, reached only through allocate / copy / upload / download, as a GPU's."""
-
-    name = "devmem"
-    host_accessible = False
-
-    def __init__(self) -> None:
-        self.ranges: list[tuple[int, int]] = []
-        self.uploaded = 0  # bytes
-
-    def allocate(self, nbytes, *, zero):
-        ptr, owner = super().allocate(nbytes, zero=zero)
-        self.ranges.append((ptr, ptr + nbytes))
-        return ptr, owner
-
-    def upload(self, dst, host, nbytes):
-        assert self.owns(dst, nbytes), "an upload outside device memory"
-        self.uploaded += nbytes
-        ctypes.memmove(dst, host, nbytes)
-
-    def download(self, host, src, nbytes):
-        assert self.owns(src, nbytes), "a download from outside device memory"
-        ctypes.memmove(host, src, nbytes)
-
-    def owns(self, ptr: int, nbytes: int = 1) -> bool:
-        return any(lo <= ptr and ptr + nbytes <= hi for lo, hi in self.ranges)
-
-
-_numbers = itertools.count()
-
-
-@pytest.fixture(params=["stand-in", pytest.param("cuda", marks=pytest.mark.skipif(
-    not wp.is_cuda_available(), reason="no CUDA device on this machine (CUDA code is still compiled by NVRTC)"))])
-def dev(request, monkeypatch):
-    if request.param == "cuda":
-        return wp.get_device("cuda:0")
-    monkeypatch.setattr(device_module, "_kinds", dict(device_module._kinds))
-    monkeypatch.setattr(device_module, "_devices", dict(device_module._devices))
-    kind = f"devmem{next(_numbers)}"
-    device_module.register_backend(kind, lambda ordinal: DeviceMemory(), lambda: 1)
-    return wp.get_device(kind)
-
-
-def pointers_in_device_memory(backend: DeviceMemory, handle: int, desc_type: type, fields: tuple) -> None:
+def pointers_in_device_memory(backend: Any, handle: int, desc_type: type, fields: tuple) -> None:
     """The descriptor an id names lies in device memory, and so does every non-null address it holds (on the
     stand-in, whose memory the test can read)."""
-    if not isinstance(backend, DeviceMemory):
-        return
     assert backend.owns(handle, ctypes.sizeof(desc_type))
     desc = desc_type.from_address(handle)
     for f in fields:
@@ -126,7 +78,7 @@ def test_meshes_and_bvhs_query_device_copies(dev):
     answers = []
     for d in ("cpu", dev):
         mesh = _box_mesh(d)
-        if d is dev and isinstance(dev.backend, DeviceMemory):
+        if d is dev and not dev.is_cuda:
             pointers_in_device_memory(dev.backend, mesh.id, MeshDesc,
                                       ("bvh", "points", "indices", "moments", "leaf_corners"))
             pointers_in_device_memory(dev.backend, MeshDesc.from_address(mesh.id).bvh, BvhDesc,
@@ -136,7 +88,7 @@ def test_meshes_and_bvhs_query_device_copies(dev):
         wp.launch(closest_and_ray, 64, inputs=[mesh.id, p, dist, t], device=d)
         moved = wp.array(_box_mesh("cpu").points.numpy() * 2.0, dtype=wp.vec3, device=d)
         mesh.points = moved  # a refit: the device copies follow
-        if d is dev and isinstance(dev.backend, DeviceMemory):  # new velocities: only the descriptor is copied
+        if d is dev and not dev.is_cuda:  # new velocities: only the descriptor is copied
             before = dev.backend.uploaded
             mesh.velocities = wp.zeros(len(moved), dtype=wp.vec3, device=d)
             assert dev.backend.uploaded - before == ctypes.sizeof(MeshDesc)
@@ -166,7 +118,7 @@ def test_hash_grids_and_volumes_on_device_memory(dev):
         count = wp.zeros(300, dtype=int, device=d)
         wp.launch(neighbour_counts, 300, inputs=[grid.id, p, 0.5, count], device=d)
         vol = wp.Volume.load_from_numpy(values, bg_value=0.0, device=d)
-        if d is dev and isinstance(dev.backend, DeviceMemory):
+        if d is dev and not dev.is_cuda:
             assert dev.backend.owns(vol.id) and dev.backend.owns(vol.array().ptr)
         out = wp.zeros(300, dtype=float, device=d)
         wp.launch(sample_volume, 300, inputs=[vol.id, p, out], device=d)
@@ -174,7 +126,7 @@ def test_hash_grids_and_volumes_on_device_memory(dev):
                                               bg_value=2.0, device=d, max_tiles=2)
         where = rebuilt.array().ptr
         rebuilt.rebuild(wp.array([[8, 0, 0]], dtype=wp.int32, device=d))  # the device copy is rewritten in place
-        assert rebuilt.array().ptr == where and (d == "cpu" or not isinstance(dev.backend, DeviceMemory)
+        assert rebuilt.array().ptr == where and (d == "cpu" or not not dev.is_cuda
                                                  or dev.backend.owns(where))
         moved = wp.zeros(300, dtype=float, device=d)
         wp.launch(sample_volume, 300, inputs=[rebuilt.id, p, moved], device=d)
