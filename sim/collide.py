@@ -41,12 +41,8 @@ from .shape_kernels import (
     shape_distance,
 )
 
-# Which shape of a pair carries the probes: lower rank probes the other (a sphere's center is exact);
-# planes and SDFs never probe.
-_PROBE_RANK = {GeoType.SPHERE: 0, GeoType.CAPSULE: 1, GeoType.BOX: 2, GeoType.CYLINDER: 3, GeoType.MESH: 4}
 _PROBES = {GeoType.SPHERE: 1, GeoType.CAPSULE: 2, GeoType.BOX: 8, GeoType.CYLINDER: 16}  # a mesh: its vertices
 _EDGES = {GeoType.CAPSULE: 1, GeoType.BOX: 12}  # a mesh: three per triangle (each probed from one of them)
-_NO_RANK = 99
 _EDGE_END = 0.005  # an edge's deepest point this close to an end (in parameter) is that end's probe point
 SLOTS = 8  # threads per pair: a box-box manifold's points, or a share of a probing shape's probes
 _BVH_REBUILD_EVERY = 64  # collides between rebuilds of the broad phase's tree (refits in between)
@@ -203,6 +199,8 @@ def bvh_pairs_kernel(bvh: wp.uint64, shapes: wp.array(dtype=wp.int32), lowers: w
 
 @wp.func
 def probe_rank(geo: int) -> int:
+    """Which shape of a pair carries the probes: the lower rank probes the other (a sphere's center is exact);
+    planes and SDFs never probe."""
     if geo == SPHERE:
         return 0
     if geo == CAPSULE:

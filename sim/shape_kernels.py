@@ -118,20 +118,6 @@ def shape_distance(geo: int, scale: wp.vec3, source: wp.uint64, p: wp.vec3, max_
 
 
 @wp.func
-def probe_count(geo: int) -> int:
-    """How many probe points of the shape are tested against other shapes."""
-    if geo == SPHERE:
-        return 1
-    if geo == CAPSULE:
-        return 2
-    if geo == BOX:
-        return 8
-    if geo == CYLINDER:
-        return 16
-    return 0
-
-
-@wp.func
 def bit_sign(k: int, bit: int) -> float:
     """-1 where `bit` is set in k, else 1: the signs of a box's corners and edges, numbered by their bits."""
     if (k & bit) != 0:

@@ -13,6 +13,7 @@ from typing import Any
 import loomwork as wp
 
 from ..model import Model, State
+from ..narrow_phase import segment_closest_params
 from .forces import contact_force
 
 MAX_TRIANGLE_CONTACTS = 8
@@ -58,32 +59,6 @@ def closest_on_triangle(p: wp.vec3, a: wp.vec3, b: wp.vec3, c: wp.vec3) -> wp.ve
     v = vb * denom
     w = vc * denom
     return wp.vec3(1.0 - v - w, v, w)
-
-
-@wp.func
-def closest_between_segments(p1: wp.vec3, q1: wp.vec3, p2: wp.vec3, q2: wp.vec3) -> wp.vec2:
-    """Parameters (s, t) in [0, 1] of the closest points p1 + s (q1 - p1) and p2 + t (q2 - p2) of two segments
-    of nonzero length (Ericson's Real-Time Collision Detection, 5.1.9; parallel segments take s = 0)."""
-    d1 = q1 - p1
-    d2 = q2 - p2
-    r = p1 - p2
-    a = wp.dot(d1, d1)
-    e = wp.dot(d2, d2)
-    f = wp.dot(d2, r)
-    c = wp.dot(d1, r)
-    b = wp.dot(d1, d2)
-    denom = a * e - b * b
-    s = 0.0
-    if denom > 1.0e-12 * a * e:
-        s = wp.clamp((b * f - c * e) / denom, 0.0, 1.0)
-    t = (b * s + f) / e
-    if t < 0.0:
-        t = 0.0
-        s = wp.clamp(-c / a, 0.0, 1.0)
-    elif t > 1.0:
-        t = 1.0
-        s = wp.clamp((b - c) / a, 0.0, 1.0)
-    return wp.vec2(s, t)
 
 
 @wp.kernel(enable_backward=False)
@@ -223,7 +198,7 @@ def edge_candidates_kernel(bvh: wp.uint64, x: wp.array(dtype=wp.vec3), radius: w
         if g > e and b0 != a0 and b0 != a1 and b1 != a0 and b1 != a1 and n < capacity:
             pb = x[b0]
             qb = x[b1]
-            st = closest_between_segments(pa, qa, pb, qb)
+            st = segment_closest_params(pa, qa - pa, pb, qb - pb)
             d = (pa + (qa - pa) * st[0]) - (pb + (qb - pb) * st[1])
             if wp.length(d) < edge_pair_radius(radius, a0, a1, b0, b1):
                 found[e * capacity + n] = g
@@ -248,7 +223,7 @@ def edge_contact_forces_kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.
     qa = x[a1]
     pb = x[b0]
     qb = x[b1]
-    st = closest_between_segments(pa, qa, pb, qb)
+    st = segment_closest_params(pa, qa - pa, pb, qb - pb)
     s = st[0]
     t = st[1]
     d = (pa + (qa - pa) * s) - (pb + (qb - pb) * t)
