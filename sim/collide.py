@@ -44,7 +44,7 @@ from .shape_kernels import (
 _PROBES = {GeoType.SPHERE: 1, GeoType.CAPSULE: 2, GeoType.BOX: 8, GeoType.CYLINDER: 16}  # a mesh: its vertices
 _EDGES = {GeoType.CAPSULE: 1, GeoType.BOX: 12}  # a mesh: three per triangle (each probed from one of them)
 _EDGE_END = 0.005  # an edge's deepest point this close to an end (in parameter) is that end's probe point
-SLOTS = 8  # threads per pair: a box-box manifold's points, or a share of a probing shape's probes
+MESH_THREADS = 8  # threads per pair where meshes collide, each taking a share of the probes (else one)
 _BVH_REBUILD_EVERY = 64  # collides between rebuilds of the broad phase's tree (refits in between)
 
 
@@ -315,12 +315,13 @@ def narrow_phase_kernel(body_q: wp.array(dtype=wp.transform), pairs: wp.array(dt
                         shape_transform: wp.array(dtype=wp.transform), shape_type: wp.array(dtype=wp.int32),
                         shape_scale: wp.array(dtype=wp.vec3), shape_source: wp.array(dtype=wp.uint64),
                         shape_radius: wp.array(dtype=float), shape_gap: wp.array(dtype=float),
-                        shape_items: wp.array(dtype=wp.vec2i), max_count: int, count: wp.array(dtype=wp.int32),
-                        out_shape0: wp.array(dtype=wp.int32), out_shape1: wp.array(dtype=wp.int32),
-                        out_feature: wp.array(dtype=wp.int32), out_param: wp.array(dtype=float)):
+                        shape_items: wp.array(dtype=wp.vec2i), threads: int, max_count: int,
+                        count: wp.array(dtype=wp.int32), out_shape0: wp.array(dtype=wp.int32),
+                        out_shape1: wp.array(dtype=wp.int32), out_feature: wp.array(dtype=wp.int32),
+                        out_param: wp.array(dtype=float)):
     """Which features of which pairs touch (their geometry follows in rigid_contact_geometry_kernel): thread
-    (pair, k) takes slot k of the pair's exact routine, or its k-th, (k + SLOTS)-th, ... probe, each way the
-    pair probes."""
+    (pair, k) of (pairs, threads) runs the pair's exact routine (k = 0), or takes its k-th, (k + threads)-th, ...
+    probe, each way the pair probes."""
     p, k = wp.tid()
     if p >= pair_count[0]:
         return
@@ -360,7 +361,7 @@ def narrow_phase_kernel(body_q: wp.array(dtype=wp.transform), pairs: wp.array(dt
             dist = wp.length(wp.transform_get_translation(x_a) - wp.transform_get_translation(x_b))
             if dist > shape_radius[a] + shape_radius[b] + gap:
                 return
-        for item in range(k, probe_items(a, b, shape_type, shape_items), SLOTS):
+        for item in range(k, probe_items(a, b, shape_type, shape_items), threads):
             n_points = shape_items[a][0]
             s = edge_parameter(x_a, x_b, ta, shape_scale[a], shape_source[a], tb, shape_scale[b], shape_source[b],
                                shape_radius[b], n_points, item, gap)
@@ -457,6 +458,7 @@ class CollisionPipeline:
         for s in collide:
             items[s] = self._items(int(s), GeoType(int(types[s])))
         self._shape_items = wp.array(items, dtype=wp.vec2i, device=d)
+        self._threads = MESH_THREADS if np.any(types[collide] == GeoType.MESH) else 1
         bound = _pair_bound(world)
         if broad_phase is None:
             broad_phase = "explicit" if bound <= 8 * len(collide) else "bvh"
@@ -480,8 +482,8 @@ class CollisionPipeline:
                                  dtype=np.int64)
             self._filter_keys = wp.array(filters, dtype=wp.int64, device=d)
             is_mesh = types[collide] == GeoType.MESH
-            per_pair = 2 * int(items[collide[~is_mesh]].sum(axis=1).max(initial=SLOTS // 2))
-            contact_bound = min(per_pair, SLOTS) * self.shape_pairs_max + 4 * int(items[collide[is_mesh]].sum())
+            # touching pairs are a fraction of those the gap-grown bounds find: 4 contacts a pair is ample
+            contact_bound = 4 * self.shape_pairs_max + 4 * int(items[collide[is_mesh]].sum())
         self.soft_contact_max = soft_contact_max if soft_contact_max is not None else \
             model.particle_count * len(particle_shapes)
         self.rigid_contact_max = rigid_contact_max if rigid_contact_max is not None else contact_bound
@@ -584,10 +586,11 @@ class CollisionPipeline:
                                contacts.soft_contact_normal], device=m.device)
         if self.shape_pairs_max:
             pairs, count = self._find_pairs(state, contacts)
-            wp.launch(narrow_phase_kernel, dim=(self.shape_pairs_max, SLOTS), record_tape=False,
+            wp.launch(narrow_phase_kernel, dim=(self.shape_pairs_max, self._threads), record_tape=False,
                       inputs=[state.body_q, pairs, count, m.shape_body, m.shape_transform, m.shape_type,
                               m.shape_scale, m.shape_source_ptr, m.shape_collision_radius, m.shape_gap,
-                              self._shape_items, contacts.rigid_contact_max, contacts.rigid_contact_count],
+                              self._shape_items, self._threads, contacts.rigid_contact_max,
+                              contacts.rigid_contact_count],
                       outputs=[contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
                                contacts.rigid_contact_feature, contacts.rigid_contact_feature_param], device=m.device)
             wp.launch(rigid_contact_geometry_kernel, dim=contacts.rigid_contact_max,
