@@ -8,8 +8,8 @@ Shape-shape, in two phases. The broad phase lists the pairs whose bounds overlap
 once at construction (every pair of a world that may touch: not filtered, not on one body, not both
 static), each tested by bounding spheres every step, or a `wp.Bvh` over the shapes' world bounds, one
 subtree per world, refitted each step and queried by every shape (no pair list: the cost grows as
-n log n with the shapes of a world, not n^2). The narrow phase runs one thread per (pair, slot) and
-dispatches on the pair's types: capsule-capsule, capsule-box and box-box have exact routines
+n log n with the shapes of a world, not n^2). The narrow phase runs a thread per pair (8 sharing its probes
+where meshes collide) and dispatches on the pair's types: capsule-capsule, capsule-box and box-box have exact routines
 (`narrow_phase`); a sphere's center is tested against the other shape's exact signed distance; the rest
 (planes, cylinders, meshes, SDFs) use probes: the points of the rounder shape (capsule ends, box corners,
 cylinder rims, mesh vertices; two meshes probe each other) and its edges, each at its point deepest in the
@@ -504,10 +504,18 @@ class CollisionPipeline:
         body = m.shape_body.numpy()
         world = m.shape_world.numpy()
         group = m.shape_collision_group.numpy()
-        i, j = np.triu_indices(len(collide), 1)
-        a, b = collide[i], collide[j]
-        keep = (world[a] == world[b]) | (world[a] < 0) | (world[b] < 0)
-        keep &= (body[a] != body[b]) & ((body[a] >= 0) | (body[b] >= 0))
+        shared = collide[world[collide] < 0]
+        own = collide[world[collide] >= 0]
+        own = own[np.argsort(world[own], kind="stable")]
+        starts = np.flatnonzero(np.diff(world[own], prepend=-2)) if len(own) else np.zeros(0, np.int64)
+        blocks = [shared] + np.split(own, starts[1:])  # the shared shapes, then each world's own
+        a_parts, b_parts = [], []
+        for k, members in enumerate(blocks):  # pairs within a block, and each world's own with the shared
+            i, j = np.triu_indices(len(members), 1)
+            a_parts += [members[i], np.repeat(members, len(shared)) if k else members[:0]]
+            b_parts += [members[j], np.tile(shared, len(members)) if k else members[:0]]
+        a, b = np.concatenate(a_parts), np.concatenate(b_parts)
+        keep = (body[a] != body[b]) & ((body[a] >= 0) | (body[b] >= 0))
         keep &= ~((group[a] > 0) & (group[b] > 0) & (group[a] != group[b]))
         a, b = a[keep], b[keep]
         if m.shape_collision_filter_pairs:
