@@ -9,7 +9,7 @@ and capsules dropped in one world onto the ground (SolverXPBD, 4 iterations, con
 "sap" broad phase: Newton's sweep and prune, loomwork's Bvh). Newton
 runs in its own interpreter (a venv with ``newton==1.8.0``; by default /tmp/newtonvenv); without one
 its column says so. Last, loomwork's backward pass of a 100-step 32x32 cloth rollout (``wp.Tape``)
-against its forward pass (target: at most 4x).
+against its forward pass (target: at most 4x), under SemiImplicit and under VBD.
 """
 
 from __future__ import annotations
@@ -143,17 +143,22 @@ def measure(python: str, which: str, steps: int) -> dict | str:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def backward_ratio(steps: int = 100, rounds: int = 3) -> tuple[float, float]:
-    """Best forward and backward seconds of a differentiable ``steps``-step 32x32 cloth rollout."""
+def backward_ratio(steps: int = 100, rounds: int = 3, vbd: bool = False) -> tuple[float, float]:
+    """Best forward and backward seconds of a differentiable ``steps``-step 32x32 cloth rollout falling onto a
+    sphere: SolverSemiImplicit at 1/1920 s, or with ``vbd`` a stiffer cloth under SolverVBD (10 iterations)
+    at 1/240 s."""
     b = newton.ModelBuilder()
+    stiffness, damping = (1.0e4, 1.0e-3) if vbd else (1.0e3, 1.0e-1)
     b.add_cloth_grid(pos=(-1.0, -1.0, 2.0), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=32, dim_y=32,
-                     cell_x=2.0 / 32, cell_y=2.0 / 32, mass=0.01, tri_ke=1.0e3, tri_ka=1.0e3, tri_kd=1.0e-1,
+                     cell_x=2.0 / 32, cell_y=2.0 / 32, mass=0.01, tri_ke=stiffness, tri_ka=stiffness, tri_kd=damping,
                      edge_ke=1.0e-2, particle_radius=0.01)
     b.add_shape_sphere(-1, xform=wp.transform((0.0, 0.0, 1.0), wp.quat_identity()), radius=0.5)
     b.add_ground_plane()
+    b.color()
     m = b.finalize(requires_grad=True)
     m.particle_kd = 1.0
-    solver = newton.solvers.SolverSemiImplicit(m)
+    solver = newton.solvers.SolverVBD(m, iterations=10) if vbd else newton.solvers.SolverSemiImplicit(m)
+    dt = 1.0 / 240 if vbd else 1.0 / 60 / 32
     pipe = newton.CollisionPipeline(m, soft_contact_gap=1.0)
     contacts = pipe.contacts()
     states = [m.state() for _ in range(steps + 1)]
@@ -166,7 +171,7 @@ def backward_ratio(steps: int = 100, rounds: int = 3) -> tuple[float, float]:
         with tape:
             for t in range(steps):
                 states[t].clear_forces()
-                solver.step(states[t], states[t + 1], None, contacts, 1.0 / 60 / 32)
+                solver.step(states[t], states[t + 1], None, contacts, dt)
             wp.launch(_height_sum, dim=m.particle_count, inputs=[states[-1].particle_q, loss])
         t1 = time.perf_counter()
         tape.backward(loss)
@@ -175,7 +180,6 @@ def backward_ratio(steps: int = 100, rounds: int = 3) -> tuple[float, float]:
         tape.zero()
         loss.zero_()
     return best_f, best_b
-
 
 def main(argv: list[str] | None = None) -> dict:
     """Print steps/s of loomwork and Newton 1.8 for each scene, their ratio and the rollout's backward/forward;
@@ -204,8 +208,12 @@ def main(argv: list[str] | None = None) -> dict:
     fwd, bwd = backward_ratio(a.rollout, a.rounds)
     print(f"cloth 32x32, {a.rollout}-step rollout: forward {fwd * 1e3:.0f} ms, backward {bwd * 1e3:.0f} ms "
           f"({bwd / fwd:.1f}x the forward)")
+    vbd_f, vbd_b = backward_ratio(a.rollout, 1, vbd=True)
+    print(f"stiff cloth 32x32 under VBD, {a.rollout}-step rollout: forward {vbd_f * 1e3:.0f} ms, backward "
+          f"{vbd_b * 1e3:.0f} ms ({vbd_b / vbd_f:.1f}x the forward)")
     print(f"({time.perf_counter() - t0:.0f} s)")
-    return {"loomwork": ours, "newton": theirs, "forward_s": fwd, "backward_s": bwd}
+    return {"loomwork": ours, "newton": theirs, "forward_s": fwd, "backward_s": bwd, "vbd_forward_s": vbd_f,
+            "vbd_backward_s": vbd_b}
 
 
 if __name__ == "__main__":

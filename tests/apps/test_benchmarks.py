@@ -129,6 +129,7 @@ def test_sim_benchmark_runs():
     from loomwork.apps import bench_sim
 
     r = bench_sim.main(["--steps", "4", "--rollout", "4", "--rounds", "1", "--newton-python", "/nonexistent"])
-    assert set(r["loomwork"]) == {"cloth 64x64", "pile 512", "cloth 64x64 VBD"}
+    assert set(r["loomwork"]) == {"cloth 64x64", "pile 512", "cloth 64x64 VBD", "rigid pile 512"}
     assert all(v is not None and v > 0 for v in r["loomwork"].values())
     assert r["forward_s"] > 0 and r["backward_s"] > 0 and isinstance(r["newton"], str)
+    assert r["vbd_forward_s"] > 0 and r["vbd_backward_s"] > 0
