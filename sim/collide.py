@@ -428,13 +428,15 @@ class CollisionPipeline:
     small worlds, and it can be captured in a CUDA graph. ``"bvh"`` (or ``"sap"``) queries a `wp.Bvh` over the
     shapes' world bounds, one subtree per world, refitted on the host each step: for worlds of many shapes,
     where a pair list grows as n^2. The default (None) takes the pair list while it has at most 8 pairs per
-    shape, else the tree. ``shape_pairs_max`` bounds the pairs the tree may find per step."""
+    shape, else the tree. ``shape_pairs_max`` bounds the pairs the tree may find per step.
+    ``shape_pairs_filtered`` (pairs of shape indices, as Newton's) replaces the pair list with the given pairs."""
 
     def __init__(self, model: Model, *, rigid_contact_max: int | None = None, soft_contact_max: int | None = None,
                  soft_contact_gap: float | None = None, soft_contact_margin: float | None = None,
                  requires_grad: bool | None = None,
                  broad_phase: Literal["nxn", "sap", "explicit", "bvh"] | None = None,
-                 shape_pairs_max: int | None = None, verify_buffers: bool = True, **_: Any) -> None:
+                 shape_pairs_max: int | None = None, shape_pairs_filtered: Any = None, verify_buffers: bool = True,
+                 **_: Any) -> None:
         if not isinstance(model, Model):
             raise TypeError(f"CollisionPipeline: expected a loomwork.sim.Model, got {type(model).__name__}")
         if broad_phase not in (None, "nxn", "sap", "explicit", "bvh"):
@@ -460,11 +462,17 @@ class CollisionPipeline:
         self._shape_items = wp.array(items, dtype=wp.vec2i, device=d)
         self._threads = MESH_THREADS if np.any(types[collide] == GeoType.MESH) else 1
         bound = _pair_bound(world)
-        if broad_phase is None:
+        if shape_pairs_filtered is not None:
+            if broad_phase not in (None, "explicit"):
+                raise ValueError(f"CollisionPipeline: shape_pairs_filtered is a pair list; it needs "
+                                 f"broad_phase='explicit', not {broad_phase!r}")
+            broad_phase = "explicit"
+        elif broad_phase is None:
             broad_phase = "explicit" if bound <= 8 * len(collide) else "bvh"
         self.broad_phase = "explicit" if broad_phase in ("explicit", "nxn") else "bvh"
         if self.broad_phase == "explicit":
-            pairs = self._pair_list(collide)
+            pairs = self._pair_list(collide) if shape_pairs_filtered is None else \
+                self._given_pairs(shape_pairs_filtered)
             self.shape_pairs_max = len(pairs)
             self._pairs = wp.array(pairs, dtype=wp.vec2i, device=d)
             self._pair_count = wp.array([len(pairs)], dtype=wp.int32, device=d)
@@ -524,6 +532,14 @@ class CollisionPipeline:
             keep = ~np.isin(np.minimum(a, b).astype(np.int64) * n + np.maximum(a, b), filters)
             a, b = a[keep], b[keep]
         return np.stack([a, b], axis=1).astype(np.int32)
+
+    def _given_pairs(self, given: Any) -> np.ndarray:
+        """A user's pair list as an (n, 2) int32 array of shape indices, checked."""
+        pairs = (given.numpy() if hasattr(given, "numpy") else np.asarray(given)).reshape(-1, 2)
+        if pairs.size and (pairs.min() < 0 or pairs.max() >= self.model.shape_count):
+            raise IndexError(f"CollisionPipeline: shape_pairs_filtered names shape {int(pairs.max())} or "
+                             f"{int(pairs.min())}; the model has {self.model.shape_count} shapes")
+        return pairs.astype(np.int32)
 
     @staticmethod
     def _contact_bound(pairs: np.ndarray, types: np.ndarray, items: np.ndarray) -> np.ndarray:

@@ -190,3 +190,17 @@ def test_models_deprecated_collide_uses_a_default_pipeline():
         again = m.collide(m.state(), m.contacts())
     n = int(contacts.rigid_contact_count.numpy()[0])
     assert n > 0 and int(again.rigid_contact_count.numpy()[0]) == n
+
+
+def test_a_given_pair_list_replaces_the_pipelines_own():
+    """Newton's ``shape_pairs_filtered``: only the given pairs are tested; bad indices are an IndexError."""
+    m = jumble(count=8).finalize()
+    _, rows = found(m, m.state(), "explicit")
+    touching = sorted({tuple(sorted(map(int, r[:2]))) for r in rows})
+    assert len(touching) >= 2
+    _, only = found(m, m.state(), None, shape_pairs_filtered=np.array([touching[0]], np.int32))
+    assert {tuple(sorted(map(int, r[:2]))) for r in only} == {touching[0]}
+    with pytest.raises(IndexError, match="shape_pairs_filtered"):
+        newton.CollisionPipeline(m, shape_pairs_filtered=[(0, 99)])
+    with pytest.raises(ValueError, match="explicit"):
+        newton.CollisionPipeline(m, shape_pairs_filtered=[(0, 1)], broad_phase="bvh")
