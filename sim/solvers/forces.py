@@ -11,6 +11,9 @@ import loomwork as wp
 from ..contacts import Contacts
 from ..model import Model, State
 
+# A grid query (or a neighbour list) per thread: worth the thread pool from a few hundred particles on.
+GRID_QUERIES = {"cpu_serial_threshold": 256}
+
 
 @wp.kernel
 def spring_forces_kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), indices: wp.array(dtype=wp.int32),
@@ -141,7 +144,7 @@ MAX_NEIGHBORS = 16
 largest number seen is kept in ``model.particle_neighbor_overflow`` (checked by ``check_finite``)."""
 
 
-@wp.kernel(enable_backward=False)
+@wp.kernel(enable_backward=False, module_options=GRID_QUERIES)
 def particle_neighbors_kernel(grid: wp.uint64, x: wp.array(dtype=wp.vec3), radius: wp.array(dtype=float),
                               flags: wp.array(dtype=wp.int32), world: wp.array(dtype=wp.int32), max_radius: float,
                               margin: float, capacity: int, neighbors: wp.array(dtype=wp.int32),
@@ -168,7 +171,7 @@ def particle_neighbors_kernel(grid: wp.uint64, x: wp.array(dtype=wp.vec3), radiu
         wp.atomic_max(most, 0, n)
 
 
-@wp.kernel
+@wp.kernel(module_options=GRID_QUERIES)
 def particle_pair_forces_kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3),
                                 radius: wp.array(dtype=float), neighbors: wp.array(dtype=wp.int32),
                                 count: wp.array(dtype=wp.int32), capacity: int, ke: float, kd: float, kf: float,
