@@ -176,7 +176,10 @@ def test_passes_read_a_hand_built_kernel_through_the_interface():
     assert ir.in_place(stored_first, {}).updated == {0}  # only read after it is stored: what the launch left
     assert ir.thread_exclusive_arrays(fn) == {a}
     assert ir.private_reductions(fn, "atomic") == {id(atomic): (out, (0,))}
-    assert loop_carried(loop) == ([c, y], True)  # the branch needs v_c's value
+    # v_c is assigned before the branch reads it in each iteration, and v_y only accumulates: iteration k
+    # is replayed alone; with the branch first, it reads the v_c of iteration k - 1, which must be recomputed
+    assert loop_carried(loop) == ([c, y], False)
+    assert loop_carried(dataclasses.replace(loop, body=loop.body[::-1])) == ([c, y], True)
 
     jumpless = normalize(fn)
     unknown = [s for s in ir.walk(jumpless.body) if s.line == 0]
