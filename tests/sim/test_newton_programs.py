@@ -59,3 +59,39 @@ def test_diffsim_ball_flow_with_a_captured_graph():
         wp.launch(step_kernel, dim=len(x), inputs=[x, x.grad, 0.02])
         tapes[-1].zero()
     assert np.all(np.diff(history) < 0.0), history
+
+
+def test_box_pyramid_example_settles_by_its_own_criteria():
+    """Newton 1.8's box-pyramid contact example (its test mode: no wrecking ball), scaled to 6 rows: boxes
+    stacked 0.04 m apart on a plane under XPBD with 2 iterations and relaxed contacts, found each substep
+    through the "sap" broad phase; the example's own check: the top cube moves under 0.5 m sideways and
+    settles less than the rows' gaps plus 0.1 m (it settles exactly the gaps: the stack closes)."""
+    half, spacing, rows = 0.4, 0.84, 6
+    builder = newton.ModelBuilder()
+    builder.add_shape_plane(xform=wp.transform_identity(), width=0.0, length=0.0)
+    for level in range(rows):
+        n = rows - level
+        for i in range(n):
+            body = builder.add_body(xform=wp.transform(p=wp.vec3(-(n - 1) * spacing / 2 + i * spacing, 15.0,
+                                                                 level * spacing + half), q=wp.quat_identity()))
+            builder.add_shape_box(body, hx=half, hy=half, hz=half)
+    model = builder.finalize()
+    pipeline = newton.CollisionPipeline(model, broad_phase="sap")
+    solver = newton.solvers.SolverXPBD(model, iterations=2, rigid_contact_relaxation=0.8)
+    contacts = pipeline.contacts()
+    state_0, state_1, control = model.state(), model.state(), model.control()
+    newton.eval_fk(model, model.joint_q, model.joint_qd, state_0)
+    start = state_0.body_q.numpy()[:, :3].copy()
+    for _ in range(60 * 10):  # 60 frames of 10 substeps at 100 fps
+        state_0.clear_forces()
+        pipeline.collide(state_0, contacts)
+        solver.step(state_0, state_1, control, contacts, 1.0 / 1000)
+        state_0, state_1 = state_1, state_0
+    q = state_0.body_q.numpy()
+    top = model.body_count - 1
+    assert np.linalg.norm(q[top, :2] - start[top, :2]) < 0.5
+    gaps = (rows - 1) * (spacing - 2 * half)
+    assert start[top, 2] - q[top, 2] < gaps + 0.1
+    np.testing.assert_allclose(q[:, 2], start[:, 2] - (start[:, 2] - half) / spacing * (spacing - 2 * half),
+                               atol=5e-3)  # every row rests on the one below
+    assert np.abs(q[:, :2] - start[:, :2]).max() < 0.01
