@@ -1,4 +1,4 @@
-"""Triangle meshes of the shapes ImageRenderer draws as triangles (cylinders, cones, arrows, planes),
+"""Triangle meshes of shapes drawn as triangles (cylinders, cones, arrows, planes; ellipsoids as scaled spheres),
 in the shape's local frame, as (points (n, 3) float32, indices (3 m,) int32)."""
 
 from __future__ import annotations
@@ -27,6 +27,24 @@ def frustum(r_bottom: float, r_top: float, y0: float, y1: float, up_axis: int, s
                                                                                  segments + i, segments + j], 1)])
     tris = np.concatenate([sides.reshape(-1, 3), caps])
     return _axis_frame(points, up_axis), tris.reshape(-1).astype(np.int32)
+
+
+def sphere(rings: int = 12, segments: int = 24) -> tuple:
+    """A latitude-longitude unit sphere around the origin (poles on local Z), outward-facing triangles."""
+    theta = np.linspace(0.0, np.pi, rings + 1)[1:-1]
+    phi = np.linspace(0.0, 2.0 * np.pi, segments, endpoint=False)
+    ring = np.stack([np.outer(np.sin(theta), np.cos(phi)), np.outer(np.sin(theta), np.sin(phi)),
+                     np.repeat(np.cos(theta)[:, None], segments, axis=1)], axis=-1).reshape(-1, 3)
+    points = np.concatenate([[[0.0, 0.0, 1.0]], ring, [[0.0, 0.0, -1.0]]])
+    k = np.arange(segments)
+    nxt = (k + 1) % segments
+    tris = [np.stack([np.zeros(segments, np.int64), 1 + k, 1 + nxt], axis=1)]
+    for i in range(rings - 2):
+        a, b = 1 + i * segments, 1 + (i + 1) * segments
+        tris += [np.stack([a + k, b + k, b + nxt], axis=1), np.stack([a + k, b + nxt, a + nxt], axis=1)]
+    last = 1 + (rings - 2) * segments
+    tris.append(np.stack([np.full(segments, len(points) - 1), last + nxt, last + k], axis=1))
+    return points.astype(np.float32), np.concatenate(tris).reshape(-1).astype(np.int32)
 
 
 def merge(*meshes: tuple) -> tuple:

@@ -11,6 +11,7 @@ import numpy as np
 
 from loomwork.sim import GeoType, Model, ShapeFlags, State
 
+from . import tessellate
 from .image import ImageRenderer
 from .usd import UsdRenderer
 
@@ -79,6 +80,11 @@ class _Viewer:
                     r.render_capsule(name, pos, rot, float(sc[0]), float(sc[1]), up_axis=2, color=_SHAPE_COLOR)
                 elif t == GeoType.CYLINDER:
                     r.render_cylinder(name, pos, rot, float(sc[0]), float(sc[1]), up_axis=2, color=_SHAPE_COLOR)
+                elif t == GeoType.CONE:
+                    r.render_cone(name, pos, rot, float(sc[0]), float(sc[1]), up_axis=2, color=_SHAPE_COLOR)
+                elif t == GeoType.ELLIPSOID:
+                    points, tris = tessellate.sphere()
+                    r.render_mesh(name, points * sc, tris, colors=_SHAPE_COLOR, pos=pos, rot=rot)
                 elif t == GeoType.PLANE:
                     # The renderers' planes lie in their XZ plane; ours have normal +Z.
                     _, rot = _compose(np.array([0.0, 0.0, 0.0, *rot]), _Y_TO_Z)

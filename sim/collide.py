@@ -31,7 +31,9 @@ from .narrow_phase import ContactPoint, box_box_contact, capsule_box_contact, ca
 from .shape_kernels import (
     BOX,
     CAPSULE,
+    CONE,
     CYLINDER,
+    ELLIPSOID,
     MESH,
     PLANE,
     SPHERE,
@@ -41,7 +43,9 @@ from .shape_kernels import (
     shape_distance,
 )
 
-_PROBES = {GeoType.SPHERE: 1, GeoType.CAPSULE: 2, GeoType.BOX: 8, GeoType.CYLINDER: 16}  # a mesh: its vertices
+# an ellipsoid's one probe is its support point toward the other shape; a mesh's probes are its vertices
+_PROBES = {GeoType.SPHERE: 1, GeoType.CAPSULE: 2, GeoType.BOX: 8, GeoType.CYLINDER: 16, GeoType.ELLIPSOID: 1,
+           GeoType.CONE: 9}
 _EDGES = {GeoType.CAPSULE: 1, GeoType.BOX: 12}  # a mesh: three per triangle (each probed from one of them)
 _EDGE_END = 0.005  # an edge's deepest point this close to an end (in parameter) is that end's probe point
 MESH_THREADS = 8  # threads per pair where meshes collide, each taking a share of the probes (else one)
@@ -203,11 +207,11 @@ def probe_rank(geo: int) -> int:
     planes and SDFs never probe."""
     if geo == SPHERE:
         return 0
-    if geo == CAPSULE:
+    if geo == CAPSULE or geo == ELLIPSOID:
         return 1
     if geo == BOX:
         return 2
-    if geo == CYLINDER:
+    if geo == CYLINDER or geo == CONE:
         return 3
     if geo == MESH:
         return 4
@@ -248,6 +252,23 @@ def edge_parameter(x_p: wp.transform, x_q: wp.transform, geo_p: int, scale_p: wp
 
 
 @wp.func
+def ellipsoid_support(x_p: wp.transform, x_q: wp.transform, r: wp.vec3, geo_q: int, scale_q: wp.vec3,
+                      source_q: wp.uint64, gap: float) -> wp.vec3:
+    """The point of ellipsoid p (semi-axes r, in its frame) deepest toward shape q: its support point against
+    q's outward normal seen from the center, refined once from the point found (exact against a plane)."""
+    p_to_q = wp.transform_multiply(wp.transform_inverse(x_q), x_p)
+    reach = 2.0 * wp.max(r[0], wp.max(r[1], r[2])) + gap
+    s = wp.vec3(0.0, 0.0, 0.0)
+    for _i in range(2):
+        dn = shape_distance(geo_q, scale_q, source_q, wp.transform_point(p_to_q, s), reach)
+        rn = wp.cw_mul(r, wp.transform_vector(wp.transform_inverse(p_to_q), wp.vec3(dn[1], dn[2], dn[3])))
+        ln = wp.length(rn)
+        if ln > 1.0e-12:
+            s = -wp.cw_mul(r, rn) / ln
+    return s
+
+
+@wp.func
 def probe_contact(x_p: wp.transform, x_q: wp.transform, geo_p: int, scale_p: wp.vec3, source_p: wp.uint64,
                   geo_q: int, scale_q: wp.vec3, source_q: wp.uint64, n_points: int, item: int, s: float,
                   gap: float) -> ContactPoint:
@@ -257,7 +278,9 @@ def probe_contact(x_p: wp.transform, x_q: wp.transform, geo_p: int, scale_p: wp.
     c.valid = 0
     center = wp.vec3()
     radius = 0.0
-    if item < n_points:
+    if geo_p == ELLIPSOID:
+        center = ellipsoid_support(x_p, x_q, scale_p, geo_q, scale_q, source_q, gap)
+    elif item < n_points:
         probe = probe_point(geo_p, scale_p, source_p, item)
         center = wp.vec3(probe[0], probe[1], probe[2])
         radius = probe[3]

@@ -14,6 +14,8 @@ CYLINDER = wp.constant(int(GeoType.CYLINDER))
 BOX = wp.constant(int(GeoType.BOX))
 MESH = wp.constant(int(GeoType.MESH))
 SDF = wp.constant(int(GeoType.SDF))
+ELLIPSOID = wp.constant(int(GeoType.ELLIPSOID))
+CONE = wp.constant(int(GeoType.CONE))
 
 
 @wp.func
@@ -68,6 +70,51 @@ def cylinder_normal(r: float, hh: float, p: wp.vec3) -> wp.vec3:
 
 
 @wp.func
+def ellipsoid_distance(r: wp.vec3, p: wp.vec3) -> wp.vec4:
+    """An ellipsoid's signed distance at p (a first-order estimate: exact on the surface, on its axes and for
+    spheres, a bound elsewhere) and its outward normal, the implicit function's gradient."""
+    g = wp.vec3(p[0] / (r[0] * r[0]), p[1] / (r[1] * r[1]), p[2] / (r[2] * r[2]))
+    k1 = wp.length(g)
+    if k1 < 1.0e-12:
+        return wp.vec4(-wp.min(r[0], wp.min(r[1], r[2])), 0.0, 0.0, 1.0)
+    k0 = wp.length(wp.vec3(p[0] / r[0], p[1] / r[1], p[2] / r[2]))
+    n = g / k1
+    return wp.vec4(k0 * (k0 - 1.0) / k1, n[0], n[1], n[2])
+
+
+@wp.func
+def cone_distance(r: float, hh: float, p: wp.vec3) -> wp.vec4:
+    """A solid cone's signed distance and outward normal at p: base of radius r at z = -hh, apex at z = +hh.
+    Found in the (radial, z) half plane, against the base and the slanted side."""
+    rho = wp.length(wp.vec2(p[0], p[1]))
+    q = wp.vec2(rho, p[2])
+    a = wp.vec2(r, -hh)
+    side = wp.vec2(-r, 2.0 * hh)
+    t = wp.clamp(wp.dot(q - a, side) / wp.dot(side, side), 0.0, 1.0)
+    to_side = q - (a + side * t)
+    to_base = q - wp.vec2(wp.clamp(rho, 0.0, r), -hh)
+    d_side = wp.length(to_side)
+    d_base = wp.length(to_base)
+    inside = p[2] >= -hh and p[2] <= hh and rho * 2.0 * hh <= r * (hh - p[2])
+    n2 = wp.vec2(0.0, -1.0)
+    d = d_base
+    if d_side < d_base:
+        d = d_side
+        n2 = wp.normalize(wp.vec2(2.0 * hh, r))
+    if inside:
+        d = -d
+    elif d > 1.0e-9:
+        if d_side < d_base:
+            n2 = to_side / d
+        else:
+            n2 = to_base / d
+    radial = wp.vec3(1.0, 0.0, 0.0)
+    if rho > 1.0e-9:
+        radial = wp.vec3(p[0] / rho, p[1] / rho, 0.0)
+    return wp.vec4(d, radial[0] * n2[0], radial[1] * n2[0], n2[1])
+
+
+@wp.func
 def shape_distance(geo: int, scale: wp.vec3, source: wp.uint64, p: wp.vec3, max_dist: float) -> wp.vec4:
     """Signed distance (x, negative inside) and outward unit normal (yzw) of the shape at local point p."""
     d = 1.0e6
@@ -95,6 +142,12 @@ def shape_distance(geo: int, scale: wp.vec3, source: wp.uint64, p: wp.vec3, max_
     elif geo == CYLINDER:
         d = cylinder_sdf(scale[0], scale[1], p)
         n = cylinder_normal(scale[0], scale[1], p)
+    elif geo == ELLIPSOID or geo == CONE:
+        dn = ellipsoid_distance(scale, p)
+        if geo == CONE:
+            dn = cone_distance(scale[0], scale[1], p)
+        d = dn[0]
+        n = wp.vec3(dn[1], dn[2], dn[3])
     elif geo == MESH:
         s = wp.vec3(p[0] / scale[0], p[1] / scale[1], p[2] / scale[2])
         q = wp.mesh_query_point(source, s, max_dist)
@@ -141,6 +194,11 @@ def probe_point(geo: int, scale: wp.vec3, source: wp.uint64, k: int) -> wp.vec4:
         return wp.vec4(0.0, 0.0, z, scale[0])
     if geo == BOX:
         return wp.vec4(bit_sign(k, 1) * scale[0], bit_sign(k, 2) * scale[1], bit_sign(k, 4) * scale[2], 0.0)
+    if geo == CONE:
+        if k == 8:
+            return wp.vec4(0.0, 0.0, scale[1], 0.0)
+        a = float(k) * (2.0 * wp.pi / 8.0)
+        return wp.vec4(scale[0] * wp.cos(a), scale[0] * wp.sin(a), -scale[1], 0.0)
     if geo == CYLINDER:
         a = float(k % 8) * (2.0 * wp.pi / 8.0)
         z = scale[1]

@@ -307,16 +307,8 @@ class ImportBuilder:
             return self.add_shape_cylinder(body, xform=x, radius=size["radius"], half_height=size["half_height"],
                                            cfg=cfg, label=label)
         if kind == "ellipsoid":
-            # Stored as an ellipsoid shape; its mass is that of the solid ellipsoid.
-            shape = self.add_shape(body=body, type=GeoType.ELLIPSOID, xform=x, cfg=cfg, is_static=True,
-                                   scale=(size["a"], size["b"], size["c"]), label=label)
-            if body >= 0 and cfg.density > 0.0:
-                a, b, c = size["a"], size["b"], size["c"]
-                m = 4.0 / 3.0 * math.pi * a * b * c * cfg.density
-                inertia = np.diag([b * b + c * c, a * a + c * c, a * a + b * b]) * m / 5.0
-                rot = np.asarray(wp.quat_to_matrix(wp.quat(*pose[1])), dtype=np.float64).reshape(3, 3)
-                self._add_body_mass(body, m, pose[0], rot @ inertia @ rot.T)
-            return shape
+            return self.add_shape_ellipsoid(body, xform=x, rx=size["a"], ry=size["b"], rz=size["c"], cfg=cfg,
+                                            label=label)
         if kind == "plane":
             return self.add_shape_plane(xform=x, width=size.get("width", 0.0), length=size.get("length", 0.0),
                                         body=body, cfg=cfg, label=label)

@@ -101,6 +101,14 @@ def primitive_mass_properties(shape_type: GeoType, scale: tuple[float, float, fl
         m = math.pi * r * r * 2.0 * h * density
         ixx = m * (3.0 * r * r + 4.0 * h * h) / 12.0
         return m, np.zeros(3), np.diag([ixx, ixx, m * r * r / 2.0])
+    if shape_type == GeoType.ELLIPSOID:
+        m = 4.0 / 3.0 * math.pi * a * b * c * density
+        return m, np.zeros(3), np.diag([b * b + c * c, a * a + c * c, a * a + b * b]) * m / 5.0
+    if shape_type == GeoType.CONE:  # apex at +h, base at -h: the center of mass a quarter of the height up
+        r, h = a, b
+        m = math.pi * r * r * 2.0 * h / 3.0 * density
+        ixx = m * (3.0 * r * r / 20.0 + 3.0 * (2.0 * h) ** 2 / 80.0)
+        return m, np.array([0.0, 0.0, -h / 2.0]), np.diag([ixx, ixx, 0.3 * m * r * r])
     if shape_type == GeoType.MESH and src is not None:
         return src.mass_properties(density, np.asarray(scale))
     return 0.0, np.zeros(3), np.zeros((3, 3))
@@ -222,6 +230,19 @@ class ShapeBuilder:
         return self.add_shape(body=body, type=GeoType.CYLINDER, xform=xform, cfg=cfg,
                               scale=(radius, half_height, 0.0), label=label)
 
+    def add_shape_ellipsoid(self, body: int, *, xform: Any = None, rx: float = 1.0, ry: float = 0.75, rz: float = 0.5,
+                            cfg: ShapeConfig | None = None, label: str | None = None, **_: Any) -> int:
+        """Add an ellipsoid with semi-axes ``rx, ry, rz`` [m] along its local X, Y, Z axes."""
+        return self.add_shape(body=body, type=GeoType.ELLIPSOID, xform=xform, cfg=cfg, scale=(rx, ry, rz),
+                              label=label)
+
+    def add_shape_cone(self, body: int, *, xform: Any = None, radius: float = 1.0, half_height: float = 0.5,
+                       cfg: ShapeConfig | None = None, label: str | None = None, **_: Any) -> int:
+        """Add a cone along the local Z axis, centered between its base (``radius`` [m], at -``half_height``) and
+        its apex (at +``half_height``); its center of mass lies ``half_height / 2`` below the origin."""
+        return self.add_shape(body=body, type=GeoType.CONE, xform=xform, cfg=cfg, scale=(radius, half_height, 0.0),
+                              label=label)
+
     def add_shape_mesh(self, body: int, *, xform: Any = None, mesh: Mesh | None = None, scale: Any = None,
                        cfg: ShapeConfig | None = None, label: str | None = None, **_: Any) -> int:
         """Add a triangle mesh (a :class:`loomwork.sim.Mesh`) scaled by ``scale``."""
@@ -306,6 +327,10 @@ class ShapeBuilder:
                 out[s] = math.sqrt(a * a + b * b + c * c)
             elif t in (GeoType.CAPSULE, GeoType.CYLINDER):
                 out[s] = a + b
+            elif t == GeoType.ELLIPSOID:
+                out[s] = max(a, b, c)
+            elif t == GeoType.CONE:
+                out[s] = math.hypot(a, b)
             elif t == GeoType.MESH:
                 out[s] = self.shape_source[s].bounding_radius() * max(abs(a), abs(b), abs(c))
             else:
