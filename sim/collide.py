@@ -442,6 +442,47 @@ def _pair_bound(world: np.ndarray) -> int:
     return int((counts * (counts - 1) // 2).sum() + counts.sum() * shared + shared * (shared - 1) // 2)
 
 
+def collidable_shapes(model: Model) -> np.ndarray:
+    """The shapes that collide with other shapes: flagged so, and not in collision group 0."""
+    if model.shape_count == 0:
+        return np.zeros(0, np.int32)
+    flags = model.shape_flags.numpy()
+    group = model.shape_collision_group.numpy()
+    return np.flatnonzero(((flags & ShapeFlags.COLLIDE_SHAPES) != 0) & (group != 0)).astype(np.int32)
+
+
+def shape_pairs(model: Model) -> np.ndarray:
+    """Every pair of collidable shapes (shape, shape) that may touch: in one world or one of them shared,
+    on two bodies not both static, in groups that meet and not filtered; made world by world."""
+    m = model
+    collide = collidable_shapes(m)
+    if len(collide) < 2:
+        return np.zeros((0, 2), np.int32)
+    body = m.shape_body.numpy()
+    world = m.shape_world.numpy()
+    group = m.shape_collision_group.numpy()
+    shared = collide[world[collide] < 0]
+    own = collide[world[collide] >= 0]
+    own = own[np.argsort(world[own], kind="stable")]
+    starts = np.flatnonzero(np.diff(world[own], prepend=-2)) if len(own) else np.zeros(0, np.int64)
+    blocks = [shared] + np.split(own, starts[1:])  # the shared shapes, then each world's own
+    a_parts, b_parts = [], []
+    for k, members in enumerate(blocks):  # pairs within a block, and each world's own with the shared
+        i, j = np.triu_indices(len(members), 1)
+        a_parts += [members[i], np.repeat(members, len(shared)) if k else members[:0]]
+        b_parts += [members[j], np.tile(shared, len(members)) if k else members[:0]]
+    a, b = np.concatenate(a_parts), np.concatenate(b_parts)
+    keep = (body[a] != body[b]) & ((body[a] >= 0) | (body[b] >= 0))
+    keep &= ~((group[a] > 0) & (group[b] > 0) & (group[a] != group[b]))
+    a, b = a[keep], b[keep]
+    if m.shape_collision_filter_pairs:
+        n = m.shape_count
+        filters = np.fromiter((x * n + y for x, y in m.shape_collision_filter_pairs), np.int64)
+        keep = ~np.isin(np.minimum(a, b).astype(np.int64) * n + np.maximum(a, b), filters)
+        a, b = a[keep], b[keep]
+    return np.stack([a, b], axis=1).astype(np.int32)
+
+
 class CollisionPipeline:
     """Finds the contacts of a state: ``contacts = pipeline.contacts()`` once, then
     ``pipeline.collide(state, contacts)`` each step (or once, for contacts that do not move).
@@ -452,7 +493,8 @@ class CollisionPipeline:
     shapes' world bounds, one subtree per world, refitted on the host each step: for worlds of many shapes,
     where a pair list grows as n^2. The default (None) takes the pair list while it has at most 8 pairs per
     shape, else the tree. ``shape_pairs_max`` bounds the pairs the tree may find per step.
-    ``shape_pairs_filtered`` (pairs of shape indices, as Newton's) replaces the pair list with the given pairs."""
+    The pair list is ``model.shape_contact_pairs`` (assign it to change the pairs), or ``shape_pairs_filtered``
+    when given; ``rigid_contact_max`` / ``soft_contact_max`` default to the model's when it sets them."""
 
     def __init__(self, model: Model, *, rigid_contact_max: int | None = None, soft_contact_max: int | None = None,
                  soft_contact_gap: float | None = None, soft_contact_margin: float | None = None,
@@ -476,8 +518,7 @@ class CollisionPipeline:
         d = model.device
         particle_shapes = np.flatnonzero(flags & ShapeFlags.COLLIDE_PARTICLES).astype(np.int32)
         self._particle_shapes = wp.array(particle_shapes, dtype=wp.int32, device=d)
-        group = model.shape_collision_group.numpy() if n else np.zeros(0, np.int32)
-        collide = np.flatnonzero(((flags & ShapeFlags.COLLIDE_SHAPES) != 0) & (group != 0)).astype(np.int32)
+        collide = collidable_shapes(model)
         world = model.shape_world.numpy()[collide] if n else np.zeros(0, np.int32)
         items = np.zeros((max(n, 1), 2), np.int32)
         for s in collide:
@@ -494,8 +535,8 @@ class CollisionPipeline:
             broad_phase = "explicit" if bound <= 8 * len(collide) else "bvh"
         self.broad_phase = "explicit" if broad_phase in ("explicit", "nxn") else "bvh"
         if self.broad_phase == "explicit":
-            pairs = self._pair_list(collide) if shape_pairs_filtered is None else \
-                self._given_pairs(shape_pairs_filtered)
+            given = model.shape_contact_pairs if shape_pairs_filtered is None else shape_pairs_filtered
+            pairs = self._given_pairs(given)
             self.shape_pairs_max = len(pairs)
             self._pairs = wp.array(pairs, dtype=wp.vec2i, device=d)
             self._pair_count = wp.array([len(pairs)], dtype=wp.int32, device=d)
@@ -515,6 +556,10 @@ class CollisionPipeline:
             is_mesh = types[collide] == GeoType.MESH
             # touching pairs are a fraction of those the gap-grown bounds find: 4 contacts a pair is ample
             contact_bound = 4 * self.shape_pairs_max + 4 * int(items[collide[is_mesh]].sum())
+        if soft_contact_max is None:
+            soft_contact_max = model.soft_contact_max
+        if rigid_contact_max is None:
+            rigid_contact_max = model.rigid_contact_max
         self.soft_contact_max = soft_contact_max if soft_contact_max is not None else \
             model.particle_count * len(particle_shapes)
         self.rigid_contact_max = rigid_contact_max if rigid_contact_max is not None else contact_bound
@@ -526,41 +571,13 @@ class CollisionPipeline:
             return len(source.vertices), len(source.indices)
         return _PROBES.get(geo, 0), _EDGES.get(geo, 0)
 
-    def _pair_list(self, collide: np.ndarray) -> np.ndarray:
-        """Every pair of collidable shapes (shape, shape) that may touch: in one world or one of them shared,
-        on two bodies not both static, in groups that meet and not filtered."""
-        m = self.model
-        if len(collide) < 2:
-            return np.zeros((0, 2), np.int32)
-        body = m.shape_body.numpy()
-        world = m.shape_world.numpy()
-        group = m.shape_collision_group.numpy()
-        shared = collide[world[collide] < 0]
-        own = collide[world[collide] >= 0]
-        own = own[np.argsort(world[own], kind="stable")]
-        starts = np.flatnonzero(np.diff(world[own], prepend=-2)) if len(own) else np.zeros(0, np.int64)
-        blocks = [shared] + np.split(own, starts[1:])  # the shared shapes, then each world's own
-        a_parts, b_parts = [], []
-        for k, members in enumerate(blocks):  # pairs within a block, and each world's own with the shared
-            i, j = np.triu_indices(len(members), 1)
-            a_parts += [members[i], np.repeat(members, len(shared)) if k else members[:0]]
-            b_parts += [members[j], np.tile(shared, len(members)) if k else members[:0]]
-        a, b = np.concatenate(a_parts), np.concatenate(b_parts)
-        keep = (body[a] != body[b]) & ((body[a] >= 0) | (body[b] >= 0))
-        keep &= ~((group[a] > 0) & (group[b] > 0) & (group[a] != group[b]))
-        a, b = a[keep], b[keep]
-        if m.shape_collision_filter_pairs:
-            n = m.shape_count
-            filters = np.fromiter((x * n + y for x, y in m.shape_collision_filter_pairs), np.int64)
-            keep = ~np.isin(np.minimum(a, b).astype(np.int64) * n + np.maximum(a, b), filters)
-            a, b = a[keep], b[keep]
-        return np.stack([a, b], axis=1).astype(np.int32)
-
     def _given_pairs(self, given: Any) -> np.ndarray:
-        """A user's pair list as an (n, 2) int32 array of shape indices, checked."""
+        """A pair list (the model's, or a user's) as an (n, 2) int32 array of shape indices, checked."""
+        if given is None:
+            return np.zeros((0, 2), np.int32)
         pairs = (given.numpy() if hasattr(given, "numpy") else np.asarray(given)).reshape(-1, 2)
         if pairs.size and (pairs.min() < 0 or pairs.max() >= self.model.shape_count):
-            raise IndexError(f"CollisionPipeline: shape_pairs_filtered names shape {int(pairs.max())} or "
+            raise IndexError(f"CollisionPipeline: the pair list names shape {int(pairs.max())} or "
                              f"{int(pairs.min())}; the model has {self.model.shape_count} shapes")
         return pairs.astype(np.int32)
 

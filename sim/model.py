@@ -269,6 +269,12 @@ class Model:
         (joint_dof_count,), float32."""
         self.articulation_start: wp.array | None = None
         """First joint of each articulation, shape (articulation_count + 1,), int32."""
+        self.rigid_contact_max: int | None = None
+        """Rigid contact capacity a ``CollisionPipeline`` takes when given none (None: its own estimate)."""
+        self.soft_contact_max: int | None = None
+        """Particle-shape contact capacity a ``CollisionPipeline`` takes when given none (None: its own)."""
+        self._shape_contact_pairs: wp.array | None = None
+        self._shape_contact_pairs_made = False
 
     @property
     def joint_target_q_start(self) -> wp.array | None:
@@ -302,6 +308,30 @@ class Model:
         c.joint_act = take(self.joint_act)
         c.tri_activations = take(self.tri_activations)
         return c
+
+    @property
+    def shape_contact_pairs(self) -> wp.array | None:
+        """Pairs of shapes that may collide (the explicit broad phase's list), shape (shape_contact_pair_count,),
+        dtype vec2i: every pair of a world, or with a shared shape, on two bodies not both static, in groups
+        that meet and not filtered. Made on first access; assign an array to change the pairs (None: none)."""
+        if not self._shape_contact_pairs_made:
+            from .collide import shape_pairs  # collide imports this module
+
+            pairs = shape_pairs(self)
+            self._shape_contact_pairs = wp.array(pairs, dtype=wp.vec2i, device=self.device) if len(pairs) else None
+            self._shape_contact_pairs_made = True
+        return self._shape_contact_pairs
+
+    @shape_contact_pairs.setter
+    def shape_contact_pairs(self, pairs: wp.array | None) -> None:
+        self._shape_contact_pairs = pairs
+        self._shape_contact_pairs_made = True
+
+    @property
+    def shape_contact_pair_count(self) -> int:
+        """Number of pairs in ``shape_contact_pairs``."""
+        pairs = self.shape_contact_pairs
+        return 0 if pairs is None else len(pairs)
 
     def contacts(self, collision_pipeline: Any = None) -> Any:
         """Contact buffers from the model's default ``CollisionPipeline`` (made on first use, or the one given).

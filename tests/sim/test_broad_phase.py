@@ -200,7 +200,22 @@ def test_a_given_pair_list_replaces_the_pipelines_own():
     assert len(touching) >= 2
     _, only = found(m, m.state(), None, shape_pairs_filtered=np.array([touching[0]], np.int32))
     assert {tuple(sorted(map(int, r[:2]))) for r in only} == {touching[0]}
-    with pytest.raises(IndexError, match="shape_pairs_filtered"):
+    with pytest.raises(IndexError, match="pair list names shape 99"):
         newton.CollisionPipeline(m, shape_pairs_filtered=[(0, 99)])
     with pytest.raises(ValueError, match="explicit"):
         newton.CollisionPipeline(m, shape_pairs_filtered=[(0, 1)], broad_phase="bvh")
+
+
+def test_the_models_pair_list_and_contact_capacities_steer_the_pipeline():
+    """As in Newton: ``model.shape_contact_pairs`` is the explicit broad phase's list (assign it to change the
+    pairs), and ``model.rigid_contact_max`` sizes the buffers when the pipeline is given no size."""
+    m = jumble(count=8).finalize()
+    pairs = m.shape_contact_pairs.numpy()
+    assert m.shape_contact_pair_count == len(pairs) > 0
+    _, rows = found(m, m.state(), "explicit")
+    assert {tuple(sorted(map(int, r[:2]))) for r in rows} <= {tuple(sorted(p)) for p in pairs}
+    first = sorted({tuple(sorted(map(int, r[:2]))) for r in rows})[0]
+    m.shape_contact_pairs = wp.array([first], dtype=wp.vec2i)
+    m.rigid_contact_max = 123
+    pipeline, only = found(m, m.state(), "explicit")
+    assert {tuple(sorted(map(int, r[:2]))) for r in only} == {first} and pipeline.rigid_contact_max == 123
