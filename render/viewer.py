@@ -90,7 +90,7 @@ class _Viewer:
                     _, rot = _compose(np.array([0.0, 0.0, 0.0, *rot]), _Y_TO_Z)
                     r.render_plane(name, pos, tuple(rot), float(sc[0]) or 10.0, float(sc[1]) or 10.0,
                                    color=(0.7, 0.7, 0.7))
-                elif t == GeoType.MESH:
+                elif t == GeoType.MESH or t == GeoType.HFIELD:
                     src = m.shape_source[s]
                     r.render_mesh(name, src.vertices * sc, src.indices, colors=_SHAPE_COLOR, pos=pos, rot=rot)
         if m.particle_count:

@@ -8,8 +8,9 @@ from .builder.bodies import MAXVAL
 from .collide import CollisionPipeline
 from .contacts import Contacts
 from .enums import Axis, GeoType, JointTargetMode, JointType, ParticleFlags, ShapeFlags
-from .geometry import Mesh
+from .geometry import Heightfield, Mesh
 from .model import Control, Model, State
 
-__all__ = ["MAXVAL", "Axis", "CollisionPipeline", "Contacts", "Control", "GeoType", "JointTargetMode", "JointType",
-           "Mesh", "Model", "ModelBuilder", "ParticleFlags", "ShapeFlags", "State", "eval_fk", "eval_ik", "solvers"]
+__all__ = ["MAXVAL", "Axis", "CollisionPipeline", "Contacts", "Control", "GeoType", "Heightfield", "JointTargetMode",
+           "JointType", "Mesh", "Model", "ModelBuilder", "ParticleFlags", "ShapeFlags", "State", "eval_fk", "eval_ik",
+           "solvers"]

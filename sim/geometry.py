@@ -1,4 +1,5 @@
-"""Simulation geometry sources: a triangle mesh with the mass properties collision and inertia need."""
+"""Simulation geometry sources: a triangle mesh with the mass properties collision and inertia need, and a
+heightfield (terrain) collided as the triangle mesh of its grid."""
 
 from __future__ import annotations
 
@@ -63,3 +64,51 @@ class Mesh:
         cov -= mass * np.outer(com, com)
         inertia = np.trace(cov) * np.eye(3) - cov
         return float(mass), com, inertia
+
+
+class Heightfield(Mesh):
+    """A static terrain: a grid of ``nrow`` x ``ncol`` elevations over [-hx, hx] x [-hy, hy] (rows along Y,
+    columns along X), with heights ``min_z + data * (max_z - min_z)`` for data normalized to [0, 1] (the range
+    of ``data`` itself unless ``min_z`` and ``max_z`` are given). Collided as its grid's triangles, faces up:
+    a point below the surface is inside."""
+
+    def __init__(self, data: Sequence[Sequence[float]] | np.ndarray, nrow: int, ncol: int, hx: float = 1.0,
+                 hy: float = 1.0, min_z: float | None = None, max_z: float | None = None) -> None:
+        if nrow < 2 or ncol < 2:
+            raise ValueError(f"Heightfield requires nrow >= 2 and ncol >= 2, got nrow={nrow}, ncol={ncol}")
+        if (min_z is None) != (max_z is None):
+            raise ValueError("Heightfield: min_z and max_z must both be given or both omitted")
+        raw = np.asarray(data, dtype=np.float32)
+        if raw.size != nrow * ncol:
+            raise ValueError(f"Heightfield: data holds {raw.size} values for a {nrow} x {ncol} grid")
+        raw = raw.reshape(nrow, ncol)
+        if not np.all(np.isfinite(raw)):
+            raise ValueError("Heightfield: data holds non-finite values")
+        if not (hx > 0.0 and hy > 0.0):
+            raise ValueError(f"Heightfield: half extents must be positive, got hx={hx}, hy={hy}")
+        lo, hi = float(raw.min()), float(raw.max())
+        self.data = (raw - lo) / (hi - lo) if hi > lo else np.zeros_like(raw)
+        """Elevations normalized to [0, 1], shape (nrow, ncol)."""
+        self.nrow, self.ncol, self.hx, self.hy = int(nrow), int(ncol), float(hx), float(hy)
+        self.min_z = lo if min_z is None else float(min_z)
+        self.max_z = hi if max_z is None else float(max_z)
+        x = np.linspace(-self.hx, self.hx, self.ncol, dtype=np.float32)
+        y = np.linspace(-self.hy, self.hy, self.nrow, dtype=np.float32)
+        gx, gy = np.meshgrid(x, y)
+        z = self.min_z + self.data * (self.max_z - self.min_z)
+        r, c = np.meshgrid(np.arange(self.nrow - 1), np.arange(self.ncol - 1), indexing="ij")
+        v00 = (r * self.ncol + c).reshape(-1)
+        v01, v10 = v00 + 1, v00 + self.ncol
+        tris = np.stack([v00, v01, v10 + 1, v00, v10 + 1, v10], axis=1)  # counter-clockwise seen from +Z
+        super().__init__(np.stack([gx, gy, z], axis=-1).reshape(-1, 3), tris.reshape(-1), is_solid=True)
+
+    def height(self, x: float, y: float) -> float:
+        """The surface's height [m] at (x, y) in its frame (the grid's triangles, as collisions see it)."""
+        u = np.clip((x + self.hx) / (2.0 * self.hx) * (self.ncol - 1), 0.0, self.ncol - 1 - 1e-6)
+        v = np.clip((y + self.hy) / (2.0 * self.hy) * (self.nrow - 1), 0.0, self.nrow - 1 - 1e-6)
+        c, r = int(u), int(v)
+        fu, fv = u - c, v - r
+        z = self.min_z + self.data * (self.max_z - self.min_z)
+        if fu >= fv:  # the triangle (r, c), (r, c + 1), (r + 1, c + 1)
+            return float(z[r, c] + fu * (z[r, c + 1] - z[r, c]) + fv * (z[r + 1, c + 1] - z[r, c + 1]))
+        return float(z[r, c] + fv * (z[r + 1, c] - z[r, c]) + fu * (z[r + 1, c + 1] - z[r + 1, c]))

@@ -15,6 +15,7 @@ BOX = wp.constant(int(GeoType.BOX))
 MESH = wp.constant(int(GeoType.MESH))
 SDF = wp.constant(int(GeoType.SDF))
 ELLIPSOID = wp.constant(int(GeoType.ELLIPSOID))
+HFIELD = wp.constant(int(GeoType.HFIELD))
 CONE = wp.constant(int(GeoType.CONE))
 
 
@@ -148,9 +149,12 @@ def shape_distance(geo: int, scale: wp.vec3, source: wp.uint64, p: wp.vec3, max_
             dn = cone_distance(scale[0], scale[1], p)
         d = dn[0]
         n = wp.vec3(dn[1], dn[2], dn[3])
-    elif geo == MESH:
+    elif geo == MESH or geo == HFIELD:
         s = wp.vec3(p[0] / scale[0], p[1] / scale[1], p[2] / scale[2])
-        q = wp.mesh_query_point(source, s, max_dist)
+        if geo == HFIELD:  # an open surface, faces up: the side a point lies on is its nearest faces' side
+            q = wp.mesh_query_point_sign_normal(source, s, max_dist)
+        else:
+            q = wp.mesh_query_point(source, s, max_dist)
         if q.result:
             c = wp.mesh_eval_position(source, q.face, q.u, q.v)
             c = wp.vec3(c[0] * scale[0], c[1] * scale[1], c[2] * scale[2])

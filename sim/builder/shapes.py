@@ -11,7 +11,7 @@ import numpy as np
 import loomwork as wp
 
 from ..enums import Axis, GeoType, ShapeFlags
-from ..geometry import Mesh
+from ..geometry import Heightfield, Mesh
 from .bodies import _split, _transform_tuple
 
 
@@ -242,6 +242,16 @@ class ShapeBuilder:
         its apex (at +``half_height``); its center of mass lies ``half_height / 2`` below the origin."""
         return self.add_shape(body=body, type=GeoType.CONE, xform=xform, cfg=cfg, scale=(radius, half_height, 0.0),
                               label=label)
+
+    def add_shape_heightfield(self, *, xform: Any = None, heightfield: Heightfield | None = None, scale: Any = None,
+                              cfg: ShapeConfig | None = None, label: str | None = None, **_: Any) -> int:
+        """Add a static terrain (a :class:`loomwork.sim.Heightfield`) at ``xform``, its extents and heights
+        scaled by ``scale``."""
+        if not isinstance(heightfield, Heightfield):
+            raise TypeError(f"add_shape_heightfield: heightfield must be a loomwork.sim.Heightfield, got "
+                            f"{type(heightfield).__name__}")
+        return self.add_shape(body=-1, type=GeoType.HFIELD, xform=xform, cfg=cfg, scale=scale, src=heightfield,
+                              is_static=True, label=label)
 
     def add_shape_mesh(self, body: int, *, xform: Any = None, mesh: Mesh | None = None, scale: Any = None,
                        cfg: ShapeConfig | None = None, label: str | None = None, **_: Any) -> int:

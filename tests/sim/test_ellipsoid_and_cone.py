@@ -136,3 +136,48 @@ def test_viewers_draw_ellipsoids_and_cones(tmp_path):
     view.end_frame()
     view.close()
     assert list(tmp_path.glob("*.png"))
+
+
+def test_heightfield_terrain_holds_particles_and_bodies_at_its_height():
+    """Newton's Heightfield: a bumpy grid; particles dropped on it and a box and a sphere dropped on it rest at
+    the surface's height under them (the grid's triangles), and a point below it is inside."""
+    rng = np.random.default_rng(3)
+    nrow, ncol = 12, 16
+    data = rng.uniform(0.0, 1.0, (nrow, ncol))
+    hf = newton.Heightfield(data, nrow, ncol, hx=2.0, hy=1.5, min_z=-0.1, max_z=0.2)
+    assert abs(hf.height(-2.0, -1.5) - (-0.1 + 0.3 * hf.data[0, 0])) < 1e-6
+    b = newton.ModelBuilder()
+    b.add_shape_heightfield(heightfield=hf)
+    spots = [(-1.2, 0.4), (0.3, -0.7), (1.5, 1.0)]
+    for x, y in spots:
+        b.add_particle((x, y, 0.6), (0.0, 0.0, 0.0), 0.05, radius=0.03)
+    sphere = b.add_body(xform=wp.transform((0.8, 0.2, 0.8), wp.quat_identity()))
+    b.add_shape_sphere(sphere, radius=0.1)
+    m = b.finalize()
+    pipeline = newton.CollisionPipeline(m, soft_contact_gap=0.02)
+    contacts = pipeline.contacts()
+    solver = newton.solvers.SolverXPBD(m, iterations=4)
+    s0, s1 = m.state(), m.state()
+    for _ in range(360):
+        pipeline.collide(s0, contacts)
+        s0.clear_forces()
+        solver.step(s0, s1, None, contacts, 1.0 / 240)
+        s0, s1 = s1, s0
+    q = s0.particle_q.numpy()
+    for k in range(len(spots)):  # resting on the surface under them (a bump may roll them a little)
+        assert -0.01 < q[k][2] - 0.03 - hf.height(q[k][0], q[k][1]) < 0.03, k
+    ball = s0.body_q.numpy()[0]
+    assert -0.15 < ball[2] < 0.35 and abs(ball[0]) < 2.0 and abs(ball[1]) < 1.5  # on the terrain, not through it
+    points = wp.array([[0.1, 0.1, hf.height(0.1, 0.1) - 0.05], [0.1, 0.1, hf.height(0.1, 0.1) + 0.05]],
+                      dtype=wp.vec3)
+    out = wp.zeros(2, dtype=wp.vec4)
+    wp.launch(_terrain_distances, 2, inputs=[m.shape_source_ptr, points, out])
+    d = out.numpy()
+    assert -0.06 < d[0, 0] < -0.01 and 0.01 < d[1, 0] < 0.06 and d[1, 3] > 0.5  # below is inside; normal up
+
+
+@wp.kernel
+def _terrain_distances(source: wp.array(dtype=wp.uint64), points: wp.array(dtype=wp.vec3),
+                       out: wp.array(dtype=wp.vec4)):
+    i = wp.tid()
+    out[i] = shape_distance(int(newton.GeoType.HFIELD), wp.vec3(1.0, 1.0, 1.0), source[0], points[i], 1.0)
