@@ -64,22 +64,26 @@ def test_cone_distance_is_exact_and_ellipsoid_distance_exact_on_its_axes():
     np.testing.assert_allclose(e[:, 1:], [[1, 0, 0], [0, -1, 0], [0, 0, 1], [1, 0, 0], [0, 0, -1]], atol=1e-6)
 
 
-def drop(add, z0, steps=480, solver="xpbd", tilt=0.0):
-    b = newton.ModelBuilder()
-    body = b.add_body(xform=wp.transform((0.0, 0.0, z0), wp.quat_rpy(tilt, -0.8 * tilt, 0.3)))
-    add(b, body)
-    b.add_ground_plane()
-    m = b.finalize()
-    pipeline = newton.CollisionPipeline(m)
+def settle(m, steps, iterations, soft_contact_gap=None):
+    """``steps`` XPBD steps of 1/240 s with contacts found each step; the last state."""
+    pipeline = newton.CollisionPipeline(m, soft_contact_gap=soft_contact_gap)
     contacts = pipeline.contacts()
-    step = newton.solvers.SolverXPBD(m, iterations=8) if solver == "xpbd" else newton.solvers.SolverSemiImplicit(m)
+    solver = newton.solvers.SolverXPBD(m, iterations=iterations)
     s0, s1 = m.state(), m.state()
     for _ in range(steps):
         pipeline.collide(s0, contacts)
         s0.clear_forces()
-        step.step(s0, s1, None, contacts, 1.0 / 240)
+        solver.step(s0, s1, None, contacts, 1.0 / 240)
         s0, s1 = s1, s0
     return s0
+
+
+def drop(add, z0, tilt=0.0):
+    b = newton.ModelBuilder()
+    body = b.add_body(xform=wp.transform((0.0, 0.0, z0), wp.quat_rpy(tilt, -0.8 * tilt, 0.3)))
+    add(b, body)
+    b.add_ground_plane()
+    return settle(b.finalize(), 480, 8)
 
 
 def test_a_flat_ellipsoid_and_a_cone_come_to_rest_on_the_ground():
@@ -109,17 +113,8 @@ def test_particles_rest_on_an_ellipsoid_and_a_cone():
             b.add_shape_ellipsoid(-1, rx=0.4, ry=0.4, rz=0.3)
         else:
             b.add_shape_cone(-1, radius=0.4, half_height=0.5)
-        m = b.finalize()
-        pipeline = newton.CollisionPipeline(m, soft_contact_gap=0.02)
-        contacts = pipeline.contacts()
-        solver = newton.solvers.SolverXPBD(m, iterations=4)
-        s0, s1 = m.state(), m.state()
-        for _ in range(240):
-            pipeline.collide(s0, contacts)
-            s0.clear_forces()
-            solver.step(s0, s1, None, contacts, 1.0 / 240)
-            s0, s1 = s1, s0
-        assert abs(s0.particle_q.numpy()[0][2] - (top + 0.05)) < 5e-3, shape
+        s = settle(b.finalize(), 240, 4, soft_contact_gap=0.02)
+        assert abs(s.particle_q.numpy()[0][2] - (top + 0.05)) < 5e-3, shape
 
 
 def test_viewers_draw_ellipsoids_and_cones(tmp_path):
@@ -154,15 +149,7 @@ def test_heightfield_terrain_holds_particles_and_bodies_at_its_height():
     sphere = b.add_body(xform=wp.transform((0.8, 0.2, 0.8), wp.quat_identity()))
     b.add_shape_sphere(sphere, radius=0.1)
     m = b.finalize()
-    pipeline = newton.CollisionPipeline(m, soft_contact_gap=0.02)
-    contacts = pipeline.contacts()
-    solver = newton.solvers.SolverXPBD(m, iterations=4)
-    s0, s1 = m.state(), m.state()
-    for _ in range(360):
-        pipeline.collide(s0, contacts)
-        s0.clear_forces()
-        solver.step(s0, s1, None, contacts, 1.0 / 240)
-        s0, s1 = s1, s0
+    s0 = settle(m, 360, 4, soft_contact_gap=0.02)
     q = s0.particle_q.numpy()
     for k in range(len(spots)):  # resting on the surface under them (a bump may roll them a little)
         assert -0.01 < q[k][2] - 0.03 - hf.height(q[k][0], q[k][1]) < 0.03, k

@@ -277,10 +277,8 @@ def test_separation_gradient_matches_finite_differences():
 
 
 def rotation(q):
-    x, y, z, w = q
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+    """The rotation matrix of quaternion q (x, y, z, w)."""
+    return np.array(wp.quat_to_matrix(wp.quat(*map(float, q))), dtype=np.float64).reshape(3, 3)
 
 
 def box_sdf(h, p):
