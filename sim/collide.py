@@ -318,17 +318,24 @@ def exact_slots(t0: int, t1: int) -> int:
 
 
 @wp.func
+def exact_contact(x_0: wp.transform, x_1: wp.transform, t0: int, t1: int, scale_0: wp.vec3, scale_1: wp.vec3,
+                  slot: int, gap: float) -> ContactPoint:
+    """Slot `slot` of the exact routine of shape 0 and shape 1 (a pair `exact_slots` counts)."""
+    if t0 == CAPSULE and t1 == CAPSULE:
+        return capsule_capsule_contact(x_0, scale_0[0], scale_0[1], x_1, scale_1[0], scale_1[1], slot, gap)
+    if t1 == BOX and t0 == CAPSULE:
+        return capsule_box_contact(x_0, scale_0[0], scale_0[1], x_1, scale_1, slot, gap)
+    return box_box_contact(x_0, scale_0, x_1, scale_1, slot, gap)
+
+
+@wp.func
 def pair_contact(x_0: wp.transform, x_1: wp.transform, t0: int, t1: int, scale_0: wp.vec3, scale_1: wp.vec3,
                  source_0: wp.uint64, source_1: wp.uint64, n_points_1: int, feature: int, s: float,
                  gap: float) -> ContactPoint:
     """Contact `feature` between shape 0 and shape 1: slot `feature` of the pair's exact routine, or else shape
     1's probe `feature` (an edge at parameter s) against shape 0's signed distance."""
-    if t0 == CAPSULE and t1 == CAPSULE:
-        return capsule_capsule_contact(x_0, scale_0[0], scale_0[1], x_1, scale_1[0], scale_1[1], feature, gap)
-    if t0 == CAPSULE and t1 == BOX:
-        return capsule_box_contact(x_0, scale_0[0], scale_0[1], x_1, scale_1, feature, gap)
-    if t0 == BOX and t1 == BOX:
-        return box_box_contact(x_0, scale_0, x_1, scale_1, feature, gap)
+    if exact_slots(t0, t1) > 0:
+        return exact_contact(x_0, x_1, t0, t1, scale_0, scale_1, feature, gap)
     return probe_contact(x_1, x_0, t1, scale_1, source_1, t0, scale_0, source_0, n_points_1, feature, s, gap)
 
 
@@ -361,8 +368,7 @@ def narrow_phase_kernel(body_q: wp.array(dtype=wp.transform), pairs: wp.array(dt
             x_0 = shape_world_transform(body_q, shape_body, shape_transform, first)
             x_1 = shape_world_transform(body_q, shape_body, shape_transform, second)
             for slot in range(exact_slots(t0, t1)):
-                c = pair_contact(x_0, x_1, t0, t1, shape_scale[first], shape_scale[second], shape_source[first],
-                                 shape_source[second], 0, slot, -1.0, gap)
+                c = exact_contact(x_0, x_1, t0, t1, shape_scale[first], shape_scale[second], slot, gap)
                 if c.valid == 0:
                     break
                 index = wp.atomic_add(count, 0, 1)
@@ -388,8 +394,8 @@ def narrow_phase_kernel(body_q: wp.array(dtype=wp.transform), pairs: wp.array(dt
             n_points = shape_items[a][0]
             s = edge_parameter(x_a, x_b, ta, shape_scale[a], shape_source[a], tb, shape_scale[b], shape_source[b],
                                shape_radius[b], n_points, item, gap)
-            c = pair_contact(x_b, x_a, tb, ta, shape_scale[b], shape_scale[a], shape_source[b], shape_source[a],
-                             n_points, item, s, gap)
+            c = probe_contact(x_a, x_b, ta, shape_scale[a], shape_source[a], tb, shape_scale[b], shape_source[b],
+                              n_points, item, s, gap)
             if c.valid != 0:
                 index = wp.atomic_add(count, 0, 1)
                 if index < max_count:

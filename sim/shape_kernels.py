@@ -151,18 +151,18 @@ def shape_distance(geo: int, scale: wp.vec3, source: wp.uint64, p: wp.vec3, max_
         n = wp.vec3(dn[1], dn[2], dn[3])
     elif geo == MESH or geo == HFIELD:
         s = wp.vec3(p[0] / scale[0], p[1] / scale[1], p[2] / scale[2])
-        if geo == HFIELD:  # an open surface, faces up: the side a point lies on is its nearest faces' side
-            q = wp.mesh_query_point_sign_normal(source, s, max_dist)
-        else:
-            q = wp.mesh_query_point(source, s, max_dist)
+        q = wp.mesh_query_point(source, s, max_dist)
         if q.result:
             c = wp.mesh_eval_position(source, q.face, q.u, q.v)
+            side = q.sign
+            if geo == HFIELD:  # an open surface, faces up: a point is on the side of its nearest face it lies on
+                side = wp.sign(wp.dot(s - c, wp.mesh_eval_face_normal(source, q.face)))
             c = wp.vec3(c[0] * scale[0], c[1] * scale[1], c[2] * scale[2])
             delta = p - c
             l = wp.length(delta)
-            d = l * q.sign
+            d = l * side
             if l > 1.0e-9:
-                n = delta * (q.sign / l)
+                n = delta * (side / l)
     elif geo == SDF:
         s = wp.vec3(p[0] / scale[0], p[1] / scale[1], p[2] / scale[2])
         uvw = wp.volume_world_to_index(source, s)
