@@ -118,15 +118,15 @@ def soft_contact_geometry_kernel(particle_q: wp.array(dtype=wp.vec3), particle_r
     s = shape[c]
     dn = particle_in_shape(particle_q, body_q, shape_body, shape_transform, shape_type, shape_scale, shape_source, i,
                            s, particle_radius[i], gap)
-    x_ws = shape_world_transform(body_q, shape_body, shape_transform, s)
-    n_local = wp.vec3(dn[1], dn[2], dn[3])
-    pos = wp.transform_point(x_ws, wp.transform_point(wp.transform_inverse(x_ws), particle_q[i]) - n_local * dn[0])
+    normal = wp.transform_vector(shape_world_transform(body_q, shape_body, shape_transform, s),
+                                 wp.vec3(dn[1], dn[2], dn[3]))
+    pos = particle_q[i] - normal * dn[0]
     b = shape_body[s]
     if b >= 0:
         pos = wp.transform_point(wp.transform_inverse(body_q[b]), pos)
     out_body_pos[c] = pos
     out_body_vel[c] = wp.vec3(0.0, 0.0, 0.0)
-    out_normal[c] = wp.transform_vector(x_ws, n_local)
+    out_normal[c] = normal
 
 
 @wp.kernel(enable_backward=False)
@@ -546,7 +546,7 @@ class CollisionPipeline:
             self.shape_pairs_max = len(pairs)
             self._pairs = wp.array(pairs, dtype=wp.vec2i, device=d)
             self._pair_count = wp.array([len(pairs)], dtype=wp.int32, device=d)
-            contact_bound = int(self._contact_bound(pairs, types, items))
+            contact_bound = int(self._contact_bound(pairs, items))
         else:
             self.shape_pairs_max = int(shape_pairs_max) if shape_pairs_max is not None else \
                 min(bound, 32 * len(collide) + 64)
@@ -588,7 +588,7 @@ class CollisionPipeline:
         return pairs.astype(np.int32)
 
     @staticmethod
-    def _contact_bound(pairs: np.ndarray, types: np.ndarray, items: np.ndarray) -> np.ndarray:
+    def _contact_bound(pairs: np.ndarray, items: np.ndarray) -> np.ndarray:
         """The most contacts the narrow phase can write for these pairs: every probe of both shapes (an exact
         routine writes fewer)."""
         if len(pairs) == 0:

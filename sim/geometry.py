@@ -108,7 +108,8 @@ class Heightfield(Mesh):
         v = np.clip((y + self.hy) / (2.0 * self.hy) * (self.nrow - 1), 0.0, self.nrow - 1 - 1e-6)
         c, r = int(u), int(v)
         fu, fv = u - c, v - r
-        z = self.min_z + self.data * (self.max_z - self.min_z)
+        z00, z01, z10, z11 = (self.min_z + self.data[i, j] * (self.max_z - self.min_z)
+                              for i, j in ((r, c), (r, c + 1), (r + 1, c), (r + 1, c + 1)))
         if fu >= fv:  # the triangle (r, c), (r, c + 1), (r + 1, c + 1)
-            return float(z[r, c] + fu * (z[r, c + 1] - z[r, c]) + fv * (z[r + 1, c + 1] - z[r, c + 1]))
-        return float(z[r, c] + fv * (z[r + 1, c] - z[r, c]) + fu * (z[r + 1, c + 1] - z[r + 1, c]))
+            return float(z00 + fu * (z01 - z00) + fv * (z11 - z01))
+        return float(z00 + fv * (z10 - z00) + fu * (z11 - z10))
